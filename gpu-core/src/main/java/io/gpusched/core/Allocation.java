@@ -1,0 +1,57 @@
+package io.gpusched.core;
+
+import java.time.Instant;
+import java.util.List;
+import java.util.Objects;
+import java.util.Optional;
+
+/**
+ * Devices handed to one request. Immutable; released through {@link GpuScheduler#release(String)}.
+ *
+ * @param id        scheduler-issued id
+ * @param devices   the devices, in the order the strategy chose them
+ * @param request   what was asked
+ * @param createdAt when the allocation was made (scheduler clock)
+ */
+public record Allocation(String id, List<GpuDevice> devices, GpuRequest request, Instant createdAt) {
+
+    /** Copies the list. */
+    public Allocation {
+        Objects.requireNonNull(id, "id");
+        devices = List.copyOf(devices);
+        Objects.requireNonNull(request, "request");
+        Objects.requireNonNull(createdAt, "createdAt");
+    }
+
+    /** @return the device indices */
+    public List<Integer> deviceIndices() {
+        return devices.stream().map(GpuDevice::index).toList();
+    }
+
+    /** @return the device UUIDs */
+    public List<String> deviceUuids() {
+        return devices.stream().map(GpuDevice::uuid).toList();
+    }
+
+    /** @return exclusive or shared */
+    public SharingMode sharing() {
+        return request.sharing();
+    }
+
+    /** @return memory reserved on each device when shared */
+    public Optional<MemorySize> sharedMemory() {
+        return request.sharedMemory();
+    }
+
+    /** @return the owner, if the request named one */
+    public Optional<String> owner() {
+        return request.owner();
+    }
+
+    @Override
+    public String toString() {
+        return "Allocation[" + id + " " + sharing() + " " + deviceIndices()
+                + sharedMemory().map(m -> " " + m.toHumanString() + " each").orElse("")
+                + owner().map(o -> " owner " + o).orElse("") + "]";
+    }
+}

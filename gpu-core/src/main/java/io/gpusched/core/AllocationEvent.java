@@ -1,0 +1,49 @@
+package io.gpusched.core;
+
+import java.time.Instant;
+import java.util.List;
+import java.util.Objects;
+import java.util.Optional;
+
+/**
+ * One audit event: an allocation made, released or refused, or a device's health changing under an allocation.
+ *
+ * @param type         what happened
+ * @param at           when (scheduler clock)
+ * @param allocationId the allocation concerned; empty for a refusal
+ * @param owner        the request's owner
+ * @param jobId        the request's job id
+ * @param deviceUuids  devices concerned
+ * @param reason       the refusal reason, for {@link Type#REJECTED}
+ * @param message      a human sentence (the refusal message, the health reason)
+ */
+public record AllocationEvent(
+        Type type,
+        Instant at,
+        Optional<String> allocationId,
+        Optional<String> owner,
+        Optional<String> jobId,
+        List<String> deviceUuids,
+        Optional<GpuAllocationException.Reason> reason,
+        String message) {
+
+    /** Event types. */
+    public enum Type {
+        /** Devices were handed out. */
+        ALLOCATED,
+        /** An allocation was released. */
+        RELEASED,
+        /** A request was refused. */
+        REJECTED,
+        /** A device of a live allocation changed health. */
+        HEALTH_CHANGED
+    }
+
+    /** Copies the list. */
+    public AllocationEvent {
+        Objects.requireNonNull(type, "type");
+        Objects.requireNonNull(at, "at");
+        deviceUuids = List.copyOf(deviceUuids);
+        Objects.requireNonNull(message, "message");
+    }
+}

@@ -1,0 +1,563 @@
+package io.gpusched.core;
+
+import io.gpusched.core.GpuAllocationException.Reason;
+import io.gpusched.core.internal.Json;
+import java.security.SecureRandom;
+import java.time.Clock;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.Predicate;
+import java.util.stream.Collectors;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/** The scheduler: one lock around a small array of immutable {@link DeviceState}s. */
+final class DefaultGpuScheduler implements GpuScheduler {
+    private static final Logger LOG = LoggerFactory.getLogger(DefaultGpuScheduler.class);
+
+    private final GpuInventory inventory;
+    private final AllocationStrategy strategy;
+    private final GpuConfig config;
+    private final Clock clock;
+    private final List<AllocationListener> listeners;
+    private final GpuTopology topology;
+    private final Map<Integer, Integer> positionByIndex = new HashMap<>();
+    private final Map<String, Integer> positionByUuid = new HashMap<>();
+    private final String idPrefix;
+    private final GpuHealthListener healthListener = this::onHealthChange;
+    private final ScheduledExecutorService poller;
+
+    private final ReentrantLock lock = new ReentrantLock();
+    /** Guarded by lock; replaced element-wise, elements immutable. */
+    private final DeviceState[] states;
+    /** Guarded by lock. */
+    private final Map<String, Allocation> live = new LinkedHashMap<>();
+    /** Guarded by lock. */
+    private long sequence;
+    /** Published copy of {@link #states}, rebuilt under the lock after each change. */
+    private volatile List<DeviceState> snapshot;
+
+    DefaultGpuScheduler(GpuScheduler.Builder b) {
+        this.inventory = b.inventory;
+        this.config = b.config != null ? b.config : GpuConfig.defaults();
+        this.strategy = b.strategy != null ? b.strategy : AllocationStrategies.byName(config.strategy());
+        this.clock = b.clock != null ? b.clock : Clock.systemUTC();
+        List<AllocationListener> ls = new ArrayList<>(b.listeners);
+        if (b.auditLogging) {
+            ls.add(0, AllocationListener.slf4j());
+        }
+        this.listeners = List.copyOf(ls);
+        this.topology = inventory.topology();
+        List<GpuDevice> devices = inventory.devices();
+        this.states = new DeviceState[devices.size()];
+        for (int i = 0; i < devices.size(); i++) {
+            GpuDevice d = devices.get(i);
+            if (positionByIndex.put(d.index(), i) != null || positionByUuid.put(d.uuid(), i) != null) {
+                throw new IllegalArgumentException("inventory " + inventory.backend() + " lists device "
+                        + d.index() + " (" + d.uuid() + ") twice");
+            }
+            states[i] = DeviceState.idle(d, inventory.health(d));
+        }
+        this.snapshot = List.of(states);
+        byte[] r = new byte[3];
+        new SecureRandom().nextBytes(r);
+        this.idPrefix = String.format(Locale.ROOT, "a%02x%02x%02x", r[0], r[1], r[2]);
+        inventory.addHealthListener(healthListener);
+        if (b.pollInterval != null) {
+            poller = Executors.newSingleThreadScheduledExecutor(runnable -> {
+                Thread t = new Thread(runnable, "gpusched-metrics-poller");
+                t.setDaemon(true);
+                return t;
+            });
+            long ms = Math.max(1, b.pollInterval.toMillis());
+            poller.scheduleWithFixedDelay(this::pollOnce, 0, ms, TimeUnit.MILLISECONDS);
+        } else {
+            poller = null;
+        }
+    }
+
+    private void pollOnce() {
+        try {
+            updateMetrics(inventory.sample());
+        } catch (RuntimeException e) {
+            LOG.warn("sampling {} failed: {}", inventory.backend(), e.toString());
+        }
+    }
+
+    // ---------------------------------------------------------------- allocate
+
+    @Override
+    public Allocation allocate(GpuRequest request) {
+        java.util.Objects.requireNonNull(request, "request");
+        Allocation a;
+        try {
+            a = allocateLocked(request);
+        } catch (GpuAllocationException e) {
+            fire(new AllocationEvent(AllocationEvent.Type.REJECTED, clock.instant(), Optional.empty(),
+                    request.owner(), request.jobId(), List.of(), Optional.of(e.reason()), e.getMessage()));
+            throw e;
+        }
+        fire(new AllocationEvent(AllocationEvent.Type.ALLOCATED, a.createdAt(), Optional.of(a.id()),
+                request.owner(), request.jobId(), a.deviceUuids(), Optional.empty(), request.describe()));
+        return a;
+    }
+
+    @Override
+    public Optional<Allocation> tryAllocate(GpuRequest request) {
+        try {
+            return Optional.of(allocate(request));
+        } catch (GpuAllocationException e) {
+            if (e.reason().isTransient()) {
+                return Optional.empty();
+            }
+            throw e;
+        }
+    }
+
+    private Allocation allocateLocked(GpuRequest request) {
+        if (!config.enabled()) {
+            throw new GpuAllocationException(Reason.DISABLED,
+                    "GPU allocation is disabled by configuration (gpu.enabled: false)");
+        }
+        if (config.maxGpusPerRequest() > 0 && request.count() > config.maxGpusPerRequest()) {
+            throw new GpuAllocationException(Reason.INVALID_REQUEST, request.count()
+                    + " GPUs requested; this scheduler allows at most " + config.maxGpusPerRequest()
+                    + " per request (gpu.max_gpus_per_request)");
+        }
+        if (request.sharing() == SharingMode.SHARED && !config.allowSharing()) {
+            throw new GpuAllocationException(Reason.INVALID_REQUEST,
+                    "shared GPUs requested, but sharing is disabled (gpu.allow_sharing: false); ask for exclusive GPUs");
+        }
+        lock.lock();
+        try {
+            List<DeviceState> candidates = request.isExplicit() ? explicitCandidates(request) : candidates(request);
+            View view = new View(snapshot, candidates, topology, clock.instant());
+            List<Integer> picked = strategy.select(request, view);
+            if (picked == null || picked.isEmpty()) {
+                throw new GpuAllocationException(Reason.NO_PLACEMENT, "strategy " + strategy.name()
+                        + " found no placement for " + request.describe() + " among " + candidates.size()
+                        + " eligible GPUs " + indices(candidates));
+            }
+            List<GpuDevice> chosen = checkPick(request, candidates, picked);
+            return commit(request, chosen);
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    private List<GpuDevice> checkPick(GpuRequest request, List<DeviceState> candidates, List<Integer> picked) {
+        Map<Integer, DeviceState> byIndex = new HashMap<>();
+        for (DeviceState d : candidates) {
+            byIndex.put(d.index(), d);
+        }
+        List<GpuDevice> chosen = new ArrayList<>(picked.size());
+        Set<Integer> seen = new HashSet<>();
+        for (Integer i : picked) {
+            DeviceState d = i == null ? null : byIndex.get(i);
+            if (d == null || !seen.add(i)) {
+                chosen = null;
+                break;
+            }
+            chosen.add(d.device());
+        }
+        if (chosen == null || chosen.size() != request.count()) {
+            throw new GpuException("strategy " + strategy.name() + " returned " + picked + " for "
+                    + request.describe() + "; it must return " + request.count() + " distinct indices out of "
+                    + indices(candidates) + " (a bug in the strategy; nothing was allocated)");
+        }
+        return chosen;
+    }
+
+    private Allocation commit(GpuRequest request, List<GpuDevice> chosen) {
+        String id = idPrefix + "-" + (++sequence);
+        Allocation a = new Allocation(id, chosen, request, clock.instant());
+        for (GpuDevice d : chosen) {
+            int p = positionByIndex.get(d.index());
+            DeviceState s = states[p];
+            if (request.sharing() == SharingMode.EXCLUSIVE) {
+                states[p] = s.withExclusive(Optional.of(id));
+            } else {
+                states[p] = s.withShared(s.sharedHolders() + 1, s.sharedReserved().plus(request.sharedMemory().get()));
+            }
+        }
+        live.put(id, a);
+        snapshot = List.of(states);
+        return a;
+    }
+
+    /** Applies hard constraints step by step, so that a refusal names the first one that could not be met. */
+    private List<DeviceState> candidates(GpuRequest r) {
+        int n = r.count();
+        List<DeviceState> all = snapshot;
+        if (n > all.size()) {
+            throw new GpuAllocationException(Reason.INSUFFICIENT_GPUS, r.describe() + " requested; this node has "
+                    + all.size() + (all.size() == 1 ? " GPU" : " GPUs") + " in all");
+        }
+        List<DeviceState> matching = filter(all, d -> matchesIdentity(r, d.device()));
+        if (matching.size() < n) {
+            throw new GpuAllocationException(Reason.NO_MATCHING_DEVICE, r.describe() + " requested; "
+                    + matching.size() + " of the node's " + all.size() + " GPUs match (the node has "
+                    + inventorySummary(all) + ")");
+        }
+        List<DeviceState> roomy = filter(matching, d -> hasMemory(r, d.device()));
+        if (roomy.size() < n) {
+            MemorySize largest = matching.stream().map(d -> d.device().memory()).max(MemorySize::compareTo).get();
+            long free = matching.stream().filter(d -> d.isIdle() && d.health().isHealthy()).count();
+            throw new GpuAllocationException(Reason.INSUFFICIENT_MEMORY, r.describe() + " requested; "
+                    + free + " free, " + (roomy.isEmpty() ? "none has" : "only " + roomy.size() + " of "
+                    + matching.size() + " matching have") + " enough memory (the largest has "
+                    + largest.toHumanString() + ")");
+        }
+        List<DeviceState> healthy = filter(roomy, d -> d.health().isHealthy());
+        if (healthy.size() < n) {
+            String sick = roomy.stream().filter(d -> !d.health().isHealthy())
+                    .map(d -> "GPU " + d.index() + " " + d.health()).collect(Collectors.joining(", "));
+            throw new GpuAllocationException(Reason.DEVICE_UNHEALTHY, r.describe() + " requested; only "
+                    + healthy.size() + " of " + roomy.size() + " suitable GPUs are healthy (" + sick + ")");
+        }
+        List<DeviceState> free = filter(healthy, d -> isAvailable(r, d));
+        if (free.size() < n) {
+            String why = r.sharing() == SharingMode.SHARED
+                    ? " have " + r.sharedMemory().get().toHumanString() + " unreserved and are not held exclusively"
+                    : " are free";
+            throw new GpuAllocationException(Reason.INSUFFICIENT_GPUS, r.describe() + " requested; "
+                    + free.size() + " of " + healthy.size() + " suitable GPUs" + why + " (held: "
+                    + holders(healthy) + ")");
+        }
+        return free;
+    }
+
+    private List<DeviceState> explicitCandidates(GpuRequest r) {
+        List<DeviceState> out = new ArrayList<>();
+        if (!r.deviceIndices().isEmpty()) {
+            for (int i : r.deviceIndices()) {
+                Integer p = positionByIndex.get(i);
+                if (p == null) {
+                    throw new GpuAllocationException(Reason.UNKNOWN_DEVICE, "GPU index " + i
+                            + " is not on this node; its GPU indices are " + indices(snapshot));
+                }
+                out.add(states[p]);
+            }
+        } else {
+            for (String u : r.deviceUuids()) {
+                Integer p = positionByUuid.get(u);
+                if (p == null) {
+                    throw new GpuAllocationException(Reason.UNKNOWN_DEVICE, "GPU " + u
+                            + " is not on this node; its GPUs are " + snapshot.stream()
+                            .map(d -> d.device().uuid()).toList());
+                }
+                out.add(states[p]);
+            }
+        }
+        for (DeviceState d : out) {
+            String which = "GPU " + d.index() + " (" + d.device().name() + ", " + d.device().uuid() + ")";
+            if (!matchesIdentity(r, d.device())) {
+                throw new GpuAllocationException(Reason.NO_MATCHING_DEVICE, which + " does not match "
+                        + r.describe());
+            }
+            if (!hasMemory(r, d.device())) {
+                throw new GpuAllocationException(Reason.INSUFFICIENT_MEMORY, which + " has "
+                        + d.device().memory().toHumanString() + "; " + r.describe() + " requested");
+            }
+            if (!d.health().isHealthy()) {
+                throw new GpuAllocationException(Reason.DEVICE_UNHEALTHY, which + " is " + d.health());
+            }
+            if (!isAvailable(r, d)) {
+                throw new GpuAllocationException(Reason.DEVICE_BUSY, which + " is busy: " + holders(List.of(d))
+                        + (r.sharing() == SharingMode.SHARED ? "; " + d.reservableMemory().toHumanString()
+                        + " reservable" : ""));
+            }
+        }
+        return out;
+    }
+
+    private static boolean matchesIdentity(GpuRequest r, GpuDevice d) {
+        return r.vendor().map(v -> v == d.vendor()).orElse(true)
+                && r.matchesModel(d.name())
+                && r.minComputeCapability().map(min -> d.computeCapability().map(cc -> cc.isAtLeast(min))
+                        .orElse(false)).orElse(true);
+    }
+
+    private static boolean hasMemory(GpuRequest r, GpuDevice d) {
+        return r.minMemory().map(m -> d.memory().isAtLeast(m)).orElse(true)
+                && r.sharedMemory().map(m -> d.memory().isAtLeast(m)).orElse(true);
+    }
+
+    private static boolean isAvailable(GpuRequest r, DeviceState d) {
+        if (r.sharing() == SharingMode.EXCLUSIVE) {
+            return d.isIdle();
+        }
+        return d.exclusiveHolder().isEmpty() && d.reservableMemory().isAtLeast(r.sharedMemory().get());
+    }
+
+    private static List<DeviceState> filter(List<DeviceState> in, Predicate<DeviceState> p) {
+        List<DeviceState> out = new ArrayList<>(in.size());
+        for (DeviceState d : in) {
+            if (p.test(d)) {
+                out.add(d);
+            }
+        }
+        return out;
+    }
+
+    private static String indices(List<DeviceState> states) {
+        return states.stream().map(d -> String.valueOf(d.index())).collect(Collectors.joining(",", "[", "]"));
+    }
+
+    private static String inventorySummary(List<DeviceState> all) {
+        Map<String, Integer> kinds = new LinkedHashMap<>();
+        for (DeviceState d : all) {
+            GpuDevice g = d.device();
+            String k = g.vendor() + " " + g.name() + " " + g.memory().toHumanString()
+                    + g.computeCapability().map(c -> " cc " + c).orElse("")
+                    + g.architecture().map(a -> " " + a).orElse("");
+            kinds.merge(k, 1, Integer::sum);
+        }
+        return kinds.entrySet().stream().map(e -> e.getValue() + "x " + e.getKey()).collect(Collectors.joining(", "));
+    }
+
+    private static String holders(List<DeviceState> states) {
+        List<String> parts = new ArrayList<>();
+        for (DeviceState d : states) {
+            if (d.exclusiveHolder().isPresent()) {
+                parts.add("GPU " + d.index() + " by " + d.exclusiveHolder().get());
+            } else if (d.isShared()) {
+                parts.add("GPU " + d.index() + " shared by " + d.sharedHolders() + ", "
+                        + d.reservableMemory().toHumanString() + " left");
+            }
+        }
+        return parts.isEmpty() ? "none" : String.join("; ", parts);
+    }
+
+    // ---------------------------------------------------------------- release
+
+    @Override
+    public boolean release(String allocationId) {
+        java.util.Objects.requireNonNull(allocationId, "allocationId");
+        Allocation a;
+        lock.lock();
+        try {
+            a = live.remove(allocationId);
+            if (a == null) {
+                if (issuedHere(allocationId)) {
+                    return false;
+                }
+                throw new GpuAllocationException(Reason.UNKNOWN_ALLOCATION, "no allocation \"" + allocationId
+                        + "\" was issued by this scheduler (its ids look like " + idPrefix + "-N; "
+                        + live.size() + " live)");
+            }
+            for (GpuDevice d : a.devices()) {
+                int p = positionByIndex.get(d.index());
+                DeviceState s = states[p];
+                if (a.sharing() == SharingMode.EXCLUSIVE) {
+                    states[p] = s.withExclusive(Optional.empty());
+                } else {
+                    MemorySize left = s.sharedReserved().minusOrZero(a.sharedMemory().get());
+                    states[p] = s.withShared(s.sharedHolders() - 1, s.sharedHolders() == 1 ? MemorySize.ZERO : left);
+                }
+            }
+            snapshot = List.of(states);
+        } finally {
+            lock.unlock();
+        }
+        fire(new AllocationEvent(AllocationEvent.Type.RELEASED, clock.instant(), Optional.of(a.id()),
+                a.owner(), a.request().jobId(), a.deviceUuids(), Optional.empty(), a.request().describe()));
+        return true;
+    }
+
+    private boolean issuedHere(String id) {
+        String head = idPrefix + "-";
+        if (!id.startsWith(head) || id.length() == head.length() || id.length() > head.length() + 18) {
+            return false;
+        }
+        String num = id.substring(head.length());
+        return num.chars().allMatch(Character::isDigit) && Long.parseLong(num) <= sequence;
+    }
+
+    // ---------------------------------------------------------------- health and metrics
+
+    private void onHealthChange(GpuDevice device, GpuHealth health) {
+        List<Allocation> affected = new ArrayList<>();
+        lock.lock();
+        try {
+            Integer p = positionByUuid.get(device.uuid());
+            if (p == null || states[p].health().equals(health)) {
+                return;
+            }
+            states[p] = states[p].withHealth(health);
+            snapshot = List.of(states);
+            for (Allocation a : live.values()) {
+                if (a.deviceUuids().contains(device.uuid())) {
+                    affected.add(a);
+                }
+            }
+        } finally {
+            lock.unlock();
+        }
+        LOG.warn("GPU {} ({}) is now {}", device.index(), device.uuid(), health);
+        for (Allocation a : affected) {
+            fire(new AllocationEvent(AllocationEvent.Type.HEALTH_CHANGED, clock.instant(), Optional.of(a.id()),
+                    a.owner(), a.request().jobId(), List.of(device.uuid()), Optional.empty(),
+                    "GPU " + device.index() + " of allocation " + a.id() + " is now " + health));
+        }
+    }
+
+    @Override
+    public void updateMetrics(GpuSample sample) {
+        lock.lock();
+        try {
+            for (GpuMetrics m : sample.metrics()) {
+                Integer p = positionByIndex.get(m.index());
+                if (p != null) {
+                    states[p] = states[p].withMetrics(Optional.of(m));
+                }
+            }
+            snapshot = List.of(states);
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    // ---------------------------------------------------------------- reads
+
+    @Override
+    public List<Allocation> allocations() {
+        lock.lock();
+        try {
+            return List.copyOf(live.values());
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    @Override
+    public Optional<Allocation> allocation(String allocationId) {
+        lock.lock();
+        try {
+            return Optional.ofNullable(live.get(allocationId));
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    @Override
+    public List<DeviceState> devices() {
+        return snapshot;
+    }
+
+    @Override
+    public SchedulerStatus status() {
+        List<DeviceState> devs;
+        List<Allocation> allocs;
+        lock.lock();
+        try {
+            devs = snapshot;
+            allocs = List.copyOf(live.values());
+        } finally {
+            lock.unlock();
+        }
+        Map<Integer, List<String>> sharedBy = new HashMap<>();
+        for (Allocation a : allocs) {
+            if (a.sharing() == SharingMode.SHARED) {
+                for (int i : a.deviceIndices()) {
+                    sharedBy.computeIfAbsent(i, k -> new ArrayList<>()).add(a.id());
+                }
+            }
+        }
+        List<SchedulerStatus.Device> out = new ArrayList<>();
+        for (DeviceState s : devs) {
+            GpuDevice d = s.device();
+            Optional<GpuMetrics> m = s.metrics();
+            out.add(new SchedulerStatus.Device(d.index(), d.uuid(), d.name(), d.vendor().name(), d.memory().bytes(),
+                    s.reservableMemory().bytes(), s.health().state().name(), s.health().reason().orElse(null),
+                    s.exclusiveHolder().orElse(null), sharedBy.getOrDefault(d.index(), List.of()),
+                    m.flatMap(x -> boxed(x.utilizationPercent())).orElse(null),
+                    m.flatMap(GpuMetrics::memoryUsed).map(MemorySize::bytes).orElse(null),
+                    m.flatMap(x -> boxed(x.temperatureCelsius())).orElse(null),
+                    m.flatMap(x -> boxed(x.powerWatts())).orElse(null)));
+        }
+        List<SchedulerStatus.Held> held = new ArrayList<>();
+        for (Allocation a : allocs) {
+            held.add(new SchedulerStatus.Held(a.id(), a.owner().orElse(null), a.request().jobId().orElse(null),
+                    a.deviceIndices(), a.deviceUuids(), a.sharing().name(),
+                    a.sharedMemory().map(MemorySize::bytes).orElse(null), a.createdAt().toString(),
+                    a.request().labels()));
+        }
+        return new SchedulerStatus(inventory.backend(), config.enabled(), strategy.name(),
+                clock.instant().toString(), out, held);
+    }
+
+    private static Optional<Double> boxed(java.util.OptionalDouble d) {
+        return d.isPresent() ? Optional.of(d.getAsDouble()) : Optional.empty();
+    }
+
+    @Override
+    public String statusJson() {
+        return Json.pretty(status());
+    }
+
+    @Override
+    public GpuInventory inventory() {
+        return inventory;
+    }
+
+    @Override
+    public AllocationStrategy strategy() {
+        return strategy;
+    }
+
+    @Override
+    public void close() {
+        inventory.removeHealthListener(healthListener);
+        if (poller != null) {
+            poller.shutdownNow();
+        }
+    }
+
+    private void fire(AllocationEvent e) {
+        for (AllocationListener l : listeners) {
+            try {
+                l.onEvent(e);
+            } catch (RuntimeException ex) {
+                LOG.warn("allocation listener {} failed on {}: {}", l, e.type(), ex.toString());
+            }
+        }
+    }
+
+    @Override
+    public String toString() {
+        return "GpuScheduler[" + inventory.backend() + ", " + strategy.name() + ", " + states.length + " GPUs]";
+    }
+
+    /** The immutable view handed to strategies. */
+    private record View(List<DeviceState> devices, List<DeviceState> candidates, GpuTopology topology, Instant now)
+            implements SchedulingView {
+        View {
+            candidates = List.copyOf(candidates);
+        }
+
+        @Override
+        public DeviceState device(int index) {
+            for (DeviceState d : devices) {
+                if (d.index() == index) {
+                    return d;
+                }
+            }
+            throw new IllegalArgumentException("GPU index " + index + " is not on this node");
+        }
+    }
+
+}

@@ -1,0 +1,86 @@
+package io.gpusched.core;
+
+import java.util.Objects;
+import java.util.Optional;
+
+/**
+ * A device as the scheduler holds it at one moment: its facts, health, who holds it and its latest metrics.
+ *
+ * @param device          the device
+ * @param health          its health
+ * @param exclusiveHolder id of the exclusive allocation holding it
+ * @param sharedHolders   number of shared allocations on it
+ * @param sharedReserved  memory reserved by those shared allocations
+ * @param metrics         latest sample for it, if any
+ */
+public record DeviceState(
+        GpuDevice device,
+        GpuHealth health,
+        Optional<String> exclusiveHolder,
+        int sharedHolders,
+        MemorySize sharedReserved,
+        Optional<GpuMetrics> metrics) {
+
+    /** @throws IllegalArgumentException if the state is inconsistent */
+    public DeviceState {
+        Objects.requireNonNull(device, "device");
+        Objects.requireNonNull(health, "health");
+        Objects.requireNonNull(exclusiveHolder, "exclusiveHolder");
+        Objects.requireNonNull(sharedReserved, "sharedReserved");
+        Objects.requireNonNull(metrics, "metrics");
+        if (exclusiveHolder.isPresent() && sharedHolders > 0) {
+            throw new IllegalArgumentException("device " + device.uuid() + " cannot be held exclusively and shared");
+        }
+        if (sharedHolders < 0 || (sharedHolders == 0) != (sharedReserved.bytes() == 0)) {
+            throw new IllegalArgumentException("device " + device.uuid() + ": " + sharedHolders
+                    + " shared holders but " + sharedReserved + " reserved");
+        }
+    }
+
+    /** @return the state of a device nobody holds */
+    public static DeviceState idle(GpuDevice device, GpuHealth health) {
+        return new DeviceState(device, health, Optional.empty(), 0, MemorySize.ZERO, Optional.empty());
+    }
+
+    /** @return the device index */
+    public int index() {
+        return device.index();
+    }
+
+    /** @return true if nobody holds it, exclusively or shared */
+    public boolean isIdle() {
+        return exclusiveHolder.isEmpty() && sharedHolders == 0;
+    }
+
+    /** @return true if shared allocations hold it */
+    public boolean isShared() {
+        return sharedHolders > 0;
+    }
+
+    /** @return memory still reservable by shared allocations (total minus reserved; zero if held exclusively) */
+    public MemorySize reservableMemory() {
+        return exclusiveHolder.isPresent() ? MemorySize.ZERO : device.memory().minusOrZero(sharedReserved);
+    }
+
+    /** @return utilization of the latest sample, 0 when unknown */
+    public double utilization() {
+        return metrics.flatMap(m -> m.utilizationPercent().isPresent()
+                ? Optional.of(m.utilizationPercent().getAsDouble()) : Optional.empty()).orElse(0.0);
+    }
+
+    DeviceState withHealth(GpuHealth h) {
+        return new DeviceState(device, h, exclusiveHolder, sharedHolders, sharedReserved, metrics);
+    }
+
+    DeviceState withExclusive(Optional<String> holder) {
+        return new DeviceState(device, health, holder, sharedHolders, sharedReserved, metrics);
+    }
+
+    DeviceState withShared(int holders, MemorySize reserved) {
+        return new DeviceState(device, health, exclusiveHolder, holders, reserved, metrics);
+    }
+
+    DeviceState withMetrics(Optional<GpuMetrics> m) {
+        return new DeviceState(device, health, exclusiveHolder, sharedHolders, sharedReserved, m);
+    }
+}

@@ -1,0 +1,61 @@
+package io.gpusched.core;
+
+import java.util.Objects;
+
+/**
+ * An allocation request could not be served. The {@link Reason} is for programs, the message for people: it says
+ * what was asked, what the node has, and so what would succeed.
+ */
+public class GpuAllocationException extends GpuException {
+
+    /** Why a request was refused. */
+    public enum Reason {
+        /** Enough devices match the request, but not enough of them are free now. */
+        INSUFFICIENT_GPUS(true),
+        /** Devices match vendor, model and capability, but too few have the memory asked for. */
+        INSUFFICIENT_MEMORY(false),
+        /** Too few devices on this node match the vendor, model or compute capability asked for. */
+        NO_MATCHING_DEVICE(false),
+        /** An explicitly requested device index or UUID is not on this node. */
+        UNKNOWN_DEVICE(false),
+        /** An explicitly requested device is held by another allocation. */
+        DEVICE_BUSY(true),
+        /** The request can only be served by devices that are unhealthy or lost. */
+        DEVICE_UNHEALTHY(true),
+        /** The request breaks a rule of this scheduler's configuration (size limit, sharing disabled). */
+        INVALID_REQUEST(false),
+        /** The scheduler is disabled by configuration ({@code gpu.enabled: false}). */
+        DISABLED(false),
+        /** The allocation strategy found no placement among the eligible devices. */
+        NO_PLACEMENT(true),
+        /** {@code release} was given an id this scheduler never issued. */
+        UNKNOWN_ALLOCATION(false);
+
+        private final boolean transientCondition;
+
+        Reason(boolean transientCondition) {
+            this.transientCondition = transientCondition;
+        }
+
+        /** @return true when the same request may succeed later without changing it (devices get released or recover) */
+        public boolean isTransient() {
+            return transientCondition;
+        }
+    }
+
+    private final Reason reason;
+
+    /**
+     * @param reason  machine-readable reason
+     * @param message a sentence a user can act on
+     */
+    public GpuAllocationException(Reason reason, String message) {
+        super(message);
+        this.reason = Objects.requireNonNull(reason, "reason");
+    }
+
+    /** @return why the request was refused */
+    public Reason reason() {
+        return reason;
+    }
+}

@@ -1,0 +1,293 @@
+package io.gpusched.core;
+
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Optional;
+import java.util.regex.Pattern;
+
+/**
+ * What a job asks for. Build one with {@link #builder()}, or parse the forms users already write with
+ * {@link GpuRequests}. Immutable and validated: contradictions are rejected by {@link Builder#build()}.
+ *
+ * @param count                number of GPUs, at least 1
+ * @param minMemory            minimum total memory of each GPU
+ * @param minComputeCapability minimum NVIDIA compute capability
+ * @param vendor               required vendor
+ * @param modelPattern         glob matched against the device name, case-insensitive ({@code "*A100*"})
+ * @param deviceIndices        explicit device indices (then {@code count} equals their number)
+ * @param deviceUuids          explicit device UUIDs (then {@code count} equals their number)
+ * @param sharing              exclusive (default) or shared
+ * @param sharedMemory         memory reserved on each GPU when shared
+ * @param owner                who asks (user, tenant), for audit and limits
+ * @param jobId                the job this is for
+ * @param labels               free-form labels carried to the allocation
+ */
+public record GpuRequest(
+        int count,
+        Optional<MemorySize> minMemory,
+        Optional<ComputeCapability> minComputeCapability,
+        Optional<GpuVendor> vendor,
+        Optional<String> modelPattern,
+        List<Integer> deviceIndices,
+        List<String> deviceUuids,
+        SharingMode sharing,
+        Optional<MemorySize> sharedMemory,
+        Optional<String> owner,
+        Optional<String> jobId,
+        Map<String, String> labels) {
+
+    /** @throws IllegalArgumentException on a contradiction (see {@link Builder#build()}) */
+    public GpuRequest {
+        Objects.requireNonNull(minMemory, "minMemory");
+        Objects.requireNonNull(minComputeCapability, "minComputeCapability");
+        Objects.requireNonNull(vendor, "vendor");
+        Objects.requireNonNull(modelPattern, "modelPattern");
+        Objects.requireNonNull(sharing, "sharing");
+        Objects.requireNonNull(sharedMemory, "sharedMemory");
+        Objects.requireNonNull(owner, "owner");
+        Objects.requireNonNull(jobId, "jobId");
+        deviceIndices = List.copyOf(deviceIndices);
+        deviceUuids = List.copyOf(deviceUuids);
+        labels = Map.copyOf(labels);
+        if (count < 1) {
+            throw new IllegalArgumentException("GPU count must be at least 1, was " + count);
+        }
+        if (!deviceIndices.isEmpty() && !deviceUuids.isEmpty()) {
+            throw new IllegalArgumentException("give explicit device indices or UUIDs, not both (indices "
+                    + deviceIndices + ", UUIDs " + deviceUuids + ")");
+        }
+        List<?> explicit = deviceIndices.isEmpty() ? deviceUuids : deviceIndices;
+        if (!explicit.isEmpty() && explicit.size() != count) {
+            throw new IllegalArgumentException("count " + count + " contradicts the " + explicit.size()
+                    + " explicit devices " + explicit + "; leave count out or make it " + explicit.size());
+        }
+        if (new HashSet<>(explicit).size() != explicit.size()) {
+            throw new IllegalArgumentException("explicit devices " + explicit + " name a device twice");
+        }
+        for (int i : deviceIndices) {
+            if (i < 0) {
+                throw new IllegalArgumentException("device index must be >= 0, was " + i);
+            }
+        }
+        if (sharing == SharingMode.SHARED && sharedMemory.isEmpty()) {
+            throw new IllegalArgumentException("a SHARED request needs a memory reservation per GPU"
+                    + " (e.g. sharedMemory(MemorySize.parse(\"4GB\")))");
+        }
+        if (sharing == SharingMode.EXCLUSIVE && sharedMemory.isPresent()) {
+            throw new IllegalArgumentException("a memory reservation (" + sharedMemory.get()
+                    + ") only applies to SHARED requests; this one is EXCLUSIVE");
+        }
+        if (sharedMemory.isPresent() && sharedMemory.get().bytes() == 0) {
+            throw new IllegalArgumentException("a shared memory reservation must be more than 0 bytes");
+        }
+        modelPattern.ifPresent(GpuRequest::globToRegex);
+    }
+
+    /** @return true if the device's name matches {@link #modelPattern()} (or no pattern is set) */
+    public boolean matchesModel(String deviceName) {
+        return modelPattern.map(p -> globToRegex(p).matcher(deviceName).matches()).orElse(true);
+    }
+
+    private static Pattern globToRegex(String glob) {
+        if (glob.isBlank()) {
+            throw new IllegalArgumentException("model pattern must not be blank; use e.g. \"*A100*\"");
+        }
+        StringBuilder re = new StringBuilder();
+        for (char c : glob.toCharArray()) {
+            if (c == '*') {
+                re.append(".*");
+            } else if (c == '?') {
+                re.append('.');
+            } else {
+                re.append(Pattern.quote(String.valueOf(c)));
+            }
+        }
+        return Pattern.compile(re.toString(), Pattern.CASE_INSENSITIVE | Pattern.UNICODE_CASE);
+    }
+
+    /** @return true if specific devices were named */
+    public boolean isExplicit() {
+        return !deviceIndices.isEmpty() || !deviceUuids.isEmpty();
+    }
+
+    /** @return a short human description, e.g. {@code "2 GPUs with >= 40 GiB, cc >= 8.0"} */
+    public String describe() {
+        StringBuilder s = new StringBuilder();
+        s.append(count).append(count == 1 ? " GPU" : " GPUs");
+        List<String> parts = new ArrayList<>();
+        vendor.ifPresent(v -> parts.add(v.name()));
+        modelPattern.ifPresent(p -> parts.add("model " + p));
+        minMemory.ifPresent(m -> parts.add(">= " + m.toHumanString()));
+        minComputeCapability.ifPresent(c -> parts.add("compute capability >= " + c));
+        if (!deviceIndices.isEmpty()) {
+            parts.add("indices " + deviceIndices);
+        }
+        if (!deviceUuids.isEmpty()) {
+            parts.add("UUIDs " + deviceUuids);
+        }
+        sharedMemory.ifPresent(m -> parts.add("shared, " + m.toHumanString() + " reserved each"));
+        if (!parts.isEmpty()) {
+            s.append(" (").append(String.join(", ", parts)).append(')');
+        }
+        return s.toString();
+    }
+
+    /** @return a new builder (count 1, exclusive) */
+    public static Builder builder() {
+        return new Builder();
+    }
+
+    /**
+     * Builds a {@link GpuRequest}. Each setter checks its argument at once and refuses to be called twice with
+     * different values; {@link #build()} rejects contradictions between settings.
+     */
+    public static final class Builder {
+        private Integer count;
+        private MemorySize minMemory;
+        private ComputeCapability minComputeCapability;
+        private GpuVendor vendor;
+        private String modelPattern;
+        private final List<Integer> deviceIndices = new ArrayList<>();
+        private final List<String> deviceUuids = new ArrayList<>();
+        private SharingMode sharing;
+        private MemorySize sharedMemory;
+        private String owner;
+        private String jobId;
+        private final Map<String, String> labels = new LinkedHashMap<>();
+
+        private Builder() {
+        }
+
+        private static <T> T once(T current, T value, String what) {
+            Objects.requireNonNull(value, what);
+            if (current != null && !current.equals(value)) {
+                throw new IllegalStateException(what + " was already set to " + current + "; cannot set it to "
+                        + value);
+            }
+            return value;
+        }
+
+        /** @param n GPUs wanted, at least 1 @return this */
+        public Builder count(int n) {
+            if (n < 1) {
+                throw new IllegalArgumentException("GPU count must be at least 1, was " + n);
+            }
+            count = once(count, n, "count");
+            return this;
+        }
+
+        /** @param m minimum total memory per GPU @return this */
+        public Builder minMemory(MemorySize m) {
+            minMemory = once(minMemory, m, "minimum memory");
+            return this;
+        }
+
+        /** @param cc minimum compute capability @return this */
+        public Builder minComputeCapability(ComputeCapability cc) {
+            minComputeCapability = once(minComputeCapability, cc, "minimum compute capability");
+            return this;
+        }
+
+        /** @param v vendor @return this */
+        public Builder vendor(GpuVendor v) {
+            vendor = once(vendor, v, "vendor");
+            return this;
+        }
+
+        /** @param glob glob on the device name, {@code *} and {@code ?}, case-insensitive @return this */
+        public Builder modelPattern(String glob) {
+            modelPattern = once(modelPattern, glob, "model pattern");
+            return this;
+        }
+
+        /** @param indices explicit device indices @return this */
+        public Builder deviceIndices(List<Integer> indices) {
+            if (!deviceIndices.isEmpty()) {
+                throw new IllegalStateException("device indices were already set to " + deviceIndices);
+            }
+            deviceIndices.addAll(indices);
+            return this;
+        }
+
+        /** @param indices explicit device indices @return this */
+        public Builder deviceIndices(Integer... indices) {
+            return deviceIndices(List.of(indices));
+        }
+
+        /** @param uuids explicit device UUIDs @return this */
+        public Builder deviceUuids(List<String> uuids) {
+            if (!deviceUuids.isEmpty()) {
+                throw new IllegalStateException("device UUIDs were already set to " + deviceUuids);
+            }
+            for (String u : uuids) {
+                if (u == null || u.isBlank()) {
+                    throw new IllegalArgumentException("device UUIDs must not be blank: " + uuids);
+                }
+                deviceUuids.add(u.trim());
+            }
+            return this;
+        }
+
+        /** Exclusive use (the default). @return this */
+        public Builder exclusive() {
+            sharing = once(sharing, SharingMode.EXCLUSIVE, "sharing mode");
+            return this;
+        }
+
+        /** @param reservation memory reserved on each GPU; makes the request SHARED @return this */
+        public Builder shared(MemorySize reservation) {
+            sharing = once(sharing, SharingMode.SHARED, "sharing mode");
+            sharedMemory = once(sharedMemory, reservation, "shared memory reservation");
+            return this;
+        }
+
+        /** @param o owner (user, tenant) @return this */
+        public Builder owner(String o) {
+            owner = once(owner, requireText(o, "owner"), "owner");
+            return this;
+        }
+
+        /** @param j job id @return this */
+        public Builder jobId(String j) {
+            jobId = once(jobId, requireText(j, "job id"), "job id");
+            return this;
+        }
+
+        /** @param key label key @param value label value @return this */
+        public Builder label(String key, String value) {
+            labels.put(requireText(key, "label key"), Objects.requireNonNull(value, "label value"));
+            return this;
+        }
+
+        private static String requireText(String s, String what) {
+            if (s == null || s.isBlank()) {
+                throw new IllegalArgumentException(what + " must not be blank");
+            }
+            return s.trim();
+        }
+
+        /**
+         * @return the request
+         * @throws IllegalArgumentException if count contradicts explicit devices, both indices and UUIDs are given,
+         *                                  a shared request has no reservation, or similar
+         */
+        public GpuRequest build() {
+            int explicit = Math.max(deviceIndices.size(), deviceUuids.size());
+            int n = count != null ? count : Math.max(1, explicit);
+            return new GpuRequest(n, Optional.ofNullable(minMemory), Optional.ofNullable(minComputeCapability),
+                    Optional.ofNullable(vendor), Optional.ofNullable(modelPattern), deviceIndices, deviceUuids,
+                    sharing == null ? SharingMode.EXCLUSIVE : sharing, Optional.ofNullable(sharedMemory),
+                    Optional.ofNullable(owner), Optional.ofNullable(jobId), labels);
+        }
+    }
+
+    @Override
+    public String toString() {
+        return "GpuRequest[" + describe() + owner.map(o -> ", owner " + o).orElse("")
+                + jobId.map(j -> ", job " + j).orElse("") + "]";
+    }
+}

@@ -1,0 +1,227 @@
+package io.gpusched.core;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.TreeSet;
+
+/**
+ * Parsers for the request forms users already write: command-line flags ({@code --gpu=2 --gpu-memory=8GB}) and a
+ * workflow's {@code resources:} map ({@code gpu_count}, {@code gpu_memory_mb}). Every error is an
+ * {@link IllegalArgumentException} naming the input and what would be valid.
+ */
+public final class GpuRequests {
+
+    /** Host name of a {@code --target}, kept on the request as this label. */
+    public static final String TARGET_HOST_LABEL = "gpusched.io/target-host";
+
+    private static final Map<String, String> FLAGS = new LinkedHashMap<>();
+
+    static {
+        FLAGS.put("--gpu", "GPU count");
+        FLAGS.put("--gpus", "GPU count");
+        FLAGS.put("--gpu-memory", "minimum memory per GPU (8GB, 4096MB, 4096 = MiB)");
+        FLAGS.put("--min-cc", "minimum compute capability (8.0)");
+        FLAGS.put("--vendor", "nvidia or amd");
+        FLAGS.put("--model", "glob on the GPU name (*A100*)");
+        FLAGS.put("--devices", "explicit GPU indices (0,2)");
+        FLAGS.put("--uuids", "explicit GPU UUIDs (GPU-...,GPU-...)");
+        FLAGS.put("--target", "HOST::I,J (node1::0,2)");
+        FLAGS.put("--shared", "share GPUs, reserving this much memory on each (4GB)");
+        FLAGS.put("--owner", "who asks");
+        FLAGS.put("--job", "job id");
+        FLAGS.put("--label", "KEY=VALUE, repeatable");
+    }
+
+    private static final List<String> RESOURCE_KEYS = List.of("gpu_count", "gpu_memory_mb", "gpu_memory",
+            "gpu_model", "gpu_vendor", "gpu_min_compute_capability", "gpu_shared_memory_mb");
+
+    private GpuRequests() {
+    }
+
+    /** @return the flags {@link #fromCliFlags(List)} accepts, with what each means */
+    public static Map<String, String> cliFlags() {
+        return Map.copyOf(FLAGS);
+    }
+
+    /** @see #fromCliFlags(List) */
+    public static GpuRequest fromCliFlags(String... args) {
+        return fromCliFlags(Arrays.asList(args));
+    }
+
+    /**
+     * Parses flags in {@code --flag=value} or {@code --flag value} form. Without {@code --gpu}, the count is 1 or
+     * the number of explicit devices.
+     *
+     * @throws IllegalArgumentException on an unknown flag, a missing or invalid value, a repeated flag, or a
+     *                                  contradiction between flags
+     */
+    public static GpuRequest fromCliFlags(List<String> args) {
+        GpuRequest.Builder b = GpuRequest.builder();
+        for (int i = 0; i < args.size(); i++) {
+            String arg = args.get(i);
+            if (arg == null || !arg.startsWith("--")) {
+                throw new IllegalArgumentException("unexpected argument \"" + arg + "\"; GPU flags look like"
+                        + " --gpu=2 --gpu-memory=8GB; known flags: " + FLAGS.keySet());
+            }
+            String flag;
+            String value;
+            int eq = arg.indexOf('=');
+            if (eq >= 0) {
+                flag = arg.substring(0, eq);
+                value = arg.substring(eq + 1);
+            } else {
+                flag = arg;
+                if (i + 1 >= args.size() || !FLAGS.containsKey(flag)) {
+                    value = null;
+                } else {
+                    value = args.get(++i);
+                }
+            }
+            if (!FLAGS.containsKey(flag)) {
+                throw new IllegalArgumentException("unknown flag \"" + flag + "\"; known flags: " + FLAGS.keySet());
+            }
+            if (value == null || value.isBlank()) {
+                throw new IllegalArgumentException("flag " + flag + " needs a value: " + FLAGS.get(flag));
+            }
+            try {
+                apply(b, flag, value.trim());
+            } catch (IllegalStateException e) {
+                throw new IllegalArgumentException("flag " + flag + " given twice: " + e.getMessage(), e);
+            } catch (IllegalArgumentException e) {
+                throw new IllegalArgumentException("flag " + flag + "=" + value + ": " + e.getMessage(), e);
+            }
+        }
+        return b.build();
+    }
+
+    private static void apply(GpuRequest.Builder b, String flag, String value) {
+        switch (flag) {
+            case "--gpu", "--gpus" -> b.count(parseCount(value));
+            case "--gpu-memory" -> b.minMemory(MemorySize.parse(value));
+            case "--min-cc" -> b.minComputeCapability(ComputeCapability.parse(value));
+            case "--vendor" -> b.vendor(GpuVendor.parse(value));
+            case "--model" -> b.modelPattern(value);
+            case "--devices" -> b.deviceIndices(GpuTarget.parseIndices(value, "--devices"));
+            case "--uuids" -> b.deviceUuids(List.of(value.split(",", -1)));
+            case "--target" -> {
+                GpuTarget t = GpuTarget.parse(value);
+                t.host().ifPresent(h -> b.label(TARGET_HOST_LABEL, h));
+                if (!t.indices().isEmpty()) {
+                    b.deviceIndices(t.indices());
+                }
+            }
+            case "--shared" -> b.shared(MemorySize.parse(value));
+            case "--owner" -> b.owner(value);
+            case "--job" -> b.jobId(value);
+            case "--label" -> {
+                int eq = value.indexOf('=');
+                if (eq <= 0) {
+                    throw new IllegalArgumentException("expected KEY=VALUE");
+                }
+                b.label(value.substring(0, eq), value.substring(eq + 1));
+            }
+            default -> throw new IllegalStateException("unhandled flag " + flag);
+        }
+    }
+
+    private static int parseCount(String value) {
+        if (!value.matches("[0-9]{1,9}") || Integer.parseInt(value) < 1) {
+            throw new IllegalArgumentException("GPU count must be a whole number >= 1, was \"" + value + "\"");
+        }
+        return Integer.parseInt(value);
+    }
+
+    /**
+     * Reads the GPU part of a workflow job's {@code resources:} map. Keys other than {@code gpu_*} (cpu, memory, …)
+     * are ignored; unknown {@code gpu_*} keys are rejected. Accepted: {@code gpu_count} (0 or absent: no GPU),
+     * {@code gpu_memory_mb} (MiB, a number), {@code gpu_memory} (a size string such as "8GB"), {@code gpu_model},
+     * {@code gpu_vendor}, {@code gpu_min_compute_capability}, {@code gpu_shared_memory_mb}.
+     *
+     * @return the request, or empty when the job asks for no GPU
+     * @throws IllegalArgumentException naming the key and the accepted values
+     */
+    public static Optional<GpuRequest> fromResources(Map<String, ?> resources) {
+        try {
+            return readResources(resources);
+        } catch (IllegalArgumentException | IllegalStateException e) {
+            String m = e.getMessage();
+            throw new IllegalArgumentException(m.startsWith("resources") ? m : "resources: " + m, e);
+        }
+    }
+
+    private static Optional<GpuRequest> readResources(Map<String, ?> resources) {
+        for (String key : resources.keySet()) {
+            if (key.startsWith("gpu") && !RESOURCE_KEYS.contains(key)) {
+                throw new IllegalArgumentException("unknown GPU resource key \"resources." + key + "\"; valid keys are "
+                        + new TreeSet<>(RESOURCE_KEYS));
+            }
+        }
+        long count = wholeNumber(resources, "gpu_count", 0);
+        if (count == 0) {
+            for (String key : RESOURCE_KEYS) {
+                if (resources.get(key) != null && !key.equals("gpu_count")) {
+                    throw new IllegalArgumentException("resources." + key + " is set but resources.gpu_count is "
+                            + (resources.containsKey("gpu_count") ? "0" : "absent") + "; set gpu_count >= 1");
+                }
+            }
+            return Optional.empty();
+        }
+        if (count > Integer.MAX_VALUE) {
+            throw new IllegalArgumentException("gpu_count " + count + " is too large");
+        }
+        GpuRequest.Builder b = GpuRequest.builder().count((int) count);
+        if (resources.get("gpu_memory_mb") != null && resources.get("gpu_memory") != null) {
+            throw new IllegalArgumentException("give resources.gpu_memory_mb or resources.gpu_memory, not both");
+        }
+        long mib = wholeNumber(resources, "gpu_memory_mb", 0);
+        if (mib > 0) {
+            b.minMemory(MemorySize.ofMebibytes(mib));
+        }
+        text(resources, "gpu_memory").ifPresent(s -> b.minMemory(wrap("gpu_memory", () -> MemorySize.parse(s))));
+        text(resources, "gpu_model").ifPresent(b::modelPattern);
+        text(resources, "gpu_vendor").ifPresent(s -> b.vendor(wrap("gpu_vendor", () -> GpuVendor.parse(s))));
+        text(resources, "gpu_min_compute_capability").ifPresent(
+                s -> b.minComputeCapability(wrap("gpu_min_compute_capability", () -> ComputeCapability.parse(s))));
+        long shared = wholeNumber(resources, "gpu_shared_memory_mb", 0);
+        if (shared > 0) {
+            b.shared(MemorySize.ofMebibytes(shared));
+        }
+        return Optional.of(b.build());
+    }
+
+    private static <T> T wrap(String key, java.util.function.Supplier<T> s) {
+        try {
+            return s.get();
+        } catch (IllegalArgumentException e) {
+            throw new IllegalArgumentException("resources." + key + ": " + e.getMessage(), e);
+        }
+    }
+
+    private static Optional<String> text(Map<String, ?> m, String key) {
+        Object v = m.get(key);
+        if (v == null) {
+            return Optional.empty();
+        }
+        if (v instanceof Map || v instanceof List) {
+            throw new IllegalArgumentException("resources." + key + " must be a single value, was " + v);
+        }
+        return Optional.of(String.valueOf(v).trim());
+    }
+
+    private static long wholeNumber(Map<String, ?> m, String key, long fallback) {
+        Object v = m.get(key);
+        if (v == null) {
+            return fallback;
+        }
+        String s = String.valueOf(v).trim();
+        if ((v instanceof Number || v instanceof CharSequence) && s.matches("[0-9]{1,18}")) {
+            return Long.parseLong(s);
+        }
+        throw new IllegalArgumentException("resources." + key + " must be a whole number >= 0, was \"" + v + "\"");
+    }
+
+}

@@ -1,0 +1,162 @@
+package io.gpusched.core;
+
+import java.time.Clock;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Objects;
+import java.util.Optional;
+
+/**
+ * Hands out the GPUs of one {@link GpuInventory}. Thread-safe; an allocation either fully happens or leaves no trace.
+ * It never calls native code on the allocation path: it works from the inventory's cached facts and the latest
+ * metrics given to {@link #updateMetrics(GpuSample)} (or read by its own poller, see
+ * {@link Builder#metricsPollInterval(Duration)}).
+ *
+ * <pre>{@code
+ * try (GpuInventory inv = GpuInventories.simulated("dgx1-v100");
+ *      GpuScheduler s = GpuScheduler.builder().inventory(inv).build()) {
+ *     Allocation a = s.allocate(GpuRequests.fromCliFlags("--gpu=2", "--gpu-memory=16GB"));
+ *     s.release(a.id());
+ * }
+ * }</pre>
+ */
+public interface GpuScheduler extends AutoCloseable {
+
+    /**
+     * Allocates devices for a request.
+     *
+     * @return the allocation
+     * @throws GpuAllocationException with a {@link GpuAllocationException.Reason} and a message saying what was
+     *                                asked and what the node has; the scheduler's state is unchanged
+     */
+    Allocation allocate(GpuRequest request);
+
+    /**
+     * Like {@link #allocate}, but returns empty when the refusal is {@linkplain GpuAllocationException.Reason#isTransient()
+     * transient} (devices busy or unhealthy now). Permanent refusals still throw.
+     */
+    Optional<Allocation> tryAllocate(GpuRequest request);
+
+    /**
+     * Releases an allocation.
+     *
+     * @return true if it was live and is now released; false if it was already released
+     * @throws GpuAllocationException with {@code UNKNOWN_ALLOCATION} for an id this scheduler never issued
+     */
+    boolean release(String allocationId);
+
+    /** @return live allocations, oldest first */
+    List<Allocation> allocations();
+
+    /** @return the live allocation with this id */
+    Optional<Allocation> allocation(String allocationId);
+
+    /** @return per-device state as strategies see it, in index order */
+    List<DeviceState> devices();
+
+    /** @return a snapshot of devices, holders and latest metrics */
+    SchedulerStatus status();
+
+    /** @return {@link #status()} as pretty-printed JSON */
+    String statusJson();
+
+    /** Gives the scheduler the latest metrics (a host that runs its own poller calls this). */
+    void updateMetrics(GpuSample sample);
+
+    /** @return the inventory this scheduler serves */
+    GpuInventory inventory();
+
+    /** @return the strategy in use */
+    AllocationStrategy strategy();
+
+    /** Stops the metrics poller and detaches from the inventory's health events; does not close the inventory. */
+    @Override
+    void close();
+
+    /** @return a new builder */
+    static Builder builder() {
+        return new Builder();
+    }
+
+    /** Builds a {@link GpuScheduler}. Setters check their argument at once; {@link #build()} needs an inventory. */
+    final class Builder {
+        GpuInventory inventory;
+        AllocationStrategy strategy;
+        GpuConfig config;
+        Clock clock;
+        boolean auditLogging = true;
+        Duration pollInterval;
+        final List<AllocationListener> listeners = new ArrayList<>();
+
+        private Builder() {
+        }
+
+        private static void unset(Object current, String what) {
+            if (current != null) {
+                throw new IllegalStateException(what + " was already set");
+            }
+        }
+
+        /** @param v the inventory to serve (required) @return this */
+        public Builder inventory(GpuInventory v) {
+            unset(inventory, "inventory");
+            inventory = Objects.requireNonNull(v, "inventory");
+            return this;
+        }
+
+        /** @param v the strategy; default: the configuration's {@code gpu.strategy} @return this */
+        public Builder strategy(AllocationStrategy v) {
+            unset(strategy, "strategy");
+            strategy = Objects.requireNonNull(v, "strategy");
+            return this;
+        }
+
+        /** @param v configuration; default {@link GpuConfig#defaults()} @return this */
+        public Builder config(GpuConfig v) {
+            unset(config, "config");
+            config = Objects.requireNonNull(v, "config");
+            return this;
+        }
+
+        /** @param v clock for timestamps and leases; default the system UTC clock @return this */
+        public Builder clock(Clock v) {
+            unset(clock, "clock");
+            clock = Objects.requireNonNull(v, "clock");
+            return this;
+        }
+
+        /** @param v an audit listener; may be called several times @return this */
+        public Builder listener(AllocationListener v) {
+            listeners.add(Objects.requireNonNull(v, "listener"));
+            return this;
+        }
+
+        /** @param v whether to add the default slf4j audit listener (default true) @return this */
+        public Builder auditLogging(boolean v) {
+            auditLogging = v;
+            return this;
+        }
+
+        /**
+         * @param v read {@link GpuInventory#sample()} this often on a daemon thread; default: never (the host calls
+         *          {@link GpuScheduler#updateMetrics}) @return this
+         */
+        public Builder metricsPollInterval(Duration v) {
+            unset(pollInterval, "metrics poll interval");
+            if (v.isNegative() || v.isZero()) {
+                throw new IllegalArgumentException("metrics poll interval must be positive, was " + v);
+            }
+            pollInterval = v;
+            return this;
+        }
+
+        /** @return the scheduler @throws IllegalStateException if no inventory was set */
+        public GpuScheduler build() {
+            if (inventory == null) {
+                throw new IllegalStateException("a GpuScheduler needs an inventory: builder().inventory(...)");
+            }
+            return new DefaultGpuScheduler(this);
+        }
+    }
+}

@@ -1,0 +1,60 @@
+package io.gpusched.core;
+
+import java.util.List;
+import java.util.Map;
+
+/**
+ * A point-in-time view of a scheduler, made of plain values so that it serializes to JSON as is
+ * ({@link GpuScheduler#statusJson()}). Sizes are bytes; times are ISO-8601 text; absent values are null.
+ *
+ * @param backend     inventory backend
+ * @param enabled     whether allocation is enabled
+ * @param strategy    strategy name
+ * @param at          when the status was taken
+ * @param devices     per-device state
+ * @param allocations live allocations
+ */
+public record SchedulerStatus(String backend, boolean enabled, String strategy, String at,
+                              List<Device> devices, List<Held> allocations) {
+
+    /**
+     * One device.
+     *
+     * @param index              device index
+     * @param uuid               device UUID
+     * @param name               product name
+     * @param vendor             vendor
+     * @param memoryTotalBytes   total memory
+     * @param reservableBytes    memory still reservable by shared requests (0 when held exclusively)
+     * @param health             HEALTHY, UNHEALTHY or LOST
+     * @param healthReason       why not healthy, or null
+     * @param heldBy             id of the exclusive allocation holding it, or null
+     * @param sharedBy           ids of shared allocations on it
+     * @param utilizationPercent latest utilization, or null
+     * @param memoryUsedBytes    latest memory in use, or null
+     * @param temperatureCelsius latest temperature, or null
+     * @param powerWatts         latest power draw, or null
+     */
+    public record Device(int index, String uuid, String name, String vendor, long memoryTotalBytes,
+                         long reservableBytes, String health, String healthReason, String heldBy,
+                         List<String> sharedBy, Double utilizationPercent, Long memoryUsedBytes,
+                         Double temperatureCelsius, Double powerWatts) {
+    }
+
+    /**
+     * One live allocation.
+     *
+     * @param id                id
+     * @param owner             owner, or null
+     * @param jobId             job id, or null
+     * @param deviceIndices     device indices
+     * @param deviceUuids       device UUIDs
+     * @param sharing           EXCLUSIVE or SHARED
+     * @param sharedMemoryBytes reservation per device when shared, or null
+     * @param createdAt         creation time
+     * @param labels            request labels
+     */
+    public record Held(String id, String owner, String jobId, List<Integer> deviceIndices, List<String> deviceUuids,
+                       String sharing, Long sharedMemoryBytes, String createdAt, Map<String, String> labels) {
+    }
+}

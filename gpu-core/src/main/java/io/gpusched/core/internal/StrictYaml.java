@@ -1,0 +1,253 @@
+package io.gpusched.core.internal;
+
+import io.gpusched.core.GpuConfigException;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.function.Function;
+import org.yaml.snakeyaml.LoaderOptions;
+import org.yaml.snakeyaml.Yaml;
+import org.yaml.snakeyaml.constructor.SafeConstructor;
+import org.yaml.snakeyaml.error.YAMLException;
+
+/**
+ * A YAML reader that knows where it is: every value carries its key path ({@code gpu.strategy}) so errors can name
+ * it, and unknown keys are rejected. Internal: not part of the API.
+ */
+public final class StrictYaml {
+    private final String source;
+    private final String path;
+    private final Map<String, Object> map;
+
+    private StrictYaml(String source, String path, Map<String, Object> map) {
+        this.source = source;
+        this.path = path;
+        this.map = map;
+    }
+
+    /** Parses a document whose root is a mapping (an empty document reads as an empty mapping). */
+    public static StrictYaml parse(String text, String source) {
+        Object root;
+        try {
+            LoaderOptions options = new LoaderOptions();
+            options.setAllowDuplicateKeys(false);
+            options.setMaxAliasesForCollections(10);
+            root = new Yaml(new SafeConstructor(options)).load(text);
+        } catch (YAMLException e) {
+            throw new GpuConfigException(source + ": not valid YAML: " + firstLine(e.getMessage()), e);
+        }
+        if (root == null) {
+            return new StrictYaml(source, "", Map.of());
+        }
+        return new StrictYaml(source, "", asMap(root, source, "(document root)"));
+    }
+
+    private static String firstLine(String s) {
+        return s == null ? "" : s.strip().replace('\n', ' ');
+    }
+
+    @SuppressWarnings("unchecked")
+    private static Map<String, Object> asMap(Object value, String source, String at) {
+        if (!(value instanceof Map)) {
+            throw new GpuConfigException(source + ": " + at + " must be a mapping of keys to values, was "
+                    + describe(value));
+        }
+        Map<String, Object> out = new LinkedHashMap<>();
+        for (Map.Entry<Object, Object> e : ((Map<Object, Object>) value).entrySet()) {
+            out.put(String.valueOf(e.getKey()), e.getValue());
+        }
+        return out;
+    }
+
+    private static String describe(Object v) {
+        if (v == null) {
+            return "empty";
+        }
+        if (v instanceof Map) {
+            return "a mapping";
+        }
+        if (v instanceof List) {
+            return "a list";
+        }
+        return "\"" + v + "\"";
+    }
+
+    /** @return the key path of a child key */
+    public String pathOf(String key) {
+        return path.isEmpty() ? key : path + "." + key;
+    }
+
+    /** @return the source name (file) this document came from */
+    public String source() {
+        return source;
+    }
+
+    /** Rejects keys outside {@code allowed}, naming the first unknown key's path and the valid keys. */
+    public StrictYaml onlyKeys(Set<String> allowed) {
+        for (String k : map.keySet()) {
+            if (!allowed.contains(k)) {
+                throw error(pathOf(k), "unknown key; valid keys" + (path.isEmpty() ? "" : " under " + path)
+                        + " are " + new TreeSet<>(allowed));
+            }
+        }
+        return this;
+    }
+
+    /** @return true if the key is present with a non-null value */
+    public boolean has(String key) {
+        return map.get(key) != null;
+    }
+
+    /** @return the keys present */
+    public Set<String> keys() {
+        return map.keySet();
+    }
+
+    /** @return the nested mapping under {@code key}, or an empty one when absent */
+    public StrictYaml child(String key) {
+        Object v = map.get(key);
+        return new StrictYaml(source, pathOf(key), v == null ? Map.of() : asMap(v, source, pathOf(key)));
+    }
+
+    /** @return the raw value (String, Number, Boolean, List, Map) or null */
+    public Object raw(String key) {
+        return map.get(key);
+    }
+
+    /** @return a scalar as text, or {@code fallback} when absent */
+    public String string(String key, String fallback) {
+        Object v = map.get(key);
+        if (v == null) {
+            return fallback;
+        }
+        if (v instanceof Map || v instanceof List) {
+            throw error(pathOf(key), "must be a single value, was " + describe(v));
+        }
+        return String.valueOf(v);
+    }
+
+    /** @return a required scalar as text */
+    public String requiredString(String key) {
+        String s = string(key, null);
+        if (s == null || s.isBlank()) {
+            throw error(pathOf(key), "is required");
+        }
+        return s;
+    }
+
+    /** @return a boolean, or {@code fallback} when absent */
+    public boolean bool(String key, boolean fallback) {
+        Object v = map.get(key);
+        if (v == null) {
+            return fallback;
+        }
+        if (v instanceof Boolean b) {
+            return b;
+        }
+        throw error(pathOf(key), "must be true or false, was " + describe(v));
+    }
+
+    /** @return an integer within [min, max], or {@code fallback} when absent */
+    public int integer(String key, int fallback, int min, int max) {
+        Object v = map.get(key);
+        if (v == null) {
+            return fallback;
+        }
+        if (v instanceof Integer i && i >= min && i <= max) {
+            return i;
+        }
+        throw error(pathOf(key), "must be a whole number from " + min + " to " + max + ", was " + describe(v));
+    }
+
+    /** @return an integer within [min, max] that must be present */
+    public int requiredInteger(String key, int min, int max) {
+        if (!has(key)) {
+            throw error(pathOf(key), "is required (a whole number from " + min + " to " + max + ")");
+        }
+        return integer(key, 0, min, max);
+    }
+
+    /**
+     * Converts a scalar with {@code parser}, turning its {@link IllegalArgumentException} into an error naming the path.
+     *
+     * @return the parsed value, or {@code fallback} when absent
+     */
+    public <T> T parsed(String key, Function<String, T> parser, T fallback) {
+        String s = string(key, null);
+        if (s == null) {
+            return fallback;
+        }
+        try {
+            return parser.apply(s);
+        } catch (IllegalArgumentException e) {
+            throw error(pathOf(key), e.getMessage());
+        }
+    }
+
+    /** @return a list of scalars as text (a single scalar reads as a one-element list); empty when absent */
+    public List<String> strings(String key) {
+        Object v = map.get(key);
+        if (v == null) {
+            return List.of();
+        }
+        List<String> out = new ArrayList<>();
+        if (v instanceof List<?> l) {
+            for (int i = 0; i < l.size(); i++) {
+                Object e = l.get(i);
+                if (e == null || e instanceof Map || e instanceof List) {
+                    throw error(pathOf(key) + "[" + i + "]", "must be a single value, was " + describe(e));
+                }
+                out.add(String.valueOf(e));
+            }
+        } else if (v instanceof Map) {
+            throw error(pathOf(key), "must be a list, was a mapping");
+        } else {
+            out.add(String.valueOf(v));
+        }
+        return out;
+    }
+
+    /** @return a list of mappings; empty when absent */
+    public List<StrictYaml> maps(String key) {
+        Object v = map.get(key);
+        if (v == null) {
+            return List.of();
+        }
+        if (!(v instanceof List<?> l)) {
+            throw error(pathOf(key), "must be a list of mappings, was " + describe(v));
+        }
+        List<StrictYaml> out = new ArrayList<>();
+        for (int i = 0; i < l.size(); i++) {
+            String p = pathOf(key) + "[" + i + "]";
+            out.add(new StrictYaml(source, p, asMap(l.get(i), source, p)));
+        }
+        return out;
+    }
+
+    /** @return a list of lists (rows such as {@code [0, 1, 2]}); empty when absent */
+    public List<List<Object>> rows(String key) {
+        Object v = map.get(key);
+        if (v == null) {
+            return List.of();
+        }
+        if (!(v instanceof List<?> l)) {
+            throw error(pathOf(key), "must be a list, was " + describe(v));
+        }
+        List<List<Object>> out = new ArrayList<>();
+        for (int i = 0; i < l.size(); i++) {
+            if (!(l.get(i) instanceof List<?> row)) {
+                throw error(pathOf(key) + "[" + i + "]", "must be a list such as [0, 1, 2], was " + describe(l.get(i)));
+            }
+            out.add(new ArrayList<>(row));
+        }
+        return out;
+    }
+
+    /** @return an error naming the source and the key path */
+    public GpuConfigException error(String keyPath, String problem) {
+        return new GpuConfigException(source + ": " + keyPath + ": " + problem);
+    }
+}

@@ -1,0 +1,230 @@
+package io.gpusched.core.sim;
+
+import io.gpusched.core.ComputeCapability;
+import io.gpusched.core.GpuConfigException;
+import io.gpusched.core.GpuDevice;
+import io.gpusched.core.GpuVendor;
+import io.gpusched.core.MemorySize;
+import io.gpusched.core.PcieLevel;
+import io.gpusched.core.internal.StrictYaml;
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Set;
+import java.util.UUID;
+
+/**
+ * Reads a node described in YAML into a {@link SimulatedGpuInventory}. The built-in profiles are such files.
+ * <pre>
+ * node: my-node
+ * description: 2x A100 on one PCIe switch
+ * defaults: {vendor: NVIDIA, name: NVIDIA A100-PCIE-40GB, memory: 40GiB, compute_capability: "8.0"}
+ * devices:
+ *   - {index: 0, pci_bus_id: "00000000:17:00.0", numa_node: 0, pcie_switch: sw0}
+ *   - {index: 1, pci_bus_id: "00000000:18:00.0", numa_node: 0, pcie_switch: sw0}
+ * links: [[0, 1, 4]]          # NVLink/XGMI: [a, b, count]
+ * fabric_links: 18            # optional: every pair linked all-to-all (an NVSwitch fabric) with this count
+ * pcie: [[0, 1, SINGLE]]      # optional overrides; else derived: same pcie_switch SINGLE, same host_bridge
+ *                             # HOSTBRIDGE, same numa_node NODE, otherwise SYSTEM
+ * </pre>
+ * A device's {@code uuid} defaults to a stable value derived from the node name and index, {@code minor} to its index.
+ */
+public final class NodeDescriptions {
+
+    /** Names of the built-in profiles. */
+    public static final List<String> PROFILES = List.of("dgx1-v100", "dgx-h100", "pcie-4xa10", "mi210-8x");
+
+    private static final Set<String> ROOT_KEYS =
+            Set.of("node", "description", "driver_version", "defaults", "devices", "links", "fabric_links", "pcie");
+    private static final Set<String> DEVICE_KEYS = Set.of("index", "uuid", "vendor", "name", "memory",
+            "compute_capability", "architecture", "pci_bus_id", "numa_node", "minor", "pcie_switch", "host_bridge",
+            "parent", "driver_version", "properties");
+
+    private NodeDescriptions() {
+    }
+
+    /**
+     * @return the built-in profile of this name
+     * @throws IllegalArgumentException naming the valid profiles
+     */
+    public static SimulatedGpuInventory profile(String name) {
+        if (!PROFILES.contains(name)) {
+            throw new IllegalArgumentException("unknown simulated profile \"" + name + "\"; valid profiles are "
+                    + PROFILES + " (or a path to a YAML node description)");
+        }
+        String resource = "/io/gpusched/core/sim/" + name + ".yaml";
+        try (InputStream in = NodeDescriptions.class.getResourceAsStream(resource)) {
+            Objects.requireNonNull(in, resource);
+            return parse(new String(in.readAllBytes(), StandardCharsets.UTF_8), resource);
+        } catch (IOException e) {
+            throw new IllegalStateException("cannot read built-in profile " + resource, e);
+        }
+    }
+
+    /** @throws GpuConfigException if the file cannot be read or describes an invalid node */
+    public static SimulatedGpuInventory load(Path file) {
+        try {
+            return parse(Files.readString(file, StandardCharsets.UTF_8), file.toString());
+        } catch (IOException e) {
+            throw new GpuConfigException("cannot read node description " + file + ": " + e.getMessage(), e);
+        }
+    }
+
+    /**
+     * @param yaml   the description
+     * @param source name for error messages
+     * @throws GpuConfigException naming the key path of the first invalid setting
+     */
+    public static SimulatedGpuInventory parse(String yaml, String source) {
+        StrictYaml root = StrictYaml.parse(yaml, source).onlyKeys(ROOT_KEYS);
+        String node = root.requiredString("node");
+        SimulatedGpuInventory.Builder b = SimulatedGpuInventory.builder(node)
+                .description(root.string("description", ""));
+        StrictYaml defaults = root.child("defaults").onlyKeys(DEVICE_KEYS);
+        String driver = root.string("driver_version", null);
+        List<StrictYaml> devices = root.maps("devices");
+        if (devices.isEmpty()) {
+            throw root.error(root.pathOf("devices"), "a node needs at least one device");
+        }
+        Map<Integer, String[]> placement = new HashMap<>();
+        Map<Integer, Integer> numa = new HashMap<>();
+        for (StrictYaml d : devices) {
+            d.onlyKeys(DEVICE_KEYS);
+            int index = d.requiredInteger("index", 0, 1 << 20);
+            GpuDevice.Builder g = GpuDevice.builder().index(index)
+                    .uuid(d.string("uuid", derivedUuid(node, index)))
+                    .vendor(value(d, defaults, "vendor", GpuVendor::parse))
+                    .name(value(d, defaults, "name", s -> s))
+                    .memory(value(d, defaults, "memory", MemorySize::parse))
+                    .pciBusId(d.requiredString("pci_bus_id"))
+                    .minor(d.integer("minor", index, 0, 1 << 20));
+            ComputeCapability cc = optional(d, defaults, "compute_capability", ComputeCapability::parse);
+            if (cc != null) {
+                g.computeCapability(cc);
+            }
+            String arch = optional(d, defaults, "architecture", s -> s);
+            if (arch != null) {
+                g.architecture(arch);
+            }
+            String dv = d.string("driver_version", driver);
+            if (dv != null) {
+                g.driverVersion(dv);
+            }
+            String parent = d.string("parent", null);
+            if (parent != null) {
+                g.parentUuid(parent);
+            }
+            if (d.has("numa_node")) {
+                int n = d.integer("numa_node", -1, 0, 1023);
+                g.numaNode(n);
+                numa.put(index, n);
+            }
+            StrictYaml props = d.child("properties");
+            for (String k : props.keys()) {
+                g.property(k, props.string(k, ""));
+            }
+            placement.put(index, new String[] {d.string("pcie_switch", null), d.string("host_bridge", null)});
+            try {
+                b.device(g.build());
+            } catch (IllegalArgumentException e) {
+                throw d.error(root.pathOf("devices") + "[index " + index + "]", e.getMessage());
+            }
+        }
+        derivePcie(b, placement, numa);
+        int fabric = root.integer("fabric_links", 0, 0, 1024);
+        if (fabric > 0) {
+            List<Integer> idx = placement.keySet().stream().sorted().toList();
+            for (int i = 0; i < idx.size(); i++) {
+                for (int j = i + 1; j < idx.size(); j++) {
+                    b.links(idx.get(i), idx.get(j), fabric);
+                }
+            }
+        }
+        List<List<Object>> links = root.rows("links");
+        for (int i = 0; i < links.size(); i++) {
+            List<Object> row = links.get(i);
+            String at = root.pathOf("links") + "[" + i + "]";
+            if (row.size() != 3 || !row.stream().allMatch(o -> o instanceof Integer)) {
+                throw root.error(at, "expected [a, b, count] of whole numbers, was " + row);
+            }
+            int a = (Integer) row.get(0);
+            int c = (Integer) row.get(1);
+            requireDevice(root, at, placement, a, c);
+            b.links(a, c, (Integer) row.get(2));
+        }
+        List<List<Object>> pcie = root.rows("pcie");
+        for (int i = 0; i < pcie.size(); i++) {
+            List<Object> row = pcie.get(i);
+            String at = root.pathOf("pcie") + "[" + i + "]";
+            if (row.size() != 3 || !(row.get(0) instanceof Integer) || !(row.get(1) instanceof Integer)) {
+                throw root.error(at, "expected [a, b, LEVEL], was " + row);
+            }
+            int a = (Integer) row.get(0);
+            int c = (Integer) row.get(1);
+            requireDevice(root, at, placement, a, c);
+            try {
+                b.pcie(a, c, PcieLevel.parse(String.valueOf(row.get(2))));
+            } catch (IllegalArgumentException e) {
+                throw root.error(at, e.getMessage());
+            }
+        }
+        try {
+            return b.build();
+        } catch (IllegalArgumentException e) {
+            throw new GpuConfigException(source + ": " + e.getMessage(), e);
+        }
+    }
+
+    private static void requireDevice(StrictYaml root, String at, Map<Integer, ?> devices, int a, int b) {
+        if (a == b || !devices.containsKey(a) || !devices.containsKey(b)) {
+            throw root.error(at, "must name two distinct devices of this node " + devices.keySet()
+                    + ", named " + a + " and " + b);
+        }
+    }
+
+    private static void derivePcie(SimulatedGpuInventory.Builder b, Map<Integer, String[]> placement,
+                                   Map<Integer, Integer> numa) {
+        List<Integer> idx = placement.keySet().stream().sorted().toList();
+        for (int i = 0; i < idx.size(); i++) {
+            for (int j = i + 1; j < idx.size(); j++) {
+                String[] p = placement.get(idx.get(i));
+                String[] q = placement.get(idx.get(j));
+                PcieLevel level;
+                if (p[0] != null && p[0].equals(q[0])) {
+                    level = PcieLevel.SINGLE;
+                } else if (p[1] != null && p[1].equals(q[1])) {
+                    level = PcieLevel.HOSTBRIDGE;
+                } else if (numa.containsKey(idx.get(i)) && numa.get(idx.get(i)).equals(numa.get(idx.get(j)))) {
+                    level = PcieLevel.NODE;
+                } else {
+                    level = PcieLevel.SYSTEM;
+                }
+                b.pcie(idx.get(i), idx.get(j), level);
+            }
+        }
+    }
+
+    private static <T> T value(StrictYaml d, StrictYaml defaults, String key, java.util.function.Function<String, T> f) {
+        T v = optional(d, defaults, key, f);
+        if (v == null) {
+            throw d.error(d.pathOf(key), "is required (here or under defaults)");
+        }
+        return v;
+    }
+
+    private static <T> T optional(StrictYaml d, StrictYaml defaults, String key,
+                                  java.util.function.Function<String, T> f) {
+        return d.has(key) ? d.parsed(key, f, null) : defaults.parsed(key, f, null);
+    }
+
+    /** @return a stable, NVIDIA-shaped UUID for a simulated device */
+    static String derivedUuid(String node, int index) {
+        return "GPU-" + UUID.nameUUIDFromBytes((node + "/" + index).getBytes(StandardCharsets.UTF_8));
+    }
+}

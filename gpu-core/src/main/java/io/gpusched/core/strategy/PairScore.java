@@ -1,0 +1,31 @@
+package io.gpusched.core.strategy;
+
+import io.gpusched.core.GpuTopology;
+import io.gpusched.core.PcieLevel;
+
+/**
+ * How well two GPUs talk to each other: 100 per NVLink/XGMI link plus a PCIe term (same board 60, one switch 50,
+ * several switches 40, host bridge 30, same NUMA node 20, across sockets 10). Higher is closer.
+ */
+public final class PairScore {
+
+    private PairScore() {
+    }
+
+    /** @return the PCIe term of the score for a level */
+    public static int pcie(PcieLevel level) {
+        return switch (level) {
+            case INTERNAL -> 60;
+            case SINGLE -> 50;
+            case MULTIPLE -> 40;
+            case HOSTBRIDGE -> 30;
+            case NODE -> 20;
+            case SYSTEM -> 10;
+        };
+    }
+
+    /** @return the score of two distinct devices in a topology */
+    public static int of(GpuTopology topology, int a, int b) {
+        return 100 * topology.linkCount(a, b) + pcie(topology.pcieLevel(a, b));
+    }
+}
