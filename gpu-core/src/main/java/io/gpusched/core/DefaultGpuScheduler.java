@@ -321,7 +321,8 @@ final class DefaultGpuScheduler implements GpuScheduler {
         Map<String, Integer> kinds = new LinkedHashMap<>();
         for (DeviceState d : all) {
             GpuDevice g = d.device();
-            String k = g.vendor() + " " + g.name() + " " + g.memory().toHumanString()
+            String k = (g.name().toUpperCase(Locale.ROOT).startsWith(g.vendor().name()) ? "" : g.vendor() + " ")
+                    + g.name() + " " + g.memory().toHumanString()
                     + g.computeCapability().map(c -> " cc " + c).orElse("")
                     + g.architecture().map(a -> " " + a).orElse("");
             kinds.merge(k, 1, Integer::sum);
