@@ -1,6 +1,7 @@
 package io.gpusched.core;
 
 import java.util.List;
+import java.util.Optional;
 
 /**
  * One node's GPUs as one backend sees them. Static facts ({@link #devices()}, {@link #topology()}) are read once
@@ -27,6 +28,16 @@ public interface GpuInventory extends AutoCloseable {
      */
     default GpuHealth health(GpuDevice device) {
         return GpuHealth.HEALTHY;
+    }
+
+    /**
+     * Lists the processes using a device, for draining it after release.
+     *
+     * @param device one of {@link #devices()}
+     * @return the processes, or empty when this backend cannot list processes at all
+     */
+    default Optional<List<GpuProcess>> processes(GpuDevice device) {
+        return Optional.empty();
     }
 
     /**

@@ -1,0 +1,107 @@
+package io.gpusched.nvml;
+
+import com.sun.jna.Native;
+import com.sun.jna.NativeLibrary;
+import com.sun.jna.Pointer;
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.util.List;
+import java.util.Optional;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * Builds the fake {@code libnvidia-ml.so.1} from {@code native/fake_nvml.c} with gcc against the real
+ * {@code /usr/include/nvml.h}, and drives it through its control functions.
+ */
+public final class FakeNvml {
+    /** The real vendor header the fake must compile against. */
+    public static final Path HEADER = Path.of("/usr/include/nvml.h");
+
+    private FakeNvml() {
+    }
+
+    /** @return why the fake cannot be built here, or empty when it can */
+    public static Optional<String> unavailableReason() {
+        if (!Files.isRegularFile(HEADER)) {
+            return Optional.of(HEADER + " is absent (install Debian's libnvidia-ml-dev from non-free)");
+        }
+        if (findGcc().isEmpty()) {
+            return Optional.of("gcc is not on the PATH");
+        }
+        return Optional.empty();
+    }
+
+    private static Optional<Path> findGcc() {
+        for (String dir : System.getenv().getOrDefault("PATH", "/usr/bin").split(":")) {
+            Path p = Path.of(dir, "gcc");
+            if (Files.isExecutable(p)) {
+                return Optional.of(p);
+            }
+        }
+        return Optional.empty();
+    }
+
+    /**
+     * Compiles the fake into {@code dir/libnvidia-ml.so.1}.
+     *
+     * @param oldDriver leave out the symbols drivers before R510 lack
+     */
+    public static Path build(Path dir, boolean oldDriver) throws IOException, InterruptedException {
+        Path src = dir.resolve("fake_nvml.c");
+        try (InputStream in = FakeNvml.class.getResourceAsStream("/native/fake_nvml.c")) {
+            Files.copy(in, src, StandardCopyOption.REPLACE_EXISTING);
+        }
+        Path out = dir.resolve("libnvidia-ml.so.1");
+        List<String> cmd = new java.util.ArrayList<>(List.of(findGcc().orElseThrow().toString(), "-std=c11",
+                "-D_POSIX_C_SOURCE=200809L", "-O2", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC"));
+        if (oldDriver) {
+            cmd.add("-DOLD_DRIVER");
+        }
+        cmd.addAll(List.of("-o", out.toString(), src.toString(), "-lpthread"));
+        Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
+        String log = new String(p.getInputStream().readAllBytes());
+        if (!p.waitFor(120, TimeUnit.SECONDS) || p.exitValue() != 0) {
+            throw new IOException("gcc failed for the fake NVML: " + log);
+        }
+        return out;
+    }
+
+    /** Direct-mapped control functions of the fake. */
+    public static final class Control {
+        public static native void fake_nvml_reset();
+        public static native void fake_nvml_set_scenario(int s);
+        public static native void fake_nvml_set_init_result(int r);
+        public static native void fake_nvml_set_lost(int gpu, int lost);
+        public static native void fake_nvml_set_processes(int gpu, int n);
+        public static native int fake_nvml_push_xid(int gpu, long xid, int gi, int ci);
+        public static native long fake_nvml_layout(int which);
+        public static native long fake_nvml_calls();
+        public static native int fake_nvml_initialized();
+        public static native void fake_nvml_noop(Pointer a, Pointer b);
+
+        private static String boundTo;
+
+        /** Binds the control functions to the fake at {@code lib} (once per JVM and path). */
+        public static synchronized void bind(Path lib) {
+            String p = lib.toAbsolutePath().toString();
+            if (p.equals(boundTo)) {
+                return;
+            }
+            if (boundTo != null) {
+                Native.unregister(Control.class);
+            }
+            Native.register(Control.class, NativeLibrary.getInstance(p));
+            boundTo = p;
+        }
+    }
+
+    /** Scenario numbers of the fake. */
+    public static final int DGX1 = 0;
+    /** 8x H100 over NVSwitch. */
+    public static final int HGX = 1;
+    /** 2x A100, GPU 0 in MIG mode. */
+    public static final int MIG = 2;
+}

@@ -1,0 +1,386 @@
+/*
+ * A fake libnvidia-ml.so.1 for gpusched's tests, compiled at test time against the real <nvml.h>
+ * (Debian libnvidia-ml-dev), so every signature and struct below is checked by the compiler.
+ *
+ * Scenarios (fake_nvml_set_scenario, before nvmlInit_v2):
+ *   0 dgx1  8x Tesla V100-SXM2-32GB, hybrid cube-mesh NVLink to GPUs, minors of GPU 0 and 1 swapped
+ *   1 hgx   8x NVIDIA H100 80GB HBM3, 18 NVLinks each into NVSwitches
+ *   2 mig   2x NVIDIA A100-SXM4-80GB, GPU 0 in MIG mode with two 3g.40gb devices, 12 NVLinks between them
+ * Faults: init result, lost GPU, XID events, process lists. Build with -DOLD_DRIVER to leave out
+ * nvmlDeviceGetMemoryInfo_v2 and nvmlDeviceGetNvLinkRemoteDeviceType, as drivers before R510 do.
+ */
+#include <nvml.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_GPUS 8
+#define MAX_MIG 2
+
+struct nvmlDevice_st { int gpu; int mig; /* -1 for a whole GPU */ };
+struct nvmlEventSet_st { int used; };
+
+static struct nvmlDevice_st gpus[MAX_GPUS];
+static struct nvmlDevice_st migs[MAX_GPUS][MAX_MIG];
+static struct nvmlEventSet_st the_set;
+
+static int scenario = 0;
+static nvmlReturn_t init_result = NVML_SUCCESS;
+static int initialized = 0;
+static int lost[MAX_GPUS];
+static int proc_count[MAX_GPUS];
+static unsigned long long registered[MAX_GPUS];
+static long long calls;
+
+typedef struct { int gpu; unsigned long long xid; unsigned int gi, ci; } fake_event;
+static fake_event queue[64];
+static int q_head, q_len;
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+
+static const int dgx1_pairs[][3] = {
+    {0,1,1},{0,2,1},{0,3,2},{0,4,2},{1,2,2},{1,3,1},{1,5,2},{2,3,2},
+    {2,6,1},{3,7,1},{4,5,1},{4,6,1},{4,7,2},{5,6,2},{5,7,1},{6,7,2}};
+static const unsigned int dgx1_bus[] = {0x06, 0x07, 0x0A, 0x0B, 0x85, 0x86, 0x89, 0x8A};
+static const unsigned int hgx_bus[] = {0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB};
+static const unsigned int mig_bus[] = {0x07, 0x0F};
+
+/* ---- control API for tests ---- */
+void fake_nvml_set_scenario(int s) { scenario = s; }
+void fake_nvml_reset(void) {
+    pthread_mutex_lock(&mu);
+    scenario = 0; init_result = NVML_SUCCESS; q_head = q_len = 0;
+    memset(lost, 0, sizeof lost); memset(proc_count, 0, sizeof proc_count); memset(registered, 0, sizeof registered);
+    pthread_mutex_unlock(&mu);
+}
+void fake_nvml_set_init_result(int r) { init_result = (nvmlReturn_t) r; }
+void fake_nvml_set_lost(int gpu, int is_lost) { pthread_mutex_lock(&mu); lost[gpu] = is_lost; pthread_cond_broadcast(&cv); pthread_mutex_unlock(&mu); }
+void fake_nvml_set_processes(int gpu, int n) { proc_count[gpu] = n; }
+long long fake_nvml_calls(void) { return calls; }
+int fake_nvml_initialized(void) { return initialized; }
+void fake_nvml_noop(void *a, void *b) { (void) a; (void) b; }
+int fake_nvml_push_xid(int gpu, unsigned long long xid, unsigned int gi, unsigned int ci) {
+    pthread_mutex_lock(&mu);
+    if (q_len == 64 || !(registered[gpu] & nvmlEventTypeXidCriticalError)) { pthread_mutex_unlock(&mu); return 0; }
+    queue[(q_head + q_len++) % 64] = (fake_event) {gpu, xid, gi, ci};
+    pthread_cond_broadcast(&cv);
+    pthread_mutex_unlock(&mu);
+    return 1;
+}
+/* sizeof / offsetof of the real header's structs, for the binding's layout test */
+long fake_nvml_layout(int which) {
+    switch (which) {
+    case 0: return sizeof(nvmlPciInfo_t);
+    case 1: return offsetof(nvmlPciInfo_t, domain);
+    case 2: return offsetof(nvmlPciInfo_t, bus);
+    case 3: return offsetof(nvmlPciInfo_t, device);
+    case 4: return offsetof(nvmlPciInfo_t, pciDeviceId);
+    case 5: return offsetof(nvmlPciInfo_t, busId);
+    case 6: return sizeof(nvmlMemory_t);
+    case 7: return offsetof(nvmlMemory_t, total);
+    case 8: return offsetof(nvmlMemory_t, used);
+    case 9: return sizeof(nvmlMemory_v2_t);
+    case 10: return offsetof(nvmlMemory_v2_t, total);
+    case 11: return offsetof(nvmlMemory_v2_t, used);
+    case 12: return nvmlMemory_v2;
+    case 13: return sizeof(nvmlUtilization_t);
+    case 14: return offsetof(nvmlUtilization_t, gpu);
+    case 15: return sizeof(nvmlEventData_t);
+    case 16: return offsetof(nvmlEventData_t, eventType);
+    case 17: return offsetof(nvmlEventData_t, eventData);
+    case 18: return offsetof(nvmlEventData_t, gpuInstanceId);
+    case 19: return offsetof(nvmlEventData_t, computeInstanceId);
+    case 20: return sizeof(nvmlProcessInfo_t);
+    case 21: return offsetof(nvmlProcessInfo_t, pid);
+    case 22: return offsetof(nvmlProcessInfo_t, usedGpuMemory);
+    case 23: return nvmlEventTypeXidCriticalError;
+    case 24: return NVML_NVLINK_MAX_LINKS;
+    case 25: return NVML_NVLINK_DEVICE_TYPE_SWITCH;
+    case 26: return NVML_DEVICE_UUID_V2_BUFFER_SIZE;
+    default: return -1;
+    }
+}
+
+/* ---- helpers ---- */
+static int ngpus(void) { return scenario == 2 ? 2 : 8; }
+static int valid(nvmlDevice_t d) {
+    if (!initialized || d == NULL) return 0;
+    if (d >= &gpus[0] && d < &gpus[MAX_GPUS]) return d->gpu < ngpus();
+    if (d >= &migs[0][0] && d <= &migs[MAX_GPUS - 1][MAX_MIG - 1]) return scenario == 2 && d->gpu == 0;
+    return 0;
+}
+#define ENTER(d) do { __sync_fetch_and_add(&calls, 1); if (!valid(d)) return NVML_ERROR_INVALID_ARGUMENT; \
+                      if (lost[(d)->gpu]) return NVML_ERROR_GPU_IS_LOST; } while (0)
+static unsigned int bus_of(int g) { return scenario == 0 ? dgx1_bus[g] : scenario == 1 ? hgx_bus[g] : mig_bus[g]; }
+static unsigned long long total_of(nvmlDevice_t d) {
+    if (d->mig >= 0) return 40ULL << 30;
+    return scenario == 0 ? 32ULL << 30 : 80ULL << 30;
+}
+
+/* ---- NVML ---- */
+nvmlReturn_t nvmlInit_v2(void) {
+    if (init_result != NVML_SUCCESS) return init_result;
+    for (int g = 0; g < MAX_GPUS; g++) {
+        gpus[g] = (struct nvmlDevice_st) {g, -1};
+        for (int m = 0; m < MAX_MIG; m++) migs[g][m] = (struct nvmlDevice_st) {g, m};
+    }
+    initialized++;
+    return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlShutdown(void) {
+    if (!initialized) return NVML_ERROR_UNINITIALIZED;
+    initialized--;
+    return NVML_SUCCESS;
+}
+const char *nvmlErrorString(nvmlReturn_t r) {
+    switch (r) {
+    case NVML_SUCCESS: return "Success";
+    case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
+    case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
+    default: return "Unknown Error";
+    }
+}
+nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count) {
+    if (!initialized) return NVML_ERROR_UNINITIALIZED;
+    *count = ngpus();
+    return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device) {
+    if (!initialized) return NVML_ERROR_UNINITIALIZED;
+    if (index >= (unsigned) ngpus()) return NVML_ERROR_INVALID_ARGUMENT;
+    *device = &gpus[index];
+    return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char *uuid, unsigned int length) {
+    ENTER(d);
+    if (d->mig >= 0) snprintf(uuid, length, "MIG-fa4e0000-0000-4000-8000-0000000000%d%d", d->gpu, d->mig);
+    else snprintf(uuid, length, "GPU-fa4e0000-0000-4000-8000-%012d", scenario * 100 + d->gpu);
+    return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t d, char *name, unsigned int length) {
+    ENTER(d);
+    const char *n = scenario == 0 ? "Tesla V100-SXM2-32GB" : scenario == 1 ? "NVIDIA H100 80GB HBM3"
+                  : d->mig >= 0 ? "NVIDIA A100-SXM4-80GB MIG 3g.40gb" : "NVIDIA A100-SXM4-80GB";
+    snprintf(name, length, "%s", n);
+    return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetSerial(nvmlDevice_t d, char *serial, unsigned int length) {
+    ENTER(d);
+    snprintf(serial, length, "13240000%05d", d->gpu);
+    return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *m) {
+    ENTER(d);
+    m->total = total_of(d);
+    m->used = (unsigned long long) (d->gpu + 1) << 30;
+    m->free = m->total - m->used;
+    return NVML_SUCCESS;
+}
+#ifndef OLD_DRIVER
+nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, nvmlMemory_v2_t *m) {
+    ENTER(d);
+    if (m->version != nvmlMemory_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    m->total = total_of(d);
+    m->reserved = 512ULL << 20;
+    m->used = (unsigned long long) (d->gpu + 1) << 30;
+    m->free = m->total - m->used - m->reserved;
+    return NVML_SUCCESS;
+}
+#endif
+nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t d, int *major, int *minor) {
+    ENTER(d);
+    *major = scenario == 0 ? 7 : scenario == 1 ? 9 : 8;
+    *minor = 0;
+    return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, nvmlPciInfo_t *pci) {
+    ENTER(d);
+    memset(pci, 0, sizeof *pci);
+    pci->domain = 0;
+    pci->bus = bus_of(d->gpu);
+    pci->device = 0;
+    pci->pciDeviceId = scenario == 0 ? 0x1DB510DE : scenario == 1 ? 0x233010DE : 0x20B210DE;
+    snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, NVML_DEVICE_PCI_BUS_ID_LEGACY_FMT, 0, pci->bus, 0);
+    snprintf(pci->busId, sizeof pci->busId, NVML_DEVICE_PCI_BUS_ID_FMT, 0, pci->bus, 0);
+    return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t d, unsigned int *minor) {
+    ENTER(d);
+    *minor = scenario == 0 && d->gpu < 2 ? 1 - d->gpu : d->gpu;
+    return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length) {
+    if (!initialized) return NVML_ERROR_UNINITIALIZED;
+    snprintf(version, length, "%s", "580.65.06");
+    return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlSystemGetCudaDriverVersion(int *v) {
+    if (!initialized) return NVML_ERROR_UNINITIALIZED;
+    *v = 13000;
+    return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t d, nvmlEnableState_t *mode) {
+    ENTER(d);
+    *mode = NVML_FEATURE_ENABLED;
+    return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t d, unsigned int *current, unsigned int *pending) {
+    ENTER(d);
+    if (scenario != 2) return NVML_ERROR_NOT_SUPPORTED;
+    *current = *pending = d->gpu == 0 ? NVML_DEVICE_MIG_ENABLE : NVML_DEVICE_MIG_DISABLE;
+    return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t d, unsigned int *count) {
+    ENTER(d);
+    *count = scenario == 2 && d->gpu == 0 ? 7 : 0;
+    return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t d, unsigned int index, nvmlDevice_t *mig) {
+    ENTER(d);
+    if (scenario != 2 || d->gpu != 0 || d->mig >= 0) return NVML_ERROR_INVALID_ARGUMENT;
+    if (index >= MAX_MIG) return NVML_ERROR_NOT_FOUND;
+    *mig = &migs[0][index];
+    return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t d, unsigned int *id) {
+    ENTER(d);
+    if (d->mig < 0) return NVML_ERROR_INVALID_ARGUMENT;
+    *id = (unsigned) d->mig + 1;
+    return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t d, unsigned int *id) {
+    ENTER(d);
+    if (d->mig < 0) return NVML_ERROR_INVALID_ARGUMENT;
+    *id = 0;
+    return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t a, nvmlDevice_t b, nvmlGpuTopologyLevel_t *level) {
+    ENTER(a);
+    ENTER(b);
+    int x = a->gpu, y = b->gpu;
+    if (x == y) *level = NVML_TOPOLOGY_INTERNAL;
+    else if (scenario == 0 && x / 2 == y / 2) *level = NVML_TOPOLOGY_SINGLE;
+    else if (x / 4 == y / 4) *level = scenario == 0 ? NVML_TOPOLOGY_HOSTBRIDGE : NVML_TOPOLOGY_NODE;
+    else *level = NVML_TOPOLOGY_SYSTEM;
+    return NVML_SUCCESS;
+}
+/* the GPU (or -1 for a switch) at the other end of one link, -2 when the link does not exist */
+static int link_peer(int g, unsigned int link) {
+    if (scenario == 1) return link < 18 ? -1 : -2;
+    if (scenario == 2) return link < 12 ? 1 - g : -2;
+    unsigned int n = 0;
+    for (size_t i = 0; i < sizeof dgx1_pairs / sizeof dgx1_pairs[0]; i++) {
+        int a = dgx1_pairs[i][0], b = dgx1_pairs[i][1], c = dgx1_pairs[i][2];
+        if (a != g && b != g) continue;
+        for (int k = 0; k < c; k++, n++) if (n == link) return a == g ? b : a;
+    }
+    return -2;
+}
+nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t d, unsigned int link, nvmlEnableState_t *active) {
+    ENTER(d);
+    if (link >= NVML_NVLINK_MAX_LINKS) return NVML_ERROR_INVALID_ARGUMENT;
+    *active = link_peer(d->gpu, link) == -2 ? NVML_FEATURE_DISABLED : NVML_FEATURE_ENABLED;
+    return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t d, unsigned int link, nvmlPciInfo_t *pci) {
+    ENTER(d);
+    int p = link_peer(d->gpu, link);
+    if (p == -2) return NVML_ERROR_INVALID_ARGUMENT;
+    memset(pci, 0, sizeof *pci);
+    pci->bus = p >= 0 ? bus_of(p) : 0xC0 + link % 4; /* an NVSwitch's own bus */
+    snprintf(pci->busId, sizeof pci->busId, NVML_DEVICE_PCI_BUS_ID_FMT, 0, pci->bus, 0);
+    return NVML_SUCCESS;
+}
+#ifndef OLD_DRIVER
+nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t d, unsigned int link, nvmlIntNvLinkDeviceType_t *t) {
+    ENTER(d);
+    int p = link_peer(d->gpu, link);
+    if (p == -2) return NVML_ERROR_INVALID_ARGUMENT;
+    *t = p == -1 ? NVML_NVLINK_DEVICE_TYPE_SWITCH : NVML_NVLINK_DEVICE_TYPE_GPU;
+    return NVML_SUCCESS;
+}
+#endif
+nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilization_t *u) {
+    ENTER(d);
+    if (d->mig >= 0) return NVML_ERROR_NOT_SUPPORTED;
+    u->gpu = (unsigned) (d->gpu * 10) % 100;
+    u->memory = 5;
+    return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t d, nvmlTemperatureSensors_t sensor, unsigned int *temp) {
+    ENTER(d);
+    if (sensor != NVML_TEMPERATURE_GPU) return NVML_ERROR_INVALID_ARGUMENT;
+    *temp = 30u + (unsigned) d->gpu;
+    return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t d, unsigned int *power) {
+    ENTER(d);
+    if (d->mig >= 0) return NVML_ERROR_NOT_SUPPORTED;
+    *power = (100u + (unsigned) d->gpu) * 1000u + 500u;
+    return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int *count, nvmlProcessInfo_t *infos) {
+    ENTER(d);
+    unsigned int n = (unsigned) proc_count[d->gpu];
+    if (*count < n) { *count = n; return NVML_ERROR_INSUFFICIENT_SIZE; }
+    for (unsigned int i = 0; i < n; i++) {
+        infos[i].pid = 4200 + i;
+        infos[i].usedGpuMemory = (unsigned long long) (i + 1) << 30;
+        infos[i].gpuInstanceId = 0xFFFFFFFF;
+        infos[i].computeInstanceId = 0xFFFFFFFF;
+    }
+    *count = n;
+    return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set) {
+    if (!initialized) return NVML_ERROR_UNINITIALIZED;
+    the_set.used = 1;
+    *set = &the_set;
+    return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t d, unsigned long long *types) {
+    ENTER(d);
+    *types = nvmlEventTypeXidCriticalError | nvmlEventTypeDoubleBitEccError | nvmlEventTypeSingleBitEccError;
+    return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t d, unsigned long long types, nvmlEventSet_t set) {
+    ENTER(d);
+    if (set != &the_set) return NVML_ERROR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&mu);
+    registered[d->gpu] |= types;
+    pthread_mutex_unlock(&mu);
+    return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms) {
+    if (set != &the_set || !the_set.used) return NVML_ERROR_INVALID_ARGUMENT;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += timeoutms / 1000;
+    until.tv_nsec += (long) (timeoutms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) { until.tv_sec++; until.tv_nsec -= 1000000000L; }
+    pthread_mutex_lock(&mu);
+    for (;;) {
+        for (int g = 0; g < MAX_GPUS; g++) {
+            if (lost[g]) { pthread_mutex_unlock(&mu); return NVML_ERROR_GPU_IS_LOST; }
+        }
+        if (q_len > 0) break;
+        if (pthread_cond_timedwait(&cv, &mu, &until) != 0) { pthread_mutex_unlock(&mu); return NVML_ERROR_TIMEOUT; }
+    }
+    fake_event e = queue[q_head];
+    q_head = (q_head + 1) % 64;
+    q_len--;
+    pthread_mutex_unlock(&mu);
+    data->device = &gpus[e.gpu];
+    data->eventType = nvmlEventTypeXidCriticalError;
+    data->eventData = e.xid;
+    data->gpuInstanceId = e.gi;
+    data->computeInstanceId = e.ci;
+    return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
+    if (set != &the_set) return NVML_ERROR_INVALID_ARGUMENT;
+    the_set.used = 0;
+    return NVML_SUCCESS;
+}
