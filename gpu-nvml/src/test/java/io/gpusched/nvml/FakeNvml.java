@@ -80,7 +80,7 @@ public final class FakeNvml {
         public static native long fake_nvml_layout(int which);
         public static native long fake_nvml_calls();
         public static native int fake_nvml_initialized();
-        public static native void fake_nvml_noop(Pointer a, Pointer b);
+        public static native void fake_nvml_noop(long a, long b);
 
         private static String boundTo;
 
