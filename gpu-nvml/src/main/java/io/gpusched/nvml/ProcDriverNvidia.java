@@ -1,5 +1,6 @@
 package io.gpusched.nvml;
 
+import io.gpusched.core.NvidiaDriver;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -31,29 +32,17 @@ public final class ProcDriverNvidia {
     public record GpuInfo(String model, String uuid, String busLocation, OptionalInt minor) {
     }
 
-    private static final Pattern VERSION =
-            Pattern.compile("NVRM version:.*?Kernel Module(?:\\s+for\\s+\\S+)?\\s+([0-9]+\\.[0-9]+(?:\\.[0-9]+)?)");
-
     private ProcDriverNvidia() {
     }
 
-    /**
-     * Parses the driver version from {@code /proc/driver/nvidia/version} text, e.g.
-     * {@code NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.129.03  Thu Oct 19 …} or
-     * {@code NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  550.54.14  Release Build …}.
-     */
+    /** @see NvidiaDriver#parseBanner(String) */
     public static Optional<String> parseVersion(String text) {
-        Matcher m = VERSION.matcher(text);
-        return m.find() ? Optional.of(m.group(1)) : Optional.empty();
+        return NvidiaDriver.parseBanner(text);
     }
 
     /** @return the driver version read under {@code procRoot}, or empty when the module is not loaded */
     public static Optional<String> driverVersion(Path procRoot) {
-        try {
-            return parseVersion(Files.readString(procRoot.resolve("driver/nvidia/version")));
-        } catch (IOException e) {
-            return Optional.empty();
-        }
+        return NvidiaDriver.loadedVersion(procRoot);
     }
 
     /** @return the "Key: value" lines of an {@code information} file; malformed lines are skipped */

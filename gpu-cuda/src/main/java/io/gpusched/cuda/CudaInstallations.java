@@ -1,0 +1,313 @@
+package io.gpusched.cuda;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import io.gpusched.core.internal.Json;
+import io.gpusched.cuda.CudaInstallation.VersionSource;
+import io.gpusched.cuda.internal.CudaRuntimeProbe;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.LinkOption;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.OptionalInt;
+import java.util.TreeSet;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import java.util.stream.Stream;
+
+/**
+ * Finds CUDA installations: {@code /usr/local/cuda}, {@code /usr/local/cuda-*}, {@code /opt/cuda},
+ * {@code /usr/lib/cuda}, {@code CUDA_HOME}, {@code CUDA_PATH} and configured paths. A symlink is followed once and an
+ * installation reached several ways is reported once, with its aliases. Unreadable files and dangling links are
+ * reported as problems, never thrown.
+ */
+public final class CudaInstallations {
+
+    /**
+     * What a search found.
+     *
+     * @param installations installations, newest version first
+     * @param problems      candidates that could not be used, and why
+     */
+    public record Discovery(List<CudaInstallation> installations, List<String> problems) {
+        /** Copies the lists. */
+        public Discovery {
+            installations = List.copyOf(installations);
+            problems = List.copyOf(problems);
+        }
+    }
+
+    private static final Pattern VERSION_TXT = Pattern.compile("CUDA Version\\s+([0-9]+\\.[0-9]+(?:\\.[0-9]+)?)");
+    private static final Pattern CUDA_H = Pattern.compile("#define\\s+CUDA_VERSION\\s+([0-9]{4,6})");
+    private static final Pattern SONAME = Pattern.compile("libcudart\\.so\\.([0-9]+)(?:\\.([0-9]+)(?:\\.([0-9]+))?)?");
+    private static final Pattern PIP_RUNTIME =
+            Pattern.compile("nvidia_cuda_runtime(?:_cu[0-9]+)?-([0-9]+\\.[0-9]+(?:\\.[0-9]+)?)\\.dist-info");
+    private static final Pattern LIB = Pattern.compile("lib([A-Za-z0-9_]+)\\.so(\\..*)?");
+
+    private CudaInstallations() {
+    }
+
+    /** @return the installations the search finds */
+    public static Discovery discover(CudaSearch search) {
+        List<Path> candidates = new ArrayList<>();
+        List<String> problems = new ArrayList<>();
+        Path root = search.fsRoot();
+        candidates.add(root.resolve("usr/local/cuda"));
+        Path local = root.resolve("usr/local");
+        if (Files.isDirectory(local)) {
+            try (Stream<Path> s = Files.list(local)) {
+                s.filter(p -> p.getFileName().toString().startsWith("cuda-")).sorted().forEach(candidates::add);
+            } catch (IOException e) {
+                problems.add("cannot list " + local + ": " + e.getMessage());
+            }
+        }
+        candidates.add(root.resolve("opt/cuda"));
+        candidates.add(root.resolve("usr/lib/cuda"));
+        for (String var : List.of("CUDA_HOME", "CUDA_PATH")) {
+            String v = search.environment().get(var);
+            if (v != null && !v.isBlank()) {
+                candidates.add(Path.of(v));
+            }
+        }
+        candidates.addAll(search.extraPaths());
+
+        Map<Path, List<Path>> byReal = new LinkedHashMap<>();
+        for (Path c : candidates) {
+            Path abs = c.toAbsolutePath().normalize();
+            if (Files.isSymbolicLink(abs)) {
+                Path target;
+                try {
+                    target = abs.resolveSibling(Files.readSymbolicLink(abs)).normalize();
+                } catch (IOException e) {
+                    problems.add("cannot read link " + abs + ": " + e.getMessage());
+                    continue;
+                }
+                if (!Files.exists(target)) {
+                    problems.add("dangling symlink " + abs + " -> " + target);
+                    continue;
+                }
+                byReal.computeIfAbsent(real(target), k -> new ArrayList<>()).add(abs);
+            } else if (Files.isDirectory(abs, LinkOption.NOFOLLOW_LINKS)) {
+                byReal.computeIfAbsent(real(abs), k -> new ArrayList<>());
+            } else if (search.extraPaths().contains(c) || isEnv(search, c)) {
+                problems.add(abs + " (configured) does not exist");
+            }
+        }
+        List<CudaInstallation> out = new ArrayList<>();
+        for (Map.Entry<Path, List<Path>> e : byReal.entrySet()) {
+            List<Path> aliases = e.getValue().stream().filter(a -> !a.equals(e.getKey())).distinct().toList();
+            read(e.getKey(), aliases, search.probeRuntime()).ifPresentOrElse(out::add,
+                    () -> problems.add(e.getKey() + " does not look like a CUDA installation (no version file,"
+                            + " cuda.h, libcudart or nvcc)"));
+        }
+        out.sort(Comparator.comparing((CudaInstallation i) -> i.version().orElse(new CudaVersion(1, 0, 0)))
+                .reversed().thenComparing(i -> i.root().toString()));
+        return new Discovery(out, problems);
+    }
+
+    private static boolean isEnv(CudaSearch s, Path c) {
+        return c.toString().equals(s.environment().get("CUDA_HOME"))
+                || c.toString().equals(s.environment().get("CUDA_PATH"));
+    }
+
+    private static Path real(Path p) {
+        try {
+            return p.toRealPath();
+        } catch (IOException e) {
+            return p.toAbsolutePath().normalize();
+        }
+    }
+
+    /** Reads one installation root; empty when nothing CUDA-like is there. */
+    static Optional<CudaInstallation> read(Path root, List<Path> aliases, boolean probe) {
+        List<String> problems = new ArrayList<>();
+        boolean pip = false;
+        Optional<Path> libDir = firstDir(root.resolve("lib64"), root.resolve("lib"),
+                root.resolve("targets/x86_64-linux/lib"), root.resolve("targets/sbsa-linux/lib"));
+        if (libDir.isEmpty() || !hasCudart(libDir.get())) {
+            Optional<Path> wheel = firstDir(root.resolve("cu13/lib"), root.resolve("cuda_runtime/lib"));
+            if (wheel.isPresent() && hasCudart(wheel.get())) {
+                libDir = wheel;
+                pip = true;
+            }
+        }
+        Optional<Path> runtime = libDir.flatMap(CudaInstallations::cudart);
+        Optional<Path> nvcc = Optional.of(root.resolve("bin/nvcc")).filter(Files::isExecutable)
+                .or(() -> Optional.of(root.resolve("cuda_nvcc/bin/nvcc")).filter(Files::isExecutable));
+
+        Optional<CudaVersion> version = Optional.empty();
+        VersionSource source = null;
+        Path json = root.resolve("version.json");
+        if (Files.isRegularFile(json)) {
+            try {
+                JsonNode n = Json.MAPPER.readTree(Files.readString(json));
+                String v = n.path("cuda_cudart").path("version").asText(n.path("cuda").path("version").asText(""));
+                version = Optional.of(CudaVersion.parse(v));
+                source = VersionSource.VERSION_JSON;
+            } catch (IOException | IllegalArgumentException e) {
+                problems.add(json + " is unreadable: " + firstLine(e.getMessage()));
+            }
+        }
+        if (version.isEmpty()) {
+            version = match(root.resolve("version.txt"), VERSION_TXT, problems).map(CudaVersion::parse);
+            source = version.isPresent() ? VersionSource.VERSION_TXT : null;
+        }
+        if (version.isEmpty()) {
+            version = match(firstFile(root.resolve("include/cuda.h"), root.resolve("targets/x86_64-linux/include/cuda.h"),
+                    root.resolve("cuda_runtime/include/cuda.h"), root.resolve("cu13/include/cuda.h")), CUDA_H, problems)
+                    .map(s -> CudaVersion.fromApiInt(Integer.parseInt(s)));
+            source = version.isPresent() ? VersionSource.CUDA_H : null;
+        }
+        Optional<CudaVersion> soname = libDir.flatMap(CudaInstallations::sonameVersion);
+        if (version.isEmpty() && soname.isPresent() && soname.get().minor() > 0) {
+            version = soname;
+            source = VersionSource.LIBCUDART_SONAME;
+        }
+        if (version.isEmpty()) {
+            version = pipVersion(root, problems);
+            source = version.isPresent() ? VersionSource.PIP_METADATA : null;
+        }
+        if (version.isEmpty() && soname.isPresent()) {
+            version = soname;
+            source = VersionSource.LIBCUDART_SONAME;
+            problems.add("only the major version is known (from " + runtime.map(Path::getFileName).orElse(null)
+                    + "); minor read as 0");
+        }
+        if (version.isEmpty() && runtime.isEmpty() && nvcc.isEmpty()) {
+            return Optional.empty();
+        }
+        Optional<CudaVersion> api = Optional.empty();
+        if (probe && runtime.isPresent()) {
+            OptionalInt v = CudaRuntimeProbe.runtimeVersion(runtime.get());
+            if (v.isPresent()) {
+                api = Optional.of(CudaVersion.fromApiInt(v.getAsInt()));
+            } else {
+                problems.add("cudaRuntimeGetVersion of " + runtime.get() + " gave no answer");
+            }
+        }
+        Optional<Path> compat = Optional.of(root.resolve("compat")).filter(CudaInstallations::hasLibcuda);
+        return Optional.of(new CudaInstallation(root, aliases, version, Optional.ofNullable(source), api, libDir,
+                runtime, nvcc, libDir.map(CudaInstallations::libraries).orElse(List.of()), compat, pip, problems));
+    }
+
+    private static Optional<Path> firstDir(Path... dirs) {
+        for (Path d : dirs) {
+            if (Files.isDirectory(d)) {
+                return Optional.of(d);
+            }
+        }
+        return Optional.empty();
+    }
+
+    private static Path firstFile(Path... files) {
+        for (Path f : files) {
+            if (Files.isRegularFile(f)) {
+                return f;
+            }
+        }
+        return files[0];
+    }
+
+    private static boolean hasCudart(Path dir) {
+        return cudart(dir).isPresent();
+    }
+
+    private static boolean hasLibcuda(Path dir) {
+        if (!Files.isDirectory(dir)) {
+            return false;
+        }
+        try (Stream<Path> s = Files.list(dir)) {
+            return s.anyMatch(p -> p.getFileName().toString().startsWith("libcuda.so"));
+        } catch (IOException e) {
+            return false;
+        }
+    }
+
+    /** @return the shortest {@code libcudart.so.N*} name (the soname), skipping dangling links */
+    private static Optional<Path> cudart(Path dir) {
+        try (Stream<Path> s = Files.list(dir)) {
+            return s.filter(p -> SONAME.matcher(p.getFileName().toString()).matches()).filter(Files::exists)
+                    .min(Comparator.comparing((Path p) -> p.getFileName().toString().length()));
+        } catch (IOException e) {
+            return Optional.empty();
+        }
+    }
+
+    private static Optional<CudaVersion> sonameVersion(Path dir) {
+        try (Stream<Path> s = Files.list(dir)) {
+            return s.map(p -> SONAME.matcher(p.getFileName().toString())).filter(Matcher::matches)
+                    .map(m -> new CudaVersion(Integer.parseInt(m.group(1)),
+                            m.group(2) == null ? 0 : Integer.parseInt(m.group(2)),
+                            m.group(3) == null ? 0 : Integer.parseInt(m.group(3))))
+                    .max(Comparator.naturalOrder());
+        } catch (IOException e) {
+            return Optional.empty();
+        }
+    }
+
+    /** pip layouts: {@code dist-info/} inside the root (CUDA 13 wheels laid out as a toolkit) or beside it. */
+    private static Optional<CudaVersion> pipVersion(Path root, List<String> problems) {
+        for (Path dir : new Path[] {root.resolve("dist-info"), root, root.getParent()}) {
+            if (dir == null || !Files.isDirectory(dir)) {
+                continue;
+            }
+            try (Stream<Path> s = Files.list(dir)) {
+                Optional<CudaVersion> v = s.map(p -> PIP_RUNTIME.matcher(p.getFileName().toString()))
+                        .filter(Matcher::matches).map(m -> CudaVersion.parse(m.group(1)))
+                        .max(Comparator.naturalOrder());
+                if (v.isPresent()) {
+                    return v;
+                }
+            } catch (IOException | IllegalArgumentException e) {
+                problems.add("cannot read pip metadata in " + dir + ": " + firstLine(e.getMessage()));
+            }
+        }
+        return Optional.empty();
+    }
+
+    private static Optional<String> match(Path file, Pattern p, List<String> problems) {
+        if (!Files.isRegularFile(file)) {
+            return Optional.empty();
+        }
+        try {
+            Matcher m = p.matcher(Files.readString(file));
+            if (m.find()) {
+                return Optional.of(m.group(1));
+            }
+            problems.add(file + " has no version in the expected form");
+        } catch (IOException | java.io.UncheckedIOException e) {
+            problems.add(file + " is unreadable: " + firstLine(e.getMessage()));
+        }
+        return Optional.empty();
+    }
+
+    private static List<String> libraries(Path dir) {
+        TreeSet<String> names = new TreeSet<>();
+        try (Stream<Path> s = Files.list(dir)) {
+            s.map(p -> LIB.matcher(p.getFileName().toString())).filter(Matcher::matches)
+                    .forEach(m -> names.add(m.group(1)));
+        } catch (IOException e) {
+            return List.of();
+        }
+        return List.copyOf(names);
+    }
+
+    private static String firstLine(String s) {
+        if (s == null) {
+            return "";
+        }
+        int nl = s.indexOf('\n');
+        return nl < 0 ? s : s.substring(0, nl);
+    }
+
+    /** @return a one-line summary of where the version came from, for reports */
+    static String describe(CudaInstallation i) {
+        return i.version().map(v -> v + " (from " + i.versionSource().map(Enum::name).orElse("?") + ")")
+                .orElse("unknown version");
+    }
+}
