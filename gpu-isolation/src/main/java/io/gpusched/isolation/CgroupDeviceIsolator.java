@@ -1,0 +1,285 @@
+package io.gpusched.isolation;
+
+import io.gpusched.core.Allocation;
+import io.gpusched.core.GpuDevice;
+import io.gpusched.isolation.internal.Bpf;
+import io.gpusched.isolation.internal.Libc;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Optional;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.locks.ReentrantLock;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Fences GPU device nodes with the cgroup device controller: cgroup v1 ({@code devices.allow}/{@code devices.deny})
+ * or cgroup v2 (a {@code BPF_PROG_TYPE_CGROUP_DEVICE} program through {@code bpf(2)}, attached with
+ * {@code BPF_F_ALLOW_MULTI} so the host runtime's programs keep applying, replaced in place with
+ * {@code BPF_F_REPLACE}). Access given is {@code rw}, never {@code m}. By default devices that are not GPUs are left
+ * to the host's policy; {@link Builder#strict(List)} turns the fence into an allow-list. Calls for different cgroups
+ * run concurrently; calls for one cgroup are serialized.
+ */
+public final class CgroupDeviceIsolator implements DeviceIsolator {
+    private static final Logger LOG = LoggerFactory.getLogger(CgroupDeviceIsolator.class);
+
+    /** Which cgroup mechanism to use. */
+    public enum Mechanism {
+        /** By the hierarchy the cgroup path lies in. */
+        AUTO,
+        /** cgroup v1 devices controller. */
+        V1,
+        /** cgroup v2 eBPF device program. */
+        V2
+    }
+
+    /** Devices a strict fence allows besides the GPU nodes: runc's defaults (null, zero, full, random, tty, pts…). */
+    public static final List<DeviceRule> DEFAULT_BASE_ALLOW = List.of(
+            DeviceRule.allowChar(1, 3, "rwm"), DeviceRule.allowChar(1, 5, "rwm"), DeviceRule.allowChar(1, 7, "rwm"),
+            DeviceRule.allowChar(1, 8, "rwm"), DeviceRule.allowChar(1, 9, "rwm"), DeviceRule.allowChar(5, 0, "rwm"),
+            DeviceRule.allowChar(5, 1, "rwm"), DeviceRule.allowChar(5, 2, "rwm"),
+            DeviceRule.allowChar(136, DeviceRule.ANY, "rwm"), DeviceRule.allowChar(10, 200, "rwm"));
+
+    /** Name of our device programs in the kernel (15 characters at most). */
+    public static final String PROGRAM_NAME = "gpusched_dev";
+
+    final List<GpuDevice> hostDevices;
+    final Mechanism mechanism;
+    final boolean strict;
+    final List<DeviceRule> baseAllow;
+    final GpuDeviceNodes nodes;
+    final Mounts mounts;
+    final Map<Path, ReentrantLock> locks = new ConcurrentHashMap<>();
+    final Map<Path, AbstractFence> active = new ConcurrentHashMap<>();
+    private volatile Boolean replaceSupported;
+
+    private CgroupDeviceIsolator(Builder b) {
+        this.hostDevices = List.copyOf(b.hostDevices);
+        this.mechanism = b.mechanism;
+        this.strict = b.strict;
+        this.baseAllow = List.copyOf(b.baseAllow);
+        this.nodes = new GpuDeviceNodes(b.devRoot, b.procRoot, b.modeset);
+        this.mounts = Mounts.read(b.mountInfo);
+    }
+
+    /** @return an isolator for this host's devices with defaults: auto mechanism, not strict, /dev, /proc */
+    public static CgroupDeviceIsolator detect(List<GpuDevice> hostDevices) {
+        return builder().hostDevices(hostDevices).build();
+    }
+
+    /** @return a builder */
+    public static Builder builder() {
+        return new Builder();
+    }
+
+    /** @return where the cgroup v1 devices hierarchy is mounted */
+    public Optional<Path> v1Root() {
+        return mounts.v1Devices();
+    }
+
+    /** @return where cgroup2 is mounted */
+    public Optional<Path> v2Root() {
+        return mounts.v2();
+    }
+
+    @Override
+    public Optional<String> unavailabilityCause() {
+        boolean v1 = mounts.v1Devices().isPresent() && mechanism != Mechanism.V2;
+        boolean v2 = mounts.v2().isPresent() && mechanism != Mechanism.V1;
+        if (!v1 && !v2) {
+            return Optional.of(switch (mechanism) {
+                case V1 -> "no cgroup v1 devices hierarchy is mounted (asked for v1)";
+                case V2 -> "no cgroup2 hierarchy is mounted (asked for v2)";
+                default -> "neither a cgroup v1 devices hierarchy nor cgroup2 is mounted";
+            });
+        }
+        Libc libc = Libc.Holder.get();
+        if (libc == null) {
+            return v2 && !v1 ? Optional.of("cgroup v2 needs bpf(2) through libc: " + Libc.Holder.failure())
+                    : Optional.empty();
+        }
+        if (libc.geteuid() != 0) {
+            return Optional.of("writing cgroup device rules needs root (CAP_SYS_ADMIN); running as uid "
+                    + libc.geteuid());
+        }
+        return Optional.empty();
+    }
+
+    /** @return the node plan of an allocation on this host */
+    public NodePlan plan(Allocation allocation) {
+        return nodes.plan(allocation, hostDevices);
+    }
+
+    @Override
+    public Fence fence(Path cgroup, Allocation allocation) {
+        Objects.requireNonNull(allocation, "allocation");
+        Resolved r = resolve(cgroup);
+        ReentrantLock lock = locks.computeIfAbsent(r.path(), k -> new ReentrantLock());
+        lock.lock();
+        try {
+            AbstractFence existing = active.get(r.path());
+            if (existing != null && existing.isActive()) {
+                existing.update(allocation);
+                return existing;
+            }
+            NodePlan plan = plan(allocation);
+            AbstractFence f = r.v2() ? new V2Fence(this, r.path(), allocation, plan)
+                    : new V1Fence(this, r.path(), allocation, plan);
+            f.apply();
+            active.put(r.path(), f);
+            LOG.info("fenced cgroup {} ({}) for allocation {}: {} allowed, {} denied", r.path(), f.mechanism(),
+                    allocation.id(), plan.allowed().size(), plan.denied().size());
+            return f;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** A cgroup path checked to lie inside a mounted hierarchy. */
+    record Resolved(Path path, boolean v2) {
+    }
+
+    Resolved resolve(Path cgroup) {
+        Objects.requireNonNull(cgroup, "cgroup");
+        unavailabilityCause().ifPresent(c -> {
+            throw new IsolationException("cgroup isolation is unavailable: " + c);
+        });
+        if (!cgroup.isAbsolute()) {
+            throw new IsolationException("cgroup path " + cgroup + " must be absolute");
+        }
+        for (Path part : cgroup) {
+            if (part.toString().equals("..")) {
+                throw new IsolationException("cgroup path " + cgroup + " contains \"..\"; give the cgroup's own path");
+            }
+        }
+        List<Resolved> candidates = new ArrayList<>();
+        if (mechanism != Mechanism.V1) {
+            mounts.v2().ifPresent(m -> candidates.add(new Resolved(m, true)));
+        }
+        if (mechanism != Mechanism.V2) {
+            mounts.v1Devices().ifPresent(m -> candidates.add(new Resolved(m, false)));
+        }
+        for (Resolved mount : candidates) {
+            if (!cgroup.normalize().startsWith(mount.path())) {
+                continue;
+            }
+            Path real;
+            Path realMount;
+            try {
+                real = cgroup.toRealPath();
+                realMount = mount.path().toRealPath();
+            } catch (IOException e) {
+                throw new IsolationException("no such cgroup: " + cgroup + " (" + e.getMessage() + ")");
+            }
+            if (!real.startsWith(realMount)) {
+                throw new IsolationException("cgroup path " + cgroup + " resolves to " + real + ", outside the "
+                        + (mount.v2() ? "cgroup2" : "cgroup v1 devices") + " hierarchy at " + mount.path());
+            }
+            if (!Files.isRegularFile(real.resolve("cgroup.procs"))) {
+                throw new IsolationException(cgroup + " is not a cgroup (no cgroup.procs)");
+            }
+            if (real.equals(realMount)) {
+                throw new IsolationException("refusing to fence the root cgroup " + real + "; create a child cgroup"
+                        + " for the job");
+            }
+            return new Resolved(real, mount.v2());
+        }
+        throw new IsolationException("cgroup path " + cgroup + " is not inside "
+                + (candidates.isEmpty() ? "a usable hierarchy" : candidates.stream()
+                .map(c -> (c.v2() ? "cgroup2 at " : "the v1 devices hierarchy at ") + c.path())
+                .reduce((a, b) -> a + " or " + b).orElse("")) + " (mechanism " + mechanism + ")");
+    }
+
+    /** Probes once whether the kernel takes {@code BPF_F_REPLACE}; caches the answer. */
+    boolean replaceSupported() {
+        return replaceSupported == null || replaceSupported;
+    }
+
+    void replaceSupported(boolean v) {
+        replaceSupported = v;
+    }
+
+    Bpf bpf() {
+        Libc libc = Libc.Holder.get();
+        if (libc == null) {
+            throw new IsolationException("cgroup v2 needs bpf(2) through libc: " + Libc.Holder.failure());
+        }
+        return new Bpf(libc);
+    }
+
+    /** Builds a {@link CgroupDeviceIsolator}. */
+    public static final class Builder {
+        private List<GpuDevice> hostDevices;
+        private Mechanism mechanism = Mechanism.AUTO;
+        private boolean strict;
+        private List<DeviceRule> baseAllow = List.of();
+        private Path devRoot = Path.of("/dev");
+        private Path procRoot = Path.of("/proc");
+        private Path mountInfo = Path.of("/proc/self/mountinfo");
+        private boolean modeset;
+
+        private Builder() {
+        }
+
+        /** @param v every allocatable device of the host (the inventory's devices) @return this */
+        public Builder hostDevices(List<GpuDevice> v) {
+            hostDevices = List.copyOf(v);
+            return this;
+        }
+
+        /** @param v mechanism (default AUTO: by the hierarchy of the cgroup path) @return this */
+        public Builder mechanism(Mechanism v) {
+            mechanism = Objects.requireNonNull(v, "mechanism");
+            return this;
+        }
+
+        /**
+         * Makes fences allow-lists: every device not allowed is denied.
+         *
+         * @param base devices still allowed (e.g. {@link #DEFAULT_BASE_ALLOW})
+         * @return this
+         */
+        public Builder strict(List<DeviceRule> base) {
+            strict = true;
+            baseAllow = List.copyOf(base);
+            return this;
+        }
+
+        /** @param v root of device nodes @return this */
+        public Builder devRoot(Path v) {
+            devRoot = Objects.requireNonNull(v);
+            return this;
+        }
+
+        /** @param v root of procfs @return this */
+        public Builder procRoot(Path v) {
+            procRoot = Objects.requireNonNull(v);
+            return this;
+        }
+
+        /** @param v mountinfo file to find hierarchies in @return this */
+        public Builder mountInfo(Path v) {
+            mountInfo = Objects.requireNonNull(v);
+            return this;
+        }
+
+        /** @param v whether jobs also get /dev/nvidia-modeset @return this */
+        public Builder modeset(boolean v) {
+            modeset = v;
+            return this;
+        }
+
+        /** @return the isolator @throws IllegalStateException without host devices */
+        public CgroupDeviceIsolator build() {
+            if (hostDevices == null) {
+                throw new IllegalStateException("an isolator needs the host's devices: builder().hostDevices(...)");
+            }
+            return new CgroupDeviceIsolator(this);
+        }
+    }
+}

@@ -1,0 +1,226 @@
+package io.gpusched.isolation;
+
+import io.gpusched.core.Allocation;
+import io.gpusched.core.GpuDevice;
+import io.gpusched.core.GpuVendor;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.OptionalInt;
+import java.util.Set;
+
+/**
+ * Device nodes per vendor. NVIDIA: {@code /dev/nvidiaN} is 195:N where N is the device minor (not the NVML index),
+ * {@code /dev/nvidiactl} 195:255, {@code /dev/nvidia-uvm(-tools)} with the {@code nvidia-uvm} major of
+ * {@code /proc/devices}, {@code /dev/nvidia-modeset} 195:254 when asked, and for MIG devices the GPU- and
+ * compute-instance access caps under {@code /dev/nvidia-caps} (major {@code nvidia-caps}, minors from
+ * {@code /proc/driver/nvidia-caps/mig-minors}). AMD: {@code /dev/kfd} (major {@code kfd}) and
+ * {@code /dev/dri/renderD<minor>} (226). Optional nodes that do not exist are skipped and said so.
+ */
+public final class GpuDeviceNodes {
+    /** Major of {@code /dev/nvidia*} GPU and control nodes. */
+    public static final int NVIDIA_MAJOR = 195;
+    /** Minor of {@code /dev/nvidiactl}. */
+    public static final int NVIDIACTL_MINOR = 255;
+    /** Minor of {@code /dev/nvidia-modeset}. */
+    public static final int MODESET_MINOR = 254;
+    /** Major of DRM nodes. */
+    public static final int DRM_MAJOR = 226;
+
+    private final Path devRoot;
+    private final Path procRoot;
+    private final boolean modeset;
+
+    /**
+     * @param devRoot  root of the device nodes ({@code /dev})
+     * @param procRoot root of procfs ({@code /proc}), for dynamic majors and MIG cap minors
+     * @param modeset  whether jobs also get {@code /dev/nvidia-modeset}
+     */
+    public GpuDeviceNodes(Path devRoot, Path procRoot, boolean modeset) {
+        this.devRoot = devRoot;
+        this.procRoot = procRoot;
+        this.modeset = modeset;
+    }
+
+    /** @return majors by driver name from {@code /proc/devices} (character devices) */
+    Map<String, Integer> charMajors() {
+        Map<String, Integer> out = new HashMap<>();
+        try {
+            boolean chars = false;
+            for (String line : Files.readAllLines(procRoot.resolve("devices"))) {
+                if (line.startsWith("Character devices")) {
+                    chars = true;
+                } else if (line.startsWith("Block devices")) {
+                    chars = false;
+                } else if (chars) {
+                    String[] f = line.trim().split("\\s+");
+                    if (f.length == 2 && f[0].matches("[0-9]+")) {
+                        out.putIfAbsent(f[1], Integer.parseInt(f[0]));
+                    }
+                }
+            }
+        } catch (IOException e) {
+            return out;
+        }
+        return out;
+    }
+
+    /** @return mig-minors entries such as {@code gpu0/gi1/access -> 12} */
+    Map<String, Integer> migMinors() {
+        Map<String, Integer> out = new HashMap<>();
+        try {
+            for (String line : Files.readAllLines(procRoot.resolve("driver/nvidia-caps/mig-minors"))) {
+                String[] f = line.trim().split("\\s+");
+                if (f.length == 2 && f[1].matches("[0-9]+")) {
+                    out.put(f[0], Integer.parseInt(f[1]));
+                }
+            }
+        } catch (IOException e) {
+            return out;
+        }
+        return out;
+    }
+
+    /**
+     * Plans the nodes of an allocation against every GPU of the host.
+     *
+     * @param allocation the job's devices
+     * @param host       every allocatable device of the host (the inventory's {@code devices()})
+     * @throws IsolationException when a device has no minor, or vendors are mixed
+     */
+    public NodePlan plan(Allocation allocation, List<GpuDevice> host) {
+        List<GpuVendor> vendors = allocation.devices().stream().map(GpuDevice::vendor).distinct().toList();
+        if (vendors.size() != 1) {
+            throw new IsolationException("allocation " + allocation.id() + " has devices of vendors " + vendors
+                    + "; a fence serves one vendor");
+        }
+        return vendors.get(0) == GpuVendor.NVIDIA ? nvidia(allocation, host) : amd(allocation, host);
+    }
+
+    private static int minorOf(GpuDevice d) {
+        OptionalInt m = d.minor();
+        if (m.isEmpty()) {
+            throw new IsolationException("GPU " + d.index() + " (" + d.uuid() + ") has no device minor; its backend"
+                    + " does not report which /dev node it is, so it cannot be fenced");
+        }
+        return m.getAsInt();
+    }
+
+    private NodePlan nvidia(Allocation a, List<GpuDevice> host) {
+        List<DeviceNode> allowed = new ArrayList<>();
+        List<DeviceNode> denied = new ArrayList<>();
+        List<String> notes = new ArrayList<>();
+        Set<Integer> mine = new LinkedHashSet<>();
+        for (GpuDevice d : a.devices()) {
+            mine.add(minorOf(d));
+        }
+        for (int m : mine) {
+            allowed.add(new DeviceNode(devRoot.resolve("nvidia" + m), NVIDIA_MAJOR, m, "gpu"));
+        }
+        allowed.add(new DeviceNode(devRoot.resolve("nvidiactl"), NVIDIA_MAJOR, NVIDIACTL_MINOR, "control"));
+        Map<String, Integer> majors = charMajors();
+        Integer uvm = majors.get("nvidia-uvm");
+        if (uvm == null) {
+            notes.add("nvidia-uvm is not in " + procRoot.resolve("devices") + " (module not loaded): /dev/nvidia-uvm"
+                    + " and /dev/nvidia-uvm-tools skipped");
+        } else {
+            optional(allowed, notes, devRoot.resolve("nvidia-uvm"), uvm, 0, "uvm");
+            optional(allowed, notes, devRoot.resolve("nvidia-uvm-tools"), uvm, 1, "uvm");
+        }
+        if (modeset) {
+            optional(allowed, notes, devRoot.resolve("nvidia-modeset"), NVIDIA_MAJOR, MODESET_MINOR, "modeset");
+        }
+        Set<Integer> others = new LinkedHashSet<>();
+        for (GpuDevice d : host) {
+            if (d.vendor() == GpuVendor.NVIDIA && d.minor().isPresent() && !mine.contains(d.minor().getAsInt())) {
+                others.add(d.minor().getAsInt());
+            }
+        }
+        for (int m : others) {
+            denied.add(new DeviceNode(devRoot.resolve("nvidia" + m), NVIDIA_MAJOR, m, "gpu"));
+        }
+        List<Integer> vendorMajors = new ArrayList<>(List.of(NVIDIA_MAJOR));
+        List<GpuDevice> migs = a.devices().stream().filter(GpuDevice::isPartition).toList();
+        Map<String, Integer> caps = migMinors();
+        Integer capsMajor = majors.get("nvidia-caps");
+        if (!migs.isEmpty() || host.stream().anyMatch(GpuDevice::isPartition)) {
+            if (capsMajor == null || caps.isEmpty()) {
+                notes.add("MIG access caps skipped: nvidia-caps is not in /proc/devices or "
+                        + procRoot.resolve("driver/nvidia-caps/mig-minors") + " is absent");
+            } else {
+                Set<Integer> myCaps = new LinkedHashSet<>();
+                for (GpuDevice d : migs) {
+                    Optional<String> gpu = Optional.ofNullable(d.properties().get("nvml.index"));
+                    Optional<String> gi = Optional.ofNullable(d.properties().get("mig.gpu_instance_id"));
+                    Optional<String> ci = Optional.ofNullable(d.properties().get("mig.compute_instance_id"));
+                    if (gpu.isEmpty() || gi.isEmpty() || ci.isEmpty()) {
+                        notes.add("MIG device " + d.uuid() + " lacks nvml.index/gpu/compute instance ids: caps skipped");
+                        continue;
+                    }
+                    String base = "gpu" + gpu.get() + "/gi" + gi.get();
+                    for (String key : List.of(base + "/access", base + "/ci" + ci.get() + "/access")) {
+                        Integer minor = caps.get(key);
+                        if (minor == null) {
+                            notes.add("no mig-minors entry for " + key);
+                        } else {
+                            myCaps.add(minor);
+                        }
+                    }
+                }
+                for (int m : myCaps) {
+                    allowed.add(new DeviceNode(devRoot.resolve("nvidia-caps/nvidia-cap" + m), capsMajor, m, "mig-cap"));
+                }
+                for (Map.Entry<String, Integer> e : caps.entrySet()) {
+                    if (e.getKey().contains("/gi") && !myCaps.contains(e.getValue())) {
+                        denied.add(new DeviceNode(devRoot.resolve("nvidia-caps/nvidia-cap" + e.getValue()), capsMajor,
+                                e.getValue(), "mig-cap"));
+                    }
+                }
+                vendorMajors.add(capsMajor);
+            }
+        }
+        denied.sort((x, y) -> x.major() != y.major() ? Integer.compare(x.major(), y.major())
+                : Integer.compare(x.minor(), y.minor()));
+        return new NodePlan(allowed, denied, vendorMajors, notes);
+    }
+
+    private NodePlan amd(Allocation a, List<GpuDevice> host) {
+        List<DeviceNode> allowed = new ArrayList<>();
+        List<DeviceNode> denied = new ArrayList<>();
+        List<String> notes = new ArrayList<>();
+        Set<Integer> mine = new LinkedHashSet<>();
+        for (GpuDevice d : a.devices()) {
+            mine.add(minorOf(d));
+        }
+        for (int m : mine) {
+            allowed.add(new DeviceNode(devRoot.resolve("dri/renderD" + m), DRM_MAJOR, m, "render"));
+        }
+        Integer kfd = charMajors().get("kfd");
+        if (kfd == null) {
+            notes.add("kfd is not in " + procRoot.resolve("devices") + " (amdgpu not loaded): /dev/kfd skipped");
+        } else {
+            allowed.add(new DeviceNode(devRoot.resolve("kfd"), kfd, 0, "kfd"));
+        }
+        for (GpuDevice d : host) {
+            if (d.vendor() == GpuVendor.AMD && d.minor().isPresent() && !mine.contains(d.minor().getAsInt())) {
+                denied.add(new DeviceNode(devRoot.resolve("dri/renderD" + d.minor().getAsInt()), DRM_MAJOR,
+                        d.minor().getAsInt(), "render"));
+            }
+        }
+        return new NodePlan(allowed, denied, List.of(DRM_MAJOR), notes);
+    }
+
+    private static void optional(List<DeviceNode> into, List<String> notes, Path p, int major, int minor, String role) {
+        if (Files.exists(p)) {
+            into.add(new DeviceNode(p, major, minor, role));
+        } else {
+            notes.add(p + " does not exist: skipped");
+        }
+    }
+}

@@ -1,0 +1,82 @@
+package io.gpusched.isolation;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.gpusched.core.Allocation;
+import io.gpusched.core.GpuDevice;
+import io.gpusched.core.GpuRequest;
+import io.gpusched.core.GpuScheduler;
+import io.gpusched.core.GpuVendor;
+import io.gpusched.core.MemorySize;
+import io.gpusched.core.GpuInventories;
+import io.gpusched.core.sim.SimulatedGpuInventory;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+class GpuDeviceNodesTest {
+
+    @Test
+    void nvidiaNodesByMinorWithControlAndUvm(@TempDir Path dir) throws Exception {
+        Path proc = Fixtures.proc(dir, "195 nvidia-frontend\n  508 nvidia-uvm\n");
+        Path dev = Files.createDirectories(dir.resolve("dev"));
+        Files.createFile(dev.resolve("nvidia-uvm"));
+        SimulatedGpuInventory host = Fixtures.nvidiaHost();
+        Allocation a = Fixtures.gpus(Fixtures.scheduler(host), 1, 3);
+        NodePlan p = new GpuDeviceNodes(dev, proc, false).plan(a, host.devices());
+        assertThat(p.allowed()).extracting(n -> n.path().getFileName() + "=" + n.major() + ":" + n.minor())
+                .containsExactly("nvidia1=195:1", "nvidia3=195:3", "nvidiactl=195:255", "nvidia-uvm=508:0");
+        assertThat(p.denied()).extracting(n -> n.minor()).containsExactly(0, 2);
+        assertThat(p.notes()).anySatisfy(n -> assertThat(n).contains("nvidia-uvm-tools does not exist: skipped"));
+        assertThat(p.rules(false, true, List.of())).extracting(DeviceRule::toString).containsExactly(
+                "allow c 195:1 rw", "allow c 195:3 rw", "allow c 195:255 rw", "allow c 508:0 rw",
+                "deny c 195:0 rwm", "deny c 195:2 rwm", "deny c 195:* rwm");
+    }
+
+    @Test
+    void migDevicesGetTheirAccessCaps(@TempDir Path dir) throws Exception {
+        Path proc = Fixtures.proc(dir, "195 nvidia-frontend\n  237 nvidia-caps\n");
+        Files.createDirectories(proc.resolve("driver/nvidia-caps"));
+        Files.writeString(proc.resolve("driver/nvidia-caps/mig-minors"), "config 1\nmonitor 2\ngpu0/gi1/access 12\n"
+                + "gpu0/gi1/ci0/access 13\ngpu0/gi2/access 21\ngpu0/gi2/ci0/access 22\n");
+        SimulatedGpuInventory.Builder b = SimulatedGpuInventory.builder("mig");
+        for (int gi = 1; gi <= 2; gi++) {
+            b.device(GpuDevice.builder().index(gi).uuid("MIG-" + gi).vendor(GpuVendor.NVIDIA).name("A100 MIG 3g.40gb")
+                    .memory(MemorySize.ofGibibytes(40)).pciBusId("00000000:07:00.0").minor(0).parentUuid("GPU-p")
+                    .property("nvml.index", "0").property("mig.gpu_instance_id", String.valueOf(gi))
+                    .property("mig.compute_instance_id", "0").build());
+        }
+        SimulatedGpuInventory host = b.build();
+        Allocation a = Fixtures.gpus(Fixtures.scheduler(host), 2);
+        NodePlan p = new GpuDeviceNodes(dir.resolve("dev"), proc, false).plan(a, host.devices());
+        assertThat(p.allowed()).extracting(n -> n.path().getFileName() + "=" + n.major() + ":" + n.minor())
+                .containsExactly("nvidia0=195:0", "nvidiactl=195:255", "nvidia-cap21=237:21", "nvidia-cap22=237:22");
+        assertThat(p.denied()).extracting(n -> n.major() + ":" + n.minor()).containsExactly("237:12", "237:13");
+        assertThat(p.vendorMajors()).containsExactly(195, 237);
+    }
+
+    @Test
+    void amdNodesAreKfdAndRenderNodes(@TempDir Path dir) throws Exception {
+        Path proc = Fixtures.proc(dir, "226 drm\n 511 kfd\n");
+        SimulatedGpuInventory host = GpuInventories.simulated("mi210-8x");
+        GpuScheduler s = Fixtures.scheduler(host);
+        Allocation a = Fixtures.gpus(s, 0);
+        NodePlan p = new GpuDeviceNodes(dir.resolve("dev"), proc, false).plan(a, host.devices());
+        assertThat(p.allowed()).extracting(n -> n.path().toString().replace(dir.resolve("dev") + "/", "") + "="
+                + n.major() + ":" + n.minor()).containsExactly("dri/renderD130=226:130", "kfd=511:0");
+        assertThat(p.denied()).hasSize(7).allSatisfy(n -> assertThat(n.major()).isEqualTo(226));
+    }
+
+    @Test
+    void aDeviceWithoutMinorCannotBeFenced(@TempDir Path dir) throws Exception {
+        SimulatedGpuInventory host = SimulatedGpuInventory.builder("nominor").device(GpuDevice.builder().index(0)
+                .uuid("GPU-x").vendor(GpuVendor.NVIDIA).name("X").memory(MemorySize.ofGibibytes(1)).pciBusId("b")
+                .build()).build();
+        Allocation a = Fixtures.scheduler(host).allocate(GpuRequest.builder().build());
+        assertThatThrownBy(() -> new GpuDeviceNodes(dir, dir, false).plan(a, host.devices()))
+                .isInstanceOf(IsolationException.class).hasMessageContaining("has no device minor");
+    }
+}
