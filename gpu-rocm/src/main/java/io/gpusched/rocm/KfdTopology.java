@@ -1,0 +1,197 @@
+package io.gpusched.rocm;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.OptionalLong;
+import java.util.stream.Stream;
+
+/**
+ * Reads a KFD topology ({@code /sys/class/kfd/kfd/topology/nodes/*}): each node's {@code properties} ("key value"
+ * lines of unsigned integers), {@code gpu_id}, {@code mem_banks/*} and {@code io_links/*}. Unknown keys are kept,
+ * malformed lines are reported in {@link #problems()}, never thrown.
+ */
+public final class KfdTopology {
+
+    /** io_link type of an XGMI link. */
+    public static final long LINK_XGMI = 11;
+    /** io_link type of a PCIe link. */
+    public static final long LINK_PCIE = 2;
+
+    /**
+     * One io_link.
+     *
+     * @param type   2 PCIe, 11 XGMI
+     * @param from   node id
+     * @param to     node id
+     * @param weight link weight
+     */
+    public record IoLink(long type, long from, long to, long weight) {
+    }
+
+    /**
+     * One KFD node.
+     *
+     * @param id         node id (directory name)
+     * @param properties its properties, unsigned values held in longs
+     * @param gpuId      content of {@code gpu_id} (0 for CPUs)
+     * @param memBank0   {@code size_in_bytes} of {@code mem_banks/0}
+     * @param ioLinks    its io_links
+     */
+    public record Node(int id, Map<String, Long> properties, OptionalLong gpuId, OptionalLong memBank0,
+                       List<IoLink> ioLinks) {
+        /** @return a property, if present */
+        public OptionalLong get(String key) {
+            Long v = properties.get(key);
+            return v == null ? OptionalLong.empty() : OptionalLong.of(v);
+        }
+
+        /** @return true for GPU nodes ({@code simd_count > 0}) */
+        public boolean isGpu() {
+            return get("simd_count").orElse(0) > 0;
+        }
+    }
+
+    private final Path root;
+    private final List<Node> nodes;
+    private final List<String> problems;
+
+    private KfdTopology(Path root, List<Node> nodes, List<String> problems) {
+        this.root = root;
+        this.nodes = List.copyOf(nodes);
+        this.problems = List.copyOf(problems);
+    }
+
+    /** @return where the topology was read */
+    public Path root() {
+        return root;
+    }
+
+    /** @return every node, by id */
+    public List<Node> nodes() {
+        return nodes;
+    }
+
+    /** @return GPU nodes only, by id */
+    public List<Node> gpuNodes() {
+        return nodes.stream().filter(Node::isGpu).toList();
+    }
+
+    /** @return malformed lines and unreadable files, one line each */
+    public List<String> problems() {
+        return problems;
+    }
+
+    /** @return the topology under {@code <sysfs>/class/kfd/kfd/topology}, if that directory exists */
+    public static Optional<KfdTopology> read(Path sysfsRoot) {
+        Path topo = sysfsRoot.resolve("class/kfd/kfd/topology/nodes");
+        return Files.isDirectory(topo) ? Optional.of(readNodes(topo)) : Optional.empty();
+    }
+
+    /** Reads a {@code nodes/} directory directly. */
+    public static KfdTopology readNodes(Path nodesDir) {
+        List<Node> nodes = new ArrayList<>();
+        List<String> problems = new ArrayList<>();
+        for (Path dir : list(nodesDir, problems)) {
+            String name = dir.getFileName().toString();
+            if (!name.matches("[0-9]{1,6}")) {
+                continue;
+            }
+            Path props = dir.resolve("properties");
+            if (!Files.isRegularFile(props)) {
+                problems.add(props + ": missing");
+                continue;
+            }
+            Map<String, Long> p = properties(props, problems);
+            OptionalLong gpuId = single(dir.resolve("gpu_id"), problems);
+            OptionalLong bank = OptionalLong.empty();
+            Path bank0 = dir.resolve("mem_banks/0/properties");
+            if (Files.isRegularFile(bank0)) {
+                Long size = properties(bank0, problems).get("size_in_bytes");
+                bank = size == null ? OptionalLong.empty() : OptionalLong.of(size);
+            }
+            List<IoLink> links = new ArrayList<>();
+            Path linksDir = dir.resolve("io_links");
+            if (Files.isDirectory(linksDir)) {
+                for (Path l : list(linksDir, problems)) {
+                    Map<String, Long> lp = properties(l.resolve("properties"), problems);
+                    if (lp.containsKey("type") && lp.containsKey("node_from") && lp.containsKey("node_to")) {
+                        links.add(new IoLink(lp.get("type"), lp.get("node_from"), lp.get("node_to"),
+                                lp.getOrDefault("weight", 0L)));
+                    }
+                }
+            }
+            nodes.add(new Node(Integer.parseInt(name), p, gpuId, bank, links));
+        }
+        nodes.sort(Comparator.comparingInt(Node::id));
+        return new KfdTopology(nodesDir, nodes, problems);
+    }
+
+    private static List<Path> list(Path dir, List<String> problems) {
+        try (Stream<Path> s = Files.list(dir)) {
+            return s.sorted().toList();
+        } catch (IOException e) {
+            problems.add(dir + ": cannot list (" + e.getMessage() + ")");
+            return List.of();
+        }
+    }
+
+    /** Parses "key value" lines; a line that is not a key and an unsigned integer is a problem, not a failure. */
+    static Map<String, Long> properties(Path file, List<String> problems) {
+        Map<String, Long> out = new LinkedHashMap<>();
+        List<String> lines;
+        try {
+            lines = Files.readAllLines(file);
+        } catch (IOException | java.io.UncheckedIOException e) {
+            problems.add(file + ": unreadable (" + e.getMessage() + ")");
+            return out;
+        }
+        for (int i = 0; i < lines.size(); i++) {
+            String line = lines.get(i).trim();
+            if (line.isEmpty()) {
+                continue;
+            }
+            String[] f = line.split("\\s+");
+            if (f.length != 2 || !f[1].matches("[0-9]{1,20}")) {
+                problems.add(file + ":" + (i + 1) + ": malformed line \"" + line + "\"");
+                continue;
+            }
+            try {
+                out.put(f[0], Long.parseUnsignedLong(f[1]));
+            } catch (NumberFormatException e) {
+                problems.add(file + ":" + (i + 1) + ": value out of range \"" + line + "\"");
+            }
+        }
+        return out;
+    }
+
+    private static OptionalLong single(Path file, List<String> problems) {
+        if (!Files.isRegularFile(file)) {
+            return OptionalLong.empty();
+        }
+        try {
+            String s = Files.readString(file).trim();
+            if (s.matches("[0-9]{1,20}")) {
+                return OptionalLong.of(Long.parseUnsignedLong(s));
+            }
+            problems.add(file + ": malformed \"" + s + "\"");
+        } catch (IOException | NumberFormatException e) {
+            problems.add(file + ": unreadable (" + e.getMessage() + ")");
+        }
+        return OptionalLong.empty();
+    }
+
+    /** @return "gfx90a" for 90010, "gfx942" for 90402, "gfx1100" for 110000 */
+    public static String gfxTarget(long version) {
+        long major = version / 10000;
+        long minor = (version / 100) % 100;
+        long stepping = version % 100;
+        return "gfx" + major + Long.toHexString(minor) + Long.toHexString(stepping);
+    }
+}

@@ -1,0 +1,62 @@
+package io.gpusched.rocm;
+
+import io.gpusched.core.BackendUnavailableException;
+import io.gpusched.core.GpuConfig;
+import io.gpusched.core.GpuInventory;
+import io.gpusched.core.GpuInventoryProvider;
+import java.nio.file.Path;
+import java.time.Clock;
+import java.util.Optional;
+
+/**
+ * The ROCm SMI provider: above the sysfs one when both work. Library from {@code -Dgpusched.rocm-smi.library}, else
+ * any soname of {@code librocm_smi64}; the KFD tree is checked before {@code rsmi_init} is called.
+ */
+public final class RocmSmiInventoryProvider implements GpuInventoryProvider {
+
+    /** Priority: above the AMD sysfs provider (60). */
+    public static final int PRIORITY = 90;
+
+    private final Optional<Path> library;
+    private final Path sysfsRoot;
+    private final Path devRoot;
+
+    /** From system properties. */
+    public RocmSmiInventoryProvider() {
+        this(Optional.ofNullable(System.getProperty("gpusched.rocm-smi.library")).map(Path::of),
+                Path.of(System.getProperty("gpusched.sysfs.root", "/sys")), Path.of("/dev"));
+    }
+
+    /** @param library explicit library @param sysfsRoot root of sysfs @param devRoot root of device nodes */
+    public RocmSmiInventoryProvider(Optional<Path> library, Path sysfsRoot, Path devRoot) {
+        this.library = library;
+        this.sysfsRoot = sysfsRoot;
+        this.devRoot = devRoot;
+    }
+
+    @Override
+    public String name() {
+        return "rocm-smi";
+    }
+
+    @Override
+    public int priority() {
+        return PRIORITY;
+    }
+
+    @Override
+    public Optional<String> unavailabilityCause() {
+        try (GpuInventory inv = open(null)) {
+            return inv.devices().isEmpty() ? Optional.of("ROCm SMI reports no GPU") : Optional.empty();
+        } catch (BackendUnavailableException e) {
+            return Optional.of(e.getMessage());
+        } catch (LinkageError e) {
+            return Optional.of("JNA could not be loaded: " + e.getMessage());
+        }
+    }
+
+    @Override
+    public GpuInventory open(GpuConfig config) {
+        return RocmSmiInventory.open(library, sysfsRoot, devRoot, Clock.systemUTC());
+    }
+}

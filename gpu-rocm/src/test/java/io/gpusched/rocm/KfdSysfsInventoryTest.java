@@ -1,0 +1,163 @@
+package io.gpusched.rocm;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import io.gpusched.core.BackendUnavailableException;
+import io.gpusched.core.GpuDevice;
+import io.gpusched.core.GpuMetrics;
+import io.gpusched.core.GpuTopology;
+import io.gpusched.core.MemorySize;
+import io.gpusched.core.PcieLevel;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Clock;
+import java.util.List;
+import java.util.Set;
+import java.util.stream.Collectors;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+class KfdSysfsInventoryTest {
+    static final Clock CLOCK = Clock.systemUTC();
+
+    @Test
+    void mi210HivesInPciOrderWithXgmiLinks(@TempDir Path sys) throws Exception {
+        KfdSysfsInventory inv = KfdSysfsInventory.open(KfdFixtures.mi210(sys), CLOCK);
+        List<GpuDevice> d = inv.devices();
+        assertThat(d).extracting(GpuDevice::pciBusId).containsExactly("0000:03:00.0", "0000:26:00.0", "0000:43:00.0",
+                "0000:63:00.0", "0000:83:00.0", "0000:a3:00.0", "0000:c3:00.0", "0000:e3:00.0");
+        assertThat(d).extracting(x -> x.properties().get("kfd.node"))
+                .containsExactly("4", "5", "3", "2", "8", "9", "7", "6");
+        assertThat(d.get(0).minor()).hasValue(130);
+        assertThat(d.get(0).uuid()).isEqualTo("GPU-93bb3629c01aea1c");
+        assertThat(d.get(0).name()).isEqualTo("AMD Instinct MI210");
+        assertThat(d.get(0).architecture()).contains("gfx90a");
+        assertThat(d.get(0).memory()).isEqualTo(MemorySize.ofGibibytes(64));
+        assertThat(d.get(0).numaNode()).as("from the PCIe io_link to CPU node 0").hasValue(0);
+        assertThat(d.get(5).numaNode()).hasValue(1);
+        GpuTopology t = inv.topology();
+        for (int a = 0; a < 8; a++) {
+            for (int b = 0; b < 8; b++) {
+                assertThat(t.linkCount(a, b)).as("%d-%d", a, b).isEqualTo(a != b && a / 4 == b / 4 ? 1 : 0);
+            }
+        }
+        assertThat(t.pcieLevel(0, 1)).isEqualTo(PcieLevel.NODE);
+        assertThat(t.pcieLevel(0, 4)).isEqualTo(PcieLevel.SYSTEM);
+        assertThat(inv.problems()).isEmpty();
+    }
+
+    @Test
+    void cpxPartitionsAreChildrenOfTheirPhysicalGpu(@TempDir Path sys) throws Exception {
+        KfdSysfsInventory inv = KfdSysfsInventory.open(KfdFixtures.cpx(sys), CLOCK);
+        List<GpuDevice> d = inv.devices();
+        assertThat(d).hasSize(8).allSatisfy(x -> assertThat(x.isPartition()).isTrue());
+        assertThat(d.stream().map(GpuDevice::uuid).collect(Collectors.toSet())).hasSize(8);
+        Set<String> parents = d.stream().map(x -> x.parentUuid().get()).collect(Collectors.toSet());
+        assertThat(parents).hasSize(2);
+        assertThat(d.get(1).properties()).containsEntry("partition_index", "1").containsEntry("partitions", "4");
+        assertThat(d.get(1).name()).isEqualTo("AMD Instinct MI210 (partition 1)");
+        assertThat(d.get(1).architecture()).contains("gfx942");
+        assertThat(d.get(1).minor()).hasValue(129);
+        assertThat(d.get(4).minor()).hasValue(136);
+        assertThat(inv.topology().pcieLevel(0, 3)).isEqualTo(PcieLevel.INTERNAL);
+        assertThat(inv.topology().linkCount(0, 3)).isZero();
+        assertThat(inv.topology().linkCount(0, 4)).isEqualTo(1);
+    }
+
+    @Test
+    void malformedValuesAreReportedNotFatal(@TempDir Path sys) throws Exception {
+        KfdFixtures.mi210(sys);
+        Path n2 = KfdFixtures.nodes(sys).resolve("2/properties");
+        Files.writeString(n2, Files.readString(n2) + "garbage line here\nsimd_per_cu -4\nhuge 99999999999999999999\n");
+        Files.delete(KfdFixtures.nodes(sys).resolve("9/properties"));
+        Files.createDirectories(KfdFixtures.nodes(sys).resolve("not-a-node"));
+        KfdSysfsInventory inv = KfdSysfsInventory.open(sys, CLOCK);
+        assertThat(inv.devices()).hasSize(7);
+        assertThat(inv.problems()).anySatisfy(p -> assertThat(p).contains("malformed line \"garbage line here\""))
+                .anySatisfy(p -> assertThat(p).contains("simd_per_cu -4"))
+                .anySatisfy(p -> assertThat(p).contains("out of range"))
+                .anySatisfy(p -> assertThat(p).contains("9/properties: missing"));
+        assertThat(KfdSanity.problem(sys)).hasValueSatisfying(p -> assertThat(p).contains("would abort"));
+    }
+
+    @Test
+    void twoNodesClaimingOneRenderNodeKeepTheFirst(@TempDir Path sys) throws Exception {
+        KfdFixtures.gpu(sys, 1, 0x1900, 128, "1", "0", 90000, 16L << 30);
+        KfdFixtures.gpu(sys, 2, 0x1A00, 128, "2", "0", 90000, 16L << 30);
+        KfdSysfsInventory inv = KfdSysfsInventory.open(sys, CLOCK);
+        assertThat(inv.devices()).hasSize(1);
+        assertThat(inv.problems()).anySatisfy(p -> assertThat(p).contains("both claim renderD128"));
+    }
+
+    @Test
+    void oldKernelFormat(@TempDir Path sys) throws Exception {
+        Path n = Files.createDirectories(KfdFixtures.nodes(sys).resolve("1"));
+        Files.writeString(n.resolve("properties"), "simd_count 256\ndevice_id 26720\nlocation_id 6400\n"
+                + "drm_render_minor 128\nlocal_mem_size 17163091968\n");
+        GpuDevice d = KfdSysfsInventory.open(sys, CLOCK).devices().get(0);
+        assertThat(d.name()).isEqualTo("Radeon Instinct MI25");
+        assertThat(d.architecture()).isEmpty();
+        assertThat(d.memory()).isEqualTo(MemorySize.ofBytes(17163091968L));
+        assertThat(d.uuid()).isEqualTo("AMD-0000:19:00.0");
+    }
+
+    @Test
+    void metricsFromDrm(@TempDir Path sys) throws Exception {
+        KfdFixtures.mi210(sys);
+        KfdFixtures.drm(sys, 130, "37", "1073741824", true, "95000000");
+        KfdFixtures.drm(sys, 131, "garbage", null, false, null);
+        KfdSysfsInventory inv = KfdSysfsInventory.open(sys, CLOCK);
+        GpuMetrics m0 = inv.sample().forDevice(0).orElseThrow();
+        assertThat(m0.utilizationPercent()).hasValue(37);
+        assertThat(m0.memoryUsed()).contains(MemorySize.ofGibibytes(1));
+        assertThat(m0.temperatureCelsius()).as("edge preferred").hasValue(52);
+        assertThat(m0.powerWatts()).hasValue(95);
+        GpuMetrics m1 = inv.sample().forDevice(1).orElseThrow();
+        assertThat(m1.utilizationPercent()).isEmpty();
+        assertThat(m1.temperatureCelsius()).as("junction when no edge").hasValue(71);
+        assertThat(inv.sample().forDevice(2).orElseThrow().temperatureCelsius()).isEmpty();
+    }
+
+    @Test
+    void providerSaysWhyItIsUnavailable(@TempDir Path sys) throws Exception {
+        KfdSysfsInventoryProvider p = new KfdSysfsInventoryProvider(sys);
+        assertThat(p.unavailabilityCause()).hasValueSatisfying(c -> assertThat(c).contains("amdgpu not loaded"));
+        KfdFixtures.cpu(sys, 0);
+        assertThat(p.unavailabilityCause()).contains("the KFD topology lists no GPU node (simd_count > 0)");
+        assertThatThrownBy(() -> p.open(null)).isInstanceOf(BackendUnavailableException.class);
+        KfdFixtures.mi210(sys.resolve("full"));
+        assertThat(new KfdSysfsInventoryProvider(sys.resolve("full")).open(null).devices()).hasSize(8);
+    }
+
+    @Test
+    void gfxTargets() {
+        assertThat(KfdTopology.gfxTarget(90010)).isEqualTo("gfx90a");
+        assertThat(KfdTopology.gfxTarget(90402)).isEqualTo("gfx942");
+        assertThat(KfdTopology.gfxTarget(110000)).isEqualTo("gfx1100");
+        assertThat(KfdTopology.gfxTarget(100300)).isEqualTo("gfx1030");
+    }
+
+    @Test
+    void sharedCaptures() {
+        Path shared = Path.of("").toAbsolutePath().getParent().getParent()
+                .resolve("shared/fixtures/amd/k8s-device-plugin/testdata");
+        assumeTrue(Files.isDirectory(shared), "skipped: ../shared/fixtures/amd is absent");
+        KfdSysfsInventory mi210 = KfdSysfsInventory.from(KfdTopology.readNodes(shared.resolve("topo-mi210-xgmi-pcie/nodes")),
+                shared, CLOCK);
+        assertThat(mi210.devices()).hasSize(8);
+        assertThat(mi210.devices().get(0).pciBusId()).isEqualTo("0000:03:00.0");
+        assertThat(mi210.topology().linkCount(0, 3)).isEqualTo(1);
+        assertThat(mi210.topology().linkCount(0, 4)).isZero();
+        KfdSysfsInventory mi308 = KfdSysfsInventory.from(
+                KfdTopology.readNodes(shared.resolve("topology-parsing-mi308/topology/nodes")), shared, CLOCK);
+        assertThat(mi308.devices()).hasSize(32).allSatisfy(x -> assertThat(x.architecture()).contains("gfx942"));
+        assertThat(mi308.devices().stream().map(x -> x.parentUuid().orElseThrow()).distinct()).hasSize(8);
+        assertThat(mi308.devices().get(0).memory()).isEqualTo(MemorySize.ofGibibytes(48));
+        KfdSysfsInventory dup = KfdSysfsInventory.from(
+                KfdTopology.readNodes(shared.resolve("topology-parsing/topology/nodes")), shared, CLOCK);
+        assertThat(dup.devices()).hasSize(2);
+        assertThat(dup.problems()).anySatisfy(p -> assertThat(p).contains("KFD nodes 1 and 2 share PCI location"));
+    }
+}

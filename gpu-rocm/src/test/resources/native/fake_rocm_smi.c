@@ -1,0 +1,90 @@
+/*
+ * A fake librocm_smi64 for gpusched's tests, compiled at test time against the real <rocm_smi/rocm_smi.h>
+ * (Debian librocm-smi-dev): 4 MI210-like GPUs. Control: init result, init call count.
+ */
+#include <rocm_smi/rocm_smi.h>
+#include <stdio.h>
+#include <string.h>
+
+static rsmi_status_t init_result = RSMI_STATUS_SUCCESS;
+static int initialized = 0;
+static int init_calls = 0;
+static const unsigned buses[4] = {0x03, 0x26, 0x43, 0x63};
+
+void fake_rsmi_reset(void) { init_result = RSMI_STATUS_SUCCESS; init_calls = 0; }
+void fake_rsmi_set_init_result(int r) { init_result = (rsmi_status_t) r; }
+int fake_rsmi_init_calls(void) { return init_calls; }
+int fake_rsmi_initialized(void) { return initialized; }
+
+#define CHECK(dv) do { if (!initialized) return RSMI_STATUS_INIT_ERROR; \
+                       if ((dv) >= 4) return RSMI_STATUS_INVALID_ARGS; } while (0)
+
+rsmi_status_t rsmi_init(uint64_t flags) {
+    (void) flags;
+    init_calls++;
+    if (init_result != RSMI_STATUS_SUCCESS) return init_result;
+    initialized++;
+    return RSMI_STATUS_SUCCESS;
+}
+rsmi_status_t rsmi_shut_down(void) {
+    if (!initialized) return RSMI_STATUS_INIT_ERROR;
+    initialized--;
+    return RSMI_STATUS_SUCCESS;
+}
+rsmi_status_t rsmi_num_monitor_devices(uint32_t *n) {
+    if (!initialized) return RSMI_STATUS_INIT_ERROR;
+    *n = 4;
+    return RSMI_STATUS_SUCCESS;
+}
+rsmi_status_t rsmi_dev_name_get(uint32_t dv, char *name, size_t len) {
+    CHECK(dv);
+    snprintf(name, len, "%s", "AMD Instinct MI210");
+    return RSMI_STATUS_SUCCESS;
+}
+rsmi_status_t rsmi_dev_unique_id_get(uint32_t dv, uint64_t *id) {
+    CHECK(dv);
+    *id = 0x1000000000000000ULL + dv;
+    return RSMI_STATUS_SUCCESS;
+}
+rsmi_status_t rsmi_dev_pci_id_get(uint32_t dv, uint64_t *bdfid) {
+    CHECK(dv);
+    /* domain 63:32, bus 15:8, device 7:3, function 2:0 */
+    *bdfid = ((uint64_t) 0 << 32) | ((uint64_t) buses[dv] << 8) | (0u << 3) | 0u;
+    return RSMI_STATUS_SUCCESS;
+}
+rsmi_status_t rsmi_dev_memory_total_get(uint32_t dv, rsmi_memory_type_t type, uint64_t *total) {
+    CHECK(dv);
+    if (type != RSMI_MEM_TYPE_VRAM) return RSMI_STATUS_NOT_SUPPORTED;
+    *total = 64ULL << 30;
+    return RSMI_STATUS_SUCCESS;
+}
+rsmi_status_t rsmi_dev_memory_usage_get(uint32_t dv, rsmi_memory_type_t type, uint64_t *used) {
+    CHECK(dv);
+    if (type != RSMI_MEM_TYPE_VRAM) return RSMI_STATUS_NOT_SUPPORTED;
+    *used = (uint64_t) (dv + 1) << 30;
+    return RSMI_STATUS_SUCCESS;
+}
+rsmi_status_t rsmi_dev_busy_percent_get(uint32_t dv, uint32_t *pct) {
+    CHECK(dv);
+    *pct = 25u * dv;
+    return RSMI_STATUS_SUCCESS;
+}
+rsmi_status_t rsmi_dev_temp_metric_get(uint32_t dv, uint32_t sensor, rsmi_temperature_metric_t metric,
+                                       int64_t *temperature) {
+    CHECK(dv);
+    if (metric != RSMI_TEMP_CURRENT) return RSMI_STATUS_NOT_SUPPORTED;
+    if (sensor == RSMI_TEMP_TYPE_EDGE && dv == 3) return RSMI_STATUS_NOT_SUPPORTED; /* junction only */
+    *temperature = sensor == RSMI_TEMP_TYPE_EDGE ? 40000 + 1000 * (int64_t) dv : 70500;
+    return RSMI_STATUS_SUCCESS;
+}
+rsmi_status_t rsmi_dev_power_ave_get(uint32_t dv, uint32_t sensor, uint64_t *power) {
+    CHECK(dv);
+    (void) sensor;
+    *power = 150000000ULL + 1000000ULL * dv;
+    return RSMI_STATUS_SUCCESS;
+}
+rsmi_status_t rsmi_status_string(rsmi_status_t status, const char **text) {
+    *text = status == RSMI_STATUS_INIT_ERROR ? "An error occurred when rsmi initializing internal data structures."
+          : "fake status";
+    return RSMI_STATUS_SUCCESS;
+}
