@@ -34,6 +34,12 @@ final class KfdSanity {
         return Optional.empty();
     }
 
+    /** @return true when no trace of amdgpu is present: no module, no /dev/kfd, no DRM class */
+    static boolean noDriverAtAll(Path sysfsRoot, Path devRoot) {
+        return !Files.exists(sysfsRoot.resolve("module/amdgpu")) && !Files.exists(devRoot.resolve("kfd"))
+                && !Files.exists(sysfsRoot.resolve("class/drm"));
+    }
+
     /** @return a sentence on the amdgpu driver's state, for causes */
     static String driverState(Path sysfsRoot, Path devRoot) {
         Path init = sysfsRoot.resolve("module/amdgpu/initstate");

@@ -59,6 +59,20 @@ public final class RocmSmiInventory implements GpuInventory {
      * @throws BackendUnavailableException with the cause (malformed KFD tree, library not found, rsmi_init status)
      */
     public static RocmSmiInventory open(Optional<Path> library, Path sysfsRoot, Path devRoot, Clock clock) {
+        return open(library, sysfsRoot, devRoot, clock, false);
+    }
+
+    /**
+     * @param initWithoutDriver call {@code rsmi_init} even when nothing of amdgpu is present (librocm_smi then prints
+     *                          its own complaint to stderr and answers 8); by default such hosts are answered without
+     *                          loading it
+     */
+    public static RocmSmiInventory open(Optional<Path> library, Path sysfsRoot, Path devRoot, Clock clock,
+                                        boolean initWithoutDriver) {
+        if (!initWithoutDriver && KfdSanity.noDriverAtAll(sysfsRoot, devRoot)) {
+            throw new BackendUnavailableException(KfdSanity.driverState(sysfsRoot, devRoot)
+                    + ", no /dev/kfd and no /sys/class/drm; rsmi_init not called");
+        }
         Optional<String> unsafe = KfdSanity.problem(sysfsRoot);
         if (unsafe.isPresent()) {
             throw new BackendUnavailableException(unsafe.get());

@@ -20,18 +20,25 @@ public final class RocmSmiInventoryProvider implements GpuInventoryProvider {
     private final Optional<Path> library;
     private final Path sysfsRoot;
     private final Path devRoot;
+    private final boolean initWithoutDriver;
 
     /** From system properties. */
     public RocmSmiInventoryProvider() {
         this(Optional.ofNullable(System.getProperty("gpusched.rocm-smi.library")).map(Path::of),
-                Path.of(System.getProperty("gpusched.sysfs.root", "/sys")), Path.of("/dev"));
+                Path.of(System.getProperty("gpusched.sysfs.root", "/sys")), Path.of("/dev"), false);
     }
 
-    /** @param library explicit library @param sysfsRoot root of sysfs @param devRoot root of device nodes */
-    public RocmSmiInventoryProvider(Optional<Path> library, Path sysfsRoot, Path devRoot) {
+    /**
+     * @param library           explicit library
+     * @param sysfsRoot         root of sysfs
+     * @param devRoot           root of device nodes
+     * @param initWithoutDriver call rsmi_init even where nothing of amdgpu is present
+     */
+    public RocmSmiInventoryProvider(Optional<Path> library, Path sysfsRoot, Path devRoot, boolean initWithoutDriver) {
         this.library = library;
         this.sysfsRoot = sysfsRoot;
         this.devRoot = devRoot;
+        this.initWithoutDriver = initWithoutDriver;
     }
 
     @Override
@@ -57,6 +64,6 @@ public final class RocmSmiInventoryProvider implements GpuInventoryProvider {
 
     @Override
     public GpuInventory open(GpuConfig config) {
-        return RocmSmiInventory.open(library, sysfsRoot, devRoot, Clock.systemUTC());
+        return RocmSmiInventory.open(library, sysfsRoot, devRoot, Clock.systemUTC(), initWithoutDriver);
     }
 }

@@ -43,7 +43,7 @@ class RocmSmiFakeTest {
 
     @Test
     void devicesAndMetricsWithoutASysfsTree(@TempDir Path sys) {
-        RocmSmiInventoryProvider p = new RocmSmiInventoryProvider(Optional.of(lib), sys, sys);
+        RocmSmiInventoryProvider p = new RocmSmiInventoryProvider(Optional.of(lib), sys, sys, true);
         assertThat(p.unavailabilityCause()).isEmpty();
         try (GpuInventory inv = p.open(null)) {
             GpuDevice d = inv.devices().get(1);
@@ -65,7 +65,7 @@ class RocmSmiFakeTest {
     @Test
     void staticFactsComeFromKfdJoinedByPciAddress(@TempDir Path sys) throws Exception {
         KfdFixtures.mi210(sys);
-        try (GpuInventory inv = new RocmSmiInventoryProvider(Optional.of(lib), sys, sys).open(null)) {
+        try (GpuInventory inv = new RocmSmiInventoryProvider(Optional.of(lib), sys, sys, true).open(null)) {
             assertThat(inv.devices()).hasSize(8);
             assertThat(inv.devices().get(0).minor()).hasValue(130);
             assertThat(inv.devices().get(1).properties()).containsEntry("rsmi.index", "1");
@@ -78,7 +78,7 @@ class RocmSmiFakeTest {
     @Test
     void initFailureIsACause(@TempDir Path sys) {
         FakeRocmSmi.Control.fake_rsmi_set_init_result(8);
-        assertThat(new RocmSmiInventoryProvider(Optional.of(lib), sys, sys).unavailabilityCause())
+        assertThat(new RocmSmiInventoryProvider(Optional.of(lib), sys, sys, true).unavailabilityCause())
                 .hasValueSatisfying(c -> assertThat(c).startsWith("rsmi_init returned RSMI_STATUS_INIT_ERROR (8)")
                         .contains("amdgpu is not loaded"));
     }
@@ -87,7 +87,7 @@ class RocmSmiFakeTest {
     void aMalformedKfdTreeNeverReachesRsmiInit(@TempDir Path sys) throws Exception {
         KfdFixtures.mi210(sys);
         Files.writeString(KfdFixtures.nodes(sys).resolve("3/properties"), "simd_count lots\n");
-        assertThat(new RocmSmiInventoryProvider(Optional.of(lib), sys, sys).unavailabilityCause())
+        assertThat(new RocmSmiInventoryProvider(Optional.of(lib), sys, sys, true).unavailabilityCause())
                 .hasValueSatisfying(c -> assertThat(c).contains("malformed").contains("would abort the process"));
         assertThat(FakeRocmSmi.Control.fake_rsmi_init_calls()).isZero();
         assertThat(new KfdSysfsInventoryProvider(sys).isAvailable()).as("the sysfs provider still serves").isTrue();

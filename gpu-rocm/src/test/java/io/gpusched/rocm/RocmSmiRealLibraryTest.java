@@ -21,13 +21,16 @@ class RocmSmiRealLibraryTest {
         Path real = Path.of("/usr/lib/librocm_smi64.so.1");
         assumeTrue(Files.exists(real), "skipped: Debian's librocm-smi64-1 is not installed");
         assumeTrue(!Files.exists(Path.of("/sys/class/kfd")), "skipped: this host has a KFD (amdgpu loaded)");
-        assertThat(new RocmSmiInventoryProvider().unavailabilityCause())
+        assertThat(new RocmSmiInventoryProvider(Optional.empty(), Path.of("/sys"), Path.of("/dev"), true)
+                .unavailabilityCause())
                 .hasValueSatisfying(c -> assertThat(c).startsWith("rsmi_init returned RSMI_STATUS_INIT_ERROR (8)")
                         .contains("amdgpu is not loaded"));
-        assertThat(new RocmSmiInventoryProvider(Optional.of(real), Path.of("/sys"), Path.of("/dev"))
-                .unavailabilityCause()).isPresent();
+        assertThat(new RocmSmiInventoryProvider(Optional.of(real), Path.of("/sys"), Path.of("/dev"), true)
+                .unavailabilityCause()).hasValueSatisfying(c -> assertThat(c).contains("(8)"));
+        assertThat(new RocmSmiInventoryProvider().unavailabilityCause()).as("by default, quiet on a host without amdgpu")
+                .hasValueSatisfying(c -> assertThat(c).contains("rsmi_init not called"));
         assertThatThrownBy(GpuInventories::detect).isInstanceOf(BackendUnavailableException.class)
-                .hasMessageContaining("rocm-smi: rsmi_init returned RSMI_STATUS_INIT_ERROR (8)")
+                .hasMessageContaining("rocm-smi: amdgpu is not loaded")
                 .hasMessageContaining("amd-sysfs: no KFD topology");
     }
 }
