@@ -12,8 +12,15 @@ import java.util.Optional;
  * @param devices   the devices, in the order the strategy chose them
  * @param request   what was asked
  * @param createdAt when the allocation was made (scheduler clock)
+ * @param expiresAt when its lease ends, for requests with a {@code maxDuration}
  */
-public record Allocation(String id, List<GpuDevice> devices, GpuRequest request, Instant createdAt) {
+public record Allocation(String id, List<GpuDevice> devices, GpuRequest request, Instant createdAt,
+                         Optional<Instant> expiresAt) {
+
+    /** An allocation without a lease. */
+    public Allocation(String id, List<GpuDevice> devices, GpuRequest request, Instant createdAt) {
+        this(id, devices, request, createdAt, Optional.empty());
+    }
 
     /** Copies the list. */
     public Allocation {
@@ -21,6 +28,12 @@ public record Allocation(String id, List<GpuDevice> devices, GpuRequest request,
         devices = List.copyOf(devices);
         Objects.requireNonNull(request, "request");
         Objects.requireNonNull(createdAt, "createdAt");
+        Objects.requireNonNull(expiresAt, "expiresAt");
+    }
+
+    /** @return a copy with another lease end */
+    public Allocation withExpiry(Optional<Instant> at) {
+        return new Allocation(id, devices, request, createdAt, at);
     }
 
     /** @return the device indices */

@@ -36,7 +36,15 @@ public record AllocationEvent(
         /** A request was refused. */
         REJECTED,
         /** A device of a live allocation changed health. */
-        HEALTH_CHANGED
+        HEALTH_CHANGED,
+        /** An allocation's lease ran out (the host should stop its job). */
+        EXPIRED,
+        /** An allocation's lease was extended. */
+        RENEWED,
+        /** A released device has no process left and is free again. */
+        DRAINED,
+        /** A released device kept processes past the drain timeout and was taken out of the pool. */
+        QUARANTINED
     }
 
     /** Copies the list. */

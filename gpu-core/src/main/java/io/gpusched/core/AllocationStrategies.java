@@ -2,6 +2,9 @@ package io.gpusched.core;
 
 import io.gpusched.core.strategy.PackingStrategy;
 import io.gpusched.core.strategy.SpreadingStrategy;
+import io.gpusched.core.strategy.ThermalAwareStrategy;
+import io.gpusched.core.strategy.TopologyAwareStrategy;
+import java.time.Duration;
 import java.util.List;
 
 /** The built-in {@link AllocationStrategy strategies}, by name. */
@@ -12,7 +15,8 @@ public final class AllocationStrategies {
 
     /** @return names accepted by {@link #byName(String)} and {@code gpu.strategy} */
     public static List<String> names() {
-        return List.of(PackingStrategy.NAME, SpreadingStrategy.NAME);
+        return List.of(PackingStrategy.NAME, SpreadingStrategy.NAME, TopologyAwareStrategy.NAME,
+                ThermalAwareStrategy.NAME);
     }
 
     /**
@@ -28,8 +32,36 @@ public final class AllocationStrategies {
         return new SpreadingStrategy();
     }
 
+    /** @return topology-aware: the best-connected set, fragmentation-aware ties, exact up to 16 candidates */
+    public static AllocationStrategy topologyAware() {
+        return new TopologyAwareStrategy();
+    }
+
+    /**
+     * @param base   strategy whose ties are broken by temperature and utilization
+     * @param maxAge samples older than this are ignored
+     * @return thermal/utilization-aware over {@code base}
+     */
+    public static AllocationStrategy thermalAware(AllocationStrategy base, Duration maxAge) {
+        return new ThermalAwareStrategy(base, maxAge);
+    }
+
+    /** @return the strategy {@code gpu.strategy} names, with the configuration's sample age for {@code thermal} */
+    public static AllocationStrategy fromConfig(GpuConfig config) {
+        if (ThermalAwareStrategy.NAME.equals(config.strategy())) {
+            return thermalAware(topologyAware(), config.sampleMaxAge());
+        }
+        return byName(config.strategy());
+    }
+
     /** @throws IllegalArgumentException naming the valid strategies */
     public static AllocationStrategy byName(String name) {
+        if (TopologyAwareStrategy.NAME.equals(name)) {
+            return topologyAware();
+        }
+        if (ThermalAwareStrategy.NAME.equals(name)) {
+            return thermalAware(topologyAware(), Duration.ofSeconds(30));
+        }
         if (PackingStrategy.NAME.equals(name)) {
             return packing();
         }

@@ -1,12 +1,13 @@
 package io.gpusched.core;
 
+import io.gpusched.core.DeviceState.Pool;
 import io.gpusched.core.GpuAllocationException.Reason;
 import io.gpusched.core.internal.Json;
 import java.security.SecureRandom;
 import java.time.Clock;
+import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
@@ -18,13 +19,17 @@ import java.util.Set;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.Predicate;
 import java.util.stream.Collectors;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
-/** The scheduler: one lock around a small array of immutable {@link DeviceState}s. */
+/**
+ * The scheduler: one lock around a small array of immutable {@link DeviceState}s, a condition that waiters sleep on,
+ * and an optional journal written before each call returns. Events go to listeners after the lock is released.
+ */
 final class DefaultGpuScheduler implements GpuScheduler {
     private static final Logger LOG = LoggerFactory.getLogger(DefaultGpuScheduler.class);
 
@@ -38,13 +43,25 @@ final class DefaultGpuScheduler implements GpuScheduler {
     private final Map<String, Integer> positionByUuid = new HashMap<>();
     private final String idPrefix;
     private final GpuHealthListener healthListener = this::onHealthChange;
-    private final ScheduledExecutorService poller;
+    private final List<ScheduledExecutorService> threads = new ArrayList<>();
+    private final boolean drainSupported;
+    private final List<String> recoveryProblems;
+    private final Journal journal;
 
     private final ReentrantLock lock = new ReentrantLock();
+    private final Condition changed = lock.newCondition();
     /** Guarded by lock; replaced element-wise, elements immutable. */
     private final DeviceState[] states;
     /** Guarded by lock. */
     private final Map<String, Allocation> live = new LinkedHashMap<>();
+    /** Guarded by lock: allocations whose expiry was reported. */
+    private final Set<String> expiredReported = new HashSet<>();
+    /** Guarded by lock. */
+    private final Map<String, TokenBucket> buckets = new HashMap<>();
+    /** Guarded by lock: FCFS tickets of waiting allocations. */
+    private long nextTicket;
+    private long serving;
+    private final Set<Long> abandoned = new HashSet<>();
     /** Guarded by lock. */
     private long sequence;
     /** Published copy of {@link #states}, rebuilt under the lock after each change. */
@@ -53,7 +70,7 @@ final class DefaultGpuScheduler implements GpuScheduler {
     DefaultGpuScheduler(GpuScheduler.Builder b) {
         this.inventory = b.inventory;
         this.config = b.config != null ? b.config : GpuConfig.defaults();
-        this.strategy = b.strategy != null ? b.strategy : AllocationStrategies.byName(config.strategy());
+        this.strategy = b.strategy != null ? b.strategy : AllocationStrategies.fromConfig(config);
         this.clock = b.clock != null ? b.clock : Clock.systemUTC();
         List<AllocationListener> ls = new ArrayList<>(b.listeners);
         if (b.auditLogging) {
@@ -71,21 +88,70 @@ final class DefaultGpuScheduler implements GpuScheduler {
             }
             states[i] = DeviceState.idle(d, inventory.health(d));
         }
+        this.drainSupported = !devices.isEmpty() && inventory.processes(devices.get(0)).isPresent();
+        List<String> problems = new ArrayList<>();
+        String prefix = null;
+        if (b.journal != null) {
+            Journal.Recovered r = Journal.replay(b.journal);
+            problems.addAll(r.warnings());
+            prefix = r.prefix().orElse(null);
+            sequence = r.sequence();
+            recover(r, problems, b.strictRecovery);
+        }
+        if (prefix == null) {
+            byte[] rnd = new byte[3];
+            new SecureRandom().nextBytes(rnd);
+            prefix = String.format(Locale.ROOT, "a%02x%02x%02x", rnd[0], rnd[1], rnd[2]);
+        }
+        this.idPrefix = prefix;
+        this.recoveryProblems = List.copyOf(problems);
+        for (String p : problems) {
+            LOG.warn("journal recovery: {}", p);
+        }
+        this.journal = b.journal == null ? null : Journal.compactAndOpen(b.journal, idPrefix, sequence, live.values());
         this.snapshot = List.of(states);
-        byte[] r = new byte[3];
-        new SecureRandom().nextBytes(r);
-        this.idPrefix = String.format(Locale.ROOT, "a%02x%02x%02x", r[0], r[1], r[2]);
         inventory.addHealthListener(healthListener);
         if (b.pollInterval != null) {
-            poller = Executors.newSingleThreadScheduledExecutor(runnable -> {
-                Thread t = new Thread(runnable, "gpusched-metrics-poller");
-                t.setDaemon(true);
-                return t;
-            });
-            long ms = Math.max(1, b.pollInterval.toMillis());
-            poller.scheduleWithFixedDelay(this::pollOnce, 0, ms, TimeUnit.MILLISECONDS);
-        } else {
-            poller = null;
+            schedule("gpusched-metrics-poller", b.pollInterval, this::pollOnce);
+        }
+        if (!b.maintenanceInterval.isZero()) {
+            schedule("gpusched-maintenance", b.maintenanceInterval, this::maintainQuietly);
+        }
+    }
+
+    private void schedule(String name, Duration every, Runnable task) {
+        ScheduledExecutorService ex = Executors.newSingleThreadScheduledExecutor(r -> {
+            Thread t = new Thread(r, name);
+            t.setDaemon(true);
+            return t;
+        });
+        long ms = Math.max(1, every.toMillis());
+        ex.scheduleWithFixedDelay(task, ms, ms, TimeUnit.MILLISECONDS);
+        threads.add(ex);
+    }
+
+    /** Re-applies the journal's live allocations; a device that is gone is reported (or refused when strict). */
+    private void recover(Journal.Recovered r, List<String> problems, boolean strict) {
+        for (Journal.Entry e : r.live().values()) {
+            List<GpuDevice> devs = new ArrayList<>();
+            for (String uuid : e.uuids()) {
+                Integer p = positionByUuid.get(uuid);
+                if (p == null) {
+                    String msg = "allocation " + e.id() + " held GPU " + uuid + ", which the inventory "
+                            + inventory.backend() + " no longer has";
+                    if (strict) {
+                        throw new GpuException("refusing to start (strict recovery): " + msg);
+                    }
+                    problems.add(msg);
+                } else {
+                    devs.add(states[p].device());
+                }
+            }
+            Allocation a = new Allocation(e.id(), devs, e.request(), e.createdAt(), e.expiresAt());
+            for (GpuDevice d : devs) {
+                hold(positionByIndex.get(d.index()), a);
+            }
+            live.put(a.id(), a);
         }
     }
 
@@ -97,22 +163,102 @@ final class DefaultGpuScheduler implements GpuScheduler {
         }
     }
 
+    private void maintainQuietly() {
+        try {
+            maintain();
+        } catch (RuntimeException e) {
+            LOG.warn("scheduler maintenance failed: {}", e.toString());
+        }
+    }
+
     // ---------------------------------------------------------------- allocate
 
     @Override
     public Allocation allocate(GpuRequest request) {
         java.util.Objects.requireNonNull(request, "request");
         Allocation a;
+        lock.lock();
         try {
-            a = allocateLocked(request);
+            a = allocateHeld(request);
         } catch (GpuAllocationException e) {
-            fire(new AllocationEvent(AllocationEvent.Type.REJECTED, clock.instant(), Optional.empty(),
-                    request.owner(), request.jobId(), List.of(), Optional.of(e.reason()), e.getMessage()));
+            lock.unlock();
+            rejected(request, e);
             throw e;
+        } finally {
+            if (lock.isHeldByCurrentThread()) {
+                lock.unlock();
+            }
         }
-        fire(new AllocationEvent(AllocationEvent.Type.ALLOCATED, a.createdAt(), Optional.of(a.id()),
-                request.owner(), request.jobId(), a.deviceUuids(), Optional.empty(), request.describe()));
+        allocated(a);
         return a;
+    }
+
+    @Override
+    public Allocation allocate(GpuRequest request, Duration maxWait) throws InterruptedException {
+        java.util.Objects.requireNonNull(request, "request");
+        long deadline = System.nanoTime() + Math.max(0, maxWait.toNanos());
+        GpuAllocationException last = null;
+        Allocation a = null;
+        lock.lockInterruptibly();
+        long ticket = nextTicket++;
+        try {
+            while (true) {
+                if (ticket == serving) {
+                    try {
+                        a = allocateHeld(request);
+                        advance();
+                        break;
+                    } catch (GpuAllocationException e) {
+                        last = e;
+                        if (!e.reason().isTransient()) {
+                            advance();
+                            break;
+                        }
+                    }
+                }
+                long left = deadline - System.nanoTime();
+                if (left <= 0) {
+                    if (ticket == serving) {
+                        advance();
+                    } else {
+                        abandoned.add(ticket);
+                    }
+                    break;
+                }
+                try {
+                    changed.awaitNanos(left);
+                } catch (InterruptedException ie) {
+                    if (ticket == serving) {
+                        advance();
+                    } else {
+                        abandoned.add(ticket);
+                    }
+                    throw ie;
+                }
+            }
+        } finally {
+            lock.unlock();
+        }
+        if (a != null) {
+            allocated(a);
+            return a;
+        }
+        GpuAllocationException e = last != null ? last : new GpuAllocationException(Reason.INSUFFICIENT_GPUS,
+                request.describe() + " requested; still waiting behind earlier requests after " + maxWait);
+        if (e.reason().isTransient()) {
+            e = new GpuAllocationException(e.reason(), e.getMessage() + " (waited " + maxWait + ")");
+        }
+        rejected(request, e);
+        throw e;
+    }
+
+    /** Moves the FCFS queue to the next waiter that has not given up; caller holds the lock. */
+    private void advance() {
+        serving++;
+        while (abandoned.remove(serving)) {
+            serving++;
+        }
+        changed.signalAll();
     }
 
     @Override
@@ -127,7 +273,18 @@ final class DefaultGpuScheduler implements GpuScheduler {
         }
     }
 
-    private Allocation allocateLocked(GpuRequest request) {
+    private void allocated(Allocation a) {
+        fire(new AllocationEvent(AllocationEvent.Type.ALLOCATED, a.createdAt(), Optional.of(a.id()),
+                a.owner(), a.request().jobId(), a.deviceUuids(), Optional.empty(), a.request().describe()));
+    }
+
+    private void rejected(GpuRequest request, GpuAllocationException e) {
+        fire(new AllocationEvent(AllocationEvent.Type.REJECTED, clock.instant(), Optional.empty(),
+                request.owner(), request.jobId(), List.of(), Optional.of(e.reason()), e.getMessage()));
+    }
+
+    /** Caller holds the lock. */
+    private Allocation allocateHeld(GpuRequest request) {
         if (!config.enabled()) {
             throw new GpuAllocationException(Reason.DISABLED,
                     "GPU allocation is disabled by configuration (gpu.enabled: false)");
@@ -141,21 +298,26 @@ final class DefaultGpuScheduler implements GpuScheduler {
             throw new GpuAllocationException(Reason.INVALID_REQUEST,
                     "shared GPUs requested, but sharing is disabled (gpu.allow_sharing: false); ask for exclusive GPUs");
         }
-        lock.lock();
-        try {
-            List<DeviceState> candidates = request.isExplicit() ? explicitCandidates(request) : candidates(request);
-            View view = new View(snapshot, candidates, topology, clock.instant());
-            List<Integer> picked = strategy.select(request, view);
-            if (picked == null || picked.isEmpty()) {
-                throw new GpuAllocationException(Reason.NO_PLACEMENT, "strategy " + strategy.name()
-                        + " found no placement for " + request.describe() + " among " + candidates.size()
-                        + " eligible GPUs " + indices(candidates));
+        if (config.rateLimitPerSecond() > 0) {
+            String owner = request.owner().orElse("(anonymous)");
+            Instant now = clock.instant();
+            Duration wait = buckets.computeIfAbsent(owner,
+                    o -> new TokenBucket(config.rateLimitPerSecond(), config.rateLimitBurst(), now)).take(now);
+            if (!wait.isZero()) {
+                throw new GpuAllocationException(Reason.RATE_LIMITED, "owner " + owner + " is over its rate limit of "
+                        + config.rateLimitPerSecond() + " allocations/s (burst " + config.rateLimitBurst()
+                        + "); retry in " + Math.max(1, wait.toMillis()) + " ms");
             }
-            List<GpuDevice> chosen = checkPick(request, candidates, picked);
-            return commit(request, chosen);
-        } finally {
-            lock.unlock();
         }
+        List<DeviceState> candidates = request.isExplicit() ? explicitCandidates(request) : candidates(request);
+        View view = new View(snapshot, candidates, topology, clock.instant());
+        List<Integer> picked = strategy.select(request, view);
+        if (picked == null || picked.isEmpty()) {
+            throw new GpuAllocationException(Reason.NO_PLACEMENT, "strategy " + strategy.name()
+                    + " found no placement for " + request.describe() + " among " + candidates.size()
+                    + " eligible GPUs " + indices(candidates));
+        }
+        return commit(request, checkPick(request, candidates, picked));
     }
 
     private List<GpuDevice> checkPick(GpuRequest request, List<DeviceState> candidates, List<Integer> picked) {
@@ -182,20 +344,28 @@ final class DefaultGpuScheduler implements GpuScheduler {
     }
 
     private Allocation commit(GpuRequest request, List<GpuDevice> chosen) {
-        String id = idPrefix + "-" + (++sequence);
-        Allocation a = new Allocation(id, chosen, request, clock.instant());
+        Instant now = clock.instant();
+        String id = idPrefix + "-" + (sequence + 1);
+        Allocation a = new Allocation(id, chosen, request, now, request.maxDuration().map(now::plus));
+        if (journal != null) {
+            journal.allocatedDurably(a);
+        }
+        sequence++;
         for (GpuDevice d : chosen) {
-            int p = positionByIndex.get(d.index());
-            DeviceState s = states[p];
-            if (request.sharing() == SharingMode.EXCLUSIVE) {
-                states[p] = s.withExclusive(Optional.of(id));
-            } else {
-                states[p] = s.withShared(s.sharedHolders() + 1, s.sharedReserved().plus(request.sharedMemory().get()));
-            }
+            hold(positionByIndex.get(d.index()), a);
         }
         live.put(id, a);
         snapshot = List.of(states);
         return a;
+    }
+
+    private void hold(int p, Allocation a) {
+        DeviceState s = states[p];
+        if (a.sharing() == SharingMode.EXCLUSIVE) {
+            states[p] = s.withExclusive(Optional.of(a.id()));
+        } else {
+            states[p] = s.withShared(s.sharedHolders() + 1, s.sharedReserved().plus(a.sharedMemory().get()));
+        }
     }
 
     /** Applies hard constraints step by step, so that a refusal names the first one that could not be met. */
@@ -215,27 +385,29 @@ final class DefaultGpuScheduler implements GpuScheduler {
         List<DeviceState> roomy = filter(matching, d -> hasMemory(r, d.device()));
         if (roomy.size() < n) {
             MemorySize largest = matching.stream().map(d -> d.device().memory()).max(MemorySize::compareTo).get();
-            long free = matching.stream().filter(d -> d.isIdle() && d.health().isHealthy()).count();
+            long free = matching.stream().filter(d -> d.isIdle() && d.isAllocatable()).count();
             throw new GpuAllocationException(Reason.INSUFFICIENT_MEMORY, r.describe() + " requested; "
                     + free + " free, " + (roomy.isEmpty() ? "none has" : "only " + roomy.size() + " of "
                     + matching.size() + " matching have") + " enough memory (the largest has "
                     + largest.toHumanString() + ")");
         }
-        List<DeviceState> healthy = filter(roomy, d -> d.health().isHealthy());
-        if (healthy.size() < n) {
-            String sick = roomy.stream().filter(d -> !d.health().isHealthy())
-                    .map(d -> "GPU " + d.index() + " " + d.health()).collect(Collectors.joining(", "));
+        List<DeviceState> usable = filter(roomy, d -> d.health().isHealthy() && d.pool() != Pool.QUARANTINED);
+        if (usable.size() < n) {
+            String sick = roomy.stream().filter(d -> !d.health().isHealthy() || d.pool() == Pool.QUARANTINED)
+                    .map(d -> "GPU " + d.index() + " " + (d.health().isHealthy() ? "quarantined: "
+                            + d.poolReason().orElse("") : d.health().toString())).collect(Collectors.joining(", "));
             throw new GpuAllocationException(Reason.DEVICE_UNHEALTHY, r.describe() + " requested; only "
-                    + healthy.size() + " of " + roomy.size() + " suitable GPUs are healthy (" + sick + ")");
+                    + usable.size() + " of " + roomy.size() + " suitable GPUs are healthy (" + sick + ")");
         }
-        List<DeviceState> free = filter(healthy, d -> isAvailable(r, d));
+        List<DeviceState> free = filter(usable, d -> d.pool() == Pool.IN_POOL && isAvailable(r, d));
         if (free.size() < n) {
             String why = r.sharing() == SharingMode.SHARED
                     ? " have " + r.sharedMemory().get().toHumanString() + " unreserved and are not held exclusively"
                     : " are free";
+            long draining = usable.stream().filter(d -> d.pool() == Pool.DRAINING).count();
             throw new GpuAllocationException(Reason.INSUFFICIENT_GPUS, r.describe() + " requested; "
-                    + free.size() + " of " + healthy.size() + " suitable GPUs" + why + " (held: "
-                    + holders(healthy) + ")");
+                    + free.size() + " of " + usable.size() + " suitable GPUs" + why + " (held: " + holders(usable)
+                    + (draining > 0 ? "; " + draining + " draining" : "") + ")");
         }
         return free;
     }
@@ -274,6 +446,14 @@ final class DefaultGpuScheduler implements GpuScheduler {
             }
             if (!d.health().isHealthy()) {
                 throw new GpuAllocationException(Reason.DEVICE_UNHEALTHY, which + " is " + d.health());
+            }
+            if (d.pool() == Pool.QUARANTINED) {
+                throw new GpuAllocationException(Reason.DEVICE_UNHEALTHY, which + " is quarantined: "
+                        + d.poolReason().orElse(""));
+            }
+            if (d.pool() == Pool.DRAINING) {
+                throw new GpuAllocationException(Reason.DEVICE_BUSY, which + " is draining: "
+                        + d.poolReason().orElse("processes of its last job are still exiting"));
             }
             if (!isAvailable(r, d)) {
                 throw new GpuAllocationException(Reason.DEVICE_BUSY, which + " is busy: " + holders(List.of(d))
@@ -343,7 +523,7 @@ final class DefaultGpuScheduler implements GpuScheduler {
         return parts.isEmpty() ? "none" : String.join("; ", parts);
     }
 
-    // ---------------------------------------------------------------- release
+    // ---------------------------------------------------------------- release, renew
 
     @Override
     public boolean release(String allocationId) {
@@ -351,7 +531,7 @@ final class DefaultGpuScheduler implements GpuScheduler {
         Allocation a;
         lock.lock();
         try {
-            a = live.remove(allocationId);
+            a = live.get(allocationId);
             if (a == null) {
                 if (issuedHere(allocationId)) {
                     return false;
@@ -360,23 +540,64 @@ final class DefaultGpuScheduler implements GpuScheduler {
                         + "\" was issued by this scheduler (its ids look like " + idPrefix + "-N; "
                         + live.size() + " live)");
             }
+            if (journal != null) {
+                journal.releasedDurably(allocationId);
+            }
+            live.remove(allocationId);
+            expiredReported.remove(allocationId);
+            Instant now = clock.instant();
             for (GpuDevice d : a.devices()) {
                 int p = positionByIndex.get(d.index());
                 DeviceState s = states[p];
                 if (a.sharing() == SharingMode.EXCLUSIVE) {
-                    states[p] = s.withExclusive(Optional.empty());
+                    s = s.withExclusive(Optional.empty());
                 } else {
                     MemorySize left = s.sharedReserved().minusOrZero(a.sharedMemory().get());
-                    states[p] = s.withShared(s.sharedHolders() - 1, s.sharedHolders() == 1 ? MemorySize.ZERO : left);
+                    s = s.withShared(s.sharedHolders() - 1, s.sharedHolders() == 1 ? MemorySize.ZERO : left);
                 }
+                if (drainSupported && s.isIdle() && s.pool() == Pool.IN_POOL) {
+                    s = s.withPool(Pool.DRAINING, Optional.of("released by " + a.id()
+                            + "; waiting for its processes to exit"), Optional.of(now));
+                }
+                states[p] = s;
             }
             snapshot = List.of(states);
+            changed.signalAll();
         } finally {
             lock.unlock();
         }
         fire(new AllocationEvent(AllocationEvent.Type.RELEASED, clock.instant(), Optional.of(a.id()),
                 a.owner(), a.request().jobId(), a.deviceUuids(), Optional.empty(), a.request().describe()));
         return true;
+    }
+
+    @Override
+    public Allocation renew(String allocationId, Duration duration) {
+        if (duration.isNegative() || duration.isZero()) {
+            throw new IllegalArgumentException("a lease must be renewed for a positive duration, was " + duration);
+        }
+        Allocation renewed;
+        lock.lock();
+        try {
+            Allocation a = live.get(allocationId);
+            if (a == null) {
+                throw new GpuAllocationException(Reason.UNKNOWN_ALLOCATION, "no live allocation \"" + allocationId
+                        + "\" to renew" + (issuedHere(allocationId) ? " (it was released)" : ""));
+            }
+            Instant until = clock.instant().plus(duration);
+            if (journal != null) {
+                journal.renewedDurably(allocationId, until);
+            }
+            renewed = a.withExpiry(Optional.of(until));
+            live.put(allocationId, renewed);
+            expiredReported.remove(allocationId);
+        } finally {
+            lock.unlock();
+        }
+        fire(new AllocationEvent(AllocationEvent.Type.RENEWED, clock.instant(), Optional.of(allocationId),
+                renewed.owner(), renewed.request().jobId(), renewed.deviceUuids(), Optional.empty(),
+                "lease now ends at " + renewed.expiresAt().get()));
+        return renewed;
     }
 
     private boolean issuedHere(String id) {
@@ -386,6 +607,104 @@ final class DefaultGpuScheduler implements GpuScheduler {
         }
         String num = id.substring(head.length());
         return num.chars().allMatch(Character::isDigit) && Long.parseLong(num) <= sequence;
+    }
+
+    // ---------------------------------------------------------------- maintenance
+
+    @Override
+    public void maintain() {
+        Instant now = clock.instant();
+        List<Allocation> expired = new ArrayList<>();
+        List<DeviceState> draining = new ArrayList<>();
+        lock.lock();
+        try {
+            for (Allocation a : live.values()) {
+                if (a.expiresAt().isPresent() && !a.expiresAt().get().isAfter(now) && expiredReported.add(a.id())) {
+                    expired.add(a);
+                }
+            }
+            for (DeviceState s : states) {
+                if (s.pool() == Pool.DRAINING) {
+                    draining.add(s);
+                }
+            }
+        } finally {
+            lock.unlock();
+        }
+        for (Allocation a : expired) {
+            fire(new AllocationEvent(AllocationEvent.Type.EXPIRED, now, Optional.of(a.id()), a.owner(),
+                    a.request().jobId(), a.deviceUuids(), Optional.empty(), "lease of " + a.id() + " ended at "
+                    + a.expiresAt().get() + (config.releaseOnExpiry() ? "; released" : "; stop the job and release")));
+            if (config.releaseOnExpiry()) {
+                release(a.id());
+            }
+        }
+        for (DeviceState s : draining) {
+            Optional<List<GpuProcess>> procs;
+            try {
+                procs = inventory.processes(s.device());
+            } catch (RuntimeException e) {
+                LOG.warn("listing processes of GPU {} ({}) failed: {}", s.index(), s.device().uuid(), e.toString());
+                continue;
+            }
+            List<GpuProcess> left = procs.orElse(List.of());
+            AllocationEvent event = null;
+            lock.lock();
+            try {
+                int p = positionByIndex.get(s.index());
+                DeviceState cur = states[p];
+                if (cur.pool() != Pool.DRAINING) {
+                    continue;
+                }
+                if (left.isEmpty()) {
+                    states[p] = cur.withPool(Pool.IN_POOL, Optional.empty(), Optional.empty());
+                    event = new AllocationEvent(AllocationEvent.Type.DRAINED, now, Optional.empty(), Optional.empty(),
+                            Optional.empty(), List.of(cur.device().uuid()), Optional.empty(),
+                            "GPU " + cur.index() + " has no process left and is back in the pool");
+                } else if (!cur.poolSince().orElse(now).plus(config.drainTimeout()).isAfter(now)) {
+                    String reason = left.stream().map(pr -> "pid " + pr.pid() + pr.usedMemory()
+                            .map(m -> " still holds " + m.toHumanString()).orElse(" is still running"))
+                            .collect(Collectors.joining(", "));
+                    states[p] = cur.withPool(Pool.QUARANTINED, Optional.of(reason), Optional.of(now));
+                    event = new AllocationEvent(AllocationEvent.Type.QUARANTINED, now, Optional.empty(),
+                            Optional.empty(), Optional.empty(), List.of(cur.device().uuid()), Optional.empty(),
+                            "GPU " + cur.index() + " quarantined after " + config.drainTimeout() + ": " + reason);
+                }
+                snapshot = List.of(states);
+                changed.signalAll();
+            } finally {
+                lock.unlock();
+            }
+            if (event != null) {
+                fire(event);
+            }
+        }
+    }
+
+    @Override
+    public boolean clearQuarantine(int deviceIndex) {
+        lock.lock();
+        try {
+            Integer p = positionByIndex.get(deviceIndex);
+            if (p == null) {
+                throw new GpuAllocationException(Reason.UNKNOWN_DEVICE, "GPU index " + deviceIndex
+                        + " is not on this node");
+            }
+            if (states[p].pool() != Pool.QUARANTINED) {
+                return false;
+            }
+            states[p] = states[p].withPool(Pool.IN_POOL, Optional.empty(), Optional.empty());
+            snapshot = List.of(states);
+            changed.signalAll();
+            return true;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    @Override
+    public List<String> recoveryProblems() {
+        return recoveryProblems;
     }
 
     // ---------------------------------------------------------------- health and metrics
@@ -400,6 +719,7 @@ final class DefaultGpuScheduler implements GpuScheduler {
             }
             states[p] = states[p].withHealth(health);
             snapshot = List.of(states);
+            changed.signalAll();
             for (Allocation a : live.values()) {
                 if (a.deviceUuids().contains(device.uuid())) {
                     affected.add(a);
@@ -488,17 +808,24 @@ final class DefaultGpuScheduler implements GpuScheduler {
                     m.flatMap(x -> boxed(x.utilizationPercent())).orElse(null),
                     m.flatMap(GpuMetrics::memoryUsed).map(MemorySize::bytes).orElse(null),
                     m.flatMap(x -> boxed(x.temperatureCelsius())).orElse(null),
-                    m.flatMap(x -> boxed(x.powerWatts())).orElse(null)));
+                    m.flatMap(x -> boxed(x.powerWatts())).orElse(null), s.pool().name(),
+                    s.poolReason().orElse(null)));
         }
         List<SchedulerStatus.Held> held = new ArrayList<>();
         for (Allocation a : allocs) {
             held.add(new SchedulerStatus.Held(a.id(), a.owner().orElse(null), a.request().jobId().orElse(null),
                     a.deviceIndices(), a.deviceUuids(), a.sharing().name(),
                     a.sharedMemory().map(MemorySize::bytes).orElse(null), a.createdAt().toString(),
-                    a.request().labels()));
+                    a.request().labels(), a.expiresAt().map(Instant::toString).orElse(null)));
         }
+        List<String> notes = new ArrayList<>();
+        if (!drainSupported) {
+            notes.add("inventory " + inventory.backend() + " cannot list GPU processes: released GPUs return to the"
+                    + " pool at once, without draining");
+        }
+        notes.addAll(recoveryProblems);
         return new SchedulerStatus(inventory.backend(), config.enabled(), strategy.name(),
-                clock.instant().toString(), out, held);
+                clock.instant().toString(), out, held, drainSupported, notes);
     }
 
     private static Optional<Double> boxed(java.util.OptionalDouble d) {
@@ -523,8 +850,11 @@ final class DefaultGpuScheduler implements GpuScheduler {
     @Override
     public void close() {
         inventory.removeHealthListener(healthListener);
-        if (poller != null) {
-            poller.shutdownNow();
+        for (ScheduledExecutorService t : threads) {
+            t.shutdownNow();
+        }
+        if (journal != null) {
+            journal.close();
         }
     }
 
@@ -560,5 +890,4 @@ final class DefaultGpuScheduler implements GpuScheduler {
             throw new IllegalArgumentException("GPU index " + index + " is not on this node");
         }
     }
-
 }

@@ -12,6 +12,9 @@ import java.util.Optional;
  * @param sharedHolders   number of shared allocations on it
  * @param sharedReserved  memory reserved by those shared allocations
  * @param metrics         latest sample for it, if any
+ * @param pool            whether it is in the pool, draining after a release, or quarantined
+ * @param poolReason      why it is draining or quarantined
+ * @param poolSince       since when
  */
 public record DeviceState(
         GpuDevice device,
@@ -19,7 +22,20 @@ public record DeviceState(
         Optional<String> exclusiveHolder,
         int sharedHolders,
         MemorySize sharedReserved,
-        Optional<GpuMetrics> metrics) {
+        Optional<GpuMetrics> metrics,
+        Pool pool,
+        Optional<String> poolReason,
+        Optional<java.time.Instant> poolSince) {
+
+    /** Where a device stands with respect to the pool. */
+    public enum Pool {
+        /** In the pool (free or held). */
+        IN_POOL,
+        /** Released, waiting for its processes to exit. */
+        DRAINING,
+        /** Kept processes past the drain timeout; out of the pool until cleared. */
+        QUARANTINED
+    }
 
     /** @throws IllegalArgumentException if the state is inconsistent */
     public DeviceState {
@@ -28,6 +44,9 @@ public record DeviceState(
         Objects.requireNonNull(exclusiveHolder, "exclusiveHolder");
         Objects.requireNonNull(sharedReserved, "sharedReserved");
         Objects.requireNonNull(metrics, "metrics");
+        Objects.requireNonNull(pool, "pool");
+        Objects.requireNonNull(poolReason, "poolReason");
+        Objects.requireNonNull(poolSince, "poolSince");
         if (exclusiveHolder.isPresent() && sharedHolders > 0) {
             throw new IllegalArgumentException("device " + device.uuid() + " cannot be held exclusively and shared");
         }
@@ -39,7 +58,13 @@ public record DeviceState(
 
     /** @return the state of a device nobody holds */
     public static DeviceState idle(GpuDevice device, GpuHealth health) {
-        return new DeviceState(device, health, Optional.empty(), 0, MemorySize.ZERO, Optional.empty());
+        return new DeviceState(device, health, Optional.empty(), 0, MemorySize.ZERO, Optional.empty(), Pool.IN_POOL,
+                Optional.empty(), Optional.empty());
+    }
+
+    /** @return true if it may be handed out now: healthy and in the pool */
+    public boolean isAllocatable() {
+        return health.isHealthy() && pool == Pool.IN_POOL;
     }
 
     /** @return the device index */
@@ -69,18 +94,26 @@ public record DeviceState(
     }
 
     DeviceState withHealth(GpuHealth h) {
-        return new DeviceState(device, h, exclusiveHolder, sharedHolders, sharedReserved, metrics);
+        return new DeviceState(device, h, exclusiveHolder, sharedHolders, sharedReserved, metrics, pool, poolReason,
+                poolSince);
     }
 
     DeviceState withExclusive(Optional<String> holder) {
-        return new DeviceState(device, health, holder, sharedHolders, sharedReserved, metrics);
+        return new DeviceState(device, health, holder, sharedHolders, sharedReserved, metrics, pool, poolReason,
+                poolSince);
     }
 
     DeviceState withShared(int holders, MemorySize reserved) {
-        return new DeviceState(device, health, exclusiveHolder, holders, reserved, metrics);
+        return new DeviceState(device, health, exclusiveHolder, holders, reserved, metrics, pool, poolReason,
+                poolSince);
+    }
+
+    DeviceState withPool(Pool p, Optional<String> reason, Optional<java.time.Instant> since) {
+        return new DeviceState(device, health, exclusiveHolder, sharedHolders, sharedReserved, metrics, p, reason, since);
     }
 
     DeviceState withMetrics(Optional<GpuMetrics> m) {
-        return new DeviceState(device, health, exclusiveHolder, sharedHolders, sharedReserved, m);
+        return new DeviceState(device, health, exclusiveHolder, sharedHolders, sharedReserved, m, pool, poolReason,
+                poolSince);
     }
 }

@@ -29,7 +29,9 @@ public class GpuAllocationException extends GpuException {
         /** The allocation strategy found no placement among the eligible devices. */
         NO_PLACEMENT(true),
         /** {@code release} was given an id this scheduler never issued. */
-        UNKNOWN_ALLOCATION(false);
+        UNKNOWN_ALLOCATION(false),
+        /** The owner asked more often than its rate limit allows ({@code gpu.rate_limit}). */
+        RATE_LIMITED(true);
 
         private final boolean transientCondition;
 

@@ -20,6 +20,10 @@ import java.util.Set;
  *   cuda_paths: [/opt/cuda]    # extra CUDA installations to consider
  *   max_gpus_per_request: 0    # 0: no limit
  *   allow_sharing: true        # false: SHARED requests are refused
+ *   leases: {release_on_expiry: false}              # true: an expired lease is released by the scheduler
+ *   drain: {timeout: 5m}                           # released GPUs with processes left past this are quarantined
+ *   rate_limit: {per_owner_per_second: 0, burst: 0} # 0: no limit; over it: RATE_LIMITED
+ *   thermal: {max_sample_age: 30s}                 # older samples are ignored by the thermal strategy
  * </pre>
  * Unknown keys are rejected with their path named.
  *
@@ -29,6 +33,11 @@ import java.util.Set;
  * @param cudaPaths         extra CUDA installation roots
  * @param maxGpusPerRequest largest GPU count one request may ask for; 0 means no limit
  * @param allowSharing      whether SHARED requests are accepted
+ * @param releaseOnExpiry   whether the scheduler releases an allocation whose lease ran out
+ * @param drainTimeout      how long a released GPU may keep processes before it is quarantined
+ * @param rateLimitPerSecond allocations per second per owner; 0 means no limit
+ * @param rateLimitBurst    bucket size of the per-owner limit
+ * @param sampleMaxAge      metrics older than this are ignored by the thermal strategy
  */
 public record GpuConfig(
         boolean enabled,
@@ -36,11 +45,16 @@ public record GpuConfig(
         List<String> backends,
         List<Path> cudaPaths,
         int maxGpusPerRequest,
-        boolean allowSharing) {
+        boolean allowSharing,
+        boolean releaseOnExpiry,
+        java.time.Duration drainTimeout,
+        double rateLimitPerSecond,
+        int rateLimitBurst,
+        java.time.Duration sampleMaxAge) {
 
     private static final Set<String> ROOT_KEYS = Set.of("gpu");
-    private static final Set<String> GPU_KEYS =
-            Set.of("enabled", "strategy", "backends", "cuda_paths", "max_gpus_per_request", "allow_sharing");
+    private static final Set<String> GPU_KEYS = Set.of("enabled", "strategy", "backends", "cuda_paths",
+            "max_gpus_per_request", "allow_sharing", "leases", "drain", "rate_limit", "thermal");
 
     /** @throws GpuConfigException naming the invalid setting */
     public GpuConfig {
@@ -56,6 +70,16 @@ public record GpuConfig(
             }
         }
         cudaPaths = List.copyOf(cudaPaths);
+        java.util.Objects.requireNonNull(drainTimeout, "drainTimeout");
+        java.util.Objects.requireNonNull(sampleMaxAge, "sampleMaxAge");
+        if (drainTimeout.isNegative() || sampleMaxAge.isNegative() || sampleMaxAge.isZero()) {
+            throw new GpuConfigException("gpu.drain.timeout must be >= 0 and gpu.thermal.max_sample_age > 0; got "
+                    + drainTimeout + ", " + sampleMaxAge);
+        }
+        if (rateLimitPerSecond < 0 || rateLimitBurst < 0 || (rateLimitPerSecond > 0 && rateLimitBurst < 1)) {
+            throw new GpuConfigException("gpu.rate_limit: per_owner_per_second must be >= 0 and, when set, burst"
+                    + " >= 1; got " + rateLimitPerSecond + " and " + rateLimitBurst);
+        }
         if (maxGpusPerRequest < 0) {
             throw new GpuConfigException("gpu.max_gpus_per_request: must be >= 0 (0 = no limit), was "
                     + maxGpusPerRequest);
@@ -98,6 +122,15 @@ public record GpuConfig(
                 .backends(gpu.strings("backends"))
                 .maxGpusPerRequest(gpu.integer("max_gpus_per_request", 0, 0, Integer.MAX_VALUE))
                 .allowSharing(gpu.bool("allow_sharing", true));
+        StrictYaml leases = gpu.child("leases").onlyKeys(Set.of("release_on_expiry"));
+        b.releaseOnExpiry(leases.bool("release_on_expiry", false));
+        StrictYaml drain = gpu.child("drain").onlyKeys(Set.of("timeout"));
+        b.drainTimeout(drain.parsed("timeout", io.gpusched.core.internal.Durations::parse, b.drainTimeout));
+        StrictYaml rate = gpu.child("rate_limit").onlyKeys(Set.of("per_owner_per_second", "burst"));
+        b.rateLimit(rate.parsed("per_owner_per_second", GpuConfig::nonNegativeNumber, 0.0),
+                rate.integer("burst", 0, 0, Integer.MAX_VALUE));
+        StrictYaml thermal = gpu.child("thermal").onlyKeys(Set.of("max_sample_age"));
+        b.sampleMaxAge(thermal.parsed("max_sample_age", io.gpusched.core.internal.Durations::parse, b.sampleMaxAge));
         List<Path> paths = new ArrayList<>();
         for (String p : gpu.strings("cuda_paths")) {
             paths.add(Path.of(p));
@@ -108,6 +141,18 @@ public record GpuConfig(
         } catch (GpuConfigException e) {
             throw new GpuConfigException(source + ": " + e.getMessage(), e);
         }
+    }
+
+    private static double nonNegativeNumber(String s) {
+        try {
+            double d = Double.parseDouble(s);
+            if (d >= 0 && Double.isFinite(d)) {
+                return d;
+            }
+        } catch (NumberFormatException e) {
+            // fall through
+        }
+        throw new IllegalArgumentException("must be a number >= 0, was \"" + s + "\"");
     }
 
     /** @return a builder with the defaults */
@@ -123,9 +168,27 @@ public record GpuConfig(
         private List<Path> cudaPaths = List.of();
         private int maxGpusPerRequest;
         private boolean allowSharing = true;
+        private boolean releaseOnExpiry;
+        private java.time.Duration drainTimeout = java.time.Duration.ofMinutes(5);
+        private double rateLimitPerSecond;
+        private int rateLimitBurst;
+        private java.time.Duration sampleMaxAge = java.time.Duration.ofSeconds(30);
 
         private Builder() {
         }
+
+        /** @return this */
+        public Builder releaseOnExpiry(boolean v) { releaseOnExpiry = v; return this; }
+        /** @return this */
+        public Builder drainTimeout(java.time.Duration v) { drainTimeout = v; return this; }
+        /** @param perSecond allocations per second per owner (0: none) @param burst bucket size @return this */
+        public Builder rateLimit(double perSecond, int burst) {
+            rateLimitPerSecond = perSecond;
+            rateLimitBurst = burst;
+            return this;
+        }
+        /** @return this */
+        public Builder sampleMaxAge(java.time.Duration v) { sampleMaxAge = v; return this; }
 
         /** @return this */
         public Builder enabled(boolean v) { enabled = v; return this; }
@@ -142,7 +205,8 @@ public record GpuConfig(
 
         /** @return the validated configuration */
         public GpuConfig build() {
-            return new GpuConfig(enabled, strategy, backends, cudaPaths, maxGpusPerRequest, allowSharing);
+            return new GpuConfig(enabled, strategy, backends, cudaPaths, maxGpusPerRequest, allowSharing,
+                    releaseOnExpiry, drainTimeout, rateLimitPerSecond, rateLimitBurst, sampleMaxAge);
         }
     }
 }

@@ -25,6 +25,9 @@ import java.util.regex.Pattern;
  * @param owner                who asks (user, tenant), for audit and limits
  * @param jobId                the job this is for
  * @param labels               free-form labels carried to the allocation
+ * @param hint                 training or inference, for thermal/utilization-aware strategies
+ * @param preferredNuma        NUMA node to place on when it can hold the whole request
+ * @param maxDuration          lease: the allocation expires this long after it is made (see {@link GpuScheduler#renew})
  */
 public record GpuRequest(
         int count,
@@ -38,7 +41,10 @@ public record GpuRequest(
         Optional<MemorySize> sharedMemory,
         Optional<String> owner,
         Optional<String> jobId,
-        Map<String, String> labels) {
+        Map<String, String> labels,
+        Optional<WorkloadHint> hint,
+        java.util.OptionalInt preferredNuma,
+        Optional<java.time.Duration> maxDuration) {
 
     /** @throws IllegalArgumentException on a contradiction (see {@link Builder#build()}) */
     public GpuRequest {
@@ -53,6 +59,15 @@ public record GpuRequest(
         deviceIndices = List.copyOf(deviceIndices);
         deviceUuids = List.copyOf(deviceUuids);
         labels = Map.copyOf(labels);
+        Objects.requireNonNull(hint, "hint");
+        Objects.requireNonNull(preferredNuma, "preferredNuma");
+        Objects.requireNonNull(maxDuration, "maxDuration");
+        if (maxDuration.isPresent() && (maxDuration.get().isNegative() || maxDuration.get().isZero())) {
+            throw new IllegalArgumentException("a lease must be positive, was " + maxDuration.get());
+        }
+        if (preferredNuma.isPresent() && preferredNuma.getAsInt() < 0) {
+            throw new IllegalArgumentException("NUMA node must be >= 0, was " + preferredNuma.getAsInt());
+        }
         if (count < 1) {
             throw new IllegalArgumentException("GPU count must be at least 1, was " + count);
         }
@@ -158,8 +173,32 @@ public record GpuRequest(
         private String owner;
         private String jobId;
         private final Map<String, String> labels = new LinkedHashMap<>();
+        private WorkloadHint hint;
+        private Integer preferredNuma;
+        private java.time.Duration maxDuration;
 
         private Builder() {
+        }
+
+        /** @param h workload hint @return this */
+        public Builder hint(WorkloadHint h) {
+            hint = once(hint, h, "hint");
+            return this;
+        }
+
+        /** @param node NUMA node to prefer @return this */
+        public Builder preferredNuma(int node) {
+            if (node < 0) {
+                throw new IllegalArgumentException("NUMA node must be >= 0, was " + node);
+            }
+            preferredNuma = once(preferredNuma, node, "preferred NUMA node");
+            return this;
+        }
+
+        /** @param d lease length: the allocation expires this long after it is made @return this */
+        public Builder maxDuration(java.time.Duration d) {
+            maxDuration = once(maxDuration, d, "lease");
+            return this;
         }
 
         private static <T> T once(T current, T value, String what) {
@@ -281,7 +320,9 @@ public record GpuRequest(
             return new GpuRequest(n, Optional.ofNullable(minMemory), Optional.ofNullable(minComputeCapability),
                     Optional.ofNullable(vendor), Optional.ofNullable(modelPattern), deviceIndices, deviceUuids,
                     sharing == null ? SharingMode.EXCLUSIVE : sharing, Optional.ofNullable(sharedMemory),
-                    Optional.ofNullable(owner), Optional.ofNullable(jobId), labels);
+                    Optional.ofNullable(owner), Optional.ofNullable(jobId), labels, Optional.ofNullable(hint),
+                    preferredNuma == null ? java.util.OptionalInt.empty() : java.util.OptionalInt.of(preferredNuma),
+                    Optional.ofNullable(maxDuration));
         }
     }
 

@@ -33,6 +33,36 @@ public interface GpuScheduler extends AutoCloseable {
     Allocation allocate(GpuRequest request);
 
     /**
+     * Allocates, waiting up to {@code maxWait} for devices being released or drained. Waiters are served first come,
+     * first served; a request that cannot succeed however long it waits (a permanent reason) fails at once.
+     *
+     * @throws GpuAllocationException with the last transient reason when the wait runs out
+     */
+    Allocation allocate(GpuRequest request, java.time.Duration maxWait) throws InterruptedException;
+
+    /**
+     * Extends a lease: the allocation now expires {@code duration} from now (scheduler clock).
+     *
+     * @return the allocation with its new expiry
+     * @throws GpuAllocationException with {@code UNKNOWN_ALLOCATION} for an id that is not live
+     */
+    Allocation renew(String allocationId, java.time.Duration duration);
+
+    /**
+     * Housekeeping off the allocation path: reports expired leases (and releases them when configured), and moves
+     * draining devices back to the pool once their processes are gone, or into quarantine after the drain timeout.
+     * Runs on the scheduler's own thread unless {@link Builder#maintenanceInterval(java.time.Duration)} is zero; hosts
+     * may also call it.
+     */
+    void maintain();
+
+    /** @return true if the device was quarantined and is now back in the pool */
+    boolean clearQuarantine(int deviceIndex);
+
+    /** @return problems found when the journal was replayed (devices that are gone, corrupt lines) */
+    List<String> recoveryProblems();
+
+    /**
      * Like {@link #allocate}, but returns empty when the refusal is {@linkplain GpuAllocationException.Reason#isTransient()
      * transient} (devices busy or unhealthy now). Permanent refusals still throw.
      */
@@ -87,6 +117,9 @@ public interface GpuScheduler extends AutoCloseable {
         Clock clock;
         boolean auditLogging = true;
         Duration pollInterval;
+        Duration maintenanceInterval = Duration.ofSeconds(1);
+        java.nio.file.Path journal;
+        boolean strictRecovery;
         final List<AllocationListener> listeners = new ArrayList<>();
 
         private Builder() {
@@ -148,6 +181,36 @@ public interface GpuScheduler extends AutoCloseable {
                 throw new IllegalArgumentException("metrics poll interval must be positive, was " + v);
             }
             pollInterval = v;
+            return this;
+        }
+
+        /**
+         * @param v how often {@link GpuScheduler#maintain()} runs on a daemon thread (default 1 s); zero: never, the host
+         *          calls it @return this
+         */
+        public Builder maintenanceInterval(Duration v) {
+            if (v.isNegative()) {
+                throw new IllegalArgumentException("maintenance interval must be >= 0, was " + v);
+            }
+            maintenanceInterval = v;
+            return this;
+        }
+
+        /**
+         * Makes allocations survive a crash: each allocate, release and renew is appended to this file and forced to
+         * disk before the call returns; on build the file is replayed and compacted.
+         *
+         * @return this
+         */
+        public Builder journal(java.nio.file.Path v) {
+            unset(journal, "journal");
+            journal = Objects.requireNonNull(v, "journal");
+            return this;
+        }
+
+        /** @param v refuse to start when a recovered allocation holds a device the inventory no longer has @return this */
+        public Builder strictRecovery(boolean v) {
+            strictRecovery = v;
             return this;
         }
 

@@ -13,9 +13,12 @@ import java.util.Map;
  * @param at          when the status was taken
  * @param devices     per-device state
  * @param allocations live allocations
+ * @param drainSupported whether released devices drain (the inventory can list processes)
+ * @param notes       things to know about this scheduler's behaviour (e.g. no drain), and recovery problems
  */
 public record SchedulerStatus(String backend, boolean enabled, String strategy, String at,
-                              List<Device> devices, List<Held> allocations) {
+                              List<Device> devices, List<Held> allocations, boolean drainSupported,
+                              List<String> notes) {
 
     /**
      * One device.
@@ -34,11 +37,13 @@ public record SchedulerStatus(String backend, boolean enabled, String strategy, 
      * @param memoryUsedBytes    latest memory in use, or null
      * @param temperatureCelsius latest temperature, or null
      * @param powerWatts         latest power draw, or null
+     * @param pool               IN_POOL, DRAINING or QUARANTINED
+     * @param poolReason         why draining or quarantined, or null
      */
     public record Device(int index, String uuid, String name, String vendor, long memoryTotalBytes,
                          long reservableBytes, String health, String healthReason, String heldBy,
                          List<String> sharedBy, Double utilizationPercent, Long memoryUsedBytes,
-                         Double temperatureCelsius, Double powerWatts) {
+                         Double temperatureCelsius, Double powerWatts, String pool, String poolReason) {
     }
 
     /**
@@ -53,8 +58,10 @@ public record SchedulerStatus(String backend, boolean enabled, String strategy, 
      * @param sharedMemoryBytes reservation per device when shared, or null
      * @param createdAt         creation time
      * @param labels            request labels
+     * @param expiresAt         lease end, or null
      */
     public record Held(String id, String owner, String jobId, List<Integer> deviceIndices, List<String> deviceUuids,
-                       String sharing, Long sharedMemoryBytes, String createdAt, Map<String, String> labels) {
+                       String sharing, Long sharedMemoryBytes, String createdAt, Map<String, String> labels,
+                       String expiresAt) {
     }
 }

@@ -13,7 +13,10 @@ public interface SchedulingView {
     /** @return every device of the node, in index order */
     List<DeviceState> devices();
 
-    /** @return the devices this request may be given, in index order */
+    /**
+     * @return the devices this request may be given, in preference order (index order unless a composing strategy
+     *         reordered them); built-in strategies break their last ties by this order
+     */
     List<DeviceState> candidates();
 
     /** @return the state of one device @throws IllegalArgumentException for an index not on the node */
@@ -24,4 +27,38 @@ public interface SchedulingView {
 
     /** @return the scheduler clock's current time, for strategies that judge sample age */
     Instant now();
+
+    /**
+     * @return this view with its candidates sorted by {@code order} (stable: equal candidates keep their order); how a
+     *         strategy hands its preference to another as a tie-break
+     */
+    static SchedulingView reordered(SchedulingView view, java.util.Comparator<DeviceState> order) {
+        List<DeviceState> sorted = view.candidates().stream().sorted(order).toList();
+        return new SchedulingView() {
+            @Override
+            public List<DeviceState> devices() {
+                return view.devices();
+            }
+
+            @Override
+            public List<DeviceState> candidates() {
+                return sorted;
+            }
+
+            @Override
+            public DeviceState device(int index) {
+                return view.device(index);
+            }
+
+            @Override
+            public GpuTopology topology() {
+                return view.topology();
+            }
+
+            @Override
+            public Instant now() {
+                return view.now();
+            }
+        };
+    }
 }

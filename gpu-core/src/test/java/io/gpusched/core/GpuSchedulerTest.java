@@ -190,6 +190,22 @@ class GpuSchedulerTest {
     }
 
     @Test
+    void rateLimitedPerOwnerOnTheSchedulerClock() {
+        MutableClock clock = new MutableClock(CLOCK.instant());
+        GpuScheduler s = GpuScheduler.builder().inventory(dgx).clock(clock).auditLogging(false)
+                .config(GpuConfig.builder().rateLimit(2, 2).build()).build();
+        GpuRequest alice = GpuRequests.fromCliFlags("--owner=alice", "--shared=1GB");
+        s.allocate(alice);
+        s.allocate(alice);
+        GpuAllocationException e = refused(s, alice, Reason.RATE_LIMITED);
+        assertThat(e.getMessage()).contains("owner alice is over its rate limit of 2.0 allocations/s (burst 2)")
+                .contains("retry in 500 ms");
+        s.allocate(GpuRequests.fromCliFlags("--owner=bob", "--shared=1GB"));
+        clock.advance(java.time.Duration.ofMillis(500));
+        s.allocate(alice);
+    }
+
+    @Test
     void noPlacementWhenTheStrategyDeclines() {
         AllocationStrategy never = new AllocationStrategy() {
             @Override public String name() { return "never"; }

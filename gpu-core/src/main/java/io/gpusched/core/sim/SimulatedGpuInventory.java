@@ -33,6 +33,9 @@ public final class SimulatedGpuInventory implements GpuInventory {
     private final GpuHealth[] health;
     private final List<GpuHealthListener> listeners = new CopyOnWriteArrayList<>();
     private volatile GpuSample sample;
+    private final boolean tracksProcesses;
+    private final java.util.Map<Integer, List<io.gpusched.core.GpuProcess>> processes =
+            new java.util.concurrent.ConcurrentHashMap<>();
 
     private SimulatedGpuInventory(Builder b) {
         this.name = b.name;
@@ -43,6 +46,7 @@ public final class SimulatedGpuInventory implements GpuInventory {
         b.pcie.forEach(p -> t.pcie((Integer) p[0], (Integer) p[1], (PcieLevel) p[2]));
         this.topology = t.build();
         this.clock = b.clock;
+        this.tracksProcesses = b.tracksProcesses;
         this.metrics = new GpuMetrics[devices.size()];
         this.health = new GpuHealth[devices.size()];
         for (int i = 0; i < devices.size(); i++) {
@@ -86,6 +90,20 @@ public final class SimulatedGpuInventory implements GpuInventory {
     @Override
     public GpuSample sample() {
         return sample;
+    }
+
+    /** Lists the processes set with {@link #setProcesses}, when the node was built {@code tracksProcesses}. */
+    @Override
+    public java.util.Optional<List<io.gpusched.core.GpuProcess>> processes(GpuDevice device) {
+        position(device.index());
+        return tracksProcesses ? java.util.Optional.of(processes.getOrDefault(device.index(), List.of()))
+                : java.util.Optional.empty();
+    }
+
+    /** Sets the processes a device reports (for drain tests and demos). */
+    public void setProcesses(int index, List<io.gpusched.core.GpuProcess> list) {
+        position(index);
+        processes.put(index, List.copyOf(list));
     }
 
     @Override
@@ -182,6 +200,7 @@ public final class SimulatedGpuInventory implements GpuInventory {
         private final List<int[]> links = new ArrayList<>();
         private final List<Object[]> pcie = new ArrayList<>();
         private Clock clock = Clock.systemUTC();
+        private boolean tracksProcesses;
 
         private Builder(String name) {
             if (name == null || name.isBlank()) {
@@ -223,6 +242,12 @@ public final class SimulatedGpuInventory implements GpuInventory {
         /** @param v clock for sample timestamps @return this */
         public Builder clock(Clock v) {
             clock = Objects.requireNonNull(v, "clock");
+            return this;
+        }
+
+        /** @param v whether {@link #processes} lists processes (so released devices drain) @return this */
+        public Builder tracksProcesses(boolean v) {
+            tracksProcesses = v;
             return this;
         }
 

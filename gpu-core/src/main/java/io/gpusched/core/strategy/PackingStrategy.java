@@ -41,8 +41,7 @@ public final class PackingStrategy implements AllocationStrategy {
         if (request.sharing() == SharingMode.SHARED) {
             return candidates.stream()
                     .sorted(Comparator.comparing((DeviceState d) -> !d.isShared())
-                            .thenComparing(DeviceState::reservableMemory)
-                            .thenComparingInt(DeviceState::index))
+                            .thenComparing(DeviceState::reservableMemory))
                     .limit(n).map(DeviceState::index).toList();
         }
         List<DeviceState> pool = bestFitGroup(candidates, view.topology(), n);

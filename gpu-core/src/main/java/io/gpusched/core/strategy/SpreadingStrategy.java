@@ -11,7 +11,8 @@ import java.util.Map;
 
 /**
  * Least loaded first: fewest shared holders, then lowest utilization of the latest sample, then lowest share of
- * memory in use, then the NUMA group with the most idle devices, then index. Spreads jobs over GPUs and sockets.
+ * memory in use, then the NUMA group with the most idle devices, then candidate order (index order unless a
+ * composing strategy reordered the view). Spreads jobs over GPUs and sockets.
  */
 public final class SpreadingStrategy implements AllocationStrategy {
 
@@ -39,8 +40,7 @@ public final class SpreadingStrategy implements AllocationStrategy {
                 .sorted(Comparator.comparingInt(DeviceState::sharedHolders)
                         .thenComparingDouble(DeviceState::utilization)
                         .thenComparingDouble(SpreadingStrategy::memoryUsedShare)
-                        .thenComparing((DeviceState d) -> -idlePerGroup.getOrDefault(group(view, d), 0))
-                        .thenComparingInt(DeviceState::index))
+                        .thenComparing((DeviceState d) -> -idlePerGroup.getOrDefault(group(view, d), 0)))
                 .limit(request.count()).map(DeviceState::index).toList();
     }
 

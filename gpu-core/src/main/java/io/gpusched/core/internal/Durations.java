@@ -1,0 +1,30 @@
+package io.gpusched.core.internal;
+
+import java.time.Duration;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
+/** Parses {@code "500ms"}, {@code "30s"}, {@code "5m"}, {@code "2h"}, {@code "1d"}. Internal. */
+public final class Durations {
+    private static final Pattern FORM = Pattern.compile("\\s*([0-9]{1,9})\\s*(ms|s|m|h|d)\\s*");
+
+    private Durations() {
+    }
+
+    /** @throws IllegalArgumentException naming the input and the accepted forms */
+    public static Duration parse(String text) {
+        Matcher m = text == null ? null : FORM.matcher(text);
+        if (m == null || !m.matches()) {
+            throw new IllegalArgumentException("invalid duration \"" + text
+                    + "\"; expected a whole number with a unit ms, s, m, h or d, e.g. \"30s\" or \"5m\"");
+        }
+        long n = Long.parseLong(m.group(1));
+        return switch (m.group(2)) {
+            case "ms" -> Duration.ofMillis(n);
+            case "s" -> Duration.ofSeconds(n);
+            case "m" -> Duration.ofMinutes(n);
+            case "h" -> Duration.ofHours(n);
+            default -> Duration.ofDays(n);
+        };
+    }
+}

@@ -1,0 +1,100 @@
+package io.gpusched.core;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.gpusched.core.sim.SimulatedGpuInventory;
+import java.time.Duration;
+import org.junit.jupiter.api.Test;
+
+class ThermalStrategyTest {
+
+    /** 4 GPUs on one NUMA node; 0 and 1 NVLinked when {@code linked}. */
+    static SimulatedGpuInventory node(MutableClock clock, boolean linked) {
+        SimulatedGpuInventory.Builder b = SimulatedGpuInventory.builder("thermal").clock(clock);
+        for (int i = 0; i < 4; i++) {
+            b.device(GpuDevice.builder().index(i).uuid("GPU-t-" + i).vendor(GpuVendor.NVIDIA).name("NVIDIA L4")
+                    .memory(MemorySize.ofGibibytes(24)).pciBusId("b" + i).numaNode(0).minor(i).build());
+        }
+        if (linked) {
+            b.links(0, 1, 2);
+        }
+        return b.build();
+    }
+
+    static GpuScheduler thermal(SimulatedGpuInventory inv, MutableClock clock) {
+        return GpuScheduler.builder().inventory(inv).clock(clock).auditLogging(false)
+                .maintenanceInterval(Duration.ZERO)
+                .config(GpuConfig.builder().strategy("thermal").sampleMaxAge(Duration.ofSeconds(30)).build()).build();
+    }
+
+    @Test
+    void coolestWinsAmongTopologyEquals() {
+        MutableClock clock = new MutableClock(java.time.Instant.parse("2026-01-01T00:00:00Z"));
+        SimulatedGpuInventory inv = node(clock, true);
+        GpuScheduler s = thermal(inv, clock);
+        int[] temps = {30, 30, 80, 50};
+        for (int i = 0; i < 4; i++) {
+            inv.setMetrics(i, 20, MemorySize.ZERO, temps[i], 100);
+        }
+        s.updateMetrics(inv.sample());
+        GpuScheduler plain = GpuScheduler.builder().inventory(inv).auditLogging(false)
+                .strategy(AllocationStrategies.topologyAware()).maintenanceInterval(Duration.ZERO).build();
+        assertThat(plain.allocate(GpuRequest.builder().build()).deviceIndices()).as("topology alone: 2 before 3")
+                .containsExactly(2);
+        assertThat(s.allocate(GpuRequest.builder().build()).deviceIndices())
+                .as("2 and 3 tie on topology (0 and 1 are a pair to keep); the cooler 3 wins").containsExactly(3);
+        assertThat(s.strategy().name()).isEqualTo("thermal(topology)");
+    }
+
+    @Test
+    void topologyComesFirstThermalOnlyBreaksTies() {
+        MutableClock clock = new MutableClock(java.time.Instant.parse("2026-01-01T00:00:00Z"));
+        SimulatedGpuInventory inv = node(clock, true);
+        GpuScheduler s = thermal(inv, clock);
+        inv.setMetrics(0, 0, MemorySize.ZERO, 90, 100);
+        inv.setMetrics(1, 0, MemorySize.ZERO, 90, 100);
+        inv.setMetrics(2, 0, MemorySize.ZERO, 30, 100);
+        inv.setMetrics(3, 0, MemorySize.ZERO, 35, 100);
+        s.updateMetrics(inv.sample());
+        assertThat(s.allocate(GpuRequest.builder().count(2).build()).deviceIndices())
+                .as("the NVLinked pair (0,1) beats the cool unlinked pair").containsExactlyInAnyOrder(0, 1);
+    }
+
+    @Test
+    void hysteresisAndStaleSamples() {
+        MutableClock clock = new MutableClock(java.time.Instant.parse("2026-01-01T00:00:00Z"));
+        SimulatedGpuInventory inv = node(clock, false);
+        GpuScheduler s = thermal(inv, clock);
+        inv.setMetrics(0, 50, MemorySize.ZERO, 41, 100);
+        inv.setMetrics(1, 50, MemorySize.ZERO, 42, 100);
+        inv.setMetrics(2, 50, MemorySize.ZERO, 43, 100);
+        inv.setMetrics(3, 50, MemorySize.ZERO, 44, 100);
+        s.updateMetrics(inv.sample());
+        assertThat(s.allocate(GpuRequest.builder().build()).deviceIndices()).as("1 °C is noise: index order")
+                .containsExactly(0);
+        clock.advance(Duration.ofMinutes(5));
+        inv.setMetrics(3, 95, MemorySize.ZERO, 85, 300);
+        s.updateMetrics(inv.sample());
+        assertThat(s.allocate(GpuRequest.builder().build()).deviceIndices())
+                .as("GPU 3's fresh sample is hot; 1 and 2 are stale, the fresh one ranks first among equals")
+                .containsExactly(3);
+    }
+
+    @Test
+    void inferencePacksOntoSharedGpus() {
+        MutableClock clock = new MutableClock(java.time.Instant.parse("2026-01-01T00:00:00Z"));
+        SimulatedGpuInventory inv = node(clock, false);
+        GpuScheduler s = thermal(inv, clock);
+        for (int i = 0; i < 4; i++) {
+            inv.setMetrics(i, 10, MemorySize.ZERO, i == 2 ? 30 : 70, 100);
+        }
+        s.updateMetrics(inv.sample());
+        Allocation first = s.allocate(GpuRequest.builder().shared(MemorySize.ofGibibytes(4)).build());
+        assertThat(first.deviceIndices()).as("coolest").containsExactly(2);
+        inv.setMetrics(2, 10, MemorySize.ZERO, 75, 100);
+        s.updateMetrics(inv.sample());
+        Allocation second = s.allocate(GpuRequest.builder().shared(MemorySize.ofGibibytes(4))
+                .hint(WorkloadHint.INFERENCE).build());
+        assertThat(second.deviceIndices()).isEqualTo(first.deviceIndices());
+    }
+}
