@@ -74,7 +74,7 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
         final int maxPair;
 
         Problem(List<DeviceState> pool, SchedulingView view) {
-            GpuTopology t = view.topology();
+            int[][] all = PairScore.matrix(view.topology());
             n = pool.size();
             idx = new int[n];
             for (int i = 0; i < n; i++) {
@@ -84,7 +84,7 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
             int m = 0;
             for (int i = 0; i < n; i++) {
                 for (int j = i + 1; j < n; j++) {
-                    int s = PairScore.of(t, idx[i], idx[j]);
+                    int s = all[idx[i]][idx[j]];
                     score[i][j] = s;
                     score[j][i] = s;
                     m = Math.max(m, s);
@@ -92,18 +92,19 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
             }
             maxPair = m;
             damage = new long[n];
-            List<DeviceState> free = new ArrayList<>();
-            for (DeviceState d : view.devices()) {
+            List<DeviceState> devices = view.devices();
+            int[] free = new int[devices.size()];
+            int nf = 0;
+            for (DeviceState d : devices) {
                 if (d.isIdle() && d.isAllocatable()) {
-                    free.add(d);
+                    free[nf++] = d.index();
                 }
             }
             for (int i = 0; i < n; i++) {
                 long sum = 0;
-                for (DeviceState f : free) {
-                    if (f.index() != idx[i]) {
-                        sum += PairScore.of(t, idx[i], f.index());
-                    }
+                int[] row = all[idx[i]];
+                for (int f = 0; f < nf; f++) {
+                    sum += row[free[f]];
                 }
                 damage[i] = sum;
             }
