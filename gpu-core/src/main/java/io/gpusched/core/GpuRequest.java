@@ -124,6 +124,15 @@ public record GpuRequest(
         return Pattern.compile(re.toString(), Pattern.CASE_INSENSITIVE | Pattern.UNICODE_CASE);
     }
 
+    /** @return a copy of this request for the given job id */
+    public GpuRequest withJobId(String job) {
+        if (job == null || job.isBlank()) {
+            throw new IllegalArgumentException("job id must not be blank");
+        }
+        return new GpuRequest(count, minMemory, minComputeCapability, vendor, modelPattern, deviceIndices, deviceUuids,
+                sharing, sharedMemory, owner, Optional.of(job.trim()), labels, hint, preferredNuma, maxDuration);
+    }
+
     /** @return true if specific devices were named */
     public boolean isExplicit() {
         return !deviceIndices.isEmpty() || !deviceUuids.isEmpty();

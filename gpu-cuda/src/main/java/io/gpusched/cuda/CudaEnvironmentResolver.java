@@ -258,14 +258,32 @@ public final class CudaEnvironmentResolver {
         List<CudaEnvironment.Mount> out = new ArrayList<>();
         for (Path dir : driverLibraryDirs) {
             for (String lib : DRIVER_LIBRARIES) {
-                for (Path p : List.of(dir.resolve(lib + "." + v), dir.resolve(lib + ".1"))) {
-                    if (Files.exists(p) && out.stream().noneMatch(m -> m.source().equals(p))) {
-                        out.add(new CudaEnvironment.Mount(p, p, true));
-                    }
+                Path versioned = dir.resolve(lib + "." + v);
+                Path soname = dir.resolve(lib + ".1");
+                if (Files.exists(versioned)) {
+                    add(out, versioned);
+                }
+                if (Files.exists(soname) && resolvesTo(soname, lib + "." + v)) {
+                    add(out, soname);
                 }
             }
         }
         return out;
+    }
+
+    private static void add(List<CudaEnvironment.Mount> out, Path p) {
+        if (out.stream().noneMatch(m -> m.source().equals(p))) {
+            out.add(new CudaEnvironment.Mount(p, p, true));
+        }
+    }
+
+    /** A {@code .so.1} is mounted only when it is the running driver's library, never another version's. */
+    private static boolean resolvesTo(Path soname, String fileName) {
+        try {
+            return soname.toRealPath().getFileName().toString().equals(fileName);
+        } catch (java.io.IOException e) {
+            return false;
+        }
     }
 
     /** Builds a {@link CudaEnvironmentResolver}. */

@@ -38,6 +38,7 @@ class CudaEnvironmentResolverTest {
         CudaFixtures.link(libs.resolve("libcuda.so.1"), "libcuda.so.580.65.06");
         CudaFixtures.file(libs.resolve("libnvidia-ml.so.580.65.06"), "");
         CudaFixtures.file(libs.resolve("libnvidia-ml.so.535.0.0"), "");
+        CudaFixtures.link(libs.resolve("libnvidia-ml.so.1"), "libnvidia-ml.so.535.0.0");
     }
 
     CudaEnvironmentResolver resolver(String driver) {
@@ -66,7 +67,8 @@ class CudaEnvironmentResolverTest {
         assertThat(env.compatibility().orElseThrow().verdict()).isEqualTo(Compatibility.Verdict.COMPATIBLE);
         assertThat(env.mounts()).extracting(CudaEnvironment.Mount::source).contains(chosen.root(),
                 libs.resolve("libcuda.so.580.65.06"), libs.resolve("libcuda.so.1"),
-                libs.resolve("libnvidia-ml.so.580.65.06")).doesNotContain(libs.resolve("libnvidia-ml.so.535.0.0"));
+                libs.resolve("libnvidia-ml.so.580.65.06")).doesNotContain(libs.resolve("libnvidia-ml.so.535.0.0"),
+                libs.resolve("libnvidia-ml.so.1"));
         assertThat(env.mounts()).allSatisfy(m -> assertThat(m.readOnly()).isTrue());
         Map<String, String> job = env.applyTo(Map.of("CUDA_VISIBLE_DEVICES", "0,1,2,3", "NVIDIA_VISIBLE_DEVICES",
                 "all", "PATH", "/usr/bin", "HOME", "/home/u"));

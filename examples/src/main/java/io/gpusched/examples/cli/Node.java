@@ -1,0 +1,113 @@
+package io.gpusched.examples.cli;
+
+import io.gpusched.core.BackendUnavailableException;
+import io.gpusched.core.GpuConfig;
+import io.gpusched.core.GpuInventories;
+import io.gpusched.core.GpuInventory;
+import io.gpusched.core.GpuScheduler;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.Locale;
+import java.util.Optional;
+
+/**
+ * What every command opens: the configuration, the node (simulated, or detected), and a scheduler whose journal lives
+ * in the state directory, one per backend, so allocations made by one invocation are seen by the next.
+ */
+public final class Node implements AutoCloseable {
+    private final GpuConfig config;
+    private final GpuInventory inventory;
+    private final GpuScheduler scheduler;
+    private final Path journal;
+
+    private Node(GpuConfig config, GpuInventory inventory, GpuScheduler scheduler, Path journal) {
+        this.config = config;
+        this.inventory = inventory;
+        this.scheduler = scheduler;
+        this.journal = journal;
+    }
+
+    /** @return the state directory: {@code --state-dir}, {@code $GPUSCHED_STATE_DIR}, else ~/.local/state/gpusched */
+    public static Path stateDir(Optional<Path> given) {
+        if (given.isPresent()) {
+            return given.get();
+        }
+        String env = System.getenv("GPUSCHED_STATE_DIR");
+        if (env != null && !env.isBlank()) {
+            return Path.of(env);
+        }
+        String xdg = System.getenv("XDG_STATE_HOME");
+        Path base = xdg != null && !xdg.isBlank() ? Path.of(xdg) : Path.of(System.getProperty("user.home"), ".local",
+                "state");
+        return base.resolve("gpusched");
+    }
+
+    /**
+     * Opens the node.
+     *
+     * @param simulate   a simulated profile or YAML path; empty: detect
+     * @param configFile a gpusched.yaml
+     * @param stateDir   where journals live
+     * @param strategy   overrides gpu.strategy
+     * @throws CliException when no backend is available (naming each cause and the --simulate way out)
+     */
+    public static Node open(Optional<String> simulate, Optional<Path> configFile, Path stateDir,
+                            Optional<String> strategy) {
+        GpuConfig config = configFile.map(GpuConfig::load).orElse(GpuConfig.defaults());
+        if (strategy.isPresent()) {
+            config = new GpuConfig(config.enabled(), strategy.get(), config.backends(), config.cudaPaths(),
+                    config.maxGpusPerRequest(), config.allowSharing(), config.releaseOnExpiry(), config.drainTimeout(),
+                    config.rateLimitPerSecond(), config.rateLimitBurst(), config.sampleMaxAge());
+        }
+        GpuInventory inventory;
+        if (simulate.isPresent()) {
+            inventory = GpuInventories.simulated(simulate.get());
+        } else {
+            try {
+                inventory = GpuInventories.detect(config);
+            } catch (BackendUnavailableException e) {
+                throw new CliException("no GPU backend is available here (" + String.join("; ", e.causes())
+                        + "); use --simulate dgx1-v100 (or another profile) to try gpusched without GPUs");
+            }
+        }
+        String name = inventory.backend().replaceAll("[^A-Za-z0-9._-]", "_").toLowerCase(Locale.ROOT);
+        Path journal = stateDir.resolve(name).resolve("journal.jsonl");
+        try {
+            Files.createDirectories(journal.getParent());
+        } catch (java.io.IOException e) {
+            inventory.close();
+            throw new CliException("cannot create the state directory " + journal.getParent() + ": " + e.getMessage());
+        }
+        GpuScheduler scheduler = GpuScheduler.builder().inventory(inventory).config(config).journal(journal)
+                .auditLogging(false).maintenanceInterval(Duration.ZERO).build();
+        scheduler.updateMetrics(inventory.sample());
+        return new Node(config, inventory, scheduler, journal);
+    }
+
+    /** @return the configuration */
+    public GpuConfig config() {
+        return config;
+    }
+
+    /** @return the inventory */
+    public GpuInventory inventory() {
+        return inventory;
+    }
+
+    /** @return the journaled scheduler */
+    public GpuScheduler scheduler() {
+        return scheduler;
+    }
+
+    /** @return the journal file */
+    public Path journal() {
+        return journal;
+    }
+
+    @Override
+    public void close() {
+        scheduler.close();
+        inventory.close();
+    }
+}

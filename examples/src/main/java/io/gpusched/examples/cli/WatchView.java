@@ -1,0 +1,68 @@
+package io.gpusched.examples.cli;
+
+import io.gpusched.core.DeviceState;
+import io.gpusched.core.GpuMetrics;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+
+/**
+ * Renders one frame of {@code gpusched watch}: a line per GPU with a utilization bar, memory, temperature, power,
+ * health and holder. Health changes since the previous frame are highlighted (reverse video). Plain ANSI: the frame is
+ * drawn from the top-left corner and each line cleared to its end, so the terminal does not scroll.
+ */
+public final class WatchView {
+    /** Move to the top-left and clear from there to the end of the screen. */
+    public static final String HOME_AND_CLEAR = "\u001b[H\u001b[J";
+    private static final String REVERSE = "\u001b[7m";
+    private static final String RESET = "\u001b[0m";
+    private static final int BAR = 20;
+
+    private WatchView() {
+    }
+
+    /**
+     * @param title    first line
+     * @param devices  current device states
+     * @param previous health of each device index in the previous frame (empty on the first)
+     * @param ansi     whether to use escape codes (false for pipes and tests)
+     * @return the frame
+     */
+    public static String render(String title, List<DeviceState> devices, Map<Integer, String> previous, boolean ansi) {
+        StringBuilder sb = new StringBuilder();
+        if (ansi) {
+            sb.append(HOME_AND_CLEAR);
+        }
+        sb.append(title).append('\n');
+        List<String[]> rows = new ArrayList<>();
+        rows.add(new String[] {"GPU", "UTIL", "", "MEMORY", "TEMP", "POWER", "HEALTH", "HELD BY"});
+        List<Boolean> changed = new ArrayList<>();
+        changed.add(false);
+        for (DeviceState d : devices) {
+            GpuMetrics m = d.metrics().orElse(null);
+            double util = m != null && m.utilizationPercent().isPresent() ? m.utilizationPercent().getAsDouble() : -1;
+            int filled = util < 0 ? 0 : (int) Math.round(Math.min(100, util) / 100 * BAR);
+            String bar = "[" + "#".repeat(filled) + ".".repeat(BAR - filled) + "]";
+            String mem = (m != null && m.memoryUsed().isPresent() ? m.memoryUsed().get().toHumanString() : "?") + " / "
+                    + d.device().memory().toHumanString();
+            String temp = m != null && m.temperatureCelsius().isPresent()
+                    ? String.format(Locale.ROOT, "%.0f C", m.temperatureCelsius().getAsDouble()) : "-";
+            String power = m != null && m.powerWatts().isPresent()
+                    ? String.format(Locale.ROOT, "%.0f W", m.powerWatts().getAsDouble()) : "-";
+            String health = d.health().toString() + (d.pool() == DeviceState.Pool.IN_POOL ? "" : " " + d.pool());
+            String holder = d.exclusiveHolder().orElse(d.isShared() ? "shared x" + d.sharedHolders() : "-");
+            rows.add(new String[] {String.valueOf(d.index()), util < 0 ? "-" : String.format(Locale.ROOT, "%3.0f%%", util),
+                bar, mem, temp, power, health, holder});
+            String before = previous.get(d.index());
+            changed.add(before != null && !before.equals(health));
+        }
+        String[] lines = io.gpusched.examples.Tables.format(rows).split("\n");
+        for (int i = 0; i < lines.length; i++) {
+            boolean hi = ansi && changed.get(i);
+            sb.append(hi ? REVERSE : "").append(lines[i]).append(hi ? RESET : "").append(ansi ? "\u001b[K" : "")
+                    .append('\n');
+        }
+        return sb.toString();
+    }
+}

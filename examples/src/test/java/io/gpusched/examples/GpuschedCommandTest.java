@@ -1,0 +1,148 @@
+package io.gpusched.examples;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.gpusched.core.DeviceState;
+import io.gpusched.core.GpuHealth;
+import io.gpusched.core.GpuInventories;
+import io.gpusched.core.GpuScheduler;
+import io.gpusched.core.sim.SimulatedGpuInventory;
+import io.gpusched.examples.cli.WatchView;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Map;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+class GpuschedCommandTest {
+    @TempDir
+    Path dir;
+    CliRunner cli;
+
+    @BeforeEach
+    void setUp() {
+        cli = new CliRunner(dir.resolve("state"));
+    }
+
+    @Test
+    void listShowsEveryGpuAndJson() throws Exception {
+        CliRunner.Result r = cli.run("--simulate", "dgx1-v100", "list");
+        assertThat(r.exit()).isZero();
+        assertThat(r.out()).contains("Backend simulated:dgx1-v100, 8 GPUs").contains("Tesla V100-SXM2-32GB")
+                .contains("0 B / 32 GiB").contains("HEALTHY");
+        assertThat(r.out().lines().filter(l -> l.matches("^[0-7] .*"))).hasSize(8);
+        JsonNode json = new ObjectMapper().readTree(cli.run("--simulate", "dgx1-v100", "list", "--json").out());
+        assertThat(json).hasSize(8);
+        assertThat(json.get(0).get("health").asText()).isEqualTo("HEALTHY");
+    }
+
+    @Test
+    void topoPrintsTheLinkMatrix() {
+        CliRunner.Result r = cli.run("--simulate", "dgx1-v100", "topo");
+        assertThat(r.exit()).isZero();
+        assertThat(r.out()).contains("GPU0  X     NV1   NV1   NV2   NV2   SYS   SYS   SYS   0").contains("Legend");
+        assertThat(cli.run("--simulate", "mi210-8x", "topo").out()).contains("XG1");
+    }
+
+    @Test
+    void allocationsPersistAcrossInvocationsUntilReleased() {
+        CliRunner.Result a = cli.run("--simulate", "dgx1-v100", "allocate", "--gpu=2", "--gpu-memory=8GB",
+                "--owner=alice", "--strategy", "topology");
+        assertThat(a.exit()).as(a.err()).isZero();
+        Matcher m = Pattern.compile("allocated (\\S+): GPUs \\[(\\d+), (\\d+)]").matcher(a.out());
+        assertThat(m.find()).as(a.out()).isTrue();
+        String id = m.group(1);
+        assertThat(a.out()).contains("CUDA_VISIBLE_DEVICES=GPU-").contains("CUDA_DEVICE_ORDER=PCI_BUS_ID")
+                .contains("release with: gpusched --simulate dgx1-v100 release " + id);
+        CliRunner.Result st = cli.run("--simulate", "dgx1-v100", "status");
+        assertThat(st.out()).contains(id + "  GPUs [").contains("owner alice").contains("1 allocations");
+        CliRunner.Result shared = cli.run("--simulate", "dgx1-v100", "allocate", "--shared=4GB", "--lease=2h",
+                "--json");
+        assertThat(shared.out()).contains("\"sharing\" : \"SHARED\"").contains("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT");
+        assertThat(cli.run("--simulate", "dgx1-v100", "status", "--json").out()).contains("\"expiresAt\"");
+        assertThat(cli.run("--simulate", "dgx1-v100", "release", id).out()).contains("released " + id);
+        CliRunner.Result again = cli.run("--simulate", "dgx1-v100", "release", id);
+        assertThat(again.exit()).isZero();
+        assertThat(again.out()).contains(id + " was already released");
+        assertThat(cli.run("--simulate", "dgx1-v100", "status").out()).doesNotContain(id + "  GPUs");
+    }
+
+    @Test
+    void errorsAreOneLineAndNonZero() {
+        CliRunner.Result big = cli.run("--simulate", "dgx1-v100", "allocate", "--gpu=99");
+        assertThat(big.exit()).isEqualTo(2);
+        assertThat(big.err().strip()).isEqualTo("gpusched: 99 GPUs requested; this node has 8 GPUs in all");
+        CliRunner.Result unknown = cli.run("--simulate", "dgx1-v100", "release", "nope-1");
+        assertThat(unknown.exit()).isEqualTo(2);
+        assertThat(unknown.err().strip()).startsWith("gpusched: no allocation \"nope-1\"").doesNotContain("\tat ");
+        CliRunner.Result verbose = cli.run("--simulate", "dgx1-v100", "--verbose", "release", "nope-1");
+        assertThat(verbose.err()).contains("\tat ");
+        CliRunner.Result badFlag = cli.run("--simulate", "dgx1-v100", "allocate", "--gpu-memory=lots");
+        assertThat(badFlag.exit()).isEqualTo(2);
+        assertThat(badFlag.err()).contains("invalid memory size \"lots\"");
+        assertThat(cli.run("--simulate", "nope", "list").err()).contains("unknown simulated profile \"nope\"");
+        assertThat(cli.run("bogus").exit()).isEqualTo(2);
+        CliRunner.Result noBackend = cli.run("list");
+        assertThat(noBackend.exit()).isEqualTo(2);
+        assertThat(noBackend.err()).contains("no GPU backend is available here").contains("--simulate dgx1-v100");
+    }
+
+    @Test
+    void watchDrawsFramesWithoutScrollingAndHighlightsHealthChanges() {
+        CliRunner.Result r = cli.run("--simulate", "pcie-4xa10", "watch", "--count", "2", "--interval", "10ms",
+                "--no-ansi");
+        assertThat(r.exit()).isZero();
+        assertThat(r.out().split("gpusched watch - simulated:pcie-4xa10", -1)).hasSize(3);
+        SimulatedGpuInventory inv = GpuInventories.simulated("pcie-4xa10");
+        GpuScheduler s = GpuScheduler.builder().inventory(inv).auditLogging(false).build();
+        inv.setMetrics(1, 50, io.gpusched.core.MemorySize.ofGibibytes(4), 61, 120);
+        s.updateMetrics(inv.sample());
+        inv.setHealth(2, GpuHealth.unhealthy("XID 79"));
+        List<DeviceState> devices = s.devices();
+        String frame = WatchView.render("t", devices, Map.of(2, "HEALTHY"), true);
+        assertThat(frame).startsWith(WatchView.HOME_AND_CLEAR).contains("[##########..........]")
+                .contains("\u001b[7m2 ").contains("UNHEALTHY (XID 79)").contains("4 GiB / 24 GiB");
+        assertThat(WatchView.render("t", devices, Map.of(), false)).doesNotContain("\u001b");
+    }
+
+    @Test
+    void doctorReportsProvidersIsolationAndCuda() {
+        CliRunner.Result r = cli.run("doctor");
+        assertThat(r.exit()).isZero();
+        assertThat(r.out()).contains("Inventory providers").contains("nvml (priority 100)").contains("Isolation:")
+                .contains("CUDA (driver");
+        if (Files.isDirectory(Path.of("/usr/local/cuda-13.0"))) {
+            assertThat(r.out()).contains("/usr/local/cuda-13.0").contains("CUDA 13.0");
+        }
+    }
+
+    @Test
+    void planShowsWhatEachJobWouldGetInDependencyOrder() throws Exception {
+        Path wf = Files.writeString(dir.resolve("workflow.yaml"), WorkflowPlan.WORKFLOW);
+        CliRunner.Result r = cli.run("--simulate", "dgx1-v100", "plan", wf.toString());
+        assertThat(r.exit()).as(r.err()).isZero();
+        List<String> lines = r.out().lines().toList();
+        assertThat(lines.get(1)).startsWith("0      fetch-data  no GPU");
+        assertThat(lines.get(2)).contains("train-a").contains("4 GPUs (>= 16 GiB)").contains("GPUs [");
+        assertThat(lines.get(4)).startsWith("2      evaluate");
+        Files.writeString(wf, "jobs:\n  a: {needs: [b]}\n  b: {needs: [a]}\n");
+        CliRunner.Result cycle = cli.run("--simulate", "dgx1-v100", "plan", wf.toString());
+        assertThat(cycle.exit()).isEqualTo(2);
+        assertThat(cycle.err()).contains("dependency cycle among [a, b]");
+        Files.writeString(wf, "jobs:\n  a: {needs: [zz], resources: {gpu_count: 1}}\n");
+        assertThat(cli.run("--simulate", "dgx1-v100", "plan", wf.toString()).err()).contains("unknown job \"zz\"");
+    }
+
+    @Test
+    void demoCommandRuns() {
+        CliRunner.Result r = cli.run("--simulate", "dgx-h100", "demo");
+        assertThat(r.exit()).isZero();
+        assertThat(r.out()).contains("Released; 0 allocations left");
+    }
+}
