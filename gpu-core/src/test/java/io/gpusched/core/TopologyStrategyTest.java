@@ -21,13 +21,7 @@ class TopologyStrategyTest {
     }
 
     static long score(GpuTopology t, List<Integer> set) {
-        long s = 0;
-        for (int a = 0; a < set.size(); a++) {
-            for (int b = a + 1; b < set.size(); b++) {
-                s += PairScore.of(t, set.get(a), set.get(b));
-            }
-        }
-        return s;
+        return PairScore.ofSet(t, set);
     }
 
     /** Best score over every k-subset of the free devices: the reference. */

@@ -50,6 +50,17 @@ public final class PairScore {
         return m;
     }
 
+    /** @return the score of a set: the sum of {@link #of} over its pairs */
+    public static long ofSet(GpuTopology topology, java.util.List<Integer> set) {
+        long s = 0;
+        for (int a = 0; a < set.size(); a++) {
+            for (int b = a + 1; b < set.size(); b++) {
+                s += of(topology, set.get(a), set.get(b));
+            }
+        }
+        return s;
+    }
+
     /** @return the score of two distinct devices in a topology */
     public static int of(GpuTopology topology, int a, int b) {
         return 100 * topology.linkCount(a, b) + pcie(topology.pcieLevel(a, b));
