@@ -143,11 +143,12 @@ class SchedulingSafetyTest {
         }
     }
 
+    /** The timeout only guards against a permanent refusal waiting its hour; it asserts no speed. */
     @Test
+    @org.junit.jupiter.api.Timeout(value = 10, unit = TimeUnit.MINUTES)
     void waitingGivesUpWithTheUsualReasonAndPermanentReasonsDoNotWait() throws Exception {
         GpuScheduler s = scheduler(node(false), GpuConfig.defaults());
         s.allocate(GpuRequest.builder().count(4).build());
-        long t0 = System.nanoTime();
         assertThatThrownBy(() -> s.allocate(GpuRequest.builder().build(), Duration.ofMillis(200)))
                 .isInstanceOf(GpuAllocationException.class).hasMessageContaining("waited PT0.2S")
                 .satisfies(e -> assertThat(((GpuAllocationException) e).reason())
@@ -155,7 +156,5 @@ class SchedulingSafetyTest {
         assertThatThrownBy(() -> s.allocate(GpuRequests.fromCliFlags("--devices=9"), Duration.ofHours(1)))
                 .satisfies(e -> assertThat(((GpuAllocationException) e).reason())
                         .isEqualTo(GpuAllocationException.Reason.UNKNOWN_DEVICE));
-        assertThat(System.nanoTime() - t0).as("a permanent refusal does not wait an hour")
-                .isLessThan(TimeUnit.MINUTES.toNanos(10));
     }
 }

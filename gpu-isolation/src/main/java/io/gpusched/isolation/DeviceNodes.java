@@ -1,8 +1,8 @@
 package io.gpusched.isolation;
 
-import com.sun.jna.LastErrorException;
 import io.gpusched.core.Allocation;
 import io.gpusched.isolation.internal.Libc;
+import io.gpusched.isolation.internal.Sys;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
@@ -63,8 +63,7 @@ public final class DeviceNodes {
      *                            before is removed)
      */
     public static Created create(Path root, Path devRoot, NodePlan plan, int mode) {
-        Libc libc = Libc.Holder.get();
-        if (libc == null) {
+        if (!Sys.available()) {
             throw new IsolationException("cannot make device nodes: " + Libc.Holder.failure());
         }
         List<Path> made = new ArrayList<>();
@@ -80,10 +79,10 @@ public final class DeviceNodes {
                 }
                 Files.createDirectories(target.getParent());
                 try {
-                    libc.mknod(target.toString(), Libc.S_IFCHR | (mode & 0777), Libc.makedev(n.major(), n.minor()));
-                } catch (LastErrorException e) {
+                    Sys.mknodChar(target.toString(), mode, n.major(), n.minor());
+                } catch (Sys.ErrnoException e) {
                     throw new IsolationException("mknod " + target + " c " + n.major() + " " + n.minor() + " failed: "
-                            + Libc.describe(e), e);
+                            + e.getMessage(), e);
                 }
                 made.add(target);
                 Files.setPosixFilePermissions(target, java.nio.file.attribute.PosixFilePermissions.fromString(

@@ -1,9 +1,8 @@
 package io.gpusched.isolation;
 
-import com.sun.jna.LastErrorException;
 import io.gpusched.core.Allocation;
 import io.gpusched.isolation.internal.Bpf;
-import io.gpusched.isolation.internal.Libc;
+import io.gpusched.isolation.internal.Sys;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
@@ -37,10 +36,10 @@ final class V2Fence extends AbstractFence {
 
     private int openCgroup(Bpf bpf) {
         try {
-            return Libc.Holder.get().open(cgroup.toString(), Libc.O_DIR_CLOEXEC);
-        } catch (LastErrorException e) {
-            throw new IsolationException("cgroup v2: opening " + cgroup + " failed: " + Libc.describe(e)
-                    + (e.getErrorCode() == 2 ? " (no such cgroup)" : ""), e);
+            return Sys.openDirectory(cgroup.toString());
+        } catch (Sys.ErrnoException e) {
+            throw new IsolationException("cgroup v2: opening " + cgroup + " failed: " + e.getMessage()
+                    + (e.errno() == 2 ? " (no such cgroup)" : ""), e);
         }
     }
 

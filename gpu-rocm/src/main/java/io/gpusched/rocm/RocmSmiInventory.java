@@ -1,7 +1,5 @@
 package io.gpusched.rocm;
 
-import com.sun.jna.Memory;
-import com.sun.jna.Pointer;
 import io.gpusched.core.BackendUnavailableException;
 import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuInventory;
@@ -12,7 +10,7 @@ import io.gpusched.core.GpuVendor;
 import io.gpusched.core.MemorySize;
 import io.gpusched.rocm.internal.RocmSmiBinding;
 import io.gpusched.rocm.internal.RocmSmiBinding.Core;
-import java.nio.charset.StandardCharsets;
+import io.gpusched.rocm.internal.RocmSmiReader;
 import java.nio.file.Path;
 import java.time.Clock;
 import java.time.Instant;
@@ -30,15 +28,10 @@ import java.util.OptionalDouble;
  * joined by PCI address; live values come from ROCm SMI with one native block per device.
  */
 public final class RocmSmiInventory implements GpuInventory {
-    static final int MEM_VRAM = 0;
-    static final int TEMP_EDGE = 0;
-    static final int TEMP_JUNCTION = 1;
-    static final int TEMP_CURRENT = 0;
-
     private final List<GpuDevice> devices;
     private final int[] smiIndex;
     private final GpuTopology topology;
-    private final Memory[] blocks;
+    private final RocmSmiReader.Sampler sampler;
     private final Clock clock;
     private boolean closed;
 
@@ -47,10 +40,7 @@ public final class RocmSmiInventory implements GpuInventory {
         this.smiIndex = smiIndex;
         this.topology = topology;
         this.clock = clock;
-        this.blocks = new Memory[devices.size()];
-        for (int i = 0; i < blocks.length; i++) {
-            blocks[i] = new Memory(16);
-        }
+        this.sampler = new RocmSmiReader.Sampler(smiIndex);
     }
 
     /**
@@ -100,24 +90,25 @@ public final class RocmSmiInventory implements GpuInventory {
     }
 
     private static RocmSmiInventory read(Path sysfsRoot, Clock clock) {
-        Memory m = new Memory(256);
-        check(Core.rsmi_num_monitor_devices(Pointer.nativeValue(m)), "rsmi_num_monitor_devices");
-        int n = m.getInt(0);
+        RocmSmiReader r = new RocmSmiReader();
+        int n = r.deviceCount();
+        if (n < 0) {
+            throw new BackendUnavailableException("rsmi_num_monitor_devices returned " + RocmSmiBinding.describe(-n));
+        }
         Map<String, Integer> smiByBdf = new HashMap<>();
         List<GpuDevice> fromSmi = new ArrayList<>();
         for (int i = 0; i < n; i++) {
-            check(Core.rsmi_dev_pci_id_get(i, Pointer.nativeValue(m)), "rsmi_dev_pci_id_get");
-            long bdf = m.getLong(0);
-            String bus = String.format(Locale.ROOT, "%04x:%02x:%02x.%x", (bdf >>> 32) & 0xFFFFFFFFL, (bdf >> 8) & 0xFF,
-                    (bdf >> 3) & 0x1F, bdf & 0x7);
+            String bus = r.pciAddress(i);
+            if (bus == null) {
+                throw new BackendUnavailableException("rsmi_dev_pci_id_get failed for device " + i);
+            }
             smiByBdf.putIfAbsent(bus, i);
-            String name = Core.rsmi_dev_name_get(i, Pointer.nativeValue(m), 256) == 0
-                    ? m.getString(0, StandardCharsets.UTF_8.name()) : "AMD GPU";
-            long unique = Core.rsmi_dev_unique_id_get(i, Pointer.nativeValue(m)) == 0 ? m.getLong(0) : 0;
-            long vram = Core.rsmi_dev_memory_total_get(i, MEM_VRAM, Pointer.nativeValue(m)) == 0 ? m.getLong(0) : 0;
-            fromSmi.add(GpuDevice.builder().index(i).vendor(GpuVendor.AMD).name(name.isBlank() ? "AMD GPU" : name)
+            String name = Optional.ofNullable(r.name(i)).filter(x -> !x.isBlank()).orElse("AMD GPU");
+            long unique = r.uniqueId(i).orElse(0);
+            fromSmi.add(GpuDevice.builder().index(i).vendor(GpuVendor.AMD).name(name)
                     .uuid(unique != 0 ? String.format(Locale.ROOT, "GPU-%016x", unique) : "AMD-" + bus)
-                    .memory(MemorySize.ofBytes(vram)).pciBusId(bus).property("rsmi.index", String.valueOf(i)).build());
+                    .memory(MemorySize.ofBytes(r.vramTotal(i).orElse(0))).pciBusId(bus)
+                    .property("rsmi.index", String.valueOf(i)).build());
         }
         Optional<KfdTopology> kfd = KfdTopology.read(sysfsRoot);
         if (kfd.isPresent() && !kfd.get().gpuNodes().isEmpty()) {
@@ -137,12 +128,6 @@ public final class RocmSmiInventory implements GpuInventory {
             idx[i] = i;
         }
         return new RocmSmiInventory(fromSmi, idx, GpuTopology.unconnected(fromSmi), clock);
-    }
-
-    private static void check(int rc, String call) {
-        if (rc != 0) {
-            throw new BackendUnavailableException(call + " returned " + RocmSmiBinding.describe(rc));
-        }
     }
 
     @Override
@@ -167,31 +152,20 @@ public final class RocmSmiInventory implements GpuInventory {
             throw new IllegalStateException("ROCm SMI inventory is closed");
         }
         Instant now = clock.instant();
+        sampler.sweep();
+        long[] v = sampler.values();
         List<GpuMetrics> out = new ArrayList<>(devices.size());
         for (int i = 0; i < devices.size(); i++) {
-            int dv = smiIndex[i];
-            if (dv < 0) {
-                out.add(GpuMetrics.unavailable(devices.get(i).index(), now));
-                continue;
-            }
-            long a = Pointer.nativeValue(blocks[i]);
-            Memory b = blocks[i];
-            OptionalDouble busy = Core.rsmi_dev_busy_percent_get(dv, a) == 0
-                    ? OptionalDouble.of(b.getInt(0) & 0xFFFFFFFFL) : OptionalDouble.empty();
-            Optional<MemorySize> used = Core.rsmi_dev_memory_usage_get(dv, MEM_VRAM, a) == 0
-                    ? Optional.of(MemorySize.ofBytes(b.getLong(0))) : Optional.empty();
-            OptionalDouble temp = Core.rsmi_dev_temp_metric_get(dv, TEMP_EDGE, TEMP_CURRENT, a) == 0
-                    || Core.rsmi_dev_temp_metric_get(dv, TEMP_JUNCTION, TEMP_CURRENT, a) == 0
-                    ? OptionalDouble.of(b.getLong(0) / 1000.0) : OptionalDouble.empty();
-            OptionalDouble power = OptionalDouble.empty();
-            if (RocmSmiBinding.hasPowerGet() && RocmSmiBinding.PowerGet.rsmi_dev_power_get(dv, a, a + 8) == 0) {
-                power = OptionalDouble.of(b.getLong(0) / 1_000_000.0);
-            } else if (Core.rsmi_dev_power_ave_get(dv, 0, a) == 0) {
-                power = OptionalDouble.of(b.getLong(0) / 1_000_000.0);
-            }
-            out.add(new GpuMetrics(devices.get(i).index(), busy, used, temp, power, now));
+            int base = i * RocmSmiReader.Sampler.STRIDE;
+            out.add(new GpuMetrics(devices.get(i).index(), value(v[base], 1),
+                    v[base + 1] == RocmSmiReader.ABSENT ? Optional.empty() : Optional.of(MemorySize.ofBytes(v[base + 1])),
+                    value(v[base + 2], 1000.0), value(v[base + 3], 1_000_000.0), now));
         }
         return new GpuSample(now, out);
+    }
+
+    private static OptionalDouble value(long raw, double divisor) {
+        return raw == RocmSmiReader.ABSENT ? OptionalDouble.empty() : OptionalDouble.of(raw / divisor);
     }
 
     @Override
