@@ -177,17 +177,16 @@ final class DefaultGpuScheduler implements GpuScheduler {
     public Allocation allocate(GpuRequest request) {
         java.util.Objects.requireNonNull(request, "request");
         Allocation a;
-        lock.lock();
         try {
-            a = allocateHeld(request);
-        } catch (GpuAllocationException e) {
-            lock.unlock();
-            rejected(request, e);
-            throw e;
-        } finally {
-            if (lock.isHeldByCurrentThread()) {
+            lock.lock();
+            try {
+                a = allocateHeld(request);
+            } finally {
                 lock.unlock();
             }
+        } catch (GpuAllocationException e) {
+            rejected(request, e);
+            throw e;
         }
         allocated(a);
         return a;

@@ -89,8 +89,7 @@ public record DeviceState(
 
     /** @return utilization of the latest sample, 0 when unknown */
     public double utilization() {
-        return metrics.flatMap(m -> m.utilizationPercent().isPresent()
-                ? Optional.of(m.utilizationPercent().getAsDouble()) : Optional.empty()).orElse(0.0);
+        return metrics.map(m -> m.utilizationPercent().orElse(0.0)).orElse(0.0);
     }
 
     DeviceState withHealth(GpuHealth h) {

@@ -155,6 +155,15 @@ public record GpuConfig(
         throw new IllegalArgumentException("must be a number >= 0, was \"" + s + "\"");
     }
 
+    /**
+     * @return this configuration with another {@code gpu.strategy}
+     * @throws GpuConfigException naming the valid strategies
+     */
+    public GpuConfig withStrategy(String name) {
+        return new GpuConfig(enabled, name, backends, cudaPaths, maxGpusPerRequest, allowSharing, releaseOnExpiry,
+                drainTimeout, rateLimitPerSecond, rateLimitBurst, sampleMaxAge);
+    }
+
     /** @return a builder with the defaults */
     public static Builder builder() {
         return new Builder();

@@ -34,6 +34,7 @@ public final class GpuRequests {
         FLAGS.put("--owner", "who asks");
         FLAGS.put("--job", "job id");
         FLAGS.put("--label", "KEY=VALUE, repeatable");
+        FLAGS.put("--lease", "allocation expires after this long (30s, 5m, 2h)");
     }
 
     private static final List<String> RESOURCE_KEYS = List.of("gpu_count", "gpu_memory_mb", "gpu_memory",
@@ -117,6 +118,7 @@ public final class GpuRequests {
             case "--shared" -> b.shared(MemorySize.parse(value));
             case "--owner" -> b.owner(value);
             case "--job" -> b.jobId(value);
+            case "--lease" -> b.maxDuration(io.gpusched.core.internal.Durations.parse(value));
             case "--label" -> {
                 int eq = value.indexOf('=');
                 if (eq <= 0) {

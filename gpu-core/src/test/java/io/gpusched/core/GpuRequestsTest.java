@@ -40,6 +40,13 @@ class GpuRequestsTest {
     }
 
     @Test
+    void leaseFlag() {
+        assertThat(GpuRequests.fromCliFlags("--lease=2h").maxDuration()).contains(java.time.Duration.ofHours(2));
+        assertThatThrownBy(() -> GpuRequests.fromCliFlags("--lease=soon"))
+                .hasMessageContaining("flag --lease=soon: invalid duration \"soon\"").hasMessageContaining("\"5m\"");
+    }
+
+    @Test
     void sharedFlag() {
         GpuRequest r = GpuRequests.fromCliFlags("--gpu=1", "--shared=4GB");
         assertThat(r.sharing()).isEqualTo(SharingMode.SHARED);

@@ -1,6 +1,5 @@
 package io.gpusched.nvml;
 
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Locale;
 import java.util.Optional;
@@ -40,16 +39,7 @@ final class PciBusIds {
 
     /** @return the NUMA node of a PCI device from {@code <sysfs>/bus/pci/devices/<bdf>/numa_node}; -1 reads as empty */
     static OptionalInt numaNode(Path sysfsRoot, String busId) {
-        Optional<String> name = sysfsName(busId);
-        if (name.isEmpty()) {
-            return OptionalInt.empty();
-        }
-        Path f = sysfsRoot.resolve("bus/pci/devices").resolve(name.get()).resolve("numa_node");
-        try {
-            int n = Integer.parseInt(Files.readString(f).trim());
-            return n >= 0 ? OptionalInt.of(n) : OptionalInt.empty();
-        } catch (java.io.IOException | NumberFormatException e) {
-            return OptionalInt.empty();
-        }
+        return sysfsName(busId).map(n -> io.gpusched.core.internal.PciSysfs.numaNode(sysfsRoot, n))
+                .orElse(OptionalInt.empty());
     }
 }

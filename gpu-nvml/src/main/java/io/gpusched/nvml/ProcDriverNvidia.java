@@ -1,6 +1,5 @@
 package io.gpusched.nvml;
 
-import io.gpusched.core.NvidiaDriver;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -16,8 +15,8 @@ import java.util.regex.Pattern;
 import java.util.stream.Stream;
 
 /**
- * Reads {@code /proc/driver/nvidia}: the driver version from {@code version} (both the proprietary "Kernel Module"
- * and the "Open Kernel Module" banners) and each GPU's {@code gpus/<bus>/information}.
+ * Reads each GPU's {@code /proc/driver/nvidia/gpus/<bus>/information}; the driver version banner is read by
+ * {@link io.gpusched.core.NvidiaDriver}.
  */
 public final class ProcDriverNvidia {
 
@@ -33,16 +32,6 @@ public final class ProcDriverNvidia {
     }
 
     private ProcDriverNvidia() {
-    }
-
-    /** @see NvidiaDriver#parseBanner(String) */
-    public static Optional<String> parseVersion(String text) {
-        return NvidiaDriver.parseBanner(text);
-    }
-
-    /** @return the driver version read under {@code procRoot}, or empty when the module is not loaded */
-    public static Optional<String> driverVersion(Path procRoot) {
-        return NvidiaDriver.loadedVersion(procRoot);
     }
 
     /** @return the "Key: value" lines of an {@code information} file; malformed lines are skipped */

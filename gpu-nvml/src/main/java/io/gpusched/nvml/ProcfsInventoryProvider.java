@@ -75,7 +75,7 @@ public final class ProcfsInventoryProvider implements GpuInventoryProvider {
         } catch (IOException e) {
             throw new BackendUnavailableException("cannot read " + procRoot + "/driver/nvidia/gpus: " + e.getMessage());
         }
-        Optional<String> driver = ProcDriverNvidia.driverVersion(procRoot);
+        Optional<String> driver = io.gpusched.core.NvidiaDriver.loadedVersion(procRoot);
         List<GpuDevice> devices = new ArrayList<>();
         for (int i = 0; i < gpus.size(); i++) {
             ProcDriverNvidia.GpuInfo g = gpus.get(i);

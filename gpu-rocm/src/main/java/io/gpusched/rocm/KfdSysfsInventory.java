@@ -191,16 +191,9 @@ public final class KfdSysfsInventory implements GpuInventory {
 
     /** sysfs {@code numa_node} of the PCI device, else the CPU node its PCIe io_link leads to. */
     private static OptionalInt numaNode(Path sysfs, String bdf, KfdTopology.Node n, KfdTopology t) {
-        Path f = sysfs.resolve("bus/pci/devices/" + bdf + "/numa_node");
-        try {
-            if (Files.isRegularFile(f)) {
-                int v = Integer.parseInt(Files.readString(f).trim());
-                if (v >= 0) {
-                    return OptionalInt.of(v);
-                }
-            }
-        } catch (IOException | NumberFormatException ignored) {
-            // fall through to the io_link
+        OptionalInt fromSysfs = io.gpusched.core.internal.PciSysfs.numaNode(sysfs, bdf);
+        if (fromSysfs.isPresent()) {
+            return fromSysfs;
         }
         for (KfdTopology.IoLink l : n.ioLinks()) {
             if (l.type() == KfdTopology.LINK_PCIE) {

@@ -197,13 +197,8 @@ public final class Commands {
             if (labels != null) {
                 labels.forEach(l -> add(f, "--label", l));
             }
-            GpuRequest r = GpuRequests.fromCliFlags(f);
-            if (lease != null) {
-                r = new GpuRequest(r.count(), r.minMemory(), r.minComputeCapability(), r.vendor(), r.modelPattern(),
-                        r.deviceIndices(), r.deviceUuids(), r.sharing(), r.sharedMemory(), r.owner(), r.jobId(),
-                        r.labels(), r.hint(), r.preferredNuma(), Optional.of(Durations.parse(lease)));
-            }
-            return r;
+            add(f, "--lease", lease);
+            return GpuRequests.fromCliFlags(f);
         }
 
         private static void add(List<String> f, String flag, String value) {

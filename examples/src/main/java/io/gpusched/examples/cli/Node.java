@@ -54,12 +54,8 @@ public final class Node implements AutoCloseable {
      */
     public static Node open(Optional<String> simulate, Optional<Path> configFile, Path stateDir,
                             Optional<String> strategy) {
-        GpuConfig config = configFile.map(GpuConfig::load).orElse(GpuConfig.defaults());
-        if (strategy.isPresent()) {
-            config = new GpuConfig(config.enabled(), strategy.get(), config.backends(), config.cudaPaths(),
-                    config.maxGpusPerRequest(), config.allowSharing(), config.releaseOnExpiry(), config.drainTimeout(),
-                    config.rateLimitPerSecond(), config.rateLimitBurst(), config.sampleMaxAge());
-        }
+        GpuConfig loaded = configFile.map(GpuConfig::load).orElse(GpuConfig.defaults());
+        GpuConfig config = strategy.map(loaded::withStrategy).orElse(loaded);
         GpuInventory inventory;
         if (simulate.isPresent()) {
             inventory = GpuInventories.simulated(simulate.get());
