@@ -14,7 +14,8 @@ import java.util.OptionalInt;
  * @param uuid              stable identifier ({@code GPU-…}, {@code MIG-…}, or the AMD unique id)
  * @param vendor            who made it
  * @param name              product name ({@code "Tesla V100-SXM2-32GB"})
- * @param memory            total device memory
+ * @param memory            total device memory; {@link MemorySize#ZERO} where the backend could not read it (then
+ *                          {@code memoryKnown} is false)
  * @param computeCapability NVIDIA compute capability; empty for AMD
  * @param architecture      AMD gfx target ({@code "gfx90a"}); empty where not known
  * @param pciBusId          PCI bus id as the vendor prints it ({@code "00000000:06:00.0"})
@@ -24,6 +25,8 @@ import java.util.OptionalInt;
  * @param driverVersion     kernel driver version, where known
  * @param parentUuid        the physical GPU this partition belongs to; empty for a whole GPU
  * @param properties        backend-specific extras (serial, persistence mode, MIG ids, …)
+ * @param memoryKnown       false where the backend could not read the memory size: unknown is not zero, and the
+ *                          scheduler refuses memory-constrained requests on such a device, saying why
  */
 public record GpuDevice(
         int index,
@@ -38,7 +41,8 @@ public record GpuDevice(
         OptionalInt minor,
         Optional<String> driverVersion,
         Optional<String> parentUuid,
-        Map<String, String> properties) {
+        Map<String, String> properties,
+        boolean memoryKnown) {
 
     /** @throws IllegalArgumentException if a field is missing or out of range */
     public GpuDevice {
@@ -60,6 +64,9 @@ public record GpuDevice(
         Objects.requireNonNull(driverVersion, "driverVersion");
         Objects.requireNonNull(parentUuid, "parentUuid");
         properties = Map.copyOf(properties);
+        if (!memoryKnown && memory.bytes() != 0) {
+            throw new IllegalArgumentException("device memory is unknown but given as " + memory);
+        }
     }
 
     private static void requireText(String value, String field) {
@@ -82,6 +89,9 @@ public record GpuDevice(
     public Builder toBuilder() {
         Builder b = new Builder().index(index).uuid(uuid).vendor(vendor).name(name).memory(memory)
                 .pciBusId(pciBusId).properties(properties);
+        if (!memoryKnown) {
+            b.memoryUnknown();
+        }
         computeCapability.ifPresent(b::computeCapability);
         architecture.ifPresent(b::architecture);
         numaNode.ifPresent(b::numaNode);
@@ -93,7 +103,8 @@ public record GpuDevice(
 
     @Override
     public String toString() {
-        return "GPU " + index + " " + name + " (" + uuid + ", " + memory.toHumanString() + ")";
+        return "GPU " + index + " " + name + " (" + uuid + ", " + (memoryKnown ? memory.toHumanString()
+                : "memory unknown") + ")";
     }
 
     /** Builds a {@link GpuDevice}; {@link #build()} validates. */
@@ -111,6 +122,7 @@ public record GpuDevice(
         private String driverVersion;
         private String parentUuid;
         private final Map<String, String> properties = new LinkedHashMap<>();
+        private boolean memoryKnown = true;
 
         private Builder() {
         }
@@ -124,7 +136,9 @@ public record GpuDevice(
         /** @return this */
         public Builder name(String v) { name = v; return this; }
         /** @return this */
-        public Builder memory(MemorySize v) { memory = v; return this; }
+        public Builder memory(MemorySize v) { memory = v; memoryKnown = true; return this; }
+        /** The backend could not read the memory size: memory is ZERO and {@code memoryKnown} false. @return this */
+        public Builder memoryUnknown() { memory = MemorySize.ZERO; memoryKnown = false; return this; }
         /** @return this */
         public Builder computeCapability(ComputeCapability v) { computeCapability = v; return this; }
         /** @return this */
@@ -150,7 +164,7 @@ public record GpuDevice(
                     Optional.ofNullable(architecture), pciBusId,
                     numaNode == null || numaNode < 0 ? OptionalInt.empty() : OptionalInt.of(numaNode),
                     minor == null ? OptionalInt.empty() : OptionalInt.of(minor),
-                    Optional.ofNullable(driverVersion), Optional.ofNullable(parentUuid), properties);
+                    Optional.ofNullable(driverVersion), Optional.ofNullable(parentUuid), properties, memoryKnown);
         }
     }
 }

@@ -28,6 +28,9 @@ import java.util.regex.Pattern;
  * @param hint                 training or inference, for thermal/utilization-aware strategies
  * @param preferredNuma        NUMA node to place on when it can hold the whole request
  * @param maxDuration          lease: the allocation expires this long after it is made (see {@link GpuScheduler#renew})
+ * @param requiredDevices      device indices that must be part of the answer, which holds {@code count} devices in all
+ *                             ("these, plus the best connected others"); empty: no constraint
+ * @param holder               the process the allocation is bound to: it is reclaimed once that process is gone
  */
 public record GpuRequest(
         int count,
@@ -44,7 +47,9 @@ public record GpuRequest(
         Map<String, String> labels,
         Optional<WorkloadHint> hint,
         java.util.OptionalInt preferredNuma,
-        Optional<java.time.Duration> maxDuration) {
+        Optional<java.time.Duration> maxDuration,
+        List<Integer> requiredDevices,
+        Optional<HolderProcess> holder) {
 
     /** @throws IllegalArgumentException on a contradiction (see {@link Builder#build()}) */
     public GpuRequest {
@@ -62,6 +67,8 @@ public record GpuRequest(
         Objects.requireNonNull(hint, "hint");
         Objects.requireNonNull(preferredNuma, "preferredNuma");
         Objects.requireNonNull(maxDuration, "maxDuration");
+        requiredDevices = List.copyOf(requiredDevices);
+        Objects.requireNonNull(holder, "holder");
         if (maxDuration.isPresent() && (maxDuration.get().isNegative() || maxDuration.get().isZero())) {
             throw new IllegalArgumentException("a lease must be positive, was " + maxDuration.get());
         }
@@ -86,6 +93,24 @@ public record GpuRequest(
         for (int i : deviceIndices) {
             if (i < 0) {
                 throw new IllegalArgumentException("device index must be >= 0, was " + i);
+            }
+        }
+        if (!requiredDevices.isEmpty()) {
+            if (!explicit.isEmpty()) {
+                throw new IllegalArgumentException("required devices " + requiredDevices + " go with a count of"
+                        + " devices to add to them, not with explicit devices " + explicit);
+            }
+            if (requiredDevices.size() > count) {
+                throw new IllegalArgumentException("count " + count + " is less than the " + requiredDevices.size()
+                        + " required devices " + requiredDevices + "; make count at least " + requiredDevices.size());
+            }
+            if (new HashSet<>(requiredDevices).size() != requiredDevices.size()) {
+                throw new IllegalArgumentException("required devices " + requiredDevices + " name a device twice");
+            }
+            for (int i : requiredDevices) {
+                if (i < 0) {
+                    throw new IllegalArgumentException("required device index must be >= 0, was " + i);
+                }
             }
         }
         if (sharing == SharingMode.SHARED && sharedMemory.isEmpty()) {
@@ -130,7 +155,8 @@ public record GpuRequest(
             throw new IllegalArgumentException("job id must not be blank");
         }
         return new GpuRequest(count, minMemory, minComputeCapability, vendor, modelPattern, deviceIndices, deviceUuids,
-                sharing, sharedMemory, owner, Optional.of(job.trim()), labels, hint, preferredNuma, maxDuration);
+                sharing, sharedMemory, owner, Optional.of(job.trim()), labels, hint, preferredNuma, maxDuration,
+                requiredDevices, holder);
     }
 
     /** @return true if specific devices were named */
@@ -152,6 +178,9 @@ public record GpuRequest(
         }
         if (!deviceUuids.isEmpty()) {
             parts.add("UUIDs " + deviceUuids);
+        }
+        if (!requiredDevices.isEmpty()) {
+            parts.add("including " + requiredDevices);
         }
         sharedMemory.ifPresent(m -> parts.add("shared, " + m.toHumanString() + " reserved each"));
         if (!parts.isEmpty()) {
@@ -185,6 +214,8 @@ public record GpuRequest(
         private WorkloadHint hint;
         private Integer preferredNuma;
         private java.time.Duration maxDuration;
+        private List<Integer> requiredDevices;
+        private HolderProcess holder;
 
         private Builder() {
         }
@@ -207,6 +238,33 @@ public record GpuRequest(
         /** @param d lease length: the allocation expires this long after it is made @return this */
         public Builder maxDuration(java.time.Duration d) {
             maxDuration = once(maxDuration, d, "lease");
+            return this;
+        }
+
+        /**
+         * Devices that must be part of the answer: the allocation holds these plus {@code count - n} more, chosen by
+         * the strategy (topology-aware strategies choose the ones best connected to these).
+         *
+         * @param indices device indices, each at most once @return this
+         */
+        public Builder requiredDevices(List<Integer> indices) {
+            requiredDevices = once(requiredDevices, List.copyOf(indices), "required devices");
+            return this;
+        }
+
+        /** @param indices device indices that must be part of the answer @return this */
+        public Builder requiredDevices(Integer... indices) {
+            return requiredDevices(List.of(indices));
+        }
+
+        /**
+         * Binds the allocation to a process: once that process is gone, the next change on the node reclaims the
+         * allocation as a release would.
+         *
+         * @param p the holder (e.g. {@link HolderProcess#current()}) @return this
+         */
+        public Builder holder(HolderProcess p) {
+            holder = once(holder, p, "holder process");
             return this;
         }
 
@@ -325,13 +383,15 @@ public record GpuRequest(
          */
         public GpuRequest build() {
             int explicit = Math.max(deviceIndices.size(), deviceUuids.size());
-            int n = count != null ? count : Math.max(1, explicit);
+            int n = count != null ? count : Math.max(1, Math.max(explicit,
+                    requiredDevices == null ? 0 : requiredDevices.size()));
             return new GpuRequest(n, Optional.ofNullable(minMemory), Optional.ofNullable(minComputeCapability),
                     Optional.ofNullable(vendor), Optional.ofNullable(modelPattern), deviceIndices, deviceUuids,
                     sharing == null ? SharingMode.EXCLUSIVE : sharing, Optional.ofNullable(sharedMemory),
                     Optional.ofNullable(owner), Optional.ofNullable(jobId), labels, Optional.ofNullable(hint),
                     preferredNuma == null ? java.util.OptionalInt.empty() : java.util.OptionalInt.of(preferredNuma),
-                    Optional.ofNullable(maxDuration));
+                    Optional.ofNullable(maxDuration), requiredDevices == null ? List.of() : requiredDevices,
+                    Optional.ofNullable(holder));
         }
     }
 

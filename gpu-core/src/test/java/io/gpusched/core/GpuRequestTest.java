@@ -40,12 +40,13 @@ class GpuRequestTest {
                 .hasMessageContaining("twice");
         assertThatThrownBy(() -> new GpuRequest(1, Optional.empty(), Optional.empty(), Optional.empty(),
                 Optional.empty(), List.of(), List.of(), SharingMode.SHARED, Optional.empty(), Optional.empty(),
-                Optional.empty(), Map.of(), Optional.empty(), java.util.OptionalInt.empty(), Optional.empty()))
+                Optional.empty(), Map.of(), Optional.empty(), java.util.OptionalInt.empty(), Optional.empty(), List.of(),
+                Optional.empty()))
                 .hasMessageContaining("needs a memory reservation");
         assertThatThrownBy(() -> new GpuRequest(1, Optional.empty(), Optional.empty(), Optional.empty(),
                 Optional.empty(), List.of(), List.of(), SharingMode.EXCLUSIVE, Optional.of(MemorySize.ofGibibytes(1)),
                 Optional.empty(), Optional.empty(), Map.of(), Optional.empty(), java.util.OptionalInt.empty(),
-                Optional.empty())).hasMessageContaining("only applies to SHARED");
+                Optional.empty(), List.of(), Optional.empty())).hasMessageContaining("only applies to SHARED");
         assertThatThrownBy(() -> GpuRequest.builder().shared(MemorySize.ZERO).build())
                 .hasMessageContaining("more than 0");
         assertThatThrownBy(() -> GpuRequest.builder().shared(MemorySize.ofGibibytes(1)).exclusive())

@@ -1,0 +1,95 @@
+package io.gpusched.core;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Optional;
+
+/**
+ * The process an allocation is bound to: its pid plus the kernel's start time for that pid (field 22 of
+ * {@code /proc/<pid>/stat}, clock ticks since boot), so that a pid the kernel has reused for another process is not
+ * mistaken for the holder. An allocation bound to a holder is reclaimed once the holder is gone.
+ *
+ * @param pid       process id, at least 1
+ * @param startTime start time in clock ticks since boot, as {@code /proc/<pid>/stat} reports it
+ */
+public record HolderProcess(long pid, long startTime) {
+
+    /** @throws IllegalArgumentException if the pid is not positive or the start time negative */
+    public HolderProcess {
+        if (pid < 1) {
+            throw new IllegalArgumentException("holder pid must be >= 1, was " + pid);
+        }
+        if (startTime < 0) {
+            throw new IllegalArgumentException("holder start time must be >= 0, was " + startTime);
+        }
+    }
+
+    /** @return this JVM's process */
+    public static HolderProcess current() {
+        return of(ProcessHandle.current().pid());
+    }
+
+    /**
+     * @param pid a running process
+     * @return that process with its start time read from {@code /proc}
+     * @throws IllegalArgumentException if no such process is running (or {@code /proc} cannot tell)
+     */
+    public static HolderProcess of(long pid) {
+        return of(pid, Path.of("/proc"));
+    }
+
+    /** Like {@link #of(long)} with another {@code /proc} root (tests). */
+    public static HolderProcess of(long pid, Path procRoot) {
+        return startTimeOf(pid, procRoot).map(t -> new HolderProcess(pid, t)).orElseThrow(() ->
+                new IllegalArgumentException("process " + pid + " is not running (no readable "
+                        + procRoot.resolve(Long.toString(pid)).resolve("stat") + ")"));
+    }
+
+    /** @return true if a process with this pid runs now and started at this holder's start time */
+    public boolean isAlive() {
+        return isAlive(Path.of("/proc"));
+    }
+
+    /** Like {@link #isAlive()} with another {@code /proc} root (tests). */
+    public boolean isAlive(Path procRoot) {
+        return startTimeOf(pid, procRoot).map(t -> t == startTime).orElse(false);
+    }
+
+    /**
+     * Reads field 22 (starttime) of {@code /proc/<pid>/stat}. The command name (field 2) may hold spaces and
+     * parentheses, so fields are counted after the last {@code ')'}.
+     */
+    static Optional<Long> startTimeOf(long pid, Path procRoot) {
+        if (pid < 1) {
+            return Optional.empty();
+        }
+        String stat;
+        try {
+            stat = Files.readString(procRoot.resolve(Long.toString(pid)).resolve("stat"), StandardCharsets.ISO_8859_1);
+        } catch (IOException | RuntimeException e) {
+            return Optional.empty();
+        }
+        int close = stat.lastIndexOf(')');
+        if (close < 0) {
+            return Optional.empty();
+        }
+        String[] f = stat.substring(close + 1).trim().split("\\s+");
+        // after ")": f[0] is field 3 (state), so field 22 is f[19]
+        if (f.length < 20) {
+            return Optional.empty();
+        }
+        try {
+            long t = Long.parseLong(f[19]);
+            return t >= 0 ? Optional.of(t) : Optional.empty();
+        } catch (NumberFormatException e) {
+            return Optional.empty();
+        }
+    }
+
+    @Override
+    public String toString() {
+        return "pid " + pid + " (started at tick " + startTime + ")";
+    }
+}
