@@ -1,5 +1,6 @@
 package io.gpusched.examples;
 
+import io.gpusched.cli.Tables;
 import io.gpusched.core.BackendUnavailableException;
 import io.gpusched.core.GpuInventories;
 import io.gpusched.core.GpuInventory;

@@ -1,5 +1,6 @@
 package io.gpusched.examples;
 
+import io.gpusched.cli.WorkflowPlanner;
 import io.gpusched.core.GpuInventories;
 import io.gpusched.core.GpuInventory;
 import io.gpusched.core.GpuScheduler;

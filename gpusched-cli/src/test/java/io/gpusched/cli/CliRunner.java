@@ -1,4 +1,4 @@
-package io.gpusched.examples;
+package io.gpusched.cli;
 
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;

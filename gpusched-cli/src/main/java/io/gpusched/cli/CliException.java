@@ -1,4 +1,4 @@
-package io.gpusched.examples.cli;
+package io.gpusched.cli;
 
 /** An error the command reports as one line with a non-zero exit code. */
 public class CliException extends RuntimeException {

@@ -1,4 +1,4 @@
-package io.gpusched.examples;
+package io.gpusched.cli;
 
 import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuTopology;

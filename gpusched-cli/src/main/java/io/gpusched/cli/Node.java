@@ -1,4 +1,4 @@
-package io.gpusched.examples.cli;
+package io.gpusched.cli;
 
 import io.gpusched.core.BackendUnavailableException;
 import io.gpusched.core.GpuConfig;
@@ -28,19 +28,39 @@ public final class Node implements AutoCloseable {
         this.journal = journal;
     }
 
-    /** @return the state directory: {@code --state-dir}, {@code $GPUSCHED_STATE_DIR}, else ~/.local/state/gpusched */
+    /**
+     * @return the state directory: {@code --state-dir}, else {@code $GPUSCHED_STATE_DIR}, else
+     *         {@code /var/lib/gpusched} for root, else {@code $XDG_STATE_HOME/gpusched}, else
+     *         {@code ~/.local/state/gpusched}
+     */
     public static Path stateDir(Optional<Path> given) {
+        return stateDir(given, System.getenv(), isRoot(), Path.of(System.getProperty("user.home")));
+    }
+
+    /** The default's rules, with the environment, the user and the home directory given (for tests). */
+    static Path stateDir(Optional<Path> given, java.util.Map<String, String> env, boolean root, Path home) {
         if (given.isPresent()) {
             return given.get();
         }
-        String env = System.getenv("GPUSCHED_STATE_DIR");
-        if (env != null && !env.isBlank()) {
-            return Path.of(env);
+        String explicit = env.get("GPUSCHED_STATE_DIR");
+        if (explicit != null && !explicit.isBlank()) {
+            return Path.of(explicit);
         }
-        String xdg = System.getenv("XDG_STATE_HOME");
-        Path base = xdg != null && !xdg.isBlank() ? Path.of(xdg) : Path.of(System.getProperty("user.home"), ".local",
-                "state");
+        if (root) {
+            return Path.of("/var/lib/gpusched");
+        }
+        String xdg = env.get("XDG_STATE_HOME");
+        Path base = xdg != null && !xdg.isBlank() ? Path.of(xdg) : home.resolve(".local").resolve("state");
         return base.resolve("gpusched");
+    }
+
+    /** @return whether this process runs as root (the owner of /proc/self is the effective user) */
+    static boolean isRoot() {
+        try {
+            return Integer.valueOf(0).equals(Files.getAttribute(Path.of("/proc/self"), "unix:uid"));
+        } catch (java.io.IOException | UnsupportedOperationException | IllegalArgumentException e) {
+            return "root".equals(System.getProperty("user.name"));
+        }
     }
 
     /**

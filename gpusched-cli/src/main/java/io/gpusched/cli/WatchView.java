@@ -1,4 +1,4 @@
-package io.gpusched.examples.cli;
+package io.gpusched.cli;
 
 import io.gpusched.core.DeviceState;
 import io.gpusched.core.GpuMetrics;
@@ -57,7 +57,7 @@ public final class WatchView {
             String before = previous.get(d.index());
             changed.add(before != null && !before.equals(health));
         }
-        String[] lines = io.gpusched.examples.Tables.format(rows).split("\n");
+        String[] lines = io.gpusched.cli.Tables.format(rows).split("\n");
         for (int i = 0; i < lines.length; i++) {
             boolean hi = ansi && changed.get(i);
             sb.append(hi ? REVERSE : "").append(lines[i]).append(hi ? RESET : "").append(ansi ? "\u001b[K" : "")

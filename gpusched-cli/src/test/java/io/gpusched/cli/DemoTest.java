@@ -1,4 +1,4 @@
-package io.gpusched.examples;
+package io.gpusched.cli;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -33,13 +33,19 @@ class DemoTest {
     }
 
     @Test
-    void withoutABackendTheDemoSaysItSimulates() {
+    void theDemoSaysWhichNodeItUses() {
         ByteArrayOutputStream buf = new ByteArrayOutputStream();
-        Demo.run(new PrintStream(buf, true, StandardCharsets.UTF_8), Optional.empty());
+        int rc = Demo.run(new PrintStream(buf, true, StandardCharsets.UTF_8), Optional.empty());
         String out = buf.toString(StandardCharsets.UTF_8);
-        assertThat(out.lines().findFirst().orElseThrow())
-                .startsWith("No GPU backend is available here")
-                .endsWith("running on a simulated dgx1-v100 node instead.");
+        assertThat(rc).isZero();
+        if (HostGpus.anyProviderAvailable()) {
+            assertThat(out.lines().findFirst().orElseThrow()).matches("Detected \\d+ GPUs through backend .*\\.");
+        } else {
+            assertThat(out.lines().findFirst().orElseThrow())
+                    .startsWith("No GPU backend is available here")
+                    .endsWith("running on a simulated dgx1-v100 node instead.");
+        }
+        assertThat(out).contains("Released; 0 allocations left");
     }
 
     @Test

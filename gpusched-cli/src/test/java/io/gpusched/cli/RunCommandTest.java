@@ -1,4 +1,4 @@
-package io.gpusched.examples;
+package io.gpusched.cli;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;

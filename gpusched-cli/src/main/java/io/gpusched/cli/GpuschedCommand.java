@@ -1,9 +1,16 @@
-package io.gpusched.examples;
+package io.gpusched.cli;
 
 import io.gpusched.core.GpuException;
-import io.gpusched.examples.cli.CliException;
-import io.gpusched.examples.cli.Commands;
-import io.gpusched.examples.cli.Node;
+import io.gpusched.cli.commands.AllocateCommand;
+import io.gpusched.cli.commands.DemoCommand;
+import io.gpusched.cli.commands.DoctorCommand;
+import io.gpusched.cli.commands.ListCommand;
+import io.gpusched.cli.commands.PlanCommand;
+import io.gpusched.cli.commands.ReleaseCommand;
+import io.gpusched.cli.commands.RunCommand;
+import io.gpusched.cli.commands.StatusCommand;
+import io.gpusched.cli.commands.TopoCommand;
+import io.gpusched.cli.commands.WatchCommand;
 import java.io.PrintStream;
 import java.io.PrintWriter;
 import java.nio.file.Path;
@@ -17,9 +24,9 @@ import picocli.CommandLine.ScopeType;
 /** The {@code gpusched} command. Errors are one line and a non-zero exit code; {@code --verbose} adds the trace. */
 @Command(name = "gpusched", mixinStandardHelpOptions = true, version = "gpusched 0.1.0",
         description = "Discover, allocate and fence the GPUs of this node.",
-        subcommands = {Commands.Demo.class, Commands.ListGpus.class, Commands.Topo.class, Commands.Watch.class,
-            Commands.Allocate.class, Commands.Release.class, Commands.Status.class, Commands.Run.class,
-            Commands.Doctor.class, Commands.Plan.class})
+        subcommands = {DemoCommand.class, ListCommand.class, TopoCommand.class, WatchCommand.class,
+            AllocateCommand.class, ReleaseCommand.class, StatusCommand.class, RunCommand.class,
+            DoctorCommand.class, PlanCommand.class})
 public final class GpuschedCommand implements Callable<Integer> {
 
     @Option(names = "--simulate", paramLabel = "PROFILE", scope = ScopeType.INHERIT,
@@ -31,13 +38,14 @@ public final class GpuschedCommand implements Callable<Integer> {
     Path config;
 
     @Option(names = "--state-dir", paramLabel = "DIR", scope = ScopeType.INHERIT,
-            description = "where allocations are journaled (default $GPUSCHED_STATE_DIR or ~/.local/state/gpusched)")
+            description = "the node ledger's directory (default $GPUSCHED_STATE_DIR, else /var/lib/gpusched for root,"
+                    + " else $XDG_STATE_HOME/gpusched or ~/.local/state/gpusched)")
     Path stateDir;
 
     @Option(names = "--json", scope = ScopeType.INHERIT, description = "print JSON")
     boolean json;
 
-    @Option(names = "--verbose", scope = ScopeType.INHERIT, description = "print stack traces of errors")
+    @Option(names = "--verbose", scope = ScopeType.INHERIT, description = "print stack traces of errors and the library's INFO logs")
     boolean verbose;
 
     @CommandLine.Spec
@@ -77,6 +85,11 @@ public final class GpuschedCommand implements Callable<Integer> {
         return Optional.ofNullable(config);
     }
 
+    /** @return whether --verbose was given */
+    public boolean verbose() {
+        return verbose;
+    }
+
     /** @return the state directory */
     public Path stateDir() {
         return Node.stateDir(Optional.ofNullable(stateDir));
@@ -107,8 +120,20 @@ public final class GpuschedCommand implements Callable<Integer> {
         return cl;
     }
 
+    /**
+     * Keeps the library's INFO logs out of a command's output: slf4j-simple logs at WARN unless {@code --verbose} is
+     * among the arguments (or the level was set explicitly). Must run before the first logger is created.
+     */
+    static void quietLogs(String[] args) {
+        String key = "org.slf4j.simpleLogger.defaultLogLevel";
+        if (System.getProperty(key) == null) {
+            System.setProperty(key, java.util.Arrays.asList(args).contains("--verbose") ? "info" : "warn");
+        }
+    }
+
     /** @param args command-line arguments */
     public static void main(String[] args) {
+        quietLogs(args);
         System.exit(commandLine(System.out, System.err).execute(args));
     }
 }

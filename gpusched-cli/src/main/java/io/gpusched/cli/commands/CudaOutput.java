@@ -1,0 +1,25 @@
+package io.gpusched.cli.commands;
+
+import io.gpusched.cli.Node;
+import io.gpusched.cuda.CudaEnvironment;
+import io.gpusched.cuda.CudaEnvironmentResolver;
+import io.gpusched.cuda.CudaSearch;
+import java.io.PrintStream;
+
+/** The CUDA environment of an allocation: how allocate and run resolve it, and how allocate prints it. */
+final class CudaOutput {
+    private CudaOutput() {
+    }
+    static CudaEnvironmentResolver resolver(Node n) {
+        return CudaEnvironmentResolver.builder()
+                .search(CudaSearch.host(n.config().cudaPaths())).build();
+    }
+
+    static void printEnvironment(PrintStream out, CudaEnvironment env) {
+        env.variables().forEach((k, v) -> out.println("  " + k + "=" + v));
+        env.pathPrepends().forEach((k, v) -> out.println("  " + k + "=" + String.join(":", v) + ":$" + k));
+        env.installation().ifPresent(i -> out.println("  (CUDA " + i.version().map(Object::toString).orElse("?")
+                + " at " + i.root() + env.compatibility().map(c -> ", " + c.verdict()).orElse("") + ")"));
+        env.notes().forEach(note -> out.println("  note: " + note));
+    }
+}

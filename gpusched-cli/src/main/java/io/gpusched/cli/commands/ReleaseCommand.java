@@ -1,0 +1,28 @@
+package io.gpusched.cli.commands;
+
+import io.gpusched.cli.GpuschedCommand;
+import io.gpusched.cli.Node;
+import java.util.Optional;
+import java.util.concurrent.Callable;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Parameters;
+import picocli.CommandLine.ParentCommand;
+
+/** {@code gpusched release}. */
+@Command(name = "release", description = "Release an allocation.")
+public final class ReleaseCommand implements Callable<Integer> {
+    @ParentCommand
+    GpuschedCommand root;
+
+    @Parameters(paramLabel = "ID", description = "allocation id")
+    String id;
+
+    @Override
+    public Integer call() {
+        try (Node n = root.open(Optional.empty())) {
+            boolean released = n.scheduler().release(id);
+            root.out().println(released ? "released " + id : id + " was already released");
+        }
+        return 0;
+    }
+}

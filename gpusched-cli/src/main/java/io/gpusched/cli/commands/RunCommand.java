@@ -1,0 +1,106 @@
+package io.gpusched.cli.commands;
+
+import io.gpusched.cli.CliException;
+import io.gpusched.cli.GpuschedCommand;
+import io.gpusched.cli.Node;
+import io.gpusched.core.Allocation;
+import io.gpusched.core.GpuRequest;
+import io.gpusched.cuda.CudaEnvironment;
+import io.gpusched.cuda.CudaRequirement;
+import io.gpusched.isolation.CgroupDeviceIsolator;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.Callable;
+import picocli.CommandLine.ArgGroup;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Parameters;
+import picocli.CommandLine.ParentCommand;
+
+/** {@code gpusched run}. */
+@Command(name = "run", description = "Allocate, fence a cgroup, start the command with its GPU environment,"
+        + " release when it exits. The exit code is the command's.")
+public final class RunCommand implements Callable<Integer> {
+    @ParentCommand
+    GpuschedCommand root;
+
+    @ArgGroup(exclusive = false)
+    RequestFlags flags = new RequestFlags();
+
+    @Option(names = "--strategy", description = "packing, spreading, topology or thermal") String strategy;
+
+    @Option(names = "--cuda", paramLabel = "REQ", description = "CUDA requirement (>=12.1, 12.4, 12)") String cuda;
+
+    @Option(names = "--no-isolation", description = "run without a cgroup fence (when isolation is unavailable)")
+    boolean noIsolation;
+
+    @Option(names = "--cgroup-parent", paramLabel = "DIR", description = "parent cgroup for jobs (default: a"
+            + " gpusched cgroup at the root of cgroup2, else of the v1 devices hierarchy)")
+    Path cgroupParent;
+
+    @Parameters(arity = "1..*", paramLabel = "COMMAND", description = "the command, after --")
+    List<String> command;
+
+    @Override
+    public Integer call() throws Exception {
+        GpuRequest request = (flags == null ? new RequestFlags() : flags).request();
+        CudaRequirement req = cuda == null ? CudaRequirement.NONE : CudaRequirement.parse(cuda);
+        try (Node n = root.open(Optional.ofNullable(strategy))) {
+            CgroupDeviceIsolator isolator = CgroupDeviceIsolator.detect(n.inventory().devices());
+            if (!noIsolation && !isolator.isAvailable()) {
+                throw new CliException("isolation is off: " + isolator.unavailabilityCause().get()
+                        + "; run with --no-isolation to run the job unfenced");
+            }
+            Allocation a = n.scheduler().allocate(request);
+            JobRun job = new JobRun(n.scheduler(), a);
+            Thread hook = new Thread(job::cleanUp, "gpusched-run-cleanup");
+            Runtime.getRuntime().addShutdownHook(hook);
+            try {
+                CudaEnvironment env = CudaOutput.resolver(n).resolve(a, req);
+                Map<String, String> vars = env.applyTo(System.getenv());
+                List<String> argv = new ArrayList<>();
+                if (noIsolation) {
+                    root.err().println("gpusched: isolation is off (--no-isolation): the job can reach every GPU"
+                            + " of this host");
+                    argv.addAll(command);
+                } else {
+                    Path parent = cgroupParent != null ? cgroupParent : isolator.v2Root().or(isolator::v1Root)
+                            .orElseThrow().resolve("gpusched");
+                    Files.createDirectories(parent);
+                    job.cgroup = Files.createDirectory(parent.resolve("job-" + a.id()));
+                    job.fence = isolator.fence(job.cgroup, a);
+                    argv.addAll(List.of("/bin/sh", "-c", "echo $$ > \"$0/cgroup.procs\" && exec \"$@\"",
+                            job.cgroup.toString()));
+                    argv.addAll(command);
+                }
+                root.err().println("gpusched: " + a.id() + " GPUs " + a.deviceIndices()
+                        + (job.cgroup == null ? "" : " fenced in " + job.cgroup));
+                ProcessBuilder pb = new ProcessBuilder(argv).inheritIO();
+                pb.environment().clear();
+                pb.environment().putAll(vars);
+                if (root.out() != System.out) {
+                    pb.redirectOutput(ProcessBuilder.Redirect.PIPE).redirectErrorStream(true);
+                }
+                Process p;
+                try {
+                    p = pb.start();
+                } catch (IOException e) {
+                    throw new CliException("cannot start " + command.get(0) + ": " + e.getMessage(), 127);
+                }
+                job.process = p;
+                if (root.out() != System.out) {
+                    p.getInputStream().transferTo(root.out());
+                }
+                return p.waitFor();
+            } finally {
+                job.cleanUp();
+                Runtime.getRuntime().removeShutdownHook(hook);
+            }
+        }
+    }
+}

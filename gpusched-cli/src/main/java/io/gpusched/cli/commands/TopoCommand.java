@@ -1,0 +1,29 @@
+package io.gpusched.cli.commands;
+
+import io.gpusched.cli.GpuschedCommand;
+import io.gpusched.cli.Node;
+import io.gpusched.cli.Tables;
+import io.gpusched.core.internal.Json;
+import java.util.Optional;
+import java.util.concurrent.Callable;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.ParentCommand;
+
+/** {@code gpusched topo}. */
+@Command(name = "topo", description = "The link matrix (like nvidia-smi topo -m) and NUMA nodes.")
+public final class TopoCommand implements Callable<Integer> {
+    @ParentCommand
+    GpuschedCommand root;
+
+    @Override
+    public Integer call() {
+        try (Node n = root.open(Optional.empty())) {
+            if (root.json()) {
+                root.out().println(Json.pretty(n.inventory().topology().links()));
+            } else {
+                root.out().print(Tables.topology(n.inventory().devices(), n.inventory().topology()));
+            }
+        }
+        return 0;
+    }
+}
