@@ -4,9 +4,13 @@ import io.gpusched.core.Allocation;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.concurrent.locks.ReentrantLock;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /** State and locking shared by both mechanisms. */
 abstract class AbstractFence implements Fence {
+    static final Logger LOG = LoggerFactory.getLogger(Fence.class);
+
     final CgroupDeviceIsolator owner;
     final Path cgroup;
     volatile Allocation allocation;
@@ -21,14 +25,26 @@ abstract class AbstractFence implements Fence {
         this.plan = plan;
     }
 
+    /** Fences the cgroup; sets {@link #active} on success, leaves the cgroup as it was on failure. */
     abstract void apply();
 
+    /** Moves the fence to another plan; on failure the previous rules stay in force. */
     abstract void replace(NodePlan next, List<DeviceRule> nextRules);
 
+    /** Gives the cgroup back to the host's policy; on failure the fence stays in force. */
     abstract void remove();
 
+    /** Releases what the fence holds after its cgroup is gone (nothing to write there any more). */
+    void dropped() {
+    }
+
+    /** @return the identity of the fenced cgroup */
+    abstract CgroupDir.Id id();
+
+    abstract List<DeviceRule> rulesFor(NodePlan p);
+
     ReentrantLock lock() {
-        return owner.locks.computeIfAbsent(cgroup, k -> new ReentrantLock());
+        return owner.lockFor(cgroup);
     }
 
     @Override
@@ -56,6 +72,14 @@ abstract class AbstractFence implements Fence {
         return active;
     }
 
+    /** Marks the fence dead because its cgroup is gone; the caller holds the lock. */
+    void forgetGone(String why) {
+        LOG.info("fence on {} dropped: {}", cgroup, why);
+        active = false;
+        dropped();
+        owner.active.remove(cgroup, this);
+    }
+
     @Override
     public void update(Allocation next) {
         ReentrantLock l = lock();
@@ -65,7 +89,13 @@ abstract class AbstractFence implements Fence {
                 throw new IsolationException("the fence on " + cgroup + " was revoked; fence the cgroup again");
             }
             NodePlan p = owner.plan(next);
-            replace(p, rulesFor(p));
+            try {
+                replace(p, null);
+            } catch (CgroupDir.GoneException e) {
+                forgetGone(e.getMessage());
+                throw new IsolationException(e.getMessage() + "; this fence is void: fence the cgroup now at " + cgroup
+                        + " with DeviceIsolator.fence", e);
+            }
             allocation = next;
             plan = p;
         } finally {
@@ -81,15 +111,19 @@ abstract class AbstractFence implements Fence {
             if (!active) {
                 return;
             }
-            remove();
+            try {
+                remove();
+            } catch (CgroupDir.GoneException e) {
+                forgetGone(e.getMessage());
+                return;
+            }
             active = false;
+            dropped();
             owner.active.remove(cgroup, this);
         } finally {
             l.unlock();
         }
     }
-
-    abstract List<DeviceRule> rulesFor(NodePlan p);
 
     @Override
     public String toString() {

@@ -54,7 +54,8 @@ public final class CgroupDeviceIsolator implements DeviceIsolator {
     final List<DeviceRule> baseAllow;
     final GpuDeviceNodes nodes;
     final Mounts mounts;
-    final Map<Path, ReentrantLock> locks = new ConcurrentHashMap<>();
+    /** Locks striped by path: a fixed set, so nothing grows with the number of cgroups ever fenced. */
+    private final ReentrantLock[] locks = new ReentrantLock[64];
     final Map<Path, AbstractFence> active = new ConcurrentHashMap<>();
     private volatile Boolean replaceSupported;
 
@@ -65,6 +66,13 @@ public final class CgroupDeviceIsolator implements DeviceIsolator {
         this.baseAllow = List.copyOf(b.baseAllow);
         this.nodes = new GpuDeviceNodes(b.devRoot, b.procRoot, b.modeset);
         this.mounts = Mounts.read(b.mountInfo);
+        for (int i = 0; i < locks.length; i++) {
+            locks[i] = new ReentrantLock();
+        }
+    }
+
+    ReentrantLock lockFor(Path cgroup) {
+        return locks[Math.floorMod(cgroup.hashCode(), locks.length)];
     }
 
     /** @return an isolator for this host's devices with defaults: auto mechanism, not strict, /dev, /proc */
@@ -99,15 +107,30 @@ public final class CgroupDeviceIsolator implements DeviceIsolator {
             });
         }
         Libc libc = Libc.Holder.get();
-        if (libc == null) {
-            return v2 && !v1 ? Optional.of("cgroup v2 needs bpf(2) through libc: " + Libc.Holder.failure())
-                    : Optional.empty();
-        }
-        if (libc.geteuid() != 0) {
+        long euid = libc != null ? libc.geteuid() : effectiveUidFromProc();
+        if (euid != 0) {
             return Optional.of("writing cgroup device rules needs root (CAP_SYS_ADMIN); running as uid "
-                    + libc.geteuid());
+                    + (euid < 0 ? "unknown (no libc and no /proc/self/status)" : euid));
+        }
+        if (libc == null) {
+            return Optional.of("cgroup isolation needs libc through JNA (fstatfs, openat; bpf(2) for v2): "
+                    + Libc.Holder.failure());
         }
         return Optional.empty();
+    }
+
+    /** @return the effective uid from /proc/self/status, or -1 when it cannot be read */
+    static long effectiveUidFromProc() {
+        try {
+            for (String line : Files.readAllLines(Path.of("/proc/self/status"))) {
+                if (line.startsWith("Uid:")) {
+                    return Long.parseLong(line.substring(4).trim().split("\\s+")[1]);
+                }
+            }
+        } catch (IOException | RuntimeException e) {
+            return -1;
+        }
+        return -1;
     }
 
     /** @return the node plan of an allocation on this host */
@@ -119,13 +142,18 @@ public final class CgroupDeviceIsolator implements DeviceIsolator {
     public Fence fence(Path cgroup, Allocation allocation) {
         Objects.requireNonNull(allocation, "allocation");
         Resolved r = resolve(cgroup);
-        ReentrantLock lock = locks.computeIfAbsent(r.path(), k -> new ReentrantLock());
+        pruneGone();
+        ReentrantLock lock = lockFor(r.path());
         lock.lock();
         try {
             AbstractFence existing = active.get(r.path());
             if (existing != null && existing.isActive()) {
-                existing.update(allocation);
-                return existing;
+                if (existing.id().equals(r.id())) {
+                    existing.update(allocation);
+                    return existing;
+                }
+                existing.forgetGone("the cgroup at " + r.path() + " was removed and made again (" + existing.id()
+                        + " is now " + r.id() + ")");
             }
             NodePlan plan = plan(allocation);
             AbstractFence f = r.v2() ? new V2Fence(this, r.path(), allocation, plan)
@@ -140,8 +168,31 @@ public final class CgroupDeviceIsolator implements DeviceIsolator {
         }
     }
 
-    /** A cgroup path checked to lie inside a mounted hierarchy. */
-    record Resolved(Path path, boolean v2) {
+    /** Forgets fences whose cgroup directory is gone, so the map only holds live cgroups. */
+    private void pruneGone() {
+        for (Map.Entry<Path, AbstractFence> e : active.entrySet()) {
+            if (!Files.isDirectory(e.getKey())) {
+                ReentrantLock l = lockFor(e.getKey());
+                if (l.tryLock()) {
+                    try {
+                        if (active.get(e.getKey()) == e.getValue() && !Files.isDirectory(e.getKey())) {
+                            e.getValue().forgetGone("its cgroup directory is gone");
+                        }
+                    } finally {
+                        l.unlock();
+                    }
+                }
+            }
+        }
+    }
+
+    /** @return the number of fences this isolator keeps track of (live cgroups only) */
+    int tracked() {
+        return active.size();
+    }
+
+    /** A cgroup path checked to lie inside a mounted hierarchy, on the right filesystem, with its identity. */
+    record Resolved(Path path, boolean v2, CgroupDir.Id id) {
     }
 
     Resolved resolve(Path cgroup) {
@@ -159,10 +210,10 @@ public final class CgroupDeviceIsolator implements DeviceIsolator {
         }
         List<Resolved> candidates = new ArrayList<>();
         if (mechanism != Mechanism.V1) {
-            mounts.v2().ifPresent(m -> candidates.add(new Resolved(m, true)));
+            mounts.v2().ifPresent(m -> candidates.add(new Resolved(m, true, null)));
         }
         if (mechanism != Mechanism.V2) {
-            mounts.v1Devices().ifPresent(m -> candidates.add(new Resolved(m, false)));
+            mounts.v1Devices().ifPresent(m -> candidates.add(new Resolved(m, false, null)));
         }
         for (Resolved mount : candidates) {
             if (!cgroup.normalize().startsWith(mount.path())) {
@@ -180,14 +231,23 @@ public final class CgroupDeviceIsolator implements DeviceIsolator {
                 throw new IsolationException("cgroup path " + cgroup + " resolves to " + real + ", outside the "
                         + (mount.v2() ? "cgroup2" : "cgroup v1 devices") + " hierarchy at " + mount.path());
             }
-            if (!Files.isRegularFile(real.resolve("cgroup.procs"))) {
-                throw new IsolationException(cgroup + " is not a cgroup (no cgroup.procs)");
+            if (!Files.isDirectory(real)) {
+                throw new IsolationException(cgroup + " is not a cgroup (not a directory)");
             }
             if (real.equals(realMount)) {
                 throw new IsolationException("refusing to fence the root cgroup " + real + "; create a child cgroup"
                         + " for the job");
             }
-            return new Resolved(real, mount.v2());
+            CgroupDir.Id id;
+            try (CgroupDir d = CgroupDir.open(real, mount.v2())) {
+                String needed = mount.v2() ? "cgroup.procs" : "devices.list";
+                if (!Files.isRegularFile(d.file(needed))) {
+                    throw new IsolationException(cgroup + " is not a " + (mount.v2() ? "cgroup" : "devices cgroup")
+                            + " (no " + needed + ")");
+                }
+                id = d.id;
+            }
+            return new Resolved(real, mount.v2(), id);
         }
         throw new IsolationException("cgroup path " + cgroup + " is not inside "
                 + (candidates.isEmpty() ? "a usable hierarchy" : candidates.stream()

@@ -21,7 +21,7 @@ import java.util.Set;
  * {@code /proc/devices}, {@code /dev/nvidia-modeset} 195:254 when asked, and for MIG devices the GPU- and
  * compute-instance access caps under {@code /dev/nvidia-caps} (major {@code nvidia-caps}, minors from
  * {@code /proc/driver/nvidia-caps/mig-minors}). AMD: {@code /dev/kfd} (major {@code kfd}) and
- * {@code /dev/dri/renderD<minor>} (226). Optional nodes that do not exist are skipped and said so.
+ * {@code /dev/dri/renderD<minor>} and {@code /dev/dri/card<N>} (226), both planned for both mechanisms. Optional nodes that do not exist are skipped and said so.
  */
 public final class GpuDeviceNodes {
     /** Major of {@code /dev/nvidia*} GPU and control nodes. */
@@ -198,8 +198,13 @@ public final class GpuDeviceNodes {
         for (GpuDevice d : a.devices()) {
             mine.add(minorOf(d));
         }
-        for (int m : mine) {
-            allowed.add(new DeviceNode(devRoot.resolve("dri/renderD" + m), DRM_MAJOR, m, "render"));
+        for (GpuDevice d : a.devices()) {
+            int m = minorOf(d);
+            if (allowed.stream().noneMatch(n -> n.minor() == m && n.role().equals("render"))) {
+                allowed.add(new DeviceNode(devRoot.resolve("dri/renderD" + m), DRM_MAJOR, m, "render"));
+                cardOf(d, m, notes).ifPresent(c -> allowed.add(new DeviceNode(devRoot.resolve("dri/card" + c),
+                        DRM_MAJOR, c, "card")));
+            }
         }
         Integer kfd = charMajors().get("kfd");
         if (kfd == null) {
@@ -207,13 +212,54 @@ public final class GpuDeviceNodes {
         } else {
             allowed.add(new DeviceNode(devRoot.resolve("kfd"), kfd, 0, "kfd"));
         }
+        Set<Integer> myCards = new LinkedHashSet<>();
+        allowed.stream().filter(n -> n.role().equals("card")).forEach(n -> myCards.add(n.minor()));
+        Set<Integer> seen = new LinkedHashSet<>();
         for (GpuDevice d : host) {
-            if (d.vendor() == GpuVendor.AMD && d.minor().isPresent() && !mine.contains(d.minor().getAsInt())) {
-                denied.add(new DeviceNode(devRoot.resolve("dri/renderD" + d.minor().getAsInt()), DRM_MAJOR,
-                        d.minor().getAsInt(), "render"));
+            if (d.vendor() == GpuVendor.AMD && d.minor().isPresent() && !mine.contains(d.minor().getAsInt())
+                    && seen.add(d.minor().getAsInt())) {
+                int m = d.minor().getAsInt();
+                denied.add(new DeviceNode(devRoot.resolve("dri/renderD" + m), DRM_MAJOR, m, "render"));
+                Optional<Integer> card = cardOf(d, m, notes);
+                if (card.isPresent() && !myCards.contains(card.get())) {
+                    denied.add(new DeviceNode(devRoot.resolve("dri/card" + card.get()), DRM_MAJOR, card.get(), "card"));
+                }
             }
         }
         return new NodePlan(allowed, denied, List.of(DRM_MAJOR), notes);
+    }
+
+    /**
+     * The DRM primary ({@code /dev/dri/cardN}) minor of an AMD GPU: the {@code drm.card_minor} property when the
+     * backend gives it, else udev's {@code dri/by-path/pci-<bus>-card} link, else render minor - 128 (the kernel's
+     * numbering for the first 64 cards), said in a note.
+     */
+    Optional<Integer> cardOf(GpuDevice d, int renderMinor, List<String> notes) {
+        String prop = d.properties().get("drm.card_minor");
+        if (prop != null && prop.matches("[0-9]{1,7}")) {
+            return Optional.of(Integer.parseInt(prop));
+        }
+        if (d.pciBusId() != null && !d.pciBusId().isBlank()) {
+            Path link = devRoot.resolve("dri/by-path/pci-" + d.pciBusId().toLowerCase(java.util.Locale.ROOT) + "-card");
+            try {
+                String target = Files.readSymbolicLink(link).getFileName().toString();
+                if (target.matches("card[0-9]{1,7}")) {
+                    return Optional.of(Integer.parseInt(target.substring(4)));
+                }
+            } catch (IOException | UnsupportedOperationException e) {
+                // no udev link: fall through
+            }
+        }
+        if (renderMinor >= 128 && renderMinor < 192) {
+            String note = "card minor of renderD" + renderMinor + " taken as " + (renderMinor - 128)
+                    + " (render minor - 128): no drm.card_minor property and no dri/by-path link";
+            if (!notes.contains(note)) {
+                notes.add(note);
+            }
+            return Optional.of(renderMinor - 128);
+        }
+        notes.add("no card node known for renderD" + renderMinor + ": its /dev/dri/card node is not planned");
+        return Optional.empty();
     }
 
     private static void optional(List<DeviceNode> into, List<String> notes, Path p, int major, int minor, String role) {

@@ -5,15 +5,34 @@ import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
-import java.util.LinkedHashSet;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
+import java.util.UUID;
 
 /**
- * cgroup v1: {@code c M:m rw} lines to {@code devices.allow} for the allocation's nodes and {@code c M:m rwm} to
- * {@code devices.deny} for the other GPUs' nodes, one rule per write. In a default-allow cgroup ({@code a *:* rwm})
- * the kernel does not list exceptions, so read-back verification runs only where the list is meaningful
- * (default-deny, as strict fences and most container runtimes make it).
+ * cgroup v1 devices controller, driven as the kernel keeps it: a default behavior and a list of exceptions, changed
+ * one rule per write. Every change goes from the state in force to the next one by first writing every grant and
+ * only then every removal, so at each instant the devices a job can open are a subset of the old state's and the new
+ * state's; {@code a} is never written. A failed write rolls back what was written, newest first, and the previous
+ * state is read back.
+ *
+ * <p>Two modes, by the cgroup's policy when it is first fenced:
+ * <ul>
+ *   <li>default-deny (container runtimes, {@code devices.list} lists the allow exceptions): the fence's state is a
+ *   whole exception list, computed from the host's list (or the strict base) with every rule that covers a denied
+ *   GPU removed; a wildcard minor ({@code c 195:* rwm}) is replaced by its explicit complement over the major's minors
+ *   (0..255, or the highest planned minor); a wildcard major that covers a denied GPU is refused. Read-back compares
+ *   the whole list, so a deny that did not take (a rule still covering it) is caught. Revoke goes back to the host's
+ *   list exactly.</li>
+ *   <li>default-allow (the kernel hides the exceptions, which are denies): before any write, the host's own denies of
+ *   each GPU node are observed through a short-lived probe child cgroup (switched to default-deny, an allow written to
+ *   it is refused exactly when the parent denies it). The fence adds only deny bits the host did not already have and
+ *   lifts only those; read-back probes the denies too. Strict fences are refused here: leaving default-allow and
+ *   coming back needs {@code a}, which would lose the host's hidden denies.</li>
+ * </ul>
  */
 final class V1Fence extends AbstractFence {
 
@@ -22,10 +41,40 @@ final class V1Fence extends AbstractFence {
         void write(Path file, String line) throws IOException;
     }
 
-    static volatile Writer writer = (file, line) -> Files.writeString(file, line);
+    static final Writer KERNEL = (file, line) -> Files.writeString(file, line);
+    static volatile Writer writer = KERNEL;
 
-    private List<String> snapshot = List.of();
-    private final List<String[]> written = new ArrayList<>();
+    static final int M = 1;
+    static final int R = 2;
+    static final int W = 4;
+    static final int RWM = 7;
+    static final int NO_MINOR_ABOVE = 255;
+
+    /** One exception's key as the kernel matches it on removal: type and numbers, {@link DeviceRule#ANY} for *. */
+    record Key(char type, int major, int minor) {
+        String line(int bits) {
+            return type + " " + (major == DeviceRule.ANY ? "*" : String.valueOf(major)) + ":"
+                    + (minor == DeviceRule.ANY ? "*" : String.valueOf(minor)) + " " + access(bits);
+        }
+
+        boolean coversChar(int maj, int min) {
+            return (type == 'c' || type == 'a') && (major == DeviceRule.ANY || major == maj)
+                    && (minor == DeviceRule.ANY || minor == min);
+        }
+    }
+
+    /** What {@code devices.list} shows: default-allow (no exceptions visible), or the allow exceptions. */
+    record State(boolean defaultAllow, Map<Key, Integer> exceptions) {
+    }
+
+    private CgroupDir.Id id;
+    private boolean allowMode;
+    /** default-deny: the host's exception list when first fenced. */
+    private Map<Key, Integer> host = Map.of();
+    /** default-allow: the deny bits the host itself had on each probed node. */
+    private final Map<Key, Integer> hostDenied = new LinkedHashMap<>();
+    /** default-deny: the whole list the fence keeps; default-allow: the deny bits the fence added. */
+    private Map<Key, Integer> state = Map.of();
 
     V1Fence(CgroupDeviceIsolator owner, Path cgroup, Allocation allocation, NodePlan plan) {
         super(owner, cgroup, allocation, plan);
@@ -37,181 +86,351 @@ final class V1Fence extends AbstractFence {
     }
 
     @Override
-    List<DeviceRule> rulesFor(NodePlan p) {
-        return p.rules(owner.strict, false, owner.baseAllow);
+    CgroupDir.Id id() {
+        return id;
     }
 
-    private List<String> list() {
+    @Override
+    List<DeviceRule> rulesFor(NodePlan p) {
+        List<DeviceRule> out = new ArrayList<>();
+        for (Map.Entry<Key, Integer> e : state.entrySet()) {
+            Key k = e.getKey();
+            out.add(new DeviceRule(!allowMode, k.type(), k.major(), k.minor(), access(e.getValue())));
+        }
+        return List.copyOf(out);
+    }
+
+    // ---- reading
+
+    static String access(int bits) {
+        return ((bits & R) != 0 ? "r" : "") + ((bits & W) != 0 ? "w" : "") + ((bits & M) != 0 ? "m" : "");
+    }
+
+    static int bits(String access) {
+        return (access.contains("r") ? R : 0) | (access.contains("w") ? W : 0) | (access.contains("m") ? M : 0);
+    }
+
+    static Key key(DeviceNode n) {
+        return new Key('c', n.major(), n.minor());
+    }
+
+    /** Parses {@code devices.list}. */
+    static State parse(List<String> lines, Path where) {
+        Map<Key, Integer> out = new LinkedHashMap<>();
+        for (String raw : lines) {
+            String l = raw.trim();
+            if (l.isEmpty()) {
+                continue;
+            }
+            String[] f = l.split(" ");
+            String[] mm = f.length == 3 ? f[1].split(":") : new String[0];
+            if (f.length != 3 || f[0].length() != 1 || mm.length != 2) {
+                throw new IsolationException("cgroup v1: cannot parse line '" + l + "' of " + where);
+            }
+            if (l.equals("a *:* rwm")) {
+                return new State(true, Map.of());
+            }
+            Key k = new Key(f[0].charAt(0), mm[0].equals("*") ? DeviceRule.ANY : Integer.parseInt(mm[0]),
+                    mm[1].equals("*") ? DeviceRule.ANY : Integer.parseInt(mm[1]));
+            out.merge(k, bits(f[2]), (a, b) -> a | b);
+        }
+        return new State(false, out);
+    }
+
+    private State read(CgroupDir d) {
         try {
-            return Files.readAllLines(cgroup.resolve("devices.list")).stream().map(String::trim)
-                    .filter(s -> !s.isEmpty()).toList();
+            return parse(Files.readAllLines(d.file("devices.list")), cgroup.resolve("devices.list"));
         } catch (IOException e) {
             throw new IsolationException("cgroup v1: cannot read " + cgroup.resolve("devices.list") + ": "
                     + e.getMessage(), e);
         }
     }
 
-    private static boolean defaultAllow(List<String> list) {
-        return list.contains("a *:* rwm");
+    // ---- planning
+
+    /** @return the state a plan needs, in the cgroup's mode */
+    Map<Key, Integer> target(NodePlan p, CgroupDir d) {
+        if (allowMode) {
+            probeHost(d, p);
+            Map<Key, Integer> t = new LinkedHashMap<>();
+            for (DeviceNode n : p.denied()) {
+                int mine = RWM & ~hostDenied.getOrDefault(key(n), 0);
+                if (mine != 0) {
+                    t.merge(key(n), mine, (a, b) -> a | b);
+                }
+            }
+            return t;
+        }
+        return denyListTarget(p, owner.strict ? baseRules(owner.baseAllow) : host, cgroup);
     }
 
-    private void write(String file, String line, List<String[]> log) {
-        Path f = cgroup.resolve(file);
+    static Map<Key, Integer> baseRules(List<DeviceRule> base) {
+        Map<Key, Integer> t = new LinkedHashMap<>();
+        for (DeviceRule r : base) {
+            if (r.allow()) {
+                t.merge(new Key(r.type(), r.major(), r.minor()), bits(r.access()), (a, b) -> a | b);
+            }
+        }
+        return t;
+    }
+
+    /** The default-deny list that keeps {@code start} except what reaches a denied node, plus the allowed nodes. */
+    static Map<Key, Integer> denyListTarget(NodePlan p, Map<Key, Integer> start, Path where) {
+        Map<Key, Integer> t = new LinkedHashMap<>(start);
+        Map<Integer, Set<Integer>> deniedMinors = new LinkedHashMap<>();
+        Map<Integer, Integer> upper = new LinkedHashMap<>();
+        for (DeviceNode n : p.denied()) {
+            deniedMinors.computeIfAbsent(n.major(), k -> new HashSet<>()).add(n.minor());
+        }
+        for (DeviceNode n : concat(p.allowed(), p.denied())) {
+            upper.merge(n.major(), Math.max(NO_MINOR_ABOVE, n.minor()), Math::max);
+        }
+        for (DeviceNode n : p.denied()) {
+            for (Key k : List.copyOf(t.keySet())) {
+                if (!k.coversChar(n.major(), n.minor())) {
+                    continue;
+                }
+                if (k.major() == DeviceRule.ANY) {
+                    throw new IsolationException("cgroup v1: the rule '" + k.line(t.get(k)) + "' of " + where
+                            + " allows every major, so no single GPU can be denied under it (" + n.path() + " is "
+                            + n.major() + ":" + n.minor() + "); give the cgroup per-major rules or use cgroup v2");
+                }
+                int b = t.remove(k);
+                if (k.minor() == DeviceRule.ANY) {
+                    Set<Integer> no = deniedMinors.get(k.major());
+                    for (int m = 0; m <= upper.get(k.major()); m++) {
+                        if (!no.contains(m)) {
+                            t.merge(new Key('c', k.major(), m), b, (x, y) -> x | y);
+                        }
+                    }
+                }
+            }
+        }
+        for (DeviceNode n : p.allowed()) {
+            t.merge(key(n), R | W, (a, b) -> a | b);
+        }
+        return t;
+    }
+
+    private static List<DeviceNode> concat(List<DeviceNode> a, List<DeviceNode> b) {
+        List<DeviceNode> out = new ArrayList<>(a);
+        out.addAll(b);
+        return out;
+    }
+
+    // ---- probing a default-allow cgroup's hidden denies
+
+    /** Probes the host's deny bits of every planned node not probed yet (never one the fence denied itself). */
+    private void probeHost(CgroupDir d, NodePlan p) {
+        List<Key> todo = new ArrayList<>();
+        for (DeviceNode n : concat(p.allowed(), p.denied())) {
+            if (!hostDenied.containsKey(key(n)) && !todo.contains(key(n))) {
+                todo.add(key(n));
+            }
+        }
+        if (!todo.isEmpty()) {
+            hostDenied.putAll(probe(d, todo));
+        }
+    }
+
+    /**
+     * @return per key, the access bits the cgroup denies: a child cgroup made default-deny is given each bit in turn;
+     *         the kernel refuses (EPERM) exactly the bits the parent's exceptions overlap
+     */
+    private Map<Key, Integer> probe(CgroupDir d, List<Key> keys) {
+        Path child = d.file("gpusched-probe-" + UUID.randomUUID().toString().substring(0, 8));
         try {
-            writer.write(f, line);
+            Files.createDirectory(child);
+        } catch (IOException e) {
+            throw new IsolationException("cgroup v1: cannot make a probe cgroup under " + cgroup + " to read its hidden"
+                    + " denies: " + e.getMessage(), e);
+        }
+        try {
+            Files.writeString(child.resolve("devices.deny"), "a");
+            Map<Key, Integer> out = new LinkedHashMap<>();
+            for (Key k : keys) {
+                int denied = 0;
+                for (int bit : new int[] {R, W, M}) {
+                    try {
+                        Files.writeString(child.resolve("devices.allow"), k.line(bit));
+                    } catch (IOException e) {
+                        if (e.getMessage() == null || !e.getMessage().contains("Operation not permitted")) {
+                            throw e;
+                        }
+                        denied |= bit;
+                    }
+                }
+                out.put(k, denied);
+            }
+            return out;
+        } catch (IOException e) {
+            throw new IsolationException("cgroup v1: probing the denies of " + cgroup + " failed: " + e.getMessage(),
+                    e);
+        } finally {
+            try {
+                Files.deleteIfExists(child);
+            } catch (IOException e) {
+                LOG.warn("cgroup v1: could not remove probe cgroup {}: {}", child, e.getMessage());
+            }
+        }
+    }
+
+    // ---- writing
+
+    /** One rule write and the write that undoes it. */
+    record Step(String file, String line, String undoFile, String undoLine) {
+    }
+
+    /** Grants first, then removals. */
+    List<Step> steps(Map<Key, Integer> from, Map<Key, Integer> to) {
+        Map<Key, Integer> more = allowMode ? diff(from, to) : diff(to, from);
+        Map<Key, Integer> less = allowMode ? diff(to, from) : diff(from, to);
+        List<Step> out = new ArrayList<>();
+        more.forEach((k, b) -> out.add(new Step("devices.allow", k.line(b), "devices.deny", k.line(b))));
+        less.forEach((k, b) -> out.add(new Step("devices.deny", k.line(b), "devices.allow", k.line(b))));
+        return out;
+    }
+
+    /** @return bits in a that b lacks */
+    static Map<Key, Integer> diff(Map<Key, Integer> a, Map<Key, Integer> b) {
+        Map<Key, Integer> out = new LinkedHashMap<>();
+        a.forEach((k, bits) -> {
+            int extra = bits & ~b.getOrDefault(k, 0);
+            if (extra != 0) {
+                out.put(k, extra);
+            }
+        });
+        return out;
+    }
+
+    /**
+     * Goes from {@code from} to {@code to} and reads the result back; on any failure rolls back and checks that
+     * {@code from} is in force again.
+     *
+     * @throws IsolationException naming the step, and whether the rollback restored the previous state
+     */
+    private void transition(CgroupDir d, Map<Key, Integer> from, Map<Key, Integer> to, NodePlan p, String what) {
+        List<Step> steps = steps(from, to);
+        List<Step> done = new ArrayList<>();
+        try {
+            for (Step s : steps) {
+                write(d, s.file(), s.line());
+                done.add(s);
+            }
+            verify(d, to, p);
+        } catch (IsolationException e) {
+            String back;
+            try {
+                for (int i = done.size() - 1; i >= 0; i--) {
+                    write(d, done.get(i).undoFile(), done.get(i).undoLine());
+                }
+                verify(d, from, p);
+                back = "; the " + done.size() + " rules written were undone and the previous rules are in force";
+            } catch (IsolationException again) {
+                back = "; undoing it failed too (" + again.getMessage() + "): the rules of " + cgroup + " are now"
+                        + " unknown";
+            }
+            throw new IsolationException("cgroup v1: " + what + " of " + cgroup + " failed: " + e.getMessage() + back,
+                    e);
+        }
+    }
+
+    private void write(CgroupDir d, String file, String line) {
+        try {
+            writer.write(d.file(file), line);
         } catch (IOException e) {
             String why = e.getMessage() == null ? e.toString() : e.getMessage();
-            throw new IsolationException("cgroup v1: writing '" + line + "' to " + f + " failed: " + why, e);
+            throw new IsolationException("writing '" + line + "' to " + cgroup.resolve(file) + " failed: " + why, e);
         }
-        log.add(new String[] {file, line});
     }
+
+    /** Reads back: the whole list where it is visible, else the behavior and each planned node through a probe. */
+    private void verify(CgroupDir d, Map<Key, Integer> expected, NodePlan p) {
+        State now = read(d);
+        if (!allowMode) {
+            if (now.defaultAllow() || !now.exceptions().equals(expected)) {
+                throw new IsolationException("read-back of " + cgroup.resolve("devices.list") + " shows "
+                        + (now.defaultAllow() ? "a *:* rwm" : now.exceptions().size() + " rules differing from the "
+                        + expected.size() + " expected: " + describeDiff(expected, now.exceptions())));
+            }
+            return;
+        }
+        if (!now.defaultAllow()) {
+            throw new IsolationException("read-back of " + cgroup.resolve("devices.list")
+                    + " no longer shows default-allow");
+        }
+        List<Key> keys = new ArrayList<>();
+        for (DeviceNode n : concat(p.allowed(), p.denied())) {
+            keys.add(key(n));
+        }
+        expected.keySet().stream().filter(k -> !keys.contains(k)).forEach(keys::add);
+        Map<Key, Integer> seen = probe(d, keys);
+        for (Key k : keys) {
+            int want = expected.getOrDefault(k, 0) | hostDenied.getOrDefault(k, 0);
+            if (seen.get(k) != want) {
+                throw new IsolationException("read-back through a probe cgroup: " + k.line(RWM).replace(" rwm", "")
+                        + " has denied bits '" + access(seen.get(k)) + "', expected '" + access(want) + "'");
+            }
+        }
+    }
+
+    private static String describeDiff(Map<Key, Integer> want, Map<Key, Integer> got) {
+        List<String> out = new ArrayList<>();
+        diff(got, want).forEach((k, b) -> out.add("extra " + k.line(b)));
+        diff(want, got).forEach((k, b) -> out.add("missing " + k.line(b)));
+        return String.join(", ", out.subList(0, Math.min(out.size(), 8))) + (out.size() > 8 ? ", ..." : "");
+    }
+
+    // ---- lifecycle
 
     @Override
     void apply() {
-        snapshot = list();
-        List<DeviceRule> r = rulesFor(plan);
-        List<String[]> log = new ArrayList<>();
-        try {
-            if (owner.strict) {
-                write("devices.deny", "a", log);
+        try (CgroupDir d = CgroupDir.open(cgroup, false)) {
+            State s = read(d);
+            allowMode = s.defaultAllow();
+            if (allowMode && owner.strict) {
+                throw new IsolationException("cgroup v1: " + cgroup + " is default-allow (a *:* rwm); a strict fence"
+                        + " would have to write 'a' to come back and would lose the host's own denies, which the kernel"
+                        + " does not list. Make the job cgroup default-deny first (echo a > devices.deny) or fence"
+                        + " without strict");
             }
-            for (DeviceRule rule : r) {
-                if (rule.allow()) {
-                    write("devices.allow", rule.v1Line(), log);
-                }
-            }
-            for (DeviceRule rule : r) {
-                if (!rule.allow()) {
-                    write("devices.deny", rule.v1Line(), log);
-                }
-            }
-            verify(r);
-        } catch (IsolationException e) {
-            undo(log);
-            throw new IsolationException(e.getMessage() + "; the " + log.size() + " rules written before were undone",
-                    e);
-        }
-        written.clear();
-        written.addAll(log);
-        rules = r;
-        active = true;
-    }
-
-    /** Where the list is meaningful, every allow must be listed and no deny may be. */
-    private void verify(List<DeviceRule> r) {
-        List<String> now = list();
-        if (defaultAllow(now)) {
-            return;
-        }
-        Set<String> listed = new LinkedHashSet<>(now);
-        for (DeviceRule rule : r) {
-            String key = rule.v1Line().substring(0, rule.v1Line().lastIndexOf(' '));
-            boolean present = listed.stream().anyMatch(l -> l.startsWith(key + " ")
-                    && l.substring(key.length() + 1).contains(rule.access().replace("m", "")));
-            if (rule.allow() && !present) {
-                throw new IsolationException("cgroup v1: " + rule.v1Line() + " is missing from "
-                        + cgroup.resolve("devices.list") + " after writing it");
-            }
-        }
-    }
-
-    /** Reverts the logged writes, newest first; a strict fence restores the snapshot instead. */
-    private void undo(List<String[]> log) {
-        if (log.isEmpty()) {
-            return;
-        }
-        if (owner.strict || !defaultAllow(snapshot)) {
-            restoreSnapshot();
-            return;
-        }
-        for (int i = log.size() - 1; i >= 0; i--) {
-            String[] w = log.get(i);
-            if (w[0].equals("devices.deny")) {
-                try {
-                    writer.write(cgroup.resolve("devices.allow"), w[1]);
-                } catch (IOException e) {
-                    // the cgroup may be gone; nothing more can be undone there
-                }
-            }
-        }
-    }
-
-    private void restoreSnapshot() {
-        try {
-            Files.writeString(cgroup.resolve("devices.allow"), "a");
-            if (!defaultAllow(snapshot)) {
-                Files.writeString(cgroup.resolve("devices.deny"), "a");
-                for (String line : snapshot) {
-                    Files.writeString(cgroup.resolve("devices.allow"), line);
-                }
-            }
-        } catch (IOException e) {
-            // the cgroup may be gone
+            host = allowMode ? Map.of() : Map.copyOf(s.exceptions());
+            Map<Key, Integer> from = allowMode ? Map.of() : s.exceptions();
+            Map<Key, Integer> to = target(plan, d);
+            transition(d, from, to, plan, "fencing");
+            id = d.id;
+            state = to;
+            rules = rulesFor(plan);
+            active = true;
         }
     }
 
     @Override
-    void replace(NodePlan next, List<DeviceRule> nextRules) {
-        if (owner.strict || !defaultAllow(snapshot)) {
-            List<String[]> saved = new ArrayList<>(written);
-            NodePlan old = plan;
-            restoreSnapshot();
-            plan = next;
-            try {
-                apply();
-            } catch (IsolationException e) {
-                plan = old;
-                written.clear();
-                written.addAll(saved);
-                apply();
-                throw e;
-            }
-            return;
-        }
-        Set<String> oldDenies = new LinkedHashSet<>();
-        for (DeviceRule r : rules) {
-            if (!r.allow()) {
-                oldDenies.add(r.v1Line());
-            }
-        }
-        List<String[]> log = new ArrayList<>();
-        try {
-            for (DeviceRule r : nextRules) {
-                if (!r.allow() && !oldDenies.contains(r.v1Line())) {
-                    write("devices.deny", r.v1Line(), log);
+    void replace(NodePlan next, List<DeviceRule> ignored) {
+        try (CgroupDir d = CgroupDir.reopen(cgroup, false, id)) {
+            Map<Key, Integer> from = state;
+            if (!allowMode) {
+                State s = read(d);
+                if (s.defaultAllow()) {
+                    throw new IsolationException("cgroup v1: " + cgroup + " became default-allow under the fence;"
+                            + " someone else wrote 'a'");
                 }
+                from = s.exceptions();
             }
-            for (DeviceRule r : nextRules) {
-                if (r.allow()) {
-                    String denyForm = r.v1Line().replaceFirst(" rw$", " rwm");
-                    write("devices.allow", oldDenies.contains(denyForm) ? denyForm : r.v1Line(), log);
-                }
-            }
-        } catch (IsolationException e) {
-            for (int i = log.size() - 1; i >= 0; i--) {
-                String[] w = log.get(i);
-                try {
-                    writer.write(cgroup.resolve(w[0].equals("devices.deny") ? "devices.allow" : "devices.deny"),
-                            w[1]);
-                } catch (IOException ignored) {
-                    // best effort
-                }
-            }
-            throw new IsolationException(e.getMessage() + "; the previous rules stay in force", e);
+            Map<Key, Integer> to = target(next, d);
+            transition(d, from, to, next, "updating the fence");
+            state = to;
+            rules = rulesFor(next);
         }
-        written.clear();
-        for (DeviceRule r : nextRules) {
-            written.add(new String[] {r.allow() ? "devices.allow" : "devices.deny", r.v1Line()});
-        }
-        rules = nextRules;
     }
 
     @Override
     void remove() {
-        if (!Files.isDirectory(cgroup)) {
-            return;
+        try (CgroupDir d = CgroupDir.reopen(cgroup, false, id)) {
+            Map<Key, Integer> from = allowMode ? state : read(d).exceptions();
+            Map<Key, Integer> to = allowMode ? Map.of() : host;
+            transition(d, from, to, plan, "revoking the fence");
+            state = to;
         }
-        undo(written);
-        written.clear();
     }
 }

@@ -2,23 +2,30 @@ package io.gpusched.isolation;
 
 import io.gpusched.core.Allocation;
 import io.gpusched.isolation.internal.Bpf;
-import io.gpusched.isolation.internal.Sys;
-import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.function.UnaryOperator;
 
 /**
- * cgroup v2: one device program of ours per cgroup, attached with {@code BPF_F_ALLOW_MULTI}; an update replaces it
- * atomically with {@code BPF_F_REPLACE} where the kernel takes it (probed once), else attaches the new one and then
- * detaches the old one. Never a second copy left behind.
+ * cgroup v2: one device program of ours per cgroup, attached with {@code BPF_F_ALLOW_MULTI}. Ours are recognized in
+ * the kernel by their name ({@link CgroupDeviceIsolator#PROGRAM_NAME}, read with {@code BPF_PROG_QUERY} and
+ * {@code BPF_OBJ_GET_INFO_BY_FD}), whichever process attached them, so a fence left by a process that died is
+ * replaced, not stacked with. Fencing or updating loads the new program, swaps it in for one of ours atomically with
+ * {@code BPF_F_REPLACE} (or attaches it next to them: programs are ANDed, so this only narrows), then detaches every
+ * other program of ours. Revoke detaches all of ours. The cgroup is opened once per operation and checked to be the
+ * very cgroup (inode = cgroup id) that was fenced.
  */
 final class V2Fence extends AbstractFence {
 
     /** Test hook: lets a test hand the kernel a program its verifier rejects. */
     static volatile UnaryOperator<BpfDeviceProgram> programFilter = UnaryOperator.identity();
 
+    static final int ENOENT = 2;
+    static final int EINVAL = 22;
+
     private int progFd = -1;
+    private CgroupDir.Id id;
 
     V2Fence(CgroupDeviceIsolator owner, Path cgroup, Allocation allocation, NodePlan plan) {
         super(owner, cgroup, allocation, plan);
@@ -30,17 +37,13 @@ final class V2Fence extends AbstractFence {
     }
 
     @Override
-    List<DeviceRule> rulesFor(NodePlan p) {
-        return p.rules(owner.strict, true, owner.baseAllow);
+    CgroupDir.Id id() {
+        return id;
     }
 
-    private int openCgroup(Bpf bpf) {
-        try {
-            return Sys.openDirectory(cgroup.toString());
-        } catch (Sys.ErrnoException e) {
-            throw new IsolationException("cgroup v2: opening " + cgroup + " failed: " + e.getMessage()
-                    + (e.errno() == 2 ? " (no such cgroup)" : ""), e);
-        }
+    @Override
+    List<DeviceRule> rulesFor(NodePlan p) {
+        return p.rules(owner.strict, true, owner.baseAllow);
     }
 
     private int load(Bpf bpf, List<DeviceRule> r) {
@@ -67,89 +70,143 @@ final class V2Fence extends AbstractFence {
         }
     }
 
-    @Override
-    void apply() {
-        Bpf bpf = owner.bpf();
-        List<DeviceRule> r = rulesFor(plan);
-        int cg = openCgroup(bpf);
-        try {
-            int fd = load(bpf, r);
+    /** @return ids of the device programs of ours attached directly to the cgroup */
+    static List<Integer> ours(Bpf bpf, int cgroupFd) {
+        List<Integer> out = new ArrayList<>();
+        for (int pid : bpf.query(cgroupFd)) {
+            int pfd;
             try {
-                bpf.attach(cg, fd, Bpf.F_ALLOW_MULTI, 0);
+                pfd = bpf.progFd(pid);
             } catch (Bpf.BpfException e) {
-                bpf.close(fd);
-                throw new IsolationException("cgroup v2: attaching the device program to " + cgroup + " failed: "
-                        + e.getMessage(), e);
+                if (e.errno() == ENOENT) {
+                    continue;
+                }
+                throw e;
             }
-            progFd = fd;
-            rules = r;
-            active = true;
-        } finally {
-            bpf.close(cg);
+            try {
+                if (CgroupDeviceIsolator.PROGRAM_NAME.equals(bpf.info(pfd)[1])) {
+                    out.add(pid);
+                }
+            } finally {
+                bpf.close(pfd);
+            }
         }
+        return out;
     }
 
-    @Override
-    void replace(NodePlan next, List<DeviceRule> nextRules) {
-        Bpf bpf = owner.bpf();
-        int cg = openCgroup(bpf);
-        try {
-            int fd = load(bpf, nextRules);
+    /** Detaches every program of ours but {@code keepId}. */
+    private static void detachOurs(Bpf bpf, int cgroupFd, int keepId) {
+        for (int pid : ours(bpf, cgroupFd)) {
+            if (pid == keepId) {
+                continue;
+            }
+            int pfd;
             try {
-                if (owner.replaceSupported()) {
-                    try {
-                        bpf.attach(cg, fd, Bpf.F_ALLOW_MULTI | Bpf.F_REPLACE, progFd);
-                        owner.replaceSupported(true);
-                        swap(bpf, fd, nextRules);
-                        return;
-                    } catch (Bpf.BpfException e) {
-                        if (e.errno() != 22) {
-                            throw e;
-                        }
-                        owner.replaceSupported(false);
-                    }
+                pfd = bpf.progFd(pid);
+            } catch (Bpf.BpfException e) {
+                if (e.errno() == ENOENT) {
+                    continue;
                 }
-                bpf.attach(cg, fd, Bpf.F_ALLOW_MULTI, 0);
-                try {
-                    bpf.detach(cg, progFd);
-                } catch (Bpf.BpfException e) {
-                    bpf.detach(cg, fd);
+                throw e;
+            }
+            try {
+                bpf.detach(cgroupFd, pfd);
+            } catch (Bpf.BpfException e) {
+                if (e.errno() != ENOENT) {
                     throw e;
                 }
-                swap(bpf, fd, nextRules);
-            } catch (Bpf.BpfException e) {
-                bpf.close(fd);
-                throw new IsolationException("cgroup v2: replacing the device program of " + cgroup + " failed: "
-                        + e.getMessage() + "; the previous program stays attached", e);
+            } finally {
+                bpf.close(pfd);
             }
-        } finally {
-            bpf.close(cg);
         }
     }
 
-    private void swap(Bpf bpf, int fd, List<DeviceRule> nextRules) {
+    /** Puts a program for {@code r} in force as the only one of ours; on failure what was in force stays. */
+    private void install(CgroupDir d, List<DeviceRule> r) {
+        Bpf bpf = owner.bpf();
+        int fd = load(bpf, r);
+        int newId;
+        try {
+            newId = (Integer) bpf.info(fd)[0];
+            List<Integer> before = ours(bpf, d.fd);
+            boolean attached = false;
+            if (!before.isEmpty() && owner.replaceSupported()) {
+                int oldFd = -1;
+                try {
+                    oldFd = bpf.progFd(before.get(0));
+                    bpf.attach(d.fd, fd, Bpf.F_ALLOW_MULTI | Bpf.F_REPLACE, oldFd);
+                    owner.replaceSupported(true);
+                    attached = true;
+                } catch (Bpf.BpfException e) {
+                    if (e.errno() == EINVAL) {
+                        owner.replaceSupported(false);
+                    } else if (e.errno() != ENOENT) {
+                        throw e;
+                    }
+                } finally {
+                    bpf.close(oldFd);
+                }
+            }
+            if (!attached) {
+                bpf.attach(d.fd, fd, Bpf.F_ALLOW_MULTI, 0);
+            }
+        } catch (Bpf.BpfException e) {
+            bpf.close(fd);
+            throw new IsolationException("cgroup v2: attaching the device program to " + cgroup + " failed: "
+                    + e.getMessage() + "; what was in force stays", e);
+        }
+        try {
+            detachOurs(bpf, d.fd, newId);
+        } catch (Bpf.BpfException e) {
+            String back;
+            try {
+                bpf.detach(d.fd, fd);
+                back = "; the new program was detached again, the previous ones stay";
+            } catch (Bpf.BpfException again) {
+                back = "; the new program stays attached next to older ones of ours (" + again.getMessage() + ")";
+            }
+            bpf.close(fd);
+            throw new IsolationException("cgroup v2: detaching older device programs of ours from " + cgroup
+                    + " failed: " + e.getMessage() + back, e);
+        }
         bpf.close(progFd);
         progFd = fd;
-        rules = nextRules;
+        rules = r;
+    }
+
+    @Override
+    void apply() {
+        try (CgroupDir d = CgroupDir.open(cgroup, true)) {
+            install(d, rulesFor(plan));
+            id = d.id;
+            active = true;
+        }
+    }
+
+    @Override
+    void replace(NodePlan next, List<DeviceRule> ignored) {
+        try (CgroupDir d = CgroupDir.reopen(cgroup, true, id)) {
+            install(d, rulesFor(next));
+        }
     }
 
     @Override
     void remove() {
-        Bpf bpf = owner.bpf();
-        if (!Files.isDirectory(cgroup)) {
-            bpf.close(progFd);
-            return;
+        try (CgroupDir d = CgroupDir.reopen(cgroup, true, id)) {
+            try {
+                detachOurs(owner.bpf(), d.fd, -1);
+            } catch (Bpf.BpfException e) {
+                throw new IsolationException("cgroup v2: detaching the device programs of ours from " + cgroup
+                        + " failed: " + e.getMessage() + "; the fence stays in force", e);
+            }
         }
-        int cg = openCgroup(bpf);
-        try {
-            bpf.detach(cg, progFd);
-        } catch (Bpf.BpfException e) {
-            throw new IsolationException("cgroup v2: detaching the device program from " + cgroup + " failed: "
-                    + e.getMessage(), e);
-        } finally {
-            bpf.close(cg);
+    }
+
+    @Override
+    void dropped() {
+        if (progFd >= 0) {
+            owner.bpf().close(progFd);
+            progFd = -1;
         }
-        bpf.close(progFd);
-        progFd = -1;
     }
 }

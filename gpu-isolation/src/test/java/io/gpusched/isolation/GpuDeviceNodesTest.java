@@ -66,8 +66,31 @@ class GpuDeviceNodesTest {
         Allocation a = Fixtures.gpus(s, 0);
         NodePlan p = new GpuDeviceNodes(dir.resolve("dev"), proc, false).plan(a, host.devices());
         assertThat(p.allowed()).extracting(n -> n.path().toString().replace(dir.resolve("dev") + "/", "") + "="
-                + n.major() + ":" + n.minor()).containsExactly("dri/renderD130=226:130", "kfd=511:0");
-        assertThat(p.denied()).hasSize(7).allSatisfy(n -> assertThat(n.major()).isEqualTo(226));
+                + n.major() + ":" + n.minor()).containsExactly("dri/renderD130=226:130", "dri/card2=226:2", "kfd=511:0");
+        assertThat(p.denied()).hasSize(14).allSatisfy(n -> assertThat(n.major()).isEqualTo(226));
+        assertThat(p.denied()).extracting(n -> n.path().getFileName().toString()).contains("renderD128", "card0")
+                .doesNotContain("renderD130", "card2");
+        assertThat(p.notes()).anySatisfy(n -> assertThat(n).contains("render minor - 128"));
+    }
+
+    @Test
+    void amdCardMinorsComeFromThePropertyOrTheUdevLinkBeforeTheConvention(@TempDir Path dir) throws Exception {
+        Path proc = Fixtures.proc(dir, "226 drm\n 511 kfd\n");
+        Path dev = Files.createDirectories(dir.resolve("dev/dri/by-path"));
+        Files.createSymbolicLink(dev.resolve("pci-0000:26:00.0-card"), Path.of("../card7"));
+        SimulatedGpuInventory.Builder b = SimulatedGpuInventory.builder("amd");
+        b.device(GpuDevice.builder().index(0).uuid("0xa0").vendor(GpuVendor.AMD).name("MI210")
+                .memory(MemorySize.ofGibibytes(64)).pciBusId("0000:03:00.0").minor(130).property("drm.card_minor", "5")
+                .build());
+        b.device(GpuDevice.builder().index(1).uuid("0xa1").vendor(GpuVendor.AMD).name("MI210")
+                .memory(MemorySize.ofGibibytes(64)).pciBusId("0000:26:00.0").minor(131).build());
+        SimulatedGpuInventory host = b.build();
+        NodePlan p = new GpuDeviceNodes(dir.resolve("dev"), proc, false).plan(Fixtures.gpus(Fixtures.scheduler(host), 0),
+                host.devices());
+        assertThat(p.allowed()).extracting(n -> n.path().getFileName() + "=" + n.minor())
+                .containsExactly("renderD130=130", "card5=5", "kfd=0");
+        assertThat(p.denied()).extracting(n -> n.path().getFileName() + "=" + n.minor())
+                .containsExactly("renderD131=131", "card7=7");
     }
 
     @Test

@@ -53,6 +53,20 @@ public interface Libc extends Library {
 
     int mknod(String path, int mode, long dev) throws LastErrorException;
 
+    int openat(int dirfd, String path, int flags, int mode) throws LastErrorException;
+
+    int mkdirat(int dirfd, String path, int mode) throws LastErrorException;
+
+    int mknodat(int dirfd, String path, int mode, long dev) throws LastErrorException;
+
+    int fchmodat(int dirfd, String path, int mode, int flags) throws LastErrorException;
+
+    int fchownat(int dirfd, String path, int uid, int gid, int flags) throws LastErrorException;
+
+    int unlinkat(int dirfd, String path, int flags) throws LastErrorException;
+
+    int fstatfs(int fd, Pointer buf) throws LastErrorException;
+
     int geteuid();
 
     int setrlimit(int resource, Pointer rlimit) throws LastErrorException;

@@ -1,11 +1,38 @@
 package io.gpusched.isolation.internal;
 
 import com.sun.jna.LastErrorException;
+import com.sun.jna.Memory;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Locale;
 
 /** The libc calls isolation makes, with errno turned into {@link ErrnoException}. Internal. */
 public final class Sys {
     private Sys() {
     }
+
+    /** statfs f_type of cgroup v1 hierarchies. */
+    public static final long CGROUP_SUPER_MAGIC = 0x27e0ebL;
+    /** statfs f_type of cgroup2. */
+    public static final long CGROUP2_SUPER_MAGIC = 0x63677270L;
+    /** ENOENT. */
+    public static final int ENOENT = 2;
+    /** EEXIST. */
+    public static final int EEXIST = 17;
+    /** ENOTDIR. */
+    public static final int ENOTDIR = 20;
+    /** ELOOP. */
+    public static final int ELOOP = 40;
+
+    private static final boolean GENERIC_FLAGS = System.getProperty("os.arch", "").toLowerCase(Locale.ROOT)
+            .matches("aarch64|arm64|riscv64|loongarch64");
+    /** O_DIRECTORY: 0200000 on x86_64, 040000 on the generic (arm64, riscv) layout. */
+    static final int O_DIRECTORY = GENERIC_FLAGS ? 0x4000 : 0x10000;
+    /** O_NOFOLLOW: 0400000 on x86_64, 0100000 on the generic layout. */
+    static final int O_NOFOLLOW = GENERIC_FLAGS ? 0x8000 : 0x20000;
+    static final int O_CLOEXEC = 0x80000;
+    static final int AT_SYMLINK_NOFOLLOW = 0x100;
 
     /** A libc call failed. */
     public static final class ErrnoException extends Exception {
@@ -30,12 +57,106 @@ public final class Sys {
         return l;
     }
 
-    /** @return an O_RDONLY|O_DIRECTORY|O_CLOEXEC fd of a directory */
+    /** @return an O_RDONLY|O_DIRECTORY|O_CLOEXEC fd of a directory (the path's symlinks are followed) */
     public static int openDirectory(String path) throws ErrnoException {
         try {
-            return libc().open(path, Libc.O_DIR_CLOEXEC);
+            return libc().openat(-100, path, O_DIRECTORY | O_CLOEXEC, 0);
         } catch (LastErrorException e) {
             throw new ErrnoException(e);
+        }
+    }
+
+    /**
+     * @return an fd of directory {@code name} inside {@code dirfd}, refusing a symlink (ELOOP) or a non-directory
+     *         (ENOTDIR); {@code dirfd} -100 (AT_FDCWD) with an absolute name refuses only a symlink as last component
+     */
+    public static int openDirectoryNoFollow(int dirfd, String name) throws ErrnoException {
+        try {
+            return libc().openat(dirfd, name, O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
+        } catch (LastErrorException e) {
+            throw new ErrnoException(e);
+        }
+    }
+
+    /** mkdirat; an existing entry is not an error (the caller opens it without following). */
+    public static void mkdirAt(int dirfd, String name, int mode) throws ErrnoException {
+        try {
+            libc().mkdirat(dirfd, name, mode);
+        } catch (LastErrorException e) {
+            if (e.getErrorCode() != EEXIST) {
+                throw new ErrnoException(e);
+            }
+        }
+    }
+
+    /** Makes a char device node {@code name} in {@code dirfd} (never follows a symlink: mknodat does not). */
+    public static void mknodCharAt(int dirfd, String name, int mode, int major, int minor) throws ErrnoException {
+        try {
+            libc().mknodat(dirfd, name, Libc.S_IFCHR | (mode & 0777), Libc.makedev(major, minor));
+        } catch (LastErrorException e) {
+            throw new ErrnoException(e);
+        }
+    }
+
+    /** fchmodat with AT_SYMLINK_NOFOLLOW (a symlink is refused, never followed). */
+    public static void chmodNoFollow(int dirfd, String name, int mode) throws ErrnoException {
+        try {
+            libc().fchmodat(dirfd, name, mode & 07777, AT_SYMLINK_NOFOLLOW);
+        } catch (LastErrorException e) {
+            throw new ErrnoException(e);
+        }
+    }
+
+    /** fchownat with AT_SYMLINK_NOFOLLOW. */
+    public static void chownNoFollow(int dirfd, String name, int uid, int gid) throws ErrnoException {
+        try {
+            libc().fchownat(dirfd, name, uid, gid, AT_SYMLINK_NOFOLLOW);
+        } catch (LastErrorException e) {
+            throw new ErrnoException(e);
+        }
+    }
+
+    /** unlinkat of a non-directory. */
+    public static void unlinkAt(int dirfd, String name) throws ErrnoException {
+        try {
+            libc().unlinkat(dirfd, name, 0);
+        } catch (LastErrorException e) {
+            throw new ErrnoException(e);
+        }
+    }
+
+    /** @return {@code f_type} of the filesystem an fd lies on (fstatfs) */
+    public static long fsType(int fd) throws ErrnoException {
+        Memory buf = new Memory(256);
+        buf.clear();
+        try {
+            libc().fstatfs(fd, buf);
+        } catch (LastErrorException e) {
+            throw new ErrnoException(e);
+        }
+        return buf.getLong(0);
+    }
+
+    /** @return the path through which an open fd can be named ({@code /proc/self/fd/N}) */
+    public static Path fdPath(int fd) {
+        return Path.of("/proc/self/fd/" + fd);
+    }
+
+    /** @return {dev, inode} of what an fd refers to (through its /proc/self/fd link) */
+    public static long[] identity(int fd) throws IOException {
+        Path p = fdPath(fd);
+        return new long[] {(Long) Files.getAttribute(p, "unix:dev"), (Long) Files.getAttribute(p, "unix:ino")};
+    }
+
+    /** Closes an fd, ignoring errors. */
+    public static void close(int fd) {
+        if (fd < 0) {
+            return;
+        }
+        try {
+            libc().close(fd);
+        } catch (LastErrorException ignored) {
+            // nothing to do
         }
     }
 
