@@ -1,0 +1,452 @@
+package io.gpusched.yarn;
+
+import io.gpusched.core.Allocation;
+import io.gpusched.core.AllocationStrategies;
+import io.gpusched.core.AllocationStrategy;
+import io.gpusched.core.DeviceState;
+import io.gpusched.core.GpuConfig;
+import io.gpusched.core.GpuDevice;
+import io.gpusched.core.GpuHealth;
+import io.gpusched.core.GpuInventories;
+import io.gpusched.core.GpuInventory;
+import io.gpusched.core.GpuRequest;
+import io.gpusched.core.GpuTopology;
+import io.gpusched.core.GpuVendor;
+import io.gpusched.core.MemorySize;
+import io.gpusched.core.SchedulingView;
+import io.gpusched.cuda.CudaEnvironment;
+import io.gpusched.cuda.CudaEnvironmentResolver;
+import io.gpusched.cuda.CudaRequirement;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Optional;
+import java.util.Set;
+import java.util.TreeSet;
+import org.apache.hadoop.conf.Configurable;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.yarn.server.nodemanager.api.deviceplugin.Device;
+import org.apache.hadoop.yarn.server.nodemanager.api.deviceplugin.DevicePlugin;
+import org.apache.hadoop.yarn.server.nodemanager.api.deviceplugin.DevicePluginScheduler;
+import org.apache.hadoop.yarn.server.nodemanager.api.deviceplugin.DeviceRegisterRequest;
+import org.apache.hadoop.yarn.server.nodemanager.api.deviceplugin.DeviceRuntimeSpec;
+import org.apache.hadoop.yarn.server.nodemanager.api.deviceplugin.MountDeviceSpec;
+import org.apache.hadoop.yarn.server.nodemanager.api.deviceplugin.MountVolumeSpec;
+import org.apache.hadoop.yarn.server.nodemanager.api.deviceplugin.YarnRuntimeType;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * A YARN NodeManager device plugin over gpusched, for Hadoop's pluggable device framework. It reports the node's
+ * GPUs from a {@link GpuInventory} (device numbers, PCI bus id, health), chooses among the GPUs YARN offers with
+ * gpusched's topology-aware strategy (unhealthy GPUs are never chosen), and dresses an allocation with the job
+ * environment from gpu-cuda: for the Docker runtime the environment, the device nodes and read-only volumes, for the
+ * default runtime the environment alone.
+ *
+ * <p>Enable it in {@code yarn-site.xml}:
+ * <pre>
+ * yarn.nodemanager.pluggable-device-framework.enabled = true
+ * yarn.nodemanager.pluggable-device-framework.device-classes = io.gpusched.yarn.GpuschedDevicePlugin
+ * </pre>
+ * and declare the resource ({@code nvidia.com/gpu} by default) in {@code resource-types.xml}. Settings are read from
+ * the NodeManager's configuration (the framework builds the plugin through {@code ReflectionUtils.newInstance}, which
+ * calls {@link #setConf}); see the {@code KEY_*} constants.
+ */
+public class GpuschedDevicePlugin implements DevicePlugin, DevicePluginScheduler, Configurable {
+
+    /** Resource name registered with YARN; default {@value #DEFAULT_RESOURCE_NAME}. */
+    public static final String KEY_RESOURCE_NAME = "gpusched.yarn.resource-name";
+    /** Default resource name, the one YARN's own NVIDIA plugin registers. */
+    public static final String DEFAULT_RESOURCE_NAME = "nvidia.com/gpu";
+    /** Where the GPUs come from: {@code auto} (detect the node; default) or {@code simulated:<profile or YAML path>}. */
+    public static final String KEY_INVENTORY = "gpusched.yarn.inventory";
+    /** Strategy among the offered GPUs: {@code topology} (default), {@code packing}, {@code spreading}, {@code thermal}. */
+    public static final String KEY_STRATEGY = "gpusched.yarn.strategy";
+    /** How {@code CUDA_VISIBLE_DEVICES} names GPUs: {@code uuids} (default) or {@code indices}. */
+    public static final String KEY_DEVICE_NAMING = "gpusched.yarn.device-naming";
+    /**
+     * Docker container runtime the container runs with; default {@code runc} (the device nodes and volumes are mounted
+     * by this plugin); {@code nvidia} hands the devices to the NVIDIA runtime as well. It must be in container-executor's
+     * {@code docker.allowed.runtimes}.
+     */
+    public static final String KEY_DOCKER_RUNTIME = "gpusched.yarn.docker.container-runtime";
+    /** Root of the device nodes whose control nodes are mounted into Docker containers; default {@code /dev}. */
+    public static final String KEY_DEV_ROOT = "gpusched.yarn.dev-root";
+
+    static final int NVIDIA_MAJOR = 195;
+    static final int DRM_MAJOR = 226;
+
+    private static final Logger LOG = LoggerFactory.getLogger(GpuschedDevicePlugin.class);
+
+    private Configuration conf = new Configuration(false);
+    private GpuInventory inventory;
+    private boolean ownsInventory;
+    private volatile Node node;
+
+    /** Used by the NodeManager (through reflection) with {@link #setConf}. */
+    public GpuschedDevicePlugin() {
+    }
+
+    /**
+     * For hosts and tests that already hold an inventory.
+     *
+     * @param inventory the node's GPUs (not closed by this plugin)
+     * @param conf      settings ({@code KEY_*}); {@link #KEY_INVENTORY} is ignored
+     */
+    public GpuschedDevicePlugin(GpuInventory inventory, Configuration conf) {
+        this.inventory = Objects.requireNonNull(inventory, "inventory");
+        this.conf = Objects.requireNonNull(conf, "conf");
+    }
+
+    @Override
+    public synchronized void setConf(Configuration c) {
+        this.conf = Objects.requireNonNull(c, "conf");
+        if (ownsInventory && inventory != null) {
+            inventory.close();
+            inventory = null;
+            ownsInventory = false;
+        }
+        this.node = null;
+    }
+
+    @Override
+    public synchronized Configuration getConf() {
+        return conf;
+    }
+
+    @Override
+    public DeviceRegisterRequest getRegisterRequestInfo() {
+        return DeviceRegisterRequest.Builder.newInstance().setResourceName(resourceName())
+                .setPluginVersion(GpuschedDevicePlugin.class.getPackage().getImplementationVersion() == null ? "dev"
+                        : GpuschedDevicePlugin.class.getPackage().getImplementationVersion())
+                .build();
+    }
+
+    /** @return the resource name this plugin registers */
+    public String resourceName() {
+        String n = getConf().getTrimmed(KEY_RESOURCE_NAME, DEFAULT_RESOURCE_NAME);
+        if (n.isEmpty()) {
+            throw new IllegalArgumentException(KEY_RESOURCE_NAME + " is empty; expected a resource type name such as "
+                    + DEFAULT_RESOURCE_NAME);
+        }
+        return n;
+    }
+
+    /**
+     * @return every GPU of the node with its device numbers, bus id and current health; an unhealthy one says why in
+     *         its status
+     */
+    @Override
+    public Set<Device> getDevices() {
+        Node n = node();
+        Set<Device> out = new TreeSet<>();
+        for (GpuDevice d : n.inventory.devices()) {
+            GpuHealth h = n.inventory.health(d);
+            out.add(Device.Builder.newInstance()
+                    .setId(d.index())
+                    .setDevPath(devPath(d))
+                    .setMajorNumber(major(d))
+                    .setMinorNumber(minorOf(d))
+                    .setBusID(d.pciBusId())
+                    .setHealthy(h.isHealthy())
+                    .setStatus(h.isHealthy() ? "healthy" : h.toString())
+                    .build());
+        }
+        return out;
+    }
+
+    /**
+     * Chooses {@code count} of the devices YARN offers. GPUs the inventory reports unhealthy now are left out of the
+     * offer; the strategy sees the rest of the node as busy.
+     *
+     * @return the chosen devices (elements of {@code availableDevices}), or an empty set when the healthy offer is too
+     *         small; the framework then fails the container, and the reason is logged
+     */
+    @Override
+    public Set<Device> allocateDevices(Set<Device> availableDevices, int count, Map<String, String> env) {
+        Node n = node();
+        Set<Device> out = new TreeSet<>();
+        if (count <= 0) {
+            return out;
+        }
+        Map<Integer, Device> offered = new HashMap<>();
+        List<String> refused = new ArrayList<>();
+        for (Device dev : availableDevices) {
+            GpuDevice d = n.lookup(dev);
+            if (d == null) {
+                refused.add(dev.getDevPath() + " (not on this node's inventory " + n.inventory.backend() + ")");
+                continue;
+            }
+            GpuHealth h = n.inventory.health(d);
+            if (!h.isHealthy()) {
+                refused.add("GPU " + d.index() + " " + d.uuid() + " (" + h + ")");
+                continue;
+            }
+            offered.put(d.index(), dev);
+        }
+        if (offered.size() < count) {
+            LOG.warn("gpusched: cannot place {} {}: YARN offers {} device(s), {} healthy and known; left out: {}",
+                    count, resourceName(), availableDevices.size(), offered.size(), refused);
+            return out;
+        }
+        AllocationStrategy s = n.strategy;
+        GpuRequest request = GpuRequest.builder().count(count).owner("yarn").build();
+        List<Integer> chosen = s.select(request, new OfferView(n, offered.keySet()));
+        if (chosen.size() != count || !offered.keySet().containsAll(chosen) || Set.copyOf(chosen).size() != count) {
+            LOG.warn("gpusched: strategy {} returned {} for {} of offered {}; declining", s.name(), chosen, count,
+                    offered.keySet());
+            return out;
+        }
+        for (int i : chosen) {
+            out.add(offered.get(i));
+        }
+        return out;
+    }
+
+    /**
+     * @return for the Docker runtime: the job environment, the GPUs' device nodes plus the vendor's control nodes, the
+     *         CUDA installation's read-only volumes and the configured container runtime; for the default runtime
+     *         the environment alone
+     * @throws IllegalArgumentException for a device this node's inventory does not know
+     */
+    @Override
+    public DeviceRuntimeSpec onDevicesAllocated(Set<Device> allocatedDevices, YarnRuntimeType yarnRuntime) {
+        Node n = node();
+        List<GpuDevice> gpus = new ArrayList<>();
+        for (Device dev : allocatedDevices) {
+            GpuDevice d = n.lookup(dev);
+            if (d == null) {
+                throw new IllegalArgumentException("device " + dev + " is not on this node's inventory "
+                        + n.inventory.backend() + "; known: " + n.inventory.devices().stream()
+                        .map(GpuschedDevicePlugin::devPath).toList());
+            }
+            gpus.add(d);
+        }
+        gpus.sort((a, b) -> Integer.compare(a.index(), b.index()));
+        Allocation a = new Allocation("yarn-" + String.join("-", gpus.stream().map(g -> "" + g.index()).toList()),
+                gpus, GpuRequest.builder().count(Math.max(1, gpus.size())).owner("yarn").build(), Instant.now());
+        CudaEnvironment ce = gpus.isEmpty() ? null : n.cuda.resolve(a, CudaRequirement.NONE);
+        DeviceRuntimeSpec.Builder b = DeviceRuntimeSpec.Builder.newInstance();
+        if (ce != null) {
+            environment(ce).forEach(b::addEnv);
+        }
+        if (yarnRuntime == YarnRuntimeType.RUNTIME_DOCKER) {
+            String runtime = getConf().getTrimmed(KEY_DOCKER_RUNTIME, "runc");
+            if (runtime.isEmpty()) {
+                throw new IllegalArgumentException(KEY_DOCKER_RUNTIME + " is empty; expected a Docker runtime name"
+                        + " such as runc or nvidia");
+            }
+            b.setContainerRuntime(runtime);
+            for (String path : deviceNodes(gpus, n.devRoot)) {
+                b.addMountDeviceSpec(MountDeviceSpec.Builder.newInstance().setDevicePathInHost(path)
+                        .setDevicePathInContainer(path).setDevicePermission(MountDeviceSpec.RW).build());
+            }
+            if (ce != null) {
+                for (CudaEnvironment.Mount m : ce.mounts()) {
+                    b.addMountVolumeSpec(MountVolumeSpec.Builder.newInstance().setHostPath(m.source().toString())
+                            .setMountPath(m.target().toString()).setReadOnly(Boolean.TRUE).build());
+                }
+            }
+        }
+        return b.build();
+    }
+
+    /** Nothing to undo: the framework keeps the books of which container holds which device. */
+    @Override
+    public void onDevicesReleased(Set<Device> releasedDevices) {
+        LOG.debug("gpusched: released {}", releasedDevices);
+    }
+
+    /** @return the inventory this plugin serves (opened on first use from {@link #KEY_INVENTORY}) */
+    public GpuInventory inventory() {
+        return node().inventory;
+    }
+
+    /** Closes the inventory if this plugin opened it. */
+    public synchronized void close() {
+        if (ownsInventory && inventory != null) {
+            inventory.close();
+            inventory = null;
+        }
+        node = null;
+    }
+
+    /** @return the variables of a job environment, with path additions folded in (the container has no own value) */
+    static Map<String, String> environment(CudaEnvironment ce) {
+        Map<String, String> out = new LinkedHashMap<>(ce.variables());
+        ce.pathPrepends().forEach((k, dirs) -> {
+            if (!dirs.isEmpty()) {
+                out.put(k, String.join(":", dirs));
+            }
+        });
+        return out;
+    }
+
+    /** @return the GPUs' own nodes, then the vendor's control nodes that exist under {@code devRoot} */
+    static List<String> deviceNodes(List<GpuDevice> gpus, Path devRoot) {
+        List<String> out = new ArrayList<>();
+        gpus.forEach(g -> out.add(devPath(g)));
+        boolean nvidia = gpus.stream().anyMatch(g -> g.vendor() == GpuVendor.NVIDIA);
+        boolean amd = gpus.stream().anyMatch(g -> g.vendor() == GpuVendor.AMD);
+        List<String> control = new ArrayList<>();
+        if (nvidia) {
+            control.addAll(List.of("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset"));
+        }
+        if (amd) {
+            control.add("kfd");
+        }
+        for (String c : control) {
+            if (Files.exists(devRoot.resolve(c))) {
+                out.add("/dev/" + c);
+            }
+        }
+        return out;
+    }
+
+    static String devPath(GpuDevice d) {
+        return d.vendor() == GpuVendor.AMD ? "/dev/dri/renderD" + minorOf(d) : "/dev/nvidia" + minorOf(d);
+    }
+
+    static int major(GpuDevice d) {
+        return d.vendor() == GpuVendor.AMD ? DRM_MAJOR : NVIDIA_MAJOR;
+    }
+
+    static int minorOf(GpuDevice d) {
+        return d.minor().orElse(d.index());
+    }
+
+    private Node node() {
+        Node n = node;
+        if (n != null) {
+            return n;
+        }
+        synchronized (this) {
+            if (node == null) {
+                if (inventory == null) {
+                    inventory = openInventory(getConf().getTrimmed(KEY_INVENTORY, "auto"));
+                    ownsInventory = true;
+                }
+                node = new Node(inventory, getConf());
+            }
+            return node;
+        }
+    }
+
+    private static GpuInventory openInventory(String spec) {
+        if (spec.equalsIgnoreCase("auto")) {
+            return GpuInventories.detect();
+        }
+        if (spec.startsWith(GpuInventories.SIMULATED_PREFIX)) {
+            return GpuInventories.simulated(spec.substring(GpuInventories.SIMULATED_PREFIX.length()));
+        }
+        throw new IllegalArgumentException(KEY_INVENTORY + " = \"" + spec + "\"; expected \"auto\" or \""
+                + GpuInventories.SIMULATED_PREFIX + "<profile or YAML path>\" (profiles: "
+                + GpuInventories.simulatedProfiles() + ")");
+    }
+
+    /** What one configuration of the plugin has worked out once: lookups, strategy, CUDA resolver. */
+    static final class Node {
+        final GpuInventory inventory;
+        final Map<Integer, GpuDevice> byMinor = new HashMap<>();
+        final Map<String, GpuDevice> byBus = new HashMap<>();
+        final AllocationStrategy strategy;
+        final CudaEnvironmentResolver cuda;
+        final Path devRoot;
+
+        Node(GpuInventory inventory, Configuration conf) {
+            this.inventory = inventory;
+            for (GpuDevice d : inventory.devices()) {
+                byMinor.putIfAbsent(minorOf(d), d);
+                byBus.putIfAbsent(d.pciBusId().toLowerCase(Locale.ROOT), d);
+            }
+            String s = conf.getTrimmed(KEY_STRATEGY, "topology");
+            try {
+                this.strategy = AllocationStrategies.fromConfig(GpuConfig.defaults().withStrategy(s));
+            } catch (RuntimeException e) {
+                throw new IllegalArgumentException(KEY_STRATEGY + " = \"" + s + "\": " + e.getMessage(), e);
+            }
+            String naming = conf.getTrimmed(KEY_DEVICE_NAMING, "uuids").toLowerCase(Locale.ROOT);
+            CudaEnvironmentResolver.DeviceNaming dn = switch (naming) {
+                case "uuids" -> CudaEnvironmentResolver.DeviceNaming.UUIDS;
+                case "indices" -> CudaEnvironmentResolver.DeviceNaming.INDICES;
+                default -> throw new IllegalArgumentException(KEY_DEVICE_NAMING + " = \"" + naming
+                        + "\"; expected \"uuids\" or \"indices\"");
+            };
+            this.cuda = CudaEnvironmentResolver.builder().deviceNaming(dn).build();
+            this.devRoot = Path.of(conf.getTrimmed(KEY_DEV_ROOT, "/dev"));
+        }
+
+        /** @return the inventory device behind a YARN device: by minor number, else by bus id; null if unknown */
+        GpuDevice lookup(Device dev) {
+            GpuDevice d = byMinor.get(dev.getMinorNumber());
+            if (d != null && (dev.getBusID() == null || dev.getBusID().isEmpty()
+                    || dev.getBusID().equalsIgnoreCase(d.pciBusId()))) {
+                return d;
+            }
+            return dev.getBusID() == null ? null : byBus.get(dev.getBusID().toLowerCase(Locale.ROOT));
+        }
+    }
+
+    /** The node as a strategy sees it for one YARN offer: offered healthy GPUs are free, everything else is busy. */
+    private static final class OfferView implements SchedulingView {
+        private final List<DeviceState> devices;
+        private final List<DeviceState> candidates;
+        private final GpuTopology topology;
+
+        OfferView(Node n, Set<Integer> offered) {
+            List<DeviceState> all = new ArrayList<>();
+            List<DeviceState> cands = new ArrayList<>();
+            for (GpuDevice d : n.inventory.devices()) {
+                DeviceState s;
+                if (offered.contains(d.index())) {
+                    s = DeviceState.idle(d, GpuHealth.HEALTHY);
+                    cands.add(s);
+                } else {
+                    s = new DeviceState(d, n.inventory.health(d), Optional.of("yarn"), 0, MemorySize.ZERO,
+                            Optional.empty(), DeviceState.Pool.IN_POOL, Optional.empty(), Optional.empty());
+                }
+                all.add(s);
+            }
+            this.devices = List.copyOf(all);
+            this.candidates = List.copyOf(cands);
+            this.topology = n.inventory.topology();
+        }
+
+        @Override
+        public List<DeviceState> devices() {
+            return devices;
+        }
+
+        @Override
+        public List<DeviceState> candidates() {
+            return candidates;
+        }
+
+        @Override
+        public DeviceState device(int index) {
+            for (DeviceState s : devices) {
+                if (s.index() == index) {
+                    return s;
+                }
+            }
+            throw new IllegalArgumentException("no device " + index + " on this node");
+        }
+
+        @Override
+        public GpuTopology topology() {
+            return topology;
+        }
+
+        @Override
+        public Instant now() {
+            return Instant.now();
+        }
+    }
+}
