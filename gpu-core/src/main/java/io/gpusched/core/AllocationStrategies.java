@@ -16,7 +16,7 @@ public final class AllocationStrategies {
     /** @return names accepted by {@link #byName(String)} and {@code gpu.strategy} */
     public static List<String> names() {
         return List.of(PackingStrategy.NAME, SpreadingStrategy.NAME, TopologyAwareStrategy.NAME,
-                ThermalAwareStrategy.NAME);
+                TopologyAwareStrategy.REMAINING_NAME, ThermalAwareStrategy.NAME);
     }
 
     /**
@@ -32,9 +32,22 @@ public final class AllocationStrategies {
         return new SpreadingStrategy();
     }
 
-    /** @return topology-aware: the best-connected set, fragmentation-aware ties, exact up to 16 candidates */
+    /**
+     * @return topology-aware with the {@link TopologyAwareStrategy.Objective#SET SET} objective: the best-connected set,
+     *         ties by least affinity to the GPUs that stay free; exact
+     */
     public static AllocationStrategy topologyAware() {
         return new TopologyAwareStrategy();
+    }
+
+    /**
+     * @param objective {@link TopologyAwareStrategy.Objective#SET SET} (the set's own connectivity, the default) or
+     *                  {@link TopologyAwareStrategy.Objective#REMAINING REMAINING} (the set's plus what is left among
+     *                  the free GPUs, go-gpuallocator's best-effort idea)
+     * @return topology-aware for that objective; exact
+     */
+    public static AllocationStrategy topologyAware(TopologyAwareStrategy.Objective objective) {
+        return new TopologyAwareStrategy(objective);
     }
 
     /**
@@ -58,6 +71,9 @@ public final class AllocationStrategies {
     public static AllocationStrategy byName(String name) {
         if (TopologyAwareStrategy.NAME.equals(name)) {
             return topologyAware();
+        }
+        if (TopologyAwareStrategy.REMAINING_NAME.equals(name)) {
+            return topologyAware(TopologyAwareStrategy.Objective.REMAINING);
         }
         if (ThermalAwareStrategy.NAME.equals(name)) {
             return thermalAware(topologyAware(), Duration.ofSeconds(30));

@@ -75,6 +75,6 @@ class StrategyTest {
         assertThat(AllocationStrategies.byName("packing").name()).isEqualTo("packing");
         assertThat(AllocationStrategies.byName("spreading").name()).isEqualTo("spreading");
         org.assertj.core.api.Assertions.assertThatThrownBy(() -> AllocationStrategies.byName("x"))
-                .hasMessageContaining("[packing, spreading, topology, thermal]");
+                .hasMessageContaining("[packing, spreading, topology, topology-remaining, thermal]");
     }
 }

@@ -60,15 +60,43 @@ class ThermalStrategyTest {
                 .as("the NVLinked pair (0,1) beats the cool unlinked pair").containsExactlyInAnyOrder(0, 1);
     }
 
-    @Test
-    void hysteresisAndStaleSamples() {
+    /** Training request, 4 unlinked GPUs, equal utilization: who gets one GPU at these temperatures. */
+    static int coolest(int t0, int t1, int t2, int t3) {
         MutableClock clock = new MutableClock(java.time.Instant.parse("2026-01-01T00:00:00Z"));
         SimulatedGpuInventory inv = node(clock, false);
         GpuScheduler s = thermal(inv, clock);
-        inv.setMetrics(0, 50, MemorySize.ZERO, 41, 100);
-        inv.setMetrics(1, 50, MemorySize.ZERO, 42, 100);
-        inv.setMetrics(2, 50, MemorySize.ZERO, 43, 100);
-        inv.setMetrics(3, 50, MemorySize.ZERO, 44, 100);
+        int[] t = {t0, t1, t2, t3};
+        for (int i = 0; i < 4; i++) {
+            inv.setMetrics(i, 50, MemorySize.ZERO, t[i], 100);
+        }
+        s.updateMetrics(inv.sample());
+        return s.allocate(GpuRequest.builder().build()).deviceIndices().get(0);
+    }
+
+    @Test
+    void temperatureRanksOnlyBeyondTheTolerance() {
+        // 44 vs 45 straddles a multiple of 5: fixed 5-degree bands would rank them; a 1 degree gap must not
+        assertThat(coolest(45, 44, 90, 90)).as("45 vs 44: within tolerance, index order").isEqualTo(0);
+        assertThat(coolest(44, 45, 90, 90)).as("44 vs 45: within tolerance, index order").isEqualTo(0);
+        // exactly the tolerance apart is still equal; one degree more ranks
+        assertThat(coolest(45, 40, 90, 90)).as("5 degrees apart: equal").isEqualTo(0);
+        assertThat(coolest(46, 40, 90, 90)).as("6 degrees apart: the cooler one").isEqualTo(1);
+        assertThat(coolest(90, 90, 46, 40)).as("and the same further down the index order").isEqualTo(3);
+        // readings that chain within the tolerance share a rank: 41, 44, 47 are one rank, index order decides
+        assertThat(coolest(47, 44, 41, 90)).isEqualTo(0);
+        // a gap above the tolerance anywhere in the chain splits it
+        assertThat(coolest(52, 44, 41, 90)).as("52 is 8 above 44: 41 and 44 rank first, index order").isEqualTo(1);
+        assertThat(io.gpusched.core.strategy.ThermalAwareStrategy.TEMP_BAND).as("the tolerance written for").isEqualTo(5);
+    }
+
+    @Test
+    void staleSamplesRankAfterFreshOnes() {
+        MutableClock clock = new MutableClock(java.time.Instant.parse("2026-01-01T00:00:00Z"));
+        SimulatedGpuInventory inv = node(clock, false);
+        GpuScheduler s = thermal(inv, clock);
+        for (int i = 0; i < 4; i++) {
+            inv.setMetrics(i, 50, MemorySize.ZERO, 41 + i, 100);
+        }
         s.updateMetrics(inv.sample());
         assertThat(s.allocate(GpuRequest.builder().build()).deviceIndices()).as("1 °C is noise: index order")
                 .containsExactly(0);

@@ -3,14 +3,6 @@ package io.gpusched.core;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpusched.core.sim.SimulatedGpuInventory;
-import io.gpusched.core.strategy.PairScore;
-import java.util.ArrayList;
-import java.util.List;
-import java.util.Random;
-import net.jqwik.api.ForAll;
-import net.jqwik.api.Property;
-import net.jqwik.api.constraints.IntRange;
-import net.jqwik.api.constraints.LongRange;
 import org.junit.jupiter.api.Test;
 
 class TopologyStrategyTest {
@@ -20,66 +12,16 @@ class TopologyStrategyTest {
                 .maintenanceInterval(java.time.Duration.ZERO).build();
     }
 
-    static long score(GpuTopology t, List<Integer> set) {
-        return PairScore.ofSet(t, set);
-    }
+    // Exactness against an independent search: TopologyExactnessTest. Must-include devices: RequiredDevicesTest.
 
-    /** Best score over every k-subset of the free devices: the reference. */
-    static long exhaustive(GpuTopology t, List<Integer> free, int k) {
-        long[] best = {-1};
-        combos(free, k, 0, new ArrayList<>(), c -> best[0] = Math.max(best[0], score(t, c)));
-        return best[0];
-    }
-
-    static void combos(List<Integer> from, int k, int start, List<Integer> cur, java.util.function.Consumer<List<Integer>> f) {
-        if (cur.size() == k) {
-            f.accept(cur);
-            return;
-        }
-        for (int i = start; i <= from.size() - (k - cur.size()); i++) {
-            cur.add(from.get(i));
-            combos(from, k, i + 1, cur, f);
-            cur.remove(cur.size() - 1);
-        }
-    }
-
-    static SimulatedGpuInventory randomNode(long seed, int n) {
-        Random rnd = new Random(seed);
-        SimulatedGpuInventory.Builder b = SimulatedGpuInventory.builder("rand-" + seed);
-        for (int i = 0; i < n; i++) {
-            b.device(GpuDevice.builder().index(i).uuid("GPU-r-" + i).vendor(GpuVendor.NVIDIA).name("X")
-                    .memory(MemorySize.ofGibibytes(16)).pciBusId("b" + i).numaNode(rnd.nextInt(2)).minor(i).build());
-        }
-        PcieLevel[] levels = PcieLevel.values();
-        for (int i = 0; i < n; i++) {
-            for (int j = i + 1; j < n; j++) {
-                if (rnd.nextInt(3) == 0) {
-                    b.links(i, j, 1 + rnd.nextInt(4));
-                }
-                b.pcie(i, j, levels[1 + rnd.nextInt(levels.length - 1)]);
-            }
-        }
-        return b.build();
-    }
-
-    @Property(tries = 150)
-    void sameScoreAsExhaustiveSearch(@ForAll @LongRange(min = 1, max = 1_000_000) long seed,
-                                     @ForAll @IntRange(min = 2, max = 16) int n,
-                                     @ForAll @IntRange(min = 1, max = 6) int k,
-                                     @ForAll @IntRange(min = 0, max = 8) int busy) {
-        SimulatedGpuInventory inv = randomNode(seed, n);
-        GpuScheduler s = topo(inv);
-        Random rnd = new Random(seed * 31);
-        for (int i = 0; i < Math.min(busy, n - 1); i++) {
-            s.tryAllocate(GpuRequest.builder().deviceIndices(rnd.nextInt(n)).build());
-        }
-        List<Integer> free = s.devices().stream().filter(DeviceState::isIdle).map(DeviceState::index).toList();
-        if (free.size() < k) {
-            return;
-        }
-        Allocation a = s.allocate(GpuRequest.builder().count(k).build());
-        assertThat(score(inv.topology(), a.deviceIndices())).as("seed %d n %d k %d", seed, n, k)
-                .isEqualTo(exhaustive(inv.topology(), free, k));
+    @Test
+    void remainingObjectiveThroughTheScheduler() {
+        GpuScheduler s = GpuScheduler.builder().inventory(GpuInventories.simulated("dgx1-v100"))
+                .config(GpuConfig.builder().strategy("topology-remaining").build()).auditLogging(false)
+                .maintenanceInterval(java.time.Duration.ZERO).build();
+        s.allocate(GpuRequests.fromCliFlags("--devices=1,3,6,7"));
+        assertThat(s.allocate(GpuRequest.builder().count(2).build()).deviceIndices()).containsExactly(4, 5);
+        assertThat(s.strategy().name()).isEqualTo("topology-remaining");
     }
 
     @Test

@@ -13,7 +13,8 @@ import java.util.Map;
 import java.util.TreeMap;
 
 /**
- * Packs work tightly so large free blocks stay intact. Shared requests go to GPUs that are already shared, the
+ * Packs work tightly so large free blocks stay intact. Required devices ({@link GpuRequest#requiredDevices()}) are
+ * always in the answer and the others are grown from them. Shared requests go to GPUs that are already shared, the
  * fullest that still fits first. Exclusive requests go to the NUMA group with the fewest candidates that can hold
  * them all (best fit); inside it, the seed is the GPU with the fewest idle close partners (so an intact NVLink pair
  * or PCIe switch stays whole), and the set grows greedily by closeness to what was chosen.
@@ -38,32 +39,46 @@ public final class PackingStrategy implements AllocationStrategy {
         if (candidates.size() < n) {
             return List.of();
         }
+        List<Integer> required = request.requiredDevices();
+        for (int r : required) {
+            if (candidates.stream().noneMatch(d -> d.index() == r)) {
+                return List.of();
+            }
+        }
         if (request.sharing() == SharingMode.SHARED) {
-            return candidates.stream()
+            List<Integer> out = new ArrayList<>(required);
+            candidates.stream().filter(d -> !required.contains(d.index()))
                     .sorted(Comparator.comparing((DeviceState d) -> !d.isShared())
                             .thenComparing(DeviceState::reservableMemory))
-                    .limit(n).map(DeviceState::index).toList();
+                    .limit(n - required.size()).forEach(d -> out.add(d.index()));
+            return out;
         }
-        List<DeviceState> pool = bestFitGroup(candidates, view.topology(), n);
-        return greedyCluster(pool, view, n);
+        List<DeviceState> pool = bestFitGroup(candidates, view.topology(), n, required);
+        return greedyCluster(pool, view, n, required);
     }
 
-    private static List<DeviceState> bestFitGroup(List<DeviceState> candidates, GpuTopology topology, int n) {
+    /** The smallest NUMA group that holds n candidates including every required device; else all candidates. */
+    private static List<DeviceState> bestFitGroup(List<DeviceState> candidates, GpuTopology topology, int n,
+                                                  List<Integer> required) {
         Map<Integer, List<DeviceState>> groups = new TreeMap<>();
         for (DeviceState d : candidates) {
             groups.computeIfAbsent(topology.numaNode(d.index()).orElse(-1), k -> new ArrayList<>()).add(d);
         }
         List<DeviceState> best = null;
         for (List<DeviceState> g : groups.values()) {
-            if (g.size() >= n && (best == null || g.size() < best.size())) {
+            boolean holdsRequired = required.stream().allMatch(r -> g.stream().anyMatch(d -> d.index() == r));
+            if (holdsRequired && g.size() >= n && (best == null || g.size() < best.size())) {
                 best = g;
             }
         }
         return best != null ? best : candidates;
     }
 
-    /** Seed on the least "free" device, then add the device closest to the chosen set until n are chosen. */
-    static List<Integer> greedyCluster(List<DeviceState> pool, SchedulingView view, int n) {
+    /**
+     * Start from the required devices (or, without any, seed on the least "free" device), then add the device closest
+     * to the chosen set until n are chosen.
+     */
+    static List<Integer> greedyCluster(List<DeviceState> pool, SchedulingView view, int n, List<Integer> required) {
         GpuTopology topo = view.topology();
         int size = pool.size();
         int[] idx = new int[size];
@@ -86,8 +101,15 @@ public final class PackingStrategy implements AllocationStrategy {
         List<Integer> chosen = new ArrayList<>(n);
         for (int round = 0; round < n; round++) {
             int pick = -1;
+            if (round < required.size()) {
+                for (int i = 0; i < size; i++) {
+                    if (idx[i] == required.get(round)) {
+                        pick = i;
+                    }
+                }
+            }
             for (int i = 0; i < size; i++) {
-                if (taken[i]) {
+                if (taken[i] || round < required.size()) {
                     continue;
                 }
                 if (pick < 0 || affinity[i] > affinity[pick]

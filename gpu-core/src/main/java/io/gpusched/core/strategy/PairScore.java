@@ -24,32 +24,6 @@ public final class PairScore {
         };
     }
 
-    /** Matrix of the last topology asked for, indexed by device index: computed once per inventory, not per request. */
-    private record Cached(GpuTopology topology, int[][] scores) {
-    }
-
-    private static volatile Cached cached;
-
-    /**
-     * @return pair scores of a topology indexed by device index ({@code [a][b]}, 0 on the diagonal), computed once and
-     *         reused while the same topology instance is asked for
-     */
-    public static int[][] matrix(GpuTopology topology) {
-        Cached c = cached;
-        if (c != null && c.topology() == topology) {
-            return c.scores();
-        }
-        int max = topology.deviceIndices().stream().mapToInt(Integer::intValue).max().orElse(-1);
-        int[][] m = new int[max + 1][max + 1];
-        for (int a : topology.deviceIndices()) {
-            for (int b : topology.deviceIndices()) {
-                m[a][b] = a == b ? 0 : of(topology, a, b);
-            }
-        }
-        cached = new Cached(topology, m);
-        return m;
-    }
-
     /** @return the score of a set: the sum of {@link #of} over its pairs */
     public static long ofSet(GpuTopology topology, java.util.List<Integer> set) {
         long s = 0;

@@ -4,6 +4,7 @@ import io.gpusched.core.AllocationStrategy;
 import io.gpusched.core.DeviceState;
 import io.gpusched.core.GpuRequest;
 import io.gpusched.core.SchedulingView;
+import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.HashMap;
 import java.util.List;
@@ -12,7 +13,8 @@ import java.util.Map;
 /**
  * Least loaded first: fewest shared holders, then lowest utilization of the latest sample, then lowest share of
  * memory in use, then the NUMA group with the most idle devices, then candidate order (index order unless a
- * composing strategy reordered the view). Spreads jobs over GPUs and sockets.
+ * composing strategy reordered the view). Spreads jobs over GPUs and sockets. Required devices
+ * ({@link GpuRequest#requiredDevices()}) come first; the others are ranked as above.
  */
 public final class SpreadingStrategy implements AllocationStrategy {
 
@@ -30,18 +32,26 @@ public final class SpreadingStrategy implements AllocationStrategy {
         if (candidates.size() < request.count()) {
             return List.of();
         }
+        List<Integer> required = request.requiredDevices();
+        for (int r : required) {
+            if (candidates.stream().noneMatch(d -> d.index() == r)) {
+                return List.of();
+            }
+        }
         Map<Integer, Integer> idlePerGroup = new HashMap<>();
         for (DeviceState d : view.devices()) {
             if (d.isIdle()) {
                 idlePerGroup.merge(group(view, d), 1, Integer::sum);
             }
         }
-        return candidates.stream()
+        List<Integer> out = new ArrayList<>(required);
+        candidates.stream().filter(d -> !required.contains(d.index()))
                 .sorted(Comparator.comparingInt(DeviceState::sharedHolders)
                         .thenComparingDouble(DeviceState::utilization)
                         .thenComparingDouble(SpreadingStrategy::memoryUsedShare)
                         .thenComparing((DeviceState d) -> -idlePerGroup.getOrDefault(group(view, d), 0)))
-                .limit(request.count()).map(DeviceState::index).toList();
+                .limit(request.count() - required.size()).forEach(d -> out.add(d.index()));
+        return out;
     }
 
     private static int group(SchedulingView view, DeviceState d) {

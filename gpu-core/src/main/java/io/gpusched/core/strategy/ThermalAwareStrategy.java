@@ -8,25 +8,32 @@ import io.gpusched.core.SchedulingView;
 import io.gpusched.core.WorkloadHint;
 import java.time.Duration;
 import java.time.Instant;
+import java.util.ArrayList;
 import java.util.Comparator;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Objects;
+import java.util.OptionalDouble;
 
 /**
  * Coolest and least utilized first, as a tie-break of another strategy: it re-ranks the view's candidates and hands
- * the view to its base (by default topology-aware), whose last tie-break is candidate order. Temperatures are compared
- * in {@value #TEMP_BAND}-degree bands and utilization in {@value #UTIL_BAND}-point bands, so two equal GPUs do not
- * flip on noise. Samples older than the configured age are ignored (those devices rank after fresh ones). A request
- * hint picks the policy: TRAINING (and no hint) spreads to the least utilized, then coolest; INFERENCE packs onto
- * GPUs already shared, then coolest.
+ * the view to its base (by default topology-aware), whose last tie-break is candidate order. Readings are compared with
+ * a tolerance, so two equal GPUs do not flip on noise: temperature orders two GPUs only when they differ by more than
+ * {@value #TEMP_BAND} °C, utilization only when it differs by more than {@value #UTIL_BAND} points. The candidates are
+ * sorted by the reading and a new rank starts wherever the gap to the previous one exceeds the tolerance, so readings
+ * that chain within it (41, 44, 47 °C) share one rank and 44 vs 45 °C never decides anything. This is a tolerance, not
+ * hysteresis over time: the strategy keeps no state between requests. Samples older than the configured age are
+ * ignored (those devices rank after fresh ones). A request hint picks the policy: TRAINING (and no hint) spreads to
+ * the least utilized, then coolest; INFERENCE packs onto GPUs already shared, then coolest.
  */
 public final class ThermalAwareStrategy implements AllocationStrategy {
 
     /** Configuration name. */
     public static final String NAME = "thermal";
-    /** Temperature band in °C. */
+    /** Temperature tolerance in °C: smaller differences do not rank GPUs. */
     public static final int TEMP_BAND = 5;
-    /** Utilization band in percentage points. */
+    /** Utilization tolerance in percentage points: smaller differences do not rank GPUs. */
     public static final int UTIL_BAND = 10;
 
     private final AllocationStrategy base;
@@ -49,9 +56,11 @@ public final class ThermalAwareStrategy implements AllocationStrategy {
     @Override
     public List<Integer> select(GpuRequest request, SchedulingView view) {
         Instant oldest = view.now().minus(maxAge);
+        Map<Integer, Integer> tempRank = ranks(view.candidates(), oldest, true);
+        Map<Integer, Integer> utilRank = ranks(view.candidates(), oldest, false);
         Comparator<DeviceState> heat = Comparator.comparingInt((DeviceState d) -> fresh(d, oldest) ? 0 : 1);
-        Comparator<DeviceState> temp = Comparator.comparingInt(d -> band(d, oldest, true));
-        Comparator<DeviceState> util = Comparator.comparingInt(d -> band(d, oldest, false));
+        Comparator<DeviceState> temp = Comparator.comparingInt(d -> tempRank.getOrDefault(d.index(), Integer.MAX_VALUE));
+        Comparator<DeviceState> util = Comparator.comparingInt(d -> utilRank.getOrDefault(d.index(), Integer.MAX_VALUE));
         Comparator<DeviceState> order = request.hint().orElse(WorkloadHint.TRAINING) == WorkloadHint.INFERENCE
                 ? Comparator.comparing((DeviceState d) -> !d.isShared()).thenComparing(heat).thenComparing(temp)
                         .thenComparing(util)
@@ -63,16 +72,32 @@ public final class ThermalAwareStrategy implements AllocationStrategy {
         return d.metrics().map(m -> !m.sampledAt().isBefore(oldest)).orElse(false);
     }
 
-    private static int band(DeviceState d, Instant oldest, boolean temperature) {
-        if (!fresh(d, oldest)) {
-            return Integer.MAX_VALUE;
+    /**
+     * @return rank of each fresh candidate with a reading: sorted by the reading, a new rank wherever the gap to the
+     *         previous reading exceeds the tolerance (devices without a fresh reading are absent: they rank last)
+     */
+    static Map<Integer, Integer> ranks(List<DeviceState> candidates, Instant oldest, boolean temperature) {
+        List<double[]> readings = new ArrayList<>();
+        for (DeviceState d : candidates) {
+            if (!fresh(d, oldest)) {
+                continue;
+            }
+            GpuMetrics m = d.metrics().get();
+            OptionalDouble v = temperature ? m.temperatureCelsius() : m.utilizationPercent();
+            if (v.isPresent()) {
+                readings.add(new double[] {v.getAsDouble(), d.index()});
+            }
         }
-        GpuMetrics m = d.metrics().get();
-        if (temperature) {
-            return m.temperatureCelsius().isPresent() ? (int) Math.floor(m.temperatureCelsius().getAsDouble() / TEMP_BAND)
-                    : Integer.MAX_VALUE;
+        readings.sort(Comparator.comparingDouble(r -> r[0]));
+        double tolerance = temperature ? TEMP_BAND : UTIL_BAND;
+        Map<Integer, Integer> rank = new HashMap<>();
+        int r = 0;
+        for (int i = 0; i < readings.size(); i++) {
+            if (i > 0 && readings.get(i)[0] - readings.get(i - 1)[0] > tolerance) {
+                r++;
+            }
+            rank.put((int) readings.get(i)[1], r);
         }
-        return m.utilizationPercent().isPresent() ? (int) Math.floor(m.utilizationPercent().getAsDouble() / UTIL_BAND)
-                : Integer.MAX_VALUE;
+        return rank;
     }
 }

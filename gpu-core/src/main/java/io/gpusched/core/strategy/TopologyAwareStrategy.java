@@ -7,27 +7,69 @@ import io.gpusched.core.GpuTopology;
 import io.gpusched.core.SchedulingView;
 import io.gpusched.core.SharingMode;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
+import java.util.Objects;
 
 /**
- * Picks the set of GPUs that talk best: the maximum sum of {@link PairScore}s over its pairs. Among sets of equal
- * score it keeps the rest of the node most useful: it takes the set whose GPUs have the least affinity to the GPUs
- * that stay free (so a 1-GPU request takes a GPU whose NVLink partners are busy rather than breaking an intact pair),
- * then the earliest in candidate order. Exact (exhaustive with pruning) up to {@value #EXACT_LIMIT} candidates;
- * above that a greedy build from every seed with a 1-swap improvement, reported against the best known in the
- * benchmarks. Explicit device ids are returned as asked; a NUMA preference restricts the search to that node when it
- * can hold the request; shared requests prefer GPUs already shared.
+ * Picks GPUs by their links ({@link PairScore}: NVLink/XGMI links, then PCIe proximity), for one of two named
+ * {@link Objective objectives}:
+ * <ul>
+ *   <li>{@link Objective#SET} ({@value #NAME}, the default): the set that talks best, the largest sum of pair scores
+ *       over its pairs; among equals, the one with the least affinity to the GPUs that stay free (a 1-GPU request takes
+ *       a GPU whose partners are busy rather than break an intact pair);</li>
+ *   <li>{@link Objective#REMAINING} ({@value #REMAINING_NAME}): what is left for the next job: the largest sum of the
+ *       set's own pair scores and those left among the free GPUs (equivalently, the set that cuts the least link score
+ *       to what stays free); among equals, the set's own score. This is go-gpuallocator's best-effort objective
+ *       whenever the remaining GPUs form one group (at most {@code 2 x count} free GPUs); see docs/PERFORMANCE.md.</li>
+ * </ul>
+ * The last tie-break, for both, is candidate order (the smallest sum of positions in {@link SchedulingView#candidates()}).
+ * Required devices ({@link GpuRequest#requiredDevices()}) are always in the answer and the rest is chosen by the same
+ * objective, so it is best connected to them. The search is exact: a branch and bound over how many devices each class
+ * of twins gives ({@link TopologyScores}: partitions of one GPU are interchangeable), bounded by the best possible gain
+ * of the devices still to add; it gives up at {@value #NODE_BUDGET} search nodes and returns the best set found, which
+ * no node of the test corpora (up to 64 partitions) comes near. Explicit device ids are returned as asked; a NUMA
+ * preference restricts the search to that node when it can hold the request; shared requests prefer GPUs already
+ * shared and always use the {@link Objective#SET} objective (a shared GPU stays usable by others).
  */
 public final class TopologyAwareStrategy implements AllocationStrategy {
 
-    /** Configuration name. */
+    /** Configuration name of the {@link Objective#SET} objective. */
     public static final String NAME = "topology";
-    /** Largest candidate pool searched exhaustively. */
-    public static final int EXACT_LIMIT = 16;
+    /** Configuration name of the {@link Objective#REMAINING} objective. */
+    public static final String REMAINING_NAME = "topology-remaining";
+    /** Search nodes after which the branch and bound stops and returns the best set found. */
+    public static final int NODE_BUDGET = 2_000_000;
+
+    /** What the topology strategy maximizes. */
+    public enum Objective {
+        /** The set's own connectivity: the sum of pair scores over its pairs; ties by least affinity to what stays. */
+        SET,
+        /** What is left for the next job: set score plus the score left among the free GPUs; ties by set score. */
+        REMAINING
+    }
+
+    private final Objective objective;
+    private volatile TopologyScores scores;
+
+    /** The {@link Objective#SET} objective. */
+    public TopologyAwareStrategy() {
+        this(Objective.SET);
+    }
+
+    /** @param objective what to maximize */
+    public TopologyAwareStrategy(Objective objective) {
+        this.objective = Objects.requireNonNull(objective, "objective");
+    }
+
+    /** @return the objective */
+    public Objective objective() {
+        return objective;
+    }
 
     @Override
     public String name() {
-        return NAME;
+        return objective == Objective.SET ? NAME : REMAINING_NAME;
     }
 
     @Override
@@ -40,9 +82,16 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
         if (request.isExplicit()) {
             return cands.stream().map(DeviceState::index).toList();
         }
+        List<Integer> required = request.requiredDevices();
+        for (int r : required) {
+            if (cands.stream().noneMatch(d -> d.index() == r)) {
+                return List.of();
+            }
+        }
         List<DeviceState> pool = cands;
         if (request.sharing() == SharingMode.SHARED) {
-            List<DeviceState> shared = pool.stream().filter(DeviceState::isShared).toList();
+            List<DeviceState> shared = pool.stream()
+                    .filter(d -> d.isShared() || required.contains(d.index())).toList();
             if (shared.size() >= k) {
                 pool = shared;
             }
@@ -50,194 +99,433 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
         if (request.preferredNuma().isPresent()) {
             int numa = request.preferredNuma().getAsInt();
             GpuTopology t = view.topology();
-            List<DeviceState> local = pool.stream()
-                    .filter(d -> t.numaNode(d.index()).isPresent() && t.numaNode(d.index()).getAsInt() == numa).toList();
+            List<DeviceState> local = pool.stream().filter(d -> required.contains(d.index())
+                    || (t.numaNode(d.index()).isPresent() && t.numaNode(d.index()).getAsInt() == numa)).toList();
             if (local.size() >= k) {
                 pool = local;
             }
         }
-        Problem p = new Problem(pool, view);
-        int[] best = pool.size() <= EXACT_LIMIT ? p.exact(k) : p.heuristic(k);
-        List<Integer> out = new ArrayList<>(k);
-        for (int i : best) {
-            out.add(p.idx[i]);
-        }
-        return out;
+        Objective o = request.sharing() == SharingMode.SHARED ? Objective.SET : objective;
+        Search s = new Search(scores(view.topology()), pool, required, view.devices(), k, o);
+        return s.run();
     }
 
-    /** Scores of one pool, precomputed once per request. */
-    static final class Problem {
-        final int n;
-        final int[] idx;
-        final int[][] score;
-        final long[] damage;
-        final int maxPair;
+    private TopologyScores scores(GpuTopology topology) {
+        TopologyScores s = scores;
+        if (s == null || s.topology != topology) {
+            s = new TopologyScores(topology);
+            scores = s;
+        }
+        return s;
+    }
 
-        Problem(List<DeviceState> pool, SchedulingView view) {
-            int[][] all = PairScore.matrix(view.topology());
-            n = pool.size();
-            idx = new int[n];
-            for (int i = 0; i < n; i++) {
-                idx[i] = pool.get(i).index();
-            }
-            score = new int[n][n];
-            int m = 0;
-            for (int i = 0; i < n; i++) {
-                for (int j = i + 1; j < n; j++) {
-                    int s = all[idx[i]][idx[j]];
-                    score[i][j] = s;
-                    score[j][i] = s;
-                    m = Math.max(m, s);
-                }
-            }
-            maxPair = m;
-            damage = new long[n];
-            List<DeviceState> devices = view.devices();
-            int[] free = new int[devices.size()];
-            int nf = 0;
+    /**
+     * One request: the pool grouped into classes of interchangeable devices (twins that are both free or both not),
+     * and a branch and bound over how many each class gives. The value of a choice of counts {@code m} is
+     * {@code sum_j m_j * node_j - pos_j(m_j) + sum_{i<j} m_i m_j pair_ij + sum_j C(m_j, 2) pair_jj}, every objective
+     * and its tie-breaks folded into one long by weights.
+     */
+    static final class Search {
+        private final int k;
+        private final int c;
+        private final int[][] members;
+        private final int[] cap;
+        private final int[] lo;
+        private final long[] node;
+        private final long[][] posPrefix;
+        private final long[] pair;
+        private final List<DeviceState> pool;
+        private int nodes;
+        private long best = Long.MIN_VALUE;
+        private int[] bestCounts;
+        private final int[] counts;
+        private final long[] lin;
+        private final long[] suffixMaxPair;
+        private final long[] minPos;
+        private final Integer[] orderScratch;
+
+        Search(TopologyScores ts, List<DeviceState> pool, List<Integer> required, List<DeviceState> devices, int k,
+               Objective objective) {
+            this.pool = pool;
+            this.k = k;
+            int sc = ts.classes;
+            int[] freeCount = new int[sc];
             for (DeviceState d : devices) {
                 if (d.isIdle() && d.isAllocatable()) {
-                    free[nf++] = d.index();
+                    int p = ts.position(d.index());
+                    if (p >= 0) {
+                        freeCount[ts.classOf[p]]++;
+                    }
+                }
+            }
+            int n = pool.size();
+            int[] dynClass = new int[2 * sc];
+            Arrays.fill(dynClass, -1);
+            int[] classOfMember = new int[n];
+            int[] staticOf = new int[n];
+            boolean[] freeOf = new boolean[n];
+            int[] size = new int[n];
+            int dc = 0;
+            for (int i = 0; i < n; i++) {
+                DeviceState d = pool.get(i);
+                int p = ts.position(d.index());
+                if (p < 0) {
+                    throw new IllegalArgumentException("device " + d.index() + " is not in the topology, which covers "
+                            + ts.topology.deviceIndices());
+                }
+                boolean free = d.isIdle() && d.isAllocatable();
+                int key = ts.classOf[p] * 2 + (free ? 1 : 0);
+                if (dynClass[key] < 0) {
+                    dynClass[key] = dc;
+                    staticOf[dc] = ts.classOf[p];
+                    freeOf[dc] = free;
+                    dc++;
+                }
+                classOfMember[i] = dynClass[key];
+                size[dynClass[key]]++;
+            }
+            c = dc;
+            members = new int[c][];
+            cap = new int[c];
+            lo = new int[c];
+            for (int j = 0; j < c; j++) {
+                members[j] = new int[size[j]];
+            }
+            // required members first, then pool order
+            int[] fill = new int[c];
+            boolean[] isRequired = new boolean[n];
+            for (int i = 0; i < n; i++) {
+                if (required.contains(pool.get(i).index())) {
+                    isRequired[i] = true;
+                    int j = classOfMember[i];
+                    members[j][fill[j]++] = i;
+                    lo[j]++;
                 }
             }
             for (int i = 0; i < n; i++) {
-                long sum = 0;
-                int[] row = all[idx[i]];
-                for (int f = 0; f < nf; f++) {
-                    sum += row[free[f]];
-                }
-                damage[i] = sum;
-            }
-        }
-
-        /** @return the score of a set of pool positions */
-        long setScore(int[] set) {
-            long s = 0;
-            for (int a = 0; a < set.length; a++) {
-                for (int b = a + 1; b < set.length; b++) {
-                    s += score[set[a]][set[b]];
+                if (!isRequired[i]) {
+                    int j = classOfMember[i];
+                    members[j][fill[j]++] = i;
                 }
             }
-            return s;
-        }
-
-        private long bestScore;
-        private long bestDamage;
-        private int[] bestSet;
-
-        int[] exact(int k) {
-            bestScore = -1;
-            bestDamage = Long.MAX_VALUE;
-            bestSet = null;
-            dfs(new int[k], 0, 0, 0, 0, k);
-            return bestSet;
-        }
-
-        private void dfs(int[] chosen, int depth, int start, long s, long dmg, int k) {
-            if (depth == k) {
-                if (s > bestScore || (s == bestScore && dmg < bestDamage)) {
-                    bestScore = s;
-                    bestDamage = dmg;
-                    bestSet = chosen.clone();
+            for (int j = 0; j < c; j++) {
+                cap[j] = Math.min(members[j].length, k);
+            }
+            // affinity of a member of each class to the free devices (its "damage")
+            long[] deg = new long[c];
+            long maxDeg = 0;
+            for (int j = 0; j < c; j++) {
+                long s = 0;
+                int x = staticOf[j];
+                for (int y = 0; y < sc; y++) {
+                    s += (long) freeCount[y] * ts.classScore[x * sc + y];
                 }
-                return;
-            }
-            long pairsLeft = (long) k * (k - 1) / 2 - (long) depth * (depth - 1) / 2;
-            if (s + pairsLeft * maxPair < bestScore) {
-                return;
-            }
-            for (int i = start; i <= n - (k - depth); i++) {
-                long add = 0;
-                for (int d = 0; d < depth; d++) {
-                    add += score[chosen[d]][i];
+                if (freeOf[j]) {
+                    s -= ts.classScore[x * sc + x];
                 }
-                chosen[depth] = i;
-                dfs(chosen, depth + 1, i + 1, s + add, dmg + damage[i], k);
+                deg[j] = s;
+                maxDeg = Math.max(maxDeg, s);
             }
-        }
-
-        /** Greedy from every seed, then 1-swap improvement; deterministic. */
-        int[] heuristic(int k) {
-            int[] best = null;
-            long bs = -1;
-            long bd = Long.MAX_VALUE;
-            for (int seed = 0; seed < n; seed++) {
-                int[] set = greedy(seed, k);
-                improve(set);
-                long s = setScore(set);
-                long d = damageOf(set);
-                if (s > bs || (s == bs && d < bd)) {
-                    best = set;
-                    bs = s;
-                    bd = d;
+            long pairs = (long) k * (k - 1) / 2;
+            long sMax = pairs * ts.maxScore + 1;
+            long dMax = k * maxDeg + 1;
+            long pMax = (long) k * n + 1;
+            long pairW;
+            long nodeW;
+            long posW = 1;
+            if (objective == Objective.SET) {
+                // value = (score * dMax - damage) * pMax - positions
+                if (overflows(sMax, dMax, pMax)) {
+                    pMax = 1;
+                    posW = 0;
+                }
+                pairW = dMax * pMax;
+                nodeW = -pMax;
+            } else {
+                // value = ((2 score - damage) * sMax + score) * pMax - positions
+                long range = 2 * sMax + dMax;
+                if (overflows(range, sMax, pMax)) {
+                    pMax = 1;
+                    posW = 0;
+                }
+                pairW = (2 * sMax + 1) * pMax;
+                nodeW = -sMax * pMax;
+            }
+            node = new long[c];
+            posPrefix = new long[c][];
+            pair = new long[c * c];
+            for (int j = 0; j < c; j++) {
+                node[j] = nodeW * deg[j];
+                posPrefix[j] = new long[cap[j] + 1];
+                for (int m = 0; m < cap[j]; m++) {
+                    posPrefix[j][m + 1] = posPrefix[j][m] + posW * members[j][m];
+                }
+                for (int l = 0; l < c; l++) {
+                    pair[j * c + l] = pairW * ts.classScore[staticOf[j] * sc + staticOf[l]];
                 }
             }
-            java.util.Arrays.sort(best);
-            return best;
-        }
-
-        private long damageOf(int[] set) {
-            long d = 0;
-            for (int i : set) {
-                d += damage[i];
+            minPos = new long[c];
+            for (int j = 0; j < c; j++) {
+                long mp = Long.MAX_VALUE;
+                for (int i : members[j]) {
+                    mp = Math.min(mp, posW * i);
+                }
+                minPos[j] = mp;
             }
-            return d;
+            counts = new int[c];
+            lin = new long[c];
+            suffixMaxPair = new long[c * (c + 1)];
+            orderScratch = new Integer[c];
         }
 
-        private int[] greedy(int seed, int k) {
-            int[] set = new int[k];
-            boolean[] in = new boolean[n];
-            set[0] = seed;
-            in[seed] = true;
-            for (int c = 1; c < k; c++) {
+        private static boolean overflows(long a, long b, long p) {
+            try {
+                Math.multiplyExact(Math.multiplyExact(Math.multiplyExact(a, b), p), 4L);
+                return false;
+            } catch (ArithmeticException e) {
+                return true;
+            }
+        }
+
+        List<Integer> run() {
+            int need = k;
+            for (int j = 0; j < c; j++) {
+                need -= lo[j];
+            }
+            if (need < 0) {
+                return List.of();
+            }
+            greedy();
+            order();
+            // suffix maxima of the pair weight, for the bound: best partner of class j among classes t..c-1
+            for (int t = c; t >= 0; t--) {
+                for (int j = 0; j < c; j++) {
+                    long m = Long.MIN_VALUE;
+                    if (t < c) {
+                        m = suffixMaxPair[(t + 1) * c + j];
+                        int l = t;
+                        if (l != j || cap[j] >= 2) {
+                            m = Math.max(m, pair[j * c + l]);
+                        }
+                    }
+                    suffixMaxPair[t * c + j] = m;
+                }
+            }
+            Arrays.fill(counts, 0);
+            Arrays.fill(lin, 0);
+            branch(0, 0, 0);
+            List<Integer> out = new ArrayList<>(k);
+            int[] picks = new int[k];
+            int p = 0;
+            for (int j = 0; j < c; j++) {
+                for (int m = 0; m < bestCounts[j]; m++) {
+                    picks[p++] = members[j][m];
+                }
+            }
+            Arrays.sort(picks);
+            for (int i : picks) {
+                out.add(pool.get(i).index());
+            }
+            return out;
+        }
+
+        /** Incumbent: the required devices, then one device at a time by the best marginal gain. */
+        private void greedy() {
+            int[] m = lo.clone();
+            int chosen = 0;
+            for (int j = 0; j < c; j++) {
+                chosen += m[j];
+            }
+            while (chosen < k) {
                 int pick = -1;
-                long pg = -1;
-                for (int i = 0; i < n; i++) {
-                    if (in[i]) {
+                long g = Long.MIN_VALUE;
+                for (int j = 0; j < c; j++) {
+                    if (m[j] >= cap[j]) {
                         continue;
                     }
-                    long g = 0;
-                    for (int d = 0; d < c; d++) {
-                        g += score[set[d]][i];
+                    long gain = node[j] - (posPrefix[j][m[j] + 1] - posPrefix[j][m[j]]);
+                    for (int l = 0; l < c; l++) {
+                        gain += pair[j * c + l] * m[l];
                     }
-                    if (g > pg || (g == pg && damage[i] < damage[pick])) {
-                        pick = i;
-                        pg = g;
+                    if (gain > g) {
+                        g = gain;
+                        pick = j;
                     }
                 }
-                set[c] = pick;
-                in[pick] = true;
+                m[pick]++;
+                chosen++;
             }
-            return set;
+            best = value(m);
+            bestCounts = m;
         }
 
-        private void improve(int[] set) {
-            boolean[] in = new boolean[n];
-            for (int i : set) {
-                in[i] = true;
+        private long value(int[] m) {
+            long v = 0;
+            for (int j = 0; j < c; j++) {
+                v += node[j] * m[j] - posPrefix[j][m[j]] + pair[j * c + j] * m[j] * (m[j] - 1) / 2;
+                for (int l = j + 1; l < c; l++) {
+                    v += pair[j * c + l] * m[j] * m[l];
+                }
             }
-            boolean changed = true;
-            for (int round = 0; changed && round < 4 * n; round++) {
-                changed = false;
-                long cur = setScore(set);
-                for (int a = 0; a < set.length && !changed; a++) {
-                    for (int o = 0; o < n && !changed; o++) {
-                        if (in[o]) {
-                            continue;
-                        }
-                        int old = set[a];
-                        set[a] = o;
-                        long s = setScore(set);
-                        if (s > cur || (s == cur && damage[o] < damage[old])) {
-                            in[old] = false;
-                            in[o] = true;
-                            changed = true;
-                        } else {
-                            set[a] = old;
-                        }
+            return v;
+        }
+
+        /** Search order: the incumbent's classes first (most devices first), then the rest by their best pair. */
+        private void order() {
+            for (int j = 0; j < c; j++) {
+                orderScratch[j] = j;
+            }
+            long[] key = new long[c];
+            for (int j = 0; j < c; j++) {
+                long bestPair = Long.MIN_VALUE;
+                for (int l = 0; l < c; l++) {
+                    if (l != j || cap[j] >= 2) {
+                        bestPair = Math.max(bestPair, pair[j * c + l]);
+                    }
+                }
+                key[j] = bestPair;
+            }
+            int[] inc = bestCounts;
+            Arrays.sort(orderScratch, (a, b) -> {
+                if (inc[a] != inc[b]) {
+                    return Integer.compare(inc[b], inc[a]);
+                }
+                if (lo[a] != lo[b]) {
+                    return Integer.compare(lo[b], lo[a]);
+                }
+                return Long.compare(key[b], key[a]);
+            });
+            permute();
+        }
+
+        /** Reorders every per-class array by {@link #orderScratch}. */
+        private void permute() {
+            int[] perm = new int[c];
+            for (int j = 0; j < c; j++) {
+                perm[j] = orderScratch[j];
+            }
+            int[][] mem = new int[c][];
+            int[] cp = new int[c];
+            int[] l0 = new int[c];
+            long[] nd = new long[c];
+            long[][] pp = new long[c][];
+            long[] pr = new long[c * c];
+            long[] mpos = new long[c];
+            int[] bc = new int[c];
+            for (int j = 0; j < c; j++) {
+                int o = perm[j];
+                mem[j] = members[o];
+                cp[j] = cap[o];
+                l0[j] = lo[o];
+                nd[j] = node[o];
+                pp[j] = posPrefix[o];
+                bc[j] = bestCounts[o];
+                mpos[j] = minPos[o];
+                for (int l = 0; l < c; l++) {
+                    pr[j * c + l] = pair[o * c + perm[l]];
+                }
+            }
+            System.arraycopy(mem, 0, members, 0, c);
+            System.arraycopy(cp, 0, cap, 0, c);
+            System.arraycopy(l0, 0, lo, 0, c);
+            System.arraycopy(nd, 0, node, 0, c);
+            System.arraycopy(pp, 0, posPrefix, 0, c);
+            System.arraycopy(pr, 0, pair, 0, c * c);
+            System.arraycopy(mpos, 0, minPos, 0, c);
+            bestCounts = bc;
+        }
+
+        /**
+         * @param t      next class to decide
+         * @param chosen devices chosen in classes before t
+         * @param v      value of the choice so far
+         */
+        private void branch(int t, int chosen, long v) {
+            if (++nodes > NODE_BUDGET) {
+                return;
+            }
+            int r = k - chosen;
+            if (r == 0) {
+                for (int j = t; j < c; j++) {
+                    if (lo[j] > 0) {
+                        return;
+                    }
+                }
+                if (v > best) {
+                    best = v;
+                    bestCounts = counts.clone();
+                }
+                return;
+            }
+            if (t == c) {
+                return;
+            }
+            if (v + bound(t, r) <= best) {
+                return;
+            }
+            int capLeft = 0;
+            int loLeft = 0;
+            for (int j = t + 1; j < c; j++) {
+                capLeft += cap[j];
+                loLeft += lo[j];
+            }
+            int hi = Math.min(cap[t], r - loLeft);
+            int low = Math.max(lo[t], r - capLeft);
+            for (int m = hi; m >= low; m--) {
+                long add = node[t] * m - posPrefix[t][m] + pair[t * c + t] * m * (m - 1) / 2 + lin[t] * m;
+                counts[t] = m;
+                if (m > 0) {
+                    for (int j = t + 1; j < c; j++) {
+                        lin[j] += pair[t * c + j] * m;
+                    }
+                }
+                branch(t + 1, chosen + m, v + add);
+                if (m > 0) {
+                    for (int j = t + 1; j < c; j++) {
+                        lin[j] -= pair[t * c + j] * m;
                     }
                 }
             }
+            counts[t] = 0;
+        }
+
+        /**
+         * An upper bound on what r more devices from classes t..c-1 can add: each brings at most its linear gain from
+         * what is fixed, its node weight, its first position, and half its best pair weight to each of the r - 1 others
+         * (a pair among new devices is worth at most the mean of its two ends' best pairs); the r best by that, within
+         * the class capacities, lower bounds relaxed.
+         */
+        private long bound(int t, int r) {
+            int len = c - t;
+            long[] gain = new long[len];
+            for (int j = t; j < c; j++) {
+                long g = lin[j] + node[j] - minPos[j];
+                long mp = suffixMaxPair[t * c + j];
+                if (r > 1 && mp != Long.MIN_VALUE) {
+                    g += (r - 1) * Math.max(mp, 0) / 2 + ((r - 1) * Math.max(mp, 0)) % 2;
+                }
+                gain[j - t] = g;
+            }
+            // r best units under capacities: repeatedly take the best class
+            boolean[] used = new boolean[len];
+            long total = 0;
+            int left = r;
+            while (left > 0) {
+                int b = -1;
+                for (int j = 0; j < len; j++) {
+                    if (!used[j] && cap[t + j] > 0 && (b < 0 || gain[j] > gain[b])) {
+                        b = j;
+                    }
+                }
+                if (b < 0) {
+                    return Long.MIN_VALUE / 4;
+                }
+                used[b] = true;
+                int take = Math.min(left, cap[t + b]);
+                total += gain[b] * take;
+                left -= take;
+            }
+            return total;
         }
     }
 }

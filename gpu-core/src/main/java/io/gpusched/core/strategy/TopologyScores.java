@@ -1,0 +1,117 @@
+package io.gpusched.core.strategy;
+
+import io.gpusched.core.GpuTopology;
+import java.util.Arrays;
+import java.util.List;
+
+/**
+ * A topology's pair scores ({@link PairScore}), indexed by position among its devices (not by device index, so device
+ * indices 0 and 60000 make a 2 x 2 table), with its devices grouped into classes of twins: devices with the same score
+ * to every other device (the partitions of one GPU or package, the GPUs of an NVSwitch board). Twins are
+ * interchangeable for every objective that only reads pair scores, which is what lets the topology strategy search
+ * over how many devices each class gives instead of over device subsets. Computed once per topology.
+ */
+final class TopologyScores {
+
+    final GpuTopology topology;
+    /** Device indices, ascending; a device's position is its place here. */
+    final int[] indices;
+    /** Pair scores by position, row-major n x n, 0 on the diagonal. */
+    final int[] score;
+    /** Class of each position. */
+    final int[] classOf;
+    /** Number of classes. */
+    final int classes;
+    /** Score between members of two classes, row-major classes x classes; the diagonal is the score of two twins. */
+    final int[] classScore;
+    /** Largest pair score. */
+    final int maxScore;
+
+    TopologyScores(GpuTopology topology) {
+        this.topology = topology;
+        List<Integer> idx = topology.deviceIndices();
+        int n = idx.size();
+        indices = new int[n];
+        for (int i = 0; i < n; i++) {
+            indices[i] = idx.get(i);
+        }
+        score = new int[n * n];
+        long[] rowSum = new long[n];
+        int max = 0;
+        for (int a = 0; a < n; a++) {
+            for (int b = a + 1; b < n; b++) {
+                int s = PairScore.of(topology, indices[a], indices[b]);
+                score[a * n + b] = s;
+                score[b * n + a] = s;
+                rowSum[a] += s;
+                rowSum[b] += s;
+                max = Math.max(max, s);
+            }
+        }
+        maxScore = max;
+        classOf = new int[n];
+        Arrays.fill(classOf, -1);
+        int c = 0;
+        int[] rep = new int[n];
+        for (int a = 0; a < n; a++) {
+            if (classOf[a] >= 0) {
+                continue;
+            }
+            classOf[a] = c;
+            rep[c] = a;
+            for (int b = a + 1; b < n; b++) {
+                if (classOf[b] < 0 && rowSum[a] == rowSum[b] && twins(a, b, c)) {
+                    classOf[b] = c;
+                }
+            }
+            c++;
+        }
+        classes = c;
+        classScore = new int[c * c];
+        int[] second = new int[c];
+        Arrays.fill(second, -1);
+        for (int a = 0; a < n; a++) {
+            if (rep[classOf[a]] != a && second[classOf[a]] < 0) {
+                second[classOf[a]] = a;
+            }
+        }
+        for (int x = 0; x < c; x++) {
+            for (int y = 0; y < c; y++) {
+                if (x == y) {
+                    classScore[x * c + y] = second[x] < 0 ? 0 : score[rep[x] * n + second[x]];
+                } else {
+                    classScore[x * c + y] = score[rep[x] * n + rep[y]];
+                }
+            }
+        }
+    }
+
+    /** Whether b has a's scores to every device but the two, and to every member of class {@code c} found so far. */
+    private boolean twins(int a, int b, int c) {
+        int n = indices.length;
+        int ab = score[a * n + b];
+        for (int x = 0; x < n; x++) {
+            if (x == a || x == b) {
+                continue;
+            }
+            if (score[a * n + x] != score[b * n + x]) {
+                return false;
+            }
+            if (classOf[x] == c && score[a * n + x] != ab) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /** @return the position of a device index, or -1 if the topology does not cover it */
+    int position(int index) {
+        int p = Arrays.binarySearch(indices, index);
+        return p < 0 ? -1 : p;
+    }
+
+    /** @return the pair score of two positions */
+    int score(int a, int b) {
+        return score[a * indices.length + b];
+    }
+}
