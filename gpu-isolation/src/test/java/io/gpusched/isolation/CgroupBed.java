@@ -87,7 +87,13 @@ final class CgroupBed implements AutoCloseable {
         nodes.add(rel);
     }
 
+    /** Allocates exactly these GPUs, releasing earlier allocations that hold any of them. */
     Allocation gpus(Integer... indices) {
+        for (Allocation a : scheduler.allocations()) {
+            if (a.devices().stream().anyMatch(d -> List.of(indices).contains(d.index()))) {
+                scheduler.release(a.id());
+            }
+        }
         return scheduler.allocate(GpuRequest.builder().deviceIndices(List.of(indices)).build());
     }
 
@@ -159,9 +165,8 @@ final class CgroupBed implements AutoCloseable {
         String script = "echo $$ > \"$0/cgroup.procs\" || exit 97\n"
                 + "for f in \"$@\"; do\n"
                 + "  r=-; w=-\n"
-                + "  e=$(dd if=\"$f\" of=/dev/null count=0 2>&1); case \"$e\" in *'not permitted'*) ;; *) r=r;; esac\n"
-                + "  e=$(dd if=/dev/null of=\"$f\" count=0 conv=notrunc 2>&1); case \"$e\" in *'not permitted'*) ;;"
-                + " *) w=w;; esac\n"
+                + "  e=$( (: < \"$f\") 2>&1); case \"$e\" in *'not permitted'*) ;; *) r=r;; esac\n"
+                + "  e=$( (: >> \"$f\") 2>&1); case \"$e\" in *'not permitted'*) ;; *) w=w;; esac\n"
                 + "  echo \"$f $r$w\"\n"
                 + "done\n";
         List<String> cmd = new ArrayList<>(List.of("sh", "-c", script, cgroup.toString()));
