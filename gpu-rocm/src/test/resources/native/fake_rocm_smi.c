@@ -1,27 +1,50 @@
 /*
  * A fake librocm_smi64 for gpusched's tests, compiled at test time against the real <rocm_smi/rocm_smi.h>
- * (Debian librocm-smi-dev): 4 MI210-like GPUs. Control: init result, init call count.
+ * (Debian librocm-smi-dev): 4 MI210-like GPUs by default. Control: init result, init call count, the devices' BDF
+ * ids (count 0 to 8). rsmi_init abort()s, like the real library's assert(), when a file named "<this library>.abort"
+ * exists (so a child process can be made to die without any control call).
  */
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <rocm_smi/rocm_smi.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static rsmi_status_t init_result = RSMI_STATUS_SUCCESS;
 static int initialized = 0;
 static int init_calls = 0;
 static const unsigned buses[4] = {0x03, 0x26, 0x43, 0x63};
+static uint32_t count = 4;
+static uint64_t bdfs[8];
+static int custom = 0;
 
-void fake_rsmi_reset(void) { init_result = RSMI_STATUS_SUCCESS; init_calls = 0; }
+void fake_rsmi_reset(void) { init_result = RSMI_STATUS_SUCCESS; init_calls = 0; count = 4; custom = 0; }
+void fake_rsmi_set_devices(int n, const uint64_t *ids) {
+    count = n < 0 ? 0 : n > 8 ? 8 : (uint32_t) n;
+    for (uint32_t i = 0; i < count; i++) bdfs[i] = ids[i];
+    custom = 1;
+}
 void fake_rsmi_set_init_result(int r) { init_result = (rsmi_status_t) r; }
 int fake_rsmi_init_calls(void) { return init_calls; }
 int fake_rsmi_initialized(void) { return initialized; }
 
 #define CHECK(dv) do { if (!initialized) return RSMI_STATUS_INIT_ERROR; \
-                       if ((dv) >= 4) return RSMI_STATUS_INVALID_ARGS; } while (0)
+                       if ((dv) >= count) return RSMI_STATUS_INVALID_ARGS; } while (0)
 
 rsmi_status_t rsmi_init(uint64_t flags) {
     (void) flags;
     init_calls++;
+    Dl_info info;
+    if (dladdr((void *) rsmi_init, &info) && info.dli_fname) {
+        char marker[4096];
+        snprintf(marker, sizeof marker, "%s.abort", info.dli_fname);
+        if (access(marker, F_OK) == 0) {
+            fprintf(stderr, "fake_rocm_smi.c: rsmi_init: Assertion `%s is absent' failed.\n", marker);
+            abort();
+        }
+    }
     if (init_result != RSMI_STATUS_SUCCESS) return init_result;
     initialized++;
     return RSMI_STATUS_SUCCESS;
@@ -33,7 +56,7 @@ rsmi_status_t rsmi_shut_down(void) {
 }
 rsmi_status_t rsmi_num_monitor_devices(uint32_t *n) {
     if (!initialized) return RSMI_STATUS_INIT_ERROR;
-    *n = 4;
+    *n = count;
     return RSMI_STATUS_SUCCESS;
 }
 rsmi_status_t rsmi_dev_name_get(uint32_t dv, char *name, size_t len) {
@@ -49,7 +72,7 @@ rsmi_status_t rsmi_dev_unique_id_get(uint32_t dv, uint64_t *id) {
 rsmi_status_t rsmi_dev_pci_id_get(uint32_t dv, uint64_t *bdfid) {
     CHECK(dv);
     /* domain 63:32, bus 15:8, device 7:3, function 2:0 */
-    *bdfid = ((uint64_t) 0 << 32) | ((uint64_t) buses[dv] << 8) | (0u << 3) | 0u;
+    *bdfid = custom ? bdfs[dv] : ((uint64_t) 0 << 32) | ((uint64_t) buses[dv] << 8) | (0u << 3) | 0u;
     return RSMI_STATUS_SUCCESS;
 }
 rsmi_status_t rsmi_dev_memory_total_get(uint32_t dv, rsmi_memory_type_t type, uint64_t *total) {

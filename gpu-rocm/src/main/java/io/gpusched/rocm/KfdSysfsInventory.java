@@ -23,6 +23,7 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.OptionalDouble;
 import java.util.OptionalInt;
+import java.util.OptionalLong;
 import java.util.stream.Stream;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -70,14 +71,15 @@ public final class KfdSysfsInventory implements GpuInventory {
         List<KfdTopology.Node> gpus = new ArrayList<>();
         Map<Long, Integer> renderOwner = new HashMap<>();
         for (KfdTopology.Node n : t.gpuNodes()) {
-            OptionalInt render = renderMinor(n);
-            if (n.get("location_id").isEmpty() || render.isEmpty()) {
-                problems.add("KFD node " + n.id() + " lacks location_id or drm_render_minor: skipped");
+            Optional<String> bad = unusable(n);
+            if (bad.isPresent()) {
+                problems.add("KFD GPU node " + n.id() + ": " + bad.get() + "; node skipped, the others are served");
                 continue;
             }
-            Integer other = renderOwner.putIfAbsent((long) render.getAsInt(), n.id());
+            int render = (int) n.get("drm_render_minor").getAsLong();
+            Integer other = renderOwner.putIfAbsent((long) render, n.id());
             if (other != null) {
-                problems.add("KFD nodes " + other + " and " + n.id() + " both claim renderD" + render.getAsInt()
+                problems.add("KFD nodes " + other + " and " + n.id() + " both claim renderD" + render
                         + ": node " + n.id() + " skipped");
                 continue;
             }
@@ -108,60 +110,147 @@ public final class KfdSysfsInventory implements GpuInventory {
         }
         Map<Integer, Integer> indexOfNode = new LinkedHashMap<>();
         List<GpuDevice> devices = new ArrayList<>();
-        for (int i = 0; i < gpus.size(); i++) {
-            KfdTopology.Node n = gpus.get(i);
-            indexOfNode.put(n.id(), i);
-            devices.add(device(i, n, perUnique, sysfsRoot, t));
-        }
-        GpuTopology.Builder tb = GpuTopology.builder(devices);
+        List<KfdTopology.Node> kept = new ArrayList<>();
         for (KfdTopology.Node n : gpus) {
-            int a = indexOfNode.get(n.id());
-            for (KfdTopology.IoLink l : n.ioLinks()) {
-                Integer b = indexOfNode.get((int) l.to());
-                if (l.type() == KfdTopology.LINK_XGMI && b != null && b != a) {
-                    tb.links(a, b, 1);
-                }
+            GpuDevice d;
+            try {
+                d = device(devices.size(), n, perUnique, sysfsRoot, t, problems);
+            } catch (RuntimeException e) {
+                problems.add("KFD GPU node " + n.id() + ": " + e.getMessage() + "; node skipped");
+                continue;
             }
+            indexOfNode.put(n.id(), devices.size());
+            devices.add(d);
+            kept.add(n);
         }
-        for (int a = 0; a < devices.size(); a++) {
-            for (int b = a + 1; b < devices.size(); b++) {
-                Optional<String> pa = devices.get(a).parentUuid();
-                if (pa.isPresent() && pa.equals(devices.get(b).parentUuid())) {
-                    tb.pcie(a, b, PcieLevel.INTERNAL);
-                    tb.links(a, b, 0);
-                }
-            }
+        if (devices.isEmpty()) {
+            throw new io.gpusched.core.BackendUnavailableException("the KFD topology at " + t.root()
+                    + " lists no usable GPU node (" + problems.get(problems.size() - 1) + ")");
         }
+        GpuTopology topology = links(devices, kept, indexOfNode);
         if (!problems.isEmpty()) {
-            LOG.debug("KFD topology problems: {}", problems);
+            LOG.warn("KFD topology at {}: {} problem(s): {}", t.root(), problems.size(), problems);
         }
-        return new KfdSysfsInventory(sysfsRoot, devices, tb.build(), problems, clock);
+        return new KfdSysfsInventory(sysfsRoot, devices, topology, problems, clock);
     }
 
-    private static OptionalInt renderMinor(KfdTopology.Node n) {
-        return n.get("drm_render_minor").isPresent() ? OptionalInt.of((int) n.get("drm_render_minor").getAsLong())
-                : OptionalInt.empty();
+    /** Largest DRM minor the kernel hands out ({@code MINORMASK}). */
+    static final long MAX_DRM_MINOR = (1L << 20) - 1;
+
+    /** @return why a GPU node cannot be served (missing or out-of-range location or render minor), if it cannot */
+    private static Optional<String> unusable(KfdTopology.Node n) {
+        OptionalLong render = n.get("drm_render_minor");
+        OptionalLong loc = n.get("location_id");
+        if (loc.isEmpty() || render.isEmpty()) {
+            return Optional.of("lacks " + (loc.isEmpty() ? "location_id" : "drm_render_minor"));
+        }
+        if (render.getAsLong() < 1 || render.getAsLong() > MAX_DRM_MINOR) {
+            return Optional.of("drm_render_minor " + Long.toUnsignedString(render.getAsLong())
+                    + " is out of range (1.." + MAX_DRM_MINOR + ")");
+        }
+        if (loc.getAsLong() < 0 || loc.getAsLong() > 0xFFFF) {
+            return Optional.of("location_id " + Long.toUnsignedString(loc.getAsLong())
+                    + " is out of range (0..65535: bus << 8 | device << 3 | function)");
+        }
+        long domain = n.get("domain").orElse(0);
+        if (domain < 0 || domain > 0xFFFF_FFFFL) {
+            return Optional.of("domain " + Long.toUnsignedString(domain) + " is out of range (0..4294967295)");
+        }
+        return Optional.empty();
+    }
+
+    /** Largest memory size believed (16 TiB per GPU or partition); anything above is a bad value, not memory. */
+    static final long MAX_MEMORY_BYTES = 1L << 44;
+
+    /**
+     * XGMI links as closeness ranks derived from io_link weights (lower weight = closer): a pair whose lightest XGMI
+     * io_link has weight {@code w} gets {@code max(1, round(wmax / w))} links (at most 16) where {@code wmax} is the heaviest XGMI weight on the node, so equal weights
+     * (MI210 hives) give 1 link and MI300/MI308 CPX partitions of one package (weight 13 against 41 across packages)
+     * get 3. Partitions of one physical GPU are on the same board ({@link PcieLevel#INTERNAL}) and never get fewer
+     * links than any of them has to another package, so they are always each other's closest peers.
+     */
+    private static GpuTopology links(List<GpuDevice> devices, List<KfdTopology.Node> nodes,
+                                     Map<Integer, Integer> indexOfNode) {
+        int n = devices.size();
+        long[][] weight = new long[n][n];
+        long wmax = 0;
+        for (KfdTopology.Node node : nodes) {
+            int a = indexOfNode.get(node.id());
+            for (KfdTopology.IoLink l : node.ioLinks()) {
+                if (l.type() != KfdTopology.LINK_XGMI || l.to() < 0 || l.to() > Integer.MAX_VALUE) {
+                    continue;
+                }
+                Integer b = indexOfNode.get((int) l.to());
+                if (b == null || b == a) {
+                    continue;
+                }
+                long w = l.weight() > 0 ? l.weight() : 1;
+                for (int[] p : new int[][] {{a, b}, {b, a}}) {
+                    weight[p[0]][p[1]] = weight[p[0]][p[1]] == 0 ? w : Math.min(weight[p[0]][p[1]], w);
+                }
+                wmax = Math.max(wmax, w);
+            }
+        }
+        int[][] count = new int[n][n];
+        for (int a = 0; a < n; a++) {
+            for (int b = 0; b < n; b++) {
+                if (weight[a][b] > 0) {
+                    count[a][b] = (int) Math.max(1, Math.min(16, Math.round((double) wmax / weight[a][b])));
+                }
+            }
+        }
+        int[] farthestBest = new int[n];
+        for (int a = 0; a < n; a++) {
+            for (int b = 0; b < n; b++) {
+                if (a != b && !sameParent(devices.get(a), devices.get(b))) {
+                    farthestBest[a] = Math.max(farthestBest[a], count[a][b]);
+                }
+            }
+        }
+        GpuTopology.Builder tb = GpuTopology.builder(devices);
+        for (int a = 0; a < n; a++) {
+            for (int b = a + 1; b < n; b++) {
+                int c = count[a][b];
+                if (sameParent(devices.get(a), devices.get(b))) {
+                    tb.pcie(devices.get(a).index(), devices.get(b).index(), PcieLevel.INTERNAL);
+                    c = Math.max(c, Math.max(farthestBest[a], farthestBest[b]));
+                }
+                if (c > 0) {
+                    tb.links(devices.get(a).index(), devices.get(b).index(), c);
+                }
+            }
+        }
+        return tb.build();
+    }
+
+    private static boolean sameParent(GpuDevice a, GpuDevice b) {
+        return a.parentUuid().isPresent() && a.parentUuid().equals(b.parentUuid());
     }
 
     private static GpuDevice device(int index, KfdTopology.Node n, Map<Long, Integer> perUnique, Path sysfs,
-                                    KfdTopology t) {
+                                    KfdTopology t, List<String> problems) {
         long loc = n.get("location_id").getAsLong();
         long domain = n.get("domain").orElse(0);
+        int render = (int) n.get("drm_render_minor").getAsLong();
         int partition = (int) (loc & 7);
         String bdf = String.format(Locale.ROOT, "%04x:%02x:%02x.0", domain, (loc >> 8) & 0xFF, (loc >> 3) & 0x1F);
         long unique = n.get("unique_id").orElse(0);
         boolean partitioned = unique != 0 && perUnique.getOrDefault(unique, 0) > 1;
         String physical = unique != 0 ? String.format(Locale.ROOT, "GPU-%016x", unique) : "AMD-" + bdf;
         long deviceId = n.get("device_id").orElse(0);
-        String name = productName(sysfs, renderMinor(n).getAsInt()).orElse(AmdDeviceNames.name(deviceId));
-        long memory = n.memBank0().isPresent() && n.memBank0().getAsLong() > 0 ? n.memBank0().getAsLong()
-                : n.get("local_mem_size").orElse(0);
+        String name = productName(sysfs, render).orElse(AmdDeviceNames.name(deviceId));
+        OptionalLong memory = memory(n, problems);
         GpuDevice.Builder b = GpuDevice.builder().index(index).vendor(GpuVendor.AMD)
                 .name(partitioned ? name + " (partition " + partition + ")" : name)
-                .memory(MemorySize.ofBytes(memory)).pciBusId(bdf).minor(renderMinor(n).getAsInt())
+                .pciBusId(bdf).minor(render)
                 .property("kfd.node", String.valueOf(n.id()))
                 .property("device_id", String.format(Locale.ROOT, "0x%04x", deviceId))
-                .property("location_id", String.valueOf(loc));
+                .property("location_id", String.valueOf(loc)).property("kfd.domain", String.valueOf(domain));
+        if (memory.isPresent()) {
+            b.memory(MemorySize.ofBytes(memory.getAsLong()));
+        } else {
+            b.memoryUnknown();
+        }
         if (partitioned) {
             b.uuid(String.format(Locale.ROOT, "AMD-PART-%016x-%d", unique, partition)).parentUuid(physical)
                     .property("partition_index", String.valueOf(partition))
@@ -177,6 +266,30 @@ public final class KfdSysfsInventory implements GpuInventory {
         });
         numaNode(sysfs, bdf, n, t).ifPresent(b::numaNode);
         return b.build();
+    }
+
+    /** {@code mem_banks/0} size, else {@code local_mem_size}; empty (and a problem) when neither is a believable size. */
+    private static OptionalLong memory(KfdTopology.Node n, List<String> problems) {
+        List<String> seen = new ArrayList<>();
+        if (n.memBank0().isPresent()) {
+            long v = n.memBank0().getAsLong();
+            if (v > 0 && v <= MAX_MEMORY_BYTES) {
+                return OptionalLong.of(v);
+            }
+            seen.add("mem_banks/0 size_in_bytes " + Long.toUnsignedString(v));
+        }
+        OptionalLong local = n.get("local_mem_size");
+        if (local.isPresent()) {
+            long v = local.getAsLong();
+            if (v > 0 && v <= MAX_MEMORY_BYTES) {
+                return OptionalLong.of(v);
+            }
+            seen.add("local_mem_size " + Long.toUnsignedString(v));
+        }
+        problems.add("KFD GPU node " + n.id() + ": memory size unknown (" + (seen.isEmpty()
+                ? "no mem_banks/0 size_in_bytes and no local_mem_size" : String.join(", ", seen)
+                + ", expected 1.." + MAX_MEMORY_BYTES + " bytes") + "); memory-constrained requests cannot use it");
+        return OptionalLong.empty();
     }
 
     private static Optional<String> productName(Path sysfs, int render) {

@@ -44,7 +44,13 @@ public final class KfdSysfsInventoryProvider implements GpuInventoryProvider {
                     + " (amdgpu not loaded)");
         }
         if (t.get().gpuNodes().isEmpty()) {
-            return Optional.of("the KFD topology lists no GPU node (simd_count > 0)");
+            return Optional.of("the KFD topology lists no GPU node (simd_count > 0)"
+                    + (t.get().problems().isEmpty() ? "" : "; " + t.get().problems().get(0)));
+        }
+        try {
+            KfdSysfsInventory.from(t.get(), sysfsRoot, Clock.systemUTC());
+        } catch (RuntimeException e) {
+            return Optional.of(e.getMessage());
         }
         return Optional.empty();
     }

@@ -52,9 +52,9 @@ public final class KfdTopology {
             return v == null ? OptionalLong.empty() : OptionalLong.of(v);
         }
 
-        /** @return true for GPU nodes ({@code simd_count > 0}) */
+        /** @return true for GPU nodes ({@code simd_count} other than 0) */
         public boolean isGpu() {
-            return get("simd_count").orElse(0) > 0;
+            return get("simd_count").orElse(0) != 0;
         }
     }
 
@@ -108,8 +108,16 @@ public final class KfdTopology {
                 problems.add(props + ": missing");
                 continue;
             }
+            int before = problems.size();
             Map<String, Long> p = properties(props, problems);
             OptionalLong gpuId = single(dir.resolve("gpu_id"), problems);
+            if (p.isEmpty() && problems.size() == before) {
+                problems.add(props + ": empty" + (gpuId.orElse(0) != 0
+                        ? " although gpu_id is " + Long.toUnsignedString(gpuId.getAsLong()) + " (a GPU node): skipped"
+                        : "; the node cannot be told apart from a CPU node"));
+            } else if (p.isEmpty()) {
+                problems.add(props + ": no readable property; node " + name + " skipped");
+            }
             OptionalLong bank = OptionalLong.empty();
             Path bank0 = dir.resolve("mem_banks/0/properties");
             if (Files.isRegularFile(bank0)) {
@@ -120,7 +128,15 @@ public final class KfdTopology {
             Path linksDir = dir.resolve("io_links");
             if (Files.isDirectory(linksDir)) {
                 for (Path l : list(linksDir, problems)) {
-                    Map<String, Long> lp = properties(l.resolve("properties"), problems);
+                    if (!l.getFileName().toString().matches("[0-9]{1,6}")) {
+                        continue;
+                    }
+                    Path lprops = l.resolve("properties");
+                    if (!Files.isRegularFile(lprops)) {
+                        problems.add(lprops + ": missing");
+                        continue;
+                    }
+                    Map<String, Long> lp = properties(lprops, problems);
                     if (lp.containsKey("type") && lp.containsKey("node_from") && lp.containsKey("node_to")) {
                         links.add(new IoLink(lp.get("type"), lp.get("node_from"), lp.get("node_to"),
                                 lp.getOrDefault("weight", 0L)));

@@ -21,6 +21,7 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.Optional;
 import java.util.OptionalDouble;
+import java.util.OptionalLong;
 
 /**
  * AMD GPUs through ROCm SMI: {@code rsmi_init} once, {@code rsmi_shut_down} on close. Static facts that ROCm SMI 5
@@ -59,13 +60,38 @@ public final class RocmSmiInventory implements GpuInventory {
      */
     public static RocmSmiInventory open(Optional<Path> library, Path sysfsRoot, Path devRoot, Clock clock,
                                         boolean initWithoutDriver) {
+        return open(library, sysfsRoot, devRoot, clock, initWithoutDriver, Guard.DEFAULT);
+    }
+
+    /**
+     * What stands between a sysfs tree and an in-process {@code rsmi_init}.
+     *
+     * @param kfdCheck   refuse the KFD shapes librocm_smi 5.x is known to kill its process on ({@link KfdSanity})
+     * @param childProbe run the library in a child JVM first ({@link RocmSmiProbe}); on by default, off with
+     *                   {@code -Dgpusched.rocm-smi.probe=false}
+     */
+    record Guard(boolean kfdCheck, boolean childProbe) {
+        static final Guard DEFAULT = new Guard(true,
+                Boolean.parseBoolean(System.getProperty("gpusched.rocm-smi.probe", "true")));
+    }
+
+    static RocmSmiInventory open(Optional<Path> library, Path sysfsRoot, Path devRoot, Clock clock,
+                                 boolean initWithoutDriver, Guard guard) {
         if (!initWithoutDriver && KfdSanity.noDriverAtAll(sysfsRoot, devRoot)) {
             throw new BackendUnavailableException(KfdSanity.driverState(sysfsRoot, devRoot)
                     + ", no /dev/kfd and no /sys/class/drm; rsmi_init not called");
         }
-        Optional<String> unsafe = KfdSanity.problem(sysfsRoot);
-        if (unsafe.isPresent()) {
-            throw new BackendUnavailableException(unsafe.get());
+        if (guard.kfdCheck()) {
+            Optional<String> unsafe = KfdSanity.problem(sysfsRoot);
+            if (unsafe.isPresent()) {
+                throw new BackendUnavailableException(unsafe.get());
+            }
+        }
+        if (guard.childProbe()) {
+            Optional<String> crashed = RocmSmiProbe.check(library);
+            if (crashed.isPresent()) {
+                throw new BackendUnavailableException(crashed.get());
+            }
         }
         try {
             RocmSmiBinding.acquire(library);
@@ -95,29 +121,42 @@ public final class RocmSmiInventory implements GpuInventory {
         if (n < 0) {
             throw new BackendUnavailableException("rsmi_num_monitor_devices returned " + RocmSmiBinding.describe(-n));
         }
-        Map<String, Integer> smiByBdf = new HashMap<>();
+        Optional<KfdTopology> kfd = KfdTopology.read(sysfsRoot);
+        if (n == 0) {
+            throw new BackendUnavailableException("ROCm SMI reports no GPU (rsmi_num_monitor_devices = 0)"
+                    + kfd.map(k -> k.gpuNodes().isEmpty() ? "" : " although the KFD topology lists "
+                    + k.gpuNodes().size() + " GPU node(s); the amd-sysfs provider may still serve them").orElse(""));
+        }
+        Map<String, Integer> smiByKey = new HashMap<>();
         List<GpuDevice> fromSmi = new ArrayList<>();
         for (int i = 0; i < n; i++) {
+            OptionalLong bdf = r.bdfId(i);
             String bus = r.pciAddress(i);
-            if (bus == null) {
+            if (bdf.isEmpty() || bus == null) {
                 throw new BackendUnavailableException("rsmi_dev_pci_id_get failed for device " + i);
             }
-            smiByBdf.putIfAbsent(bus, i);
+            smiByKey.putIfAbsent(PciKeys.ofSmiBdf(bdf.getAsLong()), i);
             String name = Optional.ofNullable(r.name(i)).filter(x -> !x.isBlank()).orElse("AMD GPU");
             long unique = r.uniqueId(i).orElse(0);
-            fromSmi.add(GpuDevice.builder().index(i).vendor(GpuVendor.AMD).name(name)
+            GpuDevice.Builder b = GpuDevice.builder().index(i).vendor(GpuVendor.AMD).name(name)
                     .uuid(unique != 0 ? String.format(Locale.ROOT, "GPU-%016x", unique) : "AMD-" + bus)
-                    .memory(MemorySize.ofBytes(r.vramTotal(i).orElse(0))).pciBusId(bus)
-                    .property("rsmi.index", String.valueOf(i)).build());
+                    .pciBusId(bus).property("rsmi.index", String.valueOf(i));
+            OptionalLong vram = r.vramTotal(i);
+            if (vram.isPresent() && vram.getAsLong() > 0) {
+                b.memory(MemorySize.ofBytes(vram.getAsLong()));
+            } else {
+                b.memoryUnknown();
+            }
+            fromSmi.add(b.build());
         }
-        Optional<KfdTopology> kfd = KfdTopology.read(sysfsRoot);
         if (kfd.isPresent() && !kfd.get().gpuNodes().isEmpty()) {
             KfdSysfsInventory sys = KfdSysfsInventory.from(kfd.get(), sysfsRoot, clock);
             int[] idx = new int[sys.devices().size()];
             List<GpuDevice> joined = new ArrayList<>();
             for (int i = 0; i < idx.length; i++) {
                 GpuDevice d = sys.devices().get(i);
-                Integer s = smiByBdf.get(d.pciBusId());
+                Integer s = smiByKey.get(PciKeys.ofKfd(Long.parseLong(d.properties().getOrDefault("kfd.domain", "0")),
+                        Long.parseLong(d.properties().get("location_id"))));
                 idx[i] = s == null ? -1 : s;
                 joined.add(s == null ? d : d.toBuilder().property("rsmi.index", String.valueOf(s)).build());
             }

@@ -10,7 +10,9 @@ import java.util.Optional;
 
 /**
  * The ROCm SMI provider: above the sysfs one when both work. Library from {@code -Dgpusched.rocm-smi.library}, else
- * any soname of {@code librocm_smi64}; the KFD tree is checked before {@code rsmi_init} is called.
+ * any soname of {@code librocm_smi64}. Before {@code rsmi_init} runs in this process, the KFD tree is checked for the
+ * shapes librocm_smi is known to abort on and the library is run once in a child JVM (cached per tree state): a library
+ * that kills a process kills that one, and this provider reports why it is unavailable.
  */
 public final class RocmSmiInventoryProvider implements GpuInventoryProvider {
 
@@ -21,6 +23,7 @@ public final class RocmSmiInventoryProvider implements GpuInventoryProvider {
     private final Path sysfsRoot;
     private final Path devRoot;
     private final boolean initWithoutDriver;
+    private final RocmSmiInventory.Guard guard;
 
     /** From system properties. */
     public RocmSmiInventoryProvider() {
@@ -35,10 +38,16 @@ public final class RocmSmiInventoryProvider implements GpuInventoryProvider {
      * @param initWithoutDriver call rsmi_init even where nothing of amdgpu is present
      */
     public RocmSmiInventoryProvider(Optional<Path> library, Path sysfsRoot, Path devRoot, boolean initWithoutDriver) {
+        this(library, sysfsRoot, devRoot, initWithoutDriver, RocmSmiInventory.Guard.DEFAULT);
+    }
+
+    RocmSmiInventoryProvider(Optional<Path> library, Path sysfsRoot, Path devRoot, boolean initWithoutDriver,
+                             RocmSmiInventory.Guard guard) {
         this.library = library;
         this.sysfsRoot = sysfsRoot;
         this.devRoot = devRoot;
         this.initWithoutDriver = initWithoutDriver;
+        this.guard = guard;
     }
 
     @Override
@@ -58,12 +67,15 @@ public final class RocmSmiInventoryProvider implements GpuInventoryProvider {
         } catch (BackendUnavailableException e) {
             return Optional.of(e.getMessage());
         } catch (LinkageError e) {
-            return Optional.of("JNA could not be loaded: " + e.getMessage());
+            return Optional.of("JNA could not be loaded: " + String.valueOf(e.getMessage()).lines().findFirst()
+                    .orElse(""));
+        } catch (RuntimeException e) {
+            return Optional.of("ROCm SMI failed: " + e);
         }
     }
 
     @Override
     public GpuInventory open(GpuConfig config) {
-        return RocmSmiInventory.open(library, sysfsRoot, devRoot, Clock.systemUTC(), initWithoutDriver);
+        return RocmSmiInventory.open(library, sysfsRoot, devRoot, Clock.systemUTC(), initWithoutDriver, guard);
     }
 }

@@ -49,6 +49,7 @@ final class FakeRocmSmi {
         static native void fake_rsmi_set_init_result(int r);
         static native int fake_rsmi_init_calls();
         static native int fake_rsmi_initialized();
+        static native void fake_rsmi_set_devices(int n, long[] bdfIds);
 
         static void bind(Path lib) {
             Native.register(Control.class, NativeLibrary.getInstance(lib.toAbsolutePath().toString()));

@@ -18,6 +18,7 @@ final class KfdFixtures {
         Files.writeString(n.resolve("properties"), "cpu_cores_count 64\nsimd_count 0\nmem_banks_count 1\n"
                 + "io_links_count 1\nlocation_id 0\ndomain 0\ndrm_render_minor 0\nhive_id 0\nunique_id 0\n");
         Files.writeString(n.resolve("gpu_id"), "0\n");
+        Files.createDirectories(n.resolve("io_links"));
     }
 
     /** A GPU node; links are "type:to" pairs. */
@@ -29,6 +30,7 @@ final class KfdFixtures {
                 + "device_id 29711\nlocation_id " + locationId + "\ndomain 0\ndrm_render_minor " + render + "\n"
                 + "hive_id " + hive + "\nlocal_mem_size 0\nunique_id " + unique + "\nnum_xcc 1\nsome_future_key 7\n");
         Files.writeString(n.resolve("gpu_id"), String.valueOf(1000 + id) + "\n");
+        Files.createDirectories(n.resolve("io_links"));
         Path bank = Files.createDirectories(n.resolve("mem_banks/0"));
         Files.writeString(bank.resolve("properties"), "heap_type 1\nsize_in_bytes " + bankBytes + "\nflags 0\n");
         for (int i = 0; i < links.length; i++) {

@@ -4,12 +4,17 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import io.gpusched.core.Allocation;
+import io.gpusched.core.AllocationStrategies;
 import io.gpusched.core.BackendUnavailableException;
 import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuMetrics;
+import io.gpusched.core.GpuRequest;
+import io.gpusched.core.GpuScheduler;
 import io.gpusched.core.GpuTopology;
 import io.gpusched.core.MemorySize;
 import io.gpusched.core.PcieLevel;
+import io.gpusched.core.strategy.PairScore;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Clock;
@@ -18,6 +23,8 @@ import java.util.Set;
 import java.util.stream.Collectors;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
 
 class KfdSysfsInventoryTest {
     static final Clock CLOCK = Clock.systemUTC();
@@ -62,8 +69,90 @@ class KfdSysfsInventoryTest {
         assertThat(d.get(1).minor()).hasValue(129);
         assertThat(d.get(4).minor()).hasValue(136);
         assertThat(inv.topology().pcieLevel(0, 3)).isEqualTo(PcieLevel.INTERNAL);
-        assertThat(inv.topology().linkCount(0, 3)).isZero();
         assertThat(inv.topology().linkCount(0, 4)).isEqualTo(1);
+        assertThat(inv.topology().linkCount(0, 3)).as("no XGMI io_link inside the package in this tree, yet never"
+                + " fewer links than to another package").isEqualTo(1);
+    }
+
+    @Test
+    void outOfRangeValuesSkipTheNodeOrTheFieldNotTheBackend(@TempDir Path sys) throws Exception {
+        KfdFixtures.mi210(sys);
+        replace(sys, 2, "drm_render_minor 128", "drm_render_minor 4294967295");
+        replace(sys, 3, "drm_render_minor 129", "drm_render_minor 2147483648");
+        replace(sys, 4, "location_id 768", "location_id 18446744073709551615");
+        replace(sys, 5, "local_mem_size 0", "local_mem_size 18446744073709551615");
+        deleteTree(KfdFixtures.nodes(sys).resolve("5/mem_banks"));
+        replace(sys, 6, "domain 0", "domain 99999999999");
+        KfdSysfsInventory inv = KfdSysfsInventory.open(sys, CLOCK);
+        assertThat(inv.devices()).extracting(x -> x.properties().get("kfd.node"))
+                .containsExactlyInAnyOrder("5", "7", "8", "9");
+        assertThat(inv.problems())
+                .anySatisfy(p -> assertThat(p).contains("node 2").contains("drm_render_minor 4294967295")
+                        .contains("out of range").contains("skipped"))
+                .anySatisfy(p -> assertThat(p).contains("node 3").contains("drm_render_minor 2147483648"))
+                .anySatisfy(p -> assertThat(p).contains("node 4").contains("location_id 18446744073709551615"))
+                .anySatisfy(p -> assertThat(p).contains("node 6").contains("domain 99999999999"))
+                .anySatisfy(p -> assertThat(p).contains("node 5").contains("memory size unknown")
+                        .contains("local_mem_size 18446744073709551615"));
+        GpuDevice five = inv.devices().stream().filter(x -> x.properties().get("kfd.node").equals("5")).findFirst()
+                .orElseThrow();
+        assertThat(five.memoryKnown()).isFalse();
+        assertThat(five.memory()).isEqualTo(MemorySize.ZERO);
+        assertThat(inv.devices()).filteredOn(x -> x != five).allSatisfy(x -> assertThat(x.memoryKnown()).isTrue());
+        assertThat(new KfdSysfsInventoryProvider(sys).unavailabilityCause()).isEmpty();
+    }
+
+    @Test
+    void aGpuWithoutAnyMemorySizeIsUnknownNotZero(@TempDir Path sys) throws Exception {
+        Path n = Files.createDirectories(KfdFixtures.nodes(sys).resolve("1"));
+        Files.writeString(n.resolve("properties"), "simd_count 256\ndevice_id 26720\nlocation_id 6400\n"
+                + "drm_render_minor 128\n");
+        KfdSysfsInventory inv = KfdSysfsInventory.open(sys, CLOCK);
+        assertThat(inv.devices().get(0).memoryKnown()).isFalse();
+        assertThat(inv.problems()).singleElement().satisfies(p -> assertThat(p).contains("node 1")
+                .contains("no mem_banks/0 size_in_bytes and no local_mem_size"));
+        Files.writeString(n.resolve("properties"), "simd_count 256\nlocation_id 6400\ndrm_render_minor 128\n"
+                + "local_mem_size 0\n");
+        assertThat(KfdSysfsInventory.open(sys, CLOCK).devices().get(0).memoryKnown()).as("0 B is not a size").isFalse();
+    }
+
+    @Test
+    void anEmptyPropertiesFileOfAGpuNodeIsReported(@TempDir Path sys) throws Exception {
+        KfdFixtures.mi210(sys);
+        Files.writeString(KfdFixtures.nodes(sys).resolve("3/properties"), "");
+        KfdSysfsInventory inv = KfdSysfsInventory.open(sys, CLOCK);
+        assertThat(inv.devices()).hasSize(7);
+        assertThat(inv.problems()).anySatisfy(p -> assertThat(p).contains("3/properties: empty although gpu_id is 1003"));
+        Files.writeString(KfdFixtures.nodes(sys).resolve("3/properties"), "not a property\n");
+        assertThat(KfdSysfsInventory.open(sys, CLOCK).problems())
+                .anySatisfy(p -> assertThat(p).contains("3/properties: no readable property"));
+    }
+
+    @Test
+    void oneBadNodeLeavesTheProviderAvailable(@TempDir Path sys) throws Exception {
+        KfdFixtures.mi210(sys);
+        for (int node = 2; node <= 8; node++) {
+            replace(sys, node, "drm_render_minor " + (128 + node - 2), "drm_render_minor 4294967295");
+        }
+        assertThat(new KfdSysfsInventoryProvider(sys).unavailabilityCause()).isEmpty();
+        replace(sys, 9, "drm_render_minor 135", "drm_render_minor 2147483648");
+        assertThat(new KfdSysfsInventoryProvider(sys).unavailabilityCause()).hasValueSatisfying(c -> assertThat(c)
+                .contains("no usable GPU node").contains("out of range").doesNotContain("\n"));
+    }
+
+    static void replace(Path sys, int node, String from, String to) throws Exception {
+        Path p = KfdFixtures.nodes(sys).resolve(node + "/properties");
+        String s = Files.readString(p);
+        assertThat(s).as("fixture of node %d holds %s", node, from).contains(from + "\n");
+        Files.writeString(p, s.replace(from + "\n", to + "\n"));
+    }
+
+    static void deleteTree(Path p) throws Exception {
+        try (var s = Files.walk(p)) {
+            for (Path x : s.sorted(java.util.Comparator.reverseOrder()).toList()) {
+                Files.delete(x);
+            }
+        }
     }
 
     @Test
@@ -79,7 +168,14 @@ class KfdSysfsInventoryTest {
                 .anySatisfy(p -> assertThat(p).contains("simd_per_cu -4"))
                 .anySatisfy(p -> assertThat(p).contains("out of range"))
                 .anySatisfy(p -> assertThat(p).contains("9/properties: missing"));
-        assertThat(KfdSanity.problem(sys)).hasValueSatisfying(p -> assertThat(p).contains("would abort"));
+        assertThat(KfdSanity.problem(sys)).as("librocm_smi 5.2.3 answers garbage lines and a missing file").isEmpty();
+        deleteTree(KfdFixtures.nodes(sys).resolve("4/io_links"));
+        assertThat(KfdSanity.problem(sys)).hasValueSatisfying(p -> assertThat(p).contains("KFD node 4 has no io_links")
+                .contains("SIGABRT"));
+        Files.createDirectories(KfdFixtures.nodes(sys).resolve("4/io_links/0"));
+        Files.writeString(KfdFixtures.nodes(sys).resolve("4/io_links/0/properties"), " \n\t\n");
+        assertThat(KfdSanity.problem(sys)).hasValueSatisfying(p -> assertThat(p).contains("4/io_links/0/properties")
+                .contains("only blank lines"));
     }
 
     @Test
@@ -137,6 +233,70 @@ class KfdSysfsInventoryTest {
         assertThat(KfdTopology.gfxTarget(90402)).isEqualTo("gfx942");
         assertThat(KfdTopology.gfxTarget(110000)).isEqualTo("gfx1100");
         assertThat(KfdTopology.gfxTarget(100300)).isEqualTo("gfx1030");
+    }
+
+    static Path shared() {
+        Path shared = Path.of("").toAbsolutePath().getParent().getParent()
+                .resolve("shared/fixtures/amd/k8s-device-plugin/testdata");
+        assumeTrue(Files.isDirectory(shared), "skipped: ../shared/fixtures/amd is absent");
+        return shared;
+    }
+
+    /** unique_id of a KFD node, read straight from the capture (an independent view of the packages). */
+    static String packageOf(Path nodes, String node) throws Exception {
+        return Files.readAllLines(nodes.resolve(node + "/properties")).stream().filter(l -> l.startsWith("unique_id "))
+                .findFirst().orElseThrow();
+    }
+
+    @ParameterizedTest
+    @CsvSource({"topology-parsing-mi308/topology/nodes, 4", "topo-mi300-cpx/topology/nodes, 8"})
+    void cpxPartitionsOfOnePackageAreEachOthersClosestPeers(String capture, int perPackage) throws Exception {
+        Path nodes = shared().resolve(capture);
+        KfdSysfsInventory inv = KfdSysfsInventory.from(KfdTopology.readNodes(nodes), shared(), CLOCK);
+        GpuTopology t = inv.topology();
+        for (GpuDevice a : inv.devices()) {
+            int closestSame = Integer.MAX_VALUE;
+            int bestOther = 0;
+            for (GpuDevice b : inv.devices()) {
+                if (a == b) {
+                    continue;
+                }
+                int score = PairScore.of(t, a.index(), b.index());
+                if (packageOf(nodes, a.properties().get("kfd.node")).equals(packageOf(nodes, b.properties().get("kfd.node")))) {
+                    closestSame = Math.min(closestSame, score);
+                } else {
+                    bestOther = Math.max(bestOther, score);
+                }
+            }
+            assertThat(closestSame).as("device %s: its farthest sibling beats any other package", a.index())
+                    .isGreaterThan(bestOther);
+        }
+        for (int count : new int[] {2, 4, perPackage}) {
+            try (GpuScheduler s = GpuScheduler.builder().inventory(inv).strategy(AllocationStrategies.topologyAware())
+                    .build()) {
+                for (int job = 0; job < 3; job++) {
+                    Allocation a = s.allocate(GpuRequest.builder().count(count).build());
+                    Set<String> packages = new java.util.HashSet<>();
+                    for (GpuDevice d : a.devices()) {
+                        packages.add(packageOf(nodes, d.properties().get("kfd.node")));
+                    }
+                    assertThat(packages).as("job %d of %d partitions on %s: %s", job, count, capture,
+                            a.deviceIndices()).hasSize(1);
+                }
+            }
+        }
+    }
+
+    @Test
+    void mi308WeightsBecomeLinkRanks() throws Exception {
+        Path nodes = shared().resolve("topology-parsing-mi308/topology/nodes");
+        KfdSysfsInventory inv = KfdSysfsInventory.from(KfdTopology.readNodes(nodes), shared(), CLOCK);
+        assertThat(inv.devices().get(0).properties()).containsEntry("kfd.node", "2");
+        assertThat(inv.devices().get(1).properties()).containsEntry("kfd.node", "3");
+        assertThat(inv.devices().get(4).properties()).containsEntry("kfd.node", "6");
+        assertThat(inv.topology().linkCount(0, 1)).as("weight 13 inside the package").isEqualTo(3);
+        assertThat(inv.topology().linkCount(0, 4)).as("weight 41 across packages").isEqualTo(1);
+        assertThat(inv.topology().pcieLevel(0, 1)).isEqualTo(PcieLevel.INTERNAL);
     }
 
     @Test

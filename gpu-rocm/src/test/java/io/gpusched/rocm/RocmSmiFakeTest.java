@@ -16,6 +16,8 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /** The ROCm SMI binding against a fake librocm_smi64 compiled from the real rocm_smi.h. */
 @Tag("native")
@@ -84,12 +86,76 @@ class RocmSmiFakeTest {
     }
 
     @Test
-    void aMalformedKfdTreeNeverReachesRsmiInit(@TempDir Path sys) throws Exception {
+    void aKfdTreeTheLibraryAbortsOnNeverReachesRsmiInit(@TempDir Path sys) throws Exception {
         KfdFixtures.mi210(sys);
-        Files.writeString(KfdFixtures.nodes(sys).resolve("3/properties"), "simd_count lots\n");
+        KfdSysfsInventoryTest.deleteTree(KfdFixtures.nodes(sys).resolve("3/io_links"));
         assertThat(new RocmSmiInventoryProvider(Optional.of(lib), sys, sys, true).unavailabilityCause())
-                .hasValueSatisfying(c -> assertThat(c).contains("malformed").contains("would abort the process"));
+                .hasValueSatisfying(c -> assertThat(c).contains("KFD node 3 has no io_links").contains("SIGABRT"));
         assertThat(FakeRocmSmi.Control.fake_rsmi_init_calls()).isZero();
         assertThat(new KfdSysfsInventoryProvider(sys).isAvailable()).as("the sysfs provider still serves").isTrue();
+    }
+
+    @Test
+    void noGpuFromRocmSmiMeansUnavailableEvenWithAKfdTree(@TempDir Path sys) throws Exception {
+        KfdFixtures.mi210(sys);
+        FakeRocmSmi.Control.fake_rsmi_set_devices(0, new long[0]);
+        assertThat(new RocmSmiInventoryProvider(Optional.of(lib), sys, sys, true).unavailabilityCause())
+                .hasValueSatisfying(c -> assertThat(c).startsWith("ROCm SMI reports no GPU")
+                        .contains("KFD topology lists 8 GPU node(s)"));
+        FakeRocmSmi.Control.fake_rsmi_set_devices(0, new long[0]);
+        assertThat(new RocmSmiInventoryProvider(Optional.of(lib), sys.resolve("none"), sys, true).unavailabilityCause())
+                .contains("ROCm SMI reports no GPU (rsmi_num_monitor_devices = 0)");
+    }
+
+    /** CPX partitions: ROCm 6 puts the partition in BDF bits 31:28, older releases in the function bits like KFD. */
+    @ParameterizedTest
+    @ValueSource(ints = {28, 0})
+    void everyPartitionJoinsItsOwnRocmSmiDevice(int partitionShift, @TempDir Path sys) throws Exception {
+        KfdFixtures.cpx(sys);
+        long[] bus = {0x0A, 0x8A};
+        long[] ids = new long[8];
+        int[] smiOf = new int[8];
+        // SMI order: reversed, so index equality cannot pass by accident
+        for (int g = 0; g < 2; g++) {
+            for (int p = 0; p < 4; p++) {
+                int kfdOrder = g * 4 + p;
+                int smi = 7 - kfdOrder;
+                ids[smi] = (bus[g] << 8) | ((long) p << partitionShift);
+                smiOf[kfdOrder] = smi;
+            }
+        }
+        FakeRocmSmi.Control.fake_rsmi_set_devices(8, ids);
+        try (GpuInventory inv = new RocmSmiInventoryProvider(Optional.of(lib), sys, sys, true).open(null)) {
+            assertThat(inv.devices()).hasSize(8);
+            for (GpuDevice d : inv.devices()) {
+                long loc = Long.parseLong(d.properties().get("location_id"));
+                int kfdOrder = (((loc >> 8) == 0x8A) ? 4 : 0) + (int) (loc & 7);
+                assertThat(d.properties()).as("partition %d of bus %x", loc & 7, loc >> 8)
+                        .containsEntry("rsmi.index", String.valueOf(smiOf[kfdOrder]));
+                // the fake's busy % is 25 x its own index: the sample comes from the joined device
+                assertThat(inv.sample().forDevice(d.index()).orElseThrow().utilizationPercent())
+                        .hasValue(25.0 * smiOf[kfdOrder]);
+            }
+        }
+    }
+
+    @Test
+    void aLibraryThatKillsItsProcessIsCaughtInTheChildProbe(@TempDir Path sys) throws Exception {
+        Path copy = Files.createDirectories(dir.resolve("aborting")).resolve("librocm_smi64.so.1");
+        Files.copy(lib, copy, java.nio.file.StandardCopyOption.REPLACE_EXISTING);
+        Files.writeString(Path.of(copy + ".abort"), "");
+        RocmSmiProbe.forget();
+        RocmSmiInventoryProvider p = new RocmSmiInventoryProvider(Optional.of(copy), sys, sys, true,
+                new RocmSmiInventory.Guard(true, true));
+        assertThat(p.unavailabilityCause()).hasValueSatisfying(c -> assertThat(c)
+                .contains("ROCm SMI killed its probe process (exit 134 = SIGABRT)").contains("Assertion")
+                .contains("not called in this process").doesNotContain("\n"));
+        assertThat(FakeRocmSmi.Control.fake_rsmi_init_calls()).as("never in this process").isZero();
+        Files.delete(Path.of(copy + ".abort"));
+        assertThat(p.unavailabilityCause()).as("verdict cached for the same tree and library").isPresent();
+        RocmSmiProbe.forget();
+        RocmSmiInventoryProvider healthy = new RocmSmiInventoryProvider(Optional.of(lib), sys, sys, true,
+                new RocmSmiInventory.Guard(true, true));
+        assertThat(healthy.unavailabilityCause()).as("the probe passes a library that survives").isEmpty();
     }
 }

@@ -37,6 +37,12 @@ public final class RocmSmiReader {
                 (bdf >> 3) & 0x1F, bdf & 0x7);
     }
 
+    /** @return the raw BDF id of {@code rsmi_dev_pci_id_get}, if it answers */
+    public OptionalLong bdfId(int dv) {
+        return Core.rsmi_dev_pci_id_get(dv, Pointer.nativeValue(m)) == 0 ? OptionalLong.of(m.getLong(0))
+                : OptionalLong.empty();
+    }
+
     /** @return the product name, or null */
     public String name(int dv) {
         return Core.rsmi_dev_name_get(dv, Pointer.nativeValue(m), 256) == 0

@@ -1,0 +1,235 @@
+package io.gpusched.rocm;
+
+import io.gpusched.rocm.internal.RocmSmiProbeMain;
+import java.io.File;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.UncheckedIOException;
+import java.net.URISyntaxException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.LinkOption;
+import java.nio.file.Path;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HexFormat;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Runs ROCm SMI in a child JVM ({@link RocmSmiProbeMain}) before this process calls it: librocm_smi {@code assert()}s
+ * and dereferences bad pointers on sysfs shapes no Java check can list for every version, and a crash in a child
+ * costs a cause, not the host process. Verdicts are cached per JVM by a digest of what the library reads (library path,
+ * {@code /sys/class/kfd/kfd/topology}, the entries of {@code /sys/class/drm}), so a node pays one child start per tree
+ * state. The child has a time limit.
+ */
+final class RocmSmiProbe {
+    private static final Logger LOG = LoggerFactory.getLogger(RocmSmiProbe.class);
+    private static final Map<String, Optional<String>> VERDICTS = new ConcurrentHashMap<>();
+    private static final Path KFD = Path.of("/sys/class/kfd/kfd/topology");
+    private static final Path DRM = Path.of("/sys/class/drm");
+
+    /** Default time limit of the child, overridable with {@code -Dgpusched.rocm-smi.probe.timeout-s}. */
+    static final Duration TIMEOUT = Duration.ofSeconds(Long.getLong("gpusched.rocm-smi.probe.timeout-s", 60));
+
+    private RocmSmiProbe() {
+    }
+
+    /** @return why ROCm SMI must not be called in this process, or empty when the probe came back alive */
+    static Optional<String> check(Optional<Path> library) {
+        String key = fingerprint(library);
+        Optional<String> cached = VERDICTS.get(key);
+        if (cached != null) {
+            return cached;
+        }
+        Optional<String> verdict = run(library, TIMEOUT);
+        VERDICTS.put(key, verdict);
+        return verdict;
+    }
+
+    /** Forgets cached verdicts (tests). */
+    static void forget() {
+        VERDICTS.clear();
+    }
+
+    static Optional<String> run(Optional<Path> library, Duration timeout) {
+        List<String> cmd = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+                "-Xmx64m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto"));
+        for (String p : List.of("jna.library.path", "jna.boot.library.path", "jna.tmpdir", "jna.nosys",
+                "jna.noclasspath")) {
+            if (System.getProperty(p) != null) {
+                cmd.add("-D" + p + "=" + System.getProperty(p));
+            }
+        }
+        cmd.add("-cp");
+        try {
+            cmd.add(classpath());
+        } catch (IllegalStateException e) {
+            return Optional.of("cannot run the ROCm SMI probe process (" + e.getMessage() + "); set"
+                    + " -Dgpusched.rocm-smi.probe=false to call ROCm SMI after the KFD check alone");
+        }
+        cmd.add(RocmSmiProbeMain.class.getName());
+        cmd.add(library.map(p -> p.toAbsolutePath().toString()).orElse(""));
+        Process p;
+        try {
+            p = new ProcessBuilder(cmd).redirectInput(ProcessBuilder.Redirect.from(new File("/dev/null"))).start();
+        } catch (IOException e) {
+            return Optional.of("cannot start the ROCm SMI probe process (" + e.getMessage() + "); set"
+                    + " -Dgpusched.rocm-smi.probe=false to call ROCm SMI after the KFD check alone");
+        }
+        CompletableFuture<String> out = drain(p.getInputStream());
+        CompletableFuture<String> err = drain(p.getErrorStream());
+        try {
+            if (!p.waitFor(timeout.toMillis(), TimeUnit.MILLISECONDS)) {
+                p.destroyForcibly().waitFor(10, TimeUnit.SECONDS);
+                return Optional.of("the ROCm SMI probe process did not finish within " + timeout.toSeconds()
+                        + " s (last step: " + last(out.getNow("")) + "); ROCm SMI is not called in this process");
+            }
+        } catch (InterruptedException e) {
+            p.destroyForcibly();
+            Thread.currentThread().interrupt();
+            return Optional.of("interrupted while the ROCm SMI probe process ran");
+        }
+        String stdout = out.join();
+        String stderr = err.join();
+        int rc = p.exitValue();
+        if (rc == 0 && stdout.lines().anyMatch("ok"::equals)) {
+            LOG.debug("ROCm SMI probe process: {}", stdout.replace('\n', ';'));
+            return Optional.empty();
+        }
+        String signal = rc > 128 && rc < 160 ? " = " + signalName(rc - 128) : "";
+        String why = stderr.lines().filter(l -> l.contains("Assertion") || l.contains("terminate")
+                || l.contains("what()")).reduce((a, b) -> b).orElse(last(stderr));
+        String cause = "ROCm SMI killed its probe process (exit " + rc + signal + ") after \"" + last(stdout)
+                + "\"" + (why.isEmpty() ? "" : ": " + why.trim()) + "; it is not called in this process";
+        LOG.warn("{}", cause);
+        return Optional.of(cause);
+    }
+
+    private static String signalName(int s) {
+        return switch (s) {
+            case 6 -> "SIGABRT";
+            case 9 -> "SIGKILL";
+            case 11 -> "SIGSEGV";
+            case 7 -> "SIGBUS";
+            case 4 -> "SIGILL";
+            case 8 -> "SIGFPE";
+            default -> "signal " + s;
+        };
+    }
+
+    private static String last(String text) {
+        return text.lines().filter(l -> !l.isBlank()).reduce((a, b) -> b).orElse("").trim();
+    }
+
+    private static CompletableFuture<String> drain(InputStream in) {
+        return CompletableFuture.supplyAsync(() -> {
+            try (in) {
+                byte[] b = in.readNBytes(1 << 20);
+                in.transferTo(OutputStreamSink.INSTANCE);
+                return new String(b, StandardCharsets.UTF_8);
+            } catch (IOException e) {
+                return "";
+            }
+        }, r -> {
+            Thread t = new Thread(r, "gpusched-rocm-smi-probe-io");
+            t.setDaemon(true);
+            t.start();
+        });
+    }
+
+    /** Discards the rest of an over-long stream. */
+    private static final class OutputStreamSink extends java.io.OutputStream {
+        static final OutputStreamSink INSTANCE = new OutputStreamSink();
+
+        @Override
+        public void write(int b) {
+        }
+
+        @Override
+        public void write(byte[] b, int off, int len) {
+        }
+    }
+
+    /** @return our classes and JNA, from where they were loaded (works under application-server class loaders) */
+    static String classpath() {
+        List<String> parts = new ArrayList<>();
+        for (Class<?> c : List.of(RocmSmiProbeMain.class, com.sun.jna.Native.class)) {
+            try {
+                var src = c.getProtectionDomain().getCodeSource();
+                if (src == null || src.getLocation() == null) {
+                    throw new IllegalStateException("no code source for " + c.getName());
+                }
+                String path = Path.of(src.getLocation().toURI()).toString();
+                if (!parts.contains(path)) {
+                    parts.add(path);
+                }
+            } catch (URISyntaxException | SecurityException | IllegalArgumentException e) {
+                throw new IllegalStateException("cannot locate " + c.getName() + ": " + e.getMessage());
+            }
+        }
+        return String.join(File.pathSeparator, parts);
+    }
+
+    /** @return a digest of what ROCm SMI reads at init: library path, the KFD topology, the DRM entries */
+    static String fingerprint(Optional<Path> library) {
+        MessageDigest md;
+        try {
+            md = MessageDigest.getInstance("SHA-256");
+        } catch (NoSuchAlgorithmException e) {
+            throw new IllegalStateException(e);
+        }
+        md.update(library.map(Path::toString).orElse("<search>").getBytes(StandardCharsets.UTF_8));
+        md.update((byte) 0);
+        digestTree(md, KFD);
+        if (Files.isDirectory(DRM)) {
+            try (Stream<Path> s = Files.list(DRM)) {
+                for (Path p : s.sorted().toList()) {
+                    md.update(p.getFileName().toString().getBytes(StandardCharsets.UTF_8));
+                    md.update((byte) 0);
+                    if (Files.isSymbolicLink(p)) {
+                        md.update(Files.readSymbolicLink(p).toString().getBytes(StandardCharsets.UTF_8));
+                    }
+                    md.update((byte) 1);
+                }
+            } catch (IOException | UncheckedIOException e) {
+                md.update(("drm:" + e).getBytes(StandardCharsets.UTF_8));
+            }
+        }
+        return HexFormat.of().formatHex(md.digest());
+    }
+
+    private static void digestTree(MessageDigest md, Path root) {
+        if (!Files.exists(root)) {
+            md.update("absent".getBytes(StandardCharsets.UTF_8));
+            return;
+        }
+        try (Stream<Path> s = Files.walk(root)) {
+            for (Path p : s.sorted().toList()) {
+                md.update(root.relativize(p).toString().getBytes(StandardCharsets.UTF_8));
+                if (Files.isRegularFile(p, LinkOption.NOFOLLOW_LINKS)) {
+                    md.update((byte) 'f');
+                    try (InputStream in = Files.newInputStream(p)) {
+                        md.update(in.readNBytes(1 << 16));
+                    } catch (IOException e) {
+                        md.update((byte) 'e');
+                    }
+                } else {
+                    md.update((byte) (Files.isSymbolicLink(p) ? 'l' : Files.isDirectory(p) ? 'd' : 'o'));
+                }
+                md.update((byte) 0);
+            }
+        } catch (IOException | UncheckedIOException e) {
+            md.update(("walk:" + e).getBytes(StandardCharsets.UTF_8));
+        }
+    }
+}
