@@ -1,0 +1,189 @@
+package io.gpusched.isolation;
+
+import static io.gpusched.isolation.CgroupBed.nv;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.gpusched.core.Allocation;
+import io.gpusched.isolation.CgroupDeviceIsolator.Mechanism;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
+
+/**
+ * Every write of a v1 fence made to fail in turn (fence, update, revoke), on each kind of host cgroup: after each
+ * failure the previous state must be exactly in force, checked by reading {@code devices.list} ourselves and by
+ * opening the nodes from inside the cgroup. Also for v2: a program the verifier rejects, on fence and on update.
+ */
+@Tag("cgroup")
+class FaultInjectionTest {
+    @TempDir
+    Path dir;
+    CgroupBed bed;
+
+    @AfterEach
+    void tearDown() throws Exception {
+        if (bed != null) {
+            bed.close();
+        }
+    }
+
+    enum Host {
+        DEFAULT_ALLOW(null), CONTAINER("c 195:255 rw"), CONTAINER_WILDCARD("c 195:* rwm");
+
+        final String rule;
+
+        Host(String rule) {
+            this.rule = rule;
+        }
+    }
+
+    Path cgroup(CgroupDeviceIsolator iso, Host h) throws Exception {
+        Path cg = bed.cgroup(CgroupBed.root(iso, Mechanism.V1));
+        if (h.rule != null) {
+            CgroupBed.write(cg, "devices.deny", "a");
+            CgroupBed.write(cg, "devices.allow", "c 1:3 rwm");
+            CgroupBed.write(cg, "devices.allow", h.rule);
+        }
+        return cg;
+    }
+
+    /** Fails the n-th write (1-based) from now; counts every write. */
+    static final class Faults implements V1Fence.Writer {
+        final AtomicInteger writes = new AtomicInteger();
+        volatile int failAt;
+        volatile boolean failAfter;
+
+        @Override
+        public void write(Path file, String line) throws IOException {
+            int n = writes.incrementAndGet();
+            if (n == failAt || (failAfter && n > failAt && failAt > 0)) {
+                throw new IOException("Input/output error (injected at write " + n + ")");
+            }
+            V1Fence.KERNEL.write(file, line);
+        }
+
+        int count(Runnable r) {
+            failAt = 0;
+            writes.set(0);
+            r.run();
+            return writes.get();
+        }
+
+        void failNext(int k) {
+            writes.set(0);
+            failAt = k;
+        }
+    }
+
+    /** Whether to open the nodes after write k too (deny-list hosts are also checked by their list every time). */
+    static boolean probeAt(int k, int n, Host h) {
+        return h == Host.DEFAULT_ALLOW || k % 32 == 1 || k == n;
+    }
+
+    @ParameterizedTest
+    @EnumSource(Host.class)
+    void issue12_everyWriteOfAV1FenceFailingInTurnLeavesThePreviousStateInForce(Host h) throws Exception {
+        bed = new CgroupBed(dir, false);
+        CgroupDeviceIsolator iso = bed.isolator(Mechanism.V1);
+        Path cg = cgroup(iso, h);
+        Faults faults = new Faults();
+        V1Fence.writer = faults;
+        List<String> hostList = CgroupBed.list(cg);
+        Map<String, String> hostSeen = bed.probe(cg);
+        Allocation gpu1 = bed.gpus(1);
+        Allocation gpu23 = bed.gpus(2, 3);
+
+        int fenceWrites = faults.count(() -> iso.fence(cg, gpu1).revoke());
+        assertThat(fenceWrites).isPositive();
+        int fenceOnly = faults.count(() -> iso.fence(cg, gpu1));
+        iso.fence(cg, gpu1).revoke();
+        for (int k = 1; k <= fenceOnly; k++) {
+            faults.failNext(k);
+            assertThatThrownBy(() -> iso.fence(cg, gpu1)).isInstanceOf(IsolationException.class)
+                    .hasMessageContaining("injected at write").hasMessageContaining("previous rules are in force");
+            assertThat(CgroupBed.list(cg)).as("after a failed write %d of %d while fencing", k, fenceOnly)
+                    .isEqualTo(hostList);
+            if (probeAt(k, fenceOnly, h)) {
+                assertThat(bed.probe(cg)).as("write %d of the fence failed", k).isEqualTo(hostSeen);
+            }
+        }
+
+        faults.failNext(0);
+        Fence f = bed.track(iso.fence(cg, gpu1));
+        List<String> fenced = CgroupBed.list(cg);
+        Map<String, String> fencedSeen = bed.probe(cg);
+        assertThat(fencedSeen).isEqualTo(bed.only(nv(1)));
+        int updateWrites = faults.count(() -> f.update(gpu23));
+        f.update(gpu1);
+        for (int k = 1; k <= updateWrites; k++) {
+            faults.failNext(k);
+            assertThatThrownBy(() -> f.update(gpu23)).isInstanceOf(IsolationException.class)
+                    .hasMessageContaining("previous rules are in force");
+            assertThat(f.allocation()).isEqualTo(gpu1);
+            assertThat(CgroupBed.list(cg)).as("after a failed write %d of an update", k).isEqualTo(fenced);
+            assertThat(bed.probe(cg)).as("write %d of the update failed", k).isEqualTo(fencedSeen);
+        }
+
+        faults.failNext(0);
+        int revokeWrites = faults.count(f::revoke);
+        Fence again = bed.track(iso.fence(cg, gpu1));
+        for (int k = 1; k <= revokeWrites; k++) {
+            faults.failNext(k);
+            assertThatThrownBy(again::revoke).isInstanceOf(IsolationException.class)
+                    .hasMessageContaining("revoking the fence");
+            assertThat(again.isActive()).as("a revoke that failed says so and keeps the fence").isTrue();
+            assertThat(CgroupBed.list(cg)).isEqualTo(fenced);
+            if (probeAt(k, revokeWrites, h)) {
+                assertThat(bed.probe(cg)).as("write %d of the revoke failed", k).isEqualTo(fencedSeen);
+            }
+        }
+        faults.failNext(0);
+        again.revoke();
+        assertThat(again.isActive()).isFalse();
+        assertThat(CgroupBed.list(cg)).isEqualTo(hostList);
+        assertThat(bed.probe(cg)).isEqualTo(hostSeen);
+        System.out.println("FAULTS " + h + ": fence " + fenceOnly + " writes, update " + updateWrites + ", revoke "
+                + revokeWrites + ": each failed in turn, previous state in force every time");
+    }
+
+    @Test
+    void aFailedUndoIsReportedAsUnknownNotAsSuccess() throws Exception {
+        bed = new CgroupBed(dir, false);
+        CgroupDeviceIsolator iso = bed.isolator(Mechanism.V1);
+        Path cg = cgroup(iso, Host.CONTAINER);
+        Fence f = bed.track(iso.fence(cg, bed.gpus(1)));
+        Faults faults = new Faults();
+        V1Fence.writer = faults;
+        faults.failAfter = true;
+        faults.failNext(2);
+        assertThatThrownBy(() -> f.update(bed.gpus(2, 3))).isInstanceOf(IsolationException.class)
+                .hasMessageContaining("undoing it failed too").hasMessageContaining("unknown");
+    }
+
+    @Test
+    void aV2ProgramTheVerifierRejectsLeavesThePreviousProgram() throws Exception {
+        bed = new CgroupBed(dir, false);
+        CgroupDeviceIsolator iso = bed.isolator(Mechanism.V2);
+        Path cg = bed.cgroup(CgroupBed.root(iso, Mechanism.V2));
+        V2Fence.programFilter = BpfDeviceProgram::corrupted;
+        assertThatThrownBy(() -> iso.fence(cg, bed.gpus(1))).hasMessageContaining("rejected");
+        assertThat(bed.probe(cg)).isEqualTo(bed.only(nv(0, 1, 2, 3)));
+        V2Fence.programFilter = java.util.function.UnaryOperator.identity();
+        Fence f = bed.track(iso.fence(cg, bed.gpus(1)));
+        V2Fence.programFilter = BpfDeviceProgram::corrupted;
+        assertThatThrownBy(() -> f.update(bed.gpus(2))).hasMessageContaining("rejected");
+        assertThat(bed.probe(cg)).isEqualTo(bed.only(nv(1)));
+        assertThat(CgroupIsolationTest.ourPrograms(cg)).isEqualTo(1);
+        assertThat(Files.isDirectory(cg)).isTrue();
+    }
+}
