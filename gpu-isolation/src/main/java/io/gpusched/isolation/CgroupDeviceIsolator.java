@@ -18,12 +18,16 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Fences GPU device nodes with the cgroup device controller: cgroup v1 ({@code devices.allow}/{@code devices.deny})
- * or cgroup v2 (a {@code BPF_PROG_TYPE_CGROUP_DEVICE} program through {@code bpf(2)}, attached with
- * {@code BPF_F_ALLOW_MULTI} so the host runtime's programs keep applying, replaced in place with
- * {@code BPF_F_REPLACE}). Access given is {@code rw}, never {@code m}. By default devices that are not GPUs are left
- * to the host's policy; {@link Builder#strict(List)} turns the fence into an allow-list. Calls for different cgroups
- * run concurrently; calls for one cgroup are serialized.
+ * Fences GPU device nodes with the cgroup device controller: cgroup v1 ({@code devices.allow}/{@code devices.deny},
+ * driven over a model of the kernel's behavior and exception list: grants first, then removals, never {@code a};
+ * wildcards replaced by their exact complement; the host's own denies kept) or cgroup v2 (a
+ * {@code BPF_PROG_TYPE_CGROUP_DEVICE} program through {@code bpf(2)}, attached with {@code BPF_F_ALLOW_MULTI} so the
+ * host runtime's programs keep applying, swapped in with {@code BPF_F_REPLACE}; every other program of ours on the
+ * cgroup is detached, whoever attached it). At every instant of a fence, update or revoke the job can open at most
+ * the GPUs of the state before ∪ the state after. A cgroup is identified by its inode (cgroup id), not its path, and
+ * must lie on cgroupfs ({@code statfs}). Access given is {@code rw}, never {@code m}. By default devices that are not
+ * GPUs are left to the host's policy; {@link Builder#strict(List)} turns the fence into an allow-list. Calls for
+ * different cgroups run concurrently; calls for one cgroup are serialized. See {@code docs/ISOLATION.md}.
  */
 public final class CgroupDeviceIsolator implements DeviceIsolator {
     private static final Logger LOG = LoggerFactory.getLogger(CgroupDeviceIsolator.class);

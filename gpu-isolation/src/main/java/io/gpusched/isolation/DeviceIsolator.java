@@ -20,8 +20,9 @@ public interface DeviceIsolator {
      * other GPU node of the host. Fencing a cgroup that is already fenced updates that fence.
      *
      * @throws IsolationException before writing anything for a path outside the hierarchy, with {@code ..}, a symlink
-     *                            out of it, or a directory that is not a cgroup; after undoing what was written for a
-     *                            failure midway
+     *                            out of it, a directory that is not a cgroup or not on cgroupfs (statfs), or a host
+     *                            rule no fence can be exact under; after undoing what was written for a failure
+     *                            midway (the previous state is read back)
      */
     Fence fence(Path cgroup, Allocation allocation);
 }

@@ -32,7 +32,13 @@ public interface Fence extends AutoCloseable {
      */
     void update(Allocation allocation);
 
-    /** Removes what this fence added; the cgroup is back to the host's policy. Idempotent. */
+    /**
+     * Removes what this fence added; the cgroup is back to the host's policy. Idempotent. A cgroup that is gone (or
+     * whose path now names another cgroup) is left alone and the fence becomes inactive.
+     *
+     * @throws IsolationException when the host's policy could not be restored; the fence then stays active and in
+     *                            force
+     */
     void revoke();
 
     /** Same as {@link #revoke()}. */

@@ -153,6 +153,13 @@ final class V1Fence extends AbstractFence {
         if (allowMode) {
             probeHost(d, p);
             Map<Key, Integer> t = new LinkedHashMap<>();
+            for (DeviceNode n : p.allowed()) {
+                if ((hostDenied.getOrDefault(key(n), 0) & (R | W)) != 0) {
+                    LOG.warn("cgroup v1: {} already denies {} {}:{} ({}); the fence does not lift a deny it did not"
+                            + " add, so the job cannot use it", cgroup, n.path(), n.major(), n.minor(),
+                            access(hostDenied.get(key(n))));
+                }
+            }
             for (DeviceNode n : p.denied()) {
                 int mine = RWM & ~hostDenied.getOrDefault(key(n), 0);
                 if (mine != 0) {

@@ -38,6 +38,8 @@ public final class IsolationChild {
     static final int SIZE = 1 << 20;
     static final VarHandle INT = MethodHandles.byteBufferViewVarHandle(int[].class, ByteOrder.LITTLE_ENDIAN);
     static final int EPERM = 1;
+    /** Set in a published mask while a change is under way. */
+    static final int DURING = 1 << 30;
 
     private IsolationChild() {
     }
@@ -74,6 +76,7 @@ public final class IsolationChild {
         long[] passed = new long[nodes.size()];
         long[] refused = new long[nodes.size()];
         int breaches = 0;
+        long racing = 0;
         StringBuilder firstBreaches = new StringBuilder();
         int maxSeq = (SIZE - MASKS) / 4 - 1;
         boolean first = true;
@@ -90,6 +93,12 @@ public final class IsolationChild {
                 }
                 int s2 = (int) INT.getVolatile(b, SEQ);
                 tried++;
+                for (int s = s1; s <= Math.min(s2, maxSeq); s++) {
+                    if (((int) INT.getVolatile(b, MASKS + 4 * s) & DURING) != 0) {
+                        racing++;
+                        break;
+                    }
+                }
                 if (!ok) {
                     refused[n]++;
                     continue;
@@ -115,7 +124,8 @@ public final class IsolationChild {
             }
         }
         StringBuilder out = new StringBuilder(firstBreaches);
-        out.append("RACER tried=").append(tried).append(" breaches=").append(breaches).append(" passed=");
+        out.append("RACER tried=").append(tried).append(" during-a-change=").append(racing).append(" breaches=")
+                .append(breaches).append(" passed=");
         for (long p : passed) {
             out.append(p).append(',');
         }

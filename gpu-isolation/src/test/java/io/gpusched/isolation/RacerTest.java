@@ -82,6 +82,11 @@ class RacerTest {
             IsolationChild.INT.setVolatile(buf, IsolationChild.SEQ, 0);
         }
 
+        /** Publishes the set permitted while a change is under way. */
+        void during(int mask) {
+            publish(mask | IsolationChild.DURING);
+        }
+
         void publish(int mask) {
             IsolationChild.INT.setVolatile(buf, IsolationChild.MASKS + 4 * (seq + 1), mask | CTL);
             seq++;
@@ -176,23 +181,23 @@ class RacerTest {
         Random rnd = new Random(12);
         Allocation current = bed.gpus(1);
         Board board = startRacer(cg, s.host);
-        board.publish(s.host | mask(current));
+        board.during(s.host | mask(current));
         Fence f = bed.track(iso.fence(cg, current));
         board.publish(mask(current));
         int updates = 0;
         int cycles = 0;
         for (int i = 1; i <= UPDATES; i++) {
             Allocation next = pick(rnd, current);
-            board.publish(mask(current) | mask(next));
+            board.during(mask(current) | mask(next));
             f.update(next);
             board.publish(mask(next));
             current = next;
             updates++;
             if (i % 50 == 0) {
-                board.publish(mask(current) | s.host);
+                board.during(mask(current) | s.host);
                 f.revoke();
                 board.publish(s.host);
-                board.publish(s.host | mask(current));
+                board.during(s.host | mask(current));
                 f = bed.track(iso.fence(cg, current));
                 board.publish(mask(current));
                 cycles++;
@@ -201,9 +206,11 @@ class RacerTest {
         String racer = finish(board);
         long tried = field(racer, "tried");
         long breaches = field(racer, "breaches");
+        long racing = field(racer, "during-a-change");
         System.out.println("RACER-FIGURES " + s + ": updates=" + updates + " revoke+fence cycles=" + cycles
-                + " opens tried=" + tried + " breaches=" + breaches + " | " + racer.replace('\n', ' '));
+                + " opens tried=" + tried + " (during a change: " + racing + ") breaches=" + breaches + " | " + racer.replace('\n', ' '));
         assertThat(breaches).as(racer).isZero();
+        assertThat(racing).as("some opens raced a change: %s", racer).isPositive();
         long[] passed = perNode(racer, "passed");
         long[] refused = perNode(racer, "refused");
         for (int n = 0; n < 4; n++) {
