@@ -4,6 +4,7 @@ import io.gpusched.core.internal.StrictYaml;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
+import java.nio.file.InvalidPathException;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
@@ -111,7 +112,9 @@ public record GpuConfig(
      *
      * @param yaml   the document
      * @param source a name for error messages (file name)
-     * @throws GpuConfigException if a setting is invalid; the message names its key path
+     * @throws GpuConfigException if the text is not YAML, uses a tag other than plain scalars, lists and mappings,
+     *                            or a setting is invalid; the message starts with {@code source}, names the key path
+     *                            and what would be valid. No other exception is thrown for any text.
      */
     public static GpuConfig parse(String yaml, String source) {
         StrictYaml root = StrictYaml.parse(yaml, source).onlyKeys(ROOT_KEYS);
@@ -132,8 +135,18 @@ public record GpuConfig(
         StrictYaml thermal = gpu.child("thermal").onlyKeys(Set.of("max_sample_age"));
         b.sampleMaxAge(thermal.parsed("max_sample_age", io.gpusched.core.internal.Durations::parse, b.sampleMaxAge));
         List<Path> paths = new ArrayList<>();
-        for (String p : gpu.strings("cuda_paths")) {
-            paths.add(Path.of(p));
+        List<String> given = gpu.strings("cuda_paths");
+        for (int i = 0; i < given.size(); i++) {
+            String p = given.get(i);
+            try {
+                if (p.isBlank()) {
+                    throw new InvalidPathException(p, "blank");
+                }
+                paths.add(Path.of(p));
+            } catch (InvalidPathException e) {
+                throw gpu.error(gpu.pathOf("cuda_paths") + "[" + i + "]", "\"" + p.replace("\0", "\\0")
+                        + "\" is not a usable path (" + e.getReason() + "); expected a directory such as /opt/cuda");
+            }
         }
         b.cudaPaths(paths);
         try {

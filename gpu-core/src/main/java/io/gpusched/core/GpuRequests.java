@@ -55,13 +55,18 @@ public final class GpuRequests {
 
     /**
      * Parses flags in {@code --flag=value} or {@code --flag value} form. Without {@code --gpu}, the count is 1 or
-     * the number of explicit devices.
+     * the number of explicit devices. Each flag may be given once ({@code --gpu} and {@code --gpus} are one flag);
+     * {@code --label} may be repeated with distinct keys.
      *
-     * @throws IllegalArgumentException on an unknown flag, a missing or invalid value, a repeated flag, or a
-     *                                  contradiction between flags
+     * @throws IllegalArgumentException on an unknown flag, a missing or invalid value, a repeated flag (or label
+     *                                  key), or a contradiction between flags; the message names the flag and
+     *                                  what would be valid. No other exception is thrown for any list of strings.
+     * @throws NullPointerException     if {@code args} itself is null
      */
     public static GpuRequest fromCliFlags(List<String> args) {
         GpuRequest.Builder b = GpuRequest.builder();
+        Map<String, String> given = new LinkedHashMap<>();
+        Map<String, String> labels = new LinkedHashMap<>();
         for (int i = 0; i < args.size(); i++) {
             String arg = args.get(i);
             if (arg == null || !arg.startsWith("--")) {
@@ -88,15 +93,36 @@ public final class GpuRequests {
             if (value == null || value.isBlank()) {
                 throw new IllegalArgumentException("flag " + flag + " needs a value: " + FLAGS.get(flag));
             }
+            String same = flag.equals("--gpus") ? "--gpu" : flag;
+            if (flag.equals("--label")) {
+                int keyEnd = value.indexOf('=');
+                String key = keyEnd > 0 ? value.substring(0, keyEnd).trim() : value.trim();
+                String before = labels.put(key, value);
+                if (before != null) {
+                    throw new IllegalArgumentException("flag --label given twice for key \"" + key + "\" (" + before
+                            + ", then " + value + "); give each label key once");
+                }
+            } else if (given.containsKey(same)) {
+                throw new IllegalArgumentException("flag " + flag + " given twice (" + given.get(same) + ", then "
+                        + value + "); give each flag once, only --label repeats");
+            }
+            given.put(same, value);
             try {
                 apply(b, flag, value.trim());
             } catch (IllegalStateException e) {
-                throw new IllegalArgumentException("flag " + flag + " given twice: " + e.getMessage(), e);
+                throw new IllegalArgumentException("flag " + flag + "=" + value + " conflicts with an earlier flag: "
+                        + e.getMessage() + "; give either --devices or --target indices", e);
             } catch (IllegalArgumentException e) {
                 throw new IllegalArgumentException("flag " + flag + "=" + value + ": " + e.getMessage(), e);
             }
         }
-        return b.build();
+        try {
+            return b.build();
+        } catch (IllegalArgumentException | IllegalStateException e) {
+            throw new IllegalArgumentException("flags " + given.keySet() + " contradict each other: "
+                    + e.getMessage() + "; " + "the count must match explicit devices, and a shared reservation must"
+                    + " fit the memory asked for", e);
+        }
     }
 
     private static void apply(GpuRequest.Builder b, String flag, String value) {
@@ -115,14 +141,26 @@ public final class GpuRequests {
                     b.deviceIndices(t.indices());
                 }
             }
-            case "--shared" -> b.shared(MemorySize.parse(value));
+            case "--shared" -> {
+                MemorySize m = MemorySize.parse(value);
+                if (m.bytes() == 0) {
+                    throw new IllegalArgumentException("a shared reservation must be more than 0 bytes, e.g. 4GB");
+                }
+                b.shared(m);
+            }
             case "--owner" -> b.owner(value);
             case "--job" -> b.jobId(value);
-            case "--lease" -> b.maxDuration(io.gpusched.core.internal.Durations.parse(value));
+            case "--lease" -> {
+                java.time.Duration d = io.gpusched.core.internal.Durations.parse(value);
+                if (d.isZero()) {
+                    throw new IllegalArgumentException("a lease must be longer than 0, e.g. 30s or 5m");
+                }
+                b.maxDuration(d);
+            }
             case "--label" -> {
                 int eq = value.indexOf('=');
                 if (eq <= 0) {
-                    throw new IllegalArgumentException("expected KEY=VALUE");
+                    throw new IllegalArgumentException("expected KEY=VALUE, e.g. team=ml");
                 }
                 b.label(value.substring(0, eq), value.substring(eq + 1));
             }
@@ -144,7 +182,10 @@ public final class GpuRequests {
      * {@code gpu_vendor}, {@code gpu_min_compute_capability}, {@code gpu_shared_memory_mb}.
      *
      * @return the request, or empty when the job asks for no GPU
-     * @throws IllegalArgumentException naming the key and the accepted values
+     * @throws IllegalArgumentException naming the key and the accepted values, for any map whatever its keys and
+     *                                  values (a null key, a value of any type, a number too large); no other
+     *                                  exception is thrown
+     * @throws NullPointerException     if {@code resources} itself is null
      */
     public static Optional<GpuRequest> fromResources(Map<String, ?> resources) {
         try {
@@ -156,7 +197,13 @@ public final class GpuRequests {
     }
 
     private static Optional<GpuRequest> readResources(Map<String, ?> resources) {
-        for (String key : resources.keySet()) {
+        java.util.Objects.requireNonNull(resources, "resources");
+        for (Object k : resources.keySet()) {
+            if (k == null) {
+                throw new IllegalArgumentException("resources has an empty (null) key; keys are names such as"
+                        + " gpu_count, valid GPU keys are " + new TreeSet<>(RESOURCE_KEYS));
+            }
+            String key = String.valueOf(k);
             if (key.startsWith("gpu") && !RESOURCE_KEYS.contains(key)) {
                 throw new IllegalArgumentException("unknown GPU resource key \"resources." + key + "\"; valid keys are "
                         + new TreeSet<>(RESOURCE_KEYS));
@@ -173,7 +220,8 @@ public final class GpuRequests {
             return Optional.empty();
         }
         if (count > Integer.MAX_VALUE) {
-            throw new IllegalArgumentException("gpu_count " + count + " is too large");
+            throw new IllegalArgumentException("resources.gpu_count " + count + " is too large; at most "
+                    + Integer.MAX_VALUE);
         }
         GpuRequest.Builder b = GpuRequest.builder().count((int) count);
         if (resources.get("gpu_memory_mb") != null && resources.get("gpu_memory") != null) {
@@ -181,7 +229,7 @@ public final class GpuRequests {
         }
         long mib = wholeNumber(resources, "gpu_memory_mb", 0);
         if (mib > 0) {
-            b.minMemory(MemorySize.ofMebibytes(mib));
+            b.minMemory(mebibytes("gpu_memory_mb", mib));
         }
         text(resources, "gpu_memory").ifPresent(s -> b.minMemory(wrap("gpu_memory", () -> MemorySize.parse(s))));
         text(resources, "gpu_model").ifPresent(b::modelPattern);
@@ -190,9 +238,20 @@ public final class GpuRequests {
                 s -> b.minComputeCapability(wrap("gpu_min_compute_capability", () -> ComputeCapability.parse(s))));
         long shared = wholeNumber(resources, "gpu_shared_memory_mb", 0);
         if (shared > 0) {
-            b.shared(MemorySize.ofMebibytes(shared));
+            b.shared(mebibytes("gpu_shared_memory_mb", shared));
         }
         return Optional.of(b.build());
+    }
+
+    /** Largest MiB count that fits in a {@code long} of bytes. */
+    private static final long MAX_MIB = Long.MAX_VALUE >> 20;
+
+    private static MemorySize mebibytes(String key, long mib) {
+        if (mib > MAX_MIB) {
+            throw new IllegalArgumentException("resources." + key + " " + mib + " MiB is too large; at most " + MAX_MIB
+                    + " (8 EiB)");
+        }
+        return MemorySize.ofMebibytes(mib);
     }
 
     private static <T> T wrap(String key, java.util.function.Supplier<T> s) {

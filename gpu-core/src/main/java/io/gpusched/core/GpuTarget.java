@@ -26,7 +26,8 @@ public record GpuTarget(Optional<String> host, List<Integer> indices) {
     /**
      * Parses {@code "node1::0,2,3"}, {@code "node1"} or {@code "::0,2"}.
      *
-     * @throws IllegalArgumentException naming the input and the accepted forms
+     * @throws IllegalArgumentException naming the input and the accepted forms, for any text (null included); no
+     *                                  other exception is thrown
      */
     public static GpuTarget parse(String text) {
         if (text == null || text.isBlank()) {
@@ -60,7 +61,7 @@ public record GpuTarget(Optional<String> host, List<Integer> indices) {
      * Parses a comma-separated list of distinct non-negative device indices ({@code "0,2,3"}).
      *
      * @param what names the input in errors
-     * @throws IllegalArgumentException naming the bad element
+     * @throws IllegalArgumentException naming the bad element and the accepted form; no other exception is thrown
      */
     public static List<Integer> parseIndices(String list, String what) {
         List<Integer> out = new ArrayList<>();
@@ -73,7 +74,8 @@ public record GpuTarget(Optional<String> host, List<Integer> indices) {
             out.add(Integer.parseInt(p));
         }
         if (new HashSet<>(out).size() != out.size()) {
-            throw new IllegalArgumentException(what + " names a GPU index twice: " + out);
+            throw new IllegalArgumentException(what + " names a GPU index twice: " + out + "; expected distinct"
+                    + " indices such as 0,2,3");
         }
         return out;
     }

@@ -51,8 +51,9 @@ public record MemorySize(long bytes) implements Comparable<MemorySize> {
      * Parses {@code "8GB"}, {@code "8G"}, {@code "8GiB"}, {@code "4096MB"}, {@code "4096M"}, {@code "4096"} (MiB),
      * {@code "1.5GiB"} and {@code "512B"}; case-insensitive, binary units.
      *
-     * @throws IllegalArgumentException naming the input and the accepted forms for blanks, negatives, unknown
-     *                                  units, fractions of a byte and values past {@code Long.MAX_VALUE} bytes
+     * @throws IllegalArgumentException naming the input and the accepted forms for null, blanks, negatives,
+     *                                  unknown units, fractions of a byte and values past {@code Long.MAX_VALUE}
+     *                                  bytes; no other exception is thrown for any text
      */
     public static MemorySize parse(String text) {
         if (text == null || text.isBlank()) {
@@ -69,12 +70,14 @@ public record MemorySize(long bytes) implements Comparable<MemorySize> {
         }
         BigDecimal value = new BigDecimal(m.group(1)).multiply(BigDecimal.valueOf(unit));
         if (value.compareTo(BigDecimal.valueOf(Long.MAX_VALUE)) > 0) {
-            throw new IllegalArgumentException("memory size \"" + text + "\" is too large (over 2^63-1 bytes)");
+            throw new IllegalArgumentException("memory size \"" + text + "\" is too large: at most 2^63-1 bytes"
+                    + " (8 EiB); expected " + ACCEPTED);
         }
         try {
             return new MemorySize(value.longValueExact());
         } catch (ArithmeticException e) {
-            throw new IllegalArgumentException("memory size \"" + text + "\" is not a whole number of bytes", e);
+            throw new IllegalArgumentException("memory size \"" + text + "\" is not a whole number of bytes; expected "
+                    + ACCEPTED, e);
         }
     }
 

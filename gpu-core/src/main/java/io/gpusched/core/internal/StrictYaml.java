@@ -10,12 +10,21 @@ import java.util.TreeSet;
 import java.util.function.Function;
 import org.yaml.snakeyaml.LoaderOptions;
 import org.yaml.snakeyaml.Yaml;
+import org.yaml.snakeyaml.constructor.AbstractConstruct;
+import org.yaml.snakeyaml.constructor.Construct;
 import org.yaml.snakeyaml.constructor.SafeConstructor;
 import org.yaml.snakeyaml.error.YAMLException;
+import org.yaml.snakeyaml.nodes.Node;
+import org.yaml.snakeyaml.nodes.ScalarNode;
+import org.yaml.snakeyaml.nodes.Tag;
 
 /**
  * A YAML reader that knows where it is: every value carries its key path ({@code gpu.strategy}) so errors can name
- * it, and unknown keys are rejected. Internal: not part of the API.
+ * it, and unknown keys are rejected. Values are plain scalars (strings, whole numbers, decimals, booleans), lists
+ * and mappings only: the tags {@code !!binary}, {@code !!timestamp}, {@code !!set}, {@code !!omap} and
+ * {@code !!pairs} are refused, and a tagged scalar that is not of its tag's form ({@code !!int four},
+ * {@code !!bool maybe}) is an error, never a default. Every problem, including the YAML library's own, is a
+ * {@link GpuConfigException} naming the source. Internal: not part of the API.
  */
 public final class StrictYaml {
     private final String source;
@@ -28,21 +37,63 @@ public final class StrictYaml {
         this.map = map;
     }
 
-    /** Parses a document whose root is a mapping (an empty document reads as an empty mapping). */
+    /**
+     * Parses a document whose root is a mapping (an empty document reads as an empty mapping).
+     *
+     * @throws GpuConfigException naming {@code source} if the text is not YAML of the accepted kinds or its root is
+     *                            not a mapping
+     */
     public static StrictYaml parse(String text, String source) {
         Object root;
         try {
             LoaderOptions options = new LoaderOptions();
             options.setAllowDuplicateKeys(false);
             options.setMaxAliasesForCollections(10);
-            root = new Yaml(new SafeConstructor(options)).load(text);
-        } catch (YAMLException e) {
-            throw new GpuConfigException(source + ": not valid YAML: " + firstLine(e.getMessage()), e);
+            options.setAllowRecursiveKeys(false);
+            root = new Yaml(new PlainConstructor(options)).load(text);
+        } catch (YAMLException | IllegalArgumentException | IllegalStateException | ClassCastException e) {
+            // SnakeYAML's own constructors throw NumberFormatException for "!!int four" and the like
+            throw new GpuConfigException(source + ": not valid YAML: " + firstLine(e.getMessage())
+                    + "; expected a mapping of keys to plain values (text, numbers, true/false), lists and mappings",
+                    e);
         }
         if (root == null) {
             return new StrictYaml(source, "", Map.of());
         }
         return new StrictYaml(source, "", asMap(root, source, "(document root)"));
+    }
+
+    /** SafeConstructor without the tags a configuration has no use for, and strict about {@code !!bool}. */
+    private static final class PlainConstructor extends SafeConstructor {
+        PlainConstructor(LoaderOptions options) {
+            super(options);
+            Construct refuse = new AbstractConstruct() {
+                @Override
+                public Object construct(Node node) {
+                    throw new YAMLException("the tag " + node.getTag() + " is not accepted (line "
+                            + (node.getStartMark() == null ? "?" : node.getStartMark().getLine() + 1) + ")");
+                }
+            };
+            for (Tag t : List.of(Tag.BINARY, Tag.TIMESTAMP, Tag.SET, Tag.OMAP, Tag.PAIRS)) {
+                yamlConstructors.put(t, refuse);
+            }
+            yamlConstructors.put(Tag.BOOL, new AbstractConstruct() {
+                @Override
+                public Object construct(Node node) {
+                    String v = node instanceof ScalarNode sn ? sn.getValue() : String.valueOf(node);
+                    switch (v.toLowerCase(java.util.Locale.ROOT)) {
+                        case "true", "yes", "on":
+                            return Boolean.TRUE;
+                        case "false", "no", "off":
+                            return Boolean.FALSE;
+                        default:
+                            throw new YAMLException("\"" + v + "\" is not a boolean (line "
+                                    + (node.getStartMark() == null ? "?" : node.getStartMark().getLine() + 1)
+                                    + "); use true or false");
+                    }
+                }
+            });
+        }
     }
 
     private static String firstLine(String s) {

@@ -46,6 +46,9 @@ public final class NodeDescriptions {
             "compute_capability", "architecture", "pci_bus_id", "numa_node", "minor", "pcie_switch", "host_bridge",
             "parent", "driver_version", "properties");
 
+    /** Most devices one description may list: topology is derived per pair, so the cost grows with the square. */
+    public static final int MAX_DEVICES = 1024;
+
     private NodeDescriptions() {
     }
 
@@ -79,7 +82,10 @@ public final class NodeDescriptions {
     /**
      * @param yaml   the description
      * @param source name for error messages
-     * @throws GpuConfigException naming the key path of the first invalid setting
+     * @throws GpuConfigException naming {@code source}, the key path of the first invalid setting and what would be
+     *                            valid; also for text that is not YAML, tags other than plain scalars, lists and
+     *                            mappings, and more than {@link #MAX_DEVICES} devices. No other exception is thrown
+     *                            for any text.
      */
     public static SimulatedGpuInventory parse(String yaml, String source) {
         StrictYaml root = StrictYaml.parse(yaml, source).onlyKeys(ROOT_KEYS);
@@ -91,6 +97,10 @@ public final class NodeDescriptions {
         List<StrictYaml> devices = root.maps("devices");
         if (devices.isEmpty()) {
             throw root.error(root.pathOf("devices"), "a node needs at least one device");
+        }
+        if (devices.size() > MAX_DEVICES) {
+            throw root.error(root.pathOf("devices"), "has " + devices.size() + " devices; a node description may"
+                    + " have at most " + MAX_DEVICES + " (pairs are derived for every two devices)");
         }
         Map<Integer, String[]> placement = new HashMap<>();
         Map<Integer, Integer> numa = new HashMap<>();
