@@ -63,7 +63,37 @@ public record Compatibility(Verdict verdict, String message, Optional<DriverVers
             return new Compatibility(Verdict.COMPATIBLE, "driver " + driver + " runs " + cuda + " natively"
                     + min.map(m -> " (needs >= " + m + ")").orElse(""), min, Optional.empty());
         }
-        String needs = min.map(m -> "needs driver >= " + m).orElse("is newer than gpusched's driver table");
+        String needs;
+        Optional<CudaVersion> oldest = table.oldestToolkit();
+        Optional<CudaVersion> newest = table.newestToolkit();
+        if (min.isPresent()) {
+            needs = "needs driver >= " + min.get();
+        } else if (oldest.isPresent() && !toolkit.atLeast(oldest.get())) {
+            // unknown-old: drivers run older toolkits, so only a driver older than the table's first row is in doubt
+            return new Compatibility(Verdict.UNKNOWN, cuda + " is older than gpusched's driver table, which starts at"
+                    + " CUDA " + oldest.get() + " (driver >= " + table.minimumDriver(oldest.get()).orElseThrow()
+                    + "); driver " + driver + " is older than that too, so gpusched cannot tell whether it runs "
+                    + cuda + ". Check NVIDIA's CUDA release notes, or upgrade the driver.", Optional.empty(),
+                    Optional.empty());
+        } else if (newest.isPresent() && toolkit.majorMinor().compareTo(newest.get()) > 0) {
+            DriverVersion newestMin = table.minimumDriver(newest.get()).orElseThrow();
+            needs = "is newer than gpusched's driver table, which ends at CUDA " + newest.get() + " (driver >= "
+                    + newestMin + "), so needs a driver of at least that";
+            if (driverCuda.isEmpty() && driver.atLeast(newestMin)) {
+                Optional<DriverVersion> f = toolkit.major() >= 11 ? table.minorVersionFloor(toolkit.major())
+                        : Optional.empty();
+                if (f.isEmpty() || !driver.atLeast(f.get())) {
+                    return new Compatibility(Verdict.UNKNOWN, cuda + " is newer than gpusched's driver table, which"
+                            + " ends at CUDA " + newest.get() + "; driver " + driver + " is at least as new as that"
+                            + " table's last row, so gpusched cannot tell whether it runs " + cuda + ". Give the"
+                            + " driver's CUDA version (nvidia-smi's \"CUDA Version\") or extend the table.",
+                            Optional.empty(), Optional.empty());
+                }
+            }
+        } else {
+            needs = "is not a release in gpusched's driver table (" + oldest.map(Object::toString).orElse("?") + " to "
+                    + newest.map(Object::toString).orElse("?") + "), so its minimum driver is not known here";
+        }
         Optional<DriverVersion> floor = toolkit.major() >= 11 ? table.minorVersionFloor(toolkit.major())
                 : Optional.empty();
         if (floor.isPresent() && driver.atLeast(floor.get())) {
@@ -79,8 +109,9 @@ public record Compatibility(Verdict verdict, String message, Optional<DriverVers
                     + " runs it through forward compatibility: " + compatDir.get() + " goes first on LD_LIBRARY_PATH"
                     + " (data-centre GPUs only)", min, compatDir);
         }
-        String why = compatDir.isEmpty() ? floor.map(f -> " (or >= " + f + " with minor version compatibility)")
-                .orElse("")
+        // the minor-version floor is worth naming only where it is below the native minimum (for 13.0 they are equal)
+        String why = compatDir.isEmpty() ? floor.filter(f -> min.isEmpty() || f.compareTo(min.get()) < 0)
+                .map(f -> " (or >= " + f + " with minor version compatibility)").orElse("")
                 : !dataCenter ? " (its compat/ libraries work only on data-centre GPUs)"
                 : " (its compat/ libraries need driver >= " + forwardFloor.map(Object::toString).orElse("?")
                 + ", and gpusched claims forward compatibility for CUDA " + toolkit.major() + " only from there)";

@@ -76,6 +76,16 @@ public final class CompatibilityTable {
         return Optional.ofNullable(floors.get(major));
     }
 
+    /** @return the oldest toolkit release in the table, if any */
+    public Optional<CudaVersion> oldestToolkit() {
+        return toolkits.keySet().stream().findFirst();
+    }
+
+    /** @return the newest toolkit release in the table, if any */
+    public Optional<CudaVersion> newestToolkit() {
+        return toolkits.keySet().stream().reduce((a, b) -> b);
+    }
+
     /** @return the newest toolkit release this driver runs natively, by the table */
     public Optional<CudaVersion> newestNativeToolkit(DriverVersion driver) {
         CudaVersion best = null;

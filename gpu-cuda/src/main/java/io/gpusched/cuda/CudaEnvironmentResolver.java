@@ -14,12 +14,12 @@ import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
-import java.util.regex.Pattern;
 import java.util.stream.Collectors;
 
 /**
- * Builds the environment a job needs for an {@link Allocation}: picks the newest installation that satisfies the
- * requirement and runs on the driver, and returns variables, path additions and read-only mounts. NVIDIA jobs get
+ * Builds the environment a job needs for an {@link Allocation}: picks the newest installation that has a CUDA runtime,
+ * satisfies the requirement and runs on the driver (installations without {@code libcudart} are never chosen; the
+ * notes say why each newer one was passed over), and returns variables, path additions and read-only mounts. NVIDIA jobs get
  * {@code CUDA_VISIBLE_DEVICES} (UUIDs by default; MIG UUIDs for MIG devices), the same {@code NVIDIA_VISIBLE_DEVICES},
  * {@code CUDA_DEVICE_ORDER=PCI_BUS_ID} and {@code CUDA_HOME}; shared allocations add MPS limits. AMD jobs get
  * {@code ROCR_VISIBLE_DEVICES} only (ROCm filters twice if CUDA_VISIBLE_DEVICES is also set). Never calls into CUDA.
@@ -34,9 +34,6 @@ public final class CudaEnvironmentResolver {
         INDICES
     }
 
-    private static final Pattern DATA_CENTER = Pattern.compile(
-            "(?i)\\b(tesla|dgx|[abhl][0-9]{1,3}s?|gh200|gb200|b[0-9]{3}|t4|v100|p100|p40|a100|h100|h200|h20)\\b");
-    private static final Pattern CONSUMER = Pattern.compile("(?i)geforce|quadro|titan|\\brtx\\b");
     private static final List<String> DRIVER_LIBRARIES =
             List.of("libcuda.so", "libnvidia-ml.so", "libnvidia-ptxjitcompiler.so", "libnvidia-nvvm.so");
 
@@ -113,9 +110,9 @@ public final class CudaEnvironmentResolver {
         return Compatibility.judge(table, i.version().get(), d.get(), driverCudaFor(a), i.compatDir(), dataCenter);
     }
 
-    /** @return true for data-centre GPUs (forward compatibility is supported on those only) */
+    /** @return true for data-centre GPUs (forward compatibility is supported on those only); see {@link DataCenterGpus} */
     static boolean isDataCenter(GpuDevice d) {
-        return !CONSUMER.matcher(d.name()).find() && DATA_CENTER.matcher(d.name()).find();
+        return DataCenterGpus.isDataCenter(d.name());
     }
 
     /**
@@ -174,7 +171,9 @@ public final class CudaEnvironmentResolver {
             notes.add("no NVIDIA driver version is known: installations are not checked against it and no driver"
                     + " libraries are mounted");
         }
-        Optional<Choice> choice = choose(a, r);
+        Selection selection = choose(a, r);
+        Optional<Choice> choice = selection.choice();
+        notes.addAll(selection.passedOver());
         Map<String, List<String>> prepend = new LinkedHashMap<>();
         List<CudaEnvironment.Mount> mounts = new ArrayList<>();
         if (choice.isPresent()) {
@@ -204,42 +203,75 @@ public final class CudaEnvironmentResolver {
     private record Choice(CudaInstallation installation, Compatibility compatibility) {
     }
 
-    private Optional<Choice> choose(Allocation a, CudaRequirement r) {
-        List<CudaInstallation> pool = new ArrayList<>();
+    /** The chosen installation, if any, and a sentence for each installation that was passed over and why. */
+    private record Selection(Optional<Choice> choice, List<String> passedOver) {
+    }
+
+    /**
+     * Only installations that have a CUDA runtime ({@code libcudart}) can run a job: one without (a headers-only
+     * leftover, a bare {@code nvcc}) is never handed out, whatever its version, and is named in the notes with the
+     * reason. Among the rest, the best verdict wins, then the newest version.
+     */
+    private Selection choose(Allocation a, CudaRequirement r) {
+        List<CudaInstallation> satisfying = new ArrayList<>();
         for (CudaInstallation i : installations) {
             if (r.installation().isPresent() && !i.isAt(r.installation().get())) {
                 continue;
             }
             if (i.version().map(r::accepts).orElse(r.minimum().isEmpty() && r.exact().isEmpty())) {
+                satisfying.add(i);
+            }
+        }
+        List<String> passedOver = new ArrayList<>();
+        List<CudaInstallation> pool = new ArrayList<>();
+        for (CudaInstallation i : satisfying) {
+            if (i.hasRuntime()) {
                 pool.add(i);
+            } else {
+                passedOver.add("passed over " + i.root() + " (CUDA " + CudaInstallations.describe(i) + "): it has no"
+                        + " CUDA runtime (no libcudart" + (i.nvcc().isPresent() ? "" : ", no nvcc")
+                        + "), so it cannot run a job (a headers-only or partial installation)");
             }
         }
         boolean asked = !r.equals(CudaRequirement.NONE);
         if (pool.isEmpty()) {
             if (!asked) {
-                return Optional.empty();
+                return new Selection(Optional.empty(), passedOver);
             }
             throw new CudaResolutionException("no CUDA installation satisfies " + r + "; found "
                     + (installations.isEmpty() ? "none" : installations.stream()
-                    .map(i -> i.root() + " (" + CudaInstallations.describe(i) + ")").collect(Collectors.joining(", ")))
+                    .map(i -> i.root() + " (" + CudaInstallations.describe(i) + (i.hasRuntime() ? "" : ", no runtime")
+                            + ")").collect(Collectors.joining(", ")))
+                    + (passedOver.isEmpty() ? "" : "; " + String.join("; ", passedOver))
                     + ". Install it, or add its path to gpu.cuda_paths.");
         }
         Choice best = null;
+        Map<CudaInstallation, Compatibility> verdicts = new LinkedHashMap<>();
         for (CudaInstallation i : pool) {
             Compatibility c = judge(i, a);
+            verdicts.put(i, c);
             if (best == null || rank(c) < rank(best.compatibility())) {
                 best = new Choice(i, c);
             }
         }
         if (best.compatibility().verdict() == Compatibility.Verdict.INCOMPATIBLE) {
             if (!asked) {
-                return Optional.empty();
+                return new Selection(Optional.empty(), passedOver);
             }
             throw new CudaResolutionException("no CUDA installation satisfying " + r + " runs on this driver: "
-                    + pool.stream().map(i -> i.root() + ": " + judge(i, a).message())
-                    .collect(Collectors.joining("; ")));
+                    + pool.stream().map(i -> i.root() + ": " + verdicts.get(i).message())
+                    .collect(Collectors.joining("; "))
+                    + (passedOver.isEmpty() ? "" : "; " + String.join("; ", passedOver)));
         }
-        return Optional.of(best);
+        // installations listed before the chosen one are newer: say why they lost
+        for (CudaInstallation i : pool) {
+            if (i == best.installation()) {
+                break;
+            }
+            passedOver.add("passed over " + i.root() + " (CUDA " + CudaInstallations.describe(i) + "): "
+                    + verdicts.get(i).verdict() + ": " + verdicts.get(i).message());
+        }
+        return new Selection(Optional.of(best), passedOver);
     }
 
     /** Pool is newest first, so the first of the best verdict is the newest such installation. */

@@ -1,9 +1,8 @@
 package io.gpusched.cuda;
 
-import com.fasterxml.jackson.databind.JsonNode;
-import io.gpusched.core.internal.Json;
 import io.gpusched.cuda.CudaInstallation.VersionSource;
 import io.gpusched.cuda.internal.CudaRuntimeProbe;
+import io.gpusched.cuda.internal.VersionFiles;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
@@ -16,6 +15,7 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.OptionalInt;
 import java.util.TreeSet;
+import java.util.function.Function;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import java.util.stream.Stream;
@@ -42,11 +42,6 @@ public final class CudaInstallations {
         }
     }
 
-    private static final Pattern VERSION_TXT = Pattern.compile("CUDA Version\\s+([0-9]+\\.[0-9]+(?:\\.[0-9]+)?)");
-    private static final Pattern CUDA_H = Pattern.compile("#define\\s+CUDA_VERSION\\s+([0-9]{4,6})");
-    private static final Pattern SONAME = Pattern.compile("libcudart\\.so\\.([0-9]+)(?:\\.([0-9]+)(?:\\.([0-9]+))?)?");
-    private static final Pattern PIP_RUNTIME =
-            Pattern.compile("nvidia_cuda_runtime(?:_cu[0-9]+)?-([0-9]+\\.[0-9]+(?:\\.[0-9]+)?)\\.dist-info");
     private static final Pattern LIB = Pattern.compile("lib([A-Za-z0-9_]+)\\.so(\\..*)?");
 
     private CudaInstallations() {
@@ -140,30 +135,19 @@ public final class CudaInstallations {
         Optional<Path> nvcc = Optional.of(root.resolve("bin/nvcc")).filter(Files::isExecutable)
                 .or(() -> Optional.of(root.resolve("cuda_nvcc/bin/nvcc")).filter(Files::isExecutable));
 
-        Optional<CudaVersion> version = Optional.empty();
-        VersionSource source = null;
-        Path json = root.resolve("version.json");
-        if (Files.isRegularFile(json)) {
-            try {
-                JsonNode n = Json.MAPPER.readTree(Files.readString(json));
-                String v = n.path("cuda_cudart").path("version").asText(n.path("cuda").path("version").asText(""));
-                version = Optional.of(CudaVersion.parse(v));
-                source = VersionSource.VERSION_JSON;
-            } catch (IOException | IllegalArgumentException e) {
-                problems.add(json + " is unreadable: " + firstLine(e.getMessage()));
-            }
-        }
+        Optional<CudaVersion> version = read(root.resolve("version.json"), VersionFiles::fromVersionJson, problems);
+        VersionSource source = version.isPresent() ? VersionSource.VERSION_JSON : null;
         if (version.isEmpty()) {
-            version = match(root.resolve("version.txt"), VERSION_TXT, problems).map(CudaVersion::parse);
+            version = read(root.resolve("version.txt"), VersionFiles::fromVersionTxt, problems);
             source = version.isPresent() ? VersionSource.VERSION_TXT : null;
         }
         if (version.isEmpty()) {
-            version = match(firstFile(root.resolve("include/cuda.h"), root.resolve("targets/x86_64-linux/include/cuda.h"),
-                    root.resolve("cuda_runtime/include/cuda.h"), root.resolve("cu13/include/cuda.h")), CUDA_H, problems)
-                    .map(s -> CudaVersion.fromApiInt(Integer.parseInt(s)));
+            version = read(firstFile(root.resolve("include/cuda.h"), root.resolve("targets/x86_64-linux/include/cuda.h"),
+                    root.resolve("cuda_runtime/include/cuda.h"), root.resolve("cu13/include/cuda.h")),
+                    VersionFiles::fromCudaHeader, problems);
             source = version.isPresent() ? VersionSource.CUDA_H : null;
         }
-        Optional<CudaVersion> soname = libDir.flatMap(CudaInstallations::sonameVersion);
+        Optional<CudaVersion> soname = libDir.flatMap(d -> sonameVersion(d, problems));
         if (version.isEmpty() && soname.isPresent() && soname.get().minor() > 0) {
             version = soname;
             source = VersionSource.LIBCUDART_SONAME;
@@ -231,23 +215,27 @@ public final class CudaInstallations {
     /** @return the shortest {@code libcudart.so.N*} name (the soname), skipping dangling links */
     private static Optional<Path> cudart(Path dir) {
         try (Stream<Path> s = Files.list(dir)) {
-            return s.filter(p -> SONAME.matcher(p.getFileName().toString()).matches()).filter(Files::exists)
+            return s.filter(p -> VersionFiles.isCudartName(p.getFileName().toString())).filter(Files::exists)
                     .min(Comparator.comparing((Path p) -> p.getFileName().toString().length()));
         } catch (IOException e) {
             return Optional.empty();
         }
     }
 
-    private static Optional<CudaVersion> sonameVersion(Path dir) {
+    private static Optional<CudaVersion> sonameVersion(Path dir, List<String> problems) {
+        List<CudaVersion> found = new ArrayList<>();
         try (Stream<Path> s = Files.list(dir)) {
-            return s.map(p -> SONAME.matcher(p.getFileName().toString())).filter(Matcher::matches)
-                    .map(m -> new CudaVersion(Integer.parseInt(m.group(1)),
-                            m.group(2) == null ? 0 : Integer.parseInt(m.group(2)),
-                            m.group(3) == null ? 0 : Integer.parseInt(m.group(3))))
-                    .max(Comparator.naturalOrder());
-        } catch (IOException e) {
+            s.forEach(p -> {
+                try {
+                    VersionFiles.fromCudartName(p.getFileName().toString()).ifPresent(found::add);
+                } catch (IllegalArgumentException e) {
+                    problems.add(p + ": " + firstLine(e.getMessage()));
+                }
+            });
+        } catch (IOException | java.io.UncheckedIOException e) {
             return Optional.empty();
         }
+        return found.stream().max(Comparator.naturalOrder());
     }
 
     /** pip layouts: {@code dist-info/} inside the root (CUDA 13 wheels laid out as a toolkit) or beside it. */
@@ -256,34 +244,46 @@ public final class CudaInstallations {
             if (dir == null || !Files.isDirectory(dir)) {
                 continue;
             }
+            List<CudaVersion> found = new ArrayList<>();
             try (Stream<Path> s = Files.list(dir)) {
-                Optional<CudaVersion> v = s.map(p -> PIP_RUNTIME.matcher(p.getFileName().toString()))
-                        .filter(Matcher::matches).map(m -> CudaVersion.parse(m.group(1)))
-                        .max(Comparator.naturalOrder());
-                if (v.isPresent()) {
-                    return v;
-                }
-            } catch (IOException | IllegalArgumentException e) {
+                s.forEach(p -> {
+                    try {
+                        VersionFiles.fromPipDistInfo(p.getFileName().toString()).ifPresent(found::add);
+                    } catch (IllegalArgumentException e) {
+                        problems.add(p + ": " + firstLine(e.getMessage()));
+                    }
+                });
+            } catch (IOException | java.io.UncheckedIOException e) {
                 problems.add("cannot read pip metadata in " + dir + ": " + firstLine(e.getMessage()));
+            }
+            if (!found.isEmpty()) {
+                return found.stream().max(Comparator.naturalOrder());
             }
         }
         return Optional.empty();
     }
 
-    private static Optional<String> match(Path file, Pattern p, List<String> problems) {
+    /** Reads a version file (bounded, lenient UTF-8); a problem, never an exception, when it is bad. */
+    private static Optional<CudaVersion> read(Path file, Function<String, Optional<CudaVersion>> parser,
+                                              List<String> problems) {
         if (!Files.isRegularFile(file)) {
             return Optional.empty();
         }
         try {
-            Matcher m = p.matcher(Files.readString(file));
-            if (m.find()) {
-                return Optional.of(m.group(1));
+            if (Files.size(file) > VersionFiles.MAX_TEXT) {
+                problems.add(file + " is " + Files.size(file) + " bytes, too large for a version file");
+                return Optional.empty();
             }
-            problems.add(file + " has no version in the expected form");
-        } catch (IOException | java.io.UncheckedIOException e) {
+            String text = new String(Files.readAllBytes(file), java.nio.charset.StandardCharsets.UTF_8);
+            Optional<CudaVersion> v = parser.apply(text);
+            if (v.isEmpty()) {
+                problems.add(file + " has no version in the expected form");
+            }
+            return v;
+        } catch (IOException | java.io.UncheckedIOException | IllegalArgumentException e) {
             problems.add(file + " is unreadable: " + firstLine(e.getMessage()));
+            return Optional.empty();
         }
-        return Optional.empty();
     }
 
     private static List<String> libraries(Path dir) {

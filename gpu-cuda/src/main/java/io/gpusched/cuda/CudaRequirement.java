@@ -33,11 +33,13 @@ public record CudaRequirement(Optional<CudaVersion> minimum, Optional<CudaVersio
     /**
      * Parses {@code ">=12.1"}, {@code "12.4"} (exactly 12.4) or {@code "12"} (any 12.x).
      *
-     * @throws IllegalArgumentException naming the input and the accepted forms
+     * @throws IllegalArgumentException naming the input and the accepted forms, for any text (null included); no
+     *                                  other exception is thrown
      */
     public static CudaRequirement parse(String text) {
         Matcher m = text == null ? null : FORM.matcher(text);
-        if (m == null || !m.matches() || (m.group(1) != null && m.group(3) == null)) {
+        if (m == null || !m.matches() || (m.group(1) != null && m.group(3) == null)
+                || Integer.parseInt(m.group(2)) < 1) {
             throw new IllegalArgumentException("invalid CUDA requirement \"" + text
                     + "\"; expected \">=12.1\", \"12.4\" (exactly) or \"12\" (any 12.x)");
         }

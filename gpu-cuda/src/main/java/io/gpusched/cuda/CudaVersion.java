@@ -15,10 +15,11 @@ public record CudaVersion(int major, int minor, int patch) implements Comparable
 
     private static final Pattern FORM = Pattern.compile("\\s*([0-9]{1,3})\\.([0-9]{1,3})(?:\\.([0-9]{1,12}))?\\s*");
 
-    /** @throws IllegalArgumentException for negative parts */
+    /** @throws IllegalArgumentException for a major below 1 or negative parts */
     public CudaVersion {
         if (major < 1 || minor < 0 || patch < 0) {
-            throw new IllegalArgumentException("invalid CUDA version " + major + "." + minor + "." + patch);
+            throw new IllegalArgumentException("invalid CUDA version " + major + "." + minor + "." + patch
+                    + "; expected a major version of at least 1 and a minor and patch of at least 0");
         }
     }
 
@@ -26,7 +27,8 @@ public record CudaVersion(int major, int minor, int patch) implements Comparable
      * Parses {@code "12.4"}, {@code "12.4.127"}, and date-stamped forms such as {@code "12.1.20230222"} (the date
      * is not a patch and is dropped).
      *
-     * @throws IllegalArgumentException naming the input and the accepted forms
+     * @throws IllegalArgumentException naming the input and the accepted forms, for any text (null included); no
+     *                                  other exception is thrown
      */
     public static CudaVersion parse(String text) {
         Matcher m = text == null ? null : FORM.matcher(text);
@@ -38,13 +40,21 @@ public record CudaVersion(int major, int minor, int patch) implements Comparable
         if (m.group(3) != null && m.group(3).length() < 8) {
             patch = Integer.parseInt(m.group(3));
         }
+        if (Integer.parseInt(m.group(1)) < 1) {
+            throw new IllegalArgumentException("invalid CUDA version \"" + text + "\": the major version is 0;"
+                    + " expected MAJOR.MINOR with MAJOR >= 1, e.g. \"12.4\"");
+        }
         return new CudaVersion(Integer.parseInt(m.group(1)), Integer.parseInt(m.group(2)), patch);
     }
 
-    /** @return the version of an API integer such as {@code 12040} (1000 x major + 10 x minor) */
+    /**
+     * @return the version of an API integer such as {@code 12040} (1000 x major + 10 x minor)
+     * @throws IllegalArgumentException below 1000
+     */
     public static CudaVersion fromApiInt(int v) {
         if (v < 1000) {
-            throw new IllegalArgumentException("CUDA API version " + v + " is not of the form 1000*major + 10*minor");
+            throw new IllegalArgumentException("CUDA API version " + v + " is not of the form 1000*major + 10*minor;"
+                    + " expected e.g. 12040 for 12.4");
         }
         return new CudaVersion(v / 1000, (v % 1000) / 10, 0);
     }

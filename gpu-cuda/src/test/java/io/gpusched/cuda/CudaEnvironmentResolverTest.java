@@ -61,8 +61,8 @@ class CudaEnvironmentResolverTest {
                 .containsEntry("NVIDIA_VISIBLE_DEVICES", uuids).containsEntry("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
                 .doesNotContainKey("ROCR_VISIBLE_DEVICES").doesNotContainKey("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT");
         CudaInstallation chosen = env.installation().orElseThrow();
-        assertThat(chosen.version().orElseThrow().majorMinor()).as("newest compatible (12.8 from cuda.h, no runtime"
-                + " needed for the choice)").isEqualTo(new CudaVersion(12, 8, 0));
+        assertThat(chosen.version().orElseThrow().majorMinor()).as("newest compatible with a runtime: 12.4, not the"
+                + " headers-only 12.8").isEqualTo(new CudaVersion(12, 4, 0));
         assertThat(env.variables()).containsEntry("CUDA_HOME", chosen.root().toString());
         assertThat(env.compatibility().orElseThrow().verdict()).isEqualTo(Compatibility.Verdict.COMPATIBLE);
         assertThat(env.mounts()).extracting(CudaEnvironment.Mount::source).contains(chosen.root(),
@@ -77,6 +77,42 @@ class CudaEnvironmentResolverTest {
         JsonNode json = new ObjectMapper().readTree(env.toJson());
         assertThat(json.get("variables").get("CUDA_DEVICE_ORDER").asText()).isEqualTo("PCI_BUS_ID");
         assertThat(json.get("compatibility").get("verdict").asText()).isEqualTo("COMPATIBLE");
+    }
+
+    @Test
+    void headersOnlyLeftoversAreNeverChosenAndTheNotesSayWhy() throws Exception {
+        Allocation a = allocate("dgx1-v100", "--gpu=1");
+        CudaEnvironment env = resolver("580.65.06").resolve(a, CudaRequirement.NONE);
+        Path home = Path.of(env.variables().get("CUDA_HOME"));
+        assertThat(home).isEqualTo(root.resolve("usr/local/cuda-12.4").toRealPath());
+        assertThat(env.notes()).anySatisfy(n -> assertThat(n).contains("passed over").contains("cuda-12.8")
+                .contains("no CUDA runtime"));
+        // independent of the resolver: the library directory handed to the job really holds a libcudart
+        List<String> ld = env.pathPrepends().get("LD_LIBRARY_PATH");
+        assertThat(ld).isNotEmpty();
+        try (var files = java.nio.file.Files.list(Path.of(ld.get(ld.size() - 1)))) {
+            assertThat(files.map(f -> f.getFileName().toString())).anyMatch(f -> f.startsWith("libcudart.so."));
+        }
+        // asking for exactly the headers-only version is refused with the reason, not answered with it
+        assertThatThrownBy(() -> resolver("580.65.06").resolve(a, CudaRequirement.parse("12.8")))
+                .isInstanceOf(CudaResolutionException.class).hasMessageContaining("cuda-12.8")
+                .hasMessageContaining("no CUDA runtime");
+        // and whatever the driver, the chosen installation has a runtime
+        for (String driver : List.of("418.39", "440.33", "470.82.01", "525.60.13", "550.54.14", "580.65.06")) {
+            resolver(driver).resolve(a, CudaRequirement.NONE).installation()
+                    .ifPresent(i -> assertThat(i.runtimeLibrary().orElseThrow()).exists());
+        }
+    }
+
+    @Test
+    void anA10GGetsForwardCompatibilityLikeOtherDataCentreGpus() {
+        SimulatedGpuInventory inv = SimulatedGpuInventory.builder("g5").device(GpuDevice.builder().index(0)
+                .uuid("GPU-a10g").vendor(GpuVendor.NVIDIA).name("NVIDIA A10G").memory(MemorySize.ofGibibytes(24))
+                .pciBusId("00000000:00:1e.0").build()).build();
+        Allocation a = GpuScheduler.builder().inventory(inv).auditLogging(false).build()
+                .allocate(GpuRequest.builder().build());
+        CudaEnvironment env = resolver("470.82.01").resolve(a, CudaRequirement.parse("12.4"));
+        assertThat(env.compatibility().orElseThrow().verdict()).isEqualTo(Compatibility.Verdict.NEEDS_FORWARD_COMPAT);
     }
 
     @Test
@@ -173,10 +209,18 @@ class CudaEnvironmentResolverTest {
     void noDriverKnownIsSaid(@TempDir Path proc) {
         Allocation a = allocate("pcie-4xa10", "--gpu=1");
         GpuDevice d = a.devices().get(0);
-        Allocation noDriver = new Allocation(a.id(), List.of(d.toBuilder().build()), a.request(), a.createdAt());
+        assertThat(d.driverVersion()).as("the profile's device has a driver").isPresent();
+        Allocation noDriver = new Allocation(a.id(), List.of(d.toBuilder().driverVersion(null).build()), a.request(),
+                a.createdAt());
+        assertThat(noDriver.devices().get(0).driverVersion()).isEmpty();
         CudaEnvironmentResolver r = CudaEnvironmentResolver.builder().installations(installations)
                 .procRoot(proc).driverLibraryDirs(List.of()).build();
-        assertThat(r.driverFor(noDriver)).isPresent();
+        assertThat(r.driverFor(a)).isPresent();
+        assertThat(r.driverFor(noDriver)).as("no device driver and an empty /proc").isEmpty();
+        CudaEnvironment driverless = r.resolve(noDriver, CudaRequirement.NONE);
+        assertThat(driverless.notes()).anySatisfy(n -> assertThat(n).contains("no NVIDIA driver version is known"));
+        assertThat(driverless.compatibility().orElseThrow().verdict()).isEqualTo(Compatibility.Verdict.UNKNOWN);
+        assertThat(driverless.mounts()).noneMatch(m -> m.source().getFileName().toString().startsWith("libcuda"));
         SimulatedGpuInventory bare = SimulatedGpuInventory.builder("bare").device(GpuDevice.builder().index(0)
                 .uuid("GPU-1").vendor(GpuVendor.NVIDIA).name("NVIDIA A10").memory(MemorySize.ofGibibytes(24))
                 .pciBusId("00000000:17:00.0").build()).build();
