@@ -79,7 +79,11 @@ public final class NvidiaSmiXml {
     private NvidiaSmiXml() {
     }
 
-    /** @throws IllegalArgumentException if the text is not an {@code nvidia_smi_log} document */
+    /**
+     * @throws IllegalArgumentException if the text is not an {@code nvidia_smi_log} document or a {@code <gpu>} lacks
+     *                                  its bus id or UUID; no other exception is thrown for any text (values it
+     *                                  cannot read, such as an absurd memory size, read as absent)
+     */
     public static Report parse(String xml) {
         Document doc;
         try {
@@ -196,12 +200,13 @@ public final class NvidiaSmiXml {
                 .orElse(OptionalInt.empty());
     }
 
-    /** "32510 MiB" → 32510; other units are converted to MiB. */
+    /** "32510 MiB" → 32510; other units are converted to MiB; more than 15 digits (no real GPU) reads as absent. */
     static OptionalLong mib(Optional<String> s) {
         if (s.isEmpty()) {
             return OptionalLong.empty();
         }
-        Matcher m = Pattern.compile("^\\s*([0-9]+)\\s*(MiB|GiB|KiB|B)?\\s*$").matcher(s.get());
+        // at most 15 digits: Long.parseLong cannot overflow and "GiB" x 1024 stays below 2^63 (found by fuzzing)
+        Matcher m = Pattern.compile("^\\s*([0-9]{1,15})\\s*(MiB|GiB|KiB|B)?\\s*$").matcher(s.get());
         if (!m.matches()) {
             return OptionalLong.empty();
         }
