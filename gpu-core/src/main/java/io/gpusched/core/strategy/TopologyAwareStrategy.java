@@ -40,6 +40,8 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
     public static final String REMAINING_NAME = "topology-remaining";
     /** Search nodes after which the branch and bound stops and returns the best set found. */
     public static final int NODE_BUDGET = 2_000_000;
+    /** Most splits of a request over blocks of classes enumerated by the block search. */
+    static final int BLOCK_COMPOSITIONS = 20_000;
 
     /** What the topology strategy maximizes. */
     public enum Objective {
@@ -143,6 +145,9 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
         private final long[] suffixMaxPair;
         private final long[] minPos;
         private final Integer[] orderScratch;
+        /** Block of each class (compact), or null when blocks do not apply (a class both free and held). */
+        private final int[] blockOfClass;
+        private final int nb;
 
         Search(TopologyScores ts, List<DeviceState> pool, List<Integer> required, List<DeviceState> devices, int k,
                Objective objective) {
@@ -272,6 +277,27 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
                 }
                 minPos[j] = mp;
             }
+            boolean mixed = false;
+            for (int x = 0; x < sc && !mixed; x++) {
+                mixed = dynClass[2 * x] >= 0 && dynClass[2 * x + 1] >= 0;
+            }
+            if (mixed) {
+                blockOfClass = null;
+                nb = 0;
+            } else {
+                blockOfClass = new int[c];
+                int[] compact = new int[ts.blocks];
+                Arrays.fill(compact, -1);
+                int b = 0;
+                for (int j = 0; j < c; j++) {
+                    int blk = ts.blockOf[staticOf[j]];
+                    if (compact[blk] < 0) {
+                        compact[blk] = b++;
+                    }
+                    blockOfClass[j] = compact[blk];
+                }
+                nb = b;
+            }
             counts = new int[c];
             lin = new long[c];
             suffixMaxPair = new long[c * (c + 1)];
@@ -295,6 +321,10 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
             if (need < 0) {
                 return List.of();
             }
+            if (blockOfClass != null && compositions(nb, k) <= BLOCK_COMPOSITIONS) {
+                blockSearch();
+                return answer();
+            }
             greedy();
             order();
             // suffix maxima of the pair weight, for the bound: best partner of class j among classes t..c-1
@@ -314,6 +344,10 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
             Arrays.fill(counts, 0);
             Arrays.fill(lin, 0);
             branch(0, 0, 0);
+            return answer();
+        }
+
+        private List<Integer> answer() {
             List<Integer> out = new ArrayList<>(k);
             int[] picks = new int[k];
             int p = 0;
@@ -327,6 +361,123 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
                 out.add(pool.get(i).index());
             }
             return out;
+        }
+
+        /** @return the number of ways to split k into b ordered parts, capped */
+        private static long compositions(int b, int k) {
+            long r = 1;
+            for (int i = 1; i < b; i++) {
+                r = r * (k + i) / i;
+                if (r > BLOCK_COMPOSITIONS) {
+                    return r;
+                }
+            }
+            return r;
+        }
+
+        /** Value of m devices of class j on their own: node weights, positions and the pairs among them. */
+        private long own(int j, int m) {
+            return node[j] * m - posPrefix[j][m] + pair[j * c + j] * m * (m - 1) / 2;
+        }
+
+        /**
+         * Exact search where the classes fall into few blocks: within a block every two classes have one pair weight w,
+         * so a block's value given its total M is {@code w C(M,2)} plus a sum over its classes of
+         * {@code own(m) - w C(m,2)}, maximized by a knapsack over the classes; then every split of k over the blocks.
+         */
+        private void blockSearch() {
+            int[][] cls = new int[nb][];
+            int[] size = new int[nb];
+            for (int j = 0; j < c; j++) {
+                size[blockOfClass[j]]++;
+            }
+            for (int b = 0; b < nb; b++) {
+                cls[b] = new int[size[b]];
+                size[b] = 0;
+            }
+            for (int j = 0; j < c; j++) {
+                int b = blockOfClass[j];
+                cls[b][size[b]++] = j;
+            }
+            long[] wIn = new long[nb];
+            long[] wx = new long[nb * nb];
+            for (int b = 0; b < nb; b++) {
+                wIn[b] = cls[b].length >= 2 ? pair[cls[b][0] * c + cls[b][1]] : 0;
+                for (int b2 = 0; b2 < nb; b2++) {
+                    wx[b * nb + b2] = b == b2 ? 0 : pair[cls[b][0] * c + cls[b2][0]];
+                }
+            }
+            long neg = Long.MIN_VALUE / 4;
+            long[][] value = new long[nb][];
+            int[][][] choice = new int[nb][][];
+            for (int b = 0; b < nb; b++) {
+                long[] cur = new long[k + 1];
+                Arrays.fill(cur, neg);
+                cur[0] = 0;
+                choice[b] = new int[cls[b].length][k + 1];
+                for (int x = 0; x < cls[b].length; x++) {
+                    int j = cls[b][x];
+                    long[] nxt = new long[k + 1];
+                    Arrays.fill(nxt, neg);
+                    for (int mTot = 0; mTot <= k; mTot++) {
+                        for (int m = lo[j]; m <= Math.min(cap[j], mTot); m++) {
+                            if (cur[mTot - m] == neg) {
+                                continue;
+                            }
+                            long v = cur[mTot - m] + own(j, m) - wIn[b] * m * (m - 1) / 2;
+                            if (v > nxt[mTot]) {
+                                nxt[mTot] = v;
+                                choice[b][x][mTot] = m;
+                            }
+                        }
+                    }
+                    cur = nxt;
+                }
+                for (int mTot = 0; mTot <= k; mTot++) {
+                    if (cur[mTot] != neg) {
+                        cur[mTot] += wIn[b] * mTot * (mTot - 1) / 2;
+                    }
+                }
+                value[b] = cur;
+            }
+            int[] split = new int[nb];
+            int[] bestSplit = new int[nb];
+            best = Long.MIN_VALUE;
+            splits(0, k, 0, split, bestSplit, value, wx, new long[nb], neg);
+            bestCounts = new int[c];
+            for (int b = 0; b < nb; b++) {
+                int mTot = bestSplit[b];
+                for (int x = cls[b].length - 1; x >= 0; x--) {
+                    int m = choice[b][x][mTot];
+                    bestCounts[cls[b][x]] = m;
+                    mTot -= m;
+                }
+            }
+        }
+
+        private void splits(int b, int left, long v, int[] split, int[] bestSplit, long[][] value, long[] wx, long[] cross,
+                            long neg) {
+            if (b == nb) {
+                if (left == 0 && v > best) {
+                    best = v;
+                    System.arraycopy(split, 0, bestSplit, 0, nb);
+                }
+                return;
+            }
+            for (int m = 0; m <= left; m++) {
+                if (value[b][m] == neg) {
+                    continue;
+                }
+                split[b] = m;
+                long add = value[b][m] + cross[b] * m;
+                for (int b2 = b + 1; b2 < nb; b2++) {
+                    cross[b2] += wx[b * nb + b2] * m;
+                }
+                splits(b + 1, left - m, v + add, split, bestSplit, value, wx, cross, neg);
+                for (int b2 = b + 1; b2 < nb; b2++) {
+                    cross[b2] -= wx[b * nb + b2] * m;
+                }
+            }
         }
 
         /** Incumbent: the required devices, then one device at a time by the best marginal gain. */

@@ -26,6 +26,14 @@ final class TopologyScores {
     final int[] classScore;
     /** Largest pair score. */
     final int maxScore;
+    /**
+     * Block of each class: classes with the same score to every other class (the packages of one NUMA node behind one
+     * fabric), so that between two classes of one block, and between a class of block a and one of block b, there is
+     * one score each.
+     */
+    final int[] blockOf;
+    /** Number of blocks. */
+    final int blocks;
 
     TopologyScores(GpuTopology topology) {
         this.topology = topology;
@@ -84,6 +92,37 @@ final class TopologyScores {
                 }
             }
         }
+        blockOf = blocks(classScore, c);
+        blocks = Arrays.stream(blockOf).max().orElse(-1) + 1;
+    }
+
+    /** @return blocks of classes: twins among classes, the score within a class ignored */
+    private static int[] blocks(int[] cs, int c) {
+        int[] block = new int[c];
+        java.util.Arrays.fill(block, -1);
+        int b = 0;
+        for (int x = 0; x < c; x++) {
+            if (block[x] >= 0) {
+                continue;
+            }
+            block[x] = b;
+            for (int y = x + 1; y < c; y++) {
+                if (block[y] >= 0) {
+                    continue;
+                }
+                boolean twins = true;
+                for (int l = 0; l < c && twins; l++) {
+                    if (l != x && l != y && cs[x * c + l] != cs[y * c + l]) {
+                        twins = false;
+                    }
+                }
+                if (twins) {
+                    block[y] = b;
+                }
+            }
+            b++;
+        }
+        return block;
     }
 
     /** Whether b has a's scores to every device but the two, and to every member of class {@code c} found so far. */
