@@ -6,13 +6,20 @@
  *   0 dgx1  8x Tesla V100-SXM2-32GB, hybrid cube-mesh NVLink to GPUs, minors of GPU 0 and 1 swapped
  *   1 hgx   8x NVIDIA H100 80GB HBM3, 18 NVLinks each into NVSwitches
  *   2 mig   2x NVIDIA A100-SXM4-80GB, GPU 0 in MIG mode with two 3g.40gb devices, 12 NVLinks between them
- * Faults: init result, lost GPU, XID events, process lists. Build with -DOLD_DRIVER to leave out
- * nvmlDeviceGetMemoryInfo_v2 and nvmlDeviceGetNvLinkRemoteDeviceType, as drivers before R510 do.
+ * Faults: init result, lost GPU, XID events, process lists, and per-function, per-GPU error injection
+ * (fake_nvml_inject: any entry point below answers any nvmlReturn_t for one GPU, or for every call with gpu -1).
+ * Every entry point counts its calls per GPU and declares its scope (FNS); the tests read both, so an entry point
+ * the binding uses but the fake does not model is noticed. Lifecycle checks (fake_nvml_violations): nvmlShutdown
+ * while a thread is inside nvmlEventSetWait_v2 or while the event set is still allocated, and any call on a device
+ * or the event set after the last nvmlShutdown. fake_nvml_block_wait makes nvmlEventSetWait_v2 block until
+ * released, ignoring its timeout. Build with -DOLD_DRIVER to leave out nvmlDeviceGetMemoryInfo_v2 and
+ * nvmlDeviceGetNvLinkRemoteDeviceType, as drivers before R510 do.
  */
 #include <nvml.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -40,6 +47,59 @@ static int q_head, q_len;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 
+/* ---- entry points, their scope, call counters and injected errors ---- */
+enum { SCOPE_INIT = 1, SCOPE_NODE = 2, SCOPE_DEVICE = 3, SCOPE_PAIR = 4 };
+static const struct { const char *name; int scope; } FNS[] = {
+    {"nvmlInit_v2", SCOPE_INIT}, {"nvmlShutdown", SCOPE_NODE}, {"nvmlDeviceGetCount_v2", SCOPE_INIT},
+    {"nvmlDeviceGetHandleByIndex_v2", SCOPE_DEVICE}, {"nvmlDeviceGetUUID", SCOPE_DEVICE},
+    {"nvmlDeviceGetName", SCOPE_DEVICE}, {"nvmlDeviceGetSerial", SCOPE_DEVICE},
+    {"nvmlDeviceGetMemoryInfo", SCOPE_DEVICE}, {"nvmlDeviceGetMemoryInfo_v2", SCOPE_DEVICE},
+    {"nvmlDeviceGetCudaComputeCapability", SCOPE_DEVICE}, {"nvmlDeviceGetPciInfo_v3", SCOPE_DEVICE},
+    {"nvmlDeviceGetMinorNumber", SCOPE_DEVICE}, {"nvmlSystemGetDriverVersion", SCOPE_NODE},
+    {"nvmlSystemGetCudaDriverVersion", SCOPE_NODE}, {"nvmlDeviceGetPersistenceMode", SCOPE_DEVICE},
+    {"nvmlDeviceGetMigMode", SCOPE_DEVICE}, {"nvmlDeviceGetMaxMigDeviceCount", SCOPE_DEVICE},
+    {"nvmlDeviceGetMigDeviceHandleByIndex", SCOPE_DEVICE}, {"nvmlDeviceGetGpuInstanceId", SCOPE_DEVICE},
+    {"nvmlDeviceGetComputeInstanceId", SCOPE_DEVICE}, {"nvmlDeviceGetTopologyCommonAncestor", SCOPE_PAIR},
+    {"nvmlDeviceGetNvLinkState", SCOPE_DEVICE}, {"nvmlDeviceGetNvLinkRemotePciInfo_v2", SCOPE_DEVICE},
+    {"nvmlDeviceGetNvLinkRemoteDeviceType", SCOPE_DEVICE}, {"nvmlDeviceGetUtilizationRates", SCOPE_DEVICE},
+    {"nvmlDeviceGetTemperature", SCOPE_DEVICE}, {"nvmlDeviceGetPowerUsage", SCOPE_DEVICE},
+    {"nvmlDeviceGetComputeRunningProcesses_v3", SCOPE_DEVICE}, {"nvmlEventSetCreate", SCOPE_NODE},
+    {"nvmlDeviceGetSupportedEventTypes", SCOPE_DEVICE}, {"nvmlDeviceRegisterEvents", SCOPE_DEVICE},
+    {"nvmlEventSetWait_v2", SCOPE_NODE}, {"nvmlEventSetFree", SCOPE_NODE}};
+#define NFNS ((int) (sizeof FNS / sizeof FNS[0]))
+#define MAX_RULES 16
+typedef struct { int fn; int gpu; nvmlReturn_t rc; } rule;
+static rule rules[MAX_RULES];
+static int nrules;
+static long long fn_calls[NFNS][MAX_GPUS + 1]; /* [fn][gpu], slot MAX_GPUS: calls not on one GPU */
+static long long fn_hits[NFNS];
+static int violations;
+static int in_wait, block_wait;
+
+static int fn_index(const char *name) {
+    for (int i = 0; i < NFNS; i++) if (strcmp(FNS[i].name, name) == 0) return i;
+    return -1;
+}
+/* Counts a call of fn on GPUs a and b (-1: none) and answers the injected error, or NVML_SUCCESS. */
+static nvmlReturn_t track(const char *fn, int a, int b) {
+    int i = fn_index(fn);
+    if (i < 0) { fprintf(stderr, "fake_nvml: %s is not in FNS\n", fn); abort(); }
+    pthread_mutex_lock(&mu);
+    fn_calls[i][a >= 0 && a < MAX_GPUS ? a : MAX_GPUS]++;
+    if (b >= 0 && b < MAX_GPUS && b != a) fn_calls[i][b]++;
+    nvmlReturn_t rc = NVML_SUCCESS;
+    for (int r = 0; r < nrules; r++) {
+        if (rules[r].fn == i && (rules[r].gpu < 0 || rules[r].gpu == a || rules[r].gpu == b)) {
+            rc = rules[r].rc;
+            fn_hits[i]++;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&mu);
+    return rc;
+}
+#define TRACK(a, b) do { nvmlReturn_t inj_ = track(__func__, (a), (b)); if (inj_ != NVML_SUCCESS) return inj_; } while (0)
+
 static const int dgx1_pairs[][3] = {
     {0,1,1},{0,2,1},{0,3,2},{0,4,2},{1,2,2},{1,3,1},{1,5,2},{2,3,2},
     {2,6,1},{3,7,1},{4,5,1},{4,6,1},{4,7,2},{5,6,2},{5,7,1},{6,7,2}};
@@ -53,14 +113,56 @@ void fake_nvml_reset(void) {
     pthread_mutex_lock(&mu);
     scenario = 0; init_result = NVML_SUCCESS; q_head = q_len = 0;
     memset(lost, 0, sizeof lost); memset(proc_count, 0, sizeof proc_count); memset(registered, 0, sizeof registered);
+    nrules = 0; memset(fn_calls, 0, sizeof fn_calls); memset(fn_hits, 0, sizeof fn_hits);
+    violations = 0; block_wait = 0;
+    pthread_cond_broadcast(&cv);
     pthread_mutex_unlock(&mu);
 }
+/* From now on fn answers rc on GPU gpu (any call when gpu is -1). @return 0, or -1 for a name not modelled here */
+int fake_nvml_inject(const char *fn, int gpu, int rc) {
+    int i = fn_index(fn);
+    if (i < 0 || nrules == MAX_RULES) return -1;
+    pthread_mutex_lock(&mu);
+    rules[nrules++] = (rule) {i, gpu, (nvmlReturn_t) rc};
+    pthread_mutex_unlock(&mu);
+    return 0;
+}
+void fake_nvml_clear_injections(void) { pthread_mutex_lock(&mu); nrules = 0; pthread_mutex_unlock(&mu); }
+/* @return the scope of an entry point (1 init, 2 node, 3 one device, 4 a pair of devices), 0 if not modelled */
+int fake_nvml_scope(const char *fn) { int i = fn_index(fn); return i < 0 ? 0 : FNS[i].scope; }
+/* @return calls of fn on GPU gpu (-1: all calls), or -1 for a name not modelled */
+long long fake_nvml_calls_of(const char *fn, int gpu) {
+    int i = fn_index(fn);
+    if (i < 0) return -1;
+    long long n = 0;
+    pthread_mutex_lock(&mu);
+    for (int g = 0; g <= MAX_GPUS; g++) if (gpu < 0 || g == gpu) n += fn_calls[i][g];
+    pthread_mutex_unlock(&mu);
+    return n;
+}
+/* @return how many calls of fn answered an injected error */
+long long fake_nvml_hits(const char *fn) {
+    int i = fn_index(fn);
+    if (i < 0) return -1;
+    pthread_mutex_lock(&mu);
+    long long n = fn_hits[i];
+    pthread_mutex_unlock(&mu);
+    return n;
+}
+/* bit 1: nvmlShutdown while a thread waits in nvmlEventSetWait_v2; 2: last nvmlShutdown with the event set still
+   allocated; 4: a call on a device or the event set after the last nvmlShutdown */
+int fake_nvml_violations(void) { return violations; }
+/* 1: nvmlEventSetWait_v2 blocks (ignoring its timeout) until called with 0 */
+void fake_nvml_block_wait(int on) { pthread_mutex_lock(&mu); block_wait = on; pthread_cond_broadcast(&cv); pthread_mutex_unlock(&mu); }
+/* @return threads inside nvmlEventSetWait_v2 now */
+int fake_nvml_in_wait(void) { pthread_mutex_lock(&mu); int n = in_wait; pthread_mutex_unlock(&mu); return n; }
+/* @return 1 while the event set is allocated */
+int fake_nvml_event_set_allocated(void) { return the_set.used; }
 void fake_nvml_set_init_result(int r) { init_result = (nvmlReturn_t) r; }
 void fake_nvml_set_lost(int gpu, int is_lost) { pthread_mutex_lock(&mu); lost[gpu] = is_lost; pthread_cond_broadcast(&cv); pthread_mutex_unlock(&mu); }
 void fake_nvml_set_processes(int gpu, int n) { proc_count[gpu] = n; }
 long long fake_nvml_calls(void) { return calls; }
 int fake_nvml_initialized(void) { return initialized; }
-void fake_nvml_noop(void *a, void *b) { (void) a; (void) b; }
 int fake_nvml_push_xid(int gpu, unsigned long long xid, unsigned int gi, unsigned int ci) {
     pthread_mutex_lock(&mu);
     if (q_len == 64 || !(registered[gpu] & nvmlEventTypeXidCriticalError)) { pthread_mutex_unlock(&mu); return 0; }
@@ -106,13 +208,14 @@ long fake_nvml_layout(int which) {
 /* ---- helpers ---- */
 static int ngpus(void) { return scenario == 2 ? 2 : 8; }
 static int valid(nvmlDevice_t d) {
-    if (!initialized || d == NULL) return 0;
+    if (!initialized) { violations |= 4; return 0; }
+    if (d == NULL) return 0;
     if (d >= &gpus[0] && d < &gpus[MAX_GPUS]) return d->gpu < ngpus();
     if (d >= &migs[0][0] && d <= &migs[MAX_GPUS - 1][MAX_MIG - 1]) return scenario == 2 && d->gpu == 0;
     return 0;
 }
 #define ENTER(d) do { __sync_fetch_and_add(&calls, 1); if (!valid(d)) return NVML_ERROR_INVALID_ARGUMENT; \
-                      if (lost[(d)->gpu]) return NVML_ERROR_GPU_IS_LOST; } while (0)
+                      TRACK((d)->gpu, -1); if (lost[(d)->gpu]) return NVML_ERROR_GPU_IS_LOST; } while (0)
 static unsigned int bus_of(int g) { return scenario == 0 ? dgx1_bus[g] : scenario == 1 ? hgx_bus[g] : mig_bus[g]; }
 static unsigned long long total_of(nvmlDevice_t d) {
     if (d->mig >= 0) return 40ULL << 30;
@@ -122,6 +225,7 @@ static unsigned long long total_of(nvmlDevice_t d) {
 /* ---- NVML ---- */
 nvmlReturn_t nvmlInit_v2(void) {
     if (init_result != NVML_SUCCESS) return init_result;
+    TRACK(-1, -1);
     for (int g = 0; g < MAX_GPUS; g++) {
         gpus[g] = (struct nvmlDevice_st) {g, -1};
         for (int m = 0; m < MAX_MIG; m++) migs[g][m] = (struct nvmlDevice_st) {g, m};
@@ -129,10 +233,18 @@ nvmlReturn_t nvmlInit_v2(void) {
     initialized++;
     return NVML_SUCCESS;
 }
+/* An injected error is answered after shutting down: the caller cannot do more than log it. */
 nvmlReturn_t nvmlShutdown(void) {
     if (!initialized) return NVML_ERROR_UNINITIALIZED;
+    nvmlReturn_t inj = track(__func__, -1, -1);
+    pthread_mutex_lock(&mu);
+    if (initialized == 1) {
+        if (in_wait > 0) violations |= 1;
+        if (the_set.used) violations |= 2;
+    }
     initialized--;
-    return NVML_SUCCESS;
+    pthread_mutex_unlock(&mu);
+    return inj;
 }
 const char *nvmlErrorString(nvmlReturn_t r) {
     switch (r) {
@@ -144,12 +256,14 @@ const char *nvmlErrorString(nvmlReturn_t r) {
 }
 nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count) {
     if (!initialized) return NVML_ERROR_UNINITIALIZED;
+    TRACK(-1, -1);
     *count = ngpus();
     return NVML_SUCCESS;
 }
 nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device) {
     if (!initialized) return NVML_ERROR_UNINITIALIZED;
     if (index >= (unsigned) ngpus()) return NVML_ERROR_INVALID_ARGUMENT;
+    TRACK((int) index, -1);
     *device = &gpus[index];
     return NVML_SUCCESS;
 }
@@ -213,11 +327,13 @@ nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t d, unsigned int *minor) {
 }
 nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length) {
     if (!initialized) return NVML_ERROR_UNINITIALIZED;
+    TRACK(-1, -1);
     snprintf(version, length, "%s", "580.65.06");
     return NVML_SUCCESS;
 }
 nvmlReturn_t nvmlSystemGetCudaDriverVersion(int *v) {
     if (!initialized) return NVML_ERROR_UNINITIALIZED;
+    TRACK(-1, -1);
     *v = 13000;
     return NVML_SUCCESS;
 }
@@ -257,8 +373,10 @@ nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t d, unsigned int *id) {
     return NVML_SUCCESS;
 }
 nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t a, nvmlDevice_t b, nvmlGpuTopologyLevel_t *level) {
-    ENTER(a);
-    ENTER(b);
+    __sync_fetch_and_add(&calls, 1);
+    if (!valid(a) || !valid(b)) return NVML_ERROR_INVALID_ARGUMENT;
+    TRACK(a->gpu, b->gpu);
+    if (lost[a->gpu] || lost[b->gpu]) return NVML_ERROR_GPU_IS_LOST;
     int x = a->gpu, y = b->gpu;
     if (x == y) *level = NVML_TOPOLOGY_INTERNAL;
     else if (scenario == 0 && x / 2 == y / 2) *level = NVML_TOPOLOGY_SINGLE;
@@ -336,6 +454,7 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned in
 }
 nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set) {
     if (!initialized) return NVML_ERROR_UNINITIALIZED;
+    TRACK(-1, -1);
     the_set.used = 1;
     *set = &the_set;
     return NVML_SUCCESS;
@@ -354,20 +473,29 @@ nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t d, unsigned long long types, 
     return NVML_SUCCESS;
 }
 nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms) {
+    if (!initialized) { violations |= 4; return NVML_ERROR_UNINITIALIZED; }
     if (set != &the_set || !the_set.used) return NVML_ERROR_INVALID_ARGUMENT;
+    TRACK(-1, -1);
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_sec += timeoutms / 1000;
     until.tv_nsec += (long) (timeoutms % 1000) * 1000000L;
     if (until.tv_nsec >= 1000000000L) { until.tv_sec++; until.tv_nsec -= 1000000000L; }
     pthread_mutex_lock(&mu);
+    in_wait++;
+    while (block_wait) pthread_cond_wait(&cv, &mu);
     for (;;) {
         for (int g = 0; g < MAX_GPUS; g++) {
-            if (lost[g]) { pthread_mutex_unlock(&mu); return NVML_ERROR_GPU_IS_LOST; }
+            if (lost[g]) { in_wait--; pthread_mutex_unlock(&mu); return NVML_ERROR_GPU_IS_LOST; }
         }
         if (q_len > 0) break;
-        if (pthread_cond_timedwait(&cv, &mu, &until) != 0) { pthread_mutex_unlock(&mu); return NVML_ERROR_TIMEOUT; }
+        if (pthread_cond_timedwait(&cv, &mu, &until) != 0) {
+            in_wait--;
+            pthread_mutex_unlock(&mu);
+            return NVML_ERROR_TIMEOUT;
+        }
     }
+    in_wait--;
     fake_event e = queue[q_head];
     q_head = (q_head + 1) % 64;
     q_len--;
@@ -379,8 +507,11 @@ nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsi
     data->computeInstanceId = e.ci;
     return NVML_SUCCESS;
 }
+/* An injected error is answered after freeing the set. */
 nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
+    if (!initialized) violations |= 4;
     if (set != &the_set) return NVML_ERROR_INVALID_ARGUMENT;
+    nvmlReturn_t inj = track(__func__, -1, -1);
     the_set.used = 0;
-    return NVML_SUCCESS;
+    return inj;
 }

@@ -1,5 +1,8 @@
 package io.gpusched.benchmarks;
 
+import com.sun.jna.Native;
+import com.sun.jna.NativeLibrary;
+import com.sun.jna.Platform;
 import io.gpusched.core.GpuSample;
 import io.gpusched.nvml.FakeNvml;
 import io.gpusched.nvml.NvmlInventory;
@@ -25,10 +28,12 @@ import org.openjdk.jmh.annotations.Warmup;
 
 /**
  * The polling path against the fake libnvidia-ml.so.1 (compiled here with gcc against the real nvml.h): one sweep of
- * an 8-GPU node is 32 NVML calls (utilization, memory v2, temperature, power per GPU). Baseline in the same run: a
- * bare direct-mapped JNA call to a no-op native function with the same argument shape. Run with {@code -prof gc} for
- * bytes per operation. {@code sweep} is the binding alone; {@code sample} adds building the immutable GpuSample.
- * Set {@code -Dgpusched.nvml.library=/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1} to poll a real driver instead.
+ * an 8-GPU node is 32 NVML calls (utilization, memory v2, temperature, power per GPU). Baseline in the same run, in
+ * every mode: {@code bareCall}, a direct-mapped JNA call into libc's {@code labs} (a real native call that does
+ * nothing), so {@code sweep / bareCall} is the cost of a sweep in bare native calls. {@code sweepOneDevice} is one
+ * GPU's 4 calls. Run with {@code -prof gc} for bytes per operation. {@code sweep} is the binding alone;
+ * {@code sample} adds building the immutable GpuSample and the health bookkeeping. Set
+ * {@code -Dgpusched.nvml.library=/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1} to poll a real driver instead.
  */
 @State(Scope.Benchmark)
 @BenchmarkMode(Mode.AverageTime)
@@ -43,7 +48,15 @@ public class NvmlPollingBenchmark {
     private NvmlInventory inventory;
     private NvmlSession session;
     private NvmlSession.Poller poller;
-    private boolean fake;
+
+    /** libc, direct-mapped: the baseline's native call. */
+    private static final class Libc {
+        static {
+            Native.register(NativeLibrary.getInstance(Platform.C_LIBRARY_NAME));
+        }
+
+        static native long labs(long v);
+    }
 
     @Setup(Level.Trial)
     public void setUp() throws Exception {
@@ -59,17 +72,14 @@ public class NvmlPollingBenchmark {
             FakeNvml.Control.bind(lib);
             FakeNvml.Control.fake_nvml_reset();
             FakeNvml.Control.fake_nvml_set_scenario(FakeNvml.DGX1);
-            fake = true;
         }
         inventory = NvmlInventory.open(NvmlOptions.defaults().withLibrary(lib)
                 .withHealthWatch(false, Duration.ofSeconds(1), Duration.ZERO));
         session = NvmlSession.open(Optional.of(lib));
-        int n = session.deviceCount();
-        long[] handles = new long[n];
-        for (int i = 0; i < n; i++) {
-            handles[i] = session.handle(i);
+        poller = session.new Poller(session.discover().gpuHandles());
+        if (Libc.labs(-7) != 7) {
+            throw new IllegalStateException("libc labs is not bound");
         }
-        poller = session.new Poller(handles);
     }
 
     @TearDown(Level.Trial)
@@ -91,11 +101,16 @@ public class NvmlPollingBenchmark {
         return inventory.sample();
     }
 
-    /** Baseline: a bare JNA direct call to a no-op native function taking two 64-bit arguments. */
+    /** One GPU's 4 NVML calls. */
     @Benchmark
-    public void bareCall() {
-        if (fake) {
-            FakeNvml.Control.fake_nvml_noop(0L, 0L);
-        }
+    public long sweepOneDevice() {
+        poller.sweepOne(0);
+        return poller.values()[1];
+    }
+
+    /** Baseline in every mode: a bare direct-mapped JNA call into libc ({@code labs}), one 64-bit argument. */
+    @Benchmark
+    public long bareCall() {
+        return Libc.labs(-42L);
     }
 }

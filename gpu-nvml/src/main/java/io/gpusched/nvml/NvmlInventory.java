@@ -18,27 +18,46 @@ import io.gpusched.nvml.internal.NvmlLayout;
 import io.gpusched.nvml.internal.NvmlReturn;
 import io.gpusched.nvml.internal.NvmlSession;
 import io.gpusched.nvml.internal.NvmlSession.RawDevice;
+import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.OptionalDouble;
 import java.util.OptionalInt;
+import java.util.Set;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
  * NVIDIA GPUs through NVML. {@code nvmlInit_v2} once when opened, {@code nvmlShutdown} on {@link #close()}. Devices
  * and topology are read once; {@link #sample()} reuses native memory per device. With MIG on, each MIG device is an
- * allocatable child (index after the whole GPUs) and its parent is not allocatable. An XID watcher thread marks
- * devices unhealthy (application XIDs ignored) and lets them return once they answer again after a quiet period.
+ * allocatable child (index after the whole GPUs) and its parent is not allocatable.
+ *
+ * <p>Health. Every device gets its health from discovery: a call about it that answers an error other than
+ * NOT_SUPPORTED makes it {@link GpuHealth.State#LOST LOST} ({@code GPU_IS_LOST}) or
+ * {@link GpuHealth.State#UNHEALTHY UNHEALTHY} (any other code, named in the reason); the other GPUs are served.
+ * A GPU whose handle or UUID cannot be read is listed under the placeholder UUID
+ * {@code unidentified-nvml-<nvml index>} (or {@code unidentified-nvml-<index>-mig-<slot>}), which no real
+ * {@code GPU-}/{@code MIG-} UUID can equal, with memory unknown; it and a GPU whose MIG layout cannot be read stay
+ * out of service until the inventory is reopened. Later, live calls (the sweep of {@link #sample()}, the process
+ * list, the XID watcher's probes) move a device to LOST or UNHEALTHY the same way, and XID events (application
+ * XIDs ignored) make it UNHEALTHY. A device returns to HEALTHY only after its live metric calls (utilization,
+ * memory, temperature) have answered without error for the whole {@link NvmlOptions#recoveryAfter() recovery
+ * period}; {@link #sample()} runs these checks, and the watcher, when on, runs them between events.
  */
 public final class NvmlInventory implements GpuInventory {
     private static final Logger LOG = LoggerFactory.getLogger(NvmlInventory.class);
+
+    /** Prefix of the placeholder UUID of a GPU whose identity NVML would not give. */
+    public static final String UNIDENTIFIED_PREFIX = "unidentified-nvml-";
 
     private final NvmlOptions options;
     private final NvmlSession session;
@@ -50,55 +69,64 @@ public final class NvmlInventory implements GpuInventory {
     private final GpuTopology topology;
     private final NvmlSession.Poller poller;
     private final GpuHealth[] health;
-    private final Instant[] unhealthySince;
+    private final boolean[] pinned;
+    private final Instant[] answeringSince;
     private final List<GpuHealthListener> listeners = new CopyOnWriteArrayList<>();
     private final Optional<String> driverVersion;
     private final OptionalInt cudaDriverVersion;
+    private final Object lifecycle = new Object();
+    private final CountDownLatch closing = new CountDownLatch(1);
     private final Thread watcher;
     private volatile boolean closed;
+    private boolean watcherRunning;
+    private boolean shutdownDeferred;
 
     private NvmlInventory(NvmlOptions options, NvmlSession session) {
         this.options = options;
         this.session = session;
         this.driverVersion = session.driverVersion();
         this.cudaDriverVersion = session.cudaDriverVersion();
-        List<RawDevice> raw = session.discover();
-        int gpus = session.deviceCount();
+        NvmlSession.Discovery found = session.discover();
+        List<RawDevice> raw = found.devices();
+        int gpus = found.gpuCount();
+        int n = raw.size();
         List<GpuDevice> devs = new ArrayList<>();
-        handles = new long[raw.size()];
-        parentHandles = new long[raw.size()];
-        gpuInstance = new int[raw.size()];
-        computeInstance = new int[raw.size()];
+        handles = new long[n];
+        parentHandles = new long[n];
+        gpuInstance = new int[n];
+        computeInstance = new int[n];
+        health = new GpuHealth[n];
+        pinned = new boolean[n];
+        answeringSince = new Instant[n];
         int nextMigIndex = gpus;
-        Map<Integer, Long> gpuHandle = new HashMap<>();
-        for (int i = 0; i < raw.size(); i++) {
+        for (int i = 0; i < n; i++) {
             RawDevice r = raw.get(i);
+            boolean mig = r.migSlot() >= 0;
             handles[i] = r.handle();
-            boolean mig = r.parentUuid().isPresent();
-            if (!mig) {
-                gpuHandle.put(r.nvmlIndex(), r.handle());
-            }
+            parentHandles[i] = mig ? found.gpuHandles()[r.nvmlIndex()] : r.handle();
             gpuInstance[i] = r.gpuInstanceId();
             computeInstance[i] = r.computeInstanceId();
+            pinned[i] = r.pinnedBecause().isPresent();
+            health[i] = r.fault().map(f -> toHealth(f, r.pinnedBecause())).orElse(GpuHealth.HEALTHY);
             devs.add(toDevice(r, mig ? nextMigIndex++ : r.nvmlIndex()));
         }
-        for (int i = 0; i < raw.size(); i++) {
-            RawDevice r = raw.get(i);
-            parentHandles[i] = r.parentUuid().isPresent() ? session.handle(r.nvmlIndex()) : r.handle();
-        }
         this.devices = List.copyOf(devs);
-        this.topology = readTopology(raw, devs, gpus);
+        Set<Integer> suspects = new HashSet<>();
+        this.topology = readTopology(raw, devs, found, suspects);
         this.poller = session.new Poller(handles);
-        this.health = new GpuHealth[devs.size()];
-        this.unhealthySince = new Instant[devs.size()];
-        java.util.Arrays.fill(health, GpuHealth.HEALTHY);
+        for (int i = 0; i < n; i++) {
+            if (suspects.contains(raw.get(i).nvmlIndex())) {
+                liveCheck(i);
+            }
+        }
         this.watcher = options.watchHealth() ? startWatcher() : null;
     }
 
     /**
-     * Opens NVML.
+     * Opens NVML. One failing GPU does not fail the node: it is listed with its health (see the class comment).
      *
-     * @throws BackendUnavailableException with the cause ("library not found", "driver not loaded (NVML 9: …)", …)
+     * @throws BackendUnavailableException when the library cannot be loaded, {@code nvmlInit_v2} fails ("driver not
+     *                                     loaded (NVML 9: …)", …) or the device count cannot be read
      */
     public static NvmlInventory open(NvmlOptions options) {
         NvmlSession s;
@@ -111,26 +139,46 @@ public final class NvmlInventory implements GpuInventory {
         }
         try {
             return new NvmlInventory(options, s);
+        } catch (NvmlSession.NvmlCallException e) {
+            s.close();
+            throw new BackendUnavailableException("NVML initialized but " + e.getMessage(), List.of(), null);
         } catch (RuntimeException e) {
             s.close();
-            throw new BackendUnavailableException("NVML initialized but reading devices failed: " + e.getMessage(),
-                    List.of(), e);
+            throw new BackendUnavailableException("NVML initialized but reading devices failed: " + e,
+                    List.of(), null);
         }
     }
 
+    private static GpuHealth toHealth(NvmlSession.Fault f, Optional<String> pinnedBecause) {
+        String reason = f.describe() + pinnedBecause.map(p -> " (" + p + "; kept out until the inventory is reopened)")
+                .orElse("");
+        return f.lost() ? GpuHealth.lost(reason) : GpuHealth.unhealthy(reason);
+    }
+
     private GpuDevice toDevice(RawDevice r, int index) {
-        GpuDevice.Builder b = GpuDevice.builder().index(index).uuid(r.uuid()).vendor(GpuVendor.NVIDIA).name(r.name())
-                .memory(MemorySize.ofBytes(r.memoryTotal()))
-                .pciBusId(PciBusIds.normalize(r.pciBusId()).orElse(r.pciBusId()));
+        String uuid = r.uuid().orElseGet(() -> UNIDENTIFIED_PREFIX + r.nvmlIndex()
+                + (r.migSlot() >= 0 ? "-mig-" + r.migSlot() : ""));
+        String bus = r.pciBusId().orElse("unknown-" + r.nvmlIndex());
+        GpuDevice.Builder b = GpuDevice.builder().index(index).uuid(uuid).vendor(GpuVendor.NVIDIA)
+                .name(r.name().orElse(r.uuid().isPresent() ? "NVIDIA GPU" : "NVIDIA GPU (unidentified)"))
+                .pciBusId(PciBusIds.normalize(bus).orElse(bus));
+        if (r.memoryTotal().isPresent()) {
+            b.memory(MemorySize.ofBytes(r.memoryTotal().getAsLong()));
+        } else {
+            b.memoryUnknown();
+        }
         if (r.ccMajor() > 0 && r.ccMinor() >= 0 && r.ccMinor() <= 9) {
             b.computeCapability(new ComputeCapability(r.ccMajor(), r.ccMinor()));
         }
-        PciBusIds.numaNode(options.sysfsRoot(), r.pciBusId()).ifPresent(b::numaNode);
+        r.pciBusId().ifPresent(p -> PciBusIds.numaNode(options.sysfsRoot(), p).ifPresent(b::numaNode));
         r.minor().ifPresent(b::minor);
         driverVersion.ifPresent(b::driverVersion);
         r.parentUuid().ifPresent(b::parentUuid);
         Map<String, String> props = new LinkedHashMap<>();
         props.put("nvml.index", String.valueOf(r.nvmlIndex()));
+        if (r.uuid().isEmpty()) {
+            props.put("nvml.identity", "placeholder: " + r.fault().map(NvmlSession.Fault::describe).orElse("?"));
+        }
         r.serial().ifPresent(s -> props.put("serial", s));
         r.persistence().ifPresent(p -> props.put("persistence_mode", p ? "Enabled" : "Disabled"));
         props.put("mig_mode", r.migEnabled() ? "Enabled" : "Disabled");
@@ -142,20 +190,43 @@ public final class NvmlInventory implements GpuInventory {
         return b.properties(props).build();
     }
 
-    /** PCIe levels per GPU pair, NVLink counts from each active link's remote bus id, NVSwitch as all-to-all. */
-    private GpuTopology readTopology(List<RawDevice> raw, List<GpuDevice> devs, int gpus) {
-        long[] gpuHandles = new long[gpus];
-        Map<String, Integer> byBus = new HashMap<>();
-        for (int g = 0; g < gpus; g++) {
-            gpuHandles[g] = session.handle(g);
+    /** Marks every device of physical GPU {@code gpu} with a fault found after discovery (still inside open). */
+    private void openFault(List<RawDevice> raw, int gpu, NvmlSession.Fault f) {
+        for (int i = 0; i < raw.size(); i++) {
+            if (raw.get(i).nvmlIndex() == gpu && !pinned[i] && health[i].isHealthy()) {
+                health[i] = toHealth(f, Optional.empty());
+            }
         }
+    }
+
+    /**
+     * PCIe levels per GPU pair, NVLink counts from each active link's remote bus id, NVSwitch as all-to-all. GPUs
+     * without a handle or already lost are not asked. A failing pair query cannot say which GPU failed: the level
+     * stays unknown and both GPUs get a live check ({@code suspects}).
+     */
+    private GpuTopology readTopology(List<RawDevice> raw, List<GpuDevice> devs, NvmlSession.Discovery found,
+                                     Set<Integer> suspects) {
+        int gpus = found.gpuCount();
+        long[] gpuHandles = found.gpuHandles();
+        boolean[] ask = new boolean[gpus];
+        for (int g = 0; g < gpus; g++) {
+            NvmlSession.Fault f = found.gpuFaults()[g];
+            ask[g] = gpuHandles[g] != 0 && (f == null || !(f.lost() || f.code() == NvmlReturn.ERROR_TIMEOUT.code()));
+        }
+        Map<String, Integer> byBus = new HashMap<>();
         for (RawDevice r : raw) {
-            PciBusIds.normalize(r.pciBusId()).ifPresent(b -> byBus.put(b, r.nvmlIndex()));
+            r.pciBusId().flatMap(PciBusIds::normalize).ifPresent(b -> byBus.put(b, r.nvmlIndex()));
         }
         int[][] links = new int[gpus][gpus];
         int[] switchLinks = new int[gpus];
         for (int g = 0; g < gpus; g++) {
-            for (String peer : session.nvLinkPeers(gpuHandles[g])) {
+            if (!ask[g]) {
+                continue;
+            }
+            NvmlSession.Links l = session.nvLinkPeers(gpuHandles[g]);
+            final int gg = g;
+            l.fault().ifPresent(f -> openFault(raw, gg, f));
+            for (String peer : l.peers()) {
                 if (peer.equals("NVSWITCH")) {
                     switchLinks[g]++;
                     continue;
@@ -169,8 +240,18 @@ public final class NvmlInventory implements GpuInventory {
         PcieLevel[][] levels = new PcieLevel[gpus][gpus];
         for (int a = 0; a < gpus; a++) {
             for (int b = a + 1; b < gpus; b++) {
-                OptionalInt level = session.commonAncestor(gpuHandles[a], gpuHandles[b]);
-                levels[a][b] = level.isPresent() ? pcieLevel(level.getAsInt()) : null;
+                if (ask[a] && ask[b]) {
+                    NvmlSession.IntAnswer level = session.commonAncestor(gpuHandles[a], gpuHandles[b]);
+                    if (level.code() == 0) {
+                        levels[a][b] = pcieLevel(level.value());
+                    } else if (!NvmlSession.benign(level.code())
+                            && level.code() != NvmlReturn.ERROR_FUNCTION_NOT_FOUND.code()) {
+                        LOG.debug("nvmlDeviceGetTopologyCommonAncestor({}, {}): {}", a, b,
+                                NvmlReturn.describe(level.code()));
+                        suspects.add(a);
+                        suspects.add(b);
+                    }
+                }
                 int nv = Math.max(links[a][b], links[b][a]);
                 if (switchLinks[a] > 0 && switchLinks[b] > 0) {
                     nv = Math.max(nv, Math.min(switchLinks[a], switchLinks[b]));
@@ -246,22 +327,28 @@ public final class NvmlInventory implements GpuInventory {
 
     /**
      * One sweep of every device. The native reads reuse one block per device and allocate nothing; the result
-     * records are the only allocation. A device answering {@code GPU_IS_LOST} is marked LOST.
+     * records are the only allocation. A device whose calls fail becomes LOST or UNHEALTHY; one that is not healthy
+     * and answers its live calls counts towards its recovery.
+     *
+     * @throws IllegalStateException when the inventory is closed
      */
     @Override
     public GpuSample sample() {
         Instant now = options.clock().instant();
-        List<GpuMetrics> out = new ArrayList<>(devices.size());
-        List<Integer> lost = new ArrayList<>();
+        int n = devices.size();
+        List<GpuMetrics> out = new ArrayList<>(n);
+        int[] status = new int[n];
+        int[] answers = new int[n];
+        String[] failedCall = new String[n];
         synchronized (poller) {
             ensureOpen();
             poller.sweep();
             long[] v = poller.values();
-            for (int i = 0; i < devices.size(); i++) {
+            for (int i = 0; i < n; i++) {
                 int base = i * NvmlSession.Poller.STRIDE;
-                if (v[base] == NvmlReturn.ERROR_GPU_IS_LOST.code()) {
-                    lost.add(i);
-                }
+                status[i] = (int) v[base];
+                answers[i] = poller.liveAnswers(i);
+                failedCall[i] = poller.failedCall(i);
                 out.add(new GpuMetrics(devices.get(i).index(),
                         v[base + 1] == NvmlSession.Poller.ABSENT ? OptionalDouble.empty() : OptionalDouble.of(v[base + 1]),
                         v[base + 2] == NvmlSession.Poller.ABSENT || v[base + 2] == NvmlLayout.VALUE_NOT_AVAILABLE
@@ -272,8 +359,8 @@ public final class NvmlInventory implements GpuInventory {
                         now));
             }
         }
-        for (int i : lost) {
-            setHealth(i, GpuHealth.lost("NVML: GPU is lost (fell off the bus or is otherwise inaccessible)"));
+        for (int i = 0; i < n; i++) {
+            applyLive(i, status[i], answers[i], failedCall[i], now);
         }
         return new GpuSample(now, out);
     }
@@ -286,13 +373,35 @@ public final class NvmlInventory implements GpuInventory {
         }
     }
 
+    /**
+     * Lists the compute processes of a device.
+     *
+     * @return the processes; empty when this driver cannot list them, and empty when the device cannot be asked
+     *         (no handle) or its call fails: then the failure is recorded in {@link #health(GpuDevice)} (LOST or
+     *         UNHEALTHY with the NVML error) and no exception is thrown
+     * @throws IllegalArgumentException when the device is not one of {@link #devices()}
+     * @throws IllegalStateException    when the inventory is closed
+     */
     @Override
     public Optional<List<GpuProcess>> processes(GpuDevice device) {
         int i = position(device);
         Optional<List<long[]>> raw;
+        NvmlSession.Fault fault = null;
         synchronized (poller) {
             ensureOpen();
-            raw = session.processes(handles[i]);
+            if (handles[i] == 0) {
+                return Optional.empty();
+            }
+            try {
+                raw = session.processes(handles[i]);
+            } catch (NvmlSession.NvmlCallException e) {
+                raw = Optional.empty();
+                fault = e.fault();
+            }
+        }
+        if (fault != null) {
+            degrade(i, toHealth(fault, Optional.empty()));
+            return Optional.empty();
         }
         return raw.map(list -> list.stream().map(p -> new GpuProcess((int) p[0],
                 p[1] < 0 ? Optional.empty() : Optional.of(MemorySize.ofBytes(p[1])))).toList());
@@ -300,7 +409,10 @@ public final class NvmlInventory implements GpuInventory {
 
     @Override
     public GpuHealth health(GpuDevice device) {
-        return health[position(device)];
+        int i = position(device);
+        synchronized (health) {
+            return health[i];
+        }
     }
 
     private int position(GpuDevice device) {
@@ -312,14 +424,69 @@ public final class NvmlInventory implements GpuInventory {
         throw new IllegalArgumentException("device " + device.uuid() + " is not in this NVML inventory");
     }
 
-    private void setHealth(int i, GpuHealth h) {
+    /** Applies one live read of device {@code i}: a failing call degrades it, a clean answer counts to recovery. */
+    private void applyLive(int i, int status, int answers, String failedCall, Instant now) {
+        if (status != 0) {
+            degrade(i, toHealth(new NvmlSession.Fault(failedCall == null ? "NVML" : failedCall, status),
+                    Optional.empty()));
+        } else if (answers > 0) {
+            answered(i, now);
+        }
+    }
+
+    /** Reads device {@code i}'s live metrics alone and applies the result; false when closed. */
+    private boolean liveCheck(int i) {
+        int status;
+        int answers;
+        String failedCall;
+        synchronized (poller) {
+            if (closed) {
+                return false;
+            }
+            poller.sweepOne(i);
+            status = (int) poller.values()[i * NvmlSession.Poller.STRIDE];
+            answers = poller.liveAnswers(i);
+            failedCall = poller.failedCall(i);
+        }
+        applyLive(i, status, answers, failedCall, options.clock().instant());
+        return true;
+    }
+
+    /** A failure: LOST stays LOST (a later error does not soften it); the recovery period starts over. */
+    private void degrade(int i, GpuHealth h) {
         synchronized (health) {
-            if (health[i].equals(h)) {
+            if (pinned[i]) {
+                return;
+            }
+            answeringSince[i] = null;
+            if (health[i].equals(h) || (health[i].state() == GpuHealth.State.LOST
+                    && h.state() != GpuHealth.State.LOST)) {
                 return;
             }
             health[i] = h;
-            unhealthySince[i] = h.isHealthy() ? null : options.clock().instant();
         }
+        announce(i, h);
+    }
+
+    /** A clean live answer: healthy again once the device has answered for the whole recovery period. */
+    private void answered(int i, Instant now) {
+        synchronized (health) {
+            if (pinned[i] || health[i].isHealthy()) {
+                return;
+            }
+            if (answeringSince[i] == null) {
+                answeringSince[i] = now;
+            }
+            if (Duration.between(answeringSince[i], now).compareTo(options.recoveryAfter()) < 0) {
+                return;
+            }
+            answeringSince[i] = null;
+            health[i] = GpuHealth.HEALTHY;
+        }
+        announce(i, GpuHealth.HEALTHY);
+    }
+
+    private void announce(int i, GpuHealth h) {
         GpuDevice d = devices.get(i);
         if (h.isHealthy()) {
             LOG.info("GPU {} ({}) is healthy again", d.index(), d.uuid());
@@ -338,7 +505,7 @@ public final class NvmlInventory implements GpuInventory {
     private Thread startWatcher() {
         List<Long> physical = new ArrayList<>();
         for (long p : parentHandles) {
-            if (!physical.contains(p)) {
+            if (p != 0 && !physical.contains(p)) {
                 physical.add(p);
             }
         }
@@ -349,8 +516,16 @@ public final class NvmlInventory implements GpuInventory {
             LOG.debug("XID health watching unavailable: {}", e.getMessage());
             return null;
         }
+        watch.faults().forEach((handle, f) -> {
+            for (int i = 0; i < devices.size(); i++) {
+                if (parentHandles[i] == handle && !pinned[i] && health[i].isHealthy()) {
+                    health[i] = toHealth(f, Optional.empty());
+                }
+            }
+        });
         Thread t = new Thread(() -> watchLoop(watch), "gpusched-nvml-xid-watcher");
         t.setDaemon(true);
+        watcherRunning = true;
         t.start();
         return t;
     }
@@ -359,6 +534,7 @@ public final class NvmlInventory implements GpuInventory {
         int timeout = (int) Math.min(Integer.MAX_VALUE, options.eventWait().toMillis());
         try {
             while (!closed) {
+                long started = System.nanoTime();
                 int rc = watch.await(timeout);
                 if (closed) {
                     break;
@@ -369,14 +545,28 @@ public final class NvmlInventory implements GpuInventory {
                     probeAll();
                 } else if (rc != 0 && rc != NvmlReturn.ERROR_TIMEOUT.code()) {
                     LOG.debug("nvmlEventSetWait_v2: {}", NvmlReturn.describe(rc));
-                    Thread.sleep(timeout);
                 }
                 recover();
+                if (rc != 0) {
+                    // a wait that answers at once (a lost GPU, an error, an early timeout) must not spin: at most one
+                    // such wait per period
+                    long left = timeout - (System.nanoTime() - started) / 1_000_000;
+                    if (left > 0 && closing.await(left, TimeUnit.MILLISECONDS)) {
+                        break;
+                    }
+                }
             }
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         } finally {
             watch.close();
+            synchronized (lifecycle) {
+                watcherRunning = false;
+                if (shutdownDeferred) {
+                    LOG.info("XID watcher left nvmlEventSetWait_v2; shutting NVML down now");
+                    shutdown();
+                }
+            }
         }
     }
 
@@ -394,49 +584,28 @@ public final class NvmlInventory implements GpuInventory {
             if (attributed && isMig && (gpuInstance[i] != gi || computeInstance[i] != ci)) {
                 continue;
             }
-            setHealth(i, GpuHealth.unhealthy("XID " + xid));
+            degrade(i, GpuHealth.unhealthy("XID " + xid));
         }
     }
 
+    /** NVML said a GPU is lost without saying which: a live check of every device. */
     private void probeAll() {
         for (int i = 0; i < devices.size(); i++) {
-            int rc;
-            synchronized (poller) {
-                if (closed) {
-                    return;
-                }
-                rc = session.probe(handles[i]);
-            }
-            if (rc == NvmlReturn.ERROR_GPU_IS_LOST.code()) {
-                setHealth(i, GpuHealth.lost("NVML: GPU is lost (fell off the bus or is otherwise inaccessible)"));
+            if (!liveCheck(i)) {
+                return;
             }
         }
     }
 
-    /** A device that is not healthy returns once it answers again after the quiet period. */
+    /** Live checks of the devices that are not healthy, so that they can return without anyone sampling. */
     private void recover() {
-        Instant now = options.clock().instant();
         for (int i = 0; i < devices.size(); i++) {
-            Instant since;
+            boolean candidate;
             synchronized (health) {
-                since = unhealthySince[i];
+                candidate = !pinned[i] && !health[i].isHealthy();
             }
-            if (since == null || since.plus(options.recoveryAfter()).isAfter(now)) {
-                continue;
-            }
-            int rc;
-            synchronized (poller) {
-                if (closed) {
-                    return;
-                }
-                rc = session.probe(handles[i]);
-            }
-            if (rc == 0) {
-                setHealth(i, GpuHealth.HEALTHY);
-            } else {
-                synchronized (health) {
-                    unhealthySince[i] = now;
-                }
+            if (candidate && !liveCheck(i)) {
+                return;
             }
         }
     }
@@ -457,13 +626,22 @@ public final class NvmlInventory implements GpuInventory {
         listeners.remove(listener);
     }
 
-    /** Stops the watcher, then calls {@code nvmlShutdown}. */
+    /**
+     * Stops the watcher, then calls {@code nvmlShutdown}. The watcher frees its event set before the shutdown; if it
+     * is still inside {@code nvmlEventSetWait_v2} after a bounded wait (a driver that does not honour the timeout),
+     * the shutdown is left to the watcher, which does it as soon as the call returns: NVML is never shut down under
+     * a thread that is inside it. Idempotent.
+     */
     @Override
     public void close() {
-        if (closed) {
-            return;
+        synchronized (lifecycle) {
+            if (closed) {
+                return;
+            }
+            closed = true;
         }
-        closed = true;
+        closing.countDown();
+        listeners.clear();
         if (watcher != null) {
             try {
                 watcher.join(options.eventWait().toMillis() * 4 + 1000);
@@ -471,10 +649,21 @@ public final class NvmlInventory implements GpuInventory {
                 Thread.currentThread().interrupt();
             }
         }
+        synchronized (lifecycle) {
+            if (watcherRunning) {
+                shutdownDeferred = true;
+                LOG.warn("XID watcher is still inside nvmlEventSetWait_v2 after {} ms; NVML will be shut down when it"
+                        + " returns", options.eventWait().toMillis() * 4 + 1000);
+                return;
+            }
+        }
+        shutdown();
+    }
+
+    private void shutdown() {
         synchronized (poller) {
             session.close();
         }
-        listeners.clear();
     }
 
     @Override

@@ -43,7 +43,8 @@ public final class NvmlInventoryProvider implements GpuInventoryProvider {
         } catch (NvmlBinding.NvmlLoadException e) {
             return Optional.of(e.getMessage());
         } catch (NvmlSession.NvmlCallException e) {
-            return Optional.of(describeInitFailure(e.code()));
+            return Optional.of(e.call().equals("nvmlInit_v2") ? describeInitFailure(e.code())
+                    : "NVML initialized but " + e.getMessage());
         } catch (LinkageError e) {
             return Optional.of("JNA could not be loaded: " + e.getMessage());
         }

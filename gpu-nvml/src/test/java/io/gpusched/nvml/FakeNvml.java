@@ -80,7 +80,21 @@ public final class FakeNvml {
         public static native long fake_nvml_layout(int which);
         public static native long fake_nvml_calls();
         public static native int fake_nvml_initialized();
-        public static native void fake_nvml_noop(long a, long b);
+        /** From now on {@code fn} answers {@code rc} for GPU {@code gpu} (every call when -1); -1 if not modelled. */
+        public static native int fake_nvml_inject(String fn, int gpu, int rc);
+        public static native void fake_nvml_clear_injections();
+        /** @return 1 init, 2 node, 3 one device, 4 a pair of devices; 0 for a name the fake does not model */
+        public static native int fake_nvml_scope(String fn);
+        /** @return calls of {@code fn} about GPU {@code gpu} (-1: all) */
+        public static native long fake_nvml_calls_of(String fn, int gpu);
+        /** @return calls of {@code fn} that answered an injected error */
+        public static native long fake_nvml_hits(String fn);
+        /** @return lifecycle violations: 1 shutdown during a wait, 2 shutdown with the event set allocated, 4 a call
+         *  after the last shutdown */
+        public static native int fake_nvml_violations();
+        public static native void fake_nvml_block_wait(int on);
+        public static native int fake_nvml_in_wait();
+        public static native int fake_nvml_event_set_allocated();
 
         private static String boundTo;
 
@@ -104,4 +118,13 @@ public final class FakeNvml {
     public static final int HGX = 1;
     /** 2x A100, GPU 0 in MIG mode. */
     public static final int MIG = 2;
+
+    /** Scopes {@link Control#fake_nvml_scope} answers. */
+    public static final int SCOPE_INIT = 1;
+    /** A call about the node (driver version, event set). */
+    public static final int SCOPE_NODE = 2;
+    /** A call about one device. */
+    public static final int SCOPE_DEVICE = 3;
+    /** A call about a pair of devices. */
+    public static final int SCOPE_PAIR = 4;
 }

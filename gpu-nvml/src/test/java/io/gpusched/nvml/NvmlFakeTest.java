@@ -23,7 +23,6 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
-import java.util.Map;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.function.BooleanSupplier;
 import org.junit.jupiter.api.AfterEach;
@@ -64,6 +63,9 @@ class NvmlFakeTest {
     void noSessionLeft() {
         assertThat(FakeNvml.Control.fake_nvml_initialized()).as("nvmlShutdown was called for every nvmlInit_v2")
                 .isZero();
+        assertThat(FakeNvml.Control.fake_nvml_violations()).as("no call after shutdown, no shutdown under a waiter")
+                .isZero();
+        assertThat(FakeNvml.Control.fake_nvml_event_set_allocated()).as("the event set was freed").isZero();
     }
 
     private NvmlOptions options(Duration recoverAfter) {
@@ -263,8 +265,9 @@ class NvmlFakeTest {
         try (NvmlInventory inv = open(FakeNvml.DGX1, Duration.ZERO)) {
             FakeNvml.Control.fake_nvml_set_lost(2, 1);
             inv.sample();
-            await(() -> events.contains("2:LOST (NVML: GPU is lost (fell off the bus or is otherwise inaccessible))"),
-                    "GPU 2 lost");
+            await(() -> inv.health(inv.devices().get(2)).state() == GpuHealth.State.LOST, "GPU 2 lost");
+            assertThat(events).containsExactly("2:LOST (nvmlDeviceGetUtilizationRates: NVML 15: The GPU has fallen off"
+                    + " the bus or has otherwise become inaccessible)");
             FakeNvml.Control.fake_nvml_set_lost(2, 0);
             await(() -> events.contains("2:HEALTHY"), "GPU 2 back");
         }
@@ -313,7 +316,199 @@ class NvmlFakeTest {
             assertThat(inv.topology().linkCount(a.deviceIndices().get(0), a.deviceIndices().get(1))).isEqualTo(2);
             s.updateMetrics(inv.sample());
             assertThat(s.status().devices().get(7).utilizationPercent()).isEqualTo(70.0);
-            assertThat(Map.of()).isEmpty();
+            assertThat(s.allocations()).extracting(x -> x.id()).containsExactly(a.id());
+            assertThat(s.allocations().get(0).deviceIndices()).containsExactlyElementsOf(a.deviceIndices());
         }
+    }
+
+    // ---- issue 13: faults at open, processes of a lost GPU, recovery, close under a waiting watcher ----
+
+    private static final String[] LIVE_CALLS = {"nvmlDeviceGetUtilizationRates", "nvmlDeviceGetMemoryInfo_v2",
+        "nvmlDeviceGetMemoryInfo", "nvmlDeviceGetTemperature", "nvmlDeviceGetPowerUsage"};
+
+    private static void injectLive(int gpu, int code) {
+        for (String fn : LIVE_CALLS) {
+            assertThat(FakeNvml.Control.fake_nvml_inject(fn, gpu, code)).isZero();
+        }
+    }
+
+    @Test
+    void aGpuLostBeforeOpenIsListedLostUnderAPlaceholderAndTheOthersAreServed() {
+        FakeNvml.Control.fake_nvml_set_lost(2, 1);
+        try (NvmlInventory inv = open(FakeNvml.DGX1, Duration.ZERO);
+             GpuScheduler s = GpuScheduler.builder().inventory(inv).auditLogging(false).build()) {
+            List<GpuDevice> d = inv.devices();
+            assertThat(d).hasSize(8);
+            GpuDevice lost = d.get(2);
+            assertThat(lost.uuid()).isEqualTo("unidentified-nvml-2");
+            assertThat(lost.memoryKnown()).isFalse();
+            assertThat(lost.memory()).isEqualTo(MemorySize.ZERO);
+            assertThat(lost.properties()).containsEntry("nvml.index", "2")
+                    .hasEntrySatisfying("nvml.identity", v -> assertThat(v).contains("nvmlDeviceGetUUID: NVML 15"));
+            assertThat(inv.health(lost).state()).isEqualTo(GpuHealth.State.LOST);
+            assertThat(inv.health(lost).reason()).hasValueSatisfying(r -> assertThat(r)
+                    .contains("nvmlDeviceGetUUID: NVML 15").contains("identity unreadable"));
+            for (int i = 0; i < 8; i++) {
+                if (i != 2) {
+                    assertThat(d.get(i).uuid()).isEqualTo(String.format("GPU-fa4e0000-0000-4000-8000-%012d", i));
+                    assertThat(d.get(i).memory()).isEqualTo(MemorySize.ofGibibytes(32));
+                    assertThat(inv.health(d.get(i))).isEqualTo(GpuHealth.HEALTHY);
+                }
+            }
+            assertThat(inv.topology().linkCount(0, 3)).isEqualTo(2);
+            assertThat(inv.processes(lost)).isEmpty();
+            assertThatThrownBy(() -> s.allocate(GpuRequests.fromCliFlags("--devices=2"))).hasMessageContaining("LOST");
+            assertThatThrownBy(() -> s.allocate(GpuRequest.builder().count(8).build()))
+                    .isInstanceOf(io.gpusched.core.GpuAllocationException.class);
+            assertThat(s.allocate(GpuRequest.builder().count(7).build()).deviceIndices()).hasSize(7)
+                    .doesNotContain(2);
+            FakeNvml.Control.fake_nvml_set_lost(2, 0);
+            inv.sample();
+            assertThat(inv.health(lost).state()).as("a GPU without identity never returns in this session")
+                    .isEqualTo(GpuHealth.State.LOST);
+        }
+        try (NvmlInventory again = open(FakeNvml.DGX1, Duration.ZERO)) {
+            assertThat(again.devices().get(2).uuid()).as("reopened once it answers: its real identity")
+                    .isEqualTo("GPU-fa4e0000-0000-4000-8000-000000000002");
+        }
+    }
+
+    @Test
+    void aGpuWhoseMemoryIsLostAtOpenIsLostWithUnknownMemoryNotHealthyWithZero() {
+        FakeNvml.Control.fake_nvml_set_scenario(FakeNvml.DGX1);
+        FakeNvml.Control.fake_nvml_inject("nvmlDeviceGetMemoryInfo_v2", 5, 15);
+        FakeNvml.Control.fake_nvml_inject("nvmlDeviceGetMemoryInfo", 5, 15);
+        try (NvmlInventory inv = NvmlInventory.open(options(Duration.ofHours(1)));
+             GpuScheduler s = GpuScheduler.builder().inventory(inv).auditLogging(false).build()) {
+            GpuDevice g5 = inv.devices().get(5);
+            assertThat(g5.uuid()).isEqualTo("GPU-fa4e0000-0000-4000-8000-000000000005");
+            assertThat(g5.memoryKnown()).isFalse();
+            assertThat(inv.health(g5)).isEqualTo(GpuHealth.lost(
+                    "nvmlDeviceGetMemoryInfo_v2: NVML 15: The GPU has fallen off the bus or has otherwise become"
+                            + " inaccessible"));
+            assertThat(s.devices().get(5).health().state()).as("the scheduler has it from discovery, before any"
+                    + " sample").isEqualTo(GpuHealth.State.LOST);
+            assertThatThrownBy(() -> s.allocate(GpuRequests.fromCliFlags("--devices=5"))).hasMessageContaining("LOST");
+        }
+    }
+
+    @Test
+    void processesOfALostGpuIsEmptyAndRecordedAsItsHealthNotAnException() {
+        FakeNvml.Control.fake_nvml_set_scenario(FakeNvml.DGX1);
+        try (NvmlInventory inv = NvmlInventory.open(options(Duration.ofHours(1)).withHealthWatch(false,
+                Duration.ofMillis(50), Duration.ofHours(1)))) {
+            FakeNvml.Control.fake_nvml_set_processes(0, 3);
+            assertThat(inv.processes(inv.devices().get(0)).orElseThrow()).hasSize(3);
+            FakeNvml.Control.fake_nvml_set_lost(0, 1);
+            assertThat(inv.processes(inv.devices().get(0))).isEmpty();
+            assertThat(inv.health(inv.devices().get(0)).state()).isEqualTo(GpuHealth.State.LOST);
+            assertThat(inv.health(inv.devices().get(0)).reason())
+                    .hasValueSatisfying(r -> assertThat(r).startsWith("nvmlDeviceGetComputeRunningProcesses_v3: NVML 15"));
+            assertThat(inv.processes(inv.devices().get(1))).hasValue(List.of());
+            try (GpuScheduler s = GpuScheduler.builder().inventory(inv).auditLogging(false).build()) {
+                assertThat(s.allocate(GpuRequest.builder().count(1).build()).deviceIndices()).doesNotContain(0);
+            }
+            assertThatThrownBy(() -> inv.processes(GpuDevice.builder().index(9).uuid("GPU-other")
+                    .vendor(io.gpusched.core.GpuVendor.NVIDIA).name("x").memory(MemorySize.ZERO).pciBusId("x").build()))
+                    .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("GPU-other");
+        }
+    }
+
+    @Test
+    void aLostGpuWhoseStaticAttributesStillAnswerStaysLostWhileItsLiveCallsFail() throws Exception {
+        try (NvmlInventory inv = open(FakeNvml.DGX1, Duration.ZERO)) {
+            injectLive(2, 15);
+            inv.sample();
+            assertThat(inv.health(inv.devices().get(2)).state()).isEqualTo(GpuHealth.State.LOST);
+            long probes = FakeNvml.Control.fake_nvml_calls_of("nvmlDeviceGetUtilizationRates", 2);
+            await(() -> FakeNvml.Control.fake_nvml_calls_of("nvmlDeviceGetUtilizationRates", 2) >= probes + 5,
+                    "the watcher keeps probing GPU 2");
+            assertThat(inv.health(inv.devices().get(2)).state()).as("the minor number still answers; the metrics"
+                    + " do not").isEqualTo(GpuHealth.State.LOST);
+            assertThat(FakeNvml.Control.fake_nvml_hits("nvmlDeviceGetMinorNumber")).isZero();
+            assertThat(events).noneMatch(e -> e.equals("2:HEALTHY"));
+            FakeNvml.Control.fake_nvml_clear_injections();
+            await(() -> events.contains("2:HEALTHY"), "GPU 2 back once its live calls answer");
+            assertThat(events).hasSize(2);
+        }
+    }
+
+    /** A clock the test moves. */
+    static final class MutableClock extends java.time.Clock {
+        private volatile java.time.Instant now = java.time.Instant.parse("2026-01-01T00:00:00Z");
+
+        void advance(Duration d) {
+            now = now.plus(d);
+        }
+
+        @Override
+        public java.time.ZoneId getZone() {
+            return java.time.ZoneOffset.UTC;
+        }
+
+        @Override
+        public java.time.Clock withZone(java.time.ZoneId zone) {
+            return this;
+        }
+
+        @Override
+        public java.time.Instant instant() {
+            return now;
+        }
+    }
+
+    @Test
+    void withTheWatcherOffSampleBringsALostGpuBackOnlyAfterAWholeRecoveryPeriodOfLiveAnswers() {
+        MutableClock clock = new MutableClock();
+        FakeNvml.Control.fake_nvml_set_scenario(FakeNvml.DGX1);
+        NvmlOptions o = options(Duration.ofSeconds(60)).withHealthWatch(false, Duration.ofMillis(50),
+                Duration.ofSeconds(60)).withClock(clock);
+        try (NvmlInventory inv = NvmlInventory.open(o)) {
+            inv.addHealthListener((d, h) -> events.add(d.index() + ":" + h.state()));
+            GpuDevice g4 = inv.devices().get(4);
+            injectLive(4, 15);
+            inv.sample();
+            assertThat(inv.health(g4).state()).isEqualTo(GpuHealth.State.LOST);
+            FakeNvml.Control.fake_nvml_clear_injections();
+            inv.sample(); // answers at t0: the period starts
+            clock.advance(Duration.ofSeconds(30));
+            inv.sample();
+            assertThat(inv.health(g4).state()).isEqualTo(GpuHealth.State.LOST);
+            FakeNvml.Control.fake_nvml_inject("nvmlDeviceGetTemperature", 4, 10);
+            inv.sample(); // a failing live call at t0+30: the period starts over, and LOST is not softened
+            assertThat(inv.health(g4).state()).isEqualTo(GpuHealth.State.LOST);
+            FakeNvml.Control.fake_nvml_clear_injections();
+            clock.advance(Duration.ofSeconds(1));
+            inv.sample(); // answers again at t0+31
+            clock.advance(Duration.ofSeconds(59));
+            inv.sample(); // t0+90: 59 s of answers
+            assertThat(inv.health(g4).state()).isEqualTo(GpuHealth.State.LOST);
+            clock.advance(Duration.ofSeconds(1));
+            inv.sample(); // 60 s of answers
+            assertThat(inv.health(g4)).isEqualTo(GpuHealth.HEALTHY);
+            assertThat(events).containsExactly("4:LOST", "4:HEALTHY");
+        }
+    }
+
+    @Test
+    void closeLeavesNvmlUpWhileTheWatcherIsInsideEventSetWaitAndTheWatcherShutsItDownAfterFreeingItsSet()
+            throws Exception {
+        NvmlInventory inv = open(FakeNvml.DGX1, Duration.ofHours(1));
+        await(() -> FakeNvml.Control.fake_nvml_in_wait() == 1, "the watcher waits for events");
+        FakeNvml.Control.fake_nvml_block_wait(1);
+        long waits = FakeNvml.Control.fake_nvml_calls_of("nvmlEventSetWait_v2", -1);
+        await(() -> FakeNvml.Control.fake_nvml_calls_of("nvmlEventSetWait_v2", -1) > waits
+                && FakeNvml.Control.fake_nvml_in_wait() == 1, "the watcher is blocked inside nvmlEventSetWait_v2");
+        inv.close();
+        assertThat(FakeNvml.Control.fake_nvml_in_wait()).isEqualTo(1);
+        assertThat(FakeNvml.Control.fake_nvml_initialized()).as("no nvmlShutdown under the waiting thread")
+                .isEqualTo(1);
+        assertThat(FakeNvml.Control.fake_nvml_event_set_allocated()).isEqualTo(1);
+        assertThatThrownBy(inv::sample).isInstanceOf(IllegalStateException.class);
+        FakeNvml.Control.fake_nvml_block_wait(0);
+        await(() -> FakeNvml.Control.fake_nvml_initialized() == 0, "the watcher shuts NVML down once it returns");
+        assertThat(FakeNvml.Control.fake_nvml_event_set_allocated()).as("set freed (before shutdown: no violation)")
+                .isZero();
+        assertThat(FakeNvml.Control.fake_nvml_violations()).isZero();
     }
 }

@@ -2,8 +2,9 @@ package io.gpusched.nvml.internal;
 
 import com.sun.jna.Native;
 import com.sun.jna.NativeLibrary;
-import com.sun.jna.Pointer;
 import java.nio.file.Files;
+import java.lang.reflect.Method;
+import java.lang.reflect.Modifier;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.EnumMap;
@@ -51,7 +52,6 @@ public final class NvmlBinding {
         public static native int nvmlShutdown();
         public static native int nvmlDeviceGetCount_v2(long count);
         public static native int nvmlDeviceGetHandleByIndex_v2(int index, long device);
-        public static native Pointer nvmlErrorString(int result);
     }
     public static final class Uuid { public static native int nvmlDeviceGetUUID(long device, long buf, int length); }
     public static final class Name { public static native int nvmlDeviceGetName(long device, long buf, int length); }
@@ -105,6 +105,30 @@ public final class NvmlBinding {
         public static native int nvmlDeviceRegisterEvents(long device, long types, long set);
         public static native int nvmlEventSetWait_v2(long set, long data, int timeoutMs);
         public static native int nvmlEventSetFree(long set);
+    }
+
+    /**
+     * Every NVML symbol this binding declares, read from the holder classes (not a hand-kept list): what the fault
+     * injection tests iterate over. Each returns an {@code nvmlReturn_t}.
+     *
+     * @return symbol names, grouped by {@link Fn} in declaration order
+     */
+    public static List<String> entryPoints() {
+        List<String> out = new ArrayList<>();
+        for (Fn fn : Fn.values()) {
+            List<String> names = new ArrayList<>();
+            for (Method m : fn.holder.getDeclaredMethods()) {
+                if (Modifier.isNative(m.getModifiers())) {
+                    if (m.getReturnType() != int.class) {
+                        throw new IllegalStateException(m.getName() + " does not return an nvmlReturn_t");
+                    }
+                    names.add(m.getName());
+                }
+            }
+            names.sort(null);
+            out.addAll(names);
+        }
+        return out;
     }
 
     // ---- loading ----

@@ -7,23 +7,32 @@ import io.gpusched.nvml.internal.NvmlBinding.Fn;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
 import java.util.OptionalInt;
 import java.util.OptionalLong;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
- * One {@code nvmlInit_v2} .. {@code nvmlShutdown} span and the calls made in it. Discovery returns plain values;
- * {@link Poller} reads live values into a primitive array without allocating. Internal.
+ * One {@code nvmlInit_v2} .. {@code nvmlShutdown} span and the calls made in it. Discovery returns plain values and,
+ * per device, the first call that failed; {@link Poller} reads live values into a primitive array without
+ * allocating. A code other than success or NOT_SUPPORTED from a call about one device is a {@link Fault} of that
+ * device, never an exception out of discovery. Internal.
  */
 public final class NvmlSession implements AutoCloseable {
+    private static final Logger LOG = LoggerFactory.getLogger(NvmlSession.class);
 
-    /** An NVML call failed. */
+    /** An NVML call failed. Internal: the inventory turns it into a device's health or a typed public error. */
     public static final class NvmlCallException extends RuntimeException {
+        private final String call;
         private final int code;
 
         NvmlCallException(String call, int code) {
             super(call + " failed: " + NvmlReturn.describe(code));
+            this.call = call;
             this.code = code;
         }
 
@@ -31,31 +40,102 @@ public final class NvmlSession implements AutoCloseable {
         public int code() {
             return code;
         }
+
+        /** @return the symbol that failed */
+        public String call() {
+            return call;
+        }
+
+        /** @return the failure as a device fault */
+        public Fault fault() {
+            return new Fault(call, code);
+        }
     }
 
     /**
-     * What discovery reads of one device (a GPU, or a MIG device of one).
+     * A call about one device answered an error other than "not supported": evidence that the device is failing.
      *
-     * @param handle          NVML device handle
-     * @param nvmlIndex       NVML index of the GPU (of the parent for a MIG device)
-     * @param uuid            UUID
-     * @param name            product name
-     * @param serial          serial number
-     * @param memoryTotal     total memory in bytes
-     * @param ccMajor         compute capability major, or -1
-     * @param ccMinor         compute capability minor, or -1
-     * @param pciBusId        bus id as NVML prints it
-     * @param minor           /dev/nvidiaN minor (the parent's for a MIG device)
-     * @param persistence     persistence mode, where known
-     * @param migEnabled      MIG mode of the GPU
-     * @param parentUuid      for MIG devices, the parent's UUID
-     * @param gpuInstanceId   MIG GPU instance id, or -1
-     * @param computeInstanceId MIG compute instance id, or -1
+     * @param call the NVML symbol
+     * @param code what it answered
      */
-    public record RawDevice(long handle, int nvmlIndex, String uuid, String name, Optional<String> serial,
-                            long memoryTotal, int ccMajor, int ccMinor, String pciBusId, OptionalInt minor,
-                            Optional<Boolean> persistence, boolean migEnabled, Optional<String> parentUuid,
-                            int gpuInstanceId, int computeInstanceId) {
+    public record Fault(String call, int code) {
+        /** @return true for {@code GPU_IS_LOST} */
+        public boolean lost() {
+            return code == NvmlReturn.ERROR_GPU_IS_LOST.code();
+        }
+
+        /** @return true when further calls to the device are pointless or slow (lost, timed out) */
+        boolean stopsQueries() {
+            return lost() || code == NvmlReturn.ERROR_TIMEOUT.code();
+        }
+
+        /** @return {@code "nvmlDeviceGetSerial: NVML 999: An internal driver error occurred"} */
+        public String describe() {
+            return call + ": " + NvmlReturn.describe(code);
+        }
+    }
+
+    /**
+     * What discovery reads of one device (a GPU, or a MIG device of one). Fields a failing call could not read are
+     * absent.
+     *
+     * @param handle            NVML device handle; 0 when even the handle could not be read
+     * @param nvmlIndex         NVML index of the GPU (of the parent for a MIG device)
+     * @param migSlot           for a MIG device, its slot under the parent; -1 for a whole GPU
+     * @param uuid              UUID; empty when unreadable
+     * @param name              product name, where read
+     * @param serial            serial number
+     * @param memoryTotal       total memory in bytes, where read
+     * @param ccMajor           compute capability major, or -1
+     * @param ccMinor           compute capability minor, or -1
+     * @param pciBusId          bus id as NVML prints it, where read
+     * @param minor             /dev/nvidiaN minor (the parent's for a MIG device)
+     * @param persistence       persistence mode, where known
+     * @param migEnabled        MIG mode of the GPU
+     * @param parentUuid        for MIG devices, the parent's UUID
+     * @param gpuInstanceId     MIG GPU instance id, or -1
+     * @param computeInstanceId MIG compute instance id, or -1
+     * @param fault             the first call about this device that failed, if one did
+     * @param pinnedBecause     why the device may never be handed out in this session (identity or MIG layout
+     *                          unreadable), if so
+     */
+    public record RawDevice(long handle, int nvmlIndex, int migSlot, Optional<String> uuid, Optional<String> name,
+                            Optional<String> serial, OptionalLong memoryTotal, int ccMajor, int ccMinor,
+                            Optional<String> pciBusId, OptionalInt minor, Optional<Boolean> persistence,
+                            boolean migEnabled, Optional<String> parentUuid, int gpuInstanceId,
+                            int computeInstanceId, Optional<Fault> fault, Optional<String> pinnedBecause) {
+    }
+
+    /**
+     * What discovery found.
+     *
+     * @param devices    the devices, GPUs in NVML order with MIG devices in place of a MIG-enabled GPU
+     * @param gpuHandles per NVML index, the GPU's handle (0 where unreadable)
+     * @param gpuFaults  per NVML index, the first fault of the GPU itself (null where none)
+     */
+    public record Discovery(List<RawDevice> devices, long[] gpuHandles, Fault[] gpuFaults) {
+        /** @return the number of physical GPUs */
+        public int gpuCount() {
+            return gpuHandles.length;
+        }
+    }
+
+    /**
+     * The answer of a call reading one int.
+     *
+     * @param code  NVML's code
+     * @param value the value when {@code code} is 0
+     */
+    public record IntAnswer(int code, int value) {
+    }
+
+    /**
+     * The active NVLinks of a GPU.
+     *
+     * @param peers for each active link, the remote PCI bus id, or {@code "NVSWITCH"}
+     * @param fault the first failing call, if one failed
+     */
+    public record Links(List<String> peers, Optional<Fault> fault) {
     }
 
     private final NvmlBinding nvml;
@@ -112,18 +192,15 @@ public final class NvmlSession implements AutoCloseable {
         return scratch.getInt(0);
     }
 
-    /** @return the handle of GPU {@code index} */
-    public synchronized long handle(int index) {
-        check("nvmlDeviceGetHandleByIndex_v2", NvmlBinding.Core.nvmlDeviceGetHandleByIndex_v2(index, addr(scratch)));
-        return scratch.getLong(0);
-    }
-
     /** @return the driver version, where the library reports it */
     public synchronized Optional<String> driverVersion() {
         if (!nvml.has(Fn.DRIVER_VERSION)) {
             return Optional.empty();
         }
         int rc = NvmlBinding.DriverVersion.nvmlSystemGetDriverVersion(addr(scratch), NvmlLayout.STRING_BUFFER);
+        if (rc != 0) {
+            LOG.debug("nvmlSystemGetDriverVersion: {}", NvmlReturn.describe(rc));
+        }
         return rc == 0 ? Optional.of(cString(scratch)) : Optional.empty();
     }
 
@@ -133,6 +210,9 @@ public final class NvmlSession implements AutoCloseable {
             return OptionalInt.empty();
         }
         int rc = NvmlBinding.CudaDriverVersion.nvmlSystemGetCudaDriverVersion(addr(scratch));
+        if (rc != 0) {
+            LOG.debug("nvmlSystemGetCudaDriverVersion: {}", NvmlReturn.describe(rc));
+        }
         return rc == 0 ? OptionalInt.of(scratch.getInt(0)) : OptionalInt.empty();
     }
 
@@ -140,24 +220,79 @@ public final class NvmlSession implements AutoCloseable {
         return m.getString(0, StandardCharsets.UTF_8.name());
     }
 
-    private Optional<String> string(Fn fn, long device) {
-        if (!nvml.has(fn)) {
+    /** @return true for a code that only says "this device does not have that": not a fault */
+    public static boolean benign(int rc) {
+        return rc == NvmlReturn.ERROR_NOT_SUPPORTED.code();
+    }
+
+    /** The calls about one device during discovery: records the first fault; stops once the device is gone. */
+    private static final class Reader {
+        Fault fault;
+
+        boolean stopped() {
+            return fault != null && fault.stopsQueries();
+        }
+
+        /** @return rc; a code other than success (and NOT_SUPPORTED where not required) is recorded as a fault */
+        int saw(String call, int rc, boolean required) {
+            if (rc != 0 && (required || !benign(rc)) && fault == null) {
+                fault = new Fault(call, rc);
+            }
+            return rc;
+        }
+    }
+
+    private Optional<String> string(Fn fn, long device, Reader r, boolean required) {
+        if (r.stopped()) {
             return Optional.empty();
         }
+        String call = switch (fn) {
+            case UUID -> "nvmlDeviceGetUUID";
+            case NAME -> "nvmlDeviceGetName";
+            case SERIAL -> "nvmlDeviceGetSerial";
+            default -> throw new IllegalArgumentException(fn.name());
+        };
+        if (!nvml.has(fn)) {
+            if (required) {
+                r.saw(call, NvmlReturn.ERROR_FUNCTION_NOT_FOUND.code(), true);
+            }
+            return Optional.empty();
+        }
+        scratch.setByte(0, (byte) 0);
         int rc = switch (fn) {
             case UUID -> NvmlBinding.Uuid.nvmlDeviceGetUUID(device, addr(scratch), NvmlLayout.STRING_BUFFER);
             case NAME -> NvmlBinding.Name.nvmlDeviceGetName(device, addr(scratch), NvmlLayout.STRING_BUFFER);
-            case SERIAL -> NvmlBinding.Serial.nvmlDeviceGetSerial(device, addr(scratch), NvmlLayout.STRING_BUFFER);
-            default -> throw new IllegalArgumentException(fn.name());
+            default -> NvmlBinding.Serial.nvmlDeviceGetSerial(device, addr(scratch), NvmlLayout.STRING_BUFFER);
         };
-        if (rc == NvmlReturn.ERROR_GPU_IS_LOST.code()) {
-            throw new NvmlCallException("nvmlDeviceGet" + fn, rc);
+        if (r.saw(call, rc, required) != 0) {
+            return Optional.empty();
         }
-        return rc == 0 ? Optional.of(cString(scratch)) : Optional.empty();
+        String v = cString(scratch);
+        if (v.isBlank()) {
+            if (required) {
+                r.saw(call + " (blank answer)", NvmlReturn.ERROR_UNKNOWN.code(), true);
+            }
+            return Optional.empty();
+        }
+        return Optional.of(v);
     }
 
-    private OptionalInt uintOut(Fn fn, long device) {
+    private OptionalInt uintOut(Fn fn, long device, Reader r, boolean required) {
+        if (r.stopped()) {
+            return OptionalInt.empty();
+        }
+        String call = switch (fn) {
+            case MINOR -> "nvmlDeviceGetMinorNumber";
+            case PERSISTENCE -> "nvmlDeviceGetPersistenceMode";
+            case MIG_COUNT -> "nvmlDeviceGetMaxMigDeviceCount";
+            case GPU_INSTANCE_ID -> "nvmlDeviceGetGpuInstanceId";
+            case COMPUTE_INSTANCE_ID -> "nvmlDeviceGetComputeInstanceId";
+            default -> throw new IllegalArgumentException(fn.name());
+        };
         if (!nvml.has(fn)) {
+            if (required) {
+                r.saw(call, NvmlReturn.ERROR_FUNCTION_NOT_FOUND.code(), true);
+            }
             return OptionalInt.empty();
         }
         scratch.setInt(0, 0);
@@ -166,131 +301,209 @@ public final class NvmlSession implements AutoCloseable {
             case PERSISTENCE -> NvmlBinding.Persistence.nvmlDeviceGetPersistenceMode(device, addr(scratch));
             case MIG_COUNT -> NvmlBinding.MigCount.nvmlDeviceGetMaxMigDeviceCount(device, addr(scratch));
             case GPU_INSTANCE_ID -> NvmlBinding.GpuInstanceId.nvmlDeviceGetGpuInstanceId(device, addr(scratch));
-            case COMPUTE_INSTANCE_ID ->
-                    NvmlBinding.ComputeInstanceId.nvmlDeviceGetComputeInstanceId(device, addr(scratch));
-            default -> throw new IllegalArgumentException(fn.name());
+            default -> NvmlBinding.ComputeInstanceId.nvmlDeviceGetComputeInstanceId(device, addr(scratch));
         };
-        return rc == 0 ? OptionalInt.of(scratch.getInt(0)) : OptionalInt.empty();
+        return r.saw(call, rc, required) == 0 ? OptionalInt.of(scratch.getInt(0)) : OptionalInt.empty();
     }
 
-    private OptionalLong memoryTotal(long device) {
+    private OptionalLong memoryTotal(long device, Reader r) {
+        if (r.stopped()) {
+            return OptionalLong.empty();
+        }
         if (nvml.has(Fn.MEMORY_V2)) {
             scratch.clear(NvmlLayout.MEMORY_V2_SIZE);
             scratch.setInt(NvmlLayout.MEMORY_V2_VERSION_FIELD, NvmlLayout.MEMORY_V2_VERSION);
-            if (NvmlBinding.MemoryV2.nvmlDeviceGetMemoryInfo_v2(device, addr(scratch)) == 0) {
+            int rc = NvmlBinding.MemoryV2.nvmlDeviceGetMemoryInfo_v2(device, addr(scratch));
+            if (rc == 0) {
                 return OptionalLong.of(scratch.getLong(NvmlLayout.MEMORY_V2_TOTAL));
             }
+            if (rc != NvmlReturn.ERROR_ARGUMENT_VERSION_MISMATCH.code()) {
+                r.saw("nvmlDeviceGetMemoryInfo_v2", rc, false);
+            }
+            if (r.stopped()) {
+                return OptionalLong.empty();
+            }
         }
-        if (nvml.has(Fn.MEMORY) && NvmlBinding.Memory.nvmlDeviceGetMemoryInfo(device, addr(scratch)) == 0) {
+        if (nvml.has(Fn.MEMORY) && r.saw("nvmlDeviceGetMemoryInfo",
+                NvmlBinding.Memory.nvmlDeviceGetMemoryInfo(device, addr(scratch)), false) == 0) {
             return OptionalLong.of(scratch.getLong(NvmlLayout.MEMORY_TOTAL));
         }
         return OptionalLong.empty();
     }
 
     /** @return the PCI bus id of a device ({@code "00000000:06:00.0"}), or empty */
-    private Optional<String> pciBusId(long device) {
-        if (!nvml.has(Fn.PCI) || NvmlBinding.Pci.nvmlDeviceGetPciInfo_v3(device, addr(pci)) != 0) {
+    private Optional<String> pciBusId(long device, Reader r) {
+        if (r.stopped() || !nvml.has(Fn.PCI) || r.saw("nvmlDeviceGetPciInfo_v3",
+                NvmlBinding.Pci.nvmlDeviceGetPciInfo_v3(device, addr(pci)), false) != 0) {
             return Optional.empty();
         }
         return Optional.of(pci.getString(NvmlLayout.PCI_BUS_ID, StandardCharsets.US_ASCII.name()));
     }
 
-    /** Reads every GPU and, where MIG is on, its MIG devices instead of it. */
-    public synchronized List<RawDevice> discover() {
+    /**
+     * Reads every GPU and, where MIG is on, its MIG devices instead of it. A GPU whose calls fail is still listed,
+     * with its first fault: without a handle or UUID it has no identity; where its MIG mode, MIG device count or a
+     * MIG handle could not be read it is listed whole, beside the MIG devices that were read. Both are pinned.
+     * After {@code GPU_IS_LOST} or {@code TIMEOUT} a device is asked nothing more.
+     *
+     * @throws NvmlCallException only when the device count itself cannot be read
+     */
+    public synchronized Discovery discover() {
         int n = deviceCount();
         List<RawDevice> out = new ArrayList<>();
+        long[] gpuHandles = new long[n];
+        Fault[] gpuFaults = new Fault[n];
         for (int i = 0; i < n; i++) {
-            long h = handle(i);
-            String uuid = string(Fn.UUID, h).orElseThrow(() -> new NvmlCallException("nvmlDeviceGetUUID", 3));
-            String name = string(Fn.NAME, h).orElse("NVIDIA GPU");
+            int hrc = NvmlBinding.Core.nvmlDeviceGetHandleByIndex_v2(i, addr(scratch));
+            if (hrc != 0) {
+                Fault f = new Fault("nvmlDeviceGetHandleByIndex_v2", hrc);
+                gpuFaults[i] = f;
+                out.add(unidentified(0, i, -1, Optional.empty(), f));
+                continue;
+            }
+            long h = scratch.getLong(0);
+            gpuHandles[i] = h;
+            Reader r = new Reader();
+            Optional<String> uuid = string(Fn.UUID, h, r, true);
+            if (uuid.isEmpty()) {
+                gpuFaults[i] = r.fault;
+                out.add(unidentified(h, i, -1, Optional.empty(), r.fault));
+                continue;
+            }
+            boolean mig = false;
+            boolean migKnown = !nvml.has(Fn.MIG_MODE);
+            if (!migKnown) {
+                int rc = r.saw("nvmlDeviceGetMigMode",
+                        NvmlBinding.MigMode.nvmlDeviceGetMigMode(h, addr(scratch), addr(scratch) + 4), false);
+                migKnown = rc == 0 || benign(rc);
+                mig = rc == 0 && scratch.getInt(0) == 1;
+            }
+            Optional<String> name = string(Fn.NAME, h, r, false);
             int major = -1;
             int minorCc = -1;
-            if (nvml.has(Fn.COMPUTE_CAPABILITY) && NvmlBinding.ComputeCapability.nvmlDeviceGetCudaComputeCapability(
-                    h, addr(scratch), addr(scratch) + 4) == 0) {
+            if (!r.stopped() && nvml.has(Fn.COMPUTE_CAPABILITY) && r.saw("nvmlDeviceGetCudaComputeCapability",
+                    NvmlBinding.ComputeCapability.nvmlDeviceGetCudaComputeCapability(h, addr(scratch),
+                            addr(scratch) + 4), false) == 0) {
                 major = scratch.getInt(0);
                 minorCc = scratch.getInt(4);
             }
-            String bus = pciBusId(h).orElse("unknown-" + i);
-            OptionalInt minor = uintOut(Fn.MINOR, h);
-            OptionalInt persistence = uintOut(Fn.PERSISTENCE, h);
+            Optional<String> bus = pciBusId(h, r);
+            OptionalInt minor = uintOut(Fn.MINOR, h, r, false);
+            OptionalInt persistence = uintOut(Fn.PERSISTENCE, h, r, false);
             Optional<Boolean> persist = persistence.isPresent() ? Optional.of(persistence.getAsInt() == 1)
                     : Optional.empty();
-            boolean mig = false;
-            if (nvml.has(Fn.MIG_MODE)
-                    && NvmlBinding.MigMode.nvmlDeviceGetMigMode(h, addr(scratch), addr(scratch) + 4) == 0) {
-                mig = scratch.getInt(0) == 1;
-            }
-            Optional<String> serial = string(Fn.SERIAL, h);
-            RawDevice gpu = new RawDevice(h, i, uuid, name, serial, memoryTotal(h).orElse(0), major, minorCc, bus,
-                    minor, persist, mig, Optional.empty(), -1, -1);
-            if (!mig || !nvml.has(Fn.MIG_HANDLE)) {
-                out.add(gpu);
-                continue;
-            }
-            int max = uintOut(Fn.MIG_COUNT, h).orElse(0);
-            for (int m = 0; m < max; m++) {
-                if (NvmlBinding.MigHandle.nvmlDeviceGetMigDeviceHandleByIndex(h, m, addr(scratch)) != 0) {
-                    continue;
+            Optional<String> serial = string(Fn.SERIAL, h, r, false);
+            OptionalLong memory = memoryTotal(h, r);
+            List<RawDevice> children = new ArrayList<>();
+            Fault layoutFault = migKnown ? null : r.fault;
+            if (mig && !r.stopped()) {
+                Reader layout = new Reader();
+                if (!nvml.has(Fn.MIG_HANDLE)) {
+                    layout.saw("nvmlDeviceGetMigDeviceHandleByIndex", NvmlReturn.ERROR_FUNCTION_NOT_FOUND.code(),
+                            true);
                 }
-                long mh = scratch.getLong(0);
-                Optional<String> migUuid = string(Fn.UUID, mh);
-                if (migUuid.isEmpty()) {
-                    continue;
+                int max = layout.fault == null ? uintOut(Fn.MIG_COUNT, h, layout, true).orElse(0) : 0;
+                for (int m = 0; m < max && !layout.stopped(); m++) {
+                    int rc = NvmlBinding.MigHandle.nvmlDeviceGetMigDeviceHandleByIndex(h, m, addr(scratch));
+                    if (rc == NvmlReturn.ERROR_NOT_FOUND.code() || rc == NvmlReturn.ERROR_INVALID_ARGUMENT.code()) {
+                        continue; // no MIG device in this slot
+                    }
+                    if (layout.saw("nvmlDeviceGetMigDeviceHandleByIndex", rc, true) != 0) {
+                        continue;
+                    }
+                    long mh = scratch.getLong(0);
+                    Reader c = new Reader();
+                    Optional<String> migUuid = string(Fn.UUID, mh, c, true);
+                    if (migUuid.isEmpty()) {
+                        children.add(unidentified(mh, i, m, uuid, c.fault));
+                        continue;
+                    }
+                    Optional<String> migName = string(Fn.NAME, mh, c, false);
+                    OptionalLong migMemory = memoryTotal(mh, c);
+                    int gi = uintOut(Fn.GPU_INSTANCE_ID, mh, c, false).orElse(-1);
+                    int ci = uintOut(Fn.COMPUTE_INSTANCE_ID, mh, c, false).orElse(-1);
+                    children.add(new RawDevice(mh, i, m, migUuid, migName.or(() -> name), serial, migMemory, major,
+                            minorCc, bus, minor, persist, true, uuid, gi, ci, Optional.ofNullable(c.fault),
+                            Optional.empty()));
                 }
-                out.add(new RawDevice(mh, i, migUuid.get(), string(Fn.NAME, mh).orElse(name), serial,
-                        memoryTotal(mh).orElse(0), major, minorCc, bus, minor, persist, true, Optional.of(uuid),
-                        uintOut(Fn.GPU_INSTANCE_ID, mh).orElse(-1), uintOut(Fn.COMPUTE_INSTANCE_ID, mh).orElse(-1)));
+                layoutFault = layout.fault;
             }
+            Fault first = r.fault != null ? r.fault : layoutFault;
+            gpuFaults[i] = first;
+            if (!mig || layoutFault != null) {
+                out.add(new RawDevice(h, i, -1, uuid, name, serial, memory, major, minorCc, bus, minor, persist, mig,
+                        Optional.empty(), -1, -1, Optional.ofNullable(first),
+                        layoutFault == null ? Optional.empty() : Optional.of("MIG layout unreadable")));
+            }
+            out.addAll(children);
         }
-        return out;
+        return new Discovery(out, gpuHandles, gpuFaults);
     }
 
-    /** @return NVML's topology level between two GPUs (0, 10, .. 50), or empty */
-    public synchronized OptionalInt commonAncestor(long a, long b) {
+    private static RawDevice unidentified(long handle, int index, int migSlot, Optional<String> parent, Fault f) {
+        return new RawDevice(handle, index, migSlot, Optional.empty(), Optional.empty(), Optional.empty(),
+                OptionalLong.empty(), -1, -1, Optional.empty(), OptionalInt.empty(), Optional.empty(), migSlot >= 0,
+                parent, -1, -1, Optional.of(f), Optional.of("identity unreadable"));
+    }
+
+    /** @return NVML's topology level between two GPUs (0, 10, .. 50) with code 0, or the failing code */
+    public synchronized IntAnswer commonAncestor(long a, long b) {
         if (!nvml.has(Fn.TOPOLOGY)) {
-            return OptionalInt.empty();
+            return new IntAnswer(NvmlReturn.ERROR_FUNCTION_NOT_FOUND.code(), 0);
         }
         int rc = NvmlBinding.Topology.nvmlDeviceGetTopologyCommonAncestor(a, b, addr(scratch));
-        return rc == 0 ? OptionalInt.of(scratch.getInt(0)) : OptionalInt.empty();
+        return new IntAnswer(rc, rc == 0 ? scratch.getInt(0) : 0);
     }
 
     /**
      * The active NVLinks of a GPU: for each, the remote PCI bus id, or {@code "NVSWITCH"} for a link into a switch.
+     * NOT_SUPPORTED and INVALID_ARGUMENT from the link state end the list (no such link); other codes are faults.
      */
-    public synchronized List<String> nvLinkPeers(long device) {
+    public synchronized Links nvLinkPeers(long device) {
         List<String> peers = new ArrayList<>();
         if (!nvml.has(Fn.NVLINK_STATE)) {
-            return peers;
+            return new Links(peers, Optional.empty());
         }
-        for (int link = 0; link < NvmlLayout.NVLINK_MAX_LINKS; link++) {
+        Reader r = new Reader();
+        for (int link = 0; link < NvmlLayout.NVLINK_MAX_LINKS && !r.stopped(); link++) {
             int rc = NvmlBinding.NvLinkState.nvmlDeviceGetNvLinkState(device, link, addr(scratch));
             if (rc != 0) {
-                if (rc == NvmlReturn.ERROR_NOT_SUPPORTED.code() || rc == NvmlReturn.ERROR_INVALID_ARGUMENT.code()) {
+                if (benign(rc) || rc == NvmlReturn.ERROR_INVALID_ARGUMENT.code()) {
                     break;
                 }
+                r.saw("nvmlDeviceGetNvLinkState", rc, false);
                 continue;
             }
             if (scratch.getInt(0) != 1) {
                 continue;
             }
-            if (nvml.has(Fn.NVLINK_REMOTE_TYPE)
-                    && NvmlBinding.NvLinkRemoteType.nvmlDeviceGetNvLinkRemoteDeviceType(device, link, addr(scratch)) == 0
-                    && scratch.getInt(0) == NvmlLayout.NVLINK_DEVICE_TYPE_SWITCH) {
-                peers.add("NVSWITCH");
-                continue;
+            if (nvml.has(Fn.NVLINK_REMOTE_TYPE)) {
+                int trc = NvmlBinding.NvLinkRemoteType.nvmlDeviceGetNvLinkRemoteDeviceType(device, link, addr(scratch));
+                if (trc == 0 && scratch.getInt(0) == NvmlLayout.NVLINK_DEVICE_TYPE_SWITCH) {
+                    peers.add("NVSWITCH");
+                    continue;
+                }
+                if (trc != NvmlReturn.ERROR_INVALID_ARGUMENT.code()) {
+                    r.saw("nvmlDeviceGetNvLinkRemoteDeviceType", trc, false);
+                }
             }
-            if (nvml.has(Fn.NVLINK_REMOTE_PCI)
-                    && NvmlBinding.NvLinkRemotePci.nvmlDeviceGetNvLinkRemotePciInfo_v2(device, link, addr(pci)) == 0) {
-                peers.add(pci.getString(NvmlLayout.PCI_BUS_ID, StandardCharsets.US_ASCII.name()));
+            if (nvml.has(Fn.NVLINK_REMOTE_PCI) && !r.stopped()) {
+                int prc = NvmlBinding.NvLinkRemotePci.nvmlDeviceGetNvLinkRemotePciInfo_v2(device, link, addr(pci));
+                if (prc == 0) {
+                    peers.add(pci.getString(NvmlLayout.PCI_BUS_ID, StandardCharsets.US_ASCII.name()));
+                } else if (prc != NvmlReturn.ERROR_INVALID_ARGUMENT.code()) {
+                    r.saw("nvmlDeviceGetNvLinkRemotePciInfo_v2", prc, false);
+                }
             }
         }
-        return peers;
+        return new Links(peers, Optional.ofNullable(r.fault));
     }
 
     /**
      * Lists the compute processes of a device, growing the buffer when NVML answers INSUFFICIENT_SIZE.
      *
      * @return pid and used bytes (-1 when not reported) pairs, or empty when the call is not available
+     * @throws NvmlCallException when the call fails (the caller turns it into the device's health)
      */
     public synchronized Optional<List<long[]>> processes(long device) {
         if (!nvml.has(Fn.PROCESSES)) {
@@ -301,15 +514,22 @@ public final class NvmlSession implements AutoCloseable {
             Memory infos = new Memory((long) capacity * NvmlLayout.PROCESS_SIZE);
             scratch.setInt(0, capacity);
             int rc = NvmlBinding.Processes.nvmlDeviceGetComputeRunningProcesses_v3(device, addr(scratch), addr(infos));
-            int count = scratch.getInt(0);
+            long count = scratch.getInt(0) & 0xFFFFFFFFL;
             if (rc == NvmlReturn.ERROR_INSUFFICIENT_SIZE.code()) {
-                capacity = Math.max(capacity * 2, count + 8);
+                capacity = (int) Math.max(capacity * 2L, Math.min(count, 1 << 16) + 8);
                 continue;
+            }
+            if (benign(rc)) {
+                return Optional.empty();
             }
             if (rc != 0) {
                 throw new NvmlCallException("nvmlDeviceGetComputeRunningProcesses_v3", rc);
             }
-            List<long[]> out = new ArrayList<>(count);
+            if (count > capacity) {
+                throw new NvmlCallException("nvmlDeviceGetComputeRunningProcesses_v3 (count " + count
+                        + " beyond the buffer of " + capacity + ")", NvmlReturn.ERROR_UNKNOWN.code());
+            }
+            List<long[]> out = new ArrayList<>((int) count);
             for (int i = 0; i < count; i++) {
                 long base = (long) i * NvmlLayout.PROCESS_SIZE;
                 out.add(new long[] {infos.getInt(base + NvmlLayout.PROCESS_PID) & 0xFFFFFFFFL,
@@ -317,49 +537,53 @@ public final class NvmlSession implements AutoCloseable {
             }
             return Optional.of(out);
         }
-        throw new NvmlCallException("nvmlDeviceGetComputeRunningProcesses_v3 (list kept growing)",
+        throw new NvmlCallException("nvmlDeviceGetComputeRunningProcesses_v3 (the list kept growing)",
                 NvmlReturn.ERROR_INSUFFICIENT_SIZE.code());
     }
 
-    /** @return a cheap probe of a device: 0 if it answers, else the NVML code (15: lost) */
-    public synchronized int probe(long device) {
-        if (nvml.has(Fn.MINOR)) {
-            return NvmlBinding.Minor.nvmlDeviceGetMinorNumber(device, addr(scratch));
-        }
-        return nvml.has(Fn.UUID) ? NvmlBinding.Uuid.nvmlDeviceGetUUID(device, addr(scratch), NvmlLayout.STRING_BUFFER)
-                : 0;
-    }
-
+    /** Calls {@code nvmlShutdown} (a failure is logged: nothing more can be done) and releases the binding. */
     @Override
     public synchronized void close() {
         if (open) {
             open = false;
-            NvmlBinding.Core.nvmlShutdown();
-            NvmlBinding.release();
+            try {
+                int rc = NvmlBinding.Core.nvmlShutdown();
+                if (rc != 0) {
+                    LOG.debug("nvmlShutdown: {}", NvmlReturn.describe(rc));
+                }
+            } finally {
+                NvmlBinding.release();
+            }
         }
     }
 
     /**
      * Reads utilization, memory used, temperature and power of a fixed set of devices into a {@code long[]}, reusing
-     * one native block per device: no allocation per sweep. Not thread-safe; callers serialize.
+     * one native block per device: no allocation per sweep. A handle of 0 (a device that could not be reached at
+     * discovery) is skipped. Not thread-safe; callers serialize.
      */
     public final class Poller {
         /** Values per device in {@link #values()}: status, utilization %, memory used bytes, temperature, power mW. */
         public static final int STRIDE = 5;
         /** Marker for a value not reported. */
         public static final long ABSENT = Long.MIN_VALUE;
+        /** The calls of a sweep, as {@link #failedCall(int)} names them. */
+        static final String[] CALLS = {"nvmlDeviceGetUtilizationRates", "nvmlDeviceGetMemoryInfo_v2",
+                "nvmlDeviceGetMemoryInfo", "nvmlDeviceGetTemperature", "nvmlDeviceGetPowerUsage"};
 
         private final long[] handles;
         private final Memory[] blocks;
         private final long[] blockAddr;
         private final long[] values;
+        private final int[] failed;
+        private final int[] live;
         private final boolean memV2 = nvml.has(Fn.MEMORY_V2);
         private final boolean mem = nvml.has(Fn.MEMORY);
         private final boolean util = nvml.has(Fn.UTILIZATION);
         private final boolean temp = nvml.has(Fn.TEMPERATURE);
         private final boolean power = nvml.has(Fn.POWER);
 
-        /** @param handles device handles, in the order values are laid out */
+        /** @param handles device handles, in the order values are laid out; 0 for a device to skip */
         public Poller(long[] handles) {
             this.handles = handles.clone();
             this.blocks = new Memory[handles.length];
@@ -369,11 +593,23 @@ public final class NvmlSession implements AutoCloseable {
                 blockAddr[i] = addr(blocks[i]);
             }
             this.values = new long[handles.length * STRIDE];
+            this.failed = new int[handles.length];
+            this.live = new int[handles.length];
         }
 
         /** @return the array {@link #sweep()} fills: per device, {@link #STRIDE} longs */
         public long[] values() {
             return values;
+        }
+
+        /** @return the call that set device {@code i}'s status in the last read of it, or null when none failed */
+        public String failedCall(int i) {
+            return failed[i] < 0 ? null : CALLS[failed[i]];
+        }
+
+        /** @return how many live metric calls (utilization, memory, temperature) device {@code i} answered */
+        public int liveAnswers(int i) {
+            return live[i];
         }
 
         /**
@@ -382,88 +618,128 @@ public final class NvmlSession implements AutoCloseable {
          */
         public void sweep() {
             for (int i = 0; i < handles.length; i++) {
-                long h = handles[i];
-                long a = blockAddr[i];
-                Memory m = blocks[i];
-                int base = i * STRIDE;
-                int status = 0;
-                long u = ABSENT;
+                sweepOne(i);
+            }
+        }
+
+        private int seen(int i, int call, int rc, int status) {
+            if (rc == 0 || NvmlSession.benign(rc) || status != 0) {
+                return status;
+            }
+            failed[i] = call;
+            return rc;
+        }
+
+        /** Reads device {@code i} alone: the live check that recovery and loss probes use. */
+        public void sweepOne(int i) {
+            long h = handles[i];
+            long a = blockAddr[i];
+            Memory m = blocks[i];
+            int base = i * STRIDE;
+            int status = 0;
+            int answers = 0;
+            failed[i] = -1;
+            long u = ABSENT;
+            long used = ABSENT;
+            long t = ABSENT;
+            long p = ABSENT;
+            if (h != 0) {
                 if (util) {
                     int rc = NvmlBinding.Utilization.nvmlDeviceGetUtilizationRates(h, a);
                     if (rc == 0) {
                         u = m.getInt(NvmlLayout.UTILIZATION_GPU) & 0xFFFFFFFFL;
-                    } else if (rc != 3) {
-                        status = rc;
+                        answers++;
                     }
+                    status = seen(i, 0, rc, status);
                 }
-                long used = ABSENT;
                 if (memV2) {
                     m.setInt(NvmlLayout.MEMORY_V2_VERSION_FIELD, NvmlLayout.MEMORY_V2_VERSION);
                     int rc = NvmlBinding.MemoryV2.nvmlDeviceGetMemoryInfo_v2(h, a);
                     if (rc == 0) {
                         used = m.getLong(NvmlLayout.MEMORY_V2_USED);
-                    } else if (rc != 3 && status == 0) {
-                        status = rc;
+                        answers++;
+                    } else if (rc != NvmlReturn.ERROR_ARGUMENT_VERSION_MISMATCH.code()) {
+                        status = seen(i, 1, rc, status);
                     }
                 }
                 if (used == ABSENT && mem) {
                     int rc = NvmlBinding.Memory.nvmlDeviceGetMemoryInfo(h, a);
                     if (rc == 0) {
                         used = m.getLong(NvmlLayout.MEMORY_USED);
-                    } else if (rc != 3 && status == 0) {
-                        status = rc;
+                        answers++;
                     }
+                    status = seen(i, 2, rc, status);
                 }
-                long t = ABSENT;
                 if (temp) {
                     int rc = NvmlBinding.Temperature.nvmlDeviceGetTemperature(h, NvmlLayout.TEMPERATURE_GPU, a);
                     if (rc == 0) {
                         t = m.getInt(0) & 0xFFFFFFFFL;
-                    } else if (rc != 3 && status == 0) {
-                        status = rc;
+                        answers++;
                     }
+                    status = seen(i, 3, rc, status);
                 }
-                long p = ABSENT;
                 if (power) {
                     int rc = NvmlBinding.Power.nvmlDeviceGetPowerUsage(h, a);
                     if (rc == 0) {
                         p = m.getInt(0) & 0xFFFFFFFFL;
-                    } else if (rc != 3 && status == 0) {
-                        status = rc;
                     }
+                    status = seen(i, 4, rc, status);
                 }
-                values[base] = status;
-                values[base + 1] = u;
-                values[base + 2] = used;
-                values[base + 3] = t;
-                values[base + 4] = p;
             }
+            live[i] = answers;
+            values[base] = status;
+            values[base + 1] = u;
+            values[base + 2] = used;
+            values[base + 3] = t;
+            values[base + 4] = p;
         }
     }
 
-    /** An NVML event set watching XID critical errors. Not thread-safe; one watcher thread uses it. */
+    /**
+     * An NVML event set watching XID critical errors. Not thread-safe; one watcher thread uses it, and frees it
+     * ({@link #close()}) before the session shuts down.
+     */
     public final class EventWatch implements AutoCloseable {
         private final long set;
         private final Memory data = new Memory(NvmlLayout.EVENT_SIZE);
         private final long dataAddr = addr(data);
         private final List<Long> registered = new ArrayList<>();
+        private final Map<Long, Fault> faults = new LinkedHashMap<>();
 
-        /** @param devices GPU handles to watch (physical GPUs, not MIG devices) */
+        /**
+         * @param devices GPU handles to watch (physical GPUs, not MIG devices; 0 entries are skipped)
+         * @throws NvmlCallException when the event set cannot be created
+         */
         public EventWatch(long[] devices) {
             if (!nvml.has(Fn.EVENTS)) {
                 throw new NvmlCallException("nvmlEventSetCreate (absent from this driver)",
                         NvmlReturn.ERROR_FUNCTION_NOT_FOUND.code());
             }
-            check("nvmlEventSetCreate", NvmlBinding.Events.nvmlEventSetCreate(addr(scratch)));
-            this.set = scratch.getLong(0);
+            Memory out = new Memory(8);
+            check("nvmlEventSetCreate", NvmlBinding.Events.nvmlEventSetCreate(addr(out)));
+            this.set = out.getLong(0);
+            Memory types = new Memory(8);
             for (long d : devices) {
-                Memory types = new Memory(8);
-                if (NvmlBinding.Events.nvmlDeviceGetSupportedEventTypes(d, addr(types)) != 0) {
+                if (d == 0) {
+                    continue;
+                }
+                types.setLong(0, 0);
+                int rc = NvmlBinding.Events.nvmlDeviceGetSupportedEventTypes(d, addr(types));
+                if (rc != 0) {
+                    if (!benign(rc)) {
+                        faults.put(d, new Fault("nvmlDeviceGetSupportedEventTypes", rc));
+                    }
                     continue;
                 }
                 long mask = types.getLong(0) & NvmlLayout.EVENT_TYPE_XID;
-                if (mask != 0 && NvmlBinding.Events.nvmlDeviceRegisterEvents(d, mask, set) == 0) {
+                if (mask == 0) {
+                    continue;
+                }
+                rc = NvmlBinding.Events.nvmlDeviceRegisterEvents(d, mask, set);
+                if (rc == 0) {
                     registered.add(d);
+                } else if (!benign(rc)) {
+                    faults.put(d, new Fault("nvmlDeviceRegisterEvents", rc));
                 }
             }
         }
@@ -471,6 +747,11 @@ public final class NvmlSession implements AutoCloseable {
         /** @return how many GPUs have XID events registered */
         public int registeredCount() {
             return registered.size();
+        }
+
+        /** @return per GPU handle, a registration call that failed with a fault */
+        public Map<Long, Fault> faults() {
+            return faults;
         }
 
         /**
@@ -507,9 +788,13 @@ public final class NvmlSession implements AutoCloseable {
             return data.getInt(NvmlLayout.EVENT_COMPUTE_INSTANCE) & 0xFFFFFFFFL;
         }
 
+        /** Frees the event set ({@code nvmlEventSetFree}); a failure is logged. */
         @Override
         public void close() {
-            NvmlBinding.Events.nvmlEventSetFree(set);
+            int rc = NvmlBinding.Events.nvmlEventSetFree(set);
+            if (rc != 0) {
+                LOG.debug("nvmlEventSetFree: {}", NvmlReturn.describe(rc));
+            }
         }
     }
 
