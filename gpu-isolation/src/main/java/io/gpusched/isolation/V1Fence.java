@@ -288,8 +288,13 @@ final class V1Fence extends AbstractFence {
     record Step(String file, String line, String undoFile, String undoLine) {
     }
 
-    /** Grants first, then removals. */
-    List<Step> steps(Map<Key, Integer> from, Map<Key, Integer> to) {
+    /**
+     * Grants first, then removals.
+     *
+     * @param allowMode true when the maps are deny bits the fence adds to a default-allow cgroup, false when they are
+     *                  the whole allow list of a default-deny cgroup
+     */
+    static List<Step> steps(Map<Key, Integer> from, Map<Key, Integer> to, boolean allowMode) {
         Map<Key, Integer> more = allowMode ? diff(from, to) : diff(to, from);
         Map<Key, Integer> less = allowMode ? diff(to, from) : diff(from, to);
         List<Step> out = new ArrayList<>();
@@ -317,7 +322,7 @@ final class V1Fence extends AbstractFence {
      * @throws IsolationException naming the step, and whether the rollback restored the previous state
      */
     private void transition(CgroupDir d, Map<Key, Integer> from, Map<Key, Integer> to, NodePlan p, String what) {
-        List<Step> steps = steps(from, to);
+        List<Step> steps = steps(from, to, allowMode);
         List<Step> done = new ArrayList<>();
         try {
             for (Step s : steps) {
