@@ -327,8 +327,9 @@ public final class NvmlInventory implements GpuInventory {
 
     /**
      * One sweep of every device. The native reads reuse one block per device and allocate nothing; the result
-     * records are the only allocation. A device whose calls fail becomes LOST or UNHEALTHY; one that is not healthy
-     * and answers its live calls counts towards its recovery.
+     * records and three small per-device arrays (the health bookkeeping, applied outside the NVML lock) are the
+     * only allocation. A device whose calls fail becomes LOST or UNHEALTHY; one that is not healthy and answers its
+     * live calls counts towards its recovery.
      *
      * @throws IllegalStateException when the inventory is closed
      */
@@ -642,7 +643,7 @@ public final class NvmlInventory implements GpuInventory {
         }
         closing.countDown();
         listeners.clear();
-        if (watcher != null) {
+        if (watcher != null && watcher != Thread.currentThread()) { // a listener may close from the watcher thread
             try {
                 watcher.join(options.eventWait().toMillis() * 4 + 1000);
             } catch (InterruptedException e) {
