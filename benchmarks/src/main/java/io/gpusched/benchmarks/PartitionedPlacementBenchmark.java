@@ -36,6 +36,7 @@ import org.openjdk.jmh.annotations.Warmup;
  * {@code topology-remaining} must give a set with exactly the key of the exact per-parent baseline of the same
  * objective ({@link ExactBaselines#perParent}), or setup fails and nothing is printed. Baselines in the same run:
  * {@code first-fit} (the required devices plus the first candidates: the scheduler's own cost) and the exact ones.
+ * {@code select} times the strategy alone on the same cases.
  */
 @State(Scope.Thread)
 @BenchmarkMode(Mode.SampleTime)
@@ -56,6 +57,8 @@ public class PartitionedPlacementBenchmark {
 
     private GpuScheduler[] schedulers;
     private GpuRequest[] requests;
+    private SchedulingView[] views;
+    private AllocationStrategy chosen;
     private int next;
 
     /** Required devices, then the first candidates. */
@@ -137,11 +140,14 @@ public class PartitionedPlacementBenchmark {
         GpuInventory inv = Nodes.named(node);
         List<Case> cases = corpus(inv, node.hashCode());
         AllocationStrategy s = strategy(strategy);
+        chosen = s;
         schedulers = new GpuScheduler[cases.size()];
         requests = new GpuRequest[cases.size()];
+        views = new SchedulingView[cases.size()];
         for (int i = 0; i < cases.size(); i++) {
             schedulers[i] = scheduler(inv, s, cases.get(i));
             requests[i] = cases.get(i).request();
+            views[i] = PlacementQuality.view(schedulers[i], inv);
         }
         if (strategy.startsWith("topology")) {
             PlacementQuality.Report r = PlacementQuality.judge(inv, cases, strategy);
@@ -157,6 +163,14 @@ public class PartitionedPlacementBenchmark {
         for (GpuScheduler s : schedulers) {
             s.close();
         }
+    }
+
+    /** The strategy alone on the same cases (views of the same states): its share of allocateRelease. */
+    @Benchmark
+    public java.util.List<Integer> select() {
+        int i = next;
+        next = i + 1 == views.length ? 0 : i + 1;
+        return chosen.select(requests[i], views[i]);
     }
 
     @Benchmark

@@ -69,7 +69,7 @@ public final class PlacementQuality {
     }
 
     /** The scheduler's free devices as candidates, in index order. */
-    private static SchedulingView view(GpuScheduler sch, GpuInventory inv) {
+    static SchedulingView view(GpuScheduler sch, GpuInventory inv) {
         List<DeviceState> all = sch.devices();
         List<DeviceState> cands = all.stream().filter(d -> d.isIdle() && d.isAllocatable()).toList();
         return new SchedulingView() {

@@ -26,6 +26,8 @@ final class TopologyScores {
     final int[] classScore;
     /** Largest pair score. */
     final int maxScore;
+    /** Position by device index where indices are dense enough (at most 4 per device), else null: binary search. */
+    private final int[] dense;
     /**
      * Block of each class: classes with the same score to every other class (the packages of one NUMA node behind one
      * fabric), so that between two classes of one block, and between a class of block a and one of block b, there is
@@ -42,6 +44,16 @@ final class TopologyScores {
         indices = new int[n];
         for (int i = 0; i < n; i++) {
             indices[i] = idx.get(i);
+        }
+        int maxIndex = n == 0 ? -1 : indices[n - 1];
+        if (maxIndex < 4 * n + 16) {
+            dense = new int[maxIndex + 1];
+            Arrays.fill(dense, -1);
+            for (int i = 0; i < n; i++) {
+                dense[indices[i]] = i;
+            }
+        } else {
+            dense = null;
         }
         score = new int[n * n];
         long[] rowSum = new long[n];
@@ -145,6 +157,9 @@ final class TopologyScores {
 
     /** @return the position of a device index, or -1 if the topology does not cover it */
     int position(int index) {
+        if (dense != null) {
+            return index >= 0 && index < dense.length ? dense[index] : -1;
+        }
         int p = Arrays.binarySearch(indices, index);
         return p < 0 ? -1 : p;
     }
