@@ -21,6 +21,15 @@ final class V2Fence extends AbstractFence {
     /** Test hook: lets a test hand the kernel a program its verifier rejects. */
     static volatile UnaryOperator<BpfDeviceProgram> programFilter = UnaryOperator.identity();
 
+    /** Test hook: fails a bpf(2) step ("load", "attach", "detach") when it answers true, as the kernel would. */
+    static volatile java.util.function.Predicate<String> fault = step -> false;
+
+    private static void step(String name) {
+        if (fault.test(name)) {
+            throw Bpf.injected("BPF " + name, 5);
+        }
+    }
+
     static final int ENOENT = 2;
     static final int EINVAL = 22;
 
@@ -52,6 +61,7 @@ final class V2Fence extends AbstractFence {
             bpf.raiseMemlock();
         }
         try {
+            step("load");
             return bpf.loadDeviceProgram(program.bytes(), CgroupDeviceIsolator.PROGRAM_NAME);
         } catch (Bpf.BpfException e) {
             throw new IsolationException("cgroup v2: the kernel rejected the device program for " + cgroup + ": "
@@ -110,6 +120,7 @@ final class V2Fence extends AbstractFence {
                 throw e;
             }
             try {
+                step("detach");
                 bpf.detach(cgroupFd, pfd);
             } catch (Bpf.BpfException e) {
                 if (e.errno() != ENOENT) {
@@ -134,6 +145,7 @@ final class V2Fence extends AbstractFence {
                 int oldFd = -1;
                 try {
                     oldFd = bpf.progFd(before.get(0));
+                    step("attach");
                     bpf.attach(d.fd, fd, Bpf.F_ALLOW_MULTI | Bpf.F_REPLACE, oldFd);
                     owner.replaceSupported(true);
                     attached = true;
@@ -148,6 +160,7 @@ final class V2Fence extends AbstractFence {
                 }
             }
             if (!attached) {
+                step("attach");
                 bpf.attach(d.fd, fd, Bpf.F_ALLOW_MULTI, 0);
             }
         } catch (Bpf.BpfException e) {

@@ -212,6 +212,7 @@ final class CgroupBed implements AutoCloseable {
     public void close() throws Exception {
         V1Fence.writer = V1Fence.KERNEL;
         V2Fence.programFilter = java.util.function.UnaryOperator.identity();
+        V2Fence.fault = step -> false;
         for (Fence f : fences) {
             try {
                 f.revoke();

@@ -170,6 +170,81 @@ class FaultInjectionTest {
                 .hasMessageContaining("undoing it failed too").hasMessageContaining("unknown");
     }
 
+    /** Fails the n-th bpf(2) step (load, attach, detach) from now; counts every step. */
+    static final class BpfFaults implements java.util.function.Predicate<String> {
+        final AtomicInteger steps = new AtomicInteger();
+        volatile int failAt;
+
+        @Override
+        public boolean test(String step) {
+            return steps.incrementAndGet() == failAt;
+        }
+
+        int count(Runnable r) {
+            failAt = 0;
+            steps.set(0);
+            r.run();
+            return steps.get();
+        }
+
+        void failNext(int k) {
+            steps.set(0);
+            failAt = k;
+        }
+    }
+
+    @ParameterizedTest
+    @org.junit.jupiter.params.provider.ValueSource(booleans = {true, false})
+    void issue12_everyBpfStepOfAV2FenceFailingInTurnLeavesThePreviousStateInForce(boolean replace) throws Exception {
+        bed = new CgroupBed(dir, false);
+        CgroupDeviceIsolator iso = bed.isolator(Mechanism.V2);
+        if (!replace) {
+            iso.replaceSupported(false);
+        }
+        Path cg = bed.cgroup(CgroupBed.root(iso, Mechanism.V2));
+        BpfFaults faults = new BpfFaults();
+        V2Fence.fault = faults;
+        Allocation gpu1 = bed.gpus(1);
+        Allocation gpu23 = bed.gpus(2, 3);
+        Map<String, String> host = bed.probe(cg);
+        int fenceSteps = faults.count(() -> iso.fence(cg, gpu1).revoke()) - 1;
+        for (int k = 1; k <= fenceSteps; k++) {
+            faults.failNext(k);
+            assertThatThrownBy(() -> iso.fence(cg, gpu1)).isInstanceOf(IsolationException.class)
+                    .hasMessageContaining("injected");
+            assertThat(CgroupIsolationTest.ourPrograms(cg)).isZero();
+            assertThat(bed.probe(cg)).as("bpf step %d of the fence failed", k).isEqualTo(host);
+        }
+        faults.failNext(0);
+        Fence f = bed.track(iso.fence(cg, gpu1));
+        int updateSteps = faults.count(() -> f.update(gpu23));
+        f.update(gpu1);
+        for (int k = 1; k <= updateSteps; k++) {
+            faults.failNext(k);
+            assertThatThrownBy(() -> f.update(gpu23)).isInstanceOf(IsolationException.class)
+                    .hasMessageContaining("injected");
+            assertThat(f.allocation()).isEqualTo(gpu1);
+            assertThat(CgroupIsolationTest.ourPrograms(cg)).isEqualTo(1);
+            assertThat(bed.probe(cg)).as("bpf step %d of the update failed", k).isEqualTo(bed.only(nv(1)));
+        }
+        faults.failNext(0);
+        int revokeSteps = faults.count(f::revoke);
+        Fence again = bed.track(iso.fence(cg, gpu1));
+        for (int k = 1; k <= revokeSteps; k++) {
+            faults.failNext(k);
+            assertThatThrownBy(again::revoke).isInstanceOf(IsolationException.class)
+                    .hasMessageContaining("stays in force");
+            assertThat(again.isActive()).isTrue();
+            assertThat(bed.probe(cg)).isEqualTo(bed.only(nv(1)));
+        }
+        faults.failNext(0);
+        again.revoke();
+        assertThat(CgroupIsolationTest.ourPrograms(cg)).isZero();
+        assertThat(bed.probe(cg)).isEqualTo(host);
+        System.out.println("BPF-FAULTS replace=" + replace + ": fence " + fenceSteps + " steps, update " + updateSteps
+                + ", revoke " + revokeSteps + ": each failed in turn, previous state in force every time");
+    }
+
     @Test
     void aV2ProgramTheVerifierRejectsLeavesThePreviousProgram() throws Exception {
         bed = new CgroupBed(dir, false);

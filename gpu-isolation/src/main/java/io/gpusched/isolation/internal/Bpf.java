@@ -47,6 +47,11 @@ public final class Bpf {
         }
     }
 
+    /** @return a failure as a bpf(2) call would report it, for fault-injection seams in tests */
+    public static BpfException injected(String what, int errno) {
+        return new BpfException(what + " (injected)", new LastErrorException(errno), "");
+    }
+
     private final Libc libc;
     private final long sysBpf;
 
