@@ -24,7 +24,8 @@ import java.util.UUID;
  *   <li>default-deny (container runtimes, {@code devices.list} lists the allow exceptions): the fence's state is a
  *   whole exception list, computed from the host's list (or the strict base) with every rule that covers a denied
  *   GPU removed; a wildcard minor ({@code c 195:* rwm}) is replaced by its explicit complement over the major's minors
- *   (0..255, or the highest planned minor); a wildcard major that covers a denied GPU is refused. Read-back compares
+ *   (0..255, or the highest planned minor); a wildcard major that gives r or w on a denied GPU is refused (an m-only
+ *   rule such as runc's {@code c *:* m} is kept: it lets a job make a node, not open it). Read-back compares
  *   the whole list, so a deny that did not take (a rule still covering it) is caught. Revoke goes back to the host's
  *   list exactly.</li>
  *   <li>default-allow (the kernel hides the exceptions, which are denies): before any write, the host's own denies of
@@ -194,8 +195,8 @@ final class V1Fence extends AbstractFence {
         }
         for (DeviceNode n : p.denied()) {
             for (Key k : List.copyOf(t.keySet())) {
-                if (!k.coversChar(n.major(), n.minor())) {
-                    continue;
+                if (!k.coversChar(n.major(), n.minor()) || (t.get(k) & (R | W)) == 0) {
+                    continue; // an m-only rule (runc's c *:* m) lets a job make a node, never open one
                 }
                 if (k.major() == DeviceRule.ANY) {
                     throw new IsolationException("cgroup v1: the rule '" + k.line(t.get(k)) + "' of " + where

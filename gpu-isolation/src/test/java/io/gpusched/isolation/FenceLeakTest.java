@@ -70,6 +70,20 @@ class FenceLeakTest {
     }
 
     @Test
+    void issue12_runcsDefaultRulesWithAVendorWildcard() throws Exception {
+        CgroupBed b = bed(false);
+        CgroupDeviceIsolator iso = b.isolator(Mechanism.V1);
+        Path cg = containerStyle(b, CgroupBed.root(iso, Mechanism.V1), "c *:* m", "b *:* m", "c 1:3 rwm",
+                "c 136:* rwm", "c 195:* rwm");
+        List<String> host = CgroupBed.list(cg);
+        Fence f = b.track(iso.fence(cg, b.gpus(2)));
+        assertThat(b.probe(cg)).isEqualTo(b.only(nv(2)));
+        assertThat(CgroupBed.list(cg)).contains("c *:* m", "b *:* m").doesNotContain("c 195:* rwm");
+        f.revoke();
+        assertThat(CgroupBed.list(cg)).isEqualTo(host);
+    }
+
+    @Test
     void issue12_aWildcardOverEveryMajorIsRefusedBeforeAnyWrite() throws Exception {
         CgroupBed b = bed(false);
         CgroupDeviceIsolator iso = b.isolator(Mechanism.V1);
