@@ -140,11 +140,11 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
         private int nodes;
         private long best = Long.MIN_VALUE;
         private int[] bestCounts;
-        private final int[] counts;
-        private final long[] lin;
-        private final long[] suffixMaxPair;
-        private final long[] minPos;
-        private final Integer[] orderScratch;
+        private int[] counts;
+        private long[] lin;
+        private long[] suffixMaxPair;
+        private long[] minPos;
+        private Integer[] orderScratch;
         /** Block of each class (compact), or null when blocks do not apply (a class both free and held). */
         private final int[] blockOfClass;
         private final int nb;
@@ -269,14 +269,6 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
                     pair[j * c + l] = pairW * ts.classScore[staticOf[j] * sc + staticOf[l]];
                 }
             }
-            minPos = new long[c];
-            for (int j = 0; j < c; j++) {
-                long mp = Long.MAX_VALUE;
-                for (int i : members[j]) {
-                    mp = Math.min(mp, posW * i);
-                }
-                minPos[j] = mp;
-            }
             boolean mixed = false;
             for (int x = 0; x < sc && !mixed; x++) {
                 mixed = dynClass[2 * x] >= 0 && dynClass[2 * x + 1] >= 0;
@@ -297,6 +289,21 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
                     blockOfClass[j] = compact[blk];
                 }
                 nb = b;
+            }
+            this.posW = posW;
+        }
+
+        private final long posW;
+
+        /** Scratch of the branch and bound, allocated only when it runs. */
+        private void prepareBranchAndBound() {
+            minPos = new long[c];
+            for (int j = 0; j < c; j++) {
+                long mp = Long.MAX_VALUE;
+                for (int i : members[j]) {
+                    mp = Math.min(mp, posW * i);
+                }
+                minPos[j] = mp;
             }
             counts = new int[c];
             lin = new long[c];
@@ -325,6 +332,7 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
                 blockSearch();
                 return answer();
             }
+            prepareBranchAndBound();
             greedy();
             order();
             // suffix maxima of the pair weight, for the bound: best partner of class j among classes t..c-1
