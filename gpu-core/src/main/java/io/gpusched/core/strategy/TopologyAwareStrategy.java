@@ -25,10 +25,12 @@ import java.util.Objects;
  * </ul>
  * The last tie-break, for both, is candidate order (the smallest sum of positions in {@link SchedulingView#candidates()}).
  * Required devices ({@link GpuRequest#requiredDevices()}) are always in the answer and the rest is chosen by the same
- * objective, so it is best connected to them. The search is exact: a branch and bound over how many devices each class
- * of twins gives ({@link TopologyScores}: partitions of one GPU are interchangeable), bounded by the best possible gain
- * of the devices still to add; it gives up at {@value #NODE_BUDGET} search nodes and returns the best set found, which
- * no node of the test corpora (up to 64 partitions) comes near. Explicit device ids are returned as asked; a NUMA
+ * objective, so it is best connected to them. The search is exact and chooses how many devices each class of twins
+ * gives ({@link TopologyScores}: partitions of one GPU are interchangeable). Where the classes fall into few blocks
+ * (classes with one score to every other class, such as the packages of one NUMA node), a knapsack per block and every
+ * split of the count over the blocks; elsewhere a branch and bound bounded by the best possible gain of the devices
+ * still to add, which gives up at {@value #NODE_BUDGET} search nodes and returns the best set found (no node of the test
+ * corpora comes near). Explicit device ids are returned as asked; a NUMA
  * preference restricts the search to that node when it can hold the request; shared requests prefer GPUs already
  * shared and always use the {@link Objective#SET} objective (a shared GPU stays usable by others).
  */
