@@ -8,6 +8,7 @@ import io.gpusched.cli.commands.ListCommand;
 import io.gpusched.cli.commands.PlanCommand;
 import io.gpusched.cli.commands.ReleaseCommand;
 import io.gpusched.cli.commands.RunCommand;
+import io.gpusched.cli.commands.ServeCommand;
 import io.gpusched.cli.commands.StatusCommand;
 import io.gpusched.cli.commands.TopoCommand;
 import io.gpusched.cli.commands.WatchCommand;
@@ -26,7 +27,7 @@ import picocli.CommandLine.ScopeType;
         description = "Discover, allocate and fence the GPUs of this node.",
         subcommands = {DemoCommand.class, ListCommand.class, TopoCommand.class, WatchCommand.class,
             AllocateCommand.class, ReleaseCommand.class, StatusCommand.class, RunCommand.class,
-            DoctorCommand.class, PlanCommand.class})
+            DoctorCommand.class, PlanCommand.class, ServeCommand.class})
 public final class GpuschedCommand implements Callable<Integer> {
 
     @Option(names = "--simulate", paramLabel = "PROFILE", scope = ScopeType.INHERIT,
@@ -98,6 +99,11 @@ public final class GpuschedCommand implements Callable<Integer> {
     /** Opens the node with the global options and an optional strategy override. */
     public Node open(Optional<String> strategy) {
         return Node.open(simulate(), config(), stateDir(), strategy);
+    }
+
+    /** Opens the node with a listener for the scheduler's audit events. */
+    public Node open(Optional<String> strategy, io.gpusched.core.AllocationListener listener) {
+        return Node.open(simulate(), config(), stateDir(), strategy, Optional.of(listener));
     }
 
     /** @return a command line wired with gpusched's error handling, writing to the given streams */

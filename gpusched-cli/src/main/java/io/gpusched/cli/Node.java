@@ -74,6 +74,21 @@ public final class Node implements AutoCloseable {
      */
     public static Node open(Optional<String> simulate, Optional<Path> configFile, Path stateDir,
                             Optional<String> strategy) {
+        return open(simulate, configFile, stateDir, strategy, Optional.empty());
+    }
+
+    /**
+     * Opens the node with a listener for the scheduler's audit events.
+     *
+     * @param simulate   a simulated profile or YAML path; empty: detect
+     * @param configFile a gpusched.yaml
+     * @param stateDir   where the node ledger lives
+     * @param strategy   overrides gpu.strategy
+     * @param listener   receives allocation events (those of other processes too, once caught up)
+     * @return the open node
+     */
+    public static Node open(Optional<String> simulate, Optional<Path> configFile, Path stateDir,
+                            Optional<String> strategy, Optional<io.gpusched.core.AllocationListener> listener) {
         GpuConfig loaded = configFile.map(GpuConfig::load).orElse(GpuConfig.defaults());
         GpuConfig config = strategy.map(loaded::withStrategy).orElse(loaded);
         GpuInventory inventory;
@@ -95,8 +110,10 @@ public final class Node implements AutoCloseable {
             inventory.close();
             throw new CliException("cannot create the state directory " + journal.getParent() + ": " + e.getMessage());
         }
-        GpuScheduler scheduler = GpuScheduler.builder().inventory(inventory).config(config).journal(journal)
-                .auditLogging(false).maintenanceInterval(Duration.ZERO).build();
+        GpuScheduler.Builder builder = GpuScheduler.builder().inventory(inventory).config(config).journal(journal)
+                .auditLogging(false).maintenanceInterval(Duration.ZERO);
+        listener.ifPresent(builder::listener);
+        GpuScheduler scheduler = builder.build();
         scheduler.updateMetrics(inventory.sample());
         return new Node(config, inventory, scheduler, journal);
     }

@@ -2,7 +2,6 @@ package io.gpusched.cli;
 
 import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuTopology;
-import io.gpusched.core.GpuVendor;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -57,14 +56,7 @@ public final class Tables {
     }
 
     static String cell(GpuDevice a, GpuDevice b, GpuTopology t) {
-        if (a.index() == b.index()) {
-            return "X";
-        }
-        int links = t.linkCount(a.index(), b.index());
-        if (links > 0) {
-            return (a.vendor() == GpuVendor.AMD ? "XG" : "NV") + links;
-        }
-        return t.pcieLevel(a.index(), b.index()).legend();
+        return io.gpusched.server.TopologyGrid.label(a, b, t);
     }
 
     /** @return rows laid out in left-aligned columns separated by two spaces */

@@ -1,0 +1,129 @@
+package io.gpusched.cli.commands;
+
+import io.gpusched.cli.CliException;
+import io.gpusched.cli.GpuschedCommand;
+import io.gpusched.cli.Node;
+import io.gpusched.core.AllocationEvent;
+import io.gpusched.server.ConsoleServer;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.net.UnknownHostException;
+import java.time.Duration;
+import java.util.Optional;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.atomic.AtomicReference;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.ParentCommand;
+import io.gpusched.core.internal.Durations;
+import java.util.concurrent.Callable;
+
+/** {@code gpusched serve}: the node console (web page, REST API, Prometheus metrics) until stopped. */
+@Command(name = "serve", description = "Serve the node console: a live web page, a REST API (/api/v1) and Prometheus"
+        + " /metrics. Changes need the bearer token in <state-dir>/console.token.")
+public final class ServeCommand implements Callable<Integer> {
+    @ParentCommand
+    GpuschedCommand root;
+
+    @Option(names = "--listen", paramLabel = "HOST:PORT", defaultValue = "127.0.0.1:9400",
+            description = "address to listen on (default ${DEFAULT-VALUE}; port 0 picks a free one)")
+    String listen;
+
+    @Option(names = "--allow-remote", description = "allow a --listen address beyond loopback (every request then"
+            + " needs the token)")
+    boolean allowRemote;
+
+    @Option(names = "--interval", defaultValue = "1s", description = "how often GPUs are sampled and changes pushed"
+            + " (default ${DEFAULT-VALUE})")
+    String interval;
+
+    /** Counted down when the server is up (for tests running the command in-process). */
+    final CountDownLatch started = new CountDownLatch(1);
+    private final CountDownLatch stop = new CountDownLatch(1);
+
+    @Override
+    public Integer call() throws InterruptedException {
+        InetSocketAddress address = parseListen(listen);
+        AtomicReference<ConsoleServer> console = new AtomicReference<>();
+        try (Node n = root.open(Optional.empty(), (AllocationEvent e) -> {
+            ConsoleServer c = console.get();
+            if (c != null) {
+                c.onEvent(e);
+            }
+        })) {
+            ConsoleServer server;
+            try {
+                server = ConsoleServer.builder().scheduler(n.scheduler()).inventory(n.inventory())
+                        .stateDir(root.stateDir()).listen(address).allowRemote(allowRemote)
+                        .refresh(catchUp(n)).sampleInterval(Durations.parse(interval))
+                        .cudaPaths(n.config().cudaPaths()).build();
+            } catch (IllegalStateException e) {
+                throw new CliException(e.getMessage());
+            }
+            console.set(server);
+            try (ConsoleServer s = server) {
+                try {
+                    s.start();
+                } catch (IllegalArgumentException | java.io.UncheckedIOException e) {
+                    throw new CliException(e.getMessage());
+                }
+                Thread hook = new Thread(stop::countDown, "gpusched-serve-stop");
+                Runtime.getRuntime().addShutdownHook(hook);
+                root.out().println("gpusched console on " + s.url() + "/ for " + n.inventory().backend() + " ("
+                        + n.inventory().devices().size() + " GPUs); changes need the token in " + s.token().file());
+                root.out().flush();
+                started.countDown();
+                stop.await();
+                try {
+                    Runtime.getRuntime().removeShutdownHook(hook);
+                } catch (IllegalStateException shuttingDown) {
+                    // the hook is what stopped us
+                }
+            }
+        }
+        return 0;
+    }
+
+    /** Stops a running serve (tests). */
+    public void stop() {
+        stop.countDown();
+    }
+
+    /** Catches up with other processes' changes to the node ledger (GpuScheduler.refresh, where the core has it). */
+    private static Runnable catchUp(Node n) {
+        try {
+            java.lang.reflect.Method m = io.gpusched.core.GpuScheduler.class.getMethod("refresh");
+            return () -> {
+                try {
+                    m.invoke(n.scheduler());
+                } catch (ReflectiveOperationException e) {
+                    throw new IllegalStateException(e.getCause() == null ? e : e.getCause());
+                }
+            };
+        } catch (NoSuchMethodException e) {
+            return () -> { };
+        }
+    }
+
+    static InetSocketAddress parseListen(String value) {
+        int colon = value.lastIndexOf(':');
+        if (colon < 0) {
+            throw new CliException("--listen " + value + ": expected HOST:PORT, e.g. 127.0.0.1:9400");
+        }
+        String host = value.substring(0, colon).replaceAll("^\\[|]$", "");
+        int port;
+        try {
+            port = Integer.parseInt(value.substring(colon + 1));
+        } catch (NumberFormatException e) {
+            throw new CliException("--listen " + value + ": the port must be a number from 0 to 65535");
+        }
+        if (port < 0 || port > 65535) {
+            throw new CliException("--listen " + value + ": the port must be a number from 0 to 65535");
+        }
+        try {
+            return new InetSocketAddress(InetAddress.getByName(host.isEmpty() ? "127.0.0.1" : host), port);
+        } catch (UnknownHostException e) {
+            throw new CliException("--listen " + value + ": unknown host " + host);
+        }
+    }
+}

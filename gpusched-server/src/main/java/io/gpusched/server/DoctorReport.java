@@ -1,0 +1,124 @@
+package io.gpusched.server;
+
+import io.gpusched.core.GpuDevice;
+import io.gpusched.core.GpuInventories;
+import io.gpusched.core.NvidiaDriver;
+import io.gpusched.cuda.Compatibility;
+import io.gpusched.cuda.CompatibilityTable;
+import io.gpusched.cuda.CudaInstallation;
+import io.gpusched.cuda.CudaInstallations;
+import io.gpusched.cuda.CudaSearch;
+import io.gpusched.cuda.DriverVersion;
+import io.gpusched.isolation.CgroupDeviceIsolator;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Optional;
+
+/**
+ * What works on this host and what does not: the inventory providers with their causes and advice, the isolation
+ * mechanism, and the CUDA installations with their driver verdicts. {@code gpusched doctor} prints it; the console
+ * serves it at {@code /api/v1/doctor}.
+ *
+ * @param providers     inventory providers, highest priority first
+ * @param isolation     the isolation mechanism
+ * @param driver        the loaded NVIDIA driver version, or null
+ * @param cuda          CUDA installations found
+ * @param cudaProblems  problems met while looking for CUDA
+ */
+public record DoctorReport(List<Provider> providers, Isolation isolation, String driver, List<Cuda> cuda,
+                           List<String> cudaProblems) {
+
+    /**
+     * One inventory provider.
+     *
+     * @param name      provider name
+     * @param priority  priority
+     * @param available whether it works here
+     * @param cause     why not, or null
+     * @param advice    what to do about it, or null
+     */
+    public record Provider(String name, int priority, boolean available, String cause, String advice) {
+    }
+
+    /**
+     * The cgroup device isolation available here.
+     *
+     * @param v1Root      the cgroup v1 devices hierarchy, or null
+     * @param v2Root      the cgroup2 mount, or null
+     * @param available   whether jobs can be fenced
+     * @param mechanism   "v2 eBPF" or "v1" when available, else null
+     * @param cause       why not, or null
+     */
+    public record Isolation(String v1Root, String v2Root, boolean available, String mechanism, String cause) {
+    }
+
+    /**
+     * One CUDA installation.
+     *
+     * @param root          its directory
+     * @param aliases       other paths that lead to it
+     * @param version       its version, or null
+     * @param versionSource where the version came from, or null
+     * @param runtime       whether it has the runtime library
+     * @param nvcc          whether it has nvcc
+     * @param verdict       compatibility with the loaded driver, or why it cannot be judged
+     */
+    public record Cuda(String root, List<String> aliases, String version, String versionSource, boolean runtime,
+                       boolean nvcc, String verdict) {
+    }
+
+    /**
+     * Looks at this host.
+     *
+     * @param extraCudaPaths more places to look for CUDA (gpu.cuda_paths)
+     * @return the report
+     */
+    public static DoctorReport collect(List<Path> extraCudaPaths) {
+        List<Provider> providers = new ArrayList<>();
+        for (GpuInventories.ProviderStatus p : GpuInventories.providers()) {
+            providers.add(new Provider(p.name(), p.priority(), p.available(), p.cause().orElse(null),
+                    p.cause().flatMap(DoctorReport::advice).orElse(null)));
+        }
+        CgroupDeviceIsolator iso = CgroupDeviceIsolator.detect(List.<GpuDevice>of());
+        Isolation isolation = new Isolation(iso.v1Root().map(Path::toString).orElse(null),
+                iso.v2Root().map(Path::toString).orElse(null), iso.isAvailable(),
+                iso.isAvailable() ? (iso.v2Root().isPresent() ? "v2 eBPF" : "v1") : null,
+                iso.unavailabilityCause().orElse(null));
+        CudaInstallations.Discovery d = CudaInstallations.discover(CudaSearch.host(extraCudaPaths));
+        Optional<DriverVersion> driver = NvidiaDriver.loadedVersion(Path.of("/proc")).map(DriverVersion::parse);
+        CompatibilityTable table = CompatibilityTable.builtIn();
+        List<Cuda> cuda = new ArrayList<>();
+        for (CudaInstallation i : d.installations()) {
+            String verdict = i.version().map(v -> driver.map(dv -> {
+                Compatibility c = Compatibility.judge(table, v, dv, Optional.empty(), i.compatDir(), true);
+                return c.verdict() + ": " + c.message();
+            }).orElse("no NVIDIA driver is loaded, so it cannot be checked")).orElse("version unknown");
+            cuda.add(new Cuda(i.root().toString(), i.aliases().stream().map(Object::toString).toList(),
+                    i.version().map(Object::toString).orElse(null), i.versionSource().map(Enum::name).orElse(null),
+                    i.hasRuntime(), i.nvcc().isPresent(), verdict));
+        }
+        return new DoctorReport(providers, isolation, driver.map(Object::toString).orElse(null), cuda,
+                d.problems().stream().map(Object::toString).toList());
+    }
+
+    /**
+     * @param cause a provider's cause
+     * @return what to do about it, when known
+     */
+    public static Optional<String> advice(String cause) {
+        if (cause.contains("driver not loaded")) {
+            return Optional.of("load the NVIDIA kernel module (nvidia-smi must work), or use --simulate");
+        }
+        if (cause.contains("library not found")) {
+            return Optional.of("install the driver's user-space library, or point -Dgpusched.nvml.library at it");
+        }
+        if (cause.contains("amdgpu")) {
+            return Optional.of("load amdgpu (modprobe amdgpu) on AMD hosts; ignore on NVIDIA hosts");
+        }
+        if (cause.contains("no permission")) {
+            return Optional.of("run as a user allowed to open /dev/nvidiactl");
+        }
+        return Optional.empty();
+    }
+}

@@ -1,0 +1,149 @@
+package io.gpusched.server;
+
+import io.gpusched.core.Allocation;
+import io.gpusched.core.AllocationEvent;
+import io.gpusched.core.DeviceState;
+import io.gpusched.core.GpuInventory;
+import io.gpusched.core.GpuMetrics;
+import io.gpusched.core.GpuScheduler;
+import java.time.Clock;
+import java.time.Duration;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Deque;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Watches the node for the console: on each tick it samples the inventory into the scheduler, catches up with
+ * other processes' changes to the node ledger, appends one point per GPU to a ten-minute history, and pushes what
+ * changed to the event stream ({@code tick}: the new points; {@code state}: devices and allocations, when they
+ * differ from the last push; {@code audit}: each allocation event).
+ */
+final class NodeWatcher {
+    private static final Logger LOG = LoggerFactory.getLogger(NodeWatcher.class);
+
+    /** One sampled point of one GPU; null fields were not reported. */
+    record Point(long t, Double util, Long memUsed, Double temp, Double power) {
+    }
+
+    private final GpuScheduler scheduler;
+    private final GpuInventory inventory;
+    private final Runnable refresh;
+    private final SseHub sse;
+    private final Clock clock;
+    private final int capacity;
+    private final Map<Integer, Deque<Point>> history = new HashMap<>();
+    private final Deque<Map<String, Object>> audit = new ArrayDeque<>();
+    private String lastState = "";
+
+    NodeWatcher(GpuScheduler scheduler, GpuInventory inventory, Runnable refresh, SseHub sse, Clock clock,
+                Duration interval, Duration window) {
+        this.scheduler = scheduler;
+        this.inventory = inventory;
+        this.refresh = refresh;
+        this.sse = sse;
+        this.clock = clock;
+        this.capacity = (int) Math.max(2, window.toMillis() / Math.max(1, interval.toMillis()));
+    }
+
+    /** One tick: sample, catch up, record, push. Never throws (a failed tick is logged and the next one tries). */
+    void tick() {
+        try {
+            try {
+                refresh.run();
+            } catch (RuntimeException e) {
+                LOG.warn("cannot catch up with the node ledger: {}", e.toString());
+            }
+            scheduler.updateMetrics(inventory.sample());
+            List<DeviceState> devices = scheduler.devices();
+            long now = clock.millis();
+            List<Map<String, Object>> points = new ArrayList<>();
+            synchronized (history) {
+                for (DeviceState d : devices) {
+                    Point p = point(d, now);
+                    Deque<Point> h = history.computeIfAbsent(d.index(), i -> new ArrayDeque<>());
+                    h.addLast(p);
+                    while (h.size() > capacity) {
+                        h.removeFirst();
+                    }
+                    Map<String, Object> m = new LinkedHashMap<>();
+                    m.put("gpu", d.index());
+                    m.put("point", p);
+                    points.add(m);
+                }
+            }
+            sse.broadcast("tick", Views.json(Map.of("t", now, "points", points)));
+            pushStateIfChanged();
+        } catch (RuntimeException e) {
+            LOG.warn("console tick failed: {}", e.toString());
+        }
+    }
+
+    /** Pushes devices and allocations when they differ from the last push. */
+    synchronized void pushStateIfChanged() {
+        String state = Views.json(state());
+        if (!state.equals(lastState)) {
+            lastState = state;
+            sse.broadcast("state", state);
+        }
+    }
+
+    /** @return devices and allocations as the page shows them */
+    Map<String, Object> state() {
+        List<Allocation> allocations = scheduler.allocations();
+        Map<String, Object> m = new LinkedHashMap<>();
+        m.put("devices", Views.devices(scheduler.devices(), allocations));
+        m.put("allocations", Views.allocations(allocations));
+        return m;
+    }
+
+    /** Listener for the scheduler's audit events. */
+    void onEvent(AllocationEvent e) {
+        Map<String, Object> m = Views.event(e);
+        synchronized (audit) {
+            audit.addLast(m);
+            while (audit.size() > 200) {
+                audit.removeFirst();
+            }
+        }
+        sse.broadcast("audit", Views.json(m));
+        pushStateIfChanged();
+    }
+
+    /** @return the last audit events, oldest first */
+    List<Map<String, Object>> recentAudit() {
+        synchronized (audit) {
+            return new ArrayList<>(audit);
+        }
+    }
+
+    /** @param gpu a device index, or empty for all @return each GPU's points, oldest first */
+    Map<Integer, List<Point>> samples(Optional<Integer> gpu) {
+        Map<Integer, List<Point>> out = new LinkedHashMap<>();
+        synchronized (history) {
+            history.forEach((i, h) -> {
+                if (gpu.isEmpty() || gpu.get().equals(i)) {
+                    out.put(i, new ArrayList<>(h));
+                }
+            });
+        }
+        return out;
+    }
+
+    private static Point point(DeviceState d, long now) {
+        Optional<GpuMetrics> m = d.metrics();
+        return new Point(now,
+                m.filter(x -> x.utilizationPercent().isPresent()).map(x -> x.utilizationPercent().getAsDouble())
+                        .orElse(null),
+                m.flatMap(GpuMetrics::memoryUsed).map(x -> x.bytes()).orElse(null),
+                m.filter(x -> x.temperatureCelsius().isPresent()).map(x -> x.temperatureCelsius().getAsDouble())
+                        .orElse(null),
+                m.filter(x -> x.powerWatts().isPresent()).map(x -> x.powerWatts().getAsDouble()).orElse(null));
+    }
+}
