@@ -95,16 +95,11 @@ public record GpuConfig(
     /**
      * Loads a YAML file.
      *
-     * @throws GpuConfigException if the file cannot be read or a setting is invalid (the message names its path)
+     * @throws GpuConfigException if the file cannot be read, is larger than 3 MiB or a setting is invalid (the
+     *                            message names its path)
      */
     public static GpuConfig load(Path file) {
-        String text;
-        try {
-            text = Files.readString(file, StandardCharsets.UTF_8);
-        } catch (IOException e) {
-            throw new GpuConfigException("cannot read configuration " + file + ": " + e.getMessage(), e);
-        }
-        return parse(text, file.toString());
+        return parse(StrictYaml.read(file, "configuration"), file.toString());
     }
 
     /**

@@ -96,6 +96,19 @@ class HostileInputTest {
     }
 
     @Test
+    void oversizedFilesAreRefusedBeforeTheyAreRead(@org.junit.jupiter.api.io.TempDir java.nio.file.Path dir)
+            throws Exception {
+        java.nio.file.Path big = dir.resolve("big.yaml");
+        try (java.io.RandomAccessFile f = new java.io.RandomAccessFile(big.toFile(), "rw")) {
+            f.setLength(64L << 20); // sparse: 64 MiB on paper, nothing on disk
+        }
+        assertThatThrownBy(() -> GpuConfig.load(big)).isExactlyInstanceOf(GpuConfigException.class)
+                .hasMessageContaining("big.yaml").hasMessageContaining("at most");
+        assertThatThrownBy(() -> NodeDescriptions.load(big)).isExactlyInstanceOf(GpuConfigException.class)
+                .hasMessageContaining("big.yaml").hasMessageContaining("at most");
+    }
+
+    @Test
     void aNodeDescriptionHasABoundedNumberOfDevices() {
         StringBuilder y = new StringBuilder("node: n\ndefaults: {vendor: NVIDIA, name: x, memory: 1GiB}\ndevices:\n");
         for (int i = 0; i <= NodeDescriptions.MAX_DEVICES; i++) {

@@ -63,6 +63,28 @@ public final class StrictYaml {
         return new StrictYaml(source, "", asMap(root, source, "(document root)"));
     }
 
+    /** Largest file {@link #read(java.nio.file.Path, String)} reads: SnakeYAML's own limit (3 Mi code points). */
+    public static final long MAX_FILE_BYTES = 3L << 20;
+
+    /**
+     * Reads a YAML file as UTF-8, refusing one larger than {@link #MAX_FILE_BYTES} before reading it.
+     *
+     * @param what names the file in errors ("configuration", "node description")
+     * @throws GpuConfigException if it cannot be read, is too large or is not UTF-8
+     */
+    public static String read(java.nio.file.Path file, String what) {
+        try {
+            long size = java.nio.file.Files.size(file);
+            if (size > MAX_FILE_BYTES) {
+                throw new GpuConfigException("cannot read " + what + " " + file + ": " + size + " bytes; expected at"
+                        + " most " + MAX_FILE_BYTES);
+            }
+            return java.nio.file.Files.readString(file, java.nio.charset.StandardCharsets.UTF_8);
+        } catch (java.io.IOException | java.io.UncheckedIOException e) {
+            throw new GpuConfigException("cannot read " + what + " " + file + ": " + e.getMessage(), e);
+        }
+    }
+
     /** SafeConstructor without the tags a configuration has no use for, and strict about {@code !!bool}. */
     private static final class PlainConstructor extends SafeConstructor {
         PlainConstructor(LoaderOptions options) {

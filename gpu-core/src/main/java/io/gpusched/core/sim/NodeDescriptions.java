@@ -10,7 +10,6 @@ import io.gpusched.core.internal.StrictYaml;
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.HashMap;
 import java.util.List;
@@ -70,13 +69,9 @@ public final class NodeDescriptions {
         }
     }
 
-    /** @throws GpuConfigException if the file cannot be read or describes an invalid node */
+    /** @throws GpuConfigException if the file cannot be read, is larger than 3 MiB or describes an invalid node */
     public static SimulatedGpuInventory load(Path file) {
-        try {
-            return parse(Files.readString(file, StandardCharsets.UTF_8), file.toString());
-        } catch (IOException e) {
-            throw new GpuConfigException("cannot read node description " + file + ": " + e.getMessage(), e);
-        }
+        return parse(StrictYaml.read(file, "node description"), file.toString());
     }
 
     /**
@@ -104,11 +99,22 @@ public final class NodeDescriptions {
         }
         Map<Integer, String[]> placement = new HashMap<>();
         Map<Integer, Integer> numa = new HashMap<>();
+        java.util.Set<String> uuids = new java.util.HashSet<>();
         for (StrictYaml d : devices) {
             d.onlyKeys(DEVICE_KEYS);
             int index = d.requiredInteger("index", 0, 1 << 20);
+            String at = root.pathOf("devices") + "[index " + index + "]";
+            if (placement.containsKey(index)) {
+                throw d.error(at, "index " + index + " clashes with an earlier device (given twice); expected each"
+                        + " device index once");
+            }
+            String uuid = d.string("uuid", derivedUuid(node, index));
+            if (!uuids.add(uuid)) {
+                throw d.error(at, "uuid " + uuid + " clashes with an earlier device (given twice); expected a"
+                        + " distinct uuid per device");
+            }
             GpuDevice.Builder g = GpuDevice.builder().index(index)
-                    .uuid(d.string("uuid", derivedUuid(node, index)))
+                    .uuid(uuid)
                     .vendor(value(d, defaults, "vendor", GpuVendor::parse))
                     .name(value(d, defaults, "name", s -> s))
                     .memory(value(d, defaults, "memory", MemorySize::parse))
