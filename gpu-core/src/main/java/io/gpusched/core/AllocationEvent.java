@@ -44,7 +44,12 @@ public record AllocationEvent(
         /** A released device has no process left and is free again. */
         DRAINED,
         /** A released device kept processes past the drain timeout and was taken out of the pool. */
-        QUARANTINED
+        QUARANTINED,
+        /**
+         * An allocation bound to a holder process ({@link GpuRequest#holder()}) was released because that process is
+         * gone; the message names the dead holder.
+         */
+        RECLAIMED
     }
 
     /** Copies the list. */

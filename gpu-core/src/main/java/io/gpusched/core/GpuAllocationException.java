@@ -12,6 +12,8 @@ public class GpuAllocationException extends GpuException {
     public enum Reason {
         /** Enough devices match the request, but not enough of them are free now. */
         INSUFFICIENT_GPUS(true),
+        /** More GPUs were asked for than the node has in all: the request can never be served here. */
+        NODE_TOO_SMALL(false),
         /** Devices match vendor, model and capability, but too few have the memory asked for. */
         INSUFFICIENT_MEMORY(false),
         /** Too few devices on this node match the vendor, model or compute capability asked for. */
@@ -28,9 +30,12 @@ public class GpuAllocationException extends GpuException {
         DISABLED(false),
         /** The allocation strategy found no placement among the eligible devices. */
         NO_PLACEMENT(true),
-        /** {@code release} was given an id this scheduler never issued. */
+        /** {@code release} or {@code renew} was given an id the node never issued. */
         UNKNOWN_ALLOCATION(false),
-        /** The owner asked more often than its rate limit allows ({@code gpu.rate_limit}). */
+        /**
+         * The owner was granted allocations more often than its rate limit allows ({@code gpu.rate_limit}). Only
+         * granted allocations spend tokens; refusals (this one included) do not.
+         */
         RATE_LIMITED(true);
 
         private final boolean transientCondition;

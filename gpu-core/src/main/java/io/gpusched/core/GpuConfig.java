@@ -25,6 +25,7 @@ import java.util.Set;
  *   drain: {timeout: 5m}                           # released GPUs with processes left past this are quarantined
  *   rate_limit: {per_owner_per_second: 0, burst: 0} # 0: no limit; over it: RATE_LIMITED
  *   thermal: {max_sample_age: 30s}                 # older samples are ignored by the thermal strategy
+ *   state_dir: /var/lib/gpusched                   # node ledger shared by the node's processes; unset: in memory
  * </pre>
  * Unknown keys are rejected with their path named.
  *
@@ -39,6 +40,8 @@ import java.util.Set;
  * @param rateLimitPerSecond allocations per second per owner; 0 means no limit
  * @param rateLimitBurst    bucket size of the per-owner limit
  * @param sampleMaxAge      metrics older than this are ignored by the thermal strategy
+ * @param stateDir          {@code gpu.state_dir}: the node ledger's directory (see {@link NodeLedger}); empty: the
+ *                          scheduler keeps its state in memory only
  */
 public record GpuConfig(
         boolean enabled,
@@ -51,11 +54,12 @@ public record GpuConfig(
         java.time.Duration drainTimeout,
         double rateLimitPerSecond,
         int rateLimitBurst,
-        java.time.Duration sampleMaxAge) {
+        java.time.Duration sampleMaxAge,
+        java.util.Optional<Path> stateDir) {
 
     private static final Set<String> ROOT_KEYS = Set.of("gpu");
     private static final Set<String> GPU_KEYS = Set.of("enabled", "strategy", "backends", "cuda_paths",
-            "max_gpus_per_request", "allow_sharing", "leases", "drain", "rate_limit", "thermal");
+            "max_gpus_per_request", "allow_sharing", "leases", "drain", "rate_limit", "thermal", "state_dir");
 
     /** @throws GpuConfigException naming the invalid setting */
     public GpuConfig {
@@ -72,6 +76,7 @@ public record GpuConfig(
         }
         cudaPaths = List.copyOf(cudaPaths);
         java.util.Objects.requireNonNull(drainTimeout, "drainTimeout");
+        java.util.Objects.requireNonNull(stateDir, "stateDir");
         java.util.Objects.requireNonNull(sampleMaxAge, "sampleMaxAge");
         if (drainTimeout.isNegative() || sampleMaxAge.isNegative() || sampleMaxAge.isZero()) {
             throw new GpuConfigException("gpu.drain.timeout must be >= 0 and gpu.thermal.max_sample_age > 0; got "
@@ -144,6 +149,20 @@ public record GpuConfig(
             }
         }
         b.cudaPaths(paths);
+        String stateDir = gpu.string("state_dir", null);
+        if (stateDir != null) {
+            Path dir = null;
+            try {
+                dir = Path.of(stateDir);
+            } catch (java.nio.file.InvalidPathException e) {
+                // reported below
+            }
+            if (dir == null || !dir.isAbsolute()) {
+                throw gpu.error(gpu.pathOf("state_dir"), "\"" + stateDir.replace("\0", "\\0") + "\" is not an"
+                        + " absolute path; expected a directory such as /var/lib/gpusched");
+            }
+            b.stateDir(dir);
+        }
         try {
             return b.build();
         } catch (GpuConfigException e) {
@@ -169,7 +188,7 @@ public record GpuConfig(
      */
     public GpuConfig withStrategy(String name) {
         return new GpuConfig(enabled, name, backends, cudaPaths, maxGpusPerRequest, allowSharing, releaseOnExpiry,
-                drainTimeout, rateLimitPerSecond, rateLimitBurst, sampleMaxAge);
+                drainTimeout, rateLimitPerSecond, rateLimitBurst, sampleMaxAge, stateDir);
     }
 
     /** @return a builder with the defaults */
@@ -190,6 +209,7 @@ public record GpuConfig(
         private double rateLimitPerSecond;
         private int rateLimitBurst;
         private java.time.Duration sampleMaxAge = java.time.Duration.ofSeconds(30);
+        private Path stateDir;
 
         private Builder() {
         }
@@ -206,6 +226,8 @@ public record GpuConfig(
         }
         /** @return this */
         public Builder sampleMaxAge(java.time.Duration v) { sampleMaxAge = v; return this; }
+        /** @param v the node ledger's directory ({@code gpu.state_dir}); null: none @return this */
+        public Builder stateDir(Path v) { stateDir = v; return this; }
 
         /** @return this */
         public Builder enabled(boolean v) { enabled = v; return this; }
@@ -223,7 +245,8 @@ public record GpuConfig(
         /** @return the validated configuration */
         public GpuConfig build() {
             return new GpuConfig(enabled, strategy, backends, cudaPaths, maxGpusPerRequest, allowSharing,
-                    releaseOnExpiry, drainTimeout, rateLimitPerSecond, rateLimitBurst, sampleMaxAge);
+                    releaseOnExpiry, drainTimeout, rateLimitPerSecond, rateLimitBurst, sampleMaxAge,
+                    java.util.Optional.ofNullable(stateDir));
         }
     }
 }

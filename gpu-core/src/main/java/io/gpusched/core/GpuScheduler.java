@@ -9,6 +9,10 @@ import java.util.Optional;
 
 /**
  * Hands out the GPUs of one {@link GpuInventory}. Thread-safe; an allocation either fully happens or leaves no trace.
+ * With a {@linkplain Builder#stateDir(java.nio.file.Path) state directory} every process of the node shares one
+ * allocation state (the {@link NodeLedger node ledger}): each change takes the node's lock, catches up with other
+ * processes, decides, appends and forces to disk before it returns; ids are unique across the node and restarts.
+ * Without one, the scheduler is purely in memory.
  * It never calls native code on the allocation path: it works from the inventory's cached facts and the latest
  * metrics given to {@link #updateMetrics(GpuSample)} (or read by its own poller, see
  * {@link Builder#metricsPollInterval(Duration)}).
@@ -33,10 +37,16 @@ public interface GpuScheduler extends AutoCloseable {
     Allocation allocate(GpuRequest request);
 
     /**
-     * Allocates, waiting up to {@code maxWait} for devices being released or drained. Waiters are served first come,
-     * first served; a request that cannot succeed however long it waits (a permanent reason) fails at once.
+     * Allocates, waiting up to {@code maxWait} for devices being released or drained. A request that cannot succeed
+     * however long it waits (a permanent reason, e.g. more GPUs than the node has) fails at once.
      *
-     * @throws GpuAllocationException with the last transient reason when the wait runs out
+     * <p>Fairness: within one process, waiters are served first come, first served (only the oldest waiter tries;
+     * a waiter that fails for any reason, or times out, hands the queue on). Across processes sharing a node ledger
+     * there is no queue: each process's oldest waiter retries whenever the ledger changes (polled with a 1 to 50 ms
+     * backoff) and the first to take the lock gets the devices. A waiter can therefore lose to another process's
+     * request several times; its wait is bounded only by {@code maxWait}.
+     *
+     * @throws GpuAllocationException with the last transient reason and the wait observed, when the wait runs out
      */
     Allocation allocate(GpuRequest request, java.time.Duration maxWait) throws InterruptedException;
 
@@ -59,8 +69,25 @@ public interface GpuScheduler extends AutoCloseable {
     /** @return true if the device was quarantined and is now back in the pool */
     boolean clearQuarantine(int deviceIndex);
 
-    /** @return problems found when the journal was replayed (devices that are gone, corrupt lines) */
+    /**
+     * @return problems found when the node ledger was loaded (devices this inventory does not have, an incomplete
+     *         last record that was cut off)
+     */
     List<String> recoveryProblems();
+
+    /**
+     * Catches up with the node ledger now: changes other processes made become visible, and listeners receive their
+     * events ({@code ALLOCATED}, {@code RELEASED}, {@code RECLAIMED}, ...). Allocations of holder processes that are
+     * gone are reclaimed. Readers ({@link #allocations()}, {@link #status()}, {@link #devices()}) and every change do
+     * this on their own; a host calls it to hear about other processes' changes sooner. Without a state directory it
+     * only reclaims.
+     *
+     * @throws LedgerException if the ledger cannot be read
+     */
+    void refresh();
+
+    /** @return the state directory of the node ledger, or empty for a purely in-memory scheduler */
+    Optional<java.nio.file.Path> stateDir();
 
     /**
      * Like {@link #allocate}, but returns empty when the refusal is {@linkplain GpuAllocationException.Reason#isTransient()
@@ -72,11 +99,12 @@ public interface GpuScheduler extends AutoCloseable {
      * Releases an allocation.
      *
      * @return true if it was live and is now released; false if it was already released
-     * @throws GpuAllocationException with {@code UNKNOWN_ALLOCATION} for an id this scheduler never issued
+     * @throws GpuAllocationException with {@code UNKNOWN_ALLOCATION} for an id the node never issued
+     * @throws LedgerException if the node ledger cannot record the release (it did not happen)
      */
     boolean release(String allocationId);
 
-    /** @return live allocations, oldest first */
+    /** @return live allocations of the whole node (every process, with a state directory), oldest first */
     List<Allocation> allocations();
 
     /** @return the live allocation with this id */
@@ -118,7 +146,7 @@ public interface GpuScheduler extends AutoCloseable {
         boolean auditLogging = true;
         Duration pollInterval;
         Duration maintenanceInterval = Duration.ofSeconds(1);
-        java.nio.file.Path journal;
+        java.nio.file.Path stateDir;
         boolean strictRecovery;
         final List<AllocationListener> listeners = new ArrayList<>();
 
@@ -197,18 +225,33 @@ public interface GpuScheduler extends AutoCloseable {
         }
 
         /**
-         * Makes allocations survive a crash: each allocate, release and renew is appended to this file and forced to
-         * disk before the call returns; on build the file is replayed and compacted.
+         * Keeps the node's allocations in the node ledger of this directory, shared by every process of the node (the
+         * command, servers, executors): each change is forced to disk before it returns and survives crashes;
+         * allocations of other processes are honoured. Default: {@code gpu.state_dir} of the configuration, else
+         * none (purely in memory). The directory is created if absent; one writable by group or others is refused.
+         * Every process sharing it must see the same {@code /proc} (one PID namespace) for holder binding to work.
          *
-         * @return this
+         * @param v the state directory (see {@link NodeLedger#defaultStateDir()}) @return this
          */
-        public Builder journal(java.nio.file.Path v) {
-            unset(journal, "journal");
-            journal = Objects.requireNonNull(v, "journal");
+        public Builder stateDir(java.nio.file.Path v) {
+            unset(stateDir, "state directory");
+            stateDir = Objects.requireNonNull(v, "stateDir");
             return this;
         }
 
-        /** @param v refuse to start when a recovered allocation holds a device the inventory no longer has @return this */
+        /**
+         * @param v a journal file of earlier versions; its directory becomes the {@linkplain #stateDir state
+         *          directory} (the old journal's content is not read) @return this
+         * @deprecated use {@link #stateDir(java.nio.file.Path)}
+         */
+        @Deprecated
+        public Builder journal(java.nio.file.Path v) {
+            Objects.requireNonNull(v, "journal");
+            java.nio.file.Path parent = v.toAbsolutePath().getParent();
+            return stateDir(parent);
+        }
+
+        /** @param v refuse to start when a ledger allocation holds a device the inventory does not have @return this */
         public Builder strictRecovery(boolean v) {
             strictRecovery = v;
             return this;

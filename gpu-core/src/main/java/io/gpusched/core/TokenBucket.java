@@ -17,15 +17,26 @@ final class TokenBucket {
         this.last = now;
     }
 
-    /** @return zero if a token was taken, else how long until one is available */
-    Duration take(Instant now) {
+    private void refill(Instant now) {
         double elapsed = Math.max(0, Duration.between(last, now).toNanos() / 1e9);
         tokens = Math.min(burst, tokens + elapsed * rate);
-        last = now;
+        if (now.isAfter(last)) {
+            last = now;
+        }
+    }
+
+    /** @return zero if a token is available now (nothing is taken), else how long until one is */
+    Duration available(Instant now) {
+        refill(now);
         if (tokens >= 1) {
-            tokens -= 1;
             return Duration.ZERO;
         }
         return Duration.ofNanos((long) Math.ceil((1 - tokens) / rate * 1e9));
+    }
+
+    /** Takes a token (call after {@link #available} said one is there). */
+    void take(Instant now) {
+        refill(now);
+        tokens = Math.max(0, tokens - 1);
     }
 }

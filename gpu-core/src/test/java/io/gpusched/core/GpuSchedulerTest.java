@@ -80,7 +80,7 @@ class GpuSchedulerTest {
         scheduler.allocate(GpuRequest.builder().build());
         assertThatThrownBy(() -> scheduler.release("alloc-from-elsewhere"))
                 .isInstanceOf(GpuAllocationException.class)
-                .hasMessageContaining("no allocation \"alloc-from-elsewhere\" was issued by this scheduler")
+                .hasMessageContaining("no allocation \"alloc-from-elsewhere\" was issued by this node")
                 .satisfies(e -> PRODUCED.add(((GpuAllocationException) e).reason()))
                 .satisfies(e -> assertThat(((GpuAllocationException) e).reason()).isEqualTo(Reason.UNKNOWN_ALLOCATION));
         String id = scheduler.allocations().get(0).id();
@@ -94,8 +94,12 @@ class GpuSchedulerTest {
         GpuAllocationException e = refused(scheduler, GpuRequest.builder().count(2).build(), Reason.INSUFFICIENT_GPUS);
         assertThat(e.getMessage()).contains("2 GPUs requested; 1 of 8 suitable GPUs are free");
         GpuAllocationException tooMany = refused(scheduler, GpuRequest.builder().count(9).build(),
-                Reason.INSUFFICIENT_GPUS);
+                Reason.NODE_TOO_SMALL);
         assertThat(tooMany.getMessage()).contains("this node has 8 GPUs in all");
+        assertThat(Reason.NODE_TOO_SMALL.isTransient()).as("9 on 8 can never succeed").isFalse();
+        assertThatThrownBy(() -> scheduler.tryAllocate(GpuRequest.builder().count(9).build()))
+                .as("tryAllocate throws for a permanent refusal instead of returning empty")
+                .isInstanceOf(GpuAllocationException.class);
     }
 
     @Test
@@ -265,7 +269,7 @@ class GpuSchedulerTest {
         assertThat(seen.get(0).owner()).contains("bob");
         assertThat(seen.get(0).jobId()).contains("j1");
         assertThat(seen.get(0).deviceUuids()).isEqualTo(a.deviceUuids());
-        assertThat(seen.get(1).reason()).contains(Reason.INSUFFICIENT_GPUS);
+        assertThat(seen.get(1).reason()).contains(Reason.NODE_TOO_SMALL);
         assertThat(Slf4jAllocationListener.format(seen.get(0)))
                 .startsWith("event=ALLOCATED at=2026-01-02T03:04:05Z id=" + a.id() + " owner=bob job=j1 devices=[GPU-");
     }

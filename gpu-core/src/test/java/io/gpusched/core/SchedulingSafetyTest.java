@@ -118,29 +118,56 @@ class SchedulingSafetyTest {
         Allocation all = s.allocate(GpuRequest.builder().count(4).build());
         ExecutorService pool = Executors.newFixedThreadPool(2);
         try {
-            CountDownLatch firstWaiting = new CountDownLatch(1);
-            Future<Allocation> big = pool.submit(() -> {
-                firstWaiting.countDown();
-                return s.allocate(GpuRequest.builder().count(3).owner("first").build(), Duration.ofSeconds(30));
-            });
-            firstWaiting.await();
-            Thread.sleep(100);
+            Future<Allocation> big = pool.submit(() ->
+                    s.allocate(GpuRequest.builder().count(3).owner("first").build(), Duration.ofMinutes(5)));
+            awaitWaiting(s, 1);
             Future<Allocation> small = pool.submit(() -> s.allocate(GpuRequest.builder().count(2).owner("second")
-                    .build(), Duration.ofSeconds(30)));
-            Thread.sleep(100);
+                    .build(), Duration.ofMinutes(5)));
+            awaitWaiting(s, 2);
             assertThat(big.isDone()).isFalse();
             assertThat(small.isDone()).isFalse();
             s.release(all.id());
             Allocation b = big.get(30, TimeUnit.SECONDS);
             assertThat(b.owner()).contains("first");
             assertThat(b.devices()).hasSize(3);
-            assertThatThrownBy(() -> small.get(1, TimeUnit.SECONDS)).as("second waits behind first")
-                    .isInstanceOf(java.util.concurrent.TimeoutException.class);
+            awaitWaiting(s, 1);
+            assertThat(small.isDone()).as("second still waits: 1 GPU is free but it asked for 2").isFalse();
             s.release(b.id());
             assertThat(small.get(30, TimeUnit.SECONDS).devices()).hasSize(2);
         } finally {
             pool.shutdownNow();
         }
+    }
+
+    /** Waits until the scheduler reports {@code n} waiting allocations (an observed fact, not a guessed delay). */
+    static void awaitWaiting(GpuScheduler s, long n) {
+        while (((DefaultGpuScheduler) s).waiting() != n) {
+            Thread.onSpinWait();
+        }
+    }
+
+    /** A waiter whose attempt fails with a non-refusal error (a strategy bug) still hands the queue on. */
+    @Test
+    @org.junit.jupiter.api.Timeout(value = 10, unit = TimeUnit.MINUTES)
+    void aWaiterThatFailsOtherwiseHandsTheQueueOn() throws Exception {
+        AllocationStrategy buggyFor3 = new AllocationStrategy() {
+            @Override
+            public String name() {
+                return "buggy-for-3";
+            }
+
+            @Override
+            public List<Integer> select(GpuRequest r, SchedulingView v) {
+                return r.count() == 3 ? List.of(99, 98, 97)
+                        : v.candidates().stream().limit(r.count()).map(DeviceState::index).toList();
+            }
+        };
+        SimulatedGpuInventory inv = node(false);
+        GpuScheduler s = GpuScheduler.builder().inventory(inv).strategy(buggyFor3).auditLogging(false)
+                .maintenanceInterval(Duration.ZERO).build();
+        assertThatThrownBy(() -> s.allocate(GpuRequest.builder().count(3).build(), Duration.ofMinutes(5)))
+                .isInstanceOf(GpuException.class).hasMessageContaining("a bug in the strategy");
+        assertThat(s.allocate(GpuRequest.builder().count(2).build(), Duration.ofMinutes(5)).devices()).hasSize(2);
     }
 
     /** The timeout only guards against a permanent refusal waiting its hour; it asserts no speed. */
@@ -149,10 +176,22 @@ class SchedulingSafetyTest {
     void waitingGivesUpWithTheUsualReasonAndPermanentReasonsDoNotWait() throws Exception {
         GpuScheduler s = scheduler(node(false), GpuConfig.defaults());
         s.allocate(GpuRequest.builder().count(4).build());
-        assertThatThrownBy(() -> s.allocate(GpuRequest.builder().build(), Duration.ofMillis(200)))
-                .isInstanceOf(GpuAllocationException.class).hasMessageContaining("waited PT0.2S")
+        long t0 = System.nanoTime();
+        Throwable t = org.assertj.core.api.Assertions.catchThrowable(
+                () -> s.allocate(GpuRequest.builder().build(), Duration.ofMillis(200)));
+        double observed = (System.nanoTime() - t0) / 1e9;
+        assertThat(t).isInstanceOf(GpuAllocationException.class);
+        assertThat(((GpuAllocationException) t).reason()).isEqualTo(GpuAllocationException.Reason.INSUFFICIENT_GPUS);
+        java.util.regex.Matcher m = java.util.regex.Pattern.compile("gave up after waiting ([0-9.]+) s$")
+                .matcher(t.getMessage());
+        assertThat(m.find()).as(t.getMessage()).isTrue();
+        assertThat(t.getMessage()).as("the wait is said once").doesNotContain("PT0.2S");
+        double reported = Double.parseDouble(m.group(1));
+        assertThat(reported).as("the wait reported is the wait observed").isGreaterThanOrEqualTo(0.2)
+                .isLessThanOrEqualTo(observed + 0.001);
+        assertThatThrownBy(() -> s.allocate(GpuRequest.builder().count(5).build(), Duration.ofHours(1)))
                 .satisfies(e -> assertThat(((GpuAllocationException) e).reason())
-                        .isEqualTo(GpuAllocationException.Reason.INSUFFICIENT_GPUS));
+                        .isEqualTo(GpuAllocationException.Reason.NODE_TOO_SMALL));
         assertThatThrownBy(() -> s.allocate(GpuRequests.fromCliFlags("--devices=9"), Duration.ofHours(1)))
                 .satisfies(e -> assertThat(((GpuAllocationException) e).reason())
                         .isEqualTo(GpuAllocationException.Reason.UNKNOWN_DEVICE));

@@ -1,0 +1,267 @@
+package io.gpusched.core;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.Consumer;
+import java.util.function.Function;
+
+/**
+ * Runs every change of a scheduler as one transaction on its {@link NodeState}: in memory only, or against a
+ * {@link NodeLedger} shared by every process of the node. With a ledger, changes that arrive while another is being
+ * written are decided together and share one OS-lock hold and one force to disk (group commit); each is still
+ * decided on the state left by the ones before it, so a refusal of one does not affect the others.
+ */
+final class Ledger implements AutoCloseable {
+
+    /**
+     * A change, decided on the up-to-date state. It must not modify the state: it returns the records that make the
+     * change, which the ledger applies (and writes).
+     */
+    @FunctionalInterface
+    interface Change<T> {
+        /**
+         * @param state   the state, caught up with every process's changes
+         * @param nextSeq the sequence the first returned record will get
+         */
+        Decision<T> decide(NodeState state, long nextSeq);
+    }
+
+    /**
+     * @param records what to append, in order
+     * @param result  what the caller gets once they are durable
+     */
+    record Decision<T>(List<LedgerRecord> records, T result) {
+        static <T> Decision<T> of(T result, LedgerRecord... records) {
+            return new Decision<>(List.of(records), result);
+        }
+    }
+
+    private static final class Pending<T> {
+        final Change<T> change;
+        volatile boolean done;
+        T result;
+        RuntimeException error;
+
+        Pending(Change<T> change) {
+            this.change = change;
+        }
+    }
+
+    private final NodeLedger file;
+    private final Change<Void> housekeeping;
+    private final Consumer<List<AllocationEvent>> events;
+    private final Runnable changed;
+    private final ReentrantLock lock = new ReentrantLock();
+    private final ConcurrentLinkedQueue<Pending<?>> queue = new ConcurrentLinkedQueue<>();
+    /** Guarded by lock. */
+    private NodeState state;
+    private volatile List<DeviceState> published;
+
+    /**
+     * @param initial      the devices, idle
+     * @param file         the node ledger, or null for a purely in-memory scheduler
+     * @param housekeeping run first in every transaction (reclaims allocations of dead holders)
+     * @param events       receives the events of applied records (this process's and others'), outside the lock
+     * @param changed      called (under the lock) after the state changed
+     */
+    Ledger(NodeState initial, NodeLedger file, Change<Void> housekeeping, Consumer<List<AllocationEvent>> events,
+           Runnable changed) {
+        this.file = file;
+        this.housekeeping = housekeeping;
+        this.events = events;
+        this.changed = changed;
+        this.state = initial;
+        if (file != null) {
+            List<AllocationEvent> ignored = new ArrayList<>();
+            this.state = file.open(initial, ignored);
+        }
+        this.published = state.snapshot();
+    }
+
+    /** @return true when changes go to a node ledger */
+    boolean durable() {
+        return file != null;
+    }
+
+    /** @return the node ledger, or null */
+    NodeLedger file() {
+        return file;
+    }
+
+    /** @return the device states as last published (no catch-up) */
+    List<DeviceState> devices() {
+        return published;
+    }
+
+    /** Runs a change as one transaction and returns its result once it is durable. */
+    <T> T commit(Change<T> change) {
+        Pending<T> p = new Pending<>(change);
+        List<AllocationEvent> out = new ArrayList<>();
+        if (file == null) {
+            lock.lock();
+            try {
+                long before = state.sequence;
+                run(p, out);
+                if (state.sequence != before) {
+                    published = state.snapshot();
+                    changed.run();
+                }
+            } finally {
+                lock.unlock();
+            }
+        } else {
+            queue.add(p);
+            lock.lock();
+            try {
+                if (!p.done) {
+                    batch(out);
+                }
+            } finally {
+                lock.unlock();
+            }
+        }
+        if (!out.isEmpty()) {
+            events.accept(out);
+        }
+        if (p.error != null) {
+            throw p.error;
+        }
+        return p.result;
+    }
+
+    /** Catches up with other processes (and reclaims dead holders' allocations) now. */
+    void refresh() {
+        commit((s, seq) -> Decision.of(null));
+    }
+
+    /** Catches up, then reads the state under the lock. */
+    <T> T read(Function<NodeState, T> reader) {
+        if (file != null) {
+            refresh();
+        }
+        lock.lock();
+        try {
+            return reader.apply(state);
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Reads the state as this process last knew it, without catching up. */
+    <T> T readLocal(Function<NodeState, T> reader) {
+        lock.lock();
+        try {
+            return reader.apply(state);
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Changes process-local facts (health, metrics) under the lock; they are not written to the ledger. */
+    void local(Consumer<NodeState> change) {
+        lock.lock();
+        try {
+            change.accept(state);
+            published = state.snapshot();
+            changed.run();
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    private <T> void run(Pending<T> p, List<AllocationEvent> out) {
+        try {
+            if (state.bound > 0) {
+                applyAll(housekeeping.decide(state, state.sequence + 1), out, null);
+            }
+            Decision<T> d = p.change.decide(state, state.sequence + 1);
+            applyAll(d, out, null);
+            p.result = d.result();
+        } catch (RuntimeException e) {
+            p.error = e;
+        } finally {
+            p.done = true;
+        }
+    }
+
+    private void applyAll(Decision<?> d, List<AllocationEvent> out, List<NodeLedger.Entry> written) {
+        for (LedgerRecord r : d.records()) {
+            long seq = state.sequence + 1;
+            state.apply(seq, r, out);
+            if (written != null) {
+                written.add(new NodeLedger.Entry(seq, r));
+            }
+        }
+    }
+
+    /** Caller holds the lock: decides every queued change under one OS lock and writes them with one force. */
+    private void batch(List<AllocationEvent> out) {
+        long seqBefore = state.sequence;
+        NodeState stateBefore = state;
+        List<Pending<?>> batch = new ArrayList<>();
+        for (Pending<?> q; (q = queue.poll()) != null; ) {
+            batch.add(q);
+        }
+        try {
+            file.transaction(state, caughtUp -> {
+                state = caughtUp.state();
+                out.addAll(caughtUp.events());
+                NodeState before = state.copy();
+                int eventsBefore = out.size();
+                List<NodeLedger.Entry> written = new ArrayList<>();
+                if (state.bound > 0) {
+                    applyAll(housekeeping.decide(state, state.sequence + 1), out, written);
+                }
+                for (Pending<?> p : batch) {
+                    decideInto(p, out, written);
+                }
+                try {
+                    file.append(written);
+                } catch (RuntimeException e) {
+                    state = before;
+                    out.subList(eventsBefore, out.size()).clear();
+                    for (Pending<?> p : batch) {
+                        if (p.error == null) {
+                            p.result = null;
+                            p.error = e;
+                        }
+                    }
+                }
+                return state;
+            });
+        } catch (RuntimeException e) {
+            for (Pending<?> p : batch) {
+                if (p.error == null && !p.done) {
+                    p.error = e;
+                }
+            }
+        } finally {
+            if (state != stateBefore || state.sequence != seqBefore) {
+                published = state.snapshot();
+                changed.run();
+            }
+            for (Pending<?> p : batch) {
+                p.done = true;
+            }
+        }
+    }
+
+    private <T> void decideInto(Pending<T> p, List<AllocationEvent> out, List<NodeLedger.Entry> written) {
+        try {
+            Decision<T> d = p.change.decide(state, state.sequence + 1);
+            applyAll(d, out, written);
+            p.result = d.result();
+        } catch (RuntimeException e) {
+            p.error = e;
+        }
+    }
+
+    @Override
+    public void close() {
+        if (file != null) {
+            file.close();
+        }
+    }
+}

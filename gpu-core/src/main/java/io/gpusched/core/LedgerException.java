@@ -1,0 +1,50 @@
+package io.gpusched.core;
+
+import java.nio.file.Path;
+import java.util.Objects;
+
+/**
+ * The node ledger (a scheduler's state directory, see {@link GpuScheduler.Builder#stateDir(Path)}) could not be used:
+ * the change that met it did not happen, and the scheduler's state is as it was before the change.
+ */
+public class LedgerException extends GpuException {
+
+    /** What went wrong. */
+    public enum Kind {
+        /** The disk holding the ledger is full; nothing was written. */
+        NO_SPACE,
+        /** Reading or writing the ledger failed for another I/O reason. */
+        IO,
+        /** A record in the middle of the ledger is damaged; the ledger is not opened. */
+        CORRUPT,
+        /** The ledger was written by a newer gpusched format; it is not read. */
+        NEWER_FORMAT,
+        /** The state directory or a ledger file may be written by other users; it is not trusted. */
+        INSECURE_PERMISSIONS
+    }
+
+    private final Kind kind;
+    private final Path path;
+
+    /**
+     * @param kind    what went wrong
+     * @param path    the file or directory concerned
+     * @param message a sentence naming the path and what to do
+     * @param cause   the underlying error, or null
+     */
+    public LedgerException(Kind kind, Path path, String message, Throwable cause) {
+        super(message, cause);
+        this.kind = Objects.requireNonNull(kind, "kind");
+        this.path = Objects.requireNonNull(path, "path");
+    }
+
+    /** @return what went wrong */
+    public Kind kind() {
+        return kind;
+    }
+
+    /** @return the file or directory concerned */
+    public Path path() {
+        return path;
+    }
+}

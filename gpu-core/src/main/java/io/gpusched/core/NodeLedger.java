@@ -1,0 +1,614 @@
+package io.gpusched.core;
+
+import io.gpusched.core.LedgerException.Kind;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.channels.FileLock;
+import java.nio.charset.CharacterCodingException;
+import java.nio.charset.CodingErrorAction;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.nio.file.StandardOpenOption;
+import java.nio.file.attribute.BasicFileAttributes;
+import java.nio.file.attribute.PosixFilePermission;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.security.SecureRandom;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Optional;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.Function;
+import java.util.zip.CRC32C;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The node ledger: the one record of a node's allocations, in a state directory shared by every process of the node
+ * that schedules its GPUs (see {@link GpuScheduler.Builder#stateDir(Path)}).
+ *
+ * <p>On disk: {@code ledger}, an append-only text file whose first line is a header
+ * {@code gpusched-ledger <format> <node prefix> <generation> <crc32c>}, followed by one record per line:
+ * {@code <sequence> <crc32c of "<sequence> <json>", 8 hex digits> <json>}. Sequences increase by one; allocation ids
+ * are {@code <node prefix>-<sequence>}, so they are unique across processes and restarts. {@code ledger.lock} is the
+ * file whose exclusive {@code fcntl} lock (which the kernel drops when its holder dies) every change holds while it
+ * catches up, decides, appends and forces. An incomplete last line (a write torn by a crash) is cut; a damaged
+ * complete record is refused with its offset. A ledger grown past a threshold is compacted under the lock into a new
+ * file (the next generation, starting with a snapshot record) renamed over the old one; every process checks the
+ * file's identity under the lock and reloads from the new file, so nobody writes into a replaced file.
+ *
+ * <p>Only {@link #defaultStateDir()} is public; the rest is the scheduler's.
+ */
+public final class NodeLedger {
+    private static final Logger LOG = LoggerFactory.getLogger(NodeLedger.class);
+    /** The format this version writes and reads. */
+    static final int FORMAT = 1;
+    static final String MAGIC = "gpusched-ledger";
+    static final String FILE = "ledger";
+    static final String LOCK = "ledger.lock";
+    /** Compact once the file is this large (bytes); system property {@code gpusched.ledger.compactBytes}. */
+    static final long COMPACT_AT = Long.getLong("gpusched.ledger.compactBytes", 8L << 20);
+
+    /** A record and its sequence. */
+    record Entry(long seq, LedgerRecord record) {
+    }
+
+    /** The state after catching up, with the events of the records read. */
+    record CaughtUp(NodeState state, List<AllocationEvent> events) {
+    }
+
+    /** One JVM-wide lock per state directory: fcntl locks are per process, so threads take this first. */
+    private static final class DirLock {
+        final ReentrantLock jvm = new ReentrantLock();
+        final FileChannel channel;
+
+        DirLock(FileChannel channel) {
+            this.channel = channel;
+        }
+    }
+
+    private static final Map<Path, DirLock> LOCKS = new ConcurrentHashMap<>();
+
+    private final Path dir;
+    private final Path file;
+    private final long compactAt;
+    private final DirLock dirLock;
+    private final List<String> warnings = new ArrayList<>();
+    private FileChannel channel;
+    private Object fileKey;
+    private long readOffset;
+    private String prefix;
+    private long generation;
+
+    NodeLedger(Path dir) {
+        this(dir, COMPACT_AT);
+    }
+
+    NodeLedger(Path dir, long compactAt) {
+        this.dir = dir.toAbsolutePath().normalize();
+        this.file = this.dir.resolve(FILE);
+        this.compactAt = compactAt;
+        prepareDirectory(this.dir);
+        Path lockFile = this.dir.resolve(LOCK);
+        this.dirLock = LOCKS.computeIfAbsent(this.dir, d -> {
+            try {
+                return new DirLock(FileChannel.open(lockFile, Set.of(StandardOpenOption.CREATE,
+                        StandardOpenOption.WRITE), PosixFilePermissions.asFileAttribute(
+                        PosixFilePermissions.fromString("rw-r--r--"))));
+            } catch (IOException e) {
+                throw io("cannot open the lock file " + lockFile, lockFile, e);
+            }
+        });
+        checkNotWritableByOthers(lockFile, "lock file");
+    }
+
+    /**
+     * The state directory a node uses when none is configured: {@code /var/lib/gpusched} for root, else
+     * {@code $XDG_STATE_HOME/gpusched}, else {@code ~/.local/state/gpusched}.
+     *
+     * @return the default state directory for this process's user
+     */
+    public static Path defaultStateDir() {
+        boolean root;
+        try {
+            root = Integer.valueOf(0).equals(Files.getAttribute(Path.of("/proc/self"), "unix:uid"));
+        } catch (IOException | RuntimeException e) {
+            root = "root".equals(System.getProperty("user.name"));
+        }
+        return defaultStateDir(root, System.getenv("XDG_STATE_HOME"), System.getProperty("user.home"));
+    }
+
+    /**
+     * @param root          whether the user is root
+     * @param xdgStateHome  {@code $XDG_STATE_HOME}, or null
+     * @param home          the user's home directory
+     * @return the default state directory for such a user
+     */
+    public static Path defaultStateDir(boolean root, String xdgStateHome, String home) {
+        if (root) {
+            return Path.of("/var/lib/gpusched");
+        }
+        if (xdgStateHome != null && !xdgStateHome.isBlank() && Path.of(xdgStateHome).isAbsolute()) {
+            return Path.of(xdgStateHome, "gpusched");
+        }
+        return Path.of(Objects.requireNonNull(home, "home"), ".local", "state", "gpusched");
+    }
+
+    /** @return the state directory */
+    Path directory() {
+        return dir;
+    }
+
+    /** @return the ledger file */
+    Path path() {
+        return file;
+    }
+
+    /** @return the node's id prefix */
+    String prefix() {
+        return prefix;
+    }
+
+    /** @return what opening or catching up had to repair (cut torn tails) */
+    List<String> warnings() {
+        synchronized (warnings) {
+            return List.copyOf(warnings);
+        }
+    }
+
+    /**
+     * Cheap check whether anything may have changed since the last call (size and identity of the file), for
+     * waiters polling without the lock.
+     */
+    Object stamp() {
+        try {
+            BasicFileAttributes a = Files.readAttributes(file, BasicFileAttributes.class);
+            return List.of(a.size(), String.valueOf(a.fileKey()), a.lastModifiedTime().toMillis());
+        } catch (IOException e) {
+            return List.of(-1L);
+        }
+    }
+
+    // ------------------------------------------------------------------ directory and permissions
+
+    private static void prepareDirectory(Path dir) {
+        if (!Files.isDirectory(dir)) {
+            try {
+                Files.createDirectories(dir, PosixFilePermissions.asFileAttribute(
+                        PosixFilePermissions.fromString("rwxr-xr-x")));
+            } catch (IOException e) {
+                throw io("cannot create the state directory " + dir, dir, e);
+            }
+        }
+        checkNotWritableByOthers(dir, "state directory");
+    }
+
+    static void checkNotWritableByOthers(Path p, String what) {
+        Set<PosixFilePermission> perms;
+        try {
+            perms = Files.getPosixFilePermissions(p);
+        } catch (UnsupportedOperationException e) {
+            return;
+        } catch (NoSuchFileException e) {
+            return;
+        } catch (IOException e) {
+            throw io("cannot read the permissions of " + p, p, e);
+        }
+        if (perms.contains(PosixFilePermission.GROUP_WRITE) || perms.contains(PosixFilePermission.OTHERS_WRITE)) {
+            String mode = PosixFilePermissions.toString(perms);
+            throw new LedgerException(Kind.INSECURE_PERMISSIONS, p, "the " + what + " " + p + " is writable by "
+                    + (perms.contains(PosixFilePermission.OTHERS_WRITE) ? "other users" : "its group") + " (mode "
+                    + mode + "); the node ledger decides who gets which GPU, so it must be writable by its owner only:"
+                    + " run chmod go-w " + p, null);
+        }
+    }
+
+    // ------------------------------------------------------------------ transactions
+
+    /** Opens (creating when absent) and loads the ledger into {@code initial}, under the lock. */
+    NodeState open(NodeState initial, List<AllocationEvent> events) {
+        NodeState[] out = {initial};
+        withLock(() -> {
+            if (!Files.exists(file)) {
+                byte[] rnd = new byte[3];
+                new SecureRandom().nextBytes(rnd);
+                String p = String.format(Locale.ROOT, "a%02x%02x%02x", rnd[0], rnd[1], rnd[2]);
+                writeFresh(p, 1, null);
+            }
+            checkNotWritableByOthers(file, "ledger");
+            out[0] = reload(initial, events, false);
+            maybeCompact(out[0]);
+        });
+        return out[0];
+    }
+
+    /**
+     * Takes the locks, catches {@code current} up with the file, runs {@code body} (which decides and calls
+     * {@link #append}), compacts if the file has grown past the threshold, and unlocks.
+     */
+    void transaction(NodeState current, Function<CaughtUp, NodeState> body) {
+        withLock(() -> {
+            List<AllocationEvent> events = new ArrayList<>();
+            NodeState s = catchUp(current, events);
+            NodeState after = body.apply(new CaughtUp(s, events));
+            maybeCompact(after);
+        });
+    }
+
+    private void withLock(Runnable r) {
+        dirLock.jvm.lock();
+        try {
+            FileLock fl;
+            try {
+                fl = dirLock.channel.lock();
+            } catch (IOException e) {
+                throw io("cannot lock " + dir.resolve(LOCK), dir.resolve(LOCK), e);
+            }
+            try {
+                r.run();
+            } finally {
+                try {
+                    fl.release();
+                } catch (IOException e) {
+                    LOG.warn("releasing the lock on {} failed: {}", dir.resolve(LOCK), e.toString());
+                }
+            }
+        } finally {
+            dirLock.jvm.unlock();
+        }
+    }
+
+    private NodeState catchUp(NodeState current, List<AllocationEvent> events) {
+        Object key;
+        try {
+            key = Files.readAttributes(file, BasicFileAttributes.class).fileKey();
+        } catch (IOException e) {
+            throw io("the node ledger " + file + " cannot be read (was it removed?)", file, e);
+        }
+        long size;
+        try {
+            size = channel.size();
+        } catch (IOException e) {
+            throw io("cannot read " + file, file, e);
+        }
+        if (!Objects.equals(key, fileKey) || size < readOffset) {
+            return reload(current, events, true);
+        }
+        if (size > readOffset) {
+            scan(current, readOffset, size, events);
+        }
+        return current;
+    }
+
+    /** Reads the whole file into a state with {@code like}'s devices; events describe the difference to {@code like}. */
+    private NodeState reload(NodeState like, List<AllocationEvent> events, boolean diff) {
+        closeChannel();
+        try {
+            channel = FileChannel.open(file, StandardOpenOption.READ, StandardOpenOption.WRITE);
+            fileKey = Files.readAttributes(file, BasicFileAttributes.class).fileKey();
+        } catch (IOException e) {
+            throw io("cannot open the node ledger " + file, file, e);
+        }
+        long start = readHeader();
+        NodeState fresh = like.emptied();
+        fresh.sequence = -1;
+        long size;
+        try {
+            size = channel.size();
+        } catch (IOException e) {
+            throw io("cannot read " + file, file, e);
+        }
+        readOffset = start;
+        scan(fresh, start, size, null);
+        if (fresh.sequence < 0) {
+            fresh.sequence = 0;
+        }
+        if (diff) {
+            diffEvents(like, fresh, events);
+        }
+        return fresh;
+    }
+
+    private static void diffEvents(NodeState before, NodeState after, List<AllocationEvent> events) {
+        java.time.Instant now = java.time.Instant.now();
+        for (Allocation a : before.live.values()) {
+            if (!after.live.containsKey(a.id())) {
+                events.add(new AllocationEvent(AllocationEvent.Type.RELEASED, now, Optional.of(a.id()), a.owner(),
+                        a.request().jobId(), a.deviceUuids(), Optional.empty(), a.request().describe()
+                        + " (released by another process)"));
+            }
+        }
+        for (Allocation a : after.live.values()) {
+            if (!before.live.containsKey(a.id())) {
+                events.add(new AllocationEvent(AllocationEvent.Type.ALLOCATED, a.createdAt(), Optional.of(a.id()),
+                        a.owner(), a.request().jobId(), a.deviceUuids(), Optional.empty(), a.request().describe()));
+            }
+        }
+    }
+
+    /** @return the offset after the header */
+    private long readHeader() {
+        ByteBuffer b = ByteBuffer.allocate(512);
+        try {
+            channel.read(b, 0);
+        } catch (IOException e) {
+            throw io("cannot read " + file, file, e);
+        }
+        byte[] bytes = java.util.Arrays.copyOf(b.array(), b.position());
+        int nl = indexOf(bytes, 0, bytes.length, (byte) '\n');
+        String head = new String(bytes, 0, nl < 0 ? bytes.length : nl, StandardCharsets.ISO_8859_1);
+        String[] f = head.split(" ", -1);
+        if (f.length < 2 || !f[0].equals(MAGIC)) {
+            throw new LedgerException(Kind.CORRUPT, file, file + " is not a gpusched node ledger (its first line"
+                    + " does not start with \"" + MAGIC + " <format>\"); move it away or point gpu.state_dir elsewhere",
+                    null);
+        }
+        int format;
+        try {
+            format = Integer.parseInt(f[1]);
+        } catch (NumberFormatException e) {
+            format = -1;
+        }
+        if (format > FORMAT) {
+            throw new LedgerException(Kind.NEWER_FORMAT, file, "the node ledger " + file + " was written in format "
+                    + format + " by a newer gpusched; this one reads format " + FORMAT + " and will not guess: upgrade"
+                    + " every gpusched on this node, or use another state directory", null);
+        }
+        if (format < 1 || nl < 0 || f.length != 5 || !f[4].equals(crcHex(f[0] + " " + f[1] + " " + f[2] + " " + f[3]))) {
+            throw new LedgerException(Kind.CORRUPT, file, "the header of the node ledger " + file + " is damaged"
+                    + " (offset 0: \"" + head.replaceAll("[^ -~]", "?") + "\"); restore the file or move it away", null);
+        }
+        prefix = f[2];
+        try {
+            generation = Long.parseLong(f[3]);
+        } catch (NumberFormatException e) {
+            throw new LedgerException(Kind.CORRUPT, file, "the header of " + file + " has no generation", e);
+        }
+        return nl + 1;
+    }
+
+    /** Applies every complete record in [from, to) to {@code s}; cuts an incomplete last line. */
+    private void scan(NodeState s, long from, long to, List<AllocationEvent> events) {
+        int len = (int) Math.min(Integer.MAX_VALUE - 16, to - from);
+        ByteBuffer buf = ByteBuffer.allocate(len);
+        try {
+            while (buf.hasRemaining()) {
+                int n = channel.read(buf, from + buf.position());
+                if (n < 0) {
+                    break;
+                }
+            }
+        } catch (IOException e) {
+            throw io("cannot read " + file, file, e);
+        }
+        byte[] b = buf.array();
+        int end = buf.position();
+        int pos = 0;
+        var decoder = StandardCharsets.UTF_8.newDecoder().onMalformedInput(CodingErrorAction.REPORT)
+                .onUnmappableCharacter(CodingErrorAction.REPORT);
+        while (pos < end) {
+            int nl = indexOf(b, pos, end, (byte) '\n');
+            if (nl < 0) {
+                long at = from + pos;
+                String w = "the node ledger " + file + " ended with an incomplete record at offset " + at + " ("
+                        + (end - pos) + " bytes, a write cut short by a crash); it was cut off";
+                LOG.warn(w);
+                synchronized (warnings) {
+                    warnings.add(w);
+                }
+                try {
+                    channel.truncate(at);
+                    channel.force(false);
+                } catch (IOException e) {
+                    throw io("cannot cut the incomplete record off " + file, file, e);
+                }
+                break;
+            }
+            long at = from + pos;
+            int sp1 = indexOf(b, pos, nl, (byte) ' ');
+            int sp2 = sp1 < 0 ? -1 : indexOf(b, sp1 + 1, nl, (byte) ' ');
+            if (sp2 < 0) {
+                throw corrupt(at, s.sequence, "not a record (no \"<sequence> <checksum> <json>\")");
+            }
+            long seq;
+            long crc;
+            try {
+                seq = Long.parseLong(new String(b, pos, sp1 - pos, StandardCharsets.ISO_8859_1));
+                crc = Long.parseLong(new String(b, sp1 + 1, sp2 - sp1 - 1, StandardCharsets.ISO_8859_1), 16);
+            } catch (NumberFormatException e) {
+                throw corrupt(at, s.sequence, "unreadable sequence or checksum");
+            }
+            CRC32C c = new CRC32C();
+            c.update(b, pos, sp1 - pos);
+            c.update(' ');
+            c.update(b, sp2 + 1, nl - sp2 - 1);
+            if (c.getValue() != crc) {
+                throw corrupt(at, s.sequence, "checksum mismatch");
+            }
+            String json;
+            try {
+                json = decoder.decode(ByteBuffer.wrap(b, sp2 + 1, nl - sp2 - 1)).toString();
+            } catch (CharacterCodingException e) {
+                throw corrupt(at, s.sequence, "not UTF-8");
+            }
+            LedgerRecord r;
+            try {
+                r = LedgerRecord.fromJson(json);
+            } catch (RuntimeException e) {
+                throw corrupt(at, s.sequence, e.getMessage());
+            }
+            boolean first = s.sequence < 0;
+            if (first ? !(r instanceof LedgerRecord.Snapshot) && seq != 1 : seq != s.sequence + 1) {
+                throw corrupt(at, s.sequence, "sequence " + seq + " where " + (first ? 1 : s.sequence + 1)
+                        + " was expected");
+            }
+            if (first) {
+                s.sequence = 0;
+            }
+            s.apply(seq, r, events);
+            pos = nl + 1;
+            readOffset = from + pos;
+        }
+    }
+
+    private LedgerException corrupt(long offset, long after, String what) {
+        return new LedgerException(Kind.CORRUPT, file, "the node ledger " + file + " is damaged at offset " + offset
+                + (after > 0 ? " (the record after sequence " + after + ")" : "") + ": " + what + "; the records"
+                + " after it cannot be trusted, so it is not opened: restore it from a backup, or move it away to"
+                + " start with no allocations", null);
+    }
+
+    /** Appends the records and forces them to disk; on failure the file is cut back to where it was. */
+    void append(List<Entry> entries) {
+        if (entries.isEmpty()) {
+            return;
+        }
+        StringBuilder sb = new StringBuilder(entries.size() * 256);
+        for (Entry e : entries) {
+            line(sb, e.seq(), LedgerRecord.toJson(e.record()));
+        }
+        ByteBuffer buf = ByteBuffer.wrap(sb.toString().getBytes(StandardCharsets.UTF_8));
+        long start = readOffset;
+        try {
+            while (buf.hasRemaining()) {
+                channel.write(buf, start + buf.position());
+            }
+            channel.force(false);
+        } catch (IOException e) {
+            try {
+                channel.truncate(start);
+                channel.force(false);
+            } catch (IOException again) {
+                e.addSuppressed(again);
+            }
+            boolean full = String.valueOf(e.getMessage()).contains("No space left");
+            throw new LedgerException(full ? Kind.NO_SPACE : Kind.IO, file, (full ? "the disk holding the node"
+                    + " ledger " + file + " is full" : "writing the node ledger " + file + " failed: " + e.getMessage())
+                    + "; the change was not made (" + entries.size() + " record(s) not written)", e);
+        }
+        readOffset = start + buf.limit();
+    }
+
+    static void line(StringBuilder sb, long seq, String json) {
+        String s = Long.toString(seq);
+        sb.append(s).append(' ').append(crcHex(s + " " + json)).append(' ').append(json).append('\n');
+    }
+
+    static String crcHex(String text) {
+        CRC32C c = new CRC32C();
+        byte[] b = text.getBytes(StandardCharsets.UTF_8);
+        c.update(b, 0, b.length);
+        return String.format(Locale.ROOT, "%08x", c.getValue());
+    }
+
+    private void maybeCompact(NodeState s) {
+        if (readOffset < compactAt) {
+            return;
+        }
+        try {
+            writeFresh(prefix, generation + 1, s);
+            reloadAfterCompaction();
+        } catch (LedgerException e) {
+            LOG.warn("compacting {} failed; it keeps growing until the next try: {}", file, e.getMessage());
+        }
+    }
+
+    private void reloadAfterCompaction() {
+        closeChannel();
+        try {
+            channel = FileChannel.open(file, StandardOpenOption.READ, StandardOpenOption.WRITE);
+            fileKey = Files.readAttributes(file, BasicFileAttributes.class).fileKey();
+            readOffset = channel.size();
+        } catch (IOException e) {
+            throw io("cannot open the node ledger " + file, file, e);
+        }
+        readHeader();
+    }
+
+    /** Writes a new ledger file (header, then the state as one snapshot record) and renames it over the old. */
+    private void writeFresh(String p, long gen, NodeState s) {
+        Path tmp = dir.resolve(FILE + ".new");
+        StringBuilder sb = new StringBuilder();
+        String head = MAGIC + " " + FORMAT + " " + p + " " + gen;
+        sb.append(head).append(' ').append(crcHex(head)).append('\n');
+        if (s != null) {
+            line(sb, s.sequence, LedgerRecord.toJson(s.toSnapshot()));
+        }
+        try (FileChannel c = FileChannel.open(tmp, Set.of(StandardOpenOption.CREATE, StandardOpenOption.WRITE,
+                StandardOpenOption.TRUNCATE_EXISTING), PosixFilePermissions.asFileAttribute(
+                PosixFilePermissions.fromString("rw-r--r--")))) {
+            ByteBuffer b = ByteBuffer.wrap(sb.toString().getBytes(StandardCharsets.UTF_8));
+            while (b.hasRemaining()) {
+                c.write(b);
+            }
+            c.force(true);
+        } catch (IOException e) {
+            try {
+                Files.deleteIfExists(tmp);
+            } catch (IOException ignored) {
+                // best effort
+            }
+            boolean full = String.valueOf(e.getMessage()).contains("No space left");
+            throw new LedgerException(full ? Kind.NO_SPACE : Kind.IO, tmp, "cannot write " + tmp + ": "
+                    + e.getMessage(), e);
+        }
+        try {
+            Files.move(tmp, file, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
+            try (FileChannel d = FileChannel.open(dir, StandardOpenOption.READ)) {
+                d.force(true);
+            } catch (IOException ignored) {
+                // some file systems cannot sync a directory
+            }
+        } catch (IOException e) {
+            throw io("cannot rename " + tmp + " to " + file, file, e);
+        }
+    }
+
+    private static int indexOf(byte[] b, int from, int to, byte x) {
+        for (int i = from; i < to; i++) {
+            if (b[i] == x) {
+                return i;
+            }
+        }
+        return -1;
+    }
+
+    private static LedgerException io(String what, Path p, IOException e) {
+        boolean full = String.valueOf(e.getMessage()).contains("No space left");
+        return new LedgerException(full ? Kind.NO_SPACE : Kind.IO, p, what + ": " + e, e);
+    }
+
+    private void closeChannel() {
+        if (channel != null) {
+            try {
+                channel.close();
+            } catch (IOException ignored) {
+                // nothing left to do
+            }
+            channel = null;
+        }
+    }
+
+    /** Closes the ledger file; the lock file stays open for the JVM (closing it would drop this process's locks). */
+    void close() {
+        dirLock.jvm.lock();
+        try {
+            closeChannel();
+        } finally {
+            dirLock.jvm.unlock();
+        }
+    }
+
+    @Override
+    public String toString() {
+        return "NodeLedger[" + file + ", prefix " + prefix + ", generation " + generation + "]";
+    }
+}

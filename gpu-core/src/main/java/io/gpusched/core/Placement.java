@@ -1,0 +1,256 @@
+package io.gpusched.core;
+
+import io.gpusched.core.DeviceState.Pool;
+import io.gpusched.core.GpuAllocationException.Reason;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Set;
+import java.util.function.Predicate;
+import java.util.stream.Collectors;
+
+/**
+ * Placement: filters the devices a request may use, step by step so that a refusal names the first constraint that
+ * could not be met, asks the strategy to pick among them, and checks the pick. Pure: works on a list of states.
+ */
+final class Placement {
+    private final AllocationStrategy strategy;
+    private final GpuTopology topology;
+
+    Placement(AllocationStrategy strategy, GpuTopology topology) {
+        this.strategy = strategy;
+        this.topology = topology;
+    }
+
+    /**
+     * @return the devices the strategy chose, checked
+     * @throws GpuAllocationException when the request cannot be placed on these states now
+     * @throws GpuException when the strategy returns an invalid pick (a bug in the strategy)
+     */
+    List<GpuDevice> place(GpuRequest request, List<DeviceState> all, Instant now) {
+        List<DeviceState> candidates = request.isExplicit() ? explicitCandidates(request, all)
+                : candidates(request, all);
+        View view = new View(all, candidates, topology, now);
+        List<Integer> picked = strategy.select(request, view);
+        if (picked == null || picked.isEmpty()) {
+            throw new GpuAllocationException(Reason.NO_PLACEMENT, "strategy " + strategy.name()
+                    + " found no placement for " + request.describe() + " among " + candidates.size()
+                    + " eligible GPUs " + indices(candidates));
+        }
+        return checkPick(request, candidates, picked);
+    }
+
+    private List<GpuDevice> checkPick(GpuRequest request, List<DeviceState> candidates, List<Integer> picked) {
+        Map<Integer, DeviceState> byIndex = new HashMap<>();
+        for (DeviceState d : candidates) {
+            byIndex.put(d.index(), d);
+        }
+        List<GpuDevice> chosen = new ArrayList<>(picked.size());
+        Set<Integer> seen = new HashSet<>();
+        for (Integer i : picked) {
+            DeviceState d = i == null ? null : byIndex.get(i);
+            if (d == null || !seen.add(i)) {
+                chosen = null;
+                break;
+            }
+            chosen.add(d.device());
+        }
+        if (chosen == null || chosen.size() != request.count() || !seen.containsAll(request.requiredDevices())) {
+            throw new GpuException("strategy " + strategy.name() + " returned " + picked + " for "
+                    + request.describe() + "; it must return " + request.count() + " distinct indices out of "
+                    + indices(candidates) + (request.requiredDevices().isEmpty() ? ""
+                    : ", including the required " + request.requiredDevices())
+                    + " (a bug in the strategy; nothing was allocated)");
+        }
+        return chosen;
+    }
+
+    /** Applies hard constraints step by step, so that a refusal names the first one that could not be met. */
+    static List<DeviceState> candidates(GpuRequest r, List<DeviceState> all) {
+        int n = r.count();
+        if (n > all.size()) {
+            throw new GpuAllocationException(Reason.NODE_TOO_SMALL, r.describe() + " requested; this node has "
+                    + all.size() + (all.size() == 1 ? " GPU" : " GPUs") + " in all, so it can never be served here");
+        }
+        for (int req : r.requiredDevices()) {
+            DeviceState d = all.stream().filter(x -> x.index() == req).findFirst().orElseThrow(() ->
+                    new GpuAllocationException(Reason.UNKNOWN_DEVICE, "required GPU index " + req
+                            + " is not on this node; its GPU indices are " + indices(all)));
+            checkOne(r, d);
+        }
+        List<DeviceState> matching = filter(all, d -> matchesIdentity(r, d.device()));
+        if (matching.size() < n) {
+            throw new GpuAllocationException(Reason.NO_MATCHING_DEVICE, r.describe() + " requested; "
+                    + matching.size() + " of the node's " + all.size() + " GPUs match (the node has "
+                    + inventorySummary(all) + ")");
+        }
+        List<DeviceState> roomy = filter(matching, d -> hasMemory(r, d.device()));
+        if (roomy.size() < n) {
+            long unknown = matching.stream().filter(d -> !d.device().memoryKnown()).count();
+            MemorySize largest = matching.stream().map(d -> d.device().memory()).max(MemorySize::compareTo).get();
+            long free = matching.stream().filter(d -> d.isIdle() && d.isAllocatable()).count();
+            throw new GpuAllocationException(Reason.INSUFFICIENT_MEMORY, r.describe() + " requested; "
+                    + free + " free, " + (roomy.isEmpty() ? "none has" : "only " + roomy.size() + " of "
+                    + matching.size() + " matching have") + " enough memory (the largest has "
+                    + largest.toHumanString() + ")" + (unknown > 0 ? "; the memory size of " + unknown
+                    + " GPU(s) is unknown (the backend could not read it), so they take no memory-constrained request"
+                    : ""));
+        }
+        List<DeviceState> usable = filter(roomy, d -> d.health().isHealthy() && d.pool() != Pool.QUARANTINED);
+        if (usable.size() < n) {
+            String sick = roomy.stream().filter(d -> !d.health().isHealthy() || d.pool() == Pool.QUARANTINED)
+                    .map(d -> "GPU " + d.index() + " " + (d.health().isHealthy() ? "quarantined: "
+                            + d.poolReason().orElse("") : d.health().toString())).collect(Collectors.joining(", "));
+            throw new GpuAllocationException(Reason.DEVICE_UNHEALTHY, r.describe() + " requested; only "
+                    + usable.size() + " of " + roomy.size() + " suitable GPUs are healthy (" + sick + ")");
+        }
+        List<DeviceState> free = filter(usable, d -> d.pool() == Pool.IN_POOL && isAvailable(r, d));
+        if (free.size() < n) {
+            String why = r.sharing() == SharingMode.SHARED
+                    ? " have " + r.sharedMemory().get().toHumanString() + " unreserved and are not held exclusively"
+                    : " are free";
+            long draining = usable.stream().filter(d -> d.pool() == Pool.DRAINING).count();
+            throw new GpuAllocationException(Reason.INSUFFICIENT_GPUS, r.describe() + " requested; "
+                    + free.size() + " of " + usable.size() + " suitable GPUs" + why + " (held: " + holders(usable)
+                    + (draining > 0 ? "; " + draining + " draining" : "") + ")");
+        }
+        return free;
+    }
+
+    static List<DeviceState> explicitCandidates(GpuRequest r, List<DeviceState> all) {
+        List<DeviceState> out = new ArrayList<>();
+        if (!r.deviceIndices().isEmpty()) {
+            for (int i : r.deviceIndices()) {
+                out.add(all.stream().filter(x -> x.index() == i).findFirst().orElseThrow(() ->
+                        new GpuAllocationException(Reason.UNKNOWN_DEVICE, "GPU index " + i
+                                + " is not on this node; its GPU indices are " + indices(all))));
+            }
+        } else {
+            for (String u : r.deviceUuids()) {
+                out.add(all.stream().filter(x -> x.device().uuid().equals(u)).findFirst().orElseThrow(() ->
+                        new GpuAllocationException(Reason.UNKNOWN_DEVICE, "GPU " + u + " is not on this node; its"
+                                + " GPUs are " + all.stream().map(d -> d.device().uuid()).toList())));
+            }
+        }
+        for (DeviceState d : out) {
+            checkOne(r, d);
+        }
+        return out;
+    }
+
+    /** Checks one named device (explicit or required) and refuses naming it. */
+    private static void checkOne(GpuRequest r, DeviceState d) {
+        String which = "GPU " + d.index() + " (" + d.device().name() + ", " + d.device().uuid() + ")";
+        if (!matchesIdentity(r, d.device())) {
+            throw new GpuAllocationException(Reason.NO_MATCHING_DEVICE, which + " does not match " + r.describe());
+        }
+        if (!hasMemory(r, d.device())) {
+            throw new GpuAllocationException(Reason.INSUFFICIENT_MEMORY, which + (d.device().memoryKnown()
+                    ? " has " + d.device().memory().toHumanString()
+                    : "'s memory size is unknown (the backend could not read it), so it takes no request with a"
+                    + " memory constraint") + "; " + r.describe() + " requested");
+        }
+        if (!d.health().isHealthy()) {
+            throw new GpuAllocationException(Reason.DEVICE_UNHEALTHY, which + " is " + d.health());
+        }
+        if (d.pool() == Pool.QUARANTINED) {
+            throw new GpuAllocationException(Reason.DEVICE_UNHEALTHY, which + " is quarantined: "
+                    + d.poolReason().orElse(""));
+        }
+        if (d.pool() == Pool.DRAINING) {
+            throw new GpuAllocationException(Reason.DEVICE_BUSY, which + " is draining: "
+                    + d.poolReason().orElse("processes of its last job are still exiting"));
+        }
+        if (!isAvailable(r, d)) {
+            throw new GpuAllocationException(Reason.DEVICE_BUSY, which + " is busy: " + holders(List.of(d))
+                    + (r.sharing() == SharingMode.SHARED ? "; " + d.reservableMemory().toHumanString()
+                    + " reservable" : ""));
+        }
+    }
+
+    static boolean matchesIdentity(GpuRequest r, GpuDevice d) {
+        return r.vendor().map(v -> v == d.vendor()).orElse(true)
+                && r.matchesModel(d.name())
+                && r.minComputeCapability().map(min -> d.computeCapability().map(cc -> cc.isAtLeast(min))
+                        .orElse(false)).orElse(true);
+    }
+
+    /** A device whose memory size is unknown takes no request with a memory constraint (unknown is not zero). */
+    static boolean hasMemory(GpuRequest r, GpuDevice d) {
+        if (!d.memoryKnown()) {
+            return r.minMemory().isEmpty() && r.sharedMemory().isEmpty();
+        }
+        return r.minMemory().map(m -> d.memory().isAtLeast(m)).orElse(true)
+                && r.sharedMemory().map(m -> d.memory().isAtLeast(m)).orElse(true);
+    }
+
+    static boolean isAvailable(GpuRequest r, DeviceState d) {
+        if (r.sharing() == SharingMode.EXCLUSIVE) {
+            return d.isIdle();
+        }
+        return d.exclusiveHolder().isEmpty() && d.reservableMemory().isAtLeast(r.sharedMemory().get());
+    }
+
+    private static List<DeviceState> filter(List<DeviceState> in, Predicate<DeviceState> p) {
+        List<DeviceState> out = new ArrayList<>(in.size());
+        for (DeviceState d : in) {
+            if (p.test(d)) {
+                out.add(d);
+            }
+        }
+        return out;
+    }
+
+    static String indices(List<DeviceState> states) {
+        return states.stream().map(d -> String.valueOf(d.index())).collect(Collectors.joining(",", "[", "]"));
+    }
+
+    private static String inventorySummary(List<DeviceState> all) {
+        Map<String, Integer> kinds = new LinkedHashMap<>();
+        for (DeviceState d : all) {
+            GpuDevice g = d.device();
+            String k = (g.name().toUpperCase(Locale.ROOT).startsWith(g.vendor().name()) ? "" : g.vendor() + " ")
+                    + g.name() + " " + (g.memoryKnown() ? g.memory().toHumanString() : "memory unknown")
+                    + g.computeCapability().map(c -> " cc " + c).orElse("")
+                    + g.architecture().map(a -> " " + a).orElse("");
+            kinds.merge(k, 1, Integer::sum);
+        }
+        return kinds.entrySet().stream().map(e -> e.getValue() + "x " + e.getKey()).collect(Collectors.joining(", "));
+    }
+
+    private static String holders(List<DeviceState> states) {
+        List<String> parts = new ArrayList<>();
+        for (DeviceState d : states) {
+            if (d.exclusiveHolder().isPresent()) {
+                parts.add("GPU " + d.index() + " by " + d.exclusiveHolder().get());
+            } else if (d.isShared()) {
+                parts.add("GPU " + d.index() + " shared by " + d.sharedHolders() + ", "
+                        + d.reservableMemory().toHumanString() + " left");
+            }
+        }
+        return parts.isEmpty() ? "none" : String.join("; ", parts);
+    }
+
+    /** The immutable view handed to strategies. */
+    private record View(List<DeviceState> devices, List<DeviceState> candidates, GpuTopology topology, Instant now)
+            implements SchedulingView {
+        View {
+            candidates = List.copyOf(candidates);
+        }
+
+        @Override
+        public DeviceState device(int index) {
+            for (DeviceState d : devices) {
+                if (d.index() == index) {
+                    return d;
+                }
+            }
+            throw new IllegalArgumentException("GPU index " + index + " is not on this node");
+        }
+    }
+}
