@@ -67,8 +67,8 @@ public final class RocmSmiInventory implements GpuInventory {
      * What stands between a sysfs tree and an in-process {@code rsmi_init}.
      *
      * @param kfdCheck   refuse the KFD shapes librocm_smi 5.x is known to kill its process on ({@link KfdSanity})
-     * @param childProbe run the library in a child JVM first ({@link RocmSmiProbe}); on by default, off with
-     *                   {@code -Dgpusched.rocm-smi.probe=false}
+     * @param childProbe run the library in a child JVM first ({@link RocmSmiProbe}) where a KFD topology or an AMD
+     *                   DRM device exists; on by default, off with {@code -Dgpusched.rocm-smi.probe=false}
      */
     record Guard(boolean kfdCheck, boolean childProbe) {
         static final Guard DEFAULT = new Guard(true,
@@ -87,7 +87,7 @@ public final class RocmSmiInventory implements GpuInventory {
                 throw new BackendUnavailableException(unsafe.get());
             }
         }
-        if (guard.childProbe()) {
+        if (guard.childProbe() && RocmSmiProbe.needed(sysfsRoot)) {
             Optional<String> crashed = RocmSmiProbe.check(library);
             if (crashed.isPresent()) {
                 throw new BackendUnavailableException(crashed.get());

@@ -44,6 +44,32 @@ final class RocmSmiProbe {
     private RocmSmiProbe() {
     }
 
+    /**
+     * @return false where there is nothing for ROCm SMI to trip on: no KFD topology and no DRM device of AMD's vendor
+     *         id (an NVIDIA or GPU-less host), where rsmi_init fails cleanly; saves a child JVM on such hosts
+     */
+    static boolean needed(Path sysfsRoot) {
+        if (Files.exists(sysfsRoot.resolve("class/kfd/kfd/topology/nodes"))) {
+            return true;
+        }
+        Path drm = sysfsRoot.resolve("class/drm");
+        if (!Files.isDirectory(drm)) {
+            return false;
+        }
+        try (Stream<Path> s = Files.list(drm)) {
+            return s.anyMatch(p -> {
+                try {
+                    Path v = p.resolve("device/vendor");
+                    return Files.isRegularFile(v) && Files.readString(v).trim().equalsIgnoreCase("0x1002");
+                } catch (IOException | UncheckedIOException e) {
+                    return true;
+                }
+            });
+        } catch (IOException | UncheckedIOException e) {
+            return true;
+        }
+    }
+
     /** @return why ROCm SMI must not be called in this process, or empty when the probe came back alive */
     static Optional<String> check(Optional<Path> library) {
         String key = fingerprint(library);

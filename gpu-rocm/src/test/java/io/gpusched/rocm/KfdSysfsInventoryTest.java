@@ -249,10 +249,17 @@ class KfdSysfsInventoryTest {
     }
 
     @ParameterizedTest
-    @CsvSource({"topology-parsing-mi308/topology/nodes, 4", "topo-mi300-cpx/topology/nodes, 8"})
+    @CsvSource({"topology-parsing-mi308/topology/nodes, 4", "topo-mi300-cpx/topology/nodes, 8",
+        "own:mi300x-cpx-2x4/nodes, 4"})
     void cpxPartitionsOfOnePackageAreEachOthersClosestPeers(String capture, int perPackage) throws Exception {
-        Path nodes = shared().resolve(capture);
-        KfdSysfsInventory inv = KfdSysfsInventory.from(KfdTopology.readNodes(nodes), shared(), CLOCK);
+        Path nodes = capture.startsWith("own:") ? Path.of("src/test/resources/kfd", capture.substring(4))
+                : shared().resolve(capture);
+        KfdSysfsInventory inv = KfdSysfsInventory.from(KfdTopology.readNodes(nodes), nodes, CLOCK);
+        if (capture.startsWith("own:")) {
+            assertThat(inv.topology().linkCount(0, 1)).isEqualTo(3);
+            assertThat(inv.topology().linkCount(0, 4)).isEqualTo(1);
+            assertThat(inv.problems()).isEmpty();
+        }
         GpuTopology t = inv.topology();
         for (GpuDevice a : inv.devices()) {
             int closestSame = Integer.MAX_VALUE;
@@ -274,7 +281,7 @@ class KfdSysfsInventoryTest {
         for (int count : new int[] {2, 4, perPackage}) {
             try (GpuScheduler s = GpuScheduler.builder().inventory(inv).strategy(AllocationStrategies.topologyAware())
                     .build()) {
-                for (int job = 0; job < 3; job++) {
+                for (int job = 0; job < Math.min(3, inv.devices().size() / count); job++) {
                     Allocation a = s.allocate(GpuRequest.builder().count(count).build());
                     Set<String> packages = new java.util.HashSet<>();
                     for (GpuDevice d : a.devices()) {

@@ -141,6 +141,7 @@ class RocmSmiFakeTest {
 
     @Test
     void aLibraryThatKillsItsProcessIsCaughtInTheChildProbe(@TempDir Path sys) throws Exception {
+        KfdFixtures.mi210(sys);
         Path copy = Files.createDirectories(dir.resolve("aborting")).resolve("librocm_smi64.so.1");
         Files.copy(lib, copy, java.nio.file.StandardCopyOption.REPLACE_EXISTING);
         Files.writeString(Path.of(copy + ".abort"), "");
@@ -157,5 +158,12 @@ class RocmSmiFakeTest {
         RocmSmiInventoryProvider healthy = new RocmSmiInventoryProvider(Optional.of(lib), sys, sys, true,
                 new RocmSmiInventory.Guard(true, true));
         assertThat(healthy.unavailabilityCause()).as("the probe passes a library that survives").isEmpty();
+        assertThat(RocmSmiProbe.needed(sys)).as("a KFD tree: probe").isTrue();
+        assertThat(RocmSmiProbe.needed(sys.resolve("nothing"))).as("no KFD, no DRM: nothing to trip on").isFalse();
+        Path card = Files.createDirectories(sys.resolve("drm-only/class/drm/card0/device"));
+        Files.writeString(card.resolve("vendor"), "0x10de\n");
+        assertThat(RocmSmiProbe.needed(sys.resolve("drm-only"))).as("an NVIDIA card only").isFalse();
+        Files.writeString(card.resolve("vendor"), "0x1002\n");
+        assertThat(RocmSmiProbe.needed(sys.resolve("drm-only"))).as("an AMD card without KFD").isTrue();
     }
 }
