@@ -75,14 +75,18 @@ final class DefaultGpuScheduler implements GpuScheduler {
         this.placement = new Placement(strategy, inventory.topology());
         this.rateLimits = new RateLimits(config);
         Path stateDir = b.stateDir != null ? b.stateDir : config.stateDir().orElse(null);
-        NodeLedger file = stateDir == null ? null : new NodeLedger(stateDir);
-        this.waiters = new WaitQueue(file == null ? null : file::stamp);
+        NodeLedger file = null;
         Ledger l;
         try {
+            file = stateDir == null ? null : new NodeLedger(stateDir);
+            this.waiters = new WaitQueue(file == null ? null : file::stamp);
             l = new Ledger(new NodeState(health.initialStates(devices)), file,
                     Leases.reclaimDeadHolders(clock, drain::drainOf), this::fire, waiters::signal);
         } catch (RuntimeException e) {
             health.close();
+            if (file != null) {
+                file.close();
+            }
             throw e;
         }
         this.ledger = l;

@@ -54,8 +54,8 @@ public final class NodeLedger {
     static final String MAGIC = "gpusched-ledger";
     static final String FILE = "ledger";
     static final String LOCK = "ledger.lock";
-    /** Compact once the file is this large (bytes); system property {@code gpusched.ledger.compactBytes}. */
-    static final long COMPACT_AT = Long.getLong("gpusched.ledger.compactBytes", 8L << 20);
+    /** Compact once the file is this large (bytes) by default; system property {@code gpusched.ledger.compactBytes}. */
+    static final long COMPACT_AT = 8L << 20;
 
     /** A record and its sequence. */
     record Entry(long seq, LedgerRecord record) {
@@ -69,6 +69,8 @@ public final class NodeLedger {
     private static final class DirLock {
         final ReentrantLock jvm = new ReentrantLock();
         final FileChannel channel;
+        /** Open NodeLedgers using it; guarded by LOCKS. The channel closes with the last (closing it drops locks). */
+        int users;
 
         DirLock(FileChannel channel) {
             this.channel = channel;
@@ -89,7 +91,7 @@ public final class NodeLedger {
     private long generation;
 
     NodeLedger(Path dir) {
-        this(dir, COMPACT_AT);
+        this(dir, Long.getLong("gpusched.ledger.compactBytes", COMPACT_AT));
     }
 
     NodeLedger(Path dir, long compactAt) {
@@ -98,16 +100,24 @@ public final class NodeLedger {
         this.compactAt = compactAt;
         prepareDirectory(this.dir);
         Path lockFile = this.dir.resolve(LOCK);
-        this.dirLock = LOCKS.computeIfAbsent(this.dir, d -> {
-            try {
-                return new DirLock(FileChannel.open(lockFile, Set.of(StandardOpenOption.CREATE,
-                        StandardOpenOption.WRITE), PosixFilePermissions.asFileAttribute(
-                        PosixFilePermissions.fromString("rw-r--r--"))));
-            } catch (IOException e) {
-                throw io("cannot open the lock file " + lockFile, lockFile, e);
-            }
-        });
-        checkNotWritableByOthers(lockFile, "lock file");
+        synchronized (LOCKS) {
+            this.dirLock = LOCKS.computeIfAbsent(this.dir, d -> {
+                try {
+                    return new DirLock(FileChannel.open(lockFile, Set.of(StandardOpenOption.CREATE,
+                            StandardOpenOption.WRITE), PosixFilePermissions.asFileAttribute(
+                            PosixFilePermissions.fromString("rw-r--r--"))));
+                } catch (IOException e) {
+                    throw io("cannot open the lock file " + lockFile, lockFile, e);
+                }
+            });
+            dirLock.users++;
+        }
+        try {
+            checkNotWritableByOthers(lockFile, "lock file");
+        } catch (LedgerException e) {
+            release();
+            throw e;
+        }
     }
 
     /**
@@ -597,13 +607,27 @@ public final class NodeLedger {
         }
     }
 
-    /** Closes the ledger file; the lock file stays open for the JVM (closing it would drop this process's locks). */
+    /** Closes the ledger file, and the lock file when no other ledger of this JVM uses the directory. */
     void close() {
         dirLock.jvm.lock();
         try {
             closeChannel();
         } finally {
             dirLock.jvm.unlock();
+        }
+        release();
+    }
+
+    private void release() {
+        synchronized (LOCKS) {
+            if (--dirLock.users == 0) {
+                LOCKS.remove(dir);
+                try {
+                    dirLock.channel.close();
+                } catch (IOException ignored) {
+                    // nothing left to do
+                }
+            }
         }
     }
 
