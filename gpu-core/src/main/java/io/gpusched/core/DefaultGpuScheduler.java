@@ -338,6 +338,11 @@ final class DefaultGpuScheduler implements GpuScheduler {
         return recoveryProblems;
     }
 
+    /** @return the node ledger, or null (tests, benchmarks) */
+    NodeLedger ledgerFile() {
+        return ledger.file();
+    }
+
     /** @return waiting allocations of this process (tests) */
     long waiting() {
         return waiters.waiting();

@@ -85,6 +85,7 @@ public final class NodeLedger {
     private final DirLock dirLock;
     private final List<String> warnings = new ArrayList<>();
     private FileChannel channel;
+    private final java.util.concurrent.atomic.AtomicLong forces = new java.util.concurrent.atomic.AtomicLong();
     private Object fileKey;
     private long readOffset;
     private String prefix;
@@ -165,6 +166,11 @@ public final class NodeLedger {
     /** @return the node's id prefix */
     String prefix() {
         return prefix;
+    }
+
+    /** @return appends forced to disk so far (each may hold many records: group commit) */
+    long forces() {
+        return forces.get();
     }
 
     /** @return what opening or catching up had to repair (cut torn tails) */
@@ -492,6 +498,7 @@ public final class NodeLedger {
                 channel.write(buf, start + buf.position());
             }
             channel.force(false);
+            forces.incrementAndGet();
         } catch (IOException e) {
             try {
                 channel.truncate(start);
