@@ -18,6 +18,33 @@ class CudaInstallationsTest {
                 .orElseThrow(() -> new AssertionError("no installation at " + root + " in " + d));
     }
 
+    /** Version files that lie: each is a problem on its installation, never an exception out of discover(). */
+    @Test
+    void lyingVersionFilesAreProblemsNotExceptions(@TempDir Path dir) throws Exception {
+        Path local = dir.resolve("usr/local");
+        CudaFixtures.file(local.resolve("cuda-a/include/cuda.h"), "#define CUDA_VERSION 0000\n");
+        CudaFixtures.file(local.resolve("cuda-a/lib64/libcudart.so.999999999"), "");
+        CudaFixtures.file(local.resolve("cuda-b/version.txt"), "CUDA Version 0.5\n");
+        CudaFixtures.file(local.resolve("cuda-b/lib64/libcudart.so.0"), "");
+        CudaFixtures.file(local.resolve("cuda-c/version.json"), "[".repeat(5000) + "]".repeat(5000));
+        CudaFixtures.file(local.resolve("cuda-c/version.txt"), "CUDA Version 12.4.99\n");
+        CudaFixtures.file(local.resolve("cuda-c/lib64/libcudart.so.12"), "");
+        CudaFixtures.file(dir.resolve("site/nvidia_cuda_runtime_cu12-0.1.2.dist-info/METADATA"), "");
+        CudaFixtures.file(dir.resolve("site/nvidia/cuda_runtime/lib/libcudart.so.12"), "");
+        CudaInstallations.Discovery d = CudaInstallations.discover(new CudaSearch(dir, Map.of(),
+                List.of(dir.resolve("site/nvidia")), false));
+        CudaInstallation a = at(d, local.resolve("cuda-a").toRealPath());
+        assertThat(a.version()).isEmpty();
+        assertThat(a.problems()).anySatisfy(p -> assertThat(p).contains("cuda.h").contains("CUDA_VERSION 0000"))
+                .anySatisfy(p -> assertThat(p).contains("libcudart.so.999999999"));
+        CudaInstallation b = at(d, local.resolve("cuda-b").toRealPath());
+        assertThat(b.version()).isEmpty();
+        assertThat(b.problems()).anySatisfy(p -> assertThat(p).contains("version.txt").contains("0.5"));
+        CudaInstallation c = at(d, local.resolve("cuda-c").toRealPath());
+        assertThat(c.version()).as("falls back to version.txt").contains(new CudaVersion(12, 4, 99));
+        assertThat(c.problems()).anySatisfy(p -> assertThat(p).contains("version.json"));
+    }
+
     @Test
     void findsEveryLayoutOnceWithItsVersionSource(@TempDir Path dir) throws Exception {
         Path root = CudaFixtures.host(dir);
