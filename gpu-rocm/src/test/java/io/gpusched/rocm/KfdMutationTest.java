@@ -31,7 +31,8 @@ import org.junit.jupiter.api.io.TempDir;
  *
  * <p>Trees: our own under src/test/resources/kfd and the captures in ../shared/fixtures/amd. To stay near a minute,
  * {@code caches/<n>} beyond {@code caches/0} are left out (neither the library nor gpusched opens them), and the 34-node
- * MI308 capture (each rsmi_init reads its 6,000 files, ~100 ms) is mutated on its top level and on GPU node 2 (its
+ * MI308 capture (each rsmi_init reads its 6,000 files, ~100 ms) is mutated on its top-level files (not {@code nodes/}
+ * as a whole, which the other trees cover) and on GPU node 2 (its
  * io_links 0, 1 and 10: PCIe, same-package and cross-package XGMI); {@code -Dgpusched.kfd.mutations=full} takes
  * every entry of every tree.
  */
@@ -80,7 +81,8 @@ class KfdMutationTest {
             trees.put("vega10-dup", new Tree(shared.resolve("topology-parsing/topology"), fewCaches));
             trees.put("mi300-cpx", new Tree(shared.resolve("topo-mi300-cpx/topology"), x -> true));
             trees.put("mi308-cpx", new Tree(shared.resolve("topology-parsing-mi308/topology"), full ? x -> true
-                    : fewCaches.and(x -> !x.startsWith("nodes/") || x.matches("nodes/2(/.*)?"))
+                    : fewCaches.and(x -> !x.equals("nodes"))
+                    .and(x -> !x.startsWith("nodes/") || x.matches("nodes/2(/.*)?"))
                     .and(x -> !x.matches("nodes/2/io_links/.*") || x.matches("nodes/2/io_links/(0|1|10)(/.*)?"))));
         }
         assertThat(trees).as("own trees under " + own.toAbsolutePath()).hasSizeGreaterThanOrEqualTo(1);
