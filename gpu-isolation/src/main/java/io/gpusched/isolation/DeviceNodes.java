@@ -148,14 +148,26 @@ public final class DeviceNodes {
                         continue;
                     }
                     made.add(target);
+                    // The job may rename anything over the new name between mknodat and the chmod (a hard link to
+                    // a host file on the same filesystem): pin the inode with an O_PATH fd, check it is the node we
+                    // made, and change mode and owner through that fd only, never by name.
+                    int nodeFd = -1;
                     try {
-                        Sys.chmodNoFollow(dirFd, name, mode);
+                        nodeFd = Sys.openPathNoFollow(dirFd, name);
+                        if (!sameCharDevice(Sys.fdPath(nodeFd), n, true)) {
+                            throw new IsolationException("refusing to set the mode of " + target + ": it was replaced"
+                                    + " by something that is not char device " + n.major() + ":" + n.minor()
+                                    + " while it was made");
+                        }
+                        Sys.chmodFd(nodeFd, mode);
                         if (uid >= 0 || gid >= 0) {
-                            Sys.chownNoFollow(dirFd, name, uid, gid);
+                            Sys.chownFd(nodeFd, uid, gid);
                         }
                     } catch (Sys.ErrnoException e) {
                         throw new IsolationException("setting mode/owner of " + target + " failed: " + e.getMessage(),
                                 e);
+                    } finally {
+                        Sys.close(nodeFd);
                     }
                 } finally {
                     Sys.close(dirFd);
@@ -211,8 +223,14 @@ public final class DeviceNodes {
     }
 
     static boolean sameCharDevice(Path p, DeviceNode n) throws IOException {
-        int m = (Integer) Files.getAttribute(p, "unix:mode", LinkOption.NOFOLLOW_LINKS);
-        long rdev = (Long) Files.getAttribute(p, "unix:rdev", LinkOption.NOFOLLOW_LINKS);
+        return sameCharDevice(p, n, false);
+    }
+
+    /** @param throughFdLink p is a /proc/self/fd link to follow (to the inode the fd holds) */
+    static boolean sameCharDevice(Path p, DeviceNode n, boolean throughFdLink) throws IOException {
+        LinkOption[] o = throughFdLink ? new LinkOption[0] : new LinkOption[] {LinkOption.NOFOLLOW_LINKS};
+        int m = (Integer) Files.getAttribute(p, "unix:mode", o);
+        long rdev = (Long) Files.getAttribute(p, "unix:rdev", o);
         return (m & 0xF000) == Libc.S_IFCHR && rdev == Libc.makedev(n.major(), n.minor());
     }
 }

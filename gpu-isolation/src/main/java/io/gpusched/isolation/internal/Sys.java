@@ -33,6 +33,8 @@ public final class Sys {
     static final int O_NOFOLLOW = GENERIC_FLAGS ? 0x8000 : 0x20000;
     static final int O_CLOEXEC = 0x80000;
     static final int AT_SYMLINK_NOFOLLOW = 0x100;
+    /** O_PATH (same value on x86_64 and the generic ABI). */
+    static final int O_PATH = 0x200000;
 
     /** A libc call failed. */
     public static final class ErrnoException extends Exception {
@@ -111,6 +113,36 @@ public final class Sys {
     public static void chownNoFollow(int dirfd, String name, int uid, int gid) throws ErrnoException {
         try {
             libc().fchownat(dirfd, name, uid, gid, AT_SYMLINK_NOFOLLOW);
+        } catch (LastErrorException e) {
+            throw new ErrnoException(e);
+        }
+    }
+
+    /**
+     * @return an O_PATH fd of entry {@code name} in {@code dirfd}, refusing a symlink (ELOOP): whatever is renamed
+     *         over the name afterwards, the fd keeps naming this inode
+     */
+    public static int openPathNoFollow(int dirfd, String name) throws ErrnoException {
+        try {
+            return libc().openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0);
+        } catch (LastErrorException e) {
+            throw new ErrnoException(e);
+        }
+    }
+
+    /** chmod of the inode an (O_PATH) fd holds, through its /proc/self/fd magic link (what glibc does). */
+    public static void chmodFd(int fd, int mode) throws ErrnoException {
+        try {
+            libc().fchmodat(-100, fdPath(fd).toString(), mode & 07777, 0);
+        } catch (LastErrorException e) {
+            throw new ErrnoException(e);
+        }
+    }
+
+    /** chown of the inode an (O_PATH) fd holds, through its /proc/self/fd magic link. */
+    public static void chownFd(int fd, int uid, int gid) throws ErrnoException {
+        try {
+            libc().fchownat(-100, fdPath(fd).toString(), uid, gid, 0);
         } catch (LastErrorException e) {
             throw new ErrnoException(e);
         }
