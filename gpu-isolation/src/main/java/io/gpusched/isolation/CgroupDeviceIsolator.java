@@ -49,6 +49,9 @@ public final class CgroupDeviceIsolator implements DeviceIsolator {
             DeviceRule.allowChar(5, 1, "rwm"), DeviceRule.allowChar(5, 2, "rwm"),
             DeviceRule.allowChar(136, DeviceRule.ANY, "rwm"), DeviceRule.allowChar(10, 200, "rwm"));
 
+    /** Default node-wide directory of the fences' host-policy records ({@link Builder#stateDir(Path)}). */
+    public static final Path DEFAULT_STATE_DIR = Path.of("/run/gpusched/isolation");
+
     /** Name of our device programs in the kernel (15 characters at most). */
     public static final String PROGRAM_NAME = "gpusched_dev";
 
@@ -58,6 +61,8 @@ public final class CgroupDeviceIsolator implements DeviceIsolator {
     final List<DeviceRule> baseAllow;
     final GpuDeviceNodes nodes;
     final Mounts mounts;
+    /** Node-wide state: host-policy records of fenced default-deny v1 cgroups, shared by every process. */
+    final Path stateDir;
     /** Locks striped by path: a fixed set, so nothing grows with the number of cgroups ever fenced. */
     private final ReentrantLock[] locks = new ReentrantLock[64];
     final Map<Path, AbstractFence> active = new ConcurrentHashMap<>();
@@ -70,6 +75,7 @@ public final class CgroupDeviceIsolator implements DeviceIsolator {
         this.baseAllow = List.copyOf(b.baseAllow);
         this.nodes = new GpuDeviceNodes(b.devRoot, b.procRoot, b.modeset);
         this.mounts = Mounts.read(b.mountInfo);
+        this.stateDir = b.stateDir;
         for (int i = 0; i < locks.length; i++) {
             locks[i] = new ReentrantLock();
         }
@@ -286,6 +292,7 @@ public final class CgroupDeviceIsolator implements DeviceIsolator {
         private Path procRoot = Path.of("/proc");
         private Path mountInfo = Path.of("/proc/self/mountinfo");
         private boolean modeset;
+        private Path stateDir = DEFAULT_STATE_DIR;
 
         private Builder() {
         }
@@ -329,6 +336,18 @@ public final class CgroupDeviceIsolator implements DeviceIsolator {
         /** @param v mountinfo file to find hierarchies in @return this */
         public Builder mountInfo(Path v) {
             mountInfo = Objects.requireNonNull(v);
+            return this;
+        }
+
+        /**
+         * Where fences record the host's device list of each default-deny v1 cgroup they fence, so that a later fence
+         * of the same cgroup from any process (after a fencer died) still gives back the host's policy. Must be the
+         * same for every process of the node and writable by root only.
+         *
+         * @param v the directory (default {@link #DEFAULT_STATE_DIR}) @return this
+         */
+        public Builder stateDir(Path v) {
+            stateDir = Objects.requireNonNull(v, "stateDir");
             return this;
         }
 

@@ -9,6 +9,7 @@ import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Set;
 import java.util.UUID;
 
@@ -407,10 +408,30 @@ final class V1Fence extends AbstractFence {
                         + " does not list. Make the job cgroup default-deny first (echo a > devices.deny) or fence"
                         + " without strict");
             }
-            host = allowMode ? Map.of() : Map.copyOf(s.exceptions());
+            boolean recorded = false;
+            if (allowMode) {
+                host = Map.of();
+                // never made by a v1 fence (it does not write 'a'): someone made the cgroup default-allow since
+                V1HostRecord.delete(owner.stateDir, d.id);
+            } else {
+                // a fence of another process (or a dead one) may have left its list: the host's is on record
+                Optional<Map<Key, Integer>> rec = V1HostRecord.read(owner.stateDir, d.id, cgroup);
+                host = rec.orElseGet(() -> Map.copyOf(s.exceptions()));
+                if (rec.isEmpty()) {
+                    V1HostRecord.write(owner.stateDir, d.id, cgroup, host);
+                    recorded = true;
+                }
+            }
             Map<Key, Integer> from = allowMode ? Map.of() : s.exceptions();
             Map<Key, Integer> to = target(plan, d);
-            transition(d, from, to, plan, "fencing");
+            try {
+                transition(d, from, to, plan, "fencing");
+            } catch (RuntimeException e) {
+                if (recorded) {
+                    V1HostRecord.delete(owner.stateDir, d.id);
+                }
+                throw e;
+            }
             id = d.id;
             state = to;
             rules = rulesFor(plan);
@@ -444,6 +465,11 @@ final class V1Fence extends AbstractFence {
             Map<Key, Integer> to = allowMode ? Map.of() : host;
             transition(d, from, to, plan, "revoking the fence");
             state = to;
+            if (!allowMode && !V1HostRecord.delete(owner.stateDir, d.id)) {
+                throw new IsolationException("cgroup v1: the host's list of " + cgroup + " is back, but its record "
+                        + V1HostRecord.file(owner.stateDir, d.id) + " could not be removed; the next fence would"
+                        + " take it for the host's policy");
+            }
         }
     }
 }
