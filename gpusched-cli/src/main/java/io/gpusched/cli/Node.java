@@ -12,7 +12,7 @@ import java.util.Locale;
 import java.util.Optional;
 
 /**
- * What every command opens: the configuration, the node (simulated, or detected), and a scheduler whose journal lives
+ * What every command opens: the configuration, the node (simulated, or detected), and a scheduler whose node ledger lives
  * in the state directory, one per backend, so allocations made by one invocation are seen by the next.
  */
 public final class Node implements AutoCloseable {
@@ -103,19 +103,26 @@ public final class Node implements AutoCloseable {
             }
         }
         String name = inventory.backend().replaceAll("[^A-Za-z0-9._-]", "_").toLowerCase(Locale.ROOT);
-        Path journal = stateDir.resolve(name).resolve("journal.jsonl");
+        Path ledger = stateDir.resolve(name);
         try {
-            Files.createDirectories(journal.getParent());
+            Files.createDirectories(ledger, java.nio.file.attribute.PosixFilePermissions.asFileAttribute(
+                    java.nio.file.attribute.PosixFilePermissions.fromString("rwx------")));
         } catch (java.io.IOException e) {
             inventory.close();
-            throw new CliException("cannot create the state directory " + journal.getParent() + ": " + e.getMessage());
+            throw new CliException("cannot create the state directory " + ledger + ": " + e.getMessage());
         }
-        GpuScheduler.Builder builder = GpuScheduler.builder().inventory(inventory).config(config).journal(journal)
+        GpuScheduler.Builder builder = GpuScheduler.builder().inventory(inventory).config(config).stateDir(ledger)
                 .auditLogging(false).maintenanceInterval(Duration.ZERO);
         listener.ifPresent(builder::listener);
-        GpuScheduler scheduler = builder.build();
+        GpuScheduler scheduler;
+        try {
+            scheduler = builder.build();
+        } catch (RuntimeException e) {
+            inventory.close();
+            throw e;
+        }
         scheduler.updateMetrics(inventory.sample());
-        return new Node(config, inventory, scheduler, journal);
+        return new Node(config, inventory, scheduler, ledger);
     }
 
     /** @return the configuration */
@@ -133,7 +140,7 @@ public final class Node implements AutoCloseable {
         return scheduler;
     }
 
-    /** @return the journal file */
+    /** @return the node ledger's directory (one per backend under the state directory) */
     public Path journal() {
         return journal;
     }

@@ -5,6 +5,7 @@ import io.gpusched.cli.GpuschedCommand;
 import io.gpusched.cli.Node;
 import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuRequest;
+import io.gpusched.core.HolderProcess;
 import io.gpusched.cuda.CudaEnvironment;
 import io.gpusched.cuda.CudaRequirement;
 import io.gpusched.isolation.CgroupDeviceIsolator;
@@ -56,7 +57,9 @@ public final class RunCommand implements Callable<Integer> {
                 throw new CliException("isolation is off: " + isolator.unavailabilityCause().get()
                         + "; run with --no-isolation to run the job unfenced");
             }
-            Allocation a = n.scheduler().allocate(request);
+            // bound to this process, which starts the job, waits for it and releases on its exit: if this process
+            // dies (kill -9), the node ledger's next transaction reclaims the allocation
+            Allocation a = n.scheduler().allocate(withHolder(request, HolderProcess.current()));
             JobRun job = new JobRun(n.scheduler(), a);
             Thread hook = new Thread(job::cleanUp, "gpusched-run-cleanup");
             Runtime.getRuntime().addShutdownHook(hook);
@@ -101,6 +104,23 @@ public final class RunCommand implements Callable<Integer> {
                 job.cleanUp();
                 Runtime.getRuntime().removeShutdownHook(hook);
             }
+        }
+    }
+
+    /** @return the request with its holder process set (GpuRequest is a record without a copy builder) */
+    static GpuRequest withHolder(GpuRequest r, HolderProcess holder) {
+        try {
+            java.lang.reflect.RecordComponent[] cs = GpuRequest.class.getRecordComponents();
+            Object[] values = new Object[cs.length];
+            Class<?>[] types = new Class<?>[cs.length];
+            for (int i = 0; i < cs.length; i++) {
+                types[i] = cs[i].getType();
+                values[i] = cs[i].getName().equals("holder") ? java.util.Optional.of(holder)
+                        : cs[i].getAccessor().invoke(r);
+            }
+            return GpuRequest.class.getDeclaredConstructor(types).newInstance(values);
+        } catch (ReflectiveOperationException e) {
+            throw new IllegalStateException("cannot bind the request to process " + holder.pid(), e);
         }
     }
 }

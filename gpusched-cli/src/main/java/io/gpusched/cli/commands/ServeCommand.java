@@ -55,7 +55,7 @@ public final class ServeCommand implements Callable<Integer> {
             try {
                 server = ConsoleServer.builder().scheduler(n.scheduler()).inventory(n.inventory())
                         .stateDir(root.stateDir()).listen(address).allowRemote(allowRemote)
-                        .refresh(catchUp(n)).sampleInterval(Durations.parse(interval))
+                        .refresh(n.scheduler()::refresh).sampleInterval(Durations.parse(interval))
                         .cudaPaths(n.config().cudaPaths()).build();
             } catch (IllegalStateException e) {
                 throw new CliException(e.getMessage());
@@ -87,22 +87,6 @@ public final class ServeCommand implements Callable<Integer> {
     /** Stops a running serve (tests). */
     public void stop() {
         stop.countDown();
-    }
-
-    /** Catches up with other processes' changes to the node ledger (GpuScheduler.refresh, where the core has it). */
-    private static Runnable catchUp(Node n) {
-        try {
-            java.lang.reflect.Method m = io.gpusched.core.GpuScheduler.class.getMethod("refresh");
-            return () -> {
-                try {
-                    m.invoke(n.scheduler());
-                } catch (ReflectiveOperationException e) {
-                    throw new IllegalStateException(e.getCause() == null ? e : e.getCause());
-                }
-            };
-        } catch (NoSuchMethodException e) {
-            return () -> { };
-        }
     }
 
     static InetSocketAddress parseListen(String value) {

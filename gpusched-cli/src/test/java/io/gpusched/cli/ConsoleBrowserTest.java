@@ -1,0 +1,107 @@
+package io.gpusched.cli;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import io.gpusched.core.GpuHealth;
+import io.gpusched.core.GpuInventories;
+import io.gpusched.core.GpuScheduler;
+import io.gpusched.core.sim.SimulatedGpuInventory;
+import io.gpusched.server.ConsoleServer;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import org.openqa.selenium.By;
+import org.openqa.selenium.OutputType;
+import org.openqa.selenium.chrome.ChromeDriver;
+import org.openqa.selenium.chrome.ChromeDriverService;
+import org.openqa.selenium.chrome.ChromeOptions;
+import org.openqa.selenium.support.ui.WebDriverWait;
+
+/**
+ * The console page in a real headless Chromium (Debian's chromium and chromedriver, driven by Selenium): it shows
+ * the simulated DGX-1's 8 GPUs; an allocation made by the CLI in another process appears with no reload; a health
+ * change shows; a screenshot is written to target/console-screenshot.png.
+ */
+class ConsoleBrowserTest {
+    static final Path CHROMIUM = Path.of("/usr/bin/chromium");
+    static final Path CHROMEDRIVER = Path.of("/usr/bin/chromedriver");
+
+    @Test
+    void thePageShowsTheNodeLiveWithAllocationsFromOtherProcesses(@TempDir Path dir) throws Exception {
+        assumeTrue(Files.isExecutable(CHROMIUM) && Files.isExecutable(CHROMEDRIVER),
+                "skipped: needs Debian's chromium and chromium-driver (.ci/install-test-deps installs them)");
+        Path state = dir.resolve("state");
+        Path ledger = state.resolve("simulated_dgx1-v100");
+        Files.createDirectories(ledger);
+        SimulatedGpuInventory inventory = GpuInventories.simulated("dgx1-v100");
+        ConsoleServer[] holder = new ConsoleServer[1];
+        try (GpuScheduler scheduler = GpuScheduler.builder().inventory(inventory).stateDir(ledger)
+                .auditLogging(false).listener(e -> {
+                    if (holder[0] != null) {
+                        holder[0].onEvent(e);
+                    }
+                }).build();
+             ConsoleServer console = ConsoleServer.builder().scheduler(scheduler).inventory(inventory).stateDir(state)
+                     .listen(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0)).refresh(scheduler::refresh)
+                     .sampleInterval(Duration.ofMillis(500)).build().start()) {
+            holder[0] = console;
+            ChromeOptions options = new ChromeOptions();
+            options.setBinary(CHROMIUM.toFile());
+            options.addArguments("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                    "--disable-dev-shm-usage", "--window-size=1280,1800",
+                    "--user-data-dir=" + Files.createDirectories(dir.resolve("chromium-profile")));
+            ChromeDriverService service = new ChromeDriverService.Builder()
+                    .usingDriverExecutable(CHROMEDRIVER.toFile()).usingAnyFreePort().build();
+            ChromeDriver browser = new ChromeDriver(service, options);
+            try {
+                WebDriverWait wait = new WebDriverWait(browser, Duration.ofSeconds(20));
+                browser.get(console.url() + "/");
+                wait.until(b -> b.findElements(By.cssSelector("#cards article.card")).size() == 8);
+                assertThat(browser.findElements(By.cssSelector("#cards article.card")))
+                        .allSatisfy(c -> assertThat(c.getText()).contains("Tesla V100-SXM2-32GB").contains("GiB"));
+                wait.until(b -> b.findElement(By.id("live")).getText().equals("live"));
+                assertThat(browser.findElements(By.cssSelector("#topo td.l-NV1")).size()).isGreaterThan(0);
+
+                // another process allocates through the CLI; the page must show it without a reload
+                Object marker = browser.executeScript("window.__noReload = 42; return window.__noReload;");
+                ChildCli.Result r = ChildCli.run(state, "--simulate", "dgx1-v100", "allocate", "--gpu=2",
+                        "--owner=carol", "--lease=2h");
+                assertThat(r.exit()).as(r.out()).isZero();
+                Matcher m = Pattern.compile("allocated (\\S+): GPUs").matcher(r.out());
+                assertThat(m.find()).as(r.out()).isTrue();
+                String id = m.group(1);
+                new WebDriverWait(browser, Duration.ofSeconds(2)).until(b -> !b.findElements(
+                        By.cssSelector("#alloc-rows tr[data-allocation='" + id + "']")).isEmpty());
+                new WebDriverWait(browser, Duration.ofSeconds(2)).until(b -> b.findElements(
+                        By.cssSelector(".holder[data-allocation='" + id + "']")).size() == 2);
+                assertThat(browser.findElement(By.cssSelector("#alloc-rows tr[data-allocation='" + id + "']"))
+                        .getText()).contains("carol").contains("detached").containsPattern("1h 59m|2h 0m");
+                assertThat(browser.executeScript("return window.__noReload;")).isEqualTo(marker);
+
+                // a health change on GPU 5
+                inventory.setHealth(5, GpuHealth.unhealthy("XID 79: GPU has fallen off the bus"));
+                wait.until(b -> b.findElement(By.cssSelector("#gpu-5 [data-role=health]")).getText()
+                        .contains("UNHEALTHY: XID 79"));
+                assertThat(browser.findElement(By.id("gpu-5")).getAttribute("class")).contains("unhealthy");
+                wait.until(b -> !b.findElements(By.cssSelector("#doctor-body h3")).isEmpty());
+
+                Path shot = Path.of("target", "console-screenshot.png");
+                Files.createDirectories(shot.getParent());
+                Files.write(shot, browser.getScreenshotAs(OutputType.BYTES));
+                browser.manage().window().setSize(new org.openqa.selenium.Dimension(390, 1600));
+                Files.write(Path.of("target", "console-screenshot-phone.png"), browser.getScreenshotAs(OutputType.BYTES));
+                assertThat(Files.size(shot)).isGreaterThan(10_000);
+            } finally {
+                browser.quit();
+            }
+        }
+    }
+}
