@@ -12,7 +12,8 @@ public interface AllocationStrategy {
     String name();
 
     /**
-     * Picks {@code request.count()} distinct devices among {@link SchedulingView#candidates()}.
+     * Picks {@code request.count()} distinct devices among {@link SchedulingView#candidates()}, including every one of
+     * {@link GpuRequest#requiredDevices()} (decline if one is not a candidate).
      *
      * @return device indices, or an empty list to decline (the request fails with {@code NO_PLACEMENT});
      *         anything else is a strategy bug and is rejected by the scheduler
