@@ -205,4 +205,20 @@ class NodesAttackTest {
         assertEquals("rw-------", PosixFilePermissions.toString(Files.getPosixFilePermissions(secret)),
                 "a host file hard-linked into the job root was made world-writable");
     }
+
+    @Test
+    void plansOfBadAllocationsAreTypedErrorsNamingTheDevice() {
+        CgroupDeviceIsolator iso = host.nvidia().build();
+        io.gpusched.core.GpuDevice noMinor = io.gpusched.core.GpuDevice.builder().index(0).uuid("GPU-adv-nominor")
+                .vendor(io.gpusched.core.GpuVendor.NVIDIA).name("Fake")
+                .memory(io.gpusched.core.MemorySize.ofGibibytes(1)).pciBusId("00000000:09:00.0").build();
+        IsolationException e = assertThrows(IsolationException.class,
+                () -> iso.plan(new io.gpusched.core.Allocation("adv-nominor", List.of(noMinor),
+                        io.gpusched.core.GpuRequest.builder().build(), java.time.Instant.now())));
+        assertTrue(e.getMessage().contains("GPU-adv-nominor") || e.getMessage().contains("minor"), e.getMessage());
+        List<io.gpusched.core.GpuDevice> mixed = List.of(Adv.nvDevices().get(0), Adv.amdDevices().get(0));
+        assertThrows(IsolationException.class, () -> CgroupDeviceIsolator.builder().hostDevices(mixed)
+                .devRoot(host.dev).procRoot(host.proc).build().plan(new io.gpusched.core.Allocation("adv-mixed", mixed,
+                        io.gpusched.core.GpuRequest.builder().count(2).build(), java.time.Instant.now())));
+    }
 }

@@ -495,4 +495,26 @@ class V1AttackTest {
         assertEquals(List.of(), nvOpen(cg), "after revoke the job opens a GPU the host never allowed");
         assertEquals(hostList, list(cg));
     }
+
+    @Test
+    void twoSpellingsOfOnePath_areOneFenceOrRefused_andRevokeGivesBackTheHostList() throws Exception {
+        Path cg = cg();
+        container(cg, "c 195:* rwm", "c 195:255 rw");
+        List<String> hostList = list(cg);
+        Fence a = iso.fence(cg, alloc(nv, 0));
+        for (Path other : List.of(cg.resolve("."), Path.of(cg + "/"), V1.resolve("x/..").resolve(cg.getFileName()))) {
+            List<String> before = list(cg);
+            try {
+                Fence b = iso.fence(other, alloc(nv, 1));
+                assertEquals(List.of(host.nv(1)), nvOpen(cg));
+                b.revoke();
+                assertEquals(hostList, list(cg), "revoke through " + other);
+            } catch (IsolationException refused) {
+                assertEquals(before, list(cg), "a refused fence through " + other + " changed the cgroup");
+            }
+        }
+        a.revoke();
+        assertEquals(hostList, list(cg));
+        assertEquals(host.nvNodes(), nvOpen(cg));
+    }
 }

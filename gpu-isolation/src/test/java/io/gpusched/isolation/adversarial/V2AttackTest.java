@@ -250,4 +250,24 @@ class V2AttackTest {
             Adv.run("umount", cg.toString());
         }
     }
+
+    @Test
+    void twoSpellingsOfOnePath_leaveExactlyOneProgramAndNoneAfterRevoke() throws Exception {
+        Path cg = cg();
+        Fence a = iso.fence(cg, alloc(nv, 0));
+        Fence b = null;
+        try {
+            b = iso.fence(cg.resolve("."), alloc(nv, 1));
+            assertEquals(1, attachedPrograms(cg));
+            assertEquals(List.of(host.nv(1)), nvOpen(cg));
+        } catch (IsolationException refused) {
+            assertEquals(List.of(host.nv(0)), nvOpen(cg));
+        }
+        if (b != null) {
+            b.revoke();
+        }
+        a.revoke();
+        assertEquals(0, attachedPrograms(cg));
+        assertEquals(host.nvNodes(), nvOpen(cg));
+    }
 }
