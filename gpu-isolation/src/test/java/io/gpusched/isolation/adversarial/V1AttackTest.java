@@ -517,4 +517,38 @@ class V1AttackTest {
         assertEquals(hostList, list(cg));
         assertEquals(host.nvNodes(), nvOpen(cg));
     }
+
+    @Test
+    void theHostRecordExistsOnlyWhileFenced_andAStateDirOthersCanWriteIsRefusedBeforeAnyWrite() throws Exception {
+        Path state = Files.createTempDirectory("gpx-adv-state");
+        try {
+            Files.setPosixFilePermissions(state, java.nio.file.attribute.PosixFilePermissions.fromString("rwx------"));
+            CgroupDeviceIsolator own = host.nvidia().mechanism(CgroupDeviceIsolator.Mechanism.V1).stateDir(state)
+                    .build();
+            Path cg = cg();
+            container(cg, "c 195:* rwm", "c 1:3 rwm");
+            List<String> hostList = list(cg);
+            Fence f = own.fence(cg, alloc(nv, 0));
+            try (var s = Files.list(state)) {
+                List<Path> recs = s.toList();
+                assertEquals(1, recs.size(), "one record while fenced: " + recs);
+                assertTrue(Files.readString(recs.get(0)).contains("c 195:* rwm"), Files.readString(recs.get(0)));
+            }
+            f.revoke();
+            try (var s = Files.list(state)) {
+                assertEquals(List.of(), s.toList(), "the record outlived revoke");
+            }
+            Files.setPosixFilePermissions(state, java.nio.file.attribute.PosixFilePermissions.fromString("rwxrwxrwx"));
+            IsolationException e = assertThrows(IsolationException.class, () -> own.fence(cg, alloc(nv, 0)));
+            assertTrue(e.getMessage().contains(state.toString()), e.getMessage());
+            assertEquals(hostList, list(cg));
+        } finally {
+            try (var s = Files.list(state)) {
+                for (Path p : s.toList()) {
+                    Files.delete(p);
+                }
+            }
+            Files.delete(state);
+        }
+    }
 }
