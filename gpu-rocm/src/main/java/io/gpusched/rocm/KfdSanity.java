@@ -92,7 +92,13 @@ final class KfdSanity {
         }
         byte[] b;
         try {
-            b = Files.readAllBytes(file);
+            if (Files.size(file) > KfdTopology.MAX_ATTRIBUTE_BYTES) {
+                return Optional.of(file + ": larger than " + KfdTopology.MAX_ATTRIBUTE_BYTES
+                        + " bytes, not a sysfs attribute");
+            }
+            try (java.io.InputStream in = Files.newInputStream(file)) {
+                b = in.readNBytes(KfdTopology.MAX_ATTRIBUTE_BYTES + 1);
+            }
         } catch (IOException | UncheckedIOException e) {
             return Optional.empty();
         }

@@ -119,6 +119,12 @@ public final class KfdSysfsInventory implements GpuInventory {
                 problems.add("KFD GPU node " + n.id() + ": " + e.getMessage() + "; node skipped");
                 continue;
             }
+            String uuid = d.uuid();
+            if (devices.stream().anyMatch(x -> x.uuid().equals(uuid))) {
+                d = d.toBuilder().uuid(uuid + "-kfd" + n.id()).build();
+                problems.add("KFD GPU node " + n.id() + " has the identity " + uuid + " of another node (a copied node?):"
+                        + " listed as " + d.uuid());
+            }
             indexOfNode.put(n.id(), devices.size());
             devices.add(d);
             kept.add(n);
@@ -295,7 +301,7 @@ public final class KfdSysfsInventory implements GpuInventory {
     private static Optional<String> productName(Path sysfs, int render) {
         Path p = sysfs.resolve("class/drm/renderD" + render + "/device/product_name");
         try {
-            String s = Files.isRegularFile(p) ? Files.readString(p).trim() : "";
+            String s = Files.isRegularFile(p) ? KfdTopology.readBounded(p).trim() : "";
             return s.isEmpty() ? Optional.empty() : Optional.of(s);
         } catch (IOException e) {
             return Optional.empty();
@@ -407,7 +413,7 @@ public final class KfdSysfsInventory implements GpuInventory {
                 try {
                     Path l = hwmon.resolve("temp" + i + "_label");
                     if (Files.isRegularFile(l)) {
-                        label = Files.readString(l).trim();
+                        label = KfdTopology.readBounded(l).trim();
                     }
                 } catch (IOException ignored) {
                     // unlabeled
@@ -430,7 +436,7 @@ public final class KfdSysfsInventory implements GpuInventory {
                 if (!Files.isRegularFile(f)) {
                     return OptionalDouble.empty();
                 }
-                String s = Files.readString(f).trim();
+                String s = KfdTopology.readBounded(f).trim();
                 return s.matches("-?[0-9]{1,20}") ? OptionalDouble.of(Double.parseDouble(s)) : OptionalDouble.empty();
             } catch (IOException e) {
                 return OptionalDouble.empty();

@@ -38,6 +38,10 @@ public final class KfdSysfsInventoryProvider implements GpuInventoryProvider {
 
     @Override
     public Optional<String> unavailabilityCause() {
+        return cause().map(KfdTopology::oneLine);
+    }
+
+    private Optional<String> cause() {
         Optional<KfdTopology> t = KfdTopology.read(sysfsRoot);
         if (t.isEmpty()) {
             return Optional.of("no KFD topology at " + sysfsRoot.resolve("class/kfd/kfd/topology/nodes")
@@ -62,7 +66,8 @@ public final class KfdSysfsInventoryProvider implements GpuInventoryProvider {
         } catch (BackendUnavailableException e) {
             throw e;
         } catch (RuntimeException e) {
-            throw new BackendUnavailableException("reading the KFD topology failed: " + e.getMessage());
+            throw new BackendUnavailableException(KfdTopology.oneLine("reading the KFD topology failed: "
+                    + e.getMessage()));
         }
     }
 }

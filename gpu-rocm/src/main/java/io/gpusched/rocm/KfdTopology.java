@@ -158,16 +158,54 @@ public final class KfdTopology {
         }
     }
 
+    /** Largest file read as a sysfs attribute; the kernel's are at most a page (4 KiB). */
+    static final int MAX_ATTRIBUTE_BYTES = 64 * 1024;
+
+    /**
+     * Reads a sysfs attribute as strict UTF-8, at most {@link #MAX_ATTRIBUTE_BYTES}: a larger file (a sparse giant,
+     * a link to an endless device) is refused with an IOException instead of filling the heap.
+     */
+    static String readBounded(Path file) throws IOException {
+        byte[] b;
+        try (java.io.InputStream in = Files.newInputStream(file)) {
+            b = in.readNBytes(MAX_ATTRIBUTE_BYTES + 1);
+        }
+        if (b.length > MAX_ATTRIBUTE_BYTES) {
+            throw new IOException("larger than " + MAX_ATTRIBUTE_BYTES + " bytes, not a sysfs attribute");
+        }
+        return java.nio.charset.StandardCharsets.UTF_8.newDecoder()
+                .decode(java.nio.ByteBuffer.wrap(b)).toString();
+    }
+
+    /** @return {@code s} on one line: line breaks and other control characters escaped ({@code \n}, {@code \u0000}) */
+    static String oneLine(String s) {
+        StringBuilder b = new StringBuilder(s.length());
+        for (int i = 0; i < s.length(); i++) {
+            char c = s.charAt(i);
+            if (c == '\n') {
+                b.append("\\n");
+            } else if (c == '\r') {
+                b.append("\\r");
+            } else if (Character.isISOControl(c) || c == '\u2028' || c == '\u2029') {
+                b.append(String.format(java.util.Locale.ROOT, "\\u%04x", (int) c));
+            } else {
+                b.append(c);
+            }
+        }
+        return b.toString();
+    }
+
     /** Parses "key value" lines; a line that is not a key and an unsigned integer is a problem, not a failure. */
     static Map<String, Long> properties(Path file, List<String> problems) {
         Map<String, Long> out = new LinkedHashMap<>();
         List<String> lines;
         try {
-            lines = Files.readAllLines(file);
+            lines = readBounded(file).lines().toList();
         } catch (IOException | java.io.UncheckedIOException e) {
             problems.add(file + ": unreadable (" + e.getMessage() + ")");
             return out;
         }
+        java.util.Set<String> ambiguous = new java.util.LinkedHashSet<>();
         for (int i = 0; i < lines.size(); i++) {
             String line = lines.get(i).trim();
             if (line.isEmpty()) {
@@ -179,11 +217,17 @@ public final class KfdTopology {
                 continue;
             }
             try {
-                out.put(f[0], Long.parseUnsignedLong(f[1]));
+                Long v = Long.parseUnsignedLong(f[1]);
+                Long before = out.putIfAbsent(f[0], v);
+                if (before != null && !before.equals(v) && ambiguous.add(f[0])) {
+                    problems.add(file + ":" + (i + 1) + ": " + f[0] + " given twice with different values ("
+                            + Long.toUnsignedString(before) + ", " + f[1] + "): taken as absent");
+                }
             } catch (NumberFormatException e) {
                 problems.add(file + ":" + (i + 1) + ": value out of range \"" + line + "\"");
             }
         }
+        out.keySet().removeAll(ambiguous);
         return out;
     }
 
@@ -192,7 +236,7 @@ public final class KfdTopology {
             return OptionalLong.empty();
         }
         try {
-            String s = Files.readString(file).trim();
+            String s = readBounded(file).trim();
             if (s.matches("[0-9]{1,20}")) {
                 return OptionalLong.of(Long.parseUnsignedLong(s));
             }

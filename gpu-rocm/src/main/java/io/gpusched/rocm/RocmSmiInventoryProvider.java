@@ -62,6 +62,10 @@ public final class RocmSmiInventoryProvider implements GpuInventoryProvider {
 
     @Override
     public Optional<String> unavailabilityCause() {
+        return cause().map(KfdTopology::oneLine);
+    }
+
+    private Optional<String> cause() {
         try (GpuInventory inv = open(null)) {
             return inv.devices().isEmpty() ? Optional.of("ROCm SMI reports no GPU") : Optional.empty();
         } catch (BackendUnavailableException e) {
