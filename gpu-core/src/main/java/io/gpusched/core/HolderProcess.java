@@ -47,14 +47,30 @@ public record HolderProcess(long pid, long startTime) {
                         + procRoot.resolve(Long.toString(pid)).resolve("stat") + ")"));
     }
 
-    /** @return true if a process with this pid runs now and started at this holder's start time */
+    /**
+     * @return true if a process with this pid runs now and started at this holder's start time; a process that has
+     *         exited but is not yet reaped by its parent (a zombie, state {@code Z} or {@code X}) is not alive
+     */
     public boolean isAlive() {
         return isAlive(Path.of("/proc"));
     }
 
     /** Like {@link #isAlive()} with another {@code /proc} root (tests). */
     public boolean isAlive(Path procRoot) {
-        return startTimeOf(pid, procRoot).map(t -> t == startTime).orElse(false);
+        return startTimeOf(pid, procRoot).map(t -> t == startTime).orElse(false) && !exited(pid, procRoot);
+    }
+
+    /** @return true if {@code /proc/<pid>/stat} shows an exited process (zombie {@code Z} or dead {@code X}) */
+    private static boolean exited(long pid, Path procRoot) {
+        try {
+            String stat = Files.readString(procRoot.resolve(Long.toString(pid)).resolve("stat"),
+                    StandardCharsets.ISO_8859_1);
+            int close = stat.lastIndexOf(')');
+            String rest = close < 0 ? "" : stat.substring(close + 1).trim();
+            return rest.startsWith("Z") || rest.startsWith("X");
+        } catch (IOException | RuntimeException e) {
+            return true;
+        }
     }
 
     /**
