@@ -58,7 +58,7 @@ public final class RunCommand implements Callable<Integer> {
                         + "; run with --no-isolation to run the job unfenced");
             }
             // bound to this process, which starts the job, waits for it and releases on its exit: if this process
-            // dies (kill -9), the node ledger's next transaction reclaims the allocation
+            // dies (kill -9), the kernel kills the job (see childArgv) and the ledger's next transaction reclaims
             Allocation a = n.scheduler().allocate(withHolder(request, HolderProcess.current()));
             JobRun job = new JobRun(n.scheduler(), a);
             Thread hook = new Thread(job::cleanUp, "gpusched-run-cleanup");
@@ -66,21 +66,23 @@ public final class RunCommand implements Callable<Integer> {
             try {
                 CudaEnvironment env = CudaOutput.resolver(n).resolve(a, req);
                 Map<String, String> vars = env.applyTo(System.getenv());
-                List<String> argv = new ArrayList<>();
+                String cgroupDir = "";
                 if (noIsolation) {
                     root.err().println("gpusched: isolation is off (--no-isolation): the job can reach every GPU"
                             + " of this host");
-                    argv.addAll(command);
                 } else {
                     Path parent = cgroupParent != null ? cgroupParent : isolator.v2Root().or(isolator::v1Root)
                             .orElseThrow().resolve("gpusched");
                     Files.createDirectories(parent);
                     job.cgroup = Files.createDirectory(parent.resolve("job-" + a.id()));
                     job.fence = isolator.fence(job.cgroup, a);
-                    argv.addAll(List.of("/bin/sh", "-c", "echo $$ > \"$0/cgroup.procs\" && exec \"$@\"",
-                            job.cgroup.toString()));
-                    argv.addAll(command);
+                    cgroupDir = job.cgroup.toString();
                 }
+                if (!executable(command.get(0), vars.get("PATH"))) {
+                    throw new CliException("cannot start " + command.get(0) + ": not an executable file"
+                            + (command.get(0).contains("/") ? "" : " on PATH"), 127);
+                }
+                List<String> argv = childArgv(ProcessHandle.current().pid(), cgroupDir, command);
                 root.err().println("gpusched: " + a.id() + " GPUs " + a.deviceIndices()
                         + (job.cgroup == null ? "" : " fenced in " + job.cgroup));
                 ProcessBuilder pb = new ProcessBuilder(argv).inheritIO();
@@ -105,6 +107,50 @@ public final class RunCommand implements Callable<Integer> {
                 Runtime.getRuntime().removeShutdownHook(hook);
             }
         }
+    }
+
+    /** setpriv (util-linux), which sets the parent-death signal before it executes the job */
+    private static final Optional<Path> SETPRIV = java.util.stream.Stream.of("/usr/bin/setpriv", "/bin/setpriv")
+            .map(Path::of).filter(Files::isExecutable).findFirst();
+
+    /**
+     * The job's argv. The allocation is bound to this process: if it dies (even by kill -9) the ledger reclaims the
+     * GPUs, so the job must die with it. The job is started through {@code setpriv --pdeathsig KILL}, so the kernel
+     * sends it SIGKILL when this process exits; a shell then checks that its parent is still this process (closing
+     * the window in which this process died before the death signal was set), joins the job's cgroup when there is
+     * one, and executes the command (the death signal survives exec).
+     *
+     * @param parentPid this process's pid
+     * @param cgroupDir the job's cgroup directory, or empty for none
+     * @param command the command
+     * @return the argv to start
+     * @throws CliException if setpriv is missing (the job could outlive this process and its allocation)
+     */
+    static List<String> childArgv(long parentPid, String cgroupDir, List<String> command) {
+        List<String> argv = new ArrayList<>();
+        argv.add(SETPRIV.orElseThrow(() -> new CliException("cannot start the job: setpriv (util-linux) is missing;"
+                + " without it the job would outlive a killed gpusched run and keep GPUs the ledger hands out"
+                + " again")).toString());
+        argv.addAll(List.of("--pdeathsig", "KILL", "--", "/bin/sh", "-c",
+                "[ \"$PPID\" = \"$0\" ] || exit 137; if [ -n \"$1\" ]; then echo $$ > \"$1/cgroup.procs\" || exit 1; fi;"
+                        + " shift; exec \"$@\"",
+                Long.toString(parentPid), cgroupDir));
+        argv.addAll(command);
+        return argv;
+    }
+
+    /** @return whether the shell's exec would find {@code cmd} (a path, or a name on {@code path}) */
+    static boolean executable(String cmd, String path) {
+        if (cmd.contains("/")) {
+            return Files.isRegularFile(Path.of(cmd)) && Files.isExecutable(Path.of(cmd));
+        }
+        for (String d : (path == null ? "/usr/bin:/bin" : path).split(":", -1)) {
+            Path p = Path.of(d.isEmpty() ? "." : d, cmd);
+            if (Files.isRegularFile(p) && Files.isExecutable(p)) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /** @return the request with its holder process set (GpuRequest is a record without a copy builder) */
