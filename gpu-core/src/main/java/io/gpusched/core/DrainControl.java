@@ -29,16 +29,32 @@ final class DrainControl {
         this.supported = probe(inventory);
     }
 
+    /**
+     * Drain is a property of the backend, not of one GPU: supported when any device lists its processes. Healthy
+     * devices are asked first; a lost or failing device (which a backend may answer with empty) does not decide it.
+     */
     private static boolean probe(GpuInventory inventory) {
-        for (GpuDevice d : inventory.devices()) {
+        List<GpuDevice> order = new java.util.ArrayList<>(inventory.devices());
+        order.sort(java.util.Comparator.comparing(d -> !healthy(inventory, d)));
+        for (GpuDevice d : order) {
             try {
-                return inventory.processes(d).isPresent();
+                if (inventory.processes(d).isPresent()) {
+                    return true;
+                }
             } catch (RuntimeException e) {
                 LOG.warn("listing the processes of GPU {} ({}) failed while probing for drain support: {}", d.index(),
                         d.uuid(), e.toString());
             }
         }
         return false;
+    }
+
+    private static boolean healthy(GpuInventory inventory, GpuDevice d) {
+        try {
+            return inventory.health(d).isHealthy();
+        } catch (RuntimeException e) {
+            return false;
+        }
     }
 
     /** @return whether released devices drain */
