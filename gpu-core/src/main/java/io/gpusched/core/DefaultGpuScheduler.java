@@ -47,6 +47,8 @@ final class DefaultGpuScheduler implements GpuScheduler {
     private final RateLimits rateLimits;
     private final Leases leases = new Leases();
     private final WaitQueue waiters;
+    /** The node-wide queue of waiters; null without a node ledger (or without a usable /proc). */
+    private final WaitTickets tickets;
     private final Ledger ledger;
     private final String idPrefix;
     private final List<String> recoveryProblems;
@@ -79,7 +81,10 @@ final class DefaultGpuScheduler implements GpuScheduler {
         Ledger l;
         try {
             file = stateDir == null ? null : new NodeLedger(stateDir);
-            this.waiters = new WaitQueue(file == null ? null : file::stamp);
+            this.tickets = file == null ? null : WaitTickets.of(file.directory()).orElse(null);
+            NodeLedger f = file;
+            WaitTickets t = tickets;
+            this.waiters = new WaitQueue(f == null ? null : t == null ? f::stamp : () -> List.of(f.stamp(), t.stamp()));
             l = new Ledger(new NodeState(health.initialStates(devices)), file,
                     Leases.reclaimDeadHolders(clock, drain::drainOf), this::fire, waiters::signal);
         } catch (RuntimeException e) {
@@ -152,10 +157,20 @@ final class DefaultGpuScheduler implements GpuScheduler {
     public Allocation allocate(GpuRequest request) {
         Objects.requireNonNull(request, "request");
         try {
-            return ledger.commit(allocation(request));
+            return ledger.commit(allocation(request, null));
         } catch (GpuAllocationException e) {
             rejected(request, e);
             throw e;
+        }
+    }
+
+    /** A waiting allocation's place in the node-wide queue (guarded by the ledger's lock). */
+    private static final class Waiter {
+        final long deadlineMillis;
+        WaitTickets.Ticket ticket;
+
+        Waiter(long deadlineMillis) {
+            this.deadlineMillis = deadlineMillis;
         }
     }
 
@@ -167,6 +182,9 @@ final class DefaultGpuScheduler implements GpuScheduler {
         long deadline = start + Math.max(0, maxWait.toNanos());
         GpuAllocationException last = null;
         long ticket = waiters.enter();
+        long waitMillis = Math.max(0, maxWait.toMillis());
+        long now = System.currentTimeMillis();
+        Waiter waiter = new Waiter(waitMillis > Long.MAX_VALUE - now ? Long.MAX_VALUE : now + waitMillis);
         try {
             if (!waiters.awaitTurn(ticket, deadline)) {
                 last = new GpuAllocationException(Reason.INSUFFICIENT_GPUS, request.describe() + " requested; still"
@@ -175,7 +193,7 @@ final class DefaultGpuScheduler implements GpuScheduler {
                 while (true) {
                     WaitQueue.Mark mark = waiters.mark();
                     try {
-                        return ledger.commit(allocation(request));
+                        return ledger.commit(allocation(request, waiter));
                     } catch (GpuAllocationException e) {
                         last = e;
                         if (!e.reason().isTransient()) {
@@ -188,6 +206,13 @@ final class DefaultGpuScheduler implements GpuScheduler {
                 }
             }
         } finally {
+            if (tickets != null) {
+                ledger.readLocal(s -> {
+                    tickets.remove(waiter.ticket);
+                    waiter.ticket = null;
+                    return null;
+                });
+            }
             waiters.leave(ticket);
         }
         if (last.reason().isTransient()) {
@@ -220,8 +245,63 @@ final class DefaultGpuScheduler implements GpuScheduler {
                 request.owner(), request.jobId(), List.of(), Optional.of(e.reason()), e.getMessage())));
     }
 
-    /** The allocate change: configuration rules, rate limit, placement on the up-to-date state. */
-    private Ledger.Change<Allocation> allocation(GpuRequest request) {
+    /**
+     * The allocate change: configuration rules, rate limit, placement on the up-to-date state, then the node's
+     * waiting queue: with live tickets, only the oldest ticket's waiter may allocate. A waiter refused for a
+     * transient reason registers a ticket (under the node's lock); a granted waiter's ticket goes in the same lock.
+     *
+     * @param waiter the waiting caller, or null for allocate/tryAllocate
+     */
+    private Ledger.Change<Allocation> allocation(GpuRequest request, Waiter waiter) {
+        Ledger.Change<Allocation> decide = decideAllocation(request, waiter);
+        if (tickets == null || waiter == null) {
+            return decide;
+        }
+        return (state, seq) -> {
+            try {
+                Ledger.Decision<Allocation> d = decide.decide(state, seq);
+                tickets.remove(waiter.ticket);
+                waiter.ticket = null;
+                return d;
+            } catch (GpuAllocationException e) {
+                if (e.reason() == Reason.RATE_LIMITED) {
+                    // tokens refill with time, not with a change on the node: never hold the node's queue for them
+                    tickets.remove(waiter.ticket);
+                    waiter.ticket = null;
+                } else if (e.reason().isTransient() && waiter.ticket == null) {
+                    try {
+                        waiter.ticket = tickets.register(waiter.deadlineMillis);
+                    } catch (RuntimeException r) {
+                        LOG.warn("waiting without a place in the node's queue: {}", r.getMessage());
+                    }
+                }
+                throw e;
+            }
+        };
+    }
+
+    /** Caller holds the node's lock: refuses unless no waiter of the node is ahead of this caller. */
+    private void awaitTurnOnNode(GpuRequest request, Waiter waiter) {
+        List<WaitTickets.Ticket> live = tickets.live();
+        if (live.isEmpty()) {
+            return;
+        }
+        WaitTickets.Ticket first = live.get(0);
+        if (waiter != null && waiter.ticket != null) {
+            if (first.name().equals(waiter.ticket.name())) {
+                return;
+            }
+            if (!live.contains(waiter.ticket)) {
+                waiter.ticket = null; // removed as stale by another process: it registers again, at the end
+            }
+        }
+        throw new GpuAllocationException(Reason.INSUFFICIENT_GPUS, request.describe() + " requested; "
+                + live.size() + " waiting request(s) on this node came first (the oldest: ticket " + first.number()
+                + " of " + first.holder() + "); waiting requests are served first come, first served across the"
+                + " node's processes, and nothing else is allocated meanwhile");
+    }
+
+    private Ledger.Change<Allocation> decideAllocation(GpuRequest request, Waiter waiter) {
         return (state, seq) -> {
             if (!config.enabled()) {
                 throw new GpuAllocationException(Reason.DISABLED,
@@ -239,6 +319,9 @@ final class DefaultGpuScheduler implements GpuScheduler {
             Instant now = clock.instant();
             rateLimits.check(request, now);
             List<GpuDevice> chosen = placement.place(request, state.snapshot(), now);
+            if (tickets != null) {
+                awaitTurnOnNode(request, waiter);
+            }
             String id = idPrefix + "-" + seq;
             Optional<Instant> expires = request.maxDuration().map(now::plus);
             Allocation a = new Allocation(id, chosen, request, now, expires);
@@ -425,6 +508,9 @@ final class DefaultGpuScheduler implements GpuScheduler {
 
     @Override
     public void close() {
+        if (tickets != null) {
+            tickets.close();
+        }
         health.close();
         for (ScheduledExecutorService t : threads) {
             t.shutdownNow();

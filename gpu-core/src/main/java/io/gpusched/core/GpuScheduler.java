@@ -42,9 +42,15 @@ public interface GpuScheduler extends AutoCloseable {
      *
      * <p>Fairness: within one process, waiters are served first come, first served (only the oldest waiter tries;
      * a waiter that fails for any reason, or times out, hands the queue on). Across processes sharing a node ledger
-     * there is no queue: each process's oldest waiter retries whenever the ledger changes (polled with a 1 to 50 ms
-     * backoff) and the first to take the lock gets the devices. A waiter can therefore lose to another process's
-     * request several times; its wait is bounded only by {@code maxWait}.
+     * the node keeps one first-come-first-served queue: a process's oldest waiter refused for a transient reason
+     * (other than {@code RATE_LIMITED}) takes a ticket in the state directory, younger than every ticket present;
+     * while live tickets exist only the waiter with the oldest one may allocate, and every other allocation on the
+     * node (waiting or not, of any process) is refused with {@code INSUFFICIENT_GPUS}. This is strict FIFO with
+     * head-of-line blocking: an earlier waiter for many GPUs holds back later requests that would fit now. The next
+     * waiter of a process queues behind the tickets present, so processes take turns and none starves. Waiters wake
+     * when the ledger or the set of live tickets changes (polled with a 1 to 50 ms backoff). Tickets of dead
+     * processes, and tickets more than 10 s past their waiter's deadline, are skipped and removed; a waiter's ticket
+     * goes when it is served, gives up, fails or is interrupted, or when its scheduler is closed.
      *
      * @throws GpuAllocationException with the last transient reason and the wait observed, when the wait runs out
      */

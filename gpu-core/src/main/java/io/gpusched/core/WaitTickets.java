@@ -1,0 +1,216 @@
+package io.gpusched.core;
+
+import java.io.IOException;
+import java.nio.file.DirectoryStream;
+import java.nio.file.FileAlreadyExistsException;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.List;
+import java.util.Locale;
+import java.util.Optional;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.LongSupplier;
+import java.util.function.Predicate;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The node-wide queue of waiting allocations, shared by every process of a node ledger: one empty file per ticket in
+ * {@code <stateDir>/waiters/}, named {@code <number>-<pid>-<start time>-<deadline>} (number zero-padded to 19 digits,
+ * the holder process as {@link HolderProcess}, the waiter's deadline in epoch milliseconds). Tickets are registered
+ * and judged under the node's lock, so a new ticket's number is larger than every ticket present. A ticket is live
+ * while its process runs (pid and start time) and its deadline has not passed by more than {@link #GRACE_MILLIS};
+ * other tickets are skipped and deleted, so a process that dies or hangs past its deadline never blocks the node.
+ * Tickets are not forced to disk: after a machine crash no waiter is left anyway.
+ */
+final class WaitTickets {
+    private static final Logger LOG = LoggerFactory.getLogger(WaitTickets.class);
+    static final String DIR = "waiters";
+    /** A ticket whose deadline passed this long ago is stale (its waiter should have removed it). */
+    static final long GRACE_MILLIS = 10_000;
+
+    /**
+     * One registered waiter.
+     *
+     * @param number   its place in the node's queue (smaller: earlier)
+     * @param holder   the waiting process
+     * @param deadline epoch milliseconds after which it gives up
+     * @param name     its file name
+     */
+    record Ticket(long number, HolderProcess holder, long deadline, String name) {
+    }
+
+    private final Path dir;
+    private final HolderProcess me;
+    private final LongSupplier wallClock;
+    private final Predicate<HolderProcess> alive;
+    private final Set<String> mine = ConcurrentHashMap.newKeySet();
+
+    WaitTickets(Path stateDir, HolderProcess me, LongSupplier wallClock, Predicate<HolderProcess> alive) {
+        this.dir = stateDir.resolve(DIR);
+        this.me = me;
+        this.wallClock = wallClock;
+        this.alive = alive;
+        if (Files.isDirectory(dir)) {
+            NodeLedger.checkNotWritableByOthers(dir, "waiters directory");
+        }
+    }
+
+    /**
+     * @return the tickets of a state directory, or empty where {@code /proc} cannot identify this process (tickets
+     *         could not be told alive or dead there, so cross-process fairness is off)
+     */
+    static Optional<WaitTickets> of(Path stateDir) {
+        long pid = ProcessHandle.current().pid();
+        Optional<Long> start = HolderProcess.startTimeOf(pid, Path.of("/proc"));
+        if (start.isEmpty()) {
+            LOG.warn("/proc does not show this process: waiting allocations are not queued across processes");
+            return Optional.empty();
+        }
+        return Optional.of(new WaitTickets(stateDir, new HolderProcess(pid, start.get()), System::currentTimeMillis,
+                HolderProcess::isAlive));
+    }
+
+    /** @return the directory holding the tickets */
+    Path directory() {
+        return dir;
+    }
+
+    private List<Ticket> present() {
+        List<Ticket> out = new ArrayList<>();
+        try (DirectoryStream<Path> ds = Files.newDirectoryStream(dir)) {
+            for (Path p : ds) {
+                parse(p.getFileName().toString()).ifPresent(out::add);
+            }
+        } catch (NoSuchFileException e) {
+            return out;
+        } catch (IOException e) {
+            throw new LedgerException(LedgerException.Kind.IO, dir, "cannot list the waiting allocations in " + dir
+                    + ": " + e, e);
+        }
+        out.sort(Comparator.comparingLong(Ticket::number).thenComparing(Ticket::name));
+        return out;
+    }
+
+    static Optional<Ticket> parse(String name) {
+        String[] f = name.split("-", -1);
+        if (f.length != 4) {
+            return Optional.empty();
+        }
+        try {
+            long n = Long.parseLong(f[0]);
+            long pid = Long.parseLong(f[1]);
+            long start = Long.parseLong(f[2]);
+            long deadline = Long.parseLong(f[3]);
+            if (n < 0 || pid < 1 || start < 0) {
+                return Optional.empty();
+            }
+            return Optional.of(new Ticket(n, new HolderProcess(pid, start), deadline, name));
+        } catch (NumberFormatException e) {
+            return Optional.empty();
+        }
+    }
+
+    private boolean live(Ticket t, long now) {
+        return (t.deadline() > Long.MAX_VALUE - GRACE_MILLIS || now <= t.deadline() + GRACE_MILLIS)
+                && (mine.contains(t.name()) || alive.test(t.holder()));
+    }
+
+    /**
+     * Under the node's lock: the live tickets, oldest first. Tickets of dead processes and stale ones are deleted.
+     */
+    List<Ticket> live() {
+        long now = wallClock.getAsLong();
+        List<Ticket> out = new ArrayList<>();
+        for (Ticket t : present()) {
+            if (live(t, now)) {
+                out.add(t);
+            } else {
+                LOG.info("removing the waiting ticket {} of {}: {}", t.number(), t.holder(),
+                        alive.test(t.holder()) ? "its deadline passed long ago" : "the process is gone");
+                delete(t);
+            }
+        }
+        return out;
+    }
+
+    /** Cheap, without the lock, for waiters polling: changes when the set of live tickets changes. */
+    Object stamp() {
+        try {
+            long now = wallClock.getAsLong();
+            List<String> names = new ArrayList<>();
+            for (Ticket t : present()) {
+                if (live(t, now)) {
+                    names.add(t.name());
+                }
+            }
+            return names;
+        } catch (RuntimeException e) {
+            return List.of();
+        }
+    }
+
+    /**
+     * Under the node's lock: registers a waiter of this process, younger than every ticket present.
+     *
+     * @param deadline epoch milliseconds when the waiter gives up
+     */
+    Ticket register(long deadline) {
+        if (!Files.isDirectory(dir)) {
+            try {
+                Files.createDirectories(dir, PosixFilePermissions.asFileAttribute(
+                        PosixFilePermissions.fromString("rwxr-xr-x")));
+            } catch (IOException e) {
+                throw new LedgerException(LedgerException.Kind.IO, dir, "cannot create " + dir + ": " + e, e);
+            }
+        }
+        NodeLedger.checkNotWritableByOthers(dir, "waiters directory");
+        List<Ticket> all = present();
+        long n = all.isEmpty() ? 1 : all.get(all.size() - 1).number() + 1;
+        while (true) {
+            String name = String.format(Locale.ROOT, "%019d-%d-%d-%d", n, me.pid(), me.startTime(), deadline);
+            mine.add(name);
+            try {
+                Files.createFile(dir.resolve(name), PosixFilePermissions.asFileAttribute(
+                        PosixFilePermissions.fromString("rw-r--r--")));
+                return new Ticket(n, me, deadline, name);
+            } catch (FileAlreadyExistsException e) {
+                mine.remove(name);
+                n++;
+            } catch (IOException e) {
+                mine.remove(name);
+                throw new LedgerException(String.valueOf(e.getMessage()).contains("No space left")
+                        ? LedgerException.Kind.NO_SPACE : LedgerException.Kind.IO, dir,
+                        "cannot register a waiting allocation in " + dir + ": " + e, e);
+            }
+        }
+    }
+
+    /** Removes a ticket (this process's, or a dead one). Never throws. */
+    void remove(Ticket t) {
+        if (t != null) {
+            delete(t);
+            mine.remove(t.name());
+        }
+    }
+
+    private void delete(Ticket t) {
+        try {
+            Files.deleteIfExists(dir.resolve(t.name()));
+        } catch (IOException | RuntimeException e) {
+            LOG.warn("cannot remove the waiting ticket {}: {}", dir.resolve(t.name()), e.toString());
+        }
+    }
+
+    /** Removes every ticket this scheduler registered and still holds. Never throws. */
+    void close() {
+        for (String name : List.copyOf(mine)) {
+            parse(name).ifPresent(this::remove);
+        }
+    }
+}
