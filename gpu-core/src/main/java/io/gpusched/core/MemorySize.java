@@ -61,24 +61,62 @@ public record MemorySize(long bytes) implements Comparable<MemorySize> {
         }
         Matcher m = FORM.matcher(text.trim());
         if (!m.matches()) {
-            throw new IllegalArgumentException("invalid memory size \"" + text + "\"; expected " + ACCEPTED);
+            throw new IllegalArgumentException("invalid memory size " + quote(text) + "; expected " + ACCEPTED);
         }
         long unit = unit(m.group(2));
         if (unit == 0) {
-            throw new IllegalArgumentException("unknown unit \"" + m.group(2) + "\" in memory size \"" + text
-                    + "\"; expected " + ACCEPTED);
+            throw new IllegalArgumentException("unknown unit " + quote(m.group(2)) + " in memory size " + quote(text)
+                    + "; expected " + ACCEPTED);
         }
-        BigDecimal value = new BigDecimal(m.group(1)).multiply(BigDecimal.valueOf(unit));
+        // Bound the digits before BigDecimal: its parse is quadratic in the digit count (5 million digits took
+        // minutes). Past 19 integer digits the value exceeds Long.MAX_VALUE whatever the unit; past 40 significant
+        // fraction digits no binary unit (at most 2^40) makes it a whole number of bytes.
+        String number = m.group(1);
+        int dot = number.indexOf('.');
+        String whole = stripLeading(dot < 0 ? number : number.substring(0, dot));
+        String fraction = dot < 0 ? "" : stripTrailing(number.substring(dot + 1));
+        if (whole.length() > 19) {
+            throw new IllegalArgumentException("memory size " + quote(text) + " is too large: at most 2^63-1 bytes"
+                    + " (8 EiB); expected " + ACCEPTED);
+        }
+        if (fraction.length() > 40) {
+            throw new IllegalArgumentException("memory size " + quote(text) + " is not a whole number of bytes;"
+                    + " expected " + ACCEPTED);
+        }
+        BigDecimal value = new BigDecimal((whole.isEmpty() ? "0" : whole) + (fraction.isEmpty() ? "" : "." + fraction))
+                .multiply(BigDecimal.valueOf(unit));
         if (value.compareTo(BigDecimal.valueOf(Long.MAX_VALUE)) > 0) {
-            throw new IllegalArgumentException("memory size \"" + text + "\" is too large: at most 2^63-1 bytes"
+            throw new IllegalArgumentException("memory size " + quote(text) + " is too large: at most 2^63-1 bytes"
                     + " (8 EiB); expected " + ACCEPTED);
         }
         try {
             return new MemorySize(value.longValueExact());
         } catch (ArithmeticException e) {
-            throw new IllegalArgumentException("memory size \"" + text + "\" is not a whole number of bytes; expected "
-                    + ACCEPTED, e);
+            throw new IllegalArgumentException("memory size " + quote(text) + " is not a whole number of bytes;"
+                    + " expected " + ACCEPTED, e);
         }
+    }
+
+    private static String stripLeading(String digits) {
+        int i = 0;
+        while (i < digits.length() && digits.charAt(i) == '0') {
+            i++;
+        }
+        return digits.substring(i);
+    }
+
+    private static String stripTrailing(String digits) {
+        int i = digits.length();
+        while (i > 0 && digits.charAt(i - 1) == '0') {
+            i--;
+        }
+        return digits.substring(0, i);
+    }
+
+    /** The input in quotes for a message, cut after 64 characters so a huge input does not make a huge message. */
+    private static String quote(String text) {
+        return "\"" + (text.length() <= 64 ? text : text.substring(0, 64) + "\u2026 (" + text.length() + " characters)")
+                + "\"";
     }
 
     private static long unit(String suffix) {
