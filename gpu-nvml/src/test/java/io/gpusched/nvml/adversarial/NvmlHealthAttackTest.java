@@ -402,4 +402,59 @@ class NvmlHealthAttackTest {
             assertThat(per).as("bytes allocated per sample of 8 GPUs").isLessThan(3_072);
         }
     }
+
+    @Test
+    void watcherAloneBringsALostGpuBackOnlyAfterTheWholePeriod() throws Exception {
+        HandClock clock = new HandClock();
+        try (NvmlInventory inv = NvmlInventory.open(opts(true, clock))) {
+            GpuDevice d2 = inv.devices().get(2);
+            FakeNvml.Control.fake_nvml_set_lost(2, 1);
+            inv.sample();
+            assertThat(inv.health(d2).state()).isEqualTo(GpuHealth.State.LOST);
+            FakeNvml.Control.fake_nvml_set_lost(2, 0);
+            long util = FakeNvml.Control.fake_nvml_calls_of("nvmlDeviceGetUtilizationRates", 2);
+            await(() -> FakeNvml.Control.fake_nvml_calls_of("nvmlDeviceGetUtilizationRates", 2) > util + 2,
+                    "watcher probes the lost GPU");
+            assertThat(inv.health(d2).isHealthy()).as("no time has passed").isFalse();
+            clock.advance(Duration.ofMinutes(6));
+            await(() -> inv.health(d2).isHealthy(), "healthy again without anyone sampling");
+        }
+    }
+
+    @Test
+    void xidDuringRecoveryRestartsThePeriod() throws Exception {
+        HandClock clock = new HandClock();
+        try (NvmlInventory inv = NvmlInventory.open(opts(true, clock))) {
+            GpuDevice d1 = inv.devices().get(1);
+            CountDownLatch first = new CountDownLatch(1);
+            inv.addHealthListener((d, h) -> first.countDown());
+            await(() -> FakeNvml.Control.fake_nvml_push_xid(1, 48, 0, 0) == 1, "xid queued");
+            assertThat(first.await(60, java.util.concurrent.TimeUnit.SECONDS)).isTrue();
+            assertThat(inv.health(d1).isHealthy()).isFalse();
+            clock.advance(Duration.ofMinutes(4));
+            inv.sample();
+            long xids = FakeNvml.Control.fake_nvml_calls_of("nvmlEventSetWait_v2", -1);
+            assertThat(FakeNvml.Control.fake_nvml_push_xid(1, 48, 0, 0)).isEqualTo(1);
+            await(() -> FakeNvml.Control.fake_nvml_calls_of("nvmlEventSetWait_v2", -1) > xids + 2,
+                    "watcher took the second XID");
+            clock.advance(Duration.ofMinutes(2)); // 6 m after the first XID, 2 m after the second
+            inv.sample();
+            assertThat(inv.health(d1).isHealthy()).as("only 2 m since the last XID").isFalse();
+            clock.advance(Duration.ofMinutes(6));
+            inv.sample();
+            await(() -> inv.health(d1).isHealthy(), "healthy after a quiet period");
+        }
+    }
+
+    @Test
+    void lostWholeGpuInMigScenarioLeavesTheMigDevicesOfTheOtherParentServed() {
+        FakeNvml.Control.fake_nvml_set_scenario(FakeNvml.MIG);
+        FakeNvml.Control.fake_nvml_set_lost(1, 1);
+        try (NvmlInventory inv = NvmlInventory.open(opts(false, new HandClock()))) {
+            List<GpuDevice> migs = inv.devices().stream().filter(d -> d.parentUuid().isPresent()).toList();
+            assertThat(migs).hasSize(2);
+            inv.sample();
+            migs.forEach(d -> assertThat(inv.health(d).isHealthy()).as(d.toString()).isTrue());
+        }
+    }
 }
