@@ -427,6 +427,7 @@ class LedgerAttackTest {
             for (int i = 0; i < 3; i++) {
                 scheds.add(open(dir));
             }
+            String firstHeader = Files.readAllLines(dir.resolve("ledger")).get(0);
             Object modelLock = new Object();
             Map<Integer, String> heldBy = new HashMap<>();
             Set<String> ids = ConcurrentHashMap.newKeySet();
@@ -498,6 +499,9 @@ class LedgerAttackTest {
                 assertEquals(expected, live(s), "every scheduler agrees with the acknowledgements");
             }
             checkFile(dir.resolve("ledger"));
+            String lastHeader = Files.readAllLines(dir.resolve("ledger")).get(0);
+            assertFalse(firstHeader.split(" ")[3].equals(lastHeader.split(" ")[3]),
+                    "the ledger was compacted during the run: " + firstHeader + " / " + lastHeader);
             try (GpuScheduler fresh = open(dir)) {
                 assertEquals(expected, live(fresh), "a fresh process sees exactly the acknowledged state");
             }

@@ -10,6 +10,7 @@ import java.io.BufferedReader;
 import java.io.File;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -58,7 +59,8 @@ class LedgerKillTest {
             List<CountDownLatch> enough = new ArrayList<>();
             List<Thread> readers = new ArrayList<>();
             for (int c = 0; c < n; c++) {
-                Process p = new ProcessBuilder(java, "-cp", cp, KillChild.class.getName(), dir.toString(),
+                Process p = new ProcessBuilder(java, "-Dgpusched.ledger.compactBytes=3000", "-cp", cp,
+                        KillChild.class.getName(), dir.toString(),
                         Integer.toString(round * 10 + c), Boolean.toString(c % 2 == 0))
                         .redirectError(ProcessBuilder.Redirect.DISCARD).start();
                 ps.add(p);
@@ -154,6 +156,8 @@ class LedgerKillTest {
             LedgerAttackTest.checkFile(dir.resolve("ledger"));
         }
         assertTrue(everAcked.size() > 10, "children acknowledged work: " + everAcked.size());
+        String header = Files.readAllLines(dir.resolve("ledger")).get(0);
+        assertTrue(Long.parseLong(header.split(" ")[3]) > 1, "children compacted while being killed: " + header);
         assertTrue(new File(dir.toFile(), "ledger").length() > 0);
     }
 }
