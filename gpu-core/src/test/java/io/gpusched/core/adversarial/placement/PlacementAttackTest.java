@@ -355,6 +355,38 @@ class PlacementAttackTest {
         assertTrue(stats[1] >= 5, "tries where the naive answer is not optimal: " + stats[1]);
     }
 
+    /** Nearly flat scores (no links, two PCIe levels, 22 to 24 free, k near n/2): weak bounds, many near-ties. */
+    static Node flatNode(Random r, int n) {
+        List<GpuDevice> ds = new ArrayList<>();
+        for (int i = 0; i < n; i++) {
+            ds.add(device(i, r.nextInt(2)));
+        }
+        GpuTopology.Builder b = GpuTopology.builder(ds);
+        for (int i = 0; i < n; i++) {
+            for (int j = i + 1; j < n; j++) {
+                b.pcie(i, j, r.nextBoolean() ? PcieLevel.HOSTBRIDGE : PcieLevel.NODE);
+                if (r.nextInt(12) == 0) {
+                    b.links(i, j, 1);
+                }
+            }
+        }
+        return new Node(ds, b.build());
+    }
+
+    @Test
+    void nearlyFlatScoresAgainstBruteForce() {
+        Random r = new Random(777);
+        int[] stats = new int[2];
+        for (int trial = 0; trial < 8; trial++) {
+            int n = 22 + r.nextInt(3);
+            Node node = flatNode(r, n);
+            SchedulingView v = fragmented(r, node, 0.0, 24);
+            judge("flat n=" + n + " trial " + trial, r, node, v, n / 2 - r.nextInt(3), trial % 2, stats);
+        }
+        assertEquals(8, stats[0]);
+        assertTrue(stats[1] >= 6, "tries where the naive answer is not optimal: " + stats[1]);
+    }
+
     @Test
     void profilesAndPartitionedNodesAgainstBruteForce() {
         Random r = new Random(99);
