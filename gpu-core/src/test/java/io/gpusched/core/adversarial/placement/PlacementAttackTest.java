@@ -413,6 +413,144 @@ class PlacementAttackTest {
         assertTrue(stats[1] > 30, "tries where the naive answer is not optimal: " + stats[1]);
     }
 
+    /**
+     * Packages of {@code per} partitions: partitions of one package are twins (same score to everyone), so the exact
+     * optimum is found here by enumerating how many each package gives. {@code intraLinks} 4 is MI300X CPX-like;
+     * 0 with an 18-link fabric across packages is MIG-on-NVSwitch-like (partitions of one GPU are the worst pairs).
+     */
+    static Node packages(Random r, int pkgs, int per, int intraLinks, boolean fabric) {
+        List<GpuDevice> ds = new ArrayList<>();
+        for (int i = 0; i < pkgs * per; i++) {
+            ds.add(device(i, (i / per) * 2 / pkgs));
+        }
+        GpuTopology.Builder b = GpuTopology.builder(ds);
+        int[][] pl = new int[pkgs][pkgs];
+        for (int p = 0; p < pkgs; p++) {
+            for (int q = p + 1; q < pkgs; q++) {
+                pl[p][q] = pl[q][p] = fabric ? 18 : r.nextInt(3);
+            }
+        }
+        for (int i = 0; i < pkgs * per; i++) {
+            for (int j = i + 1; j < pkgs * per; j++) {
+                int p = i / per;
+                int q = j / per;
+                if (p == q) {
+                    if (intraLinks > 0) {
+                        b.links(i, j, intraLinks);
+                    }
+                    b.pcie(i, j, PcieLevel.INTERNAL);
+                } else if (pl[p][q] > 0) {
+                    b.links(i, j, pl[p][q]);
+                }
+            }
+        }
+        return new Node(ds, b.build());
+    }
+
+    /** Exact {SET, SET+REMAINING} by counts per package (partitions of a package are twins). */
+    static long[] exactByPackage(GpuTopology t, int pkgs, int per, int[] free, int[] req, int k) {
+        long[][] w = new long[pkgs][pkgs];
+        for (int p = 0; p < pkgs; p++) {
+            for (int q = 0; q < pkgs; q++) {
+                int a = p * per;
+                int b = p == q ? p * per + 1 : q * per;
+                w[p][q] = 100L * t.linkCount(a, b) + pcieTerm(t.pcieLevel(a, b));
+            }
+        }
+        long[] best = {Long.MIN_VALUE, Long.MIN_VALUE};
+        byPackage(w, pkgs, free, req, k, 0, new int[pkgs], best);
+        return best;
+    }
+
+    private static long groupScore(long[][] w, int[] c) {
+        long s = 0;
+        for (int p = 0; p < c.length; p++) {
+            s += w[p][p] * c[p] * (c[p] - 1L) / 2;
+            for (int q = p + 1; q < c.length; q++) {
+                s += w[p][q] * c[p] * (long) c[q];
+            }
+        }
+        return s;
+    }
+
+    private static void byPackage(long[][] w, int pkgs, int[] free, int[] req, int left, int p, int[] c,
+            long[] best) {
+        if (p == pkgs) {
+            if (left == 0) {
+                int[] rest = new int[pkgs];
+                for (int i = 0; i < pkgs; i++) {
+                    rest[i] = free[i] - c[i];
+                }
+                long set = groupScore(w, c);
+                best[0] = Math.max(best[0], set);
+                best[1] = Math.max(best[1], set + groupScore(w, rest));
+            }
+            return;
+        }
+        for (int n = req[p]; n <= Math.min(free[p], left); n++) {
+            c[p] = n;
+            byPackage(w, pkgs, free, req, left - n, p + 1, c, best);
+        }
+        c[p] = 0;
+    }
+
+    @Test
+    void partitionNodesUpTo64AgainstExactCounts() {
+        Random r = new Random(64);
+        int judged = 0;
+        int beaten = 0;
+        for (int trial = 0; trial < 120; trial++) {
+            boolean mig = trial % 2 == 1;
+            int pkgs = 8;
+            int per = mig ? 7 : 8;
+            Node node = mig ? packages(r, pkgs, per, 0, true) : packages(r, pkgs, per, 4, false);
+            SchedulingView v = fragmented(r, node, 0.1 * r.nextInt(8), pkgs * per);
+            int[] cands = v.candidates().stream().mapToInt(DeviceState::index).toArray();
+            if (cands.length < 3) {
+                continue;
+            }
+            int k = 2 + r.nextInt(Math.min(cands.length - 1, 16));
+            List<Integer> shuffled = new ArrayList<>(Arrays.stream(cands).boxed().toList());
+            java.util.Collections.shuffle(shuffled, r);
+            List<Integer> required = List.copyOf(shuffled.subList(0, trial % 3 == 0 ? 0 : 1 + r.nextInt(Math.min(3, k))));
+            int[] free = new int[pkgs];
+            int[] req = new int[pkgs];
+            for (int c : cands) {
+                free[c / per]++;
+            }
+            for (int c : required) {
+                req[c / per]++;
+            }
+            GpuRequest.Builder rb = GpuRequest.builder().count(k);
+            if (!required.isEmpty()) {
+                rb.requiredDevices(required);
+            }
+            GpuRequest request = rb.build();
+            String desc = (mig ? "mig-56" : "cpx-64") + " trial " + trial + " k=" + k + " required=" + required
+                    + " candidates=" + Arrays.toString(cands);
+            long[] best = exactByPackage(node.topology(), pkgs, per, free, req, k);
+            for (AllocationStrategy s : builtIns()) {
+                assertValid(desc, s, request, v, s.select(request, v));
+            }
+            List<Integer> set = AllocationStrategies.byName("topology").select(request, v);
+            assertEquals(best[0], setScore(node.topology(), set), desc + ": topology gave " + set);
+            List<Integer> rem = AllocationStrategies.byName("topology-remaining").select(request, v);
+            assertEquals(best[1], remainingValue(node.topology(), cands, rem), desc + ": topology-remaining gave " + rem);
+            List<Integer> naive = new ArrayList<>(required);
+            for (int c : cands) {
+                if (naive.size() < k && !naive.contains(c)) {
+                    naive.add(c);
+                }
+            }
+            if (setScore(node.topology(), naive) < best[0]) {
+                beaten++;
+            }
+            judged++;
+        }
+        assertTrue(judged > 100, "judged " + judged);
+        assertTrue(beaten > 40, "tries where the naive answer is not optimal: " + beaten);
+    }
+
     @Test
     void countEqualToRequiredReturnsExactlyThem() {
         Node node = profile("dgx1-v100");
