@@ -599,6 +599,9 @@ class PlacementAttackTest {
             if (r.nextBoolean()) {
                 b.shared(MemorySize.parse("4GB"));
             }
+            if (r.nextInt(3) > 0) {
+                b.hint(r.nextBoolean() ? io.gpusched.core.WorkloadHint.TRAINING : io.gpusched.core.WorkloadHint.INFERENCE);
+            }
             GpuRequest req = b.build();
             for (AllocationStrategy s : builtIns()) {
                 assertValid("numa/shared trial " + trial, s, req, v, s.select(req, v));

@@ -12,6 +12,7 @@ import io.gpusched.core.GpuAllocationException;
 import io.gpusched.core.GpuException;
 import io.gpusched.core.GpuHealth;
 import io.gpusched.core.GpuInventories;
+import io.gpusched.core.GpuProcess;
 import io.gpusched.core.GpuRequest;
 import io.gpusched.core.GpuScheduler;
 import io.gpusched.core.SchedulingView;
@@ -126,6 +127,32 @@ class RequiredThroughSchedulerAttackTest {
                 // none of the refusals took anything: the 6 healthy free devices are all still there
                 Allocation rest = s.allocate(GpuRequest.builder().count(6).build());
                 assertEquals(Set.of(0, 1, 2, 3, 4, 7), new HashSet<>(rest.deviceIndices()), name);
+            }
+        }
+    }
+
+    @Test
+    void drainingRequiredDeviceIsRefusedAndNothingIsTaken() {
+        SimulatedGpuInventory.Builder b = SimulatedGpuInventory.builder("drain-node").tracksProcesses(true);
+        for (int i = 0; i < 4; i++) {
+            b.device(PlacementAttackTest.device(i, 0));
+        }
+        SimulatedGpuInventory inv = b.build();
+        for (String name : AllocationStrategies.names()) {
+            try (GpuScheduler s = scheduler(inv, AllocationStrategies.byName(name))) {
+                Allocation a = s.allocate(GpuRequest.builder().deviceIndices(2).build());
+                inv.setProcesses(2, List.of(new GpuProcess(4242, java.util.Optional.empty())));
+                assertTrue(s.release(a.id()));
+                DeviceState two = s.devices().stream().filter(d -> d.index() == 2).findFirst().orElseThrow();
+                assertEquals(DeviceState.Pool.DRAINING, two.pool(), name + ": a process is still on GPU 2");
+                GpuAllocationException e = assertThrows(GpuAllocationException.class,
+                        () -> s.allocate(GpuRequest.builder().count(2).requiredDevices(2).build()));
+                assertTrue(e.getMessage().contains("2"), name + ": " + e.getMessage());
+                Allocation rest = s.allocate(GpuRequest.builder().count(3).build());
+                assertEquals(Set.of(0, 1, 3), new HashSet<>(rest.deviceIndices()), name);
+                s.release(rest.id());
+                inv.setProcesses(2, List.of());
+                s.maintain();
             }
         }
     }
