@@ -352,8 +352,14 @@ public final class KfdSysfsInventory implements GpuInventory {
         Instant now = clock.instant();
         List<GpuMetrics> out = new ArrayList<>(devices.size());
         for (GpuDevice d : devices) {
-            out.add(DrmMetrics.read(sysfsRoot.resolve("class/drm/renderD" + d.minor().getAsInt() + "/device"),
-                    d.index(), now));
+            GpuMetrics m;
+            try {
+                m = DrmMetrics.read(sysfsRoot.resolve("class/drm/renderD" + d.minor().getAsInt() + "/device"),
+                        d.index(), now, d.memoryKnown() ? d.memory().bytes() : MAX_MEMORY_BYTES);
+            } catch (RuntimeException e) { // one device's odd files never cost the others their metrics
+                m = GpuMetrics.unavailable(d.index(), now);
+            }
+            out.add(m);
         }
         return new GpuSample(now, out);
     }
@@ -372,9 +378,13 @@ public final class KfdSysfsInventory implements GpuInventory {
         private DrmMetrics() {
         }
 
-        static GpuMetrics read(Path dev, int index, Instant now) {
-            OptionalDouble busy = number(dev.resolve("gpu_busy_percent"));
-            OptionalDouble used = number(dev.resolve("mem_info_vram_used"));
+        /** Largest board power believed, in watts; anything above is a bad value. */
+        private static final double MAX_POWER_WATTS = 10_000;
+
+        /** @param maxBytes VRAM used above this (the device's memory) is a bad value, not a reading */
+        static GpuMetrics read(Path dev, int index, Instant now, long maxBytes) {
+            OptionalDouble busy = within(number(dev.resolve("gpu_busy_percent")), 0, 100);
+            OptionalDouble used = within(number(dev.resolve("mem_info_vram_used")), 0, maxBytes);
             OptionalDouble temp = OptionalDouble.empty();
             OptionalDouble power = OptionalDouble.empty();
             Path hwmonDir = dev.resolve("hwmon");
@@ -396,9 +406,16 @@ public final class KfdSysfsInventory implements GpuInventory {
                     // no hwmon
                 }
             }
+            temp = within(temp, -273.15, 1000);
+            power = within(power, 0, MAX_POWER_WATTS);
             return new GpuMetrics(index, busy,
                     used.isPresent() ? Optional.of(MemorySize.ofBytes((long) used.getAsDouble())) : Optional.empty(),
                     temp, power, now);
+        }
+
+        /** @return {@code v} when it lies in [lo, hi]; a value outside is a bad reading, not a fact */
+        private static OptionalDouble within(OptionalDouble v, double lo, double hi) {
+            return v.isPresent() && v.getAsDouble() >= lo && v.getAsDouble() <= hi ? v : OptionalDouble.empty();
         }
 
         /** edge, else junction, else the first temp*_input; millidegrees. */

@@ -295,6 +295,37 @@ class KfdAdversarialTest {
         }
     }
 
+    /** Lying DRM metric files of GPU 0 never cost GPU 1 its metrics, and no value outside its range is reported. */
+    @ParameterizedTest
+    @ValueSource(strings = {"-5", "-1", "250", "99999999999999999999", "-99999999999999999999", "0x10", ""})
+    void lyingDrmMetricsStayOnTheirDevice(String v) throws IOException {
+        AdvTree t = base();
+        t.gpu(2, 0x20, 129);
+        for (int minor : new int[] {128, 129}) {
+            Path dev = t.root.resolve("class/drm/renderD" + minor + "/device");
+            Path hw = dev.resolve("hwmon/hwmon0");
+            Files.createDirectories(hw);
+            boolean bad = minor == 128;
+            Files.writeString(dev.resolve("gpu_busy_percent"), (bad ? v : "42") + "\n");
+            Files.writeString(dev.resolve("mem_info_vram_used"), (bad ? v : "1048576") + "\n");
+            Files.writeString(hw.resolve("temp1_input"), (bad ? v + "000" : "50000") + "\n");
+            Files.writeString(hw.resolve("temp1_label"), "edge\n");
+            Files.writeString(hw.resolve("power1_average"), (bad ? v : "300000000") + "\n");
+        }
+        KfdSysfsInventory inv = open(t);
+        io.gpusched.core.GpuSample s = inv.sample();
+        io.gpusched.core.GpuMetrics good = s.forDevice(byNode(inv, 2).orElseThrow().index()).orElseThrow();
+        assertEquals(42.0, good.utilizationPercent().orElseThrow());
+        assertEquals(1048576L, good.memoryUsed().orElseThrow().bytes());
+        assertEquals(50.0, good.temperatureCelsius().orElseThrow());
+        assertEquals(300.0, good.powerWatts().orElseThrow());
+        io.gpusched.core.GpuMetrics lying = s.forDevice(byNode(inv, 1).orElseThrow().index()).orElseThrow();
+        lying.utilizationPercent().ifPresent(u -> assertTrue(u >= 0 && u <= 100, "utilization " + u));
+        lying.memoryUsed().ifPresent(m -> assertTrue(m.bytes() <= 51539607552L, "VRAM used " + m));
+        lying.temperatureCelsius().ifPresent(c -> assertTrue(c > -274 && c < 1000, "temperature " + c));
+        lying.powerWatts().ifPresent(w -> assertTrue(w >= 0 && w < 100000, "power " + w));
+    }
+
     // ---- identity ----
 
     @ParameterizedTest
