@@ -84,6 +84,9 @@ public class GpuschedDevicePlugin implements DevicePlugin, DevicePluginScheduler
     static final int DRM_MAJOR = 226;
 
     private static final Logger LOG = LoggerFactory.getLogger(GpuschedDevicePlugin.class);
+    /** YARN's rule for resource type names (ResourceUtils in Hadoop 3.4): an optional DNS-like prefix, then a name. */
+    private static final java.util.regex.Pattern RESOURCE_NAME = java.util.regex.Pattern.compile(
+            "^(((\\p{Alnum}([\\p{Alnum}-]*\\p{Alnum})?\\.)*\\p{Alnum}([\\p{Alnum}-]*\\p{Alnum})?)/)?\\p{Alpha}([\\w.-]*)$");
 
     private Configuration conf = new Configuration(false);
     private GpuInventory inventory;
@@ -134,6 +137,11 @@ public class GpuschedDevicePlugin implements DevicePlugin, DevicePluginScheduler
         String n = getConf().getTrimmed(KEY_RESOURCE_NAME, DEFAULT_RESOURCE_NAME);
         if (n.isEmpty()) {
             throw new IllegalArgumentException(KEY_RESOURCE_NAME + " is empty; expected a resource type name such as "
+                    + DEFAULT_RESOURCE_NAME);
+        }
+        if (!RESOURCE_NAME.matcher(n).matches()) {
+            throw new IllegalArgumentException(KEY_RESOURCE_NAME + " = \"" + n + "\" is not a YARN resource type name;"
+                    + " expected [vendor-domain/]name, letters, digits, '-', '_' and '.', such as "
                     + DEFAULT_RESOURCE_NAME);
         }
         return n;

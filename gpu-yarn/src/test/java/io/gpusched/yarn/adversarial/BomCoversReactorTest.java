@@ -1,0 +1,124 @@
+package io.gpusched.yarn.adversarial;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.util.ArrayList;
+import java.util.Map;
+import java.util.List;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.TreeSet;
+import javax.xml.parsers.DocumentBuilderFactory;
+import org.junit.jupiter.api.Test;
+import org.w3c.dom.Document;
+import org.w3c.dom.Element;
+import org.w3c.dom.Node;
+import org.w3c.dom.NodeList;
+
+/**
+ * The BOM lists every published jar module of the reactor, with the reactor's group and version, and nothing that is
+ * not in the reactor. Parses the POM files directly (no Maven model), so it does not trust the build's own view.
+ */
+class BomCoversReactorTest {
+
+    /**
+     * Jar modules of the reactor that are not library modules a host imports. They are not deploy-skipped in their
+     * POMs yet (reported to the lead: gpusched-examples and gpusched-benchmarks would be published by a plain
+     * {@code mvn deploy}); any other jar module missing from the BOM fails this test.
+     */
+    private static final Set<String> NOT_FOR_HOSTS = Set.of("gpusched-examples", "gpusched-benchmarks");
+
+    private static Document parse(Path p) throws Exception {
+        DocumentBuilderFactory f = DocumentBuilderFactory.newInstance();
+        f.setFeature("http://apache.org/xml/features/disallow-doctype-decl", true);
+        return f.newDocumentBuilder().parse(p.toFile());
+    }
+
+    /** @return the text of the direct child {@code name} of {@code e}, or null */
+    private static String child(Element e, String name) {
+        for (Node n = e.getFirstChild(); n != null; n = n.getNextSibling()) {
+            if (n instanceof Element c && c.getTagName().equals(name)) {
+                return c.getTextContent().trim();
+            }
+        }
+        return null;
+    }
+
+    private static Element childElement(Element e, String name) {
+        for (Node n = e.getFirstChild(); n != null; n = n.getNextSibling()) {
+            if (n instanceof Element c && c.getTagName().equals(name)) {
+                return c;
+            }
+        }
+        return null;
+    }
+
+    @Test
+    void everyJarModuleIsInTheBomWithTheReactorsVersion() throws Exception {
+        Path root = Paths.get("..").toAbsolutePath().normalize();
+        Element top = parse(root.resolve("pom.xml")).getDocumentElement();
+        String group = child(top, "groupId");
+        String version = child(top, "version");
+        List<String> modules = new ArrayList<>();
+        NodeList ms = childElement(top, "modules").getElementsByTagName("module");
+        for (int i = 0; i < ms.getLength(); i++) {
+            modules.add(ms.item(i).getTextContent().trim());
+        }
+        Set<String> jars = new TreeSet<>();
+        Set<String> all = new TreeSet<>();
+        Path bomPom = null;
+        for (String m : modules) {
+            Path pom = root.resolve(m).resolve("pom.xml");
+            assertTrue(Files.isRegularFile(pom), pom.toString());
+            Element e = parse(pom).getDocumentElement();
+            String art = child(e, "artifactId");
+            String packaging = child(e, "packaging");
+            Element parent = childElement(e, "parent");
+            String g = child(e, "groupId") != null ? child(e, "groupId") : child(parent, "groupId");
+            assertEquals(group, g, m + " groupId");
+            if (child(e, "version") != null) {
+                assertEquals(version, child(e, "version"), m + " version must equal the reactor's");
+            }
+            if (parent != null) {
+                assertEquals(version, child(parent, "version"), m + " parent version");
+            }
+            all.add(art);
+            if (packaging == null || packaging.equals("jar")) {
+                jars.add(art);
+            }
+            if (art.equals("gpusched-bom")) {
+                bomPom = pom;
+            }
+        }
+        assertTrue(bomPom != null, "gpusched-bom is a module of the reactor: " + modules);
+        Element bom = parse(bomPom).getDocumentElement();
+        assertEquals(version, child(bom, "version"), "BOM version must equal the reactor's");
+        assertEquals("pom", child(bom, "packaging"));
+        Map<String, String> listed = new TreeMap<>();
+        NodeList deps = childElement(childElement(bom, "dependencyManagement"), "dependencies")
+                .getElementsByTagName("dependency");
+        for (int i = 0; i < deps.getLength(); i++) {
+            Element d = (Element) deps.item(i);
+            assertEquals(group, child(d, "groupId").replace("${project.groupId}", group), "groupId of " + child(d,
+                    "artifactId"));
+            String v = child(d, "version").replace("${project.version}", version);
+            String prev = listed.put(child(d, "artifactId"), v);
+            assertEquals(null, prev, "listed twice: " + child(d, "artifactId"));
+        }
+        for (String a : jars) {
+            if (NOT_FOR_HOSTS.contains(a)) {
+                continue;
+            }
+            assertTrue(listed.containsKey(a), "jar module " + a + " is missing from gpusched-bom: " + listed);
+            assertEquals(version, listed.get(a), a + " version in the BOM");
+        }
+        for (String a : listed.keySet()) {
+            assertTrue(all.contains(a), "the BOM lists " + a + ", which is not a module of the reactor");
+            assertTrue(!NOT_FOR_HOSTS.contains(a), a);
+        }
+    }
+}
