@@ -53,7 +53,7 @@ public class GpuschedDiscoveryPlugin implements ResourceDiscoveryPlugin {
         s.memoryPerGpu().ifPresent(b::minMemory);
         Allocation a;
         try {
-            a = JvmGpus.allocate(s, b.build());
+            a = JvmGpus.allocate(request.id().componentName() + "/" + s.resourceName(), s, b.build());
         } catch (GpuAllocationException e) {
             throw new IllegalStateException("gpusched cannot give " + amount + " " + s.resourceName() + " to the "
                     + who + " (pid " + ProcessHandle.current().pid() + "): " + e.reason() + ": " + e.getMessage(), e);

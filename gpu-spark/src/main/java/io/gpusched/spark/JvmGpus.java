@@ -14,20 +14,45 @@ import org.slf4j.LoggerFactory;
 
 /**
  * What this JVM holds from the node ledger. Allocations are bound to the JVM's process; a shutdown hook releases them
- * on a normal exit, and the ledger reclaims them when the JVM is killed.
+ * on a normal exit, and the ledger reclaims them when the JVM is killed. One allocation per Spark component and
+ * resource: a JVM runs one SparkContext at a time, so a component asking again (a new SparkContext after the last one
+ * stopped, a retried discovery) gets back what it holds when the request is the same, and otherwise gives the old set
+ * back before taking a new one; it never piles up sets that nobody uses until the JVM exits.
  */
 final class JvmGpus {
     private static final Logger LOG = LoggerFactory.getLogger(JvmGpus.class);
     private static final List<Held> HELD = new ArrayList<>();
     private static boolean hooked;
 
-    private record Held(GpuInventory inventory, GpuScheduler scheduler, Allocation allocation) {
+    private record Held(String key, SparkGpuSettings settings, GpuRequest request, GpuInventory inventory,
+                        GpuScheduler scheduler, Allocation allocation) {
+
+        /** @return whether this holding answers {@code r} under {@code s} as it stands */
+        boolean answers(SparkGpuSettings s, GpuRequest r) {
+            return settings.equals(s) && request.count() == r.count() && request.minMemory().equals(r.minMemory());
+        }
     }
 
     private JvmGpus() {
     }
 
-    static synchronized Allocation allocate(SparkGpuSettings s, GpuRequest request) {
+    /**
+     * @param key     the Spark component and resource asking ({@code spark.driver/gpu})
+     * @param s       settings
+     * @param request what to allocate, bound to this JVM
+     * @return the allocation this JVM holds for {@code key}
+     */
+    static synchronized Allocation allocate(String key, SparkGpuSettings s, GpuRequest request) {
+        Held prev = HELD.stream().filter(h -> h.key().equals(key)).findFirst().orElse(null);
+        if (prev != null) {
+            if (prev.answers(s, request) && stillHeld(prev)) {
+                LOG.info("gpusched: {} asks again; it keeps GPUs {} ({})", key, prev.allocation().deviceIndices(),
+                        prev.allocation().id());
+                return prev.allocation();
+            }
+            HELD.remove(prev);
+            release(prev);
+        }
         GpuInventory inv = s.inventory().equals("auto") ? GpuInventories.detect()
                 : GpuInventories.simulated(s.inventory().substring("simulated:".length()));
         GpuScheduler sched = null;
@@ -36,7 +61,7 @@ final class JvmGpus {
                     .config(GpuConfig.defaults().withStrategy(s.strategy()))
                     .maintenanceInterval(Duration.ZERO).build();
             Allocation a = sched.allocate(request);
-            HELD.add(new Held(inv, sched, a));
+            HELD.add(new Held(key, s, request, inv, sched, a));
             if (!hooked) {
                 Runtime.getRuntime().addShutdownHook(new Thread(JvmGpus::releaseAll, "gpusched-release"));
                 hooked = true;
@@ -55,15 +80,33 @@ final class JvmGpus {
 
     static synchronized void releaseAll() {
         for (Held h : HELD) {
-            try {
-                h.scheduler().release(h.allocation().id());
-            } catch (RuntimeException e) {
-                LOG.warn("gpusched: could not release {}: {}", h.allocation().id(), e.toString());
-            } finally {
-                h.scheduler().close();
-                h.inventory().close();
-            }
+            release(h);
         }
         HELD.clear();
+    }
+
+    private static boolean stillHeld(Held h) {
+        try {
+            h.scheduler().refresh();
+            return h.scheduler().allocation(h.allocation().id()).isPresent();
+        } catch (RuntimeException e) {
+            LOG.warn("gpusched: cannot check {} in the ledger: {}", h.allocation().id(), e.toString());
+            return false;
+        }
+    }
+
+    private static void release(Held h) {
+        try {
+            h.scheduler().release(h.allocation().id());
+        } catch (RuntimeException e) {
+            LOG.warn("gpusched: could not release {}: {}", h.allocation().id(), e.toString());
+        } finally {
+            try {
+                h.scheduler().close();
+            } catch (RuntimeException e) {
+                LOG.warn("gpusched: closing the scheduler of {}: {}", h.allocation().id(), e.toString());
+            }
+            h.inventory().close();
+        }
     }
 }

@@ -1,0 +1,167 @@
+package io.gpusched.spark.adversarial;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.gpusched.core.GpuInventories;
+import io.gpusched.core.GpuInventory;
+import io.gpusched.core.GpuScheduler;
+import io.gpusched.spark.GpuschedDiscoveryPlugin;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.util.List;
+import java.util.Optional;
+import java.util.Set;
+import java.util.stream.Collectors;
+import org.apache.spark.SparkConf;
+import org.apache.spark.resource.ResourceID;
+import org.apache.spark.resource.ResourceInformation;
+import org.apache.spark.resource.ResourceRequest;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * Adversarial checks of the Spark discovery plugin through its public entry point: the README's lines as Spark's own
+ * properties loader reads them, silly amounts, state directories that are unsafe or unusable, and asking twice from
+ * one JVM. The node ledger is inspected with an independent scheduler on the same state directory.
+ */
+class SparkDiscoveryAttackTest {
+
+    @TempDir
+    Path tmp;
+
+    private Path state() throws Exception {
+        Path s = tmp.resolve("state");
+        Files.createDirectories(s);
+        Files.setPosixFilePermissions(s, PosixFilePermissions.fromString("rwx------"));
+        return s;
+    }
+
+    private static SparkConf conf(Path state) {
+        return new SparkConf(false).set("spark.gpusched.stateDir", state.toString())
+                .set("spark.gpusched.inventory", "simulated:dgx1-v100");
+    }
+
+    private static ResourceRequest req(String component, long amount) {
+        return new ResourceRequest(new ResourceID(component, "gpu"), amount, Optional.empty(), Optional.empty());
+    }
+
+    private static int held(Path state) {
+        try (GpuInventory inv = GpuInventories.simulated("dgx1-v100");
+                GpuScheduler s = GpuScheduler.builder().inventory(inv).stateDir(state).build()) {
+            s.refresh();
+            return s.allocations().stream().mapToInt(a -> a.devices().size()).sum();
+        }
+    }
+
+    private static String chain(Throwable t) {
+        StringBuilder b = new StringBuilder();
+        for (Throwable c = t; c != null; c = c.getCause()) {
+            b.append(c).append(" | ");
+        }
+        return b.toString();
+    }
+
+    /** The spark-defaults.conf block of README's Spark section, read by Spark's own loader. */
+    @Test
+    void readmeSparkDefaultsLinesWorkAsPasted() throws Exception {
+        Path readme = Paths.get("..", "README.md");
+        String text = Files.readString(readme, StandardCharsets.UTF_8);
+        int sec = text.indexOf("### Spark (`gpu-spark`)");
+        assertTrue(sec >= 0, "README has a Spark section");
+        int start = text.indexOf("```\n", sec) + 4;
+        int end = text.indexOf("```", start);
+        String block = text.substring(start, end);
+        assertTrue(block.contains("spark.resources.discoveryPlugin"), block);
+        Path state = state();
+        // the lines a user pastes; the state dir and the inventory point at this test's node
+        String pasted = block.replace("/var/lib/gpusched", state.toString())
+                .replaceAll("(?m)^(spark\\.gpusched\\.inventory\\s+)auto", "$1simulated:dgx1-v100");
+        Path file = tmp.resolve("spark-defaults.conf");
+        Files.writeString(file, pasted);
+        scala.collection.Map<String, String> props = org.apache.spark.util.Utils.getPropertiesFromFile(
+                file.toString());
+        SparkConf conf = new SparkConf(false);
+        scala.collection.Iterator<scala.Tuple2<String, String>> it = props.iterator();
+        while (it.hasNext()) {
+            scala.Tuple2<String, String> kv = it.next();
+            conf.set(kv._1(), kv._2());
+        }
+        long amount = Long.parseLong(conf.get("spark.executor.resource.gpu.amount"));
+        ResourceInformation ri = new GpuschedDiscoveryPlugin().discoverResource(req("spark.executor", amount), conf)
+                .orElseThrow();
+        assertEquals(amount, ri.addresses().length, String.join(",", ri.addresses()));
+    }
+
+    @Test
+    void hugeAmountFailsWithGpuschedsReasonAndHoldsNothing() throws Exception {
+        Path state = state();
+        SparkConf conf = conf(state);
+        Throwable t = assertThrows(IllegalStateException.class,
+                () -> new GpuschedDiscoveryPlugin().discoverResource(req("spark.driver", 1_000_000L), conf));
+        assertTrue(chain(t).contains("NODE_TOO_SMALL"), chain(t));
+        assertEquals(0, held(state));
+    }
+
+    @Test
+    void zeroAmountHoldsNothing() throws Exception {
+        Path state = state();
+        SparkConf conf = conf(state);
+        try {
+            Optional<ResourceInformation> ri = new GpuschedDiscoveryPlugin().discoverResource(req("spark.driver", 0),
+                    conf);
+            ri.ifPresent(r -> assertEquals(0, r.addresses().length, String.join(",", r.addresses())));
+        } catch (IllegalArgumentException refused) {
+            assertTrue(refused.getMessage().contains("0"), refused.getMessage());
+        }
+        assertEquals(0, held(state));
+    }
+
+    @Test
+    void worldWritableStateDirIsRefusedNamingIt() throws Exception {
+        Path state = state();
+        Files.setPosixFilePermissions(state, PosixFilePermissions.fromString("rwxrwxrwx"));
+        Throwable t = assertThrows(RuntimeException.class,
+                () -> new GpuschedDiscoveryPlugin().discoverResource(req("spark.driver", 1), conf(state)));
+        assertTrue(chain(t).contains(state.toString()), chain(t));
+    }
+
+    @Test
+    void stateDirThatCannotExistIsRefusedNamingIt() throws Exception {
+        Path file = Files.writeString(tmp.resolve("a-file"), "x");
+        Path state = file.resolve("state");
+        Throwable t = assertThrows(RuntimeException.class,
+                () -> new GpuschedDiscoveryPlugin().discoverResource(req("spark.driver", 1), conf(state)));
+        assertTrue(chain(t).contains(file.toString()), chain(t));
+    }
+
+    /**
+     * A JVM that asks again (a second SparkContext after the first stopped, or a retried discovery) keeps what it
+     * holds: the javadoc promises "the GPUs given to this JVM", and nothing may leak a second set.
+     */
+    @Test
+    void askingTwiceFromOneJvmDoesNotLeakASecondSet() throws Exception {
+        Path state = state();
+        SparkConf conf = conf(state);
+        ResourceInformation a = new GpuschedDiscoveryPlugin().discoverResource(req("spark.driver", 2), conf)
+                .orElseThrow();
+        ResourceInformation b = new GpuschedDiscoveryPlugin().discoverResource(req("spark.driver", 2), conf)
+                .orElseThrow();
+        assertEquals(Set.of(a.addresses()), Set.of(b.addresses()), "same JVM, same component: same GPUs");
+        assertEquals(2, held(state), "the ledger holds 2 GPUs for this JVM, not 4");
+    }
+
+    @Test
+    void addressesAreIndicesOfTheNode() throws Exception {
+        Path state = state();
+        ResourceInformation ri = new GpuschedDiscoveryPlugin().discoverResource(req("spark.executor", 8),
+                conf(state)).orElseThrow();
+        assertEquals(List.of("0", "1", "2", "3", "4", "5", "6", "7"),
+                List.of(ri.addresses()).stream().sorted().collect(Collectors.toList()));
+        assertEquals("gpu", ri.name());
+    }
+}
