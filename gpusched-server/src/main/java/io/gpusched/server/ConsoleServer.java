@@ -48,7 +48,9 @@ import org.slf4j.LoggerFactory;
  * clients only (others need the token too); every change (POST, DELETE) needs {@code Authorization: Bearer <token>}
  * with the token from {@link ApiToken} in the state directory. No cookies are read, so there is no CSRF. Request
  * bodies are capped ({@link Builder#maxBodyBytes}); allocations go through the scheduler, so the ledger's rate limits
- * apply.
+ * apply. A request must arrive whole within 10 s and its headers within 64 KiB (the JDK server's JVM-wide
+ * {@code sun.net.httpserver.maxReqTime} and {@code maxReqHeaderSize}, set when this class loads unless the host set
+ * them), so clients that never finish a request cannot hold the workers.
  *
  * <p>Start it with {@link #builder()}, then {@link #start()}; {@link #close()} stops it. The caller keeps ownership of
  * the scheduler and the inventory.
@@ -56,6 +58,23 @@ import org.slf4j.LoggerFactory;
 public final class ConsoleServer implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(ConsoleServer.class);
     private static final String API = "/api/v1";
+
+    /**
+     * Bounds on the JDK server, which otherwise lets a client that never finishes its request (headers or body) hold a
+     * worker thread forever, so that a few such clients starve everyone (slowloris). These are JVM-wide system
+     * properties read once when the JDK's server first loads; a value the host already set is kept.
+     */
+    static final Map<String, String> JDK_SERVER_LIMITS = Map.of(
+            "sun.net.httpserver.maxReqTime", "10", // seconds to receive a whole request
+            "sun.net.httpserver.maxReqHeaderSize", Integer.toString(64 * 1024)); // bytes of request headers
+
+    static {
+        JDK_SERVER_LIMITS.forEach((k, v) -> {
+            if (System.getProperty(k) == null) {
+                System.setProperty(k, v);
+            }
+        });
+    }
 
     private final Builder b;
     private final ApiToken token;
@@ -73,9 +92,12 @@ public final class ConsoleServer implements AutoCloseable {
         this.b = b;
         this.token = ApiToken.loadOrCreate(b.stateDir);
         this.hostname = hostname();
+        // threads start on demand and end after 30 s idle: a client that stalls mid-request holds one worker until
+        // the JDK server's request time limit cuts it (JDK_SERVER_LIMITS), so many workers keep others served
         this.workers = new ThreadPoolExecutor(b.threads, b.threads, 30, TimeUnit.SECONDS,
                 new ArrayBlockingQueue<>(4096), daemon("gpusched-console-http"),
                 new ThreadPoolExecutor.AbortPolicy());
+        workers.allowCoreThreadTimeOut(true);
         this.sseWriters = Executors.newFixedThreadPool(4, daemon("gpusched-console-sse"));
         this.ticker = Executors.newSingleThreadScheduledExecutor(daemon("gpusched-console-tick"));
         this.sse = new SseHub(sseWriters, b.maxSseClients);
@@ -338,7 +360,12 @@ public final class ConsoleServer implements AutoCloseable {
     static GpuRequest parseRequest(byte[] body) {
         JsonNode root;
         try {
-            root = Views.MAPPER.readTree(body);
+            // strict: trailing content after the object and duplicate keys are errors, not silently ignored or
+            // last-one-wins
+            root = Views.MAPPER.reader()
+                    .with(com.fasterxml.jackson.databind.DeserializationFeature.FAIL_ON_TRAILING_TOKENS)
+                    .with(com.fasterxml.jackson.core.JsonParser.Feature.STRICT_DUPLICATE_DETECTION)
+                    .readTree(body);
         } catch (IOException e) {
             String m = e instanceof JsonProcessingException j ? j.getOriginalMessage() : e.getMessage();
             throw new IllegalArgumentException("request body is not JSON: " + m);
@@ -552,7 +579,7 @@ public final class ConsoleServer implements AutoCloseable {
         private Duration sampleInterval = Duration.ofSeconds(1);
         private int maxBodyBytes = 16 * 1024;
         private int maxSseClients = 1024;
-        private int threads = 16;
+        private int threads = 256;
         private Clock clock = Clock.systemUTC();
         private List<Path> cudaPaths = List.of();
 
@@ -616,7 +643,11 @@ public final class ConsoleServer implements AutoCloseable {
             return this;
         }
 
-        /** @param v HTTP worker threads (default 16) @return this */
+        /**
+         * @param v most HTTP worker threads, started on demand (default 256); a client that never finishes its request
+         *     holds one for at most the 10 s request time limit
+         * @return this
+         */
         public Builder threads(int v) {
             threads = v;
             return this;
