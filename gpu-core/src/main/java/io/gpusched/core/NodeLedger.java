@@ -225,6 +225,27 @@ public final class NodeLedger {
                     + mode + "); the node ledger decides who gets which GPU, so it must be writable by its owner only:"
                     + " run chmod go-w " + p, null);
         }
+        checkOwner(p, what);
+    }
+
+    /** The owner of a ledger path must be this process's user or root: any other owner may rewrite it. */
+    private static void checkOwner(Path p, String what) {
+        int owner;
+        int me;
+        try {
+            owner = (Integer) Files.getAttribute(p, "unix:uid");
+            me = (Integer) Files.getAttribute(Path.of("/proc/self"), "unix:uid");
+        } catch (UnsupportedOperationException | IllegalArgumentException | NoSuchFileException e) {
+            return;
+        } catch (IOException e) {
+            throw io("cannot read the owner of " + p, p, e);
+        }
+        if (owner != me && owner != 0) {
+            throw new LedgerException(Kind.INSECURE_PERMISSIONS, p, "the " + what + " " + p + " is owned by uid "
+                    + owner + ", another user than this process's (uid " + me + "); the node ledger decides who gets"
+                    + " which GPU, so it must be owned by the user running gpusched or by root: run chown " + me + " "
+                    + p, null);
+        }
     }
 
     // ------------------------------------------------------------------ transactions
