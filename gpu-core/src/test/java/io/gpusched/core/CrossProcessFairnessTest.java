@@ -191,7 +191,7 @@ class CrossProcessFairnessTest {
             k.destroyForcibly();
             assertThat(k.waitFor(60, TimeUnit.SECONDS)).isTrue();
             assertThat(k.exitValue()).as("K was killed by SIGKILL").isEqualTo(137);
-            assertThat(tickets(dir)).as("the dead waiter's ticket is still there").contains(both.get(0));
+            // K's ticket stays until someone judges the queue (A may already have: K's death changes what A polls)
             assertThat(test.tryAllocate(GpuRequest.builder().owner("test").count(1).build()))
                     .as("A waits for 2 GPUs: nothing else is handed out meanwhile, though one GPU is free").isEmpty();
             assertThat(test.release(held.id())).isTrue();
