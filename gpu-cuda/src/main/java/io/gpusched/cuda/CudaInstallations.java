@@ -206,18 +206,21 @@ public final class CudaInstallations {
             return false;
         }
         try (Stream<Path> s = Files.list(dir)) {
-            return s.anyMatch(p -> p.getFileName().toString().startsWith("libcuda.so"));
-        } catch (IOException e) {
+            return s.anyMatch(p -> p.getFileName().toString().startsWith("libcuda.so") && Files.isRegularFile(p));
+        } catch (IOException | java.io.UncheckedIOException e) {
             return false;
         }
     }
 
-    /** @return the shortest {@code libcudart.so.N*} name (the soname), skipping dangling links */
+    /**
+     * @return the shortest {@code libcudart.so.N*} name (the soname) that is a regular file once links are followed:
+     *         dangling links and directories of that name are skipped (a job cannot load them)
+     */
     private static Optional<Path> cudart(Path dir) {
         try (Stream<Path> s = Files.list(dir)) {
-            return s.filter(p -> VersionFiles.isCudartName(p.getFileName().toString())).filter(Files::exists)
+            return s.filter(p -> VersionFiles.isCudartName(p.getFileName().toString())).filter(Files::isRegularFile)
                     .min(Comparator.comparing((Path p) -> p.getFileName().toString().length()));
-        } catch (IOException e) {
+        } catch (IOException | java.io.UncheckedIOException e) {
             return Optional.empty();
         }
     }
