@@ -71,6 +71,10 @@ public final class NvmlInventory implements GpuInventory {
     private final GpuHealth[] health;
     private final boolean[] pinned;
     private final Instant[] answeringSince;
+    /** Per device, the last live failure (call, code) and the health built for it: a repeated failure reuses it. */
+    private final String[] lastFailCall;
+    private final int[] lastFailStatus;
+    private final GpuHealth[] lastFailHealth;
     private final List<GpuHealthListener> listeners = new CopyOnWriteArrayList<>();
     private final Optional<String> driverVersion;
     private final OptionalInt cudaDriverVersion;
@@ -98,6 +102,9 @@ public final class NvmlInventory implements GpuInventory {
         health = new GpuHealth[n];
         pinned = new boolean[n];
         answeringSince = new Instant[n];
+        lastFailCall = new String[n];
+        lastFailStatus = new int[n];
+        lastFailHealth = new GpuHealth[n];
         int nextMigIndex = gpus;
         for (int i = 0; i < n; i++) {
             RawDevice r = raw.get(i);
@@ -428,8 +435,20 @@ public final class NvmlInventory implements GpuInventory {
     /** Applies one live read of device {@code i}: a failing call degrades it, a clean answer counts to recovery. */
     private void applyLive(int i, int status, int answers, String failedCall, Instant now) {
         if (status != 0) {
-            degrade(i, toHealth(new NvmlSession.Fault(failedCall == null ? "NVML" : failedCall, status),
-                    Optional.empty()));
+            String call = failedCall == null ? "NVML" : failedCall;
+            GpuHealth h;
+            synchronized (health) {
+                h = lastFailStatus[i] == status && call.equals(lastFailCall[i]) ? lastFailHealth[i] : null;
+            }
+            if (h == null) {
+                h = toHealth(new NvmlSession.Fault(call, status), Optional.empty());
+                synchronized (health) {
+                    lastFailCall[i] = call;
+                    lastFailStatus[i] = status;
+                    lastFailHealth[i] = h;
+                }
+            }
+            degrade(i, h);
         } else if (answers > 0) {
             answered(i, now);
         }

@@ -457,4 +457,57 @@ class NvmlHealthAttackTest {
             migs.forEach(d -> assertThat(inv.health(d).isHealthy()).as(d.toString()).isTrue());
         }
     }
+
+    static long bytesPerSample(NvmlInventory inv) {
+        com.sun.management.ThreadMXBean mx = (com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean();
+        for (int i = 0; i < 5_000; i++) {
+            inv.sample();
+        }
+        long tid = Thread.currentThread().getId();
+        int n = 2_000;
+        long before = mx.getThreadAllocatedBytes(tid);
+        for (int i = 0; i < n; i++) {
+            inv.sample();
+        }
+        return (mx.getThreadAllocatedBytes(tid) - before) / n;
+    }
+
+    /**
+     * A GPU that stays lost or keeps failing one call is steady state too: its samples may not build a new health
+     * reason every time. Judged against the same inventory's healthy sweeps, measured in the same run.
+     */
+    @Test
+    void steadyStateSampleWithALostGpuAllocatesOnlyItsRecords() {
+        com.sun.management.ThreadMXBean mx = (com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean();
+        assumeTrue(mx.isThreadAllocatedMemorySupported(), "thread allocation counter unsupported");
+        mx.setThreadAllocatedMemoryEnabled(true);
+        try (NvmlInventory inv = NvmlInventory.open(opts(false, new HandClock()))) {
+            long healthy = bytesPerSample(inv);
+            FakeNvml.Control.fake_nvml_inject("nvmlDeviceGetTemperature", 3, 999);
+            FakeNvml.Control.fake_nvml_set_lost(5, 1);
+            long faulty = bytesPerSample(inv);
+            assertThat(inv.health(inv.devices().get(5)).state()).isEqualTo(GpuHealth.State.LOST);
+            assertThat(inv.health(inv.devices().get(3)).isHealthy()).isFalse();
+            // the failing devices' records hold fewer values than healthy ones: no more bytes than a healthy sweep
+            assertThat(faulty).as("bytes per sample, one GPU lost and one failing, against %d healthy", healthy)
+                    .isLessThanOrEqualTo(healthy + 64);
+        }
+    }
+
+    @ParameterizedTest
+    @CsvSource({"nvmlDeviceGetUUID,15", "nvmlDeviceGetUUID,999", "nvmlDeviceGetHandleByIndex_v2,10",
+            "nvmlDeviceGetMemoryInfo_v2,15"})
+    void everyGpuFailingIdentityOrMemoryStillOpensAndHandsNothingOut(String fn, int code) {
+        assertThat(FakeNvml.Control.fake_nvml_inject(fn, -1, code)).isZero();
+        try (NvmlInventory inv = NvmlInventory.open(opts(false, new HandClock()))) {
+            assertThat(inv.devices()).hasSize(8);
+            assertThat(inv.devices().stream().map(GpuDevice::uuid).distinct()).hasSize(8);
+            inv.devices().forEach(d -> assertThat(inv.health(d).isHealthy()).as(d.toString()).isFalse());
+            inv.sample();
+            List<AllocationEvent> ev = Collections.synchronizedList(new ArrayList<>());
+            try (GpuScheduler s = scheduler(inv, ev)) {
+                refusal(s, GpuRequest.builder().count(1).build());
+            }
+        }
+    }
 }
