@@ -268,7 +268,8 @@ final class DefaultGpuScheduler implements GpuScheduler {
                     // tokens refill with time, not with a change on the node: never hold the node's queue for them
                     tickets.remove(waiter.ticket);
                     waiter.ticket = null;
-                } else if (e.reason().isTransient() && waiter.ticket == null) {
+                } else if (e.reason().isTransient() && waiter.ticket == null
+                        && waiter.deadlineMillis > System.currentTimeMillis()) { // a zero wait never queues
                     try {
                         waiter.ticket = tickets.register(waiter.deadlineMillis);
                     } catch (RuntimeException r) {
