@@ -39,6 +39,9 @@ class SchedulerHealthAttackTest {
         final GpuHealth[] health;
         final List<GpuHealthListener> listeners = new CopyOnWriteArrayList<>();
         volatile BiConsumer<HostileInventory, GpuDevice> onHealthRead = (i, d) -> { };
+        /** Answers processes(): by default every device lists none (drain supported). */
+        volatile java.util.function.Function<GpuDevice, Optional<List<io.gpusched.core.GpuProcess>>> processes =
+                d -> Optional.of(List.of());
 
         HostileInventory(List<GpuDevice> devices) {
             this.devices = devices;
@@ -80,6 +83,11 @@ class SchedulerHealthAttackTest {
             synchronized (health) {
                 return health[device.index()];
             }
+        }
+
+        @Override
+        public Optional<List<io.gpusched.core.GpuProcess>> processes(GpuDevice device) {
+            return processes.apply(device);
         }
 
         @Override
@@ -187,6 +195,37 @@ class SchedulerHealthAttackTest {
             assertThat(e).as("explicit unknown-memory device with a memory floor").isNotNull();
             assertThat(e.getMessage().toLowerCase()).contains("unknown");
             assertThat(Optional.of(s.allocate(GpuRequest.builder().count(1).build()))).isPresent();
+        }
+    }
+
+    /** GPU 0 lost (its process list empty, or throwing) must not turn drain off for the node. */
+    @Test
+    void lostGpu0DoesNotTurnDrainOffForTheNode() {
+        for (boolean throwing : new boolean[] {false, true}) {
+            HostileInventory inv = new HostileInventory(IntStream.range(0, 3).mapToObj(i -> device(i, true)).toList());
+            inv.change(0, GpuHealth.lost("GPU_IS_LOST"));
+            inv.processes = d -> {
+                if (d.index() == 0) {
+                    if (throwing) {
+                        throw new IllegalStateException("GPU is lost");
+                    }
+                    return Optional.empty();
+                }
+                return Optional.of(List.of());
+            };
+            try (GpuScheduler s = scheduler(inv)) {
+                assertThat(s.status().drainSupported()).as("throwing=%s", throwing).isTrue();
+            }
+        }
+    }
+
+    /** A backend that cannot list processes at all still reads as no drain. */
+    @Test
+    void backendWithoutProcessListsHasNoDrain() {
+        HostileInventory inv = new HostileInventory(IntStream.range(0, 3).mapToObj(i -> device(i, true)).toList());
+        inv.processes = d -> Optional.empty();
+        try (GpuScheduler s = scheduler(inv)) {
+            assertThat(s.status().drainSupported()).isFalse();
         }
     }
 }
