@@ -144,6 +144,36 @@ class FlinkDriverAttackTest {
         assertEquals(0, held(state));
     }
 
+    /** The config.yaml block of README's Flink section, loaded by Flink's own loader, as pasted. */
+    @Test
+    void readmeConfigYamlLinesWorkAsPasted() throws Exception {
+        String text = Files.readString(java.nio.file.Paths.get("..", "README.md"));
+        int sec = text.indexOf("### Flink (`gpu-flink`)");
+        assertTrue(sec >= 0, "README has a Flink section");
+        int start = text.indexOf("```yaml\n", sec) + 8;
+        String block = text.substring(start, text.indexOf("```", start));
+        Path state = state();
+        String pasted = block.replace("/var/lib/gpusched", state.toString())
+                .replaceAll("(?m)^(external-resource\\.gpu\\.param\\.inventory:\\s*)auto", "$1simulated:dgx1-v100");
+        Path dir = Files.createDirectories(tmp.resolve("conf"));
+        Files.writeString(dir.resolve("config.yaml"), pasted);
+        Configuration all = org.apache.flink.configuration.GlobalConfiguration.loadConfiguration(dir.toString());
+        assertEquals(GpuschedDriverFactory.class.getName(),
+                all.toMap().get("external-resource.gpu.driver-factory.class"), all.toMap().toString());
+        Configuration params = new Configuration();
+        String prefix = "external-resource.gpu.param.";
+        all.toMap().forEach((k, v) -> {
+            if (k.startsWith(prefix)) {
+                params.setString(k.substring(prefix.length()), v);
+            }
+        });
+        long amount = Long.parseLong(all.toMap().get("external-resource.gpu.amount"));
+        Set<? extends ExternalResourceInfo> infos = new GpuschedDriverFactory().createExternalResourceDriver(params)
+                .retrieveResourceInfo(amount);
+        assertEquals(amount, infos.size());
+        assertEquals(amount, held(state));
+    }
+
     @Test
     void recordRejectsNonsense() {
         GpuschedGpuInfo i = new GpuschedGpuInfo(2, "GPU-x", "00000000:07:00.0");
