@@ -905,6 +905,78 @@ class LedgerAttackTest {
     }
 
     @Test
+    void aWaiterWhoseStrategyThrowsHandsTheQueueOn() throws Exception {
+        Path dir = tmp.resolve("boom");
+        io.gpusched.core.AllocationStrategy packing = io.gpusched.core.AllocationStrategies.packing();
+        io.gpusched.core.AllocationStrategy boom = new io.gpusched.core.AllocationStrategy() {
+            @Override
+            public String name() {
+                return "boom";
+            }
+
+            @Override
+            public List<Integer> select(GpuRequest request, io.gpusched.core.SchedulingView view) {
+                if (request.labels().containsKey("boom")) {
+                    throw new IllegalStateException("strategy failure injected by the test");
+                }
+                return packing.select(request, view);
+            }
+        };
+        try (GpuScheduler other = open(dir);
+                GpuScheduler s = GpuScheduler.builder()
+                        .inventory(NodeDescriptions.profile("pcie-4xa10"))
+                        .stateDir(dir)
+                        .strategy(boom)
+                        .maintenanceInterval(Duration.ZERO)
+                        .build()) {
+            List<Allocation> all = new ArrayList<>();
+            for (int i = 0; i < 4; i++) {
+                all.add(other.allocate(one()));
+            }
+            AtomicReference<Object> first = new AtomicReference<>();
+            AtomicReference<Object> second = new AtomicReference<>();
+            CountDownLatch done = new CountDownLatch(2);
+            Thread t1 = new Thread(() -> {
+                try {
+                    first.set(s.allocate(GpuRequest.builder().count(1).exclusive().label("boom", "1").build(),
+                            Duration.ofMinutes(10)));
+                } catch (Throwable e) {
+                    first.set(e);
+                } finally {
+                    done.countDown();
+                }
+            });
+            Thread t2 = new Thread(() -> {
+                try {
+                    second.set(s.allocate(one(), Duration.ofMinutes(10)));
+                } catch (Throwable e) {
+                    second.set(e);
+                } finally {
+                    done.countDown();
+                }
+            });
+            t1.setDaemon(true);
+            t2.setDaemon(true);
+            t1.start();
+            awaitBlocked(t1);
+            t2.start();
+            awaitBlocked(t2);
+            other.release(all.get(0).id());
+            assertTrue(done.await(60, TimeUnit.SECONDS), "both waiters ended: " + first.get() + " / " + second.get());
+            assertTrue(first.get() instanceof RuntimeException, "the failing waiter failed: " + first.get());
+            assertTrue(second.get() instanceof Allocation, "the next waiter got the freed GPU: " + second.get());
+        }
+    }
+
+    /** Waits until the thread is parked (waiting inside allocate), by observing its state. */
+    private static void awaitBlocked(Thread t) throws InterruptedException {
+        while (t.getState() != Thread.State.TIMED_WAITING && t.getState() != Thread.State.WAITING) {
+            Thread.sleep(5);
+        }
+        Thread.sleep(50);
+    }
+
+    @Test
     void closeWakesAWaiter() throws Exception {
         Path dir = tmp.resolve("close");
         GpuScheduler a = open(dir);

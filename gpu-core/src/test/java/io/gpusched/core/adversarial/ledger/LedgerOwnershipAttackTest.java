@@ -12,7 +12,6 @@ import io.gpusched.core.sim.NodeDescriptions;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
-import java.nio.file.attribute.UserPrincipal;
 import java.time.Duration;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -86,8 +85,4 @@ class LedgerOwnershipAttackTest {
         refused(dir, dir.resolve("ledger"));
     }
 
-    @SuppressWarnings("unused")
-    private static UserPrincipal unused() {
-        return null;
-    }
 }
