@@ -165,6 +165,74 @@ class CrossProcessFairnessTest {
     }
 
     /**
+     * Three processes: A waits for both GPUs, B allocates and releases one GPU without waiting, C does the same but
+     * waiting. Once A waits, neither B nor C (whose waiter queues behind A) is granted anything until A is served;
+     * both work again once A released.
+     */
+    @Test
+    @Timeout(value = 3, unit = TimeUnit.MINUTES)
+    void neitherAnotherProcessLoopNorItsWaitersOvertakeAnEarlierWaiter(@TempDir Path tmp) throws Exception {
+        Path dir = tmp.resolve("state");
+        Path yaml = tmp.resolve("two.yaml");
+        Files.writeString(yaml, TWO_GPUS);
+        Path stop = tmp.resolve("stop");
+        Path stopA = tmp.resolve("stopA");
+        Path logA = tmp.resolve("a.log");
+        Path logB = tmp.resolve("b.log");
+        Path logC = tmp.resolve("c.log");
+        List<Process> all = new ArrayList<>();
+        try (GpuScheduler test = scheduler(dir, yaml)) {
+            Process b = child("loop", dir, yaml, logB, stop, 1);
+            all.add(b);
+            Process c = child("waitloop", dir, yaml, logC, stop, 1);
+            all.add(c);
+            while (count(logB, "A ") < 10 || count(logC, "A ") < 10) {
+                assertThat(b.isAlive() && c.isAlive()).as("B and C run: %s %s", lines(logB), lines(logC)).isTrue();
+                Thread.sleep(5);
+            }
+            Allocation held = test.allocate(GpuRequest.builder().owner("test").count(1).build(), Duration.ofMinutes(1));
+            Process a = child("wait", dir, yaml, logA, stopA, 2);
+            all.add(a);
+            awaitTicketOf(a, logA, dir);
+            long mark = lastSequence(dir.resolve("ledger"));
+            assertThat(test.release(held.id())).isTrue();
+            while (lines(logA).stream().noneMatch(l -> l.startsWith("G ") || l.startsWith("T "))) {
+                assertThat(a.isAlive()).as("A runs: %s", lines(logA)).isTrue();
+                Thread.sleep(5);
+            }
+            String grant = lines(logA).stream().filter(l -> l.startsWith("G ") || l.startsWith("T ")).findFirst()
+                    .orElseThrow();
+            assertThat(grant).as("A got both GPUs").startsWith("G ");
+            long granted = seq(grant.substring(2));
+            for (Path log : List.of(logB, logC)) {
+                assertThat(lines(log).stream().filter(l -> l.startsWith("A ")).map(l -> seq(l.substring(2)))
+                        .filter(x -> x > mark && x < granted).toList())
+                        .as("%s granted nothing between A's wait (sequence %d) and A's grant (%d)", log.getFileName(),
+                                mark, granted).isEmpty();
+            }
+            assertThat(granted).isLessThanOrEqualTo(mark + 3);
+            Files.createFile(stopA);
+            assertThat(a.waitFor(60, TimeUnit.SECONDS)).isTrue();
+            assertThat(a.exitValue()).isZero();
+            long bAfter = count(logB, "A ");
+            long cAfter = count(logC, "A ");
+            while (count(logB, "A ") < bAfter + 3 || count(logC, "A ") < cAfter + 3) {
+                assertThat(b.isAlive() && c.isAlive()).as("B and C run").isTrue();
+                Thread.sleep(5);
+            }
+            Files.createFile(stop);
+            for (Process p : List.of(b, c)) {
+                assertThat(p.waitFor(60, TimeUnit.SECONDS)).isTrue();
+                assertThat(p.exitValue()).isZero();
+            }
+            assertThat(lines(logC)).as("C's waits never ran out").noneMatch(l -> l.startsWith("X"));
+            assertThat(tickets(dir)).as("no ticket is left behind").isEmpty();
+        } finally {
+            all.forEach(Process::destroyForcibly);
+        }
+    }
+
+    /**
      * The oldest waiter is killed with SIGKILL: its ticket is left in the directory, but the next waiter is served
      * once GPUs are free and the dead ticket is removed.
      */

@@ -10,7 +10,8 @@ import java.time.Duration;
  * A child JVM for {@link CrossProcessFairnessTest}. Arguments: {@code wait|loop stateDir nodeYaml logFile stopFile
  * [count]}. Log lines are flushed one by one: {@code READY <pid>} first; {@code wait} logs {@code W} before
  * {@code allocate(count GPUs, 10 min)}, then {@code G <id>} (or {@code T <reason>}), holds until the stop file exists,
- * releases and logs {@code DONE}; {@code loop} allocates one GPU without waiting and releases it, over and over,
+ * releases and logs {@code DONE}; {@code loop} (or {@code waitloop}: waiting up to 10 min) allocates one GPU
+ * without waiting and releases it, over and over,
  * logging {@code A <id>} after each grant, {@code R <id>} after each release and {@code X} after each refusal, until
  * the stop file exists.
  */
@@ -45,9 +46,10 @@ public final class FairnessChild {
                 out.println("DONE");
             } else {
                 GpuRequest one = GpuRequest.builder().owner("looper").count(1).build();
+                boolean waiting = mode.equals("waitloop");
                 while (!Files.exists(stop)) {
                     try {
-                        Allocation a = s.allocate(one);
+                        Allocation a = waiting ? s.allocate(one, Duration.ofMinutes(10)) : s.allocate(one);
                         out.println("A " + a.id());
                         s.release(a.id());
                         out.println("R " + a.id());
