@@ -67,19 +67,40 @@ public final class StrictYaml {
     public static final long MAX_FILE_BYTES = 3L << 20;
 
     /**
-     * Reads a YAML file as UTF-8, refusing one larger than {@link #MAX_FILE_BYTES} before reading it.
+     * Reads a YAML file as UTF-8, refusing one larger than {@link #MAX_FILE_BYTES} and anything that is not a regular
+     * file (links followed) before opening it: opening a FIFO blocks until a writer comes, and a device such as
+     * {@code /dev/zero} reports size 0 and never ends. The read itself stops after {@link #MAX_FILE_BYTES} + 1 bytes,
+     * whatever the size said.
      *
      * @param what names the file in errors ("configuration", "node description")
-     * @throws GpuConfigException if it cannot be read, is too large or is not UTF-8
+     * @throws GpuConfigException if it cannot be read, is not a regular file, is too large or is not UTF-8
      */
     public static String read(java.nio.file.Path file, String what) {
+        if (java.nio.file.Files.exists(file) && !java.nio.file.Files.isRegularFile(file)) {
+            throw new GpuConfigException("cannot read " + what + " " + file + ": not a regular file (a directory,"
+                    + " FIFO, socket or device); expected a regular YAML file of at most " + MAX_FILE_BYTES + " bytes");
+        }
         try {
             long size = java.nio.file.Files.size(file);
             if (size > MAX_FILE_BYTES) {
                 throw new GpuConfigException("cannot read " + what + " " + file + ": " + size + " bytes; expected at"
                         + " most " + MAX_FILE_BYTES);
             }
-            return java.nio.file.Files.readString(file, java.nio.charset.StandardCharsets.UTF_8);
+            byte[] bytes;
+            try (java.io.InputStream in = java.nio.file.Files.newInputStream(file)) {
+                bytes = in.readNBytes((int) MAX_FILE_BYTES + 1);
+            }
+            if (bytes.length > MAX_FILE_BYTES) {
+                throw new GpuConfigException("cannot read " + what + " " + file + ": more than " + MAX_FILE_BYTES
+                        + " bytes; expected at most " + MAX_FILE_BYTES);
+            }
+            return java.nio.charset.StandardCharsets.UTF_8.newDecoder()
+                    .onMalformedInput(java.nio.charset.CodingErrorAction.REPORT)
+                    .onUnmappableCharacter(java.nio.charset.CodingErrorAction.REPORT)
+                    .decode(java.nio.ByteBuffer.wrap(bytes)).toString();
+        } catch (java.nio.charset.CharacterCodingException e) {
+            throw new GpuConfigException("cannot read " + what + " " + file + ": not UTF-8 (" + e + "); expected a"
+                    + " UTF-8 YAML file", e);
         } catch (java.io.IOException | java.io.UncheckedIOException e) {
             throw new GpuConfigException("cannot read " + what + " " + file + ": " + e.getMessage(), e);
         }
