@@ -15,6 +15,8 @@ import io.gpusched.cli.commands.WatchCommand;
 import java.io.PrintStream;
 import java.io.PrintWriter;
 import java.nio.file.Path;
+import java.util.LinkedHashMap;
+import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.Callable;
 import picocli.CommandLine;
@@ -117,13 +119,45 @@ public final class GpuschedCommand implements Callable<Integer> {
         cl.setExecutionExceptionHandler((ex, line, parsed) -> {
             int code = ex instanceof CliException c ? c.exitCode() : ex instanceof GpuException
                     || ex instanceof IllegalArgumentException ? 2 : 1;
-            line.getErr().println("gpusched: " + (ex.getMessage() == null ? ex.toString() : ex.getMessage()));
+            String message = ex.getMessage() == null ? ex.toString() : ex.getMessage();
+            line.getErr().println("gpusched: " + message);
             if (root.verbose) {
                 ex.printStackTrace(line.getErr());
             }
+            if (root.json) {
+                jsonError(out, message, code);
+            }
             return code;
         });
+        // a usage error (unknown option, bad value) keeps picocli's message and usage on stderr; with --json, stdout
+        // also gets the error as JSON, so that `gpusched ... --json | jq` always reads a JSON document
+        CommandLine.IParameterExceptionHandler usage = cl.getParameterExceptionHandler();
+        cl.setParameterExceptionHandler((ex, args) -> {
+            int code = usage.handleParseException(ex, args);
+            if (java.util.Arrays.asList(args).contains("--json")) {
+                jsonError(out, ex.getMessage(), code);
+            }
+            return code;
+        });
+        // every subcommand answers --help (and -h) with its usage, as the root does
+        cl.getSubcommands().values().forEach(sub -> {
+            if (!sub.getCommandSpec().mixinStandardHelpOptions()) {
+                sub.getCommandSpec().mixinStandardHelpOptions(true);
+            }
+        });
         return cl;
+    }
+
+    /** Prints {@code {"error": message, "exitCode": code}} as one line of JSON. */
+    private static void jsonError(PrintStream out, String message, int code) {
+        Map<String, Object> e = new LinkedHashMap<>();
+        e.put("error", message);
+        e.put("exitCode", code);
+        try {
+            out.println(new com.fasterxml.jackson.databind.ObjectMapper().writeValueAsString(e));
+        } catch (com.fasterxml.jackson.core.JsonProcessingException x) {
+            throw new IllegalStateException(x);
+        }
     }
 
     /**
