@@ -62,11 +62,15 @@ class ConsoleBrowserTest {
                     .usingDriverExecutable(CHROMEDRIVER.toFile()).usingAnyFreePort().build();
             ChromeDriver browser = new ChromeDriver(service, options);
             try {
-                WebDriverWait wait = new WebDriverWait(browser, Duration.ofSeconds(20));
+                // the page re-renders cards on every pushed sample, so an element found may be replaced before it is
+                // read: checks retry on a stale element rather than fail
+                org.openqa.selenium.support.ui.FluentWait<org.openqa.selenium.WebDriver> wait =
+                        new WebDriverWait(browser, Duration.ofSeconds(20))
+                                .ignoring(org.openqa.selenium.StaleElementReferenceException.class);
                 browser.get(console.url() + "/");
                 wait.until(b -> b.findElements(By.cssSelector("#cards article.card")).size() == 8);
-                assertThat(browser.findElements(By.cssSelector("#cards article.card")))
-                        .allSatisfy(c -> assertThat(c.getText()).contains("Tesla V100-SXM2-32GB").contains("GiB"));
+                wait.until(b -> b.findElements(By.cssSelector("#cards article.card")).stream()
+                        .allMatch(c -> c.getText().contains("Tesla V100-SXM2-32GB") && c.getText().contains("GiB")));
                 wait.until(b -> b.findElement(By.id("live")).getText().equals("live"));
                 assertThat(browser.findElements(By.cssSelector("#topo td.l-NV1")).size()).isGreaterThan(0);
 
@@ -90,7 +94,7 @@ class ConsoleBrowserTest {
                 inventory.setHealth(5, GpuHealth.unhealthy("XID 79: GPU has fallen off the bus"));
                 wait.until(b -> b.findElement(By.cssSelector("#gpu-5 [data-role=health]")).getText()
                         .contains("UNHEALTHY: XID 79"));
-                assertThat(browser.findElement(By.id("gpu-5")).getAttribute("class")).contains("unhealthy");
+                wait.until(b -> b.findElement(By.id("gpu-5")).getAttribute("class").contains("unhealthy"));
                 wait.until(b -> !b.findElements(By.cssSelector("#doctor-body h3")).isEmpty());
 
                 Path shot = Path.of("target", "console-screenshot.png");
