@@ -382,4 +382,36 @@ class HostileCudaInputTest {
         assumeTrue(mkfifo(di4.resolve("METADATA")), "mkfifo not available");
         discover(rt, site, inside);
     }
+
+    // ---- an extended driver table ----
+
+    @Test
+    void compatibilityTableHostileYaml() {
+        StringBuilder laughs = new StringBuilder("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for (int i = 1; i < 30; i++) {
+            laughs.append("a").append(i).append(": &a").append(i).append(" [");
+            for (int j = 0; j < 10; j++) {
+                laughs.append(j == 0 ? "" : ", ").append("*a").append(i - 1);
+            }
+            laughs.append("]\n");
+        }
+        List<String> docs = List.of(laughs.toString(), "toolkits: {\"12.4\": abc}\n",
+                "toolkits: {\"12.4\": \"-1\"}\n", "toolkits: {\"abc\": \"550.54.14\"}\n",
+                "toolkits: {\"0.1\": \"550.54.14\"}\n", "toolkits: {\"12.4\": !!java.lang.Object {}}\n",
+                "toolkits: {\"12.4\": 550.54}\n", "toolkits: {\"12.4\": [1]}\n", "toolkits: [1, 2]\n",
+                "toolkits: {\"12.4\": \"550.54.14\", \"12.4\": \"560.0\"}\n",
+                "minor_version_floor: {\"99999999999\": \"1.0\"}\n", "minor_version_floor: {\"x\": \"1.0\"}\n",
+                "toolkits: {\"12.4\": \"550.54.14\"}\n---\ntoolkits: {}\n", "[".repeat(100_000),
+                "toolkits: !!binary aGVsbG8=\n", "bogus: 1\n", "", "~\n", "\u0000");
+        for (String y : docs) {
+            String what = y.length() > 40 ? y.substring(0, 40) + "..." : y;
+            Object o = outcome(() -> CompatibilityTable.parse(y, "table.yaml"), what);
+            if (o instanceof Throwable e) {
+                if (e.getClass() != io.gpusched.core.GpuConfigException.class) {
+                    throw new AssertionError("table " + what + ": expected GpuConfigException, got " + e, e);
+                }
+                assertTrue(e.getMessage().contains("table.yaml"), what + ": " + e.getMessage());
+            }
+        }
+    }
 }
