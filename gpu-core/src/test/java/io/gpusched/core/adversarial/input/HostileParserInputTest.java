@@ -470,4 +470,22 @@ class HostileParserInputTest {
             throwsExactly(GpuConfigException.class, () -> NodeDescriptions.parse(y, "node.yaml"), describe(y));
         }
     }
+
+    @Test
+    @SuppressWarnings({"unchecked", "rawtypes"})
+    void resourcesWithNonStringKeys() {
+        for (Object key : List.of(1, Boolean.TRUE, List.of("gpu_count"), new StringBuilder("gpu_count"), 'g')) {
+            Map raw = new HashMap();
+            raw.put(key, 2);
+            raw.put("gpu_count", 1);
+            returnsOrThrows(IllegalArgumentException.class, () -> GpuRequests.fromResources((Map<String, ?>) raw),
+                    "key " + key + " (" + key.getClass().getSimpleName() + ")");
+        }
+        Map<String, Object> m = new HashMap<>();
+        m.put("gpu_count", 1);
+        m.put("GPU_COUNT", 5);
+        m.put("gpu_count ", 5);
+        m.put("gpu_\u0000count", 5);
+        returnsOrThrows(IllegalArgumentException.class, () -> GpuRequests.fromResources(m), "look-alike keys");
+    }
 }
