@@ -310,11 +310,24 @@ class GpuSchedulerTest {
     @Test
     void pollerFeedsMetrics() throws Exception {
         dgx.setMetrics(1, 77, MemorySize.ZERO, 40, 100);
-        try (GpuScheduler s = GpuScheduler.builder().inventory(dgx)
-                .metricsPollInterval(java.time.Duration.ofMillis(5)).build()) {
-            for (int i = 0; i < 400 && s.devices().get(1).metrics().isEmpty(); i++) {
-                Thread.sleep(5);
+        // The poller runs with a fixed delay on one thread, so its second sample() call starts only after the first
+        // sample was handed to the scheduler: waiting for that call is an observed fact, not a time budget.
+        java.util.concurrent.CountDownLatch twoSamples = new java.util.concurrent.CountDownLatch(2);
+        GpuInventory counting = new GpuInventory() {
+            @Override public String backend() { return dgx.backend(); }
+            @Override public List<GpuDevice> devices() { return dgx.devices(); }
+            @Override public GpuTopology topology() { return dgx.topology(); }
+            @Override public GpuSample sample() {
+                GpuSample sample = dgx.sample();
+                twoSamples.countDown();
+                return sample;
             }
+            @Override public void close() { }
+        };
+        try (GpuScheduler s = GpuScheduler.builder().inventory(counting)
+                .metricsPollInterval(java.time.Duration.ofMillis(5)).build()) {
+            // the bound only stops a hung poller from hanging the build; it is not what the test checks
+            assertThat(twoSamples.await(5, java.util.concurrent.TimeUnit.MINUTES)).as("poller ran twice").isTrue();
             assertThat(s.devices().get(1).utilization()).isEqualTo(77.0);
         }
     }
