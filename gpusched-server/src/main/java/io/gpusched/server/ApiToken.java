@@ -4,7 +4,10 @@ import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.FileAlreadyExistsException;
 import java.nio.file.Files;
+import java.nio.file.LinkOption;
 import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.nio.file.attribute.PosixFileAttributes;
 import java.nio.file.attribute.PosixFilePermission;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.security.MessageDigest;
@@ -34,7 +37,8 @@ public final class ApiToken {
      *
      * @param stateDir the state directory (created when missing, 0700)
      * @return the token
-     * @throws IllegalStateException when the file is readable or writable by group or others, or empty or unreadable
+     * @throws IllegalStateException when the file is readable or writable by group or others, a symbolic link or not a
+     *     regular file, empty or unreadable, or when the state directory is writable by group or others
      */
     public static ApiToken loadOrCreate(Path stateDir) {
         Path file = stateDir.resolve(FILE_NAME);
@@ -43,7 +47,13 @@ public final class ApiToken {
                 Files.createDirectories(stateDir, PosixFilePermissions.asFileAttribute(
                         PosixFilePermissions.fromString("rwx------")));
             }
-            if (!Files.exists(file)) {
+            Set<PosixFilePermission> dirPerms = Files.getPosixFilePermissions(stateDir);
+            if (dirPerms.contains(PosixFilePermission.GROUP_WRITE) || dirPerms.contains(PosixFilePermission.OTHERS_WRITE)) {
+                throw new IllegalStateException("the state directory " + stateDir + " has mode "
+                        + PosixFilePermissions.toString(dirPerms) + ", so other users may replace the console token"
+                        + " file in it; make it writable by its owner only (chmod go-w " + stateDir + ")");
+            }
+            if (!Files.exists(file, LinkOption.NOFOLLOW_LINKS)) {
                 byte[] raw = new byte[32];
                 new SecureRandom().nextBytes(raw);
                 try {
@@ -54,7 +64,13 @@ public final class ApiToken {
                     // another console created it first: read theirs below
                 }
             }
-            Set<PosixFilePermission> perms = Files.getPosixFilePermissions(file);
+            PosixFileAttributes attrs = Files.readAttributes(file, PosixFileAttributes.class, LinkOption.NOFOLLOW_LINKS);
+            if (!attrs.isRegularFile()) {
+                throw new IllegalStateException("the console token file " + file + " is "
+                        + (attrs.isSymbolicLink() ? "a symbolic link" : "not a regular file") + "; it must be a plain"
+                        + " file (0600) in the state directory: delete it to have a new one made");
+            }
+            Set<PosixFilePermission> perms = attrs.permissions();
             for (PosixFilePermission p : perms) {
                 if (p.name().startsWith("GROUP") || p.name().startsWith("OTHERS")) {
                     throw new IllegalStateException("the console token file " + file + " has mode "
@@ -62,7 +78,13 @@ public final class ApiToken {
                             + " make it rw------- (chmod 600 " + file + ") or delete it to have a new one made");
                 }
             }
-            String text = Files.readString(file, StandardCharsets.US_ASCII).strip();
+            String text;
+            // no link is followed even if one replaced the file since the check above
+            try (java.nio.channels.SeekableByteChannel ch = Files.newByteChannel(file,
+                    Set.of(StandardOpenOption.READ, LinkOption.NOFOLLOW_LINKS))) {
+                text = new String(java.nio.channels.Channels.newInputStream(ch).readNBytes(4096),
+                        StandardCharsets.US_ASCII).strip();
+            }
             if (text.length() < 32) {
                 throw new IllegalStateException("the console token file " + file + " holds no token (fewer than 32"
                         + " characters); delete it to have a new one made");
