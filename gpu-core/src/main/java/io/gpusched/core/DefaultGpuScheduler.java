@@ -206,14 +206,19 @@ final class DefaultGpuScheduler implements GpuScheduler {
                 }
             }
         } finally {
-            if (tickets != null) {
-                ledger.readLocal(s -> {
-                    tickets.remove(waiter.ticket);
-                    waiter.ticket = null;
-                    return null;
-                });
+            try {
+                if (tickets != null) {
+                    ledger.readLocal(s -> {
+                        tickets.remove(waiter.ticket);
+                        waiter.ticket = null;
+                        return null;
+                    });
+                }
+            } catch (RuntimeException e) {
+                LOG.debug("removing the wait ticket failed (the scheduler may be closing): {}", e.toString());
+            } finally {
+                waiters.leave(ticket);
             }
-            waiters.leave(ticket);
         }
         if (last.reason().isTransient()) {
             Duration waited = Duration.ofNanos(System.nanoTime() - start);
@@ -509,6 +514,7 @@ final class DefaultGpuScheduler implements GpuScheduler {
 
     @Override
     public void close() {
+        waiters.close();
         if (tickets != null) {
             tickets.close();
         }

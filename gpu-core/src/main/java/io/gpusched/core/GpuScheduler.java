@@ -134,7 +134,11 @@ public interface GpuScheduler extends AutoCloseable {
     /** @return the strategy in use */
     AllocationStrategy strategy();
 
-    /** Stops the metrics poller and detaches from the inventory's health events; does not close the inventory. */
+    /**
+     * Stops the metrics poller and detaches from the inventory's health events; does not close the inventory. Threads
+     * waiting in {@link #allocate(GpuRequest, java.time.Duration)} wake and fail with a {@link GpuException} (nothing
+     * is allocated), and so does any later waiting allocate.
+     */
     @Override
     void close();
 

@@ -25,6 +25,7 @@ final class WaitQueue {
     private long serving;
     private long version;
     private final Set<Long> abandoned = new HashSet<>();
+    private boolean closed;
 
     /** @param externalStamp changes when another process may have changed the state; null without a ledger */
     WaitQueue(Supplier<Object> externalStamp) {
@@ -39,6 +40,23 @@ final class WaitQueue {
             changed.signalAll();
         } finally {
             lock.unlock();
+        }
+    }
+
+    /** The scheduler is closing: every waiter wakes and fails; later waits fail at once. */
+    void close() {
+        lock.lock();
+        try {
+            closed = true;
+            changed.signalAll();
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    private void checkOpen() {
+        if (closed) {
+            throw new GpuException("the scheduler was closed while this allocation waited; nothing was allocated");
         }
     }
 
@@ -74,12 +92,14 @@ final class WaitQueue {
     boolean awaitTurn(long ticket, long deadlineNanos) throws InterruptedException {
         lock.lockInterruptibly();
         try {
+            checkOpen();
             while (serving != ticket) {
                 long left = deadlineNanos - System.nanoTime();
                 if (left <= 0) {
                     return false;
                 }
                 changed.awaitNanos(left);
+                checkOpen();
             }
             return true;
         } finally {
@@ -97,6 +117,7 @@ final class WaitQueue {
         lock.lockInterruptibly();
         try {
             while (version == mark.version()) {
+                checkOpen();
                 long left = deadlineNanos - System.nanoTime();
                 if (left <= 0) {
                     return false;
@@ -111,6 +132,7 @@ final class WaitQueue {
                     return true;
                 }
             }
+            checkOpen();
             return true;
         } finally {
             lock.unlock();
