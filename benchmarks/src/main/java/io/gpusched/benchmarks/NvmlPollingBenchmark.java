@@ -1,8 +1,6 @@
 package io.gpusched.benchmarks;
 
-import com.sun.jna.Native;
-import com.sun.jna.NativeLibrary;
-import com.sun.jna.Platform;
+import io.gpusched.benchmarks.internal.Libc;
 import io.gpusched.core.GpuSample;
 import io.gpusched.nvml.FakeNvml;
 import io.gpusched.nvml.NvmlInventory;
@@ -48,15 +46,6 @@ public class NvmlPollingBenchmark {
     private NvmlInventory inventory;
     private NvmlSession session;
     private NvmlSession.Poller poller;
-
-    /** libc, direct-mapped: the baseline's native call. */
-    private static final class Libc {
-        static {
-            Native.register(NativeLibrary.getInstance(Platform.C_LIBRARY_NAME));
-        }
-
-        static native long labs(long v);
-    }
 
     @Setup(Level.Trial)
     public void setUp() throws Exception {
