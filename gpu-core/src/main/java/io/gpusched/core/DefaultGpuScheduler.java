@@ -427,6 +427,12 @@ final class DefaultGpuScheduler implements GpuScheduler {
         return recoveryProblems;
     }
 
+    @Override
+    public Optional<LedgerStatistics> ledgerStatistics() {
+        NodeLedger f = ledger.file();
+        return f == null ? Optional.empty() : Optional.of(f.statistics());
+    }
+
     /** @return the node ledger, or null (tests, benchmarks) */
     NodeLedger ledgerFile() {
         return ledger.file();

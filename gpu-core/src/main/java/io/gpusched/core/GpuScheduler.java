@@ -122,6 +122,14 @@ public interface GpuScheduler extends AutoCloseable {
     /** @return a snapshot of devices, holders and latest metrics */
     SchedulerStatus status();
 
+    /**
+     * @return what this process has appended to the node ledger and how long forcing it to disk took (group commits,
+     *         records, cumulative and worst force time); empty when the scheduler keeps its state in memory only
+     */
+    default Optional<LedgerStatistics> ledgerStatistics() {
+        return Optional.empty();
+    }
+
     /** @return {@link #status()} as pretty-printed JSON */
     String statusJson();
 

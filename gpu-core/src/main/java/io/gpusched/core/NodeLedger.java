@@ -86,6 +86,9 @@ public final class NodeLedger {
     private final List<String> warnings = new ArrayList<>();
     private FileChannel channel;
     private final java.util.concurrent.atomic.AtomicLong forces = new java.util.concurrent.atomic.AtomicLong();
+    private final java.util.concurrent.atomic.AtomicLong forceNanos = new java.util.concurrent.atomic.AtomicLong();
+    private final java.util.concurrent.atomic.AtomicLong forceNanosMax = new java.util.concurrent.atomic.AtomicLong();
+    private final java.util.concurrent.atomic.AtomicLong recordsWritten = new java.util.concurrent.atomic.AtomicLong();
     private Object fileKey;
     private long readOffset;
     private String prefix;
@@ -169,6 +172,11 @@ public final class NodeLedger {
     }
 
     /** @return appends forced to disk so far (each may hold many records: group commit) */
+    /** @return what this process has written and forced so far */
+    LedgerStatistics statistics() {
+        return new LedgerStatistics(file, forces.get(), recordsWritten.get(), forceNanos.get(), forceNanosMax.get());
+    }
+
     long forces() {
         return forces.get();
     }
@@ -518,7 +526,12 @@ public final class NodeLedger {
             while (buf.hasRemaining()) {
                 channel.write(buf, start + buf.position());
             }
+            long t0 = System.nanoTime();
             channel.force(false);
+            long took = System.nanoTime() - t0;
+            forceNanos.addAndGet(took);
+            forceNanosMax.accumulateAndGet(took, Math::max);
+            recordsWritten.addAndGet(entries.size());
             forces.incrementAndGet();
         } catch (IOException e) {
             try {

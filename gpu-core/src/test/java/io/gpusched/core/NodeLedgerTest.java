@@ -67,6 +67,39 @@ class NodeLedgerTest {
     }
 
     @Test
+    void ledgerStatisticsCountWhatThisProcessForcedAndNothingElse(@TempDir Path tmp) throws Exception {
+        Path dir = tmp.resolve("state");
+        try (GpuScheduler mem = GpuScheduler.builder().inventory(GpuInventories.simulated("dgx-h100"))
+                .auditLogging(false).maintenanceInterval(Duration.ZERO).build()) {
+            assertThat(mem.ledgerStatistics()).as("in memory: no ledger, no figures").isEmpty();
+        }
+        try (GpuScheduler other = open(dir); GpuScheduler s = open(dir)) {
+            LedgerStatistics before = s.ledgerStatistics().orElseThrow();
+            long linesBefore = recordLines(dir);
+            String a = s.allocate(GpuRequests.fromCliFlags("--gpu=1")).id();
+            String b = s.allocate(GpuRequests.fromCliFlags("--gpu=2")).id();
+            s.release(a);
+            other.allocate(GpuRequests.fromCliFlags("--gpu=1"));
+            LedgerStatistics after = s.ledgerStatistics().orElseThrow();
+            long linesAfter = recordLines(dir);
+            assertThat(linesAfter - linesBefore).as("the file itself: 3 records of ours, 1 of the other scheduler")
+                    .isEqualTo(4);
+            assertThat(after.records() - before.records()).as("records this scheduler wrote").isEqualTo(3);
+            assertThat(after.forces() - before.forces()).as("one forced append per change").isEqualTo(3);
+            assertThat(after.forceNanos()).isGreaterThan(before.forceNanos());
+            assertThat(after.forceNanosMax()).isPositive().isLessThanOrEqualTo(after.forceNanos());
+            assertThat(after.file()).isEqualTo(s.stateDir().orElseThrow().resolve("ledger"));
+            assertThat(b).isNotBlank();
+        }
+    }
+
+    /** Counts record lines (not the header) by reading the file, independently of the ledger code. */
+    private static long recordLines(Path dir) throws Exception {
+        return Files.readAllLines(dir.resolve("ledger"), StandardCharsets.UTF_8).stream()
+                .filter(l -> l.matches("^[0-9]+ [0-9a-f]+ \\{.*")).count();
+    }
+
+    @Test
     void schedulersOnOneDirectoryShareOneStateAndHearEachOther(@TempDir Path tmp) {
         Path dir = tmp.resolve("state");
         List<AllocationEvent> heardByA = new CopyOnWriteArrayList<>();
