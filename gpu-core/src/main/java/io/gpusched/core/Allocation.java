@@ -38,12 +38,20 @@ public record Allocation(String id, List<GpuDevice> devices, GpuRequest request,
 
     /** @return the device indices */
     public List<Integer> deviceIndices() {
-        return devices.stream().map(GpuDevice::index).toList();
+        Integer[] out = new Integer[devices.size()];
+        for (int i = 0; i < out.length; i++) {
+            out[i] = devices.get(i).index();
+        }
+        return List.of(out);
     }
 
     /** @return the device UUIDs */
     public List<String> deviceUuids() {
-        return devices.stream().map(GpuDevice::uuid).toList();
+        String[] out = new String[devices.size()];
+        for (int i = 0; i < out.length; i++) {
+            out[i] = devices.get(i).uuid();
+        }
+        return List.of(out);
     }
 
     /** @return exclusive or shared */

@@ -413,7 +413,7 @@ final class DefaultGpuScheduler implements GpuScheduler {
                 throw new GpuAllocationException(Reason.UNKNOWN_DEVICE, "GPU index " + deviceIndex
                         + " is not on this node");
             }
-            DeviceState d = state.states[p];
+            DeviceState d = state.state(p);
             if (d.pool() != Pool.QUARANTINED) {
                 return Ledger.Decision.of(false);
             }
@@ -459,7 +459,7 @@ final class DefaultGpuScheduler implements GpuScheduler {
             for (GpuMetrics m : sample.metrics()) {
                 Integer p = s.positionOfIndex(m.index());
                 if (p != null) {
-                    s.states[p] = s.states[p].withMetrics(Optional.of(m));
+                    s.set(p, s.state(p).withMetrics(Optional.of(m)));
                 }
             }
         });

@@ -81,7 +81,7 @@ final class DrainControl {
             }
             ledger.commit((state, seq) -> {
                 Integer p = state.positionOfUuid(s.device().uuid());
-                DeviceState cur = p == null ? null : state.states[p];
+                DeviceState cur = p == null ? null : state.state(p);
                 if (cur == null || cur.pool() != Pool.DRAINING || !cur.poolSince().equals(s.poolSince())) {
                     return Ledger.Decision.of(null);
                 }

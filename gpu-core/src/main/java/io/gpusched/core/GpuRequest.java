@@ -129,7 +129,23 @@ public record GpuRequest(
 
     /** @return true if the device's name matches {@link #modelPattern()} (or no pattern is set) */
     public boolean matchesModel(String deviceName) {
-        return modelPattern.map(p -> globToRegex(p).matcher(deviceName).matches()).orElse(true);
+        return modelPattern.isEmpty() || compiled(modelPattern.get()).matcher(deviceName).matches();
+    }
+
+    /** Compiled model globs: placement tests every device against the same few patterns. Bounded. */
+    private static final java.util.concurrent.ConcurrentHashMap<String, Pattern> GLOBS =
+            new java.util.concurrent.ConcurrentHashMap<>();
+
+    private static Pattern compiled(String glob) {
+        Pattern p = GLOBS.get(glob);
+        if (p == null) {
+            p = globToRegex(glob);
+            if (GLOBS.size() >= 256) {
+                GLOBS.clear();
+            }
+            GLOBS.put(glob, p);
+        }
+        return p;
     }
 
     private static Pattern globToRegex(String glob) {

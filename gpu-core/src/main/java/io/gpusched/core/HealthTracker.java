@@ -82,11 +82,11 @@ final class HealthTracker implements GpuHealthListener {
         int[] index = {-1};
         l.local(s -> {
             Integer p = s.positionOfUuid(uuid);
-            if (p == null || s.states[p].health().equals(health)) {
+            if (p == null || s.state(p).health().equals(health)) {
                 return;
             }
-            s.states[p] = s.states[p].withHealth(health);
-            index[0] = s.states[p].index();
+            s.set(p, s.state(p).withHealth(health));
+            index[0] = s.state(p).index();
             for (Allocation a : s.live.values()) {
                 if (a.deviceUuids().contains(uuid)) {
                     affected.add(a);

@@ -23,7 +23,9 @@ import java.util.Optional;
 final class NodeState {
     private final Map<String, Integer> positionByUuid;
     private final Map<Integer, Integer> positionByIndex;
-    final DeviceState[] states;
+    private final DeviceState[] states;
+    /** {@link #snapshot()} until a device state changes (strategies and readers share it; it is immutable). */
+    private List<DeviceState> view;
     final LinkedHashMap<String, Allocation> live;
     /** Allocations bound to a holder process (a subset of live). */
     int bound;
@@ -47,6 +49,7 @@ final class NodeState {
         this.positionByUuid = o.positionByUuid;
         this.positionByIndex = o.positionByIndex;
         this.states = Arrays.copyOf(o.states, o.states.length);
+        this.view = o.view;
         this.live = new LinkedHashMap<>(o.live);
         this.bound = o.bound;
         this.sequence = o.sequence;
@@ -75,8 +78,25 @@ final class NodeState {
         return positionByUuid.get(uuid);
     }
 
+    /** @return the state of the device at this position */
+    DeviceState state(int position) {
+        return states[position];
+    }
+
+    /** Replaces the state of the device at this position. */
+    void set(int position, DeviceState s) {
+        states[position] = s;
+        view = null;
+    }
+
+    /** @return the device states in position order, immutable (computed once per change) */
     List<DeviceState> snapshot() {
-        return List.of(states);
+        List<DeviceState> v = view;
+        if (v == null) {
+            v = List.of(states);
+            view = v;
+        }
+        return v;
     }
 
     /**
@@ -121,8 +141,8 @@ final class NodeState {
             Integer pos = positionByUuid.get(p.uuid());
             if (pos != null) {
                 DeviceState cur = states[pos];
-                states[pos] = p.pool() == Pool.IN_POOL ? cur.withPool(Pool.IN_POOL, Optional.empty(), Optional.empty())
-                        : cur.withPool(p.pool(), p.reason(), p.since());
+                set(pos, p.pool() == Pool.IN_POOL ? cur.withPool(Pool.IN_POOL, Optional.empty(), Optional.empty())
+                        : cur.withPool(p.pool(), p.reason(), p.since()));
                 if (events != null && cur.pool() != p.pool()) {
                     AllocationEvent.Type t = p.pool() == Pool.QUARANTINED ? AllocationEvent.Type.QUARANTINED
                             : p.pool() == Pool.IN_POOL ? AllocationEvent.Type.DRAINED : null;
@@ -148,7 +168,8 @@ final class NodeState {
 
     private Allocation hold(Allocated a) {
         List<GpuDevice> devs = new ArrayList<>(a.uuids().size());
-        List<Integer> positions = new ArrayList<>(a.uuids().size());
+        int[] positions = new int[a.uuids().size()];
+        int held = 0;
         for (String uuid : a.uuids()) {
             Integer p = positionByUuid.get(uuid);
             if (p == null) {
@@ -156,16 +177,17 @@ final class NodeState {
                         + " not have");
             } else {
                 devs.add(states[p].device());
-                positions.add(p);
+                positions[held++] = p;
             }
         }
         Allocation al = new Allocation(a.id(), devs, a.request(), a.createdAt(), a.expiresAt());
-        for (int p : positions) {
+        for (int k = 0; k < held; k++) {
+            int p = positions[k];
             DeviceState s = states[p];
             if (al.sharing() == SharingMode.EXCLUSIVE) {
-                states[p] = s.withExclusive(Optional.of(al.id()));
+                set(p, s.withExclusive(Optional.of(al.id())));
             } else {
-                states[p] = s.withShared(s.sharedHolders() + 1, s.sharedReserved().plus(al.sharedMemory().get()));
+                set(p, s.withShared(s.sharedHolders() + 1, s.sharedReserved().plus(al.sharedMemory().get())));
             }
         }
         live.put(al.id(), al);
@@ -192,7 +214,7 @@ final class NodeState {
                 s = s.withPool(Pool.DRAINING, Optional.of("released by " + a.id()
                         + "; waiting for its processes to exit"), Optional.of(x.at()));
             }
-            states[p] = s;
+            set(p, s);
         }
     }
 

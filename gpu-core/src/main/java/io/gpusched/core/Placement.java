@@ -4,6 +4,7 @@ import io.gpusched.core.DeviceState.Pool;
 import io.gpusched.core.GpuAllocationException.Reason;
 import java.time.Instant;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
@@ -35,7 +36,7 @@ final class Placement {
     List<GpuDevice> place(GpuRequest request, List<DeviceState> all, Instant now) {
         List<DeviceState> candidates = request.isExplicit() ? explicitCandidates(request, all)
                 : candidates(request, all);
-        View view = new View(all, candidates, topology, now);
+        View view = new View(all, Collections.unmodifiableList(candidates), topology, now);
         List<Integer> picked = strategy.select(request, view);
         if (picked == null || picked.isEmpty()) {
             throw new GpuAllocationException(Reason.NO_PLACEMENT, "strategy " + strategy.name()
@@ -45,22 +46,25 @@ final class Placement {
         return checkPick(request, candidates, picked);
     }
 
+    /** Checks the strategy's pick: distinct candidate indices, as many as asked, the required ones included. */
     private List<GpuDevice> checkPick(GpuRequest request, List<DeviceState> candidates, List<Integer> picked) {
-        Map<Integer, DeviceState> byIndex = new HashMap<>();
-        for (DeviceState d : candidates) {
-            byIndex.put(d.index(), d);
-        }
-        List<GpuDevice> chosen = new ArrayList<>(picked.size());
-        Set<Integer> seen = new HashSet<>();
-        for (Integer i : picked) {
-            DeviceState d = i == null ? null : byIndex.get(i);
-            if (d == null || !seen.add(i)) {
-                chosen = null;
-                break;
+        int n = picked.size();
+        List<GpuDevice> chosen = n == request.count() ? new ArrayList<>(n) : null;
+        for (int k = 0; chosen != null && k < n; k++) {
+            Integer i = picked.get(k);
+            DeviceState d = i == null ? null : find(candidates, i);
+            for (int j = 0; d != null && j < k; j++) {
+                if (i.equals(picked.get(j))) {
+                    d = null;
+                }
             }
-            chosen.add(d.device());
+            if (d == null) {
+                chosen = null;
+            } else {
+                chosen.add(d.device());
+            }
         }
-        if (chosen == null || chosen.size() != request.count() || !seen.containsAll(request.requiredDevices())) {
+        if (chosen == null || !picked.containsAll(request.requiredDevices())) {
             throw new GpuException("strategy " + strategy.name() + " returned " + picked + " for "
                     + request.describe() + "; it must return " + request.count() + " distinct indices out of "
                     + indices(candidates) + (request.requiredDevices().isEmpty() ? ""
@@ -70,8 +74,54 @@ final class Placement {
         return chosen;
     }
 
-    /** Applies hard constraints step by step, so that a refusal names the first one that could not be met. */
+    private static DeviceState find(List<DeviceState> in, int index) {
+        for (int k = 0, size = in.size(); k < size; k++) {
+            DeviceState d = in.get(k);
+            if (d.index() == index) {
+                return d;
+            }
+        }
+        return null;
+    }
+
+    /**
+     * @return the devices the request may use now, in node order
+     * @throws GpuAllocationException naming the first hard constraint that could not be met
+     */
     static List<DeviceState> candidates(GpuRequest r, List<DeviceState> all) {
+        // the common case in one pass; when it comes short, the step-by-step pass below names why
+        if (r.count() <= all.size()) {
+            List<DeviceState> free = new ArrayList<>(all.size());
+            for (int k = 0, size = all.size(); k < size; k++) {
+                DeviceState d = all.get(k);
+                if (eligible(r, d)) {
+                    free.add(d);
+                }
+            }
+            if (free.size() >= r.count() && containsRequired(free, r.requiredDevices())) {
+                return free;
+            }
+        }
+        return candidatesStepByStep(r, all);
+    }
+
+    /** The conjunction of every constraint {@link #candidatesStepByStep} and {@link #checkOne} apply, in one test. */
+    private static boolean eligible(GpuRequest r, DeviceState d) {
+        return d.pool() == Pool.IN_POOL && d.health().isHealthy() && isAvailable(r, d)
+                && hasMemory(r, d.device()) && matchesIdentity(r, d.device());
+    }
+
+    private static boolean containsRequired(List<DeviceState> free, List<Integer> required) {
+        for (int i = 0, n = required.size(); i < n; i++) {
+            if (find(free, required.get(i)) == null) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /** Applies hard constraints step by step, so that a refusal names the first one that could not be met. */
+    static List<DeviceState> candidatesStepByStep(GpuRequest r, List<DeviceState> all) {
         int n = r.count();
         if (n > all.size()) {
             throw new GpuAllocationException(Reason.NODE_TOO_SMALL, r.describe() + " requested; this node has "
@@ -174,10 +224,17 @@ final class Placement {
     }
 
     static boolean matchesIdentity(GpuRequest r, GpuDevice d) {
-        return r.vendor().map(v -> v == d.vendor()).orElse(true)
-                && r.matchesModel(d.name())
-                && r.minComputeCapability().map(min -> d.computeCapability().map(cc -> cc.isAtLeast(min))
-                        .orElse(false)).orElse(true);
+        if (r.vendor().isPresent() && r.vendor().get() != d.vendor()) {
+            return false;
+        }
+        if (r.modelPattern().isPresent() && !r.matchesModel(d.name())) {
+            return false;
+        }
+        if (r.minComputeCapability().isPresent()) {
+            return d.computeCapability().isPresent() && d.computeCapability().get().isAtLeast(
+                    r.minComputeCapability().get());
+        }
+        return true;
     }
 
     /** A device whose memory size is unknown takes no request with a memory constraint (unknown is not zero). */
@@ -185,8 +242,8 @@ final class Placement {
         if (!d.memoryKnown()) {
             return r.minMemory().isEmpty() && r.sharedMemory().isEmpty();
         }
-        return r.minMemory().map(m -> d.memory().isAtLeast(m)).orElse(true)
-                && r.sharedMemory().map(m -> d.memory().isAtLeast(m)).orElse(true);
+        return (r.minMemory().isEmpty() || d.memory().isAtLeast(r.minMemory().get()))
+                && (r.sharedMemory().isEmpty() || d.memory().isAtLeast(r.sharedMemory().get()));
     }
 
     static boolean isAvailable(GpuRequest r, DeviceState d) {
@@ -239,9 +296,6 @@ final class Placement {
     /** The immutable view handed to strategies. */
     private record View(List<DeviceState> devices, List<DeviceState> candidates, GpuTopology topology, Instant now)
             implements SchedulingView {
-        View {
-            candidates = List.copyOf(candidates);
-        }
 
         @Override
         public DeviceState device(int index) {
