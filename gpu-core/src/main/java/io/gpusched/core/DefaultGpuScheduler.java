@@ -491,7 +491,10 @@ final class DefaultGpuScheduler implements GpuScheduler {
         }
         Both both = ledger.read(s -> new Both(s.snapshot(), List.copyOf(s.live.values())));
         List<String> notes = new ArrayList<>();
-        if (!drain.supported()) {
+        if (!drain.decided()) {
+            notes.add("no GPU of " + inventory.backend() + " has answered a process listing yet (all sick or"
+                    + " failing): released GPUs return to the pool at once until one does; maintenance asks again");
+        } else if (!drain.supported()) {
             notes.add("inventory " + inventory.backend() + " cannot list GPU processes: released GPUs return to the"
                     + " pool at once, without draining");
         }

@@ -13,15 +13,19 @@ import org.slf4j.LoggerFactory;
 /**
  * Draining and quarantine: a released device drains until its processes are gone, then returns to the pool, or is
  * quarantined when processes stay past {@code gpu.drain.timeout}. Transitions are ledger records, so every process
- * sees them. Drain needs an inventory that can list a device's processes; it is probed once, safely (a device that
- * fails to answer does not stop the scheduler from being built).
+ * sees them. Drain needs an inventory that can list a device's processes; it is probed safely (a device that fails to
+ * answer does not stop the scheduler from being built). The probe decides once a device lists its processes (drain
+ * on) or a healthy device answers that it cannot (drain off); while every device is sick or failing it stays
+ * undecided (drain off for now) and {@link #maintain} probes again, so a node built while its GPUs were lost gains
+ * drain when one comes back.
  */
 final class DrainControl {
     private static final Logger LOG = LoggerFactory.getLogger(DrainControl.class);
 
     private final GpuInventory inventory;
     private final Duration timeout;
-    private final boolean supported;
+    /** TRUE or FALSE once decided; null while no device could decide it. */
+    private volatile Boolean supported;
 
     DrainControl(GpuInventory inventory, Duration timeout) {
         this.inventory = inventory;
@@ -30,23 +34,37 @@ final class DrainControl {
     }
 
     /**
-     * Drain is a property of the backend, not of one GPU: supported when any device lists its processes. Healthy
-     * devices are asked first; a lost or failing device (which a backend may answer with empty) does not decide it.
+     * Drain is a property of the backend, not of one GPU: supported when any device lists its processes, not
+     * supported when a healthy device answers that it cannot list them. Healthy devices are asked first; a lost or
+     * failing device (which a backend may answer with empty) does not decide it.
+     *
+     * @return TRUE, FALSE, or null when every device was sick or failed to answer
      */
-    private static boolean probe(GpuInventory inventory) {
+    private static Boolean probe(GpuInventory inventory) {
         List<GpuDevice> order = new java.util.ArrayList<>(inventory.devices());
-        order.sort(java.util.Comparator.comparing(d -> !healthy(inventory, d)));
-        for (GpuDevice d : order) {
-            try {
-                if (inventory.processes(d).isPresent()) {
-                    return true;
+        boolean[] well = new boolean[order.size()];
+        for (int i = 0; i < well.length; i++) {
+            well[i] = healthy(inventory, order.get(i));
+        }
+        boolean healthyAnsweredEmpty = false;
+        for (int pass = 0; pass < 2; pass++) {
+            for (int i = 0; i < well.length; i++) {
+                if (well[i] != (pass == 0)) {
+                    continue;
                 }
-            } catch (RuntimeException e) {
-                LOG.warn("listing the processes of GPU {} ({}) failed while probing for drain support: {}", d.index(),
-                        d.uuid(), e.toString());
+                GpuDevice d = order.get(i);
+                try {
+                    if (inventory.processes(d).isPresent()) {
+                        return Boolean.TRUE;
+                    }
+                    healthyAnsweredEmpty |= well[i];
+                } catch (RuntimeException e) {
+                    LOG.warn("listing the processes of GPU {} ({}) failed while probing for drain support: {}",
+                            d.index(), d.uuid(), e.toString());
+                }
             }
         }
-        return false;
+        return healthyAnsweredEmpty || order.isEmpty() ? Boolean.FALSE : null;
     }
 
     private static boolean healthy(GpuInventory inventory, GpuDevice d) {
@@ -59,16 +77,28 @@ final class DrainControl {
 
     /** @return whether released devices drain */
     boolean supported() {
-        return supported;
+        return Boolean.TRUE.equals(supported);
+    }
+
+    /** @return whether the probe has decided (false while every device was sick or failing) */
+    boolean decided() {
+        return supported != null;
     }
 
     /** @return the devices of {@code a} that drain when it is released */
     List<String> drainOf(Allocation a) {
-        return supported ? a.deviceUuids() : List.of();
+        return Boolean.TRUE.equals(supported) ? a.deviceUuids() : List.of();
     }
 
     /** Moves each draining device on: back to the pool when its processes are gone, to quarantine after the timeout. */
     void maintain(Ledger ledger, Instant now) {
+        if (supported == null) {
+            Boolean again = probe(inventory);
+            if (again != null) {
+                supported = again;
+                LOG.info("drain support decided once a GPU answered: {}", again ? "released GPUs drain" : "no drain");
+            }
+        }
         List<DeviceState> draining = ledger.read(s -> s.snapshot().stream().filter(d -> d.pool() == Pool.DRAINING)
                 .toList());
         for (DeviceState s : draining) {

@@ -219,6 +219,49 @@ class SchedulerHealthAttackTest {
         }
     }
 
+    /**
+     * Every GPU lost when the scheduler is built: drain is undecided, not off for the scheduler's life. Once a GPU
+     * answers its process list again, maintenance decides, and the next release drains.
+     */
+    @Test
+    void drainIsDecidedOnceAGpuComesBackAfterAllWereLostAtBuild() {
+        for (boolean throwing : new boolean[] {false, true}) {
+            HostileInventory inv = new HostileInventory(IntStream.range(0, 2).mapToObj(i -> device(i, true)).toList());
+            inv.change(0, GpuHealth.lost("GPU_IS_LOST"));
+            inv.change(1, GpuHealth.lost("GPU_IS_LOST"));
+            java.util.concurrent.atomic.AtomicBoolean back = new java.util.concurrent.atomic.AtomicBoolean();
+            java.util.concurrent.atomic.AtomicInteger running = new java.util.concurrent.atomic.AtomicInteger(1);
+            inv.processes = d -> {
+                if (!back.get()) {
+                    if (throwing) {
+                        throw new IllegalStateException("GPU is lost");
+                    }
+                    return Optional.empty();
+                }
+                return Optional.of(running.get() > 0 ? List.of(new io.gpusched.core.GpuProcess(4242, Optional.empty()))
+                        : List.of());
+            };
+            try (GpuScheduler s = scheduler(inv)) {
+                assertThat(s.status().drainSupported()).as("throwing=%s", throwing).isFalse();
+                assertThat(s.status().notes()).anyMatch(n -> n.contains("has answered a process listing yet"));
+                s.maintain();
+                assertThat(s.status().drainSupported()).as("still nobody answered").isFalse();
+                inv.change(1, GpuHealth.HEALTHY);
+                back.set(true);
+                s.maintain();
+                assertThat(s.status().drainSupported()).as("decided once GPU 1 answered (throwing=%s)", throwing)
+                        .isTrue();
+                Allocation a = s.allocate(GpuRequest.builder().deviceIndices(1).build());
+                s.release(a.id());
+                assertThat(s.devices().get(1).pool()).as("its process still runs: GPU 1 drains")
+                        .isEqualTo(io.gpusched.core.DeviceState.Pool.DRAINING);
+                running.set(0);
+                s.maintain();
+                assertThat(s.devices().get(1).pool()).isEqualTo(io.gpusched.core.DeviceState.Pool.IN_POOL);
+            }
+        }
+    }
+
     /** A backend that cannot list processes at all still reads as no drain. */
     @Test
     void backendWithoutProcessListsHasNoDrain() {
