@@ -11,6 +11,8 @@ import io.gpusched.core.GpuInventory;
 import io.gpusched.core.GpuRequest;
 import io.gpusched.core.GpuRequests;
 import io.gpusched.core.GpuScheduler;
+import io.micrometer.core.instrument.FunctionCounter;
+import io.micrometer.core.instrument.Gauge;
 import io.micrometer.prometheusmetrics.PrometheusConfig;
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
 import java.io.ByteArrayOutputStream;
@@ -48,9 +50,20 @@ import org.slf4j.LoggerFactory;
  * clients only (others need the token too); every change (POST, DELETE) needs {@code Authorization: Bearer <token>}
  * with the token from {@link ApiToken} in the state directory. No cookies are read, so there is no CSRF. Request
  * bodies are capped ({@link Builder#maxBodyBytes}); allocations go through the scheduler, so the ledger's rate limits
- * apply. A request must arrive whole within 10 s and its headers within 64 KiB (the JDK server's JVM-wide
- * {@code sun.net.httpserver.maxReqTime} and {@code maxReqHeaderSize}, set when this class loads unless the host set
- * them), so clients that never finish a request cannot hold the workers.
+ * apply.
+ *
+ * <p>Limits, and which of them are this server's own: the body limit is enforced by this class (a bounded read; a
+ * declared or streamed body over it is 413), per server. Event-stream clients that do not read are dropped by this
+ * class (see {@link #eventClients()}). Two limits only the JDK's server can enforce, and it offers no per-server hook
+ * for them, only JVM-wide system properties read once, when the first {@code HttpServer} of the JVM is created:
+ * <ul>
+ *   <li>the time to receive a whole request ({@code sun.net.httpserver.maxReqTime}, unlimited by default, so a client
+ *       that never finishes its headers or body would hold a worker forever): {@link #start()} sets it to
+ *       {@value #JDK_MAX_REQ_TIME_SECONDS} s <em>only if the property is unset</em>, so a host's own value is never
+ *       overridden; in a host JVM that created an {@code HttpServer} before, it has no effect (set it at launch);</li>
+ *   <li>the size of request headers ({@code sun.net.httpserver.maxReqHeaderSize}): not set here; JDK 17.0.15 bounds
+ *       headers at 380 KiB by default (older builds did not: set the property at launch on those).</li>
+ * </ul>
  *
  * <p>Start it with {@link #builder()}, then {@link #start()}; {@link #close()} stops it. The caller keeps ownership of
  * the scheduler and the inventory.
@@ -58,22 +71,25 @@ import org.slf4j.LoggerFactory;
 public final class ConsoleServer implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(ConsoleServer.class);
     private static final String API = "/api/v1";
+    /** How far back the per-GPU sample history reaches (served by /api/v1/samples, drawn as sparklines). */
+    static final Duration HISTORY = Duration.ofMinutes(10);
+
+    /** Seconds a client may take to send a whole request; see the class comment. */
+    static final long JDK_MAX_REQ_TIME_SECONDS = 10;
+    static final String JDK_MAX_REQ_TIME = "sun.net.httpserver.maxReqTime";
 
     /**
-     * Bounds on the JDK server, which otherwise lets a client that never finishes its request (headers or body) hold a
-     * worker thread forever, so that a few such clients starve everyone (slowloris). These are JVM-wide system
-     * properties read once when the JDK's server first loads; a value the host already set is kept.
+     * Sets the JDK server's JVM-wide request time limit when the host has not set it; a value already there (from
+     * the command line or the host's code) is kept as it is.
+     *
+     * @return whether this call set it
      */
-    static final Map<String, String> JDK_SERVER_LIMITS = Map.of(
-            "sun.net.httpserver.maxReqTime", "10", // seconds to receive a whole request
-            "sun.net.httpserver.maxReqHeaderSize", Integer.toString(64 * 1024)); // bytes of request headers
-
-    static {
-        JDK_SERVER_LIMITS.forEach((k, v) -> {
-            if (System.getProperty(k) == null) {
-                System.setProperty(k, v);
-            }
-        });
+    static synchronized boolean applyJdkRequestTimeLimit() {
+        if (System.getProperty(JDK_MAX_REQ_TIME) != null) {
+            return false;
+        }
+        System.setProperty(JDK_MAX_REQ_TIME, Long.toString(JDK_MAX_REQ_TIME_SECONDS));
+        return true;
     }
 
     private final Builder b;
@@ -83,9 +99,9 @@ public final class ConsoleServer implements AutoCloseable {
     private final SseHub sse;
     private final NodeWatcher watcher;
     private final ThreadPoolExecutor workers;
-    private final ExecutorService sseWriters;
     private final ScheduledExecutorService ticker;
     private final String hostname;
+    private final Map<String, Route> routes = new LinkedHashMap<>();
     private HttpServer server;
 
     private ConsoleServer(Builder b) {
@@ -93,21 +109,32 @@ public final class ConsoleServer implements AutoCloseable {
         this.token = ApiToken.loadOrCreate(b.stateDir);
         this.hostname = hostname();
         // threads start on demand and end after 30 s idle: a client that stalls mid-request holds one worker until
-        // the JDK server's request time limit cuts it (JDK_SERVER_LIMITS), so many workers keep others served
+        // the JDK server's request time limit cuts it (JDK_MAX_REQ_TIME), so many workers keep others served
         this.workers = new ThreadPoolExecutor(b.threads, b.threads, 30, TimeUnit.SECONDS,
                 new ArrayBlockingQueue<>(4096), daemon("gpusched-console-http"),
                 new ThreadPoolExecutor.AbortPolicy());
         workers.allowCoreThreadTimeOut(true);
-        this.sseWriters = Executors.newFixedThreadPool(4, daemon("gpusched-console-sse"));
         this.ticker = Executors.newSingleThreadScheduledExecutor(daemon("gpusched-console-tick"));
-        this.sse = new SseHub(sseWriters, b.maxSseClients);
+        this.sse = new SseHub(b.maxSseClients, TimeUnit.SECONDS.toNanos(30), daemon("gpusched-console-sse"));
         this.watcher = new NodeWatcher(b.scheduler, b.inventory, b.refresh, sse, b.clock, b.sampleInterval,
-                Duration.ofMinutes(10));
+                HISTORY);
         this.registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
         registry.config().namingConvention(DcgmMeterBinder.namingConvention());
         new DcgmMeterBinder(b.scheduler::devices, hostname).bindTo(registry);
         this.schedulerMeters = new SchedulerMeterBinder(b.scheduler);
         schedulerMeters.bindTo(registry);
+        Gauge.builder("gpusched.console.event.clients", sse, SseHub::size)
+                .description("Event-stream clients receiving events").register(registry);
+        Gauge.builder("gpusched.console.event.connections", sse, SseHub::connections)
+                .description("Event-stream connections held, slow clients dropped but still in a write included")
+                .register(registry);
+        FunctionCounter.builder("gpusched.console.event.dropped", sse, SseHub::dropped)
+                .description("Slow event-stream clients dropped (queue over its bound or a write stalled)")
+                .register(registry);
+        Gauge.builder("gpusched.console.event.queued", sse, SseHub::queuedBytes).baseUnit("bytes")
+                .description("Bytes queued for event-stream clients, summed over clients").register(registry);
+        routes.putAll(assetRoutes());
+        routes.putAll(apiRoutes());
     }
 
     /** @return a builder */
@@ -141,6 +168,7 @@ public final class ConsoleServer implements AutoCloseable {
                     + " loopback address; the console listens beyond this host only when asked (--allow-remote),"
                     + " and then every request needs the bearer token");
         }
+        applyJdkRequestTimeLimit();
         try {
             server = HttpServer.create(listen, 256);
         } catch (IOException e) {
@@ -149,7 +177,9 @@ public final class ConsoleServer implements AutoCloseable {
         server.setExecutor(workers);
         server.createContext("/", this::dispatch);
         server.start();
-        ticker.scheduleWithFixedDelay(watcher::tick, 0, b.sampleInterval.toMillis(), TimeUnit.MILLISECONDS);
+        if (b.ticking) {
+            ticker.scheduleWithFixedDelay(watcher::tick, 0, b.sampleInterval.toMillis(), TimeUnit.MILLISECONDS);
+        }
         ticker.scheduleWithFixedDelay(sse::heartbeat, 15, 15, TimeUnit.SECONDS);
         LOG.info("gpusched console on {}/ (token in {})", url(), token.file());
         return this;
@@ -183,6 +213,16 @@ public final class ConsoleServer implements AutoCloseable {
         return sse.size();
     }
 
+    /** @return the event stream (for tests) */
+    SseHub eventHub() {
+        return sse;
+    }
+
+    /** @return the node watcher (for tests) */
+    NodeWatcher watcher() {
+        return watcher;
+    }
+
     @Override
     public void close() {
         ticker.shutdownNow();
@@ -191,7 +231,6 @@ public final class ConsoleServer implements AutoCloseable {
             server.stop(0);
         }
         workers.shutdownNow();
-        sseWriters.shutdownNow();
         registry.close();
     }
 
@@ -232,50 +271,78 @@ public final class ConsoleServer implements AutoCloseable {
         }
     }
 
+    /** A handler for one path. */
+    private interface Route {
+        void handle(HttpExchange ex, String method) throws IOException;
+    }
+
+    /** The page's own files (not part of the API document). */
+    private Map<String, Route> assetRoutes() {
+        Map<String, Route> r = new LinkedHashMap<>();
+        r.put("/", (ex, m) -> asset(ex, m, "index.html", "text/html; charset=utf-8"));
+        r.put("/index.html", (ex, m) -> asset(ex, m, "index.html", "text/html; charset=utf-8"));
+        r.put("/app.js", (ex, m) -> asset(ex, m, "app.js", "text/javascript; charset=utf-8"));
+        r.put("/app.css", (ex, m) -> asset(ex, m, "app.css", "text/css; charset=utf-8"));
+        r.put("/favicon.svg", (ex, m) -> asset(ex, m, "favicon.svg", "image/svg+xml"));
+        return r;
+    }
+
+    /** The API and /metrics, each path as the OpenAPI document names it. */
+    private Map<String, Route> apiRoutes() {
+        Map<String, Route> r = new LinkedHashMap<>();
+        r.put("/metrics", (ex, m) -> get(ex, m, () -> text(ex, 200, registry.scrape(),
+                "text/plain; version=0.0.4; charset=utf-8")));
+        r.put(API + "/openapi.json", (ex, m) -> asset(ex, m, "openapi.json", "application/json"));
+        r.put(API + "/node", (ex, m) -> get(ex, m, () -> json(ex, 200, node())));
+        r.put(API + "/devices", (ex, m) -> get(ex, m, () -> json(ex, 200, watcher.state().get("devices"))));
+        r.put(API + "/topology", (ex, m) -> get(ex, m, () -> json(ex, 200, topology())));
+        r.put(API + "/samples", (ex, m) -> get(ex, m, () -> json(ex, 200, watcher.samples(query(ex, "gpu")
+                .map(ConsoleServer::parseIndex), query(ex, "window").map(ConsoleServer::parseWindow)
+                .orElse(HISTORY)))));
+        r.put(API + "/doctor", (ex, m) -> get(ex, m, () -> json(ex, 200, DoctorReport.collect(b.cudaPaths))));
+        r.put(API + "/audit", (ex, m) -> get(ex, m, () -> json(ex, 200, watcher.recentAudit())));
+        r.put(API + "/events", (ex, m) -> get(ex, m, () -> events(ex)));
+        r.put(API + "/allocations", (ex, m) -> {
+            if (m.equals("POST")) {
+                allocate(ex);
+            } else {
+                get(ex, m, () -> json(ex, 200, watcher.state().get("allocations")));
+            }
+        });
+        return r;
+    }
+
+    private static final String ALLOCATION_PREFIX = API + "/allocations/";
+
+    /** @return every path this server answers, the API's as its OpenAPI document spells them (for tests) */
+    Map<String, Boolean> servedPaths() {
+        Map<String, Boolean> m = new LinkedHashMap<>();
+        assetRoutes().keySet().forEach(k -> m.put(k, false));
+        apiRoutes().keySet().forEach(k -> m.put(k, true));
+        m.put(ALLOCATION_PREFIX + "{id}", true);
+        return m;
+    }
+
     private void route(HttpExchange ex, String method, String path) throws IOException {
-        switch (path) {
-            case "/", "/index.html" -> asset(ex, method, "index.html", "text/html; charset=utf-8");
-            case "/app.js" -> asset(ex, method, "app.js", "text/javascript; charset=utf-8");
-            case "/app.css" -> asset(ex, method, "app.css", "text/css; charset=utf-8");
-            case "/favicon.svg" -> asset(ex, method, "favicon.svg", "image/svg+xml");
-            case "/metrics" -> get(ex, method, () -> text(ex, 200, registry.scrape(),
-                    "text/plain; version=0.0.4; charset=utf-8"));
-            case API + "/openapi.json" -> asset(ex, method, "openapi.json", "application/json");
-            case API + "/node" -> get(ex, method, () -> json(ex, 200, node()));
-            case API + "/devices" -> get(ex, method, () -> json(ex, 200, watcher.state().get("devices")));
-            case API + "/topology" -> get(ex, method, () -> json(ex, 200, topology()));
-            case API + "/samples" -> get(ex, method, () -> json(ex, 200, watcher.samples(query(ex, "gpu")
-                    .map(ConsoleServer::parseIndex))));
-            case API + "/doctor" -> get(ex, method, () -> json(ex, 200, DoctorReport.collect(b.cudaPaths)));
-            case API + "/audit" -> get(ex, method, () -> json(ex, 200, watcher.recentAudit()));
-            case API + "/events" -> get(ex, method, () -> events(ex));
-            case API + "/allocations" -> {
-                if (method.equals("POST")) {
-                    allocate(ex);
-                } else {
-                    get(ex, method, () -> json(ex, 200, watcher.state().get("allocations")));
-                }
-            }
-            default -> {
-                if (path.startsWith(API + "/allocations/")) {
-                    String id = URLDecoder.decode(path.substring((API + "/allocations/").length()),
-                            StandardCharsets.UTF_8);
-                    if (method.equals("DELETE")) {
-                        release(ex, id);
+        Route r = routes.get(path);
+        if (r != null) {
+            r.handle(ex, method);
+        } else if (path.startsWith(ALLOCATION_PREFIX)) {
+            String id = URLDecoder.decode(path.substring(ALLOCATION_PREFIX.length()), StandardCharsets.UTF_8);
+            if (method.equals("DELETE")) {
+                release(ex, id);
+            } else {
+                get(ex, method, () -> {
+                    Optional<Allocation> a = b.scheduler.allocation(id);
+                    if (a.isPresent()) {
+                        json(ex, 200, Views.allocation(a.get()));
                     } else {
-                        get(ex, method, () -> {
-                            Optional<Allocation> a = b.scheduler.allocation(id);
-                            if (a.isPresent()) {
-                                json(ex, 200, Views.allocation(a.get()));
-                            } else {
-                                error(ex, 404, "no allocation \"" + id + "\"", "UNKNOWN_ALLOCATION");
-                            }
-                        });
+                        error(ex, 404, "no allocation \"" + id + "\"", "UNKNOWN_ALLOCATION");
                     }
-                } else {
-                    error(ex, 404, "no such resource: " + path + " (see " + API + "/openapi.json)", null);
-                }
+                });
             }
+        } else {
+            error(ex, 404, "no such resource: " + path + " (see " + API + "/openapi.json)", null);
         }
     }
 
@@ -303,6 +370,7 @@ public final class ConsoleServer implements AutoCloseable {
         m.put("strategy", b.scheduler.strategy().name());
         m.put("stateDir", b.stateDir.toString());
         m.put("eventClients", sse.size());
+        m.put("eventClientsDropped", sse.dropped());
         m.put("version", "0.1.0");
         return m;
     }
@@ -491,6 +559,14 @@ public final class ConsoleServer implements AutoCloseable {
         }
     }
 
+    private static Duration parseWindow(String s) {
+        try {
+            return SampleHistory.parseWindow(s);
+        } catch (IllegalArgumentException e) {
+            throw new BadQuery(e.getMessage());
+        }
+    }
+
     private static final class BadQuery extends IllegalArgumentException {
         private static final long serialVersionUID = 1L;
 
@@ -582,6 +658,7 @@ public final class ConsoleServer implements AutoCloseable {
         private int threads = 256;
         private Clock clock = Clock.systemUTC();
         private List<Path> cudaPaths = List.of();
+        private boolean ticking = true;
 
         private Builder() {
         }
@@ -656,6 +733,12 @@ public final class ConsoleServer implements AutoCloseable {
         /** @param v clock for sample times @return this */
         public Builder clock(Clock v) {
             clock = Objects.requireNonNull(v);
+            return this;
+        }
+
+        /** @param v false: no sampling thread; a test calls {@code watcher().tick()} itself @return this */
+        Builder ticking(boolean v) {
+            ticking = v;
             return this;
         }
 

@@ -9,9 +9,8 @@ import io.gpusched.core.GpuScheduler;
 import java.time.Clock;
 import java.time.Duration;
 import java.util.ArrayDeque;
-import java.util.ArrayList;
 import java.util.Deque;
-import java.util.HashMap;
+import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -21,24 +20,19 @@ import org.slf4j.LoggerFactory;
 
 /**
  * Watches the node for the console: on each tick it samples the inventory into the scheduler, catches up with
- * other processes' changes to the node ledger, appends one point per GPU to a ten-minute history, and pushes what
+ * other processes' changes to the node ledger, appends one point per GPU to a ten-minute {@link SampleHistory}, and pushes what
  * changed to the event stream ({@code tick}: the new points; {@code state}: devices and allocations, when they
  * differ from the last push; {@code audit}: each allocation event).
  */
 final class NodeWatcher {
     private static final Logger LOG = LoggerFactory.getLogger(NodeWatcher.class);
 
-    /** One sampled point of one GPU; null fields were not reported. */
-    record Point(long t, Double util, Long memUsed, Double temp, Double power) {
-    }
-
     private final GpuScheduler scheduler;
     private final GpuInventory inventory;
     private final Runnable refresh;
     private final SseHub sse;
     private final Clock clock;
-    private final int capacity;
-    private final Map<Integer, Deque<Point>> history = new HashMap<>();
+    private final SampleHistory history;
     private final Deque<Map<String, Object>> audit = new ArrayDeque<>();
     private String lastState = "";
 
@@ -49,7 +43,7 @@ final class NodeWatcher {
         this.refresh = refresh;
         this.sse = sse;
         this.clock = clock;
-        this.capacity = (int) Math.max(2, window.toMillis() / Math.max(1, interval.toMillis()));
+        this.history = new SampleHistory(clock, window, interval);
     }
 
     /** One tick: sample, catch up, record, push. Never throws (a failed tick is logged and the next one tries). */
@@ -64,19 +58,13 @@ final class NodeWatcher {
             List<DeviceState> devices = scheduler.devices();
             long now = clock.millis();
             List<Map<String, Object>> points = new ArrayList<>();
-            synchronized (history) {
-                for (DeviceState d : devices) {
-                    Point p = point(d, now);
-                    Deque<Point> h = history.computeIfAbsent(d.index(), i -> new ArrayDeque<>());
-                    h.addLast(p);
-                    while (h.size() > capacity) {
-                        h.removeFirst();
-                    }
-                    Map<String, Object> m = new LinkedHashMap<>();
-                    m.put("gpu", d.index());
-                    m.put("point", p);
-                    points.add(m);
-                }
+            for (DeviceState d : devices) {
+                SampleHistory.Point p = point(d, now);
+                history.add(d.index(), p);
+                Map<String, Object> m = new LinkedHashMap<>();
+                m.put("gpu", d.index());
+                m.put("point", p);
+                points.add(m);
             }
             sse.broadcast("tick", Views.json(Map.of("t", now, "points", points)));
             pushStateIfChanged();
@@ -123,22 +111,23 @@ final class NodeWatcher {
         }
     }
 
-    /** @param gpu a device index, or empty for all @return each GPU's points, oldest first */
-    Map<Integer, List<Point>> samples(Optional<Integer> gpu) {
-        Map<Integer, List<Point>> out = new LinkedHashMap<>();
-        synchronized (history) {
-            history.forEach((i, h) -> {
-                if (gpu.isEmpty() || gpu.get().equals(i)) {
-                    out.put(i, new ArrayList<>(h));
-                }
-            });
-        }
-        return out;
+    /**
+     * @param gpu    a device index, or empty for all
+     * @param window how far back (at most the history's ten minutes)
+     * @return each GPU's points within the window, oldest first
+     */
+    Map<Integer, List<SampleHistory.Point>> samples(Optional<Integer> gpu, Duration window) {
+        return history.points(gpu, window);
     }
 
-    private static Point point(DeviceState d, long now) {
+    /** @return the history behind {@link #samples} */
+    SampleHistory history() {
+        return history;
+    }
+
+    private static SampleHistory.Point point(DeviceState d, long now) {
         Optional<GpuMetrics> m = d.metrics();
-        return new Point(now,
+        return new SampleHistory.Point(now,
                 m.filter(x -> x.utilizationPercent().isPresent()).map(x -> x.utilizationPercent().getAsDouble())
                         .orElse(null),
                 m.flatMap(GpuMetrics::memoryUsed).map(x -> x.bytes()).orElse(null),

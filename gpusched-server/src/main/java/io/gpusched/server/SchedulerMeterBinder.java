@@ -4,7 +4,9 @@ import io.gpusched.core.AllocationEvent;
 import io.gpusched.core.AllocationListener;
 import io.gpusched.core.GpuAllocationException;
 import io.gpusched.core.GpuScheduler;
+import io.gpusched.core.LedgerStatistics;
 import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.FunctionTimer;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Timer;
@@ -13,11 +15,17 @@ import java.time.Duration;
 import java.util.EnumMap;
 import java.util.Map;
 import java.util.Objects;
+import java.util.concurrent.TimeUnit;
 
 /**
  * gpusched's own meters: {@code gpusched.allocations.live} (allocations live on the node), {@code
  * gpusched.refusals} (refused requests, tagged {@code reason}), {@code gpusched.allocate} (allocate latency, a timer
- * fed through {@link #recordAllocate}) and {@code gpusched.devices.allocatable}. Register this binder as the
+ * fed through {@link #recordAllocate}), {@code gpusched.devices.allocatable}, and, when the scheduler keeps a node
+ * ledger, {@code gpusched.ledger.force} (a function timer: count = appends forced to disk, total = time spent in the
+ * force calls, from {@link GpuScheduler#ledgerStatistics()}) with {@code gpusched.ledger.force.max} (the slowest
+ * single force, seconds). In Prometheus: {@code gpusched_ledger_force_seconds_count}, {@code
+ * gpusched_ledger_force_seconds_sum} and {@code gpusched_ledger_force_max_seconds}; they count this process's forces
+ * since its scheduler was built. Register this binder as the
  * scheduler's {@link AllocationListener} too, so refusals are counted ({@code GpuScheduler.builder().listener(b)}),
  * or call {@link #onEvent} yourself.
  */
@@ -45,6 +53,18 @@ public final class SchedulerMeterBinder implements MeterBinder, AllocationListen
                     .description("Allocation requests refused, by reason").register(registry);
             c.increment(early.getOrDefault(r, 0L));
             refusals.put(r, c);
+        }
+        if (scheduler.ledgerStatistics().isPresent()) {
+            FunctionTimer.builder("gpusched.ledger.force", scheduler,
+                            s -> s.ledgerStatistics().map(LedgerStatistics::forces).orElse(0L),
+                            s -> s.ledgerStatistics().map(LedgerStatistics::forceNanos).orElse(0L),
+                            TimeUnit.NANOSECONDS)
+                    .description("Appends forced to the node ledger and the time spent forcing them")
+                    .register(registry);
+            Gauge.builder("gpusched.ledger.force.max", scheduler,
+                            s -> s.ledgerStatistics().map(l -> l.forceNanosMax() / 1e9).orElse(Double.NaN))
+                    .baseUnit("seconds").description("The slowest single force of the node ledger")
+                    .register(registry);
         }
         allocate = Timer.builder("gpusched.allocate").description("Latency of allocate calls")
                 .publishPercentiles(0.5, 0.99).register(registry);

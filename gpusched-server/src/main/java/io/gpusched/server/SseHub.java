@@ -5,67 +5,130 @@ import java.io.IOException;
 import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayDeque;
-import java.util.Queue;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.ExecutorService;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.ThreadFactory;
+import java.util.concurrent.ThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
- * Server-sent event clients. A client is an exchange whose response stays open after its handler returns; events
- * are queued per client (bounded: a client that falls {@value #MAX_QUEUED} events behind is dropped) and written by
- * a small shared pool, so a client costs a queue, not a thread.
+ * Server-sent event clients. A client is an exchange whose response stays open after its handler returns. Each event
+ * is encoded once and queued by reference to every client; each client's queue is bounded in bytes
+ * ({@value #MAX_QUEUED_BYTES}; one frame is always accepted into an empty queue) and drained by a writer thread only
+ * while it has something to write, so a client costs a queue, not a thread.
+ *
+ * <p>Slow clients: a client whose queue would go over the bound, or whose write has been blocked for longer than
+ * {@code stallNanos}, is <em>dropped</em>: its queue is freed, it gets no more events, it is counted in
+ * {@link #dropped()}, and its connection is closed. The publisher never blocks and never waits for a client. The JDK's
+ * server does not expose the socket, and closing an exchange writes the last chunk, which blocks on a peer that does
+ * not read; but its response stream writes to a blocking {@code SocketChannel}, an interruptible channel: interrupting
+ * the thread blocked in that write closes the channel. So a drop interrupts the client's writer thread if it is in a
+ * write for that client (only then: the check and the interrupt happen under the client's lock, which the writer
+ * takes before it moves on). A connection holds its slot ({@link #connections()}) until its writer has let go of it,
+ * so at most {@code maxClients} connections and writer threads exist whatever clients do; past that a client gets
+ * 503.
  */
 final class SseHub implements AutoCloseable {
-    static final int MAX_QUEUED = 512;
+    static final int MAX_QUEUED_BYTES = 256 * 1024;
 
     private final Set<Client> clients = ConcurrentHashMap.newKeySet();
-    private final ExecutorService writers;
+    /** every connection not yet released: receiving clients and dropped ones still being closed */
+    private final Set<Client> open = ConcurrentHashMap.newKeySet();
+    private final ThreadPoolExecutor writers;
     private final int maxClients;
+    private final long stallNanos;
+    private final AtomicInteger connections = new AtomicInteger();
     private final AtomicLong sequence = new AtomicLong();
     private final AtomicLong dropped = new AtomicLong();
+    private final AtomicLong queuedBytes = new AtomicLong();
+    private final AtomicLong maxClientQueuedBytes = new AtomicLong();
 
-    SseHub(ExecutorService writers, int maxClients) {
-        this.writers = writers;
+    /**
+     * @param maxClients most event-stream connections at once, dropped ones whose write is still blocked included
+     * @param stallNanos how long one write may block before its client is dropped
+     * @param threads    names the writer threads
+     */
+    SseHub(int maxClients, long stallNanos, ThreadFactory threads) {
         this.maxClients = maxClients;
+        this.stallNanos = stallNanos;
+        // one task at most per connection, so the queue holds at most maxClients tasks and the pool at most
+        // maxClients threads (+ a margin for a thread still returning after its connection's slot was freed)
+        this.writers = new ThreadPoolExecutor(maxClients + 8, maxClients + 8, 30, TimeUnit.SECONDS,
+                new LinkedBlockingQueue<>(), threads);
+        writers.allowCoreThreadTimeOut(true);
     }
 
     /** @return whether there was room; the caller answers 503 otherwise */
     boolean open(HttpExchange exchange, String firstEvent, String firstData) throws IOException {
-        if (clients.size() >= maxClients) {
+        if (connections.incrementAndGet() > maxClients) {
+            connections.decrementAndGet();
             return false;
         }
-        exchange.getResponseHeaders().set("Content-Type", "text/event-stream; charset=utf-8");
-        exchange.getResponseHeaders().set("Cache-Control", "no-store");
-        exchange.getResponseHeaders().set("X-Accel-Buffering", "no");
-        exchange.sendResponseHeaders(200, 0);
         Client c = new Client(exchange);
+        try {
+            exchange.getResponseHeaders().set("Content-Type", "text/event-stream; charset=utf-8");
+            exchange.getResponseHeaders().set("Cache-Control", "no-store");
+            exchange.getResponseHeaders().set("X-Accel-Buffering", "no");
+            exchange.sendResponseHeaders(200, 0);
+        } catch (IOException | RuntimeException e) {
+            c.release();
+            throw e;
+        }
+        open.add(c);
         clients.add(c);
-        c.enqueue("retry: 2000\n" + frame(firstEvent, firstData));
+        c.enqueue(("retry: 2000\n" + frame(firstEvent, firstData)).getBytes(StandardCharsets.UTF_8));
         return true;
     }
 
-    /** Sends one event to every client. */
+    /** Sends one event to every client; never blocks on a client. */
     void broadcast(String event, String data) {
-        String f = frame(event, data);
+        byte[] f = frame(event, data).getBytes(StandardCharsets.UTF_8);
         for (Client c : clients) {
             c.enqueue(f);
         }
     }
 
-    /** A comment line to every client, so dead connections are noticed. */
+    /** A comment line to every client, so dead connections are noticed; drops clients stalled in a write. */
     void heartbeat() {
-        for (Client c : clients) {
-            c.enqueue(": ping\n\n");
+        byte[] ping = ": ping\n\n".getBytes(StandardCharsets.US_ASCII);
+        long now = System.nanoTime();
+        for (Client c : open) {
+            long since = c.writingSince;
+            if (since != 0 && now - since > stallNanos) {
+                c.drop();
+            } else {
+                c.enqueue(ping);
+            }
         }
     }
 
+    /** @return clients receiving events */
     int size() {
         return clients.size();
     }
 
+    /** @return connections held: clients receiving events plus dropped ones whose last write has not returned yet */
+    int connections() {
+        return connections.get();
+    }
+
+    /** @return slow clients dropped since start */
     long dropped() {
         return dropped.get();
+    }
+
+    /** @return bytes queued for all clients together (frames shared between clients count once per client) */
+    long queuedBytes() {
+        return queuedBytes.get();
+    }
+
+    /** @return the most bytes one client's queue ever held */
+    long maxClientQueuedBytes() {
+        return maxClientQueuedBytes.get();
     }
 
     private String frame(String event, String data) {
@@ -79,85 +142,173 @@ final class SseHub implements AutoCloseable {
 
     @Override
     public void close() {
-        for (Client c : clients) {
-            c.close();
+        for (Client c : open) {
+            c.drop(false);
         }
+        writers.shutdownNow();
     }
 
     private final class Client {
         private final HttpExchange exchange;
         private final OutputStream out;
-        private final Queue<String> queue = new ArrayDeque<>();
+        private final ArrayDeque<byte[]> queue = new ArrayDeque<>();
+        private final AtomicBoolean released = new AtomicBoolean();
+        private int bytes;
         private boolean scheduled;
-        private volatile boolean closed;
+        private boolean closed;
+        private boolean counted;
+        /** the pool thread running this client's task, set and cleared under this client's lock */
+        private Thread writer;
+        private volatile long writingSince;
 
         Client(HttpExchange exchange) {
             this.exchange = exchange;
             this.out = exchange.getResponseBody();
         }
 
-        void enqueue(String frame) {
+        void enqueue(byte[] frame) {
             synchronized (this) {
                 if (closed) {
                     return;
                 }
-                if (queue.size() >= MAX_QUEUED) {
-                    dropped.incrementAndGet();
-                    closeLater();
+                if (bytes > 0 && bytes + frame.length > MAX_QUEUED_BYTES) {
+                    dropLocked();
                     return;
                 }
                 queue.add(frame);
+                bytes += frame.length;
+                queuedBytes.addAndGet(frame.length);
+                maxClientQueuedBytes.accumulateAndGet(bytes, Math::max);
                 if (scheduled) {
                     return;
                 }
                 scheduled = true;
             }
-            try {
-                writers.execute(this::drain);
-            } catch (java.util.concurrent.RejectedExecutionException e) {
-                close();
+            submit(this::drain);
+        }
+
+        /** Stops sending to this client, frees its queue, counts it and closes its connection. */
+        void drop() {
+            drop(true);
+        }
+
+        void drop(boolean count) {
+            synchronized (this) {
+                dropLocked(count);
             }
         }
 
-        private void closeLater() {
-            closed = true;
+        private void dropLocked() {
+            dropLocked(true);
+        }
+
+        private void dropLocked(boolean count) {
+            if (count && !counted && !released.get()) {
+                counted = true;
+                dropped.incrementAndGet();
+            }
+            if (!closed) {
+                closed = true;
+                clients.remove(this);
+                clearLocked();
+                if (!scheduled) {
+                    scheduled = true;
+                    submit(this::finish); // the writer is idle: close on a pool thread (it may block, see below)
+                }
+            }
+            if (writer != null) {
+                // the writer is inside this client's task (it clears the field under this lock before leaving): a
+                // write blocked on the socket ends with ClosedByInterruptException and the connection is closed
+                writer.interrupt();
+            }
+        }
+
+        private void clearLocked() {
+            queuedBytes.addAndGet(-bytes);
+            bytes = 0;
             queue.clear();
-            writers.execute(this::close);
+        }
+
+        private void submit(Runnable task) {
+            try {
+                writers.execute(task);
+            } catch (java.util.concurrent.RejectedExecutionException shutDown) {
+                synchronized (this) {
+                    closed = true;
+                    clients.remove(this);
+                    clearLocked();
+                }
+                release();
+            }
         }
 
         private void drain() {
+            synchronized (this) {
+                writer = Thread.currentThread();
+            }
             while (true) {
-                String f;
+                byte[] f;
+                boolean more;
                 synchronized (this) {
+                    if (closed) {
+                        break;
+                    }
                     f = queue.poll();
-                    if (f == null || closed) {
+                    if (f == null) {
                         scheduled = false;
+                        writer = null;
+                        Thread.interrupted();
                         return;
                     }
+                    bytes -= f.length;
+                    queuedBytes.addAndGet(-f.length);
+                    more = !queue.isEmpty();
                 }
                 try {
-                    out.write(f.getBytes(StandardCharsets.UTF_8));
-                    boolean more;
-                    synchronized (this) {
-                        more = !queue.isEmpty();
-                    }
+                    writingSince = System.nanoTime() | 1; // never 0 while writing
+                    out.write(f);
                     if (!more) {
                         out.flush();
                     }
                 } catch (IOException gone) {
-                    close();
-                    return;
+                    synchronized (this) {
+                        closed = true;
+                        clients.remove(this);
+                        clearLocked();
+                    }
+                    break;
+                } finally {
+                    writingSince = 0;
                 }
             }
+            finish();
         }
 
-        void close() {
-            closed = true;
-            clients.remove(this);
+        private void finish() {
+            synchronized (this) {
+                writer = Thread.currentThread();
+            }
             try {
+                // closing writes the last chunk: on a peer that does not read it blocks like any write, and a later
+                // drop or stall check interrupts it the same way
+                writingSince = System.nanoTime() | 1;
                 exchange.close();
             } catch (RuntimeException ignored) {
                 // already closed
+            } finally {
+                writingSince = 0;
+                synchronized (this) {
+                    writer = null;
+                    Thread.interrupted(); // an interrupt meant for this client's write must not reach the next task
+                }
+                release();
+            }
+        }
+
+        void release() {
+            if (released.compareAndSet(false, true)) {
+                open.remove(this);
+                connections.decrementAndGet();
             }
         }
     }

@@ -29,10 +29,13 @@
   function sparkline(points, key, max) {
     const svg = document.createElementNS(SVG, 'svg');
     svg.setAttribute('viewBox', '0 0 100 26');
+    svg.setAttribute('data-metric', key);
     svg.setAttribute('preserveAspectRatio', 'none');
     const now = Date.now();
     const pts = points.filter(p => p[key] !== null && p[key] !== undefined && now - p.t <= WINDOW_MS);
+    svg.setAttribute('data-points', String(pts.length));
     if (pts.length === 0) return svg;
+    svg.setAttribute('data-from', String(pts[0].t));
     const top = max || Math.max(1, ...pts.map(p => p[key]));
     const xy = pts.map(p => {
       const x = 100 - (now - p.t) / WINDOW_MS * 100;
@@ -96,6 +99,11 @@
     }
   }
 
+  function labelText(labels) {
+    const kv = Object.entries(labels || {}).map(([k, v]) => k + '=' + v);
+    return kv.length ? kv.join(', ') : '–';
+  }
+
   function renderAllocations() {
     const rows = $('alloc-rows');
     rows.textContent = '';
@@ -103,7 +111,7 @@
     if (allocations.length === 0) {
       const tr = el('tr');
       const td = el('td', 'empty', 'no allocations');
-      td.colSpan = 8;
+      td.colSpan = 9;
       tr.appendChild(td);
       rows.appendChild(tr);
     }
@@ -113,7 +121,7 @@
       const tr = el('tr', knownAllocations.has(a.id) ? '' : 'new');
       tr.dataset.allocation = a.id;
       for (const v of [a.id, a.devices.join(', '), a.sharing + (a.sharedMemoryBytes ? ' ' + gib(a.sharedMemoryBytes) : ''),
-        a.owner || '–', a.jobId || '–', leaseLeft(a.expiresAt), a.holderPid ? 'pid ' + a.holderPid : 'detached',
+        a.owner || '–', a.jobId || '–', labelText(a.labels), leaseLeft(a.expiresAt), a.holderPid ? 'pid ' + a.holderPid : 'detached',
         new Date(a.createdAt).toLocaleTimeString()]) {
         tr.appendChild(el('td', null, v));
       }
@@ -199,10 +207,15 @@
 
   async function start() {
     const [node, topo, samples, audit] = await Promise.all([getJson('/api/v1/node'), getJson('/api/v1/topology'),
-      getJson('/api/v1/samples'), getJson('/api/v1/audit')]);
+      getJson('/api/v1/samples?window=10m'), getJson('/api/v1/audit')]);
     $('node').textContent = node.hostname + ' · ' + node.backend + ' · ' + node.gpus + ' GPUs · ' + node.strategy
       + (node.simulated ? ' · simulated node' : '');
-    for (const [gpu, pts] of Object.entries(samples)) history[gpu] = pts;
+    // the server's last ten minutes first, so sparklines start full; live ticks append after
+    for (const [gpu, pts] of Object.entries(samples)) {
+      const h = history[gpu] || [];
+      const last = pts.length ? pts[pts.length - 1].t : -Infinity;
+      history[gpu] = pts.concat(h.filter(p => p.t > last));
+    }
     renderTopology(topo);
     audit.forEach(addAudit);
     connect();

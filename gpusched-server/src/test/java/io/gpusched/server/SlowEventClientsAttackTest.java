@@ -1,0 +1,235 @@
+package io.gpusched.server;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.gpusched.core.Allocation;
+import io.gpusched.core.GpuInventories;
+import io.gpusched.core.GpuRequests;
+import io.gpusched.core.GpuScheduler;
+import io.gpusched.core.sim.SimulatedGpuInventory;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.net.Socket;
+import java.net.SocketTimeoutException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * Event-stream clients that never read: 64 raw loopback sockets with tiny receive buffers subscribe to
+ * /api/v1/events and never read a byte while the node keeps producing events (allocations and releases). One good
+ * client reads its stream on its own socket. Checked from outside: the good client keeps receiving every event (it
+ * would stall behind the stuck ones if writers were shared and blocked), REST answers, the publisher (the allocating
+ * thread) never blocks, each slow client is dropped and counted in /metrics, the per-client queue stays under its
+ * bound, the server closes the dropped connections by itself (their slots come back though they never read), and
+ * once a slow client finally reads it finds a closed stream holding nothing published after its drop.
+ */
+class SlowEventClientsAttackTest {
+    static final int SLOW = 64;
+
+    @TempDir
+    Path state;
+
+    /** Reads one event stream into memory; counts down latches when marker texts appear. */
+    static final class Reader implements Runnable {
+        final Socket socket;
+        final StringBuffer text = new StringBuffer();
+        final AtomicLong bytes = new AtomicLong();
+        final AtomicReference<String> waitingFor = new AtomicReference<>();
+        volatile CountDownLatch seen = new CountDownLatch(0);
+
+        Reader(Socket socket) {
+            this.socket = socket;
+        }
+
+        /** arms a latch that opens when {@code marker} has been received */
+        CountDownLatch expect(String marker) {
+            CountDownLatch l = new CountDownLatch(1);
+            synchronized (this) {
+                waitingFor.set(marker);
+                seen = l;
+                if (text.indexOf(marker) >= 0) {
+                    l.countDown();
+                }
+            }
+            return l;
+        }
+
+        @Override
+        public void run() {
+            byte[] buf = new byte[65536];
+            try (InputStream in = socket.getInputStream()) {
+                int r;
+                while ((r = in.read(buf)) > 0) {
+                    bytes.addAndGet(r);
+                    synchronized (this) {
+                        text.append(new String(buf, 0, r, StandardCharsets.UTF_8));
+                        if (text.length() > 4_000_000) { // keep the tail, where markers arrive
+                            text.delete(0, text.length() - 1_000_000);
+                        }
+                        String m = waitingFor.get();
+                        if (m != null && text.indexOf(m) >= 0) {
+                            seen.countDown();
+                        }
+                    }
+                }
+            } catch (IOException closed) {
+                // the test closes the socket at the end
+            }
+        }
+    }
+
+    static Socket subscribe(ConsoleServer c, int receiveBuffer) throws IOException {
+        Socket s = new Socket();
+        if (receiveBuffer > 0) {
+            s.setReceiveBufferSize(receiveBuffer); // before connect, so the window offered is small
+        }
+        s.connect(c.address());
+        s.getOutputStream().write(("GET /api/v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream"
+                + "\r\nConnection: close\r\n\r\n").getBytes(StandardCharsets.ISO_8859_1));
+        s.getOutputStream().flush();
+        return s;
+    }
+
+    static String get(ConsoleServer c, String path) throws IOException {
+        try (Socket s = new Socket(c.address().getAddress(), c.address().getPort())) {
+            s.setSoTimeout(30_000);
+            s.getOutputStream().write(("GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                    .getBytes(StandardCharsets.ISO_8859_1));
+            return new String(s.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        }
+    }
+
+    static double metric(String scrape, String name) {
+        Matcher m = Pattern.compile("(?m)^" + Pattern.quote(name) + "(?:\\{[^}]*})? (\\S+)$").matcher(scrape);
+        assertThat(m.find()).as(name + " in /metrics").isTrue();
+        return Double.parseDouble(m.group(1));
+    }
+
+    @Test
+    @org.junit.jupiter.api.Timeout(value = 10, unit = TimeUnit.MINUTES) // a hang guard, not a measurement
+    void clientsThatNeverReadAreDroppedAndCountedWhileOthersStayServed() throws Exception {
+        SimulatedGpuInventory inventory = GpuInventories.simulated("dgx1-v100");
+        ConsoleServer[] ref = new ConsoleServer[1];
+        List<Socket> slow = new ArrayList<>();
+        Socket goodSocket = null;
+        try (GpuScheduler scheduler = GpuScheduler.builder().inventory(inventory).auditLogging(false)
+                .listener(e -> {
+                    if (ref[0] != null) {
+                        ref[0].onEvent(e);
+                    }
+                }).build();
+             ConsoleServer console = ConsoleServer.builder().scheduler(scheduler).inventory(inventory)
+                     .stateDir(state).listen(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0)).build()
+                     .start()) {
+            ref[0] = console;
+            goodSocket = subscribe(console, 0);
+            Reader good = new Reader(goodSocket);
+            Thread t = new Thread(good, "good-sse-client");
+            t.setDaemon(true);
+            t.start();
+            assertThat(good.expect("event: state").await(60, TimeUnit.SECONDS)).as("the good client's first event")
+                    .isTrue();
+            for (int i = 0; i < SLOW; i++) {
+                slow.add(subscribe(console, 1024));
+            }
+            // all subscribed (their first event is queued or written): the hub counts them
+            while (console.eventHub().connections() < SLOW + 1) {
+                Thread.sleep(10);
+            }
+
+            // the node keeps producing events; the good client must see each round's event before the next round,
+            // so it is never the one that falls behind
+            int rounds = 0;
+            while (console.eventHub().dropped() < SLOW) {
+                assertThat(rounds).as("slow clients dropped after %d rounds: %d of %d", rounds,
+                        console.eventHub().dropped(), SLOW).isLessThan(5000);
+                for (int k = 0; k < 5; k++) {
+                    Allocation a = scheduler.allocate(GpuRequests.fromCliFlags("--gpu=4", "--owner=round-" + rounds
+                            + "-" + k));
+                    scheduler.release(a.id());
+                }
+                CountDownLatch l = good.expect("round-" + rounds + "-4");
+                assertThat(l.await(60, TimeUnit.SECONDS)).as("good client got round %d", rounds).isTrue();
+                rounds++;
+            }
+            assertThat(console.eventHub().dropped()).isEqualTo(SLOW);
+            assertThat(console.eventClients()).as("only the good client still gets events").isEqualTo(1);
+            // queues stayed bounded: no client ever held more than the bound (+ one frame accepted into an empty
+            // queue), and what is queued now is at most one bound per connection
+            assertThat(console.eventHub().maxClientQueuedBytes()).isLessThanOrEqualTo(SseHub.MAX_QUEUED_BYTES);
+            String scrape = get(console, "/metrics");
+            assertThat(scrape).startsWith("HTTP/1.1 200");
+            assertThat(metric(scrape, "gpusched_console_event_dropped_total")).isEqualTo(SLOW);
+            assertThat(metric(scrape, "gpusched_console_event_clients")).isEqualTo(1);
+            assertThat(metric(scrape, "gpusched_console_event_queued_bytes"))
+                    .isLessThanOrEqualTo((double) SseHub.MAX_QUEUED_BYTES);
+
+            // while the slow sockets are still open and unread: REST answers and the good client follows
+            assertThat(get(console, "/api/v1/node")).startsWith("HTTP/1.1 200").contains("\"eventClientsDropped\":"
+                    + SLOW);
+            Allocation marker = scheduler.allocate(GpuRequests.fromCliFlags("--gpu=1", "--owner=after-the-drop"));
+            assertThat(good.expect("after-the-drop").await(60, TimeUnit.SECONDS)).isTrue();
+            scheduler.release(marker.id());
+            for (int k = 0; k < 50; k++) { // more events after the drop: the good client gets them, no slow one
+                scheduler.release(scheduler.allocate(GpuRequests.fromCliFlags("--gpu=8", "--owner=later-" + k)).id());
+            }
+            assertThat(good.expect("later-49").await(60, TimeUnit.SECONDS)).isTrue();
+
+            // the server let go of every dropped connection by itself, though none of them has read a byte: only
+            // the good client holds a slot (and a writer) now
+            while (console.eventHub().connections() > 1) {
+                Thread.sleep(10);
+            }
+            // the slow clients read at last: each stream ends (the server closed it), and holds only what was sent
+            // before the drop: later frames were dropped, not buffered
+            long goodBytes = good.bytes.get();
+            long slowMax = 0;
+            for (Socket s : slow) {
+                s.setSoTimeout(30_000);
+                ByteArrayOutputStream got = new ByteArrayOutputStream();
+                byte[] buf = new byte[65536];
+                try (InputStream in = s.getInputStream()) {
+                    int r;
+                    while ((r = in.read(buf)) > 0) {
+                        got.write(buf, 0, r);
+                    }
+                } catch (SocketTimeoutException e) {
+                    throw new AssertionError("a dropped client's stream was not closed", e);
+                } catch (IOException reset) {
+                    // closed with a reset rather than a FIN: closed all the same
+                }
+                assertThat(got.toString(StandardCharsets.UTF_8)).startsWith("HTTP/1.1 200")
+                        .contains("text/event-stream").contains("round-0-0").doesNotContain("after-the-drop")
+                        .doesNotContain("later-");
+                slowMax = Math.max(slowMax, got.size());
+            }
+            assertThat(slowMax).isLessThan(goodBytes);
+            assertThat(console.eventHub().queuedBytes()).isLessThanOrEqualTo(SseHub.MAX_QUEUED_BYTES);
+            System.out.printf("slow-client attack: %d rounds (%d allocate+release each); %d slow clients dropped;"
+                            + " good client read %d bytes, a slow one at most %d; largest client queue %d bytes%n",
+                    rounds, 5, console.eventHub().dropped(), goodBytes, slowMax,
+                    console.eventHub().maxClientQueuedBytes());
+        } finally {
+            for (Socket s : slow) {
+                s.close();
+            }
+            if (goodSocket != null) {
+                goodSocket.close();
+            }
+            inventory.close();
+        }
+    }
+}
