@@ -189,12 +189,13 @@ class ConsoleAttackTest {
                 + "\r\nTransfer-Encoding: chunked\r\n\r\n" + Integer.toHexString(small.length()) + "\r\n" + small
                 + "\r\n0\r\n\r\n").getBytes(StandardCharsets.ISO_8859_1));
         assertThat(ok.status()).as(ok.body()).isBetween(200, 201);
-        // oversize header
+        // oversize header: beyond the JDK server's own bound (380 KiB on JDK 17.0.15; the console no longer sets the
+        // JVM-wide property), so a 4xx or a closed connection, never a 200
         try {
-            Resp hdr = req("GET", "/api/v1/node", null, "X-Big: " + "y".repeat(200_000));
+            Resp hdr = req("GET", "/api/v1/node", null, "X-Big: " + "y".repeat(500_000));
             assertThat(hdr.status()).isBetween(400, 499);
-        } catch (IOException | AssertionError closed) {
-            // or the connection is closed without an answer; either way nothing is served
+        } catch (IOException closed) {
+            // the connection is closed without an answer: nothing is served either
         }
         assertThat(req("GET", "/api/v1/node", null).status()).isEqualTo(200);
     }
