@@ -27,11 +27,106 @@ import org.openqa.selenium.support.ui.WebDriverWait;
 /**
  * The console page in a real headless Chromium (Debian's chromium and chromedriver, driven by Selenium): it shows
  * the simulated DGX-1's 8 GPUs; an allocation made by the CLI in another process appears with no reload; a health
- * change shows; a screenshot is written to target/console-screenshot.png.
+ * change shows; a screenshot is written to target/console-screenshot.png. A freshly opened page draws sparklines from
+ * points sampled before it was opened (the server's history). Hostile owner, job, labels, health reason and device
+ * name render as text: no element they spell exists in the DOM and no flag their scripts would set is set.
  */
 class ConsoleBrowserTest {
     static final Path CHROMIUM = Path.of("/usr/bin/chromium");
     static final Path CHROMEDRIVER = Path.of("/usr/bin/chromedriver");
+
+    static ChromeDriver browser(Path dir) throws java.io.IOException {
+        ChromeOptions options = new ChromeOptions();
+        options.setBinary(CHROMIUM.toFile());
+        options.addArguments("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--disable-dev-shm-usage", "--window-size=1280,1800",
+                "--user-data-dir=" + Files.createDirectories(dir.resolve("chromium-profile")));
+        ChromeDriverService service = new ChromeDriverService.Builder()
+                .usingDriverExecutable(CHROMEDRIVER.toFile()).usingAnyFreePort().build();
+        return new ChromeDriver(service, options);
+    }
+
+    /** @return how many points /api/v1/samples holds for GPU 0 (read over HTTP, as any client would) */
+    static int samplesOfGpu0(ConsoleServer console) throws Exception {
+        var r = java.net.http.HttpClient.newHttpClient().send(java.net.http.HttpRequest.newBuilder(
+                java.net.URI.create(console.url() + "/api/v1/samples?gpu=0")).build(),
+                java.net.http.HttpResponse.BodyHandlers.ofString());
+        var pts = new com.fasterxml.jackson.databind.ObjectMapper().readTree(r.body()).get("0");
+        return pts == null ? 0 : pts.size();
+    }
+
+    @Test
+    @SuppressWarnings("unchecked")
+    void hostileTextRendersAsText(@TempDir Path dir) throws Exception {
+        assumeTrue(Files.isExecutable(CHROMIUM) && Files.isExecutable(CHROMEDRIVER),
+                "skipped: needs Debian's chromium and chromium-driver (.ci/install-test-deps installs them)");
+        String deviceName = "<img src=x onerror=\"window.__xss='name'\"><script>window.__xss='name2'</script><b>GPU</b>";
+        String owner = "<img src=x onerror=\"window.__xss='owner'\">";
+        String job = "<script>window.__xss='job'</script>";
+        String label = "<svg onload=\"window.__xss='label'\"></svg><iframe src=\"javascript:window.__xss=1\">";
+        String reason = "<img src=x onerror=\"window.__xss='health'\"> XID 79";
+        Path node = Files.writeString(dir.resolve("node.yaml"), "node: hostile\ndriver_version: \"535.1\"\n"
+                + "defaults: {vendor: NVIDIA, memory: 16GiB, name: \"" + deviceName.replace("\\", "\\\\")
+                .replace("\"", "\\\"") + "\"}\ndevices:\n  - {index: 0, pci_bus_id: \"00000000:10:00.0\"}\n"
+                + "  - {index: 1, pci_bus_id: \"00000000:11:00.0\"}\n");
+        SimulatedGpuInventory inventory = GpuInventories.simulated(node.toString());
+        assertThat(inventory.devices().get(0).name()).isEqualTo(deviceName);
+        ConsoleServer[] holder = new ConsoleServer[1];
+        try (GpuScheduler scheduler = GpuScheduler.builder().inventory(inventory).auditLogging(false).listener(e -> {
+                    if (holder[0] != null) {
+                        holder[0].onEvent(e);
+                    }
+                }).build();
+             ConsoleServer console = ConsoleServer.builder().scheduler(scheduler).inventory(inventory)
+                     .stateDir(Files.createDirectories(dir.resolve("state")))
+                     .listen(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0))
+                     .sampleInterval(Duration.ofMillis(500)).build().start()) {
+            holder[0] = console;
+            String id = scheduler.allocate(io.gpusched.core.GpuRequests.fromCliFlags("--gpu=1", "--owner=" + owner,
+                    "--job=" + job, "--label=k=" + label)).id();
+            inventory.setHealth(1, GpuHealth.unhealthy(reason));
+            ChromeDriver browser = browser(dir);
+            try {
+                org.openqa.selenium.support.ui.FluentWait<org.openqa.selenium.WebDriver> wait =
+                        new WebDriverWait(browser, Duration.ofSeconds(20))
+                                .ignoring(org.openqa.selenium.StaleElementReferenceException.class);
+                browser.get(console.url() + "/");
+                wait.until(b -> b.findElements(By.cssSelector("#cards article.card")).size() == 2);
+                wait.until(b -> !b.findElements(By.cssSelector("#alloc-rows tr[data-allocation='" + id + "']"))
+                        .isEmpty());
+                wait.until(b -> b.findElement(By.cssSelector("#gpu-1 [data-role=health]")).getText()
+                        .contains("XID 79"));
+                wait.until(b -> !b.findElements(By.cssSelector("#audit-list li")).isEmpty());
+                // the text is there, as text
+                wait.until(b -> b.findElement(By.cssSelector("#gpu-0 .name")).getText().equals(deviceName));
+                String row = browser.findElement(By.cssSelector("#alloc-rows tr[data-allocation='" + id + "']"))
+                        .getText();
+                assertThat(row).contains(owner).contains(job).contains("k=" + label);
+                assertThat(browser.findElement(By.cssSelector("#gpu-1 [data-role=health]")).getText())
+                        .contains(reason);
+                assertThat(browser.findElement(By.id("audit-list")).getText()).contains(owner);
+                // and nothing it spells exists: no img, svg element other than sparklines, iframe, b, or script
+                // beyond the page's own
+                Object injected = browser.executeScript("return {"
+                        + "img: document.querySelectorAll('img').length,"
+                        + "iframe: document.querySelectorAll('iframe').length,"
+                        + "b: document.querySelectorAll('main b:not(.holder b)').length,"
+                        + "svgOnload: document.querySelectorAll('svg[onload], [onerror]').length,"
+                        + "scripts: Array.from(document.scripts).map(s => s.getAttribute('src')).join(','),"
+                        + "flag: typeof window.__xss};");
+                assertThat((java.util.Map<String, Object>) injected).as("elements and flags the payloads would have made")
+                        .containsEntry("img", 0L).containsEntry("iframe", 0L).containsEntry("b", 0L)
+                        .containsEntry("svgOnload", 0L).containsEntry("scripts", "/app.js")
+                        .containsEntry("flag", "undefined");
+                Files.createDirectories(Path.of("target"));
+                Files.write(Path.of("target", "console-screenshot-hostile.png"),
+                        browser.getScreenshotAs(OutputType.BYTES));
+            } finally {
+                browser.quit();
+            }
+        }
+    }
 
     @Test
     void thePageShowsTheNodeLiveWithAllocationsFromOtherProcesses(@TempDir Path dir) throws Exception {
@@ -52,15 +147,12 @@ class ConsoleBrowserTest {
                      .listen(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0)).refresh(scheduler::refresh)
                      .sampleInterval(Duration.ofMillis(500)).build().start()) {
             holder[0] = console;
-            ChromeOptions options = new ChromeOptions();
-            options.setBinary(CHROMIUM.toFile());
-            options.addArguments("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                    "--disable-dev-shm-usage", "--window-size=1280,1800",
-                    "--user-data-dir=" + Files.createDirectories(dir.resolve("chromium-profile")));
-            ChromeDriverService service = new ChromeDriverService.Builder()
-                    .usingDriverExecutable(CHROMEDRIVER.toFile()).usingAnyFreePort().build();
-            ChromeDriver browser = new ChromeDriver(service, options);
+            // the page is opened only once the server holds a few samples: its sparklines must start with them
+            while (samplesOfGpu0(console) < 3) {
+                Thread.sleep(50);
+            }
+            long opened = System.currentTimeMillis();
+            ChromeDriver browser = browser(dir);
             try {
                 // the page re-renders cards on every pushed sample, so an element found may be replaced before it is
                 // read: checks retry on a stale element rather than fail
@@ -72,6 +164,16 @@ class ConsoleBrowserTest {
                 wait.until(b -> b.findElements(By.cssSelector("#cards article.card")).stream()
                         .allMatch(c -> c.getText().contains("Tesla V100-SXM2-32GB") && c.getText().contains("GiB")));
                 wait.until(b -> b.findElement(By.id("live")).getText().equals("live"));
+                // sparklines of a page just opened hold points sampled before it was opened
+                for (String metric : new String[] {"util", "memUsed", "temp", "power"}) {
+                    wait.until(b -> {
+                        var svg = b.findElement(By.cssSelector("#gpu-0 svg[data-metric=" + metric + "]"));
+                        String from = svg.getAttribute("data-from");
+                        return from != null && Long.parseLong(from) < opened
+                                && Integer.parseInt(svg.getAttribute("data-points")) >= 3
+                                && !svg.findElements(By.tagName("polyline")).isEmpty();
+                    });
+                }
                 assertThat(browser.findElements(By.cssSelector("#topo td.l-NV1")).size()).isGreaterThan(0);
 
                 // another process allocates through the CLI; the page must show it without a reload
