@@ -28,15 +28,24 @@ import org.slf4j.LoggerFactory;
 /**
  * Runs ROCm SMI in a child JVM ({@link RocmSmiProbeMain}) before this process calls it: librocm_smi {@code assert()}s
  * and dereferences bad pointers on sysfs shapes no Java check can list for every version, and a crash in a child
- * costs a cause, not the host process. Verdicts are cached per JVM by a digest of what the library reads (library path,
- * {@code /sys/class/kfd/kfd/topology}, the entries of {@code /sys/class/drm}), so a node pays one child start per tree
- * state. The child has a time limit.
+ * costs a cause, not the host process. Verdicts are cached per JVM by a digest of what the library reads at init: the
+ * library file itself (its real path, size and modification time, or those of every {@code librocm_smi64.so*} on the
+ * search path when no path is given, so an upgrade in place probes again), every file and link target of
+ * {@code /sys/class/kfd/kfd/topology}, and each {@code /sys/class/drm} entry with its link target and its device's
+ * identity files (vendor, device, revision, subsystem ids; not live counters, which would defeat the cache). A node
+ * pays one child start per such state. The child has a time limit.
  */
 final class RocmSmiProbe {
     private static final Logger LOG = LoggerFactory.getLogger(RocmSmiProbe.class);
     private static final Map<String, Optional<String>> VERDICTS = new ConcurrentHashMap<>();
-    private static final Path KFD = Path.of("/sys/class/kfd/kfd/topology");
-    private static final Path DRM = Path.of("/sys/class/drm");
+    private static final Path KFD = Path.of("sys/class/kfd/kfd/topology");
+    private static final Path DRM = Path.of("sys/class/drm");
+    /** Identity files of a DRM device that ROCm SMI reads to enumerate; static for the device's life. */
+    private static final List<String> DRM_IDENTITY = List.of("vendor", "device", "revision", "subsystem_vendor",
+            "subsystem_device", "unique_id");
+    /** Where the dynamic linker finds librocm_smi64 when no path is given (besides jna.library.path). */
+    private static final List<String> LIBRARY_DIRS = List.of("/opt/rocm/lib", "/opt/rocm/lib64",
+            "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/local/lib");
 
     /** Default time limit of the child, overridable with {@code -Dgpusched.rocm-smi.probe.timeout-s}. */
     static final Duration TIMEOUT = Duration.ofSeconds(Long.getLong("gpusched.rocm-smi.probe.timeout-s", 60));
@@ -72,7 +81,7 @@ final class RocmSmiProbe {
 
     /** @return why ROCm SMI must not be called in this process, or empty when the probe came back alive */
     static Optional<String> check(Optional<Path> library) {
-        String key = fingerprint(library);
+        String key = fingerprint(library, Path.of("/"));
         Optional<String> cached = VERDICTS.get(key);
         if (cached != null) {
             return cached;
@@ -206,8 +215,11 @@ final class RocmSmiProbe {
         return String.join(File.pathSeparator, parts);
     }
 
-    /** @return a digest of what ROCm SMI reads at init: library path, the KFD topology, the DRM entries */
-    static String fingerprint(Optional<Path> library) {
+    /**
+     * @param root the file system root ({@code /}; a test tree in tests)
+     * @return a digest of what ROCm SMI reads at init: the library file, the KFD topology, the DRM entries
+     */
+    static String fingerprint(Optional<Path> library, Path root) {
         MessageDigest md;
         try {
             md = MessageDigest.getInstance("SHA-256");
@@ -216,9 +228,36 @@ final class RocmSmiProbe {
         }
         md.update(library.map(Path::toString).orElse("<search>").getBytes(StandardCharsets.UTF_8));
         md.update((byte) 0);
-        digestTree(md, KFD);
-        if (Files.isDirectory(DRM)) {
-            try (Stream<Path> s = Files.list(DRM)) {
+        if (library.isPresent()) {
+            digestFile(md, library.get());
+        } else {
+            List<String> dirs = new ArrayList<>();
+            for (String p : List.of("jna.library.path", "jna.boot.library.path")) {
+                String v = System.getProperty(p);
+                if (v != null) {
+                    dirs.addAll(List.of(v.split(File.pathSeparator)));
+                }
+            }
+            dirs.addAll(LIBRARY_DIRS);
+            for (String d : dirs) {
+                Path dir = d.isEmpty() ? null : root.resolve(d.startsWith("/") ? d.substring(1) : d);
+                if (dir == null || !Files.isDirectory(dir)) {
+                    continue;
+                }
+                try (Stream<Path> s = Files.list(dir)) {
+                    for (Path lib : s.filter(x -> x.getFileName().toString().startsWith("librocm_smi64.so"))
+                            .sorted().toList()) {
+                        digestFile(md, lib);
+                    }
+                } catch (IOException | UncheckedIOException e) {
+                    md.update(("libdir:" + e).getBytes(StandardCharsets.UTF_8));
+                }
+            }
+        }
+        digestTree(md, root.resolve(KFD));
+        Path drm = root.resolve(DRM);
+        if (Files.isDirectory(drm)) {
+            try (Stream<Path> s = Files.list(drm)) {
                 for (Path p : s.sorted().toList()) {
                     md.update(p.getFileName().toString().getBytes(StandardCharsets.UTF_8));
                     md.update((byte) 0);
@@ -226,12 +265,40 @@ final class RocmSmiProbe {
                         md.update(Files.readSymbolicLink(p).toString().getBytes(StandardCharsets.UTF_8));
                     }
                     md.update((byte) 1);
+                    Path device = p.resolve("device");
+                    if (Files.isSymbolicLink(device)) {
+                        md.update(Files.readSymbolicLink(device).toString().getBytes(StandardCharsets.UTF_8));
+                    }
+                    md.update((byte) 2);
+                    for (String f : DRM_IDENTITY) {
+                        Path id = p.resolve("device").resolve(f);
+                        md.update(f.getBytes(StandardCharsets.UTF_8));
+                        try (InputStream in = Files.newInputStream(id)) {
+                            md.update(in.readNBytes(256));
+                        } catch (IOException | SecurityException e) {
+                            md.update((byte) 'e');
+                        }
+                        md.update((byte) 0);
+                    }
                 }
             } catch (IOException | UncheckedIOException e) {
                 md.update(("drm:" + e).getBytes(StandardCharsets.UTF_8));
             }
         }
         return HexFormat.of().formatHex(md.digest());
+    }
+
+    /** Digests a file's identity: where it really is, its size, its modification time (not its bytes: a big library). */
+    private static void digestFile(MessageDigest md, Path file) {
+        try {
+            md.update(file.toRealPath().toString().getBytes(StandardCharsets.UTF_8));
+            var a = Files.readAttributes(file, java.nio.file.attribute.BasicFileAttributes.class);
+            md.update((a.size() + "/" + a.lastModifiedTime().toMillis() + "/" + a.fileKey())
+                    .getBytes(StandardCharsets.UTF_8));
+        } catch (IOException | SecurityException e) {
+            md.update(("file:" + file + ":" + e.getClass().getSimpleName()).getBytes(StandardCharsets.UTF_8));
+        }
+        md.update((byte) 0);
     }
 
     private static void digestTree(MessageDigest md, Path root) {
@@ -249,8 +316,15 @@ final class RocmSmiProbe {
                     } catch (IOException e) {
                         md.update((byte) 'e');
                     }
+                } else if (Files.isSymbolicLink(p)) {
+                    md.update((byte) 'l');
+                    try {
+                        md.update(Files.readSymbolicLink(p).toString().getBytes(StandardCharsets.UTF_8));
+                    } catch (IOException e) {
+                        md.update((byte) 'e');
+                    }
                 } else {
-                    md.update((byte) (Files.isSymbolicLink(p) ? 'l' : Files.isDirectory(p) ? 'd' : 'o'));
+                    md.update((byte) (Files.isDirectory(p) ? 'd' : 'o'));
                 }
                 md.update((byte) 0);
             }
