@@ -46,15 +46,19 @@ final class Placement {
         return checkPick(request, candidates, picked);
     }
 
-    /** Checks the strategy's pick: distinct candidate indices, as many as asked, the required ones included. */
-    private List<GpuDevice> checkPick(GpuRequest request, List<DeviceState> candidates, List<Integer> picked) {
-        int n = picked.size();
+    /**
+     * Checks the strategy's pick: distinct candidate indices, as many as asked, the required ones included. The pick is
+     * read once (a strategy's list may change between reads, or hold a non-Integer through an unchecked cast), and
+     * the check and the answer both come from that one reading.
+     */
+    private List<GpuDevice> checkPick(GpuRequest request, List<DeviceState> candidates, List<Integer> pickedList) {
+        Object[] picked = pickedList.toArray();
+        int n = picked.length;
         List<GpuDevice> chosen = n == request.count() ? new ArrayList<>(n) : null;
         for (int k = 0; chosen != null && k < n; k++) {
-            Integer i = picked.get(k);
-            DeviceState d = i == null ? null : find(candidates, i);
+            DeviceState d = picked[k] instanceof Integer i ? find(candidates, i) : null;
             for (int j = 0; d != null && j < k; j++) {
-                if (i.equals(picked.get(j))) {
+                if (picked[k].equals(picked[j])) {
                     d = null;
                 }
             }
@@ -64,9 +68,19 @@ final class Placement {
                 chosen.add(d.device());
             }
         }
-        if (chosen == null || !picked.containsAll(request.requiredDevices())) {
-            throw new GpuException("strategy " + strategy.name() + " returned " + picked + " for "
-                    + request.describe() + "; it must return " + request.count() + " distinct indices out of "
+        for (int r = 0, size = request.requiredDevices().size(); chosen != null && r < size; r++) {
+            Integer required = request.requiredDevices().get(r);
+            boolean in = false;
+            for (int k = 0; !in && k < n; k++) {
+                in = required.equals(picked[k]);
+            }
+            if (!in) {
+                chosen = null;
+            }
+        }
+        if (chosen == null) {
+            throw new GpuException("strategy " + strategy.name() + " returned " + java.util.Arrays.toString(picked)
+                    + " for " + request.describe() + "; it must return " + request.count() + " distinct indices out of "
                     + indices(candidates) + (request.requiredDevices().isEmpty() ? ""
                     : ", including the required " + request.requiredDevices())
                     + " (a bug in the strategy; nothing was allocated)");
