@@ -722,7 +722,7 @@ public final class ConsoleServer implements AutoCloseable {
 
         /**
          * @param v most HTTP worker threads, started on demand (default 256); a client that never finishes its request
-         *     holds one for at most the 10 s request time limit
+         *     holds one until the JDK's request time limit cuts it (see the class comment)
          * @return this
          */
         public Builder threads(int v) {
