@@ -115,7 +115,7 @@ public final class ConsoleServer implements AutoCloseable {
                 new ThreadPoolExecutor.AbortPolicy());
         workers.allowCoreThreadTimeOut(true);
         this.ticker = Executors.newSingleThreadScheduledExecutor(daemon("gpusched-console-tick"));
-        this.sse = new SseHub(b.maxSseClients, TimeUnit.SECONDS.toNanos(30), daemon("gpusched-console-sse"));
+        this.sse = new SseHub(b.maxSseClients, b.eventStall.toNanos(), daemon("gpusched-console-sse"));
         this.watcher = new NodeWatcher(b.scheduler, b.inventory, b.refresh, sse, b.clock, b.sampleInterval,
                 HISTORY);
         this.registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
@@ -659,6 +659,7 @@ public final class ConsoleServer implements AutoCloseable {
         private Clock clock = Clock.systemUTC();
         private List<Path> cudaPaths = List.of();
         private boolean ticking = true;
+        private Duration eventStall = Duration.ofSeconds(30);
 
         private Builder() {
         }
@@ -733,6 +734,12 @@ public final class ConsoleServer implements AutoCloseable {
         /** @param v clock for sample times @return this */
         public Builder clock(Clock v) {
             clock = Objects.requireNonNull(v);
+            return this;
+        }
+
+        /** @param v how long one event-stream write may block before its client is dropped (tests) @return this */
+        Builder eventStall(Duration v) {
+            eventStall = Objects.requireNonNull(v);
             return this;
         }
 

@@ -232,4 +232,76 @@ class SlowEventClientsAttackTest {
             inventory.close();
         }
     }
+
+    /**
+     * The other drop path: a quiet node (few events), so a client that does not read never fills its queue, but its
+     * write stays blocked on a full socket. The stall check (run here by the test, with a stall limit of 1 ns) drops
+     * it and the server closes the connection, though the client never reads.
+     */
+    @Test
+    @org.junit.jupiter.api.Timeout(value = 10, unit = TimeUnit.MINUTES) // a hang guard, not a measurement
+    void aWriteBlockedPastTheStallLimitDropsItsClient() throws Exception {
+        SimulatedGpuInventory inventory = GpuInventories.simulated("dgx1-v100");
+        ConsoleServer[] ref = new ConsoleServer[1];
+        Socket s = null;
+        try (GpuScheduler scheduler = GpuScheduler.builder().inventory(inventory).auditLogging(false)
+                .listener(e -> {
+                    if (ref[0] != null) {
+                        ref[0].onEvent(e);
+                    }
+                }).build();
+             ConsoleServer console = ConsoleServer.builder().scheduler(scheduler).inventory(inventory)
+                     .stateDir(state).listen(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0))
+                     .ticking(false).eventStall(java.time.Duration.ofNanos(1)).build().start()) {
+            ref[0] = console;
+            SseHub hub = console.eventHub();
+            s = subscribe(console, 1024);
+            while (hub.connections() < 1) {
+                Thread.sleep(10);
+            }
+            // events until the writer is stuck: something stays queued while nothing more is published
+            int rounds = 0;
+            while (true) {
+                for (int k = 0; k < 5; k++) {
+                    scheduler.release(scheduler.allocate(GpuRequests.fromCliFlags("--gpu=4")).id());
+                }
+                rounds++;
+                assertThat(hub.dropped()).as("dropped by its queue before its write stalled").isZero();
+                if (hub.queuedBytes() > 0) {
+                    Thread.sleep(200);
+                    if (hub.queuedBytes() > 0) {
+                        break; // nothing published for a while and still queued: the write is blocked
+                    }
+                }
+                assertThat(rounds).isLessThan(10_000);
+            }
+            assertThat(hub.queuedBytes()).isLessThan(SseHub.MAX_QUEUED_BYTES);
+            int checks = 0;
+            while (hub.dropped() == 0) {
+                hub.heartbeat();
+                assertThat(++checks).isLessThan(100_000);
+            }
+            assertThat(hub.dropped()).isEqualTo(1);
+            while (hub.connections() > 0) { // closed by the server, the client never having read
+                Thread.sleep(10);
+            }
+            assertThat(hub.queuedBytes()).isZero();
+            s.setSoTimeout(30_000);
+            byte[] buf = new byte[65536];
+            try (InputStream in = s.getInputStream()) {
+                while (in.read(buf) > 0) {
+                    // what was in the socket buffers before the drop, then the end of the stream
+                }
+            } catch (SocketTimeoutException e) {
+                throw new AssertionError("the stalled client's stream was not closed", e);
+            } catch (IOException reset) {
+                // closed with a reset: closed all the same
+            }
+        } finally {
+            if (s != null) {
+                s.close();
+            }
+            inventory.close();
+        }
+    }
 }
