@@ -331,8 +331,12 @@ final class DefaultGpuScheduler implements GpuScheduler {
             String id = idPrefix + "-" + seq;
             Optional<Instant> expires = request.maxDuration().map(now::plus);
             Allocation a = new Allocation(id, chosen, request, now, expires);
-            rateLimits.spend(request, now);
-            return Ledger.Decision.of(a, new Allocated(id, a.deviceUuids(), request, now, expires));
+            Ledger.Decision<Allocation> d = Ledger.Decision.of(a, new Allocated(id, a.deviceUuids(), request, now,
+                    expires));
+            if (rateLimits.spend(request, now)) {
+                d = d.onAbort(() -> rateLimits.refund(request)); // not granted after all: the token goes back
+            }
+            return d;
         };
     }
 

@@ -31,10 +31,21 @@ final class Ledger implements AutoCloseable {
     /**
      * @param records what to append, in order
      * @param result  what the caller gets once they are durable
+     * @param undo    undoes what deciding did outside the state (a spent rate-limit token) when the records could
+     *                not be written; null when there is nothing to undo
      */
-    record Decision<T>(List<LedgerRecord> records, T result) {
+    record Decision<T>(List<LedgerRecord> records, T result, Runnable undo) {
+        Decision(List<LedgerRecord> records, T result) {
+            this(records, result, null);
+        }
+
         static <T> Decision<T> of(T result, LedgerRecord... records) {
             return new Decision<>(List.of(records), result);
+        }
+
+        /** @return this decision, with {@code r} run (under the lock) if its records cannot be written */
+        Decision<T> onAbort(Runnable r) {
+            return new Decision<>(records, result, r);
         }
     }
 
@@ -43,6 +54,8 @@ final class Ledger implements AutoCloseable {
         volatile boolean done;
         T result;
         RuntimeException error;
+        /** The decision's undo, run if the batch it is in cannot be written. */
+        Runnable undo;
 
         Pending(Change<T> change) {
             this.change = change;
@@ -226,6 +239,9 @@ final class Ledger implements AutoCloseable {
                         if (p.error == null) {
                             p.result = null;
                             p.error = e;
+                            if (p.undo != null) {
+                                p.undo.run();
+                            }
                         }
                     }
                 }
@@ -253,6 +269,7 @@ final class Ledger implements AutoCloseable {
             Decision<T> d = p.change.decide(state, state.sequence + 1);
             applyAll(d, out, written);
             p.result = d.result();
+            p.undo = d.undo();
         } catch (RuntimeException e) {
             p.error = e;
         }

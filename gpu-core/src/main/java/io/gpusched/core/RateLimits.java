@@ -35,10 +35,20 @@ final class RateLimits {
         }
     }
 
-    /** Spends the owner's token for a granted allocation. */
-    void spend(GpuRequest request, Instant now) {
+    /** Spends the owner's token for a granted allocation. @return true if a token was spent (limits are on) */
+    boolean spend(GpuRequest request, Instant now) {
         if (perSecond > 0) {
             bucket(request.owner().orElse("(anonymous)"), now).take(now);
+            return true;
+        }
+        return false;
+    }
+
+    /** Gives back the token {@link #spend} took for an allocation that was not made after all (its write failed). */
+    void refund(GpuRequest request) {
+        TokenBucket b = buckets.get(request.owner().orElse("(anonymous)"));
+        if (b != null) {
+            b.refund();
         }
     }
 

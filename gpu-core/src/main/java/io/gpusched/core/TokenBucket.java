@@ -34,6 +34,11 @@ final class TokenBucket {
         return Duration.ofNanos((long) Math.ceil((1 - tokens) / rate * 1e9));
     }
 
+    /** Gives back one token taken by {@link #take} (at most {@code burst}). */
+    void refund() {
+        tokens = Math.min(burst, tokens + 1);
+    }
+
     /** Takes a token (call after {@link #available} said one is there). */
     void take(Instant now) {
         refill(now);
