@@ -153,15 +153,16 @@ public record GpuRequest(
             throw new IllegalArgumentException("model pattern must not be blank; use e.g. \"*A100*\"");
         }
         StringBuilder re = new StringBuilder();
-        for (char c : glob.toCharArray()) {
+        // by code point: quoting the two halves of a surrogate pair apart made a pattern never match its own emoji
+        glob.codePoints().forEach(c -> {
             if (c == '*') {
                 re.append(".*");
             } else if (c == '?') {
                 re.append('.');
             } else {
-                re.append(Pattern.quote(String.valueOf(c)));
+                re.append(Pattern.quote(new String(Character.toChars(c))));
             }
-        }
+        });
         return Pattern.compile(re.toString(), Pattern.CASE_INSENSITIVE | Pattern.UNICODE_CASE);
     }
 

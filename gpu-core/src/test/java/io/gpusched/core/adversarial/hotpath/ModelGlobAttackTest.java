@@ -1,0 +1,140 @@
+package io.gpusched.core.adversarial.hotpath;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.gpusched.core.Allocation;
+import io.gpusched.core.GpuAllocationException;
+import io.gpusched.core.GpuDevice;
+import io.gpusched.core.GpuRequest;
+import io.gpusched.core.GpuScheduler;
+import io.gpusched.core.GpuVendor;
+import io.gpusched.core.MemorySize;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.CountDownLatch;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Model globs now go through a bounded static cache of compiled patterns. Attacks: case, regex metacharacters taken
+ * literally, the same pattern against different names, and more distinct patterns than the cache holds, from many
+ * threads at once (eviction while others read), each answer checked against a glob matcher written here.
+ */
+class ModelGlobAttackTest {
+
+    private static boolean matches(String pattern, String name) {
+        return GpuRequest.builder().modelPattern(pattern).build().matchesModel(name);
+    }
+
+    @Test
+    void caseAndMetacharactersAreLiteral() {
+        assertThat(matches("*a100*", "NVIDIA A100-SXM4-80GB")).isTrue();
+        assertThat(matches("NVIDIA A100*", "nvidia a100-sxm4-80gb")).isTrue();
+        assertThat(matches("A100(80GB)", "a100(80gb)")).isTrue();
+        assertThat(matches("A100(80GB)", "A10080GB")).isFalse();
+        assertThat(matches("A100(80GB)", "A100(80GB) ")).isFalse();
+        assertThat(matches("[x]", "[X]")).isTrue();
+        assertThat(matches("[x]", "x")).isFalse();
+        assertThat(matches(".", ".")).isTrue();
+        assertThat(matches(".", "a")).isFalse();
+        assertThat(matches("a.c", "abc")).isFalse();
+        assertThat(matches("a+", "aa")).isFalse();
+        assertThat(matches("a+", "A+")).isTrue();
+        assertThat(matches("^A$", "^a$")).isTrue();
+        assertThat(matches("^A$", "A")).isFalse();
+        assertThat(matches("a|b", "a")).isFalse();
+        assertThat(matches("\\Q*\\E", "\\QAnything\\E")).isTrue();
+        assertThat(matches("\\Q*\\E", "Anything")).isFalse();
+        assertThat(matches("x\\E.*", "x\\E.*")).isTrue();
+        assertThat(matches("x\\E.*", "x\\Eyy")).isFalse();
+        assertThat(matches("{1}", "{1}")).isTrue();
+        assertThat(matches("?", "a")).isTrue();
+        assertThat(matches("?", "ab")).isFalse();
+        assertThat(matches("Ä100*", "ä100 pro")).isTrue();
+        assertThat(matches("GPU-\uD83D\uDE00*", "gpu-\uD83D\uDE00 x")).isTrue();
+    }
+
+    @Test
+    void theSamePatternOnDifferentNamesThroughTheScheduler() {
+        List<GpuDevice> ds = List.of(
+                Node.device(0, "A100(80GB)", GpuVendor.NVIDIA, MemorySize.ofGibibytes(80), null),
+                Node.device(1, "A100 80GB", GpuVendor.NVIDIA, MemorySize.ofGibibytes(80), null),
+                Node.device(2, "a100(80gb)", GpuVendor.NVIDIA, MemorySize.ofGibibytes(80), null),
+                Node.device(3, "A100X80GBX", GpuVendor.NVIDIA, MemorySize.ofGibibytes(80), null));
+        try (GpuScheduler s = GpuScheduler.builder().inventory(new Node(ds)).auditLogging(false)
+                .maintenanceInterval(Duration.ZERO).build()) {
+            GpuRequest r = GpuRequest.builder().count(2).modelPattern("A100(80GB)").build();
+            Allocation a = s.allocate(r);
+            assertThat(a.deviceIndices()).containsExactlyInAnyOrder(0, 2);
+            GpuRequest again = GpuRequest.builder().count(1).modelPattern("A100(80GB)").build();
+            try {
+                s.allocate(again);
+                throw new AssertionError("a third match was found");
+            } catch (GpuAllocationException e) {
+                assertThat(e.reason()).isEqualTo(GpuAllocationException.Reason.INSUFFICIENT_GPUS);
+            }
+            assertThat(s.allocate(GpuRequest.builder().count(1).modelPattern("A100?80GB").build()).deviceIndices())
+                    .containsExactly(1);
+        }
+    }
+
+    /** The test's own glob: '*' any run, '?' one char, anything else itself, ignoring case (ASCII here). */
+    private static boolean glob(String p, int i, String s, int j) {
+        if (i == p.length()) {
+            return j == s.length();
+        }
+        if (p.charAt(i) == '*') {
+            for (int k = j; k <= s.length(); k++) {
+                if (glob(p, i + 1, s, k)) {
+                    return true;
+                }
+            }
+            return false;
+        }
+        return j < s.length() && (p.charAt(i) == '?'
+                || Character.toLowerCase(p.charAt(i)) == Character.toLowerCase(s.charAt(j))) && glob(p, i + 1, s, j + 1);
+    }
+
+    @Test
+    void manyMorePatternsThanTheCacheHoldsFromManyThreads() throws Exception {
+        int threads = 8;
+        int perThread = 150; // 1,200 distinct patterns: the 256-entry cache is cleared again and again
+        CountDownLatch go = new CountDownLatch(1);
+        ConcurrentLinkedQueue<String> wrong = new ConcurrentLinkedQueue<>();
+        List<Thread> ts = new ArrayList<>();
+        for (int t = 0; t < threads; t++) {
+            int tt = t;
+            ts.add(new Thread(() -> {
+                try {
+                    go.await();
+                } catch (InterruptedException e) {
+                    return;
+                }
+                for (int round = 0; round < 3; round++) {
+                    for (int k = 0; k < perThread; k++) {
+                        String[] pats = {"*M" + tt + "." + k + "*", "m" + tt + "?" + k + "(x)", "[" + tt + "]*" + k,
+                                "*a100*"};
+                        String[] names = {"GPU M" + tt + "." + k + " pro", "M" + tt + "_" + k + "(X)",
+                                "[" + tt + "]abc" + k, "m" + tt + "x" + k + "(x)", "NVIDIA A100", "GPU M" + tt + "x" + k};
+                        for (String p : pats) {
+                            GpuRequest r = GpuRequest.builder().modelPattern(p).build();
+                            for (String n : names) {
+                                boolean want = glob(p, 0, n, 0);
+                                if (r.matchesModel(n) != want) {
+                                    wrong.add(p + " vs " + n + ": " + !want);
+                                }
+                            }
+                        }
+                    }
+                }
+            }));
+        }
+        ts.forEach(Thread::start);
+        go.countDown();
+        for (Thread t : ts) {
+            t.join();
+        }
+        assertThat(wrong).isEmpty();
+    }
+}
