@@ -345,6 +345,7 @@ final class DefaultGpuScheduler implements GpuScheduler {
     @Override
     public boolean release(String allocationId) {
         Objects.requireNonNull(allocationId, "allocationId");
+        drain.decideIfUndecided();
         return ledger.commit((state, seq) -> {
             Allocation a = state.live.get(allocationId);
             if (a == null) {
@@ -497,7 +498,8 @@ final class DefaultGpuScheduler implements GpuScheduler {
         List<String> notes = new ArrayList<>();
         if (!drain.decided()) {
             notes.add("no GPU of " + inventory.backend() + " has answered a process listing yet (all sick or"
-                    + " failing): released GPUs return to the pool at once until one does; maintenance asks again");
+                    + " failing): released GPUs return to the pool at once until one does; maintenance and every"
+                    + " release ask again");
         } else if (!drain.supported()) {
             notes.add("inventory " + inventory.backend() + " cannot list GPU processes: released GPUs return to the"
                     + " pool at once, without draining");

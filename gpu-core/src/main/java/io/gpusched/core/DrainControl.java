@@ -16,8 +16,8 @@ import org.slf4j.LoggerFactory;
  * sees them. Drain needs an inventory that can list a device's processes; it is probed safely (a device that fails to
  * answer does not stop the scheduler from being built). The probe decides once a device lists its processes (drain
  * on) or a healthy device answers that it cannot (drain off); while every device is sick or failing it stays
- * undecided (drain off for now) and {@link #maintain} probes again, so a node built while its GPUs were lost gains
- * drain when one comes back.
+ * undecided (drain off for now) and {@link #maintain} and every release probe again, so a node built while its GPUs
+ * were lost gains drain when one comes back, before that GPU's first job is released.
  */
 final class DrainControl {
     private static final Logger LOG = LoggerFactory.getLogger(DrainControl.class);
@@ -90,8 +90,12 @@ final class DrainControl {
         return Boolean.TRUE.equals(supported) ? a.deviceUuids() : List.of();
     }
 
-    /** Moves each draining device on: back to the pool when its processes are gone, to quarantine after the timeout. */
-    void maintain(Ledger ledger, Instant now) {
+    /**
+     * While undecided, probes again (a GPU may have come back since): the scheduler calls it before a release, so a
+     * GPU that came back is not returned to the pool with its job's processes still on it for want of a maintenance
+     * run. A volatile read once decided.
+     */
+    void decideIfUndecided() {
         if (supported == null) {
             Boolean again = probe(inventory);
             if (again != null) {
@@ -99,6 +103,11 @@ final class DrainControl {
                 LOG.info("drain support decided once a GPU answered: {}", again ? "released GPUs drain" : "no drain");
             }
         }
+    }
+
+    /** Moves each draining device on: back to the pool when its processes are gone, to quarantine after the timeout. */
+    void maintain(Ledger ledger, Instant now) {
+        decideIfUndecided();
         List<DeviceState> draining = ledger.read(s -> s.snapshot().stream().filter(d -> d.pool() == Pool.DRAINING)
                 .toList());
         for (DeviceState s : draining) {
