@@ -132,11 +132,19 @@ public record GpuRequest(
         return modelPattern.isEmpty() || compiled(modelPattern.get()).matcher(deviceName).matches();
     }
 
-    /** Compiled model globs: placement tests every device against the same few patterns. Bounded. */
+    /**
+     * Compiled model globs: placement tests every device against the same few patterns. Bounded in entries and in
+     * size: patterns come from users, so a long one (over {@value #CACHED_GLOB_CHARS} chars) is compiled per call
+     * rather than kept alive in this static map after its request is gone.
+     */
     private static final java.util.concurrent.ConcurrentHashMap<String, Pattern> GLOBS =
             new java.util.concurrent.ConcurrentHashMap<>();
+    private static final int CACHED_GLOB_CHARS = 256;
 
     private static Pattern compiled(String glob) {
+        if (glob.length() > CACHED_GLOB_CHARS) {
+            return globToRegex(glob);
+        }
         Pattern p = GLOBS.get(glob);
         if (p == null) {
             p = globToRegex(glob);

@@ -79,6 +79,25 @@ class ModelGlobAttackTest {
         }
     }
 
+    /**
+     * The glob cache is static and keyed by the pattern text, which requests bring from users (a console request body,
+     * {@code gpu_model} of an engine) with no length bound: 256 patterns of 1 M characters kept ~2.5 GB of compiled
+     * patterns alive after their requests were gone (about 1 MiB per 100 k characters, measured). A long pattern must
+     * not outlive its request.
+     */
+    @Test
+    void aHugePatternDoesNotOutliveItsRequest() throws Exception {
+        GpuRequest r = GpuRequest.builder().modelPattern("*" + "x".repeat(200_000) + "*").build();
+        assertThat(r.matchesModel("NVIDIA A100")).isFalse();
+        java.lang.ref.WeakReference<String> pattern = new java.lang.ref.WeakReference<>(r.modelPattern().get());
+        r = null;
+        for (int i = 0; i < 20 && pattern.get() != null; i++) {
+            System.gc();
+            Thread.sleep(5);
+        }
+        assertThat(pattern.get() == null).as("the pattern text is gone with its request").isTrue();
+    }
+
     /** The test's own glob: '*' any run, '?' one char, anything else itself, ignoring case (ASCII here). */
     private static boolean glob(String p, int i, String s, int j) {
         if (i == p.length()) {
