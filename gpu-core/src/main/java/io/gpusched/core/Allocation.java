@@ -42,7 +42,7 @@ public record Allocation(String id, List<GpuDevice> devices, GpuRequest request,
         for (int i = 0; i < out.length; i++) {
             out[i] = devices.get(i).index();
         }
-        return List.of(out);
+        return java.util.Collections.unmodifiableList(java.util.Arrays.asList(out)); // contains(null) is false
     }
 
     /** @return the device UUIDs */
@@ -51,7 +51,7 @@ public record Allocation(String id, List<GpuDevice> devices, GpuRequest request,
         for (int i = 0; i < out.length; i++) {
             out[i] = devices.get(i).uuid();
         }
-        return List.of(out);
+        return java.util.Collections.unmodifiableList(java.util.Arrays.asList(out)); // contains(null) is false
     }
 
     /** @return exclusive or shared */
