@@ -345,7 +345,12 @@ final class DefaultGpuScheduler implements GpuScheduler {
     @Override
     public boolean release(String allocationId) {
         Objects.requireNonNull(allocationId, "allocationId");
-        drain.decideIfUndecided();
+        if (!drain.decided()) { // ask the allocation's own GPUs (outside the lock), not every lost GPU of the node
+            Allocation held = ledger.readLocal(s -> s.live.get(allocationId));
+            if (held != null) {
+                drain.decideIfUndecided(held.devices());
+            }
+        }
         return ledger.commit((state, seq) -> {
             Allocation a = state.live.get(allocationId);
             if (a == null) {

@@ -30,7 +30,7 @@ final class DrainControl {
     DrainControl(GpuInventory inventory, Duration timeout) {
         this.inventory = inventory;
         this.timeout = timeout;
-        this.supported = probe(inventory);
+        this.supported = probe(inventory, inventory.devices());
     }
 
     /**
@@ -38,10 +38,11 @@ final class DrainControl {
      * supported when a healthy device answers that it cannot list them. Healthy devices are asked first; a lost or
      * failing device (which a backend may answer with empty) does not decide it.
      *
+     * @param devices the devices to ask (all of the node's, or those of one allocation)
      * @return TRUE, FALSE, or null when every device was sick or failed to answer
      */
-    private static Boolean probe(GpuInventory inventory) {
-        List<GpuDevice> order = new java.util.ArrayList<>(inventory.devices());
+    private static Boolean probe(GpuInventory inventory, List<GpuDevice> devices) {
+        List<GpuDevice> order = new java.util.ArrayList<>(devices);
         boolean[] well = new boolean[order.size()];
         for (int i = 0; i < well.length; i++) {
             well[i] = healthy(inventory, order.get(i));
@@ -91,13 +92,13 @@ final class DrainControl {
     }
 
     /**
-     * While undecided, probes again (a GPU may have come back since): the scheduler calls it before a release, so a
-     * GPU that came back is not returned to the pool with its job's processes still on it for want of a maintenance
-     * run. A volatile read once decided.
+     * While undecided, probes {@code devices} again (a GPU may have come back since): the scheduler calls it with the
+     * devices of an allocation before releasing it, so a GPU that came back is not returned to the pool with its job's
+     * processes still on it for want of a maintenance run. A volatile read once decided.
      */
-    void decideIfUndecided() {
-        if (supported == null) {
-            Boolean again = probe(inventory);
+    void decideIfUndecided(List<GpuDevice> devices) {
+        if (supported == null && !devices.isEmpty()) {
+            Boolean again = probe(inventory, devices);
             if (again != null) {
                 supported = again;
                 LOG.info("drain support decided once a GPU answered: {}", again ? "released GPUs drain" : "no drain");
@@ -107,7 +108,7 @@ final class DrainControl {
 
     /** Moves each draining device on: back to the pool when its processes are gone, to quarantine after the timeout. */
     void maintain(Ledger ledger, Instant now) {
-        decideIfUndecided();
+        decideIfUndecided(inventory.devices());
         List<DeviceState> draining = ledger.read(s -> s.snapshot().stream().filter(d -> d.pool() == Pool.DRAINING)
                 .toList());
         for (DeviceState s : draining) {

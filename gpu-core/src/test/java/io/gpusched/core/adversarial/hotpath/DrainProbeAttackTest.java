@@ -69,7 +69,9 @@ class DrainProbeAttackTest {
             node.setQuietly(i, GpuHealth.lost("XID 79"));
         }
         boolean[] back = new boolean[3];
+        int[] asked = new int[3];
         node.processes = d -> {
+            asked[d.index()]++;
             if (!back[d.index()]) {
                 throw new IllegalStateException("GPU_IS_LOST");
             }
@@ -81,7 +83,11 @@ class DrainProbeAttackTest {
             node.change(1, GpuHealth.HEALTHY);
             Allocation a = s.allocate(GpuRequest.builder().count(1).build());
             assertThat(a.deviceIndices()).containsExactly(1);
+            int[] before = asked.clone();
             s.release(a.id());
+            // the release asks its own GPU, not the lost ones (a lost GPU may take seconds to answer)
+            assertThat(asked[0]).isEqualTo(before[0]);
+            assertThat(asked[2]).isEqualTo(before[2]);
             assertThat(s.devices().get(1).pool()).as("GPU 1 after its job, whose process is still listed")
                     .isEqualTo(DeviceState.Pool.DRAINING);
             try {
