@@ -14,8 +14,9 @@ public interface SchedulingView {
     List<DeviceState> devices();
 
     /**
-     * @return the devices this request may be given, in preference order (index order unless a composing strategy
-     *         reordered them); built-in strategies break their last ties by this order
+     * @return the devices this request may be given, in preference order: node order, except for a request that names
+     *         its devices (indices or UUIDs), whose candidates come in the order it named them, and a composing strategy
+     *         may reorder them; built-in strategies break their last ties by this order
      */
     List<DeviceState> candidates();
 
