@@ -99,6 +99,9 @@ public final class ConsoleServer implements AutoCloseable {
     private final SseHub sse;
     private final NodeWatcher watcher;
     private final ThreadPoolExecutor workers;
+    private final Object poolLock = new Object();
+    /** worker threads held by event streams; the pool's size is {@code b.threads} plus these */
+    private int heldWorkers;
     private final ScheduledExecutorService ticker;
     private final String hostname;
     private final Map<String, Route> routes = new LinkedHashMap<>();
@@ -109,7 +112,8 @@ public final class ConsoleServer implements AutoCloseable {
         this.token = ApiToken.loadOrCreate(b.stateDir);
         this.hostname = hostname();
         // threads start on demand and end after 30 s idle: a client that stalls mid-request holds one worker until
-        // the JDK server's request time limit cuts it (JDK_MAX_REQ_TIME), so many workers keep others served
+        // the JDK server's request time limit cuts it (JDK_MAX_REQ_TIME), so many workers keep others served; each
+        // open event stream holds one more for its life, and the pool grows by one for it (holdWorker)
         this.workers = new ThreadPoolExecutor(b.threads, b.threads, 30, TimeUnit.SECONDS,
                 new ArrayBlockingQueue<>(4096), daemon("gpusched-console-http"),
                 new ThreadPoolExecutor.AbortPolicy());
@@ -216,6 +220,11 @@ public final class ConsoleServer implements AutoCloseable {
     /** @return the event stream (for tests) */
     SseHub eventHub() {
         return sse;
+    }
+
+    /** @return the JDK server (for tests that read its connection records) */
+    HttpServer httpServer() {
+        return server;
     }
 
     /** @return the node watcher (for tests) */
@@ -391,9 +400,43 @@ public final class ConsoleServer implements AutoCloseable {
         return m;
     }
 
+    /**
+     * An event stream holds its handler's worker thread for the stream's life (see {@link SseHub.Stream#await()}: an
+     * abnormal end is thrown out of the handler so that the JDK server forgets the connection). The pool grows by one
+     * thread per held stream, so {@code threads} workers stay for everything else.
+     */
     private void events(HttpExchange ex) throws IOException {
-        if (!sse.open(ex, "state", Views.json(watcher.state()))) {
+        SseHub.Stream stream = sse.open(ex, "state", Views.json(watcher.state()));
+        if (stream == null) {
             error(ex, 503, "too many event-stream clients (" + b.maxSseClients + ")", null);
+            return;
+        }
+        holdWorker(1);
+        try {
+            stream.await(); // throws when the stream ended abnormally: dispatch lets it out of handle()
+        } finally {
+            holdWorker(-1);
+        }
+    }
+
+    private void holdWorker(int delta) {
+        synchronized (poolLock) {
+            heldWorkers += delta;
+            int n = b.threads + heldWorkers;
+            if (delta > 0) { // the maximum never goes below the core size
+                workers.setMaximumPoolSize(n);
+                workers.setCorePoolSize(n);
+            } else {
+                workers.setCorePoolSize(n);
+                workers.setMaximumPoolSize(n);
+            }
+        }
+    }
+
+    /** @return worker threads held by open event streams (for tests) */
+    int heldWorkers() {
+        synchronized (poolLock) {
+            return heldWorkers;
         }
     }
 
@@ -723,7 +766,8 @@ public final class ConsoleServer implements AutoCloseable {
 
         /**
          * @param v most HTTP worker threads, started on demand (default 256); a client that never finishes its request
-         *     holds one until the JDK's request time limit cuts it (see the class comment)
+         *     holds one until the JDK's request time limit cuts it (see the class comment). Each open event stream
+         *     holds a thread of its own for its life, on top of these (so at most {@code v + maxSseClients})
          * @return this
          */
         public Builder threads(int v) {
