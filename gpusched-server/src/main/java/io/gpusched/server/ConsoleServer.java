@@ -406,6 +406,13 @@ public final class ConsoleServer implements AutoCloseable {
      * thread per held stream, so {@code threads} workers stay for everything else.
      */
     private void events(HttpExchange ex) throws IOException {
+        if (ex.getRequestMethod().equals("HEAD")) { // the headers only: no stream, no held worker, no JDK warning
+            ex.getResponseHeaders().set("Content-Type", "text/event-stream; charset=utf-8");
+            ex.getResponseHeaders().set("Cache-Control", "no-store");
+            ex.sendResponseHeaders(200, -1);
+            ex.close();
+            return;
+        }
         SseHub.Stream stream = sse.open(ex, "state", Views.json(watcher.state()));
         if (stream == null) {
             error(ex, 503, "too many event-stream clients (" + b.maxSseClients + ")", null);
