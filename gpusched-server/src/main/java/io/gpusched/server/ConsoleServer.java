@@ -52,6 +52,14 @@ import org.slf4j.LoggerFactory;
  * bodies are capped ({@link Builder#maxBodyBytes}); allocations go through the scheduler, so the ledger's rate limits
  * apply.
  *
+ * <p>Host rule (DNS rebinding: a page whose name is re-pointed at 127.0.0.1 makes a local browser a loopback client,
+ * but its requests still carry its own name in {@code Host}): every request, on every path (page, assets, REST, events,
+ * metrics), is refused with 421 and a JSON error naming the Host and what is accepted unless its Host, with any port,
+ * is {@code localhost}, an IPv4 literal in 127.0.0.0/8, {@code [::1]}, or a name given to {@link Builder#allowedHosts}
+ * ({@code --allowed-host}); when listening beyond loopback, also any IP literal (a literal cannot be re-pointed) and
+ * this host's name. The port is not compared (an SSH tunnel's local port differs; a rebinding page is refused by its
+ * name). A request without Host is accepted on HTTP/1.0 only (400 on HTTP/1.1), and two Host headers are 400.
+ *
  * <p>Limits, and which of them are this server's own: the body limit is enforced by this class (a bounded read; a
  * declared or streamed body over it is 413), per server. Event-stream clients that do not read are dropped by this
  * class (see {@link #eventClients()}). Two limits only the JDK's server can enforce, and it offers no per-server hook
@@ -73,6 +81,8 @@ public final class ConsoleServer implements AutoCloseable {
     private static final String API = "/api/v1";
     /** How far back the per-GPU sample history reaches (served by /api/v1/samples, drawn as sparklines). */
     static final Duration HISTORY = Duration.ofMinutes(10);
+    /** The shortest sampling interval ({@link Builder#sampleInterval}). */
+    public static final Duration MIN_SAMPLE_INTERVAL = Duration.ofMillis(1);
 
     /** Seconds a client may take to send a whole request; see the class comment. */
     static final long JDK_MAX_REQ_TIME_SECONDS = 10;
@@ -178,20 +188,34 @@ public final class ConsoleServer implements AutoCloseable {
         } catch (IOException e) {
             throw new UncheckedIOException("cannot listen on " + listen + ": " + e.getMessage(), e);
         }
-        server.setExecutor(workers);
-        server.createContext("/", this::dispatch);
-        server.start();
-        if (b.ticking) {
-            ticker.scheduleWithFixedDelay(watcher::tick, 0, b.sampleInterval.toMillis(), TimeUnit.MILLISECONDS);
+        try {
+            server.setExecutor(workers);
+            server.createContext("/", this::dispatch);
+            server.start();
+            if (b.ticking) {
+                ticker.scheduleWithFixedDelay(watcher::tick, 0, b.sampleInterval.toMillis(), TimeUnit.MILLISECONDS);
+            }
+            ticker.scheduleWithFixedDelay(sse::heartbeat, 15, 15, TimeUnit.SECONDS);
+        } catch (RuntimeException | Error e) { // never leave the port listening behind a start that failed
+            HttpServer s = server;
+            server = null;
+            s.stop(0);
+            throw e;
         }
-        ticker.scheduleWithFixedDelay(sse::heartbeat, 15, 15, TimeUnit.SECONDS);
         LOG.info("gpusched console on {}/ (token in {})", url(), token.file());
         return this;
     }
 
-    /** @return the bound address (the port is real when 0 was asked for) */
+    /**
+     * @return the bound address (the port is real when 0 was asked for)
+     * @throws IllegalStateException when the server is not listening (not started, or its start failed)
+     */
     public InetSocketAddress address() {
-        InetSocketAddress a = server.getAddress();
+        HttpServer s = server;
+        if (s == null) {
+            throw new IllegalStateException("the console is not listening (not started, or its start failed)");
+        }
+        InetSocketAddress a = s.getAddress();
         return new InetSocketAddress(a.getAddress(), a.getPort());
     }
 
@@ -251,6 +275,12 @@ public final class ConsoleServer implements AutoCloseable {
             ex.getResponseHeaders().set("Referrer-Policy", "no-referrer");
             String method = ex.getRequestMethod();
             String path = ex.getRequestURI().getRawPath();
+            String refused = hostRefusal(ex);
+            if (refused != null) {
+                drain(ex);
+                error(ex, refused.startsWith("HTTP/1.1") ? 400 : 421, refused, null);
+                return;
+            }
             boolean loopback = ex.getRemoteAddress().getAddress().isLoopbackAddress();
             boolean authorized = token.accepts(ex.getRequestHeaders().getFirst("Authorization"));
             boolean change = !method.equals("GET") && !method.equals("HEAD");
@@ -280,6 +310,138 @@ public final class ConsoleServer implements AutoCloseable {
         }
     }
 
+    /**
+     * The Host rule against DNS rebinding (a page whose name is re-pointed at this host makes a local browser a
+     * loopback client, but its requests still name the page's host). Accepted, with any port or none: loopback names
+     * ({@code localhost}, IPv4 literals in 127.0.0.0/8, {@code [::1]}) and the names given to
+     * {@link Builder#allowedHosts}; when listening beyond loopback ({@link Builder#allowRemote}), also any IP literal
+     * (a literal cannot be re-pointed) and this host's name. A request without a Host is accepted on HTTP/1.0 only.
+     *
+     * @return why the request is refused, or null when its Host is accepted
+     */
+    private String hostRefusal(HttpExchange ex) {
+        List<String> hosts = ex.getRequestHeaders().get("Host");
+        if (hosts == null || hosts.isEmpty()) {
+            return ex.getProtocol().equalsIgnoreCase("HTTP/1.0") ? null
+                    : "HTTP/1.1 requests need a Host header (RFC 9112 section 3.2)";
+        }
+        if (hosts.size() > 1) {
+            return "HTTP/1.1 requests carry one Host header; this one has " + hosts.size();
+        }
+        String host = hosts.get(0);
+        return hostAccepted(host, remote(), b.allowedHosts, hostname) ? null
+                : "Host " + SampleHistory.printable(host) + " is not served here (DNS rebinding guard); accepted: "
+                + acceptedHosts();
+    }
+
+    /** @return whether this server listens beyond loopback */
+    private boolean remote() {
+        return !b.listen.getAddress().isLoopbackAddress();
+    }
+
+    /** @return the accepted Host names, in words, for the refusal */
+    private String acceptedHosts() {
+        StringBuilder s = new StringBuilder("localhost, 127.0.0.0/8 literals, [::1]");
+        if (remote()) {
+            s.append(", any IP literal, ").append(hostname);
+        }
+        for (String h : b.allowedHosts) {
+            s.append(", ").append(h);
+        }
+        return s.append(" (any port); add names with --allowed-host").toString();
+    }
+
+    /**
+     * @param host      a Host header's value ({@code name}, {@code name:port}, {@code [v6]} or {@code [v6]:port})
+     * @param remote    whether the server listens beyond loopback
+     * @param allowed   more names the operator accepts (lower case, no port)
+     * @param localName this host's name (accepted when remote)
+     * @return whether the Host is accepted
+     */
+    static boolean hostAccepted(String host, boolean remote, List<String> allowed, String localName) {
+        String name;
+        boolean literal6 = false;
+        if (host.startsWith("[")) {
+            int end = host.indexOf(']');
+            if (end < 0 || !portOk(host.substring(end + 1))) {
+                return false;
+            }
+            name = host.substring(1, end);
+            literal6 = true;
+        } else {
+            int colon = host.indexOf(':');
+            name = colon < 0 ? host : host.substring(0, colon);
+            if (colon >= 0 && !portOk(host.substring(colon))) {
+                return false;
+            }
+        }
+        name = name.toLowerCase(java.util.Locale.ROOT);
+        if (name.isEmpty() || !name.chars().allMatch(c -> c > 0x20 && c < 0x7f)) {
+            return false;
+        }
+        if (literal6) {
+            byte[] a = ipv6(name);
+            return a != null && (remote || isLoopback6(a));
+        }
+        int[] v4 = ipv4(name);
+        if (v4 != null) {
+            return remote || v4[0] == 127;
+        }
+        if (name.equals("localhost") || allowed.contains(name)) {
+            return true;
+        }
+        return remote && name.equals(localName.toLowerCase(java.util.Locale.ROOT));
+    }
+
+    private static boolean portOk(String rest) {
+        return rest.isEmpty() || rest.length() >= 2 && rest.length() <= 6 && rest.charAt(0) == ':'
+                && rest.substring(1).chars().allMatch(c -> c >= '0' && c <= '9');
+    }
+
+    /** @return the four octets of a dotted-quad IPv4 literal (ASCII digits, each 0-255), or null */
+    private static int[] ipv4(String s) {
+        String[] parts = s.split("\\.", -1);
+        if (parts.length != 4) {
+            return null;
+        }
+        int[] out = new int[4];
+        for (int i = 0; i < 4; i++) {
+            String p = parts[i];
+            if (p.isEmpty() || p.length() > 3 || !p.chars().allMatch(c -> c >= '0' && c <= '9')) {
+                return null;
+            }
+            out[i] = Integer.parseInt(p);
+            if (out[i] > 255) {
+                return null;
+            }
+        }
+        return out;
+    }
+
+    /** @return the 16 bytes of an IPv6 literal (hex digits, colons, optional dotted tail; no zone), or null */
+    private static byte[] ipv6(String s) {
+        if (s.isEmpty() || s.indexOf(':') < 0 || !s.chars().allMatch(c -> c == ':' || c == '.'
+                || c >= '0' && c <= '9' || c >= 'a' && c <= 'f')) {
+            return null;
+        }
+        try { // only hex, colons and dots reach here, so this never resolves a name
+            InetAddress a = InetAddress.getByName("[" + s + "]");
+            byte[] raw = a.getAddress();
+            return raw.length == 16 ? raw : null;
+        } catch (IOException e) {
+            return null;
+        }
+    }
+
+    private static boolean isLoopback6(byte[] a) {
+        for (int i = 0; i < 15; i++) {
+            if (a[i] != 0) {
+                return false;
+            }
+        }
+        return a[15] == 1;
+    }
+
     /** A handler for one path. */
     private interface Route {
         void handle(HttpExchange ex, String method) throws IOException;
@@ -305,9 +467,12 @@ public final class ConsoleServer implements AutoCloseable {
         r.put(API + "/node", (ex, m) -> get(ex, m, () -> json(ex, 200, node())));
         r.put(API + "/devices", (ex, m) -> get(ex, m, () -> json(ex, 200, watcher.state().get("devices"))));
         r.put(API + "/topology", (ex, m) -> get(ex, m, () -> json(ex, 200, topology())));
-        r.put(API + "/samples", (ex, m) -> get(ex, m, () -> json(ex, 200, watcher.samples(query(ex, "gpu")
-                .map(ConsoleServer::parseIndex), query(ex, "window").map(ConsoleServer::parseWindow)
-                .orElse(HISTORY)))));
+        r.put(API + "/samples", (ex, m) -> get(ex, m, () -> {
+            Map<String, String> q = query(ex, "gpu", "window");
+            Optional<Integer> gpu = Optional.ofNullable(q.get("gpu")).map(this::parseIndex);
+            Duration window = Optional.ofNullable(q.get("window")).map(ConsoleServer::parseWindow).orElse(HISTORY);
+            json(ex, 200, watcher.samples(gpu, window));
+        }));
         r.put(API + "/doctor", (ex, m) -> get(ex, m, () -> json(ex, 200, DoctorReport.collect(b.cudaPaths))));
         r.put(API + "/audit", (ex, m) -> get(ex, m, () -> json(ex, 200, watcher.recentAudit())));
         r.put(API + "/events", (ex, m) -> get(ex, m, () -> events(ex)));
@@ -587,26 +752,43 @@ public final class ConsoleServer implements AutoCloseable {
         }
     }
 
-    private static Optional<String> query(HttpExchange ex, String key) {
+    /**
+     * @param keys the parameters read (others are ignored, as before)
+     * @return each of {@code keys} given, decoded
+     * @throws BadQuery when one of {@code keys} is given more than once (an ambiguous query is not resolved to its
+     *     first or last value)
+     */
+    static Map<String, String> query(HttpExchange ex, String... keys) {
+        Map<String, String> out = new LinkedHashMap<>();
         String q = ex.getRequestURI().getRawQuery();
-        if (q == null) {
-            return Optional.empty();
+        if (q == null || q.isEmpty()) {
+            return out;
         }
-        for (String kv : q.split("&")) {
+        List<String> wanted = List.of(keys);
+        for (String kv : q.split("&", -1)) {
             int i = kv.indexOf('=');
-            if (i > 0 && kv.substring(0, i).equals(key)) {
-                return Optional.of(URLDecoder.decode(kv.substring(i + 1), StandardCharsets.UTF_8));
+            String key = URLDecoder.decode(i < 0 ? kv : kv.substring(0, i), StandardCharsets.UTF_8);
+            if (!wanted.contains(key)) {
+                continue;
+            }
+            String value = i < 0 ? "" : URLDecoder.decode(kv.substring(i + 1), StandardCharsets.UTF_8);
+            if (out.putIfAbsent(key, value) != null) {
+                throw new BadQuery("query parameter " + key + " is given more than once; give it once");
             }
         }
-        return Optional.empty();
+        return out;
     }
 
-    private static int parseIndex(String s) {
-        try {
-            return Integer.parseInt(s);
-        } catch (NumberFormatException e) {
-            throw new BadQuery("gpu=" + s + " is not a device index");
+    /** @return a device index of this node, from ASCII digits only (no sign, no other Unicode digit, no space) */
+    private int parseIndex(String s) {
+        List<Integer> valid = b.inventory.devices().stream().map(d -> d.index()).sorted().toList();
+        boolean digits = !s.isEmpty() && s.length() <= 10 && s.chars().allMatch(c -> c >= '0' && c <= '9');
+        long n = digits ? Long.parseLong(s) : -1;
+        if (!digits || n > Integer.MAX_VALUE || !valid.contains((int) n)) {
+            throw new BadQuery("gpu=" + SampleHistory.printable(s) + " is not a device index of this node; its GPUs"
+                    + " are " + (valid.isEmpty() ? "none" : valid.toString()));
         }
+        return (int) n;
     }
 
     private static Duration parseWindow(String s) {
@@ -710,6 +892,7 @@ public final class ConsoleServer implements AutoCloseable {
         private List<Path> cudaPaths = List.of();
         private boolean ticking = true;
         private Duration eventStall = Duration.ofSeconds(30);
+        private List<String> allowedHosts = List.of();
 
         private Builder() {
         }
@@ -744,16 +927,45 @@ public final class ConsoleServer implements AutoCloseable {
             return this;
         }
 
+        /**
+         * @param v more Host names the console answers to (e.g. the node's DNS name when it listens beyond loopback,
+         *     or a name an SSH tunnel uses); a name, no port, no scheme. Loopback names are always accepted. See
+         *     the Host rule in the class comment
+         * @return this
+         * @throws IllegalArgumentException when a name is empty or holds a character a host name cannot hold
+         */
+        public Builder allowedHosts(List<String> v) {
+            List<String> out = new ArrayList<>();
+            for (String h : v) {
+                if (h == null || h.isEmpty() || h.length() > 253 || !h.chars().allMatch(c -> c >= 'a' && c <= 'z'
+                        || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '.' || c == '_')) {
+                    throw new IllegalArgumentException("--allowed-host \"" + (h == null ? "null"
+                            : SampleHistory.printable(h)) + "\" is not a host name (letters, digits, '-', '.', '_';"
+                            + " no port, no scheme)");
+                }
+                out.add(h.toLowerCase(java.util.Locale.ROOT));
+            }
+            allowedHosts = List.copyOf(out);
+            return this;
+        }
+
         /** @param v run on each tick before sampling, to catch up with other processes (e.g. scheduler::refresh) @return this */
         public Builder refresh(Runnable v) {
             refresh = Objects.requireNonNull(v);
             return this;
         }
 
-        /** @param v how often GPUs are sampled and changes pushed (default 1 s) @return this */
+        /**
+         * @param v how often GPUs are sampled and changes pushed (default 1 s; at least {@link ConsoleServer#MIN_SAMPLE_INTERVAL}).
+         *     Faster than 100 ms, the ten-minute history keeps one point per 100 ms (the latest in each), so its
+         *     memory stays at 6,001 points per GPU
+         * @return this
+         * @throws IllegalArgumentException when {@code v} is under one millisecond
+         */
         public Builder sampleInterval(Duration v) {
-            if (v.isNegative() || v.isZero()) {
-                throw new IllegalArgumentException("sample interval must be positive: " + v);
+            if (v.compareTo(MIN_SAMPLE_INTERVAL) < 0) {
+                throw new IllegalArgumentException("sample interval " + v + " is under the minimum of "
+                        + MIN_SAMPLE_INTERVAL.toMillis() + " ms (use --interval 1ms or more)");
             }
             sampleInterval = v;
             return this;

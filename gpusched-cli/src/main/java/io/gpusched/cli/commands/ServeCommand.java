@@ -34,8 +34,13 @@ public final class ServeCommand implements Callable<Integer> {
     boolean allowRemote;
 
     @Option(names = "--interval", defaultValue = "1s", description = "how often GPUs are sampled and changes pushed"
-            + " (default ${DEFAULT-VALUE})")
+            + " (default ${DEFAULT-VALUE}, at least 1ms; under 100ms the ten-minute history keeps one point per 100ms)")
     String interval;
+
+    @Option(names = "--allowed-host", paramLabel = "NAME", description = "another Host name the console answers to"
+            + " (repeatable; e.g. the node's DNS name with --allow-remote); loopback names are always accepted, other"
+            + " names get 421 (DNS rebinding guard)")
+    java.util.List<String> allowedHosts = new java.util.ArrayList<>();
 
     /** Counted down when the server is up (for tests running the command in-process). */
     final CountDownLatch started = new CountDownLatch(1);
@@ -52,13 +57,26 @@ public final class ServeCommand implements Callable<Integer> {
             }
         })) {
             ConsoleServer server;
+            Duration every;
+            try {
+                every = Durations.parse(interval);
+            } catch (IllegalArgumentException e) {
+                throw new CliException("--interval: " + e.getMessage());
+            }
             try {
                 server = ConsoleServer.builder().scheduler(n.scheduler()).inventory(n.inventory())
                         .stateDir(root.stateDir()).listen(address).allowRemote(allowRemote)
-                        .refresh(n.scheduler()::refresh).sampleInterval(Durations.parse(interval))
+                        .allowedHosts(allowedHosts).refresh(n.scheduler()::refresh).sampleInterval(every)
                         .cudaPaths(n.config().cudaPaths()).build();
             } catch (IllegalStateException e) {
                 throw new CliException(e.getMessage());
+            } catch (IllegalArgumentException e) {
+                throw new CliException(e.getMessage());
+            }
+            if (every.compareTo(Duration.ofMillis(100)) < 0) {
+                root.err().println("note: --interval " + interval + " is under 100ms: GPUs are sampled and ticks"
+                        + " pushed every " + interval + ", but the ten-minute history keeps one point per 100ms (the"
+                        + " latest in each)");
             }
             console.set(server);
             try (ConsoleServer s = server) {

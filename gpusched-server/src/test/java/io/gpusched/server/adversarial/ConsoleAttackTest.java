@@ -172,11 +172,11 @@ class ConsoleAttackTest {
         String big = "{\"flags\": [\"--gpu=1\"], \"pad\": \"" + "x".repeat(64 * 1024) + "\"}";
         assertThat(req("POST", "/api/v1/allocations", big, auth()).status()).isBetween(400, 499);
         // a length that lies beyond the cap, without sending it all
-        Resp lie = raw(("POST /api/v1/allocations HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" + auth()
+        Resp lie = raw(("POST /api/v1/allocations HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n" + auth()
                 + "\r\nContent-Length: 999999999999\r\n\r\n{}").getBytes(StandardCharsets.ISO_8859_1));
         assertThat(lie.status()).isBetween(400, 499);
         // chunked without length, over the cap
-        StringBuilder chunked = new StringBuilder("POST /api/v1/allocations HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+        StringBuilder chunked = new StringBuilder("POST /api/v1/allocations HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
                 + auth() + "\r\nTransfer-Encoding: chunked\r\n\r\n");
         for (int i = 0; i < 40; i++) {
             chunked.append("400\r\n").append("x".repeat(0x400)).append("\r\n");
@@ -185,7 +185,7 @@ class ConsoleAttackTest {
         assertThat(raw(chunked.toString().getBytes(StandardCharsets.ISO_8859_1)).status()).isBetween(400, 499);
         // a small chunked body is a body like any other
         String small = "{\"flags\": [\"--gpu=1\"]}";
-        Resp ok = raw(("POST /api/v1/allocations HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" + auth()
+        Resp ok = raw(("POST /api/v1/allocations HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n" + auth()
                 + "\r\nTransfer-Encoding: chunked\r\n\r\n" + Integer.toHexString(small.length()) + "\r\n" + small
                 + "\r\n0\r\n\r\n").getBytes(StandardCharsets.ISO_8859_1));
         assertThat(ok.status()).as(ok.body()).isBetween(200, 201);
@@ -229,7 +229,7 @@ class ConsoleAttackTest {
             assertThat(r.header("Set-Cookie")).as(m).isNull();
         }
         // text/plain form POST (no preflight) from another origin: no token, so no change
-        assertThat(raw(("POST /api/v1/allocations HTTP/1.1\r\nHost: x\r\nConnection: close\r\nOrigin: http://evil"
+        assertThat(raw(("POST /api/v1/allocations HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nOrigin: http://evil"
                 + "\r\nContent-Type: text/plain\r\nContent-Length: 22\r\n\r\n{\"flags\": [\"--gpu=1\"]}")
                 .getBytes(StandardCharsets.ISO_8859_1)).status()).isEqualTo(401);
         assertThat(scheduler.allocations()).isEmpty();
@@ -262,7 +262,7 @@ class ConsoleAttackTest {
         try {
             for (int i = 0; i < 40; i++) { // more than the default 16 workers
                 Socket s = new Socket(server.address().getAddress(), server.address().getPort());
-                s.getOutputStream().write(("POST /api/v1/allocations HTTP/1.1\r\nHost: x\r\n" + auth()
+                s.getOutputStream().write(("POST /api/v1/allocations HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth()
                         + "\r\nContent-Length: 100\r\n\r\n{\"fl").getBytes(StandardCharsets.ISO_8859_1));
                 s.getOutputStream().flush();
                 slow.add(s);
@@ -270,7 +270,7 @@ class ConsoleAttackTest {
             // a normal client is still served (the stalled ones are cut after the server's request time limit)
             try (Socket s = new Socket(server.address().getAddress(), server.address().getPort())) {
                 s.setSoTimeout(45_000);
-                s.getOutputStream().write("GET /api/v1/node HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+                s.getOutputStream().write("GET /api/v1/node HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
                         .getBytes(StandardCharsets.ISO_8859_1));
                 assertThat(new String(s.getInputStream().readAllBytes(), StandardCharsets.UTF_8))
                         .startsWith("HTTP/1.1 200");

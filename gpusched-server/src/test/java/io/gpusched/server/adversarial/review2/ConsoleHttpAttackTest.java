@@ -34,7 +34,6 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -93,9 +92,6 @@ class ConsoleHttpAttackTest {
      * reads the node's allocations (owners, jobs), audit and doctor report.
      */
     @Test
-    @Disabled("defect: no Host check: GET /api/v1/allocations, /api/v1/audit, /api/v1/doctor, /api/v1/node and"
-            + " /metrics with Host: evil.example answer 200 with the data on a loopback listener, so a DNS-rebinding"
-            + " page in any local browser reads the node (reads need no token on loopback) — reported to lead")
     void dnsRebindingHostIsRefusedForReads() throws Exception {
         scheduler.allocate(GpuRequests.fromCliFlags("--gpu=1", "--owner=secret-owner"));
         for (String host : List.of("evil.example:" + port, "evil.example", "127.0.0.1.evil.example:" + port,
@@ -117,9 +113,6 @@ class ConsoleHttpAttackTest {
     }
 
     @Test
-    @Disabled("defect: POST /api/v1/allocations with the right token and Host: evil.example is served (201) — no"
-            + " Host check for state-changing requests either (the token keeps a rebinding page out, but the brief's"
-            + " bar is to refuse non-loopback Host headers for changes) — reported to lead")
     void nonLoopbackHostIsRefusedForChangesEvenWithTheToken() throws Exception {
         RawHttp.Resp r = http.reqHost("POST", "/api/v1/allocations", "evil.example:" + port, "{\"flags\": [\"--gpu=1\"]}",
                 auth());
