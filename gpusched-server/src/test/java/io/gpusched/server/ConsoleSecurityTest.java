@@ -116,7 +116,7 @@ class ConsoleSecurityTest {
         try (Socket s = new Socket(server.address().getAddress(), server.address().getPort())) {
             s.setSoTimeout(10_000);
             OutputStream out = s.getOutputStream();
-            out.write(("POST /api/v1/allocations HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token.get()
+            out.write(("POST /api/v1/allocations HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + token.get()
                     + "\r\nContent-Length: 99999999\r\n\r\n{").getBytes(StandardCharsets.US_ASCII));
             out.flush();
             InputStream in = s.getInputStream();

@@ -51,7 +51,7 @@ public final class LoadHarness {
                 Socket sock = new Socket(c.address().getAddress(), c.address().getPort());
                 sockets.add(sock);
                 OutputStream o = sock.getOutputStream();
-                o.write("GET /api/v1/events HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n"
+                o.write("GET /api/v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n"
                         .getBytes(StandardCharsets.US_ASCII));
                 o.flush();
                 readers.execute(() -> {

@@ -34,7 +34,7 @@ class OpenApiMatchesRoutesTest {
         try (Socket s = new Socket(c.address().getAddress(), c.address().getPort())) {
             s.setSoTimeout(30_000);
             byte[] b = body == null ? new byte[0] : body.getBytes(StandardCharsets.UTF_8);
-            String head = method + " " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+            String head = method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
                     + (token == null ? "" : "Authorization: Bearer " + token + "\r\n")
                     + (body == null ? "" : "Content-Type: application/json\r\nContent-Length: " + b.length + "\r\n")
                     + "\r\n";

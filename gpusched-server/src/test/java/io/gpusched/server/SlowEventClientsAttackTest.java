@@ -107,7 +107,7 @@ class SlowEventClientsAttackTest {
     static String get(ConsoleServer c, String path) throws IOException {
         try (Socket s = new Socket(c.address().getAddress(), c.address().getPort())) {
             s.setSoTimeout(30_000);
-            s.getOutputStream().write(("GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            s.getOutputStream().write(("GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
                     .getBytes(StandardCharsets.ISO_8859_1));
             return new String(s.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
         }
