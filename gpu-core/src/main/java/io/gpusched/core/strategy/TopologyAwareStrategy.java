@@ -29,8 +29,9 @@ import java.util.Objects;
  * gives ({@link TopologyScores}: partitions of one GPU are interchangeable). Where the classes fall into few blocks
  * (classes with one score to every other class, such as the packages of one NUMA node), a knapsack per block and every
  * split of the count over the blocks; elsewhere a branch and bound bounded by the best possible gain of the devices
- * still to add, which gives up at {@value #NODE_BUDGET} search nodes and returns the best set found (no node of the test
- * corpora comes near). Explicit device ids are returned as asked; a NUMA
+ * still to add (after {@value #TIGHT_BOUND_AFTER} nodes, each device's best partners among them), which gives up at
+ * {@value #NODE_BUDGET} search nodes and returns the best set found (no node of the test corpora comes near; on 64 GPUs
+ * with random links between all of them, requests of 12 or more GPUs can reach it: such an answer is not proven best). Explicit device ids are returned as asked; a NUMA
  * preference restricts the search to that node when it can hold the request; shared requests prefer GPUs already
  * shared and always use the {@link Objective#SET} objective (a shared GPU stays usable by others).
  */
@@ -44,6 +45,14 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
     public static final int NODE_BUDGET = 2_000_000;
     /** Most splits of a request over blocks of classes enumerated by the block search. */
     static final int BLOCK_COMPOSITIONS = 20_000;
+    /**
+     * Search nodes after which the branch and bound builds its tighter bound (each device's best r - 1 partners rather
+     * than r - 1 times its best one): a table of classes x classes x count, worth building only once the search has
+     * shown it is not trivial.
+     */
+    static final int TIGHT_BOUND_AFTER = 2_048;
+    /** Largest table (entries) the tighter bound may build; larger searches keep the plain bound. */
+    static final int TIGHT_BOUND_ENTRIES = 1 << 22;
 
     /** What the topology strategy maximizes. */
     public enum Objective {
@@ -150,9 +159,26 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
         /** Block of each class (compact), or null when blocks do not apply (a class both free and held). */
         private final int[] blockOfClass;
         private final int nb;
+        /** Search nodes after which the tighter bound is built ({@link #TIGHT_BOUND_AFTER}; tests move it). */
+        private final int tightAfter;
+        /**
+         * {@code topPairs[(t * c + j) * k + u]}: the largest sum of pair weights one device of class j has to u other
+         * devices of classes t..c-1 (class capacities respected); null until built.
+         */
+        private long[] topPairs;
+        private boolean tightTried;
+        private final boolean blockSearchAllowed;
 
         Search(TopologyScores ts, List<DeviceState> pool, List<Integer> required, List<DeviceState> devices, int k,
                Objective objective) {
+            this(ts, pool, required, devices, k, objective, TIGHT_BOUND_AFTER, true);
+        }
+
+        /** For tests: when the tighter bound is built, and whether the block search may answer. */
+        Search(TopologyScores ts, List<DeviceState> pool, List<Integer> required, List<DeviceState> devices, int k,
+               Objective objective, int tightAfter, boolean blockSearch) {
+            this.tightAfter = tightAfter;
+            this.blockSearchAllowed = blockSearch;
             this.pool = pool;
             this.k = k;
             int sc = ts.classes;
@@ -330,7 +356,7 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
             if (need < 0) {
                 return List.of();
             }
-            if (blockOfClass != null && compositions(nb, k) <= BLOCK_COMPOSITIONS) {
+            if (blockSearchAllowed && blockOfClass != null && compositions(nb, k) <= BLOCK_COMPOSITIONS) {
                 blockSearch();
                 return answer();
             }
@@ -520,7 +546,27 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
             bestCounts = m;
         }
 
-        private long value(int[] m) {
+        /** @return the value of the answer {@link #run()} chose, in the search's own weights */
+        long bestValue() {
+            return best;
+        }
+
+        /** @return search nodes {@link #run()} visited (0 when the block search answered) */
+        int nodesVisited() {
+            return nodes;
+        }
+
+        /** @return whether the tighter bound was built during {@link #run()} */
+        boolean usedTightBound() {
+            return topPairs != null;
+        }
+
+        /** @return per class (in the search's order after {@link #run()}): fewest and most devices it may give */
+        int[][] classLimits() {
+            return new int[][] {lo.clone(), cap.clone()};
+        }
+
+        long value(int[] m) {
             long v = 0;
             for (int j = 0; j < c; j++) {
                 v += node[j] * m[j] - posPrefix[j][m[j]] + pair[j * c + j] * m[j] * (m[j] - 1) / 2;
@@ -621,7 +667,11 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
             if (t == c) {
                 return;
             }
-            if (v + bound(t, r) <= best) {
+            if (!tightTried && nodes >= tightAfter) {
+                tightTried = true;
+                buildTopPairs();
+            }
+            if (v + (topPairs != null ? tightBound(t, r) : bound(t, r)) <= best) {
                 return;
             }
             int capLeft = 0;
@@ -650,24 +700,69 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
             counts[t] = 0;
         }
 
+        /** Builds {@link #topPairs} (after {@link #permute()}), unless it would exceed {@link #TIGHT_BOUND_ENTRIES}. */
+        private void buildTopPairs() {
+            long entries = (long) c * c * k;
+            if (entries > TIGHT_BOUND_ENTRIES) {
+                return;
+            }
+            long[] table = new long[(int) entries];
+            Integer[] byWeight = new Integer[c];
+            for (int j = 0; j < c; j++) {
+                for (int l = 0; l < c; l++) {
+                    byWeight[l] = l;
+                }
+                int row = j;
+                Arrays.sort(byWeight, (a, b) -> Long.compare(pair[row * c + b], pair[row * c + a]));
+                for (int t = 0; t < c; t++) {
+                    int base = (t * c + j) * k;
+                    int u = 0;
+                    long sum = 0;
+                    for (int x = 0; x < c && u < k - 1; x++) {
+                        int l = byWeight[x];
+                        if (l < t) {
+                            continue;
+                        }
+                        int units = l == j ? cap[l] - 1 : cap[l];
+                        long w = pair[j * c + l];
+                        for (int m = 0; m < units && u < k - 1; m++) {
+                            sum += w;
+                            table[base + ++u] = sum;
+                        }
+                    }
+                    // fewer than k - 1 partners left: every larger u is infeasible; keep the last sum (still an upper
+                    // bound of what any feasible choice reaches, since none has that many partners)
+                    for (int v = u + 1; v < k; v++) {
+                        table[base + v] = sum;
+                    }
+                }
+            }
+            topPairs = table;
+        }
+
         /**
-         * An upper bound on what r more devices from classes t..c-1 can add: each brings at most its linear gain from
-         * what is fixed, its node weight, its first position, and half its best pair weight to each of the r - 1 others
-         * (a pair among new devices is worth at most the mean of its two ends' best pairs); the r best by that, within
-         * the class capacities, lower bounds relaxed.
+         * Like {@link #bound}, but each device's pairs with the other r - 1 new devices are bounded by its r - 1 best
+         * partners among classes t..c-1 (class capacities respected), half of each pair to either end: the pairs among
+         * the new devices sum to half the sum over devices of their pair weights to the others, each at most its best
+         * r - 1. Doubled values until the end so the halves stay exact.
          */
-        private long bound(int t, int r) {
+        private long tightBound(int t, int r) {
             int len = c - t;
             long[] gain = new long[len];
             for (int j = t; j < c; j++) {
-                long g = lin[j] + node[j] - minPos[j];
-                long mp = suffixMaxPair[t * c + j];
-                if (r > 1 && mp != Long.MIN_VALUE) {
-                    g += (r - 1) * Math.max(mp, 0) / 2 + ((r - 1) * Math.max(mp, 0)) % 2;
+                long g = 2 * (lin[j] + node[j] - minPos[j]);
+                if (r > 1) {
+                    g += topPairs[(t * c + j) * k + (r - 1)];
                 }
                 gain[j - t] = g;
             }
-            // r best units under capacities: repeatedly take the best class
+            long total = bestUnits(gain, t, r);
+            return total == Long.MIN_VALUE / 4 ? total : Math.floorDiv(total, 2);
+        }
+
+        /** @return the sum of the r best unit gains under the class capacities of t.., or a very low value if r do not fit */
+        private long bestUnits(long[] gain, int t, int r) {
+            int len = gain.length;
             boolean[] used = new boolean[len];
             long total = 0;
             int left = r;
@@ -687,6 +782,26 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
                 left -= take;
             }
             return total;
+        }
+
+        /**
+         * An upper bound on what r more devices from classes t..c-1 can add: each brings at most its linear gain from
+         * what is fixed, its node weight, its first position, and half its best pair weight to each of the r - 1 others
+         * (a pair among new devices is worth at most the mean of its two ends' best pairs); the r best by that, within
+         * the class capacities, lower bounds relaxed.
+         */
+        private long bound(int t, int r) {
+            int len = c - t;
+            long[] gain = new long[len];
+            for (int j = t; j < c; j++) {
+                long g = lin[j] + node[j] - minPos[j];
+                long mp = suffixMaxPair[t * c + j];
+                if (r > 1 && mp != Long.MIN_VALUE) {
+                    g += (r - 1) * Math.max(mp, 0) / 2 + ((r - 1) * Math.max(mp, 0)) % 2;
+                }
+                gain[j - t] = g;
+            }
+            return bestUnits(gain, t, r);
         }
     }
 }
