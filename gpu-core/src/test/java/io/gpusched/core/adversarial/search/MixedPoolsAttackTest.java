@@ -1,0 +1,158 @@
+package io.gpusched.core.adversarial.search;
+
+import io.gpusched.core.DeviceState;
+import io.gpusched.core.GpuDevice;
+import io.gpusched.core.GpuHealth;
+import io.gpusched.core.GpuRequest;
+import io.gpusched.core.GpuTopology;
+import io.gpusched.core.MemorySize;
+import io.gpusched.core.PcieLevel;
+import io.gpusched.core.SchedulingView;
+import io.gpusched.core.strategy.TopologyAwareStrategy.Objective;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Random;
+import org.junit.jupiter.api.Disabled;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
+
+/**
+ * Twins (partitions of one GPU) with many GPUs, so the branch and bound rather than the block search runs (more than
+ * 20,000 splits, or twin classes that mix free and shared GPUs), with the tighter bound's capacities, own-class
+ * partners and lower bounds (required devices) in play: exclusive requests on fragmented nodes, and shared requests
+ * on nodes with fewer shared GPUs than asked (the pool mixes free and shared partitions of one GPU).
+ */
+class MixedPoolsAttackTest {
+
+    enum State { FREE, HELD, SHARED }
+
+    record Node(List<GpuDevice> devices, GpuTopology topology) {
+    }
+
+    /** g GPUs of p partitions: partitions of one GPU 0 to 2 links and INTERNAL PCIe; between GPUs 0 to 3 links. */
+    static Node node(Random r, int g, int p) {
+        List<GpuDevice> devs = new ArrayList<>();
+        int n = g * p;
+        for (int i = 0; i < n; i++) {
+            devs.add(SearchOracle.device(i, (i / p) * 2 / g));
+        }
+        GpuTopology.Builder b = GpuTopology.builder(devs);
+        PcieLevel[] levels = PcieLevel.values();
+        int[][] links = new int[g][g];
+        PcieLevel[][] pcie = new PcieLevel[g][g];
+        for (int x = 0; x < g; x++) {
+            for (int y = x; y < g; y++) {
+                links[x][y] = x == y ? r.nextInt(3) : r.nextInt(4);
+                pcie[x][y] = x == y ? PcieLevel.INTERNAL : levels[1 + r.nextInt(levels.length - 1)];
+            }
+        }
+        for (int i = 0; i < n; i++) {
+            for (int j = i + 1; j < n; j++) {
+                int x = i / p;
+                int y = j / p;
+                if (links[x][y] > 0) {
+                    b.links(i, j, links[x][y]);
+                }
+                b.pcie(i, j, pcie[x][y]);
+            }
+        }
+        return new Node(devs, b.build());
+    }
+
+    static int[] corpus(Objective o, long seed, int tries, boolean sharedRequests, boolean stayFree) {
+        Random r = new Random(seed);
+        int done = 0;
+        int past = 0;
+        while (done < tries) {
+            int p = 2 + r.nextInt(2);
+            int g = p == 2 ? 13 + r.nextInt(3) : 9 + r.nextInt(2);
+            Node node = node(r, g, p);
+            int k = 6 + r.nextInt(4);
+            List<DeviceState> all = new ArrayList<>();
+            List<DeviceState> cands = new ArrayList<>();
+            int sharedLeft = sharedRequests ? 1 + r.nextInt(k - 1) : 0;
+            List<Integer> order = new ArrayList<>();
+            for (int i = 0; i < g * p; i++) {
+                order.add(i);
+            }
+            Collections.shuffle(order, r);
+            State[] st = new State[g * p];
+            int heldLeft = r.nextInt(8);
+            for (int i : order) {
+                if (sharedLeft > 0) {
+                    st[i] = State.SHARED;
+                    sharedLeft--;
+                } else if (heldLeft > 0) {
+                    st[i] = State.HELD;
+                    heldLeft--;
+                } else {
+                    st[i] = State.FREE;
+                }
+            }
+            for (GpuDevice d : node.devices()) {
+                DeviceState s = switch (st[d.index()]) {
+                    case FREE -> DeviceState.idle(d, GpuHealth.HEALTHY);
+                    case HELD -> SearchOracle.held(d);
+                    case SHARED -> SearchOracle.shared(d);
+                };
+                all.add(s);
+                if (s.exclusiveHolder().isEmpty() && (sharedRequests || s.sharedHolders() == 0)) {
+                    cands.add(s);
+                }
+            }
+            if (cands.size() < k || TightBoundAttackTest.choose(cands.size(), k) > 8_000_000) {
+                continue;
+            }
+            List<Integer> candIds = new ArrayList<>(cands.stream().map(DeviceState::index).toList());
+            Collections.shuffle(candIds, r);
+            int req = r.nextInt(4);
+            GpuRequest.Builder rb = GpuRequest.builder().count(k).requiredDevices(candIds.subList(0, Math.min(req, k)));
+            if (sharedRequests) {
+                rb.shared(MemorySize.ofGibibytes(1));
+            }
+            GpuRequest request = rb.build();
+            SchedulingView v = SearchOracle.view(all, cands, node.topology());
+            TightBoundAttackTest.judge((sharedRequests ? "shared" : "exclusive") + " seed " + seed + " try " + done, o,
+                    request, v, stayFree);
+            if (SearchOracle.searchNodes(sharedRequests ? Objective.SET : o, request, v) > 2_048) {
+                past++;
+            }
+            done++;
+        }
+        return new int[] {done, past};
+    }
+
+    @ParameterizedTest
+    @EnumSource(Objective.class)
+    void exclusiveOnFragmentedPartitionNodes(Objective o) {
+        int[] res = corpus(o, 1701L + o.ordinal(), Integer.getInteger("adv.tries", 60), false, true);
+        TightBoundAttackTest.report("partitions exclusive", o, res);
+    }
+
+    /**
+     * Shared requests judged with the SET tie-break read as the implementation reads it (affinity to every GPU free
+     * before the allocation): is the search exact for that key, with twin classes split into free and shared?
+     */
+    @ParameterizedTest
+    @EnumSource(Objective.class)
+    void sharedMixedPoolsExactForTheFreeBeforeReading(Objective o) {
+        int[] res = corpus(o, 1801L + o.ordinal(), Integer.getInteger("adv.tries", 60), true, false);
+        TightBoundAttackTest.report("partitions shared (free-before affinity)", o, res);
+    }
+
+    /**
+     * The same corpus judged with the Javadoc's words: "least affinity to the GPUs that stay free". Fails on seed 1801
+     * try 40 (SET; k=9, required [2], GPUs 0, 8, 28, 29 shared): answer [2, 6, 8, 15, 24, 25, 27, 28, 29], set score
+     * 8,590, affinity to what stays free 22,890; [2, 13, 15, 16, 17, 24, 25, 27, 28] scores the same with affinity
+     * 19,840. TieBreakAttackTest#sharedSetMixingSharedAndFreeTieBreaksByWhatStaysFree is the 4-GPU case.
+     */
+    @Disabled("defect (code or docs): shared sets mixing shared and free GPUs break SET ties by affinity to the GPUs "
+            + "free before the allocation, not to those that stay free (seed 1801 try 40; see TieBreakAttackTest)")
+    @ParameterizedTest
+    @EnumSource(Objective.class)
+    void sharedMixedPoolsStayFreeReading(Objective o) {
+        int[] res = corpus(o, 1801L + o.ordinal(), Integer.getInteger("adv.tries", 60), true, true);
+        TightBoundAttackTest.report("partitions shared (stay-free affinity)", o, res);
+    }
+}
