@@ -105,4 +105,96 @@ class ExtremeScoresAttackTest {
         assertEquals(List.of(0, 1), SearchOracle.best(o, req, v).set());
         assertEquals(List.of(0, 1), SearchOracle.sorted(new io.gpusched.core.strategy.TopologyAwareStrategy(o).select(req, v)));
     }
+
+    /**
+     * Ordinary links on a node far larger than any built today: {@code n} GPUs on two NUMA nodes, 18 NVLink links
+     * between every two GPUs of one NUMA node (pair score 1,820), none across (10), all free; {@code k} asked. The GPUs
+     * of one NUMA node are twins, so every answer is judged by how many it takes from each node: the keys of the
+     * Javadoc are computed here in closed form for every split, the answer's from its own counts and indices.
+     */
+    static void twoNumaNodes(Objective o, int perNode, int k) {
+        int n = 2 * perNode;
+        List<GpuDevice> devs = new ArrayList<>();
+        for (int i = 0; i < n; i++) {
+            devs.add(SearchOracle.device(i, i / perNode));
+        }
+        GpuTopology.Builder b = GpuTopology.builder(devs);
+        for (int i = 0; i < n; i++) {
+            for (int j = i + 1; j < n && j / perNode == i / perNode; j++) {
+                b.links(i, j, 18);
+            }
+        }
+        GpuTopology t = b.build();
+        long w = SearchOracle.pair(t, 0, 1);
+        long x = SearchOracle.pair(t, 0, perNode);
+        List<DeviceState> all = new ArrayList<>();
+        for (GpuDevice d : devs) {
+            all.add(DeviceState.idle(d, GpuHealth.HEALTHY));
+        }
+        SchedulingView v = SearchOracle.view(all, all, t);
+        GpuRequest req = GpuRequest.builder().count(k).build();
+        long[] bestKey = null;
+        int bestM0 = -1;
+        for (int m0 = Math.max(0, k - perNode); m0 <= Math.min(k, perNode); m0++) {
+            long pos = (long) m0 * (m0 - 1) / 2 + (long) (k - m0) * perNode + (long) (k - m0) * (k - m0 - 1) / 2;
+            long[] key = splitKey(o, w, x, perNode, m0, k - m0, pos);
+            if (bestKey == null || SearchOracle.compare(key, bestKey) > 0) {
+                bestKey = key;
+                bestM0 = m0;
+            }
+        }
+        List<Integer> got = new io.gpusched.core.strategy.TopologyAwareStrategy(o).select(req, v);
+        String bad = SearchOracle.invalid(req, v, got);
+        if (bad != null) {
+            fail(n + " GPUs, k=" + k + " " + o + ": invalid answer, " + bad.substring(0, Math.min(200, bad.length())));
+        }
+        int m0 = (int) got.stream().filter(i -> i < perNode).count();
+        long pos = got.stream().mapToLong(Integer::longValue).sum();
+        long[] gotKey = splitKey(o, w, x, perNode, m0, k - m0, pos);
+        if (SearchOracle.compare(gotKey, bestKey) != 0) {
+            fail(n + " GPUs, k=" + k + " " + o + ": answer takes " + m0 + " from NUMA node 0 and " + (k - m0)
+                    + " from node 1, key " + SearchOracle.str(gotKey) + "; best takes " + bestM0 + " and "
+                    + (k - bestM0) + ", key " + SearchOracle.str(bestKey));
+        }
+    }
+
+    /** Keys of the Javadoc for m0 GPUs of node 0 and m1 of node 1 (twins inside a node), all GPUs free before. */
+    static long[] splitKey(Objective o, long w, long x, long per, long m0, long m1, long pos) {
+        long score = w * (m0 * (m0 - 1) / 2 + m1 * (m1 - 1) / 2) + x * m0 * m1;
+        long r0 = per - m0;
+        long r1 = per - m1;
+        if (o == Objective.SET) {
+            long affinity = m0 * (w * r0 + x * r1) + m1 * (w * r1 + x * r0);
+            return new long[] {score, -affinity, -pos};
+        }
+        long left = w * (r0 * (r0 - 1) / 2 + r1 * (r1 - 1) / 2) + x * r0 * r1;
+        return new long[] {score + left, score, -pos};
+    }
+
+    /** 512 GPUs (2 x 256), k 100 to 300: holds (the position key is dropped, nothing wraps). */
+    @ParameterizedTest
+    @EnumSource(Objective.class)
+    void hundredsOfGpusHold(Objective o) {
+        for (int k : new int[] {100, 200, 256, 300}) {
+            twoNumaNodes(o, 256, k);
+        }
+    }
+
+    /**
+     * Thousands of GPUs with ordinary links (per NUMA node / k: 1,536 / 1,536, 2,048 / 1,600, 2,048 / 2,600). 2 x 1,024
+     * and 2 x 1,280 with k = all of a node hold; 2 x 1,536, k = 1,536, SET answers 1,084 GPUs from node 0 and 452 from
+     * node 1 (set score 1,258,719,520) where all 1,536 of node 0 score 2,145,561,600; 2 x 2,048, k = 2,600, REMAINING
+     * answers 1,487 + 1,113 where 2,048 + 552 is best. The Javadoc's "nodes of hundreds of devices" drop the position
+     * key and hold (hundredsOfGpusHold); past about 3,000 GPUs nothing guards the fold.
+     */
+    @Disabled("defect: on nodes of thousands of GPUs with ordinary 18-link scores the folded long key overflows even "
+            + "without the position key: 2 x 1,536 GPUs, k=1,536, SET takes 1,084 + 452 instead of 1,536 from one node; "
+            + "2 x 2,048, k=2,600, REMAINING takes 1,487 + 1,113 instead of 2,048 + 552")
+    @ParameterizedTest
+    @EnumSource(Objective.class)
+    void thousandsOfGpusOrdinaryLinks(Objective o) {
+        twoNumaNodes(o, 1_536, 1_536);
+        twoNumaNodes(o, 2_048, 1_600);
+        twoNumaNodes(o, 2_048, 2_600);
+    }
 }
