@@ -1,5 +1,7 @@
 package io.gpusched.core.adversarial.search;
 
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import io.gpusched.core.DeviceState;
 import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuHealth;
@@ -30,7 +32,10 @@ class MixedPoolsAttackTest {
     record Node(List<GpuDevice> devices, GpuTopology topology) {
     }
 
-    /** g GPUs of p partitions: partitions of one GPU 0 to 2 links and INTERNAL PCIe; between GPUs 0 to 3 links. */
+    /**
+     * g GPUs of p partitions: partitions of one GPU 0 or 1 link and INTERNAL PCIe (a twin class); between GPUs 0 to 3
+     * links and a random PCIe level (scores close to the twins', so the search is long).
+     */
     static Node node(Random r, int g, int p) {
         List<GpuDevice> devs = new ArrayList<>();
         int n = g * p;
@@ -39,11 +44,12 @@ class MixedPoolsAttackTest {
         }
         GpuTopology.Builder b = GpuTopology.builder(devs);
         PcieLevel[] levels = PcieLevel.values();
+        int intraMax = r.nextInt(2);
         int[][] links = new int[g][g];
         PcieLevel[][] pcie = new PcieLevel[g][g];
         for (int x = 0; x < g; x++) {
             for (int y = x; y < g; y++) {
-                links[x][y] = x == y ? r.nextInt(3) : r.nextInt(4);
+                links[x][y] = x == y ? r.nextInt(intraMax + 1) : r.nextInt(4);
                 pcie[x][y] = x == y ? PcieLevel.INTERNAL : levels[1 + r.nextInt(levels.length - 1)];
             }
         }
@@ -65,10 +71,10 @@ class MixedPoolsAttackTest {
         int done = 0;
         int past = 0;
         while (done < tries) {
-            int p = 2 + r.nextInt(2);
-            int g = p == 2 ? 13 + r.nextInt(3) : 9 + r.nextInt(2);
+            int p = 2;
+            int g = 14 + r.nextInt(2);
             Node node = node(r, g, p);
-            int k = 6 + r.nextInt(4);
+            int k = 8 + r.nextInt(2);
             List<DeviceState> all = new ArrayList<>();
             List<DeviceState> cands = new ArrayList<>();
             int sharedLeft = sharedRequests ? 1 + r.nextInt(k - 1) : 0;
@@ -78,7 +84,7 @@ class MixedPoolsAttackTest {
             }
             Collections.shuffle(order, r);
             State[] st = new State[g * p];
-            int heldLeft = r.nextInt(8);
+            int heldLeft = r.nextInt(4);
             for (int i : order) {
                 if (sharedLeft > 0) {
                     st[i] = State.SHARED;
@@ -106,7 +112,7 @@ class MixedPoolsAttackTest {
             }
             List<Integer> candIds = new ArrayList<>(cands.stream().map(DeviceState::index).toList());
             Collections.shuffle(candIds, r);
-            int req = r.nextInt(4);
+            int req = r.nextInt(2);
             GpuRequest.Builder rb = GpuRequest.builder().count(k).requiredDevices(candIds.subList(0, Math.min(req, k)));
             if (sharedRequests) {
                 rb.shared(MemorySize.ofGibibytes(1));
@@ -126,8 +132,9 @@ class MixedPoolsAttackTest {
     @ParameterizedTest
     @EnumSource(Objective.class)
     void exclusiveOnFragmentedPartitionNodes(Objective o) {
-        int[] res = corpus(o, 1701L + o.ordinal(), Integer.getInteger("adv.tries", 60), false, true);
+        int[] res = corpus(o, 1701L + o.ordinal(), 40, false, true);
         TightBoundAttackTest.report("partitions exclusive", o, res);
+        assertTrue(res[1] < 0 || res[1] >= res[0] / 10, "too few searches past 2,048 nodes: " + res[1]);
     }
 
     /**
@@ -137,22 +144,24 @@ class MixedPoolsAttackTest {
     @ParameterizedTest
     @EnumSource(Objective.class)
     void sharedMixedPoolsExactForTheFreeBeforeReading(Objective o) {
-        int[] res = corpus(o, 1801L + o.ordinal(), Integer.getInteger("adv.tries", 60), true, false);
+        int[] res = corpus(o, 1801L + o.ordinal(), 40, true, false);
         TightBoundAttackTest.report("partitions shared (free-before affinity)", o, res);
+        assertTrue(res[1] < 0 || res[1] >= res[0] / 4, "too few searches past 2,048 nodes: " + res[1]);
     }
 
     /**
-     * The same corpus judged with the Javadoc's words: "least affinity to the GPUs that stay free". Fails on seed 1801
-     * try 40 (SET; k=9, required [2], GPUs 0, 8, 28, 29 shared): answer [2, 6, 8, 15, 24, 25, 27, 28, 29], set score
-     * 8,590, affinity to what stays free 22,890; [2, 13, 15, 16, 17, 24, 25, 27, 28] scores the same with affinity
-     * 19,840. TieBreakAttackTest#sharedSetMixingSharedAndFreeTieBreaksByWhatStaysFree is the 4-GPU case.
+     * The same corpus judged with the Javadoc's words: "least affinity to the GPUs that stay free". Fails on seed 1802
+     * try 0 (the REMAINING instance; a shared request always uses SET; k=9, GPUs 3 and 4 shared): answer
+     * [2, 3, 18, 19, 20, 21, 22, 24, 25], set score 9,340, affinity to what stays free 20,340; [2, 18, 19, 20, 21, 22,
+     * 23, 24, 25] scores the same with affinity 18,830. TieBreakAttackTest#sharedSetMixingSharedAndFreeTieBreaksByWhatStaysFree
+     * is the 4-GPU case.
      */
     @Disabled("defect (code or docs): shared sets mixing shared and free GPUs break SET ties by affinity to the GPUs "
-            + "free before the allocation, not to those that stay free (seed 1801 try 40; see TieBreakAttackTest)")
+            + "free before the allocation, not to those that stay free (seed 1802 try 0; see TieBreakAttackTest)")
     @ParameterizedTest
     @EnumSource(Objective.class)
     void sharedMixedPoolsStayFreeReading(Objective o) {
-        int[] res = corpus(o, 1801L + o.ordinal(), Integer.getInteger("adv.tries", 60), true, true);
+        int[] res = corpus(o, 1801L + o.ordinal(), 40, true, true);
         TightBoundAttackTest.report("partitions shared (stay-free affinity)", o, res);
     }
 }
