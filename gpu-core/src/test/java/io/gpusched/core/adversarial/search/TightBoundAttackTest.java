@@ -72,7 +72,7 @@ class TightBoundAttackTest {
 
     /**
      * Random nodes: n devices on two NUMA nodes, some held exclusively (not candidates), links drawn by {@code links};
-     * k from kLo..kHi, 0 to 3 required devices. Returns {tries, tries past 2,048 search nodes}.
+     * k from kLo..kHi, 0 to 3 required devices; a third of the tries hand the candidates over in a shuffled order. Returns {tries, tries past 2,048 search nodes}.
      */
     static int[] corpus(String what, Objective o, long seed, int tries, int nLo, int nHi, int kLo, int kHi,
                         int maxHeld, LinkDraw links) {
@@ -105,6 +105,10 @@ class TightBoundAttackTest {
                     all.add(s);
                     cands.add(s);
                 }
+            }
+            if (r.nextInt(3) == 0) {
+                // a composing strategy may hand over its own candidate order: the last tie-break follows it
+                Collections.shuffle(cands, r);
             }
             int k = kLo + r.nextInt(kHi - kLo + 1);
             if (choose(cands.size(), k) > 8_000_000L) {
