@@ -1,5 +1,6 @@
 package io.gpusched.isolation;
 
+import io.gpusched.core.devices.GpuDeviceNodes;
 import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuDevice;
 import io.gpusched.isolation.internal.Bpf;
@@ -145,7 +146,13 @@ public final class CgroupDeviceIsolator implements DeviceIsolator {
 
     /** @return the node plan of an allocation on this host */
     public NodePlan plan(Allocation allocation) {
-        return nodes.plan(allocation, hostDevices);
+        try {
+            return NodePlan.of(nodes.plan(allocation, hostDevices));
+        } catch (IsolationException e) {
+            throw e;
+        } catch (io.gpusched.core.GpuException e) {
+            throw new IsolationException(e.getMessage(), e);
+        }
     }
 
     @Override

@@ -1,5 +1,7 @@
 package io.gpusched.isolation;
 
+import io.gpusched.core.devices.DeviceNode;
+import io.gpusched.core.devices.GpuDeviceNodes;
 import io.gpusched.core.Allocation;
 import io.gpusched.isolation.internal.Libc;
 import io.gpusched.isolation.internal.Sys;
@@ -83,8 +85,8 @@ public final class DeviceNodes {
 
     /** Creates the nodes for an allocation from the host's {@code /dev} and {@code /proc}, mode 0666. */
     public static Created create(Path root, Allocation allocation) {
-        NodePlan plan = new GpuDeviceNodes(Path.of("/dev"), Path.of("/proc"), false).plan(allocation,
-                allocation.devices());
+        NodePlan plan = NodePlan.of(new GpuDeviceNodes(Path.of("/dev"), Path.of("/proc"), false).plan(allocation,
+                allocation.devices()));
         return create(root, Path.of("/dev"), plan, 0666);
     }
 

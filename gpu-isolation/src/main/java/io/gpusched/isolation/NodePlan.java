@@ -1,5 +1,7 @@
 package io.gpusched.isolation;
 
+import io.gpusched.core.devices.DeviceNode;
+import io.gpusched.core.devices.DevicePlan;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -21,6 +23,14 @@ public record NodePlan(List<DeviceNode> allowed, List<DeviceNode> denied, List<I
         denied = List.copyOf(denied);
         vendorMajors = List.copyOf(vendorMajors);
         notes = List.copyOf(notes);
+    }
+
+    /**
+     * @param plan the vendor table's plan
+     * @return the same nodes, ready to become rules
+     */
+    public static NodePlan of(DevicePlan plan) {
+        return new NodePlan(plan.allowed(), plan.denied(), plan.vendorMajors(), plan.notes());
     }
 
     /**

@@ -1,5 +1,6 @@
 package io.gpusched.isolation;
 
+import io.gpusched.core.devices.DeviceNode;
 import io.gpusched.core.Allocation;
 import java.io.IOException;
 import java.nio.file.Files;

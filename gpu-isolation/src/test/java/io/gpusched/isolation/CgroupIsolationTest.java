@@ -1,5 +1,6 @@
 package io.gpusched.isolation;
 
+import io.gpusched.core.devices.DeviceNode;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;

@@ -1,5 +1,6 @@
 package io.gpusched.isolation;
 
+import io.gpusched.core.devices.GpuDeviceNodes;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -27,7 +28,7 @@ class DeviceNodesTest {
 
     NodePlan plan(boolean amd, int gpu) throws Exception {
         bed = new CgroupBed(dir.resolve(amd ? "amdhost" : "host"), amd);
-        return new GpuDeviceNodes(bed.dev, bed.proc, false).plan(bed.gpus(gpu), bed.host.devices());
+        return NodePlan.of(new GpuDeviceNodes(bed.dev, bed.proc, false).plan(bed.gpus(gpu), bed.host.devices()));
     }
 
     static long files(Path p) throws Exception {

@@ -1,5 +1,7 @@
 package io.gpusched.isolation;
 
+import io.gpusched.core.devices.DevicePlan;
+import io.gpusched.core.devices.GpuDeviceNodes;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -26,12 +28,12 @@ class GpuDeviceNodesTest {
         Files.createFile(dev.resolve("nvidia-uvm"));
         SimulatedGpuInventory host = Fixtures.nvidiaHost();
         Allocation a = Fixtures.gpus(Fixtures.scheduler(host), 1, 3);
-        NodePlan p = new GpuDeviceNodes(dev, proc, false).plan(a, host.devices());
+        DevicePlan p = new GpuDeviceNodes(dev, proc, false).plan(a, host.devices());
         assertThat(p.allowed()).extracting(n -> n.path().getFileName() + "=" + n.major() + ":" + n.minor())
                 .containsExactly("nvidia1=195:1", "nvidia3=195:3", "nvidiactl=195:255", "nvidia-uvm=508:0");
         assertThat(p.denied()).extracting(n -> n.minor()).containsExactly(0, 2);
         assertThat(p.notes()).anySatisfy(n -> assertThat(n).contains("nvidia-uvm-tools does not exist: skipped"));
-        assertThat(p.rules(false, true, List.of())).extracting(DeviceRule::toString).containsExactly(
+        assertThat(NodePlan.of(p).rules(false, true, List.of())).extracting(DeviceRule::toString).containsExactly(
                 "allow c 195:1 rw", "allow c 195:3 rw", "allow c 195:255 rw", "allow c 508:0 rw",
                 "deny c 195:0 rwm", "deny c 195:2 rwm", "deny c 195:* rwm");
     }
@@ -51,7 +53,7 @@ class GpuDeviceNodesTest {
         }
         SimulatedGpuInventory host = b.build();
         Allocation a = Fixtures.gpus(Fixtures.scheduler(host), 2);
-        NodePlan p = new GpuDeviceNodes(dir.resolve("dev"), proc, false).plan(a, host.devices());
+        DevicePlan p = new GpuDeviceNodes(dir.resolve("dev"), proc, false).plan(a, host.devices());
         assertThat(p.allowed()).extracting(n -> n.path().getFileName() + "=" + n.major() + ":" + n.minor())
                 .containsExactly("nvidia0=195:0", "nvidiactl=195:255", "nvidia-cap21=237:21", "nvidia-cap22=237:22");
         assertThat(p.denied()).extracting(n -> n.major() + ":" + n.minor()).containsExactly("237:12", "237:13");
@@ -64,7 +66,7 @@ class GpuDeviceNodesTest {
         SimulatedGpuInventory host = GpuInventories.simulated("mi210-8x");
         GpuScheduler s = Fixtures.scheduler(host);
         Allocation a = Fixtures.gpus(s, 0);
-        NodePlan p = new GpuDeviceNodes(dir.resolve("dev"), proc, false).plan(a, host.devices());
+        DevicePlan p = new GpuDeviceNodes(dir.resolve("dev"), proc, false).plan(a, host.devices());
         assertThat(p.allowed()).extracting(n -> n.path().toString().replace(dir.resolve("dev") + "/", "") + "="
                 + n.major() + ":" + n.minor()).containsExactly("dri/renderD130=226:130", "dri/card2=226:2", "kfd=511:0");
         assertThat(p.denied()).hasSize(14).allSatisfy(n -> assertThat(n.major()).isEqualTo(226));
@@ -85,7 +87,7 @@ class GpuDeviceNodesTest {
         b.device(GpuDevice.builder().index(1).uuid("0xa1").vendor(GpuVendor.AMD).name("MI210")
                 .memory(MemorySize.ofGibibytes(64)).pciBusId("0000:26:00.0").minor(131).build());
         SimulatedGpuInventory host = b.build();
-        NodePlan p = new GpuDeviceNodes(dir.resolve("dev"), proc, false).plan(Fixtures.gpus(Fixtures.scheduler(host), 0),
+        DevicePlan p = new GpuDeviceNodes(dir.resolve("dev"), proc, false).plan(Fixtures.gpus(Fixtures.scheduler(host), 0),
                 host.devices());
         assertThat(p.allowed()).extracting(n -> n.path().getFileName() + "=" + n.minor())
                 .containsExactly("renderD130=130", "card5=5", "kfd=0");
@@ -100,6 +102,6 @@ class GpuDeviceNodesTest {
                 .build()).build();
         Allocation a = Fixtures.scheduler(host).allocate(GpuRequest.builder().build());
         assertThatThrownBy(() -> new GpuDeviceNodes(dir, dir, false).plan(a, host.devices()))
-                .isInstanceOf(IsolationException.class).hasMessageContaining("has no device minor");
+                .isInstanceOf(io.gpusched.core.GpuException.class).hasMessageContaining("has no device minor");
     }
 }

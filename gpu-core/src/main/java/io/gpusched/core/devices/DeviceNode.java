@@ -1,4 +1,4 @@
-package io.gpusched.isolation;
+package io.gpusched.core.devices;
 
 import java.nio.file.Path;
 
@@ -9,7 +9,15 @@ import java.nio.file.Path;
  * @param major major number
  * @param minor minor number
  * @param role  what it is: {@code gpu}, {@code control}, {@code uvm}, {@code modeset}, {@code mig-cap}, {@code kfd},
- *              {@code render}
+ *              {@code render}, {@code card}
  */
 public record DeviceNode(Path path, int major, int minor, String role) {
+
+    /** @return whether this is a vendor control node shared by all GPUs ({@code control}, {@code uvm}, {@code modeset}, {@code kfd}) */
+    public boolean isControl() {
+        return switch (role) {
+            case "control", "uvm", "modeset", "kfd" -> true;
+            default -> false;
+        };
+    }
 }

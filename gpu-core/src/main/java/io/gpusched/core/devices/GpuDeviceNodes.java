@@ -1,7 +1,8 @@
-package io.gpusched.isolation;
+package io.gpusched.core.devices;
 
 import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuDevice;
+import io.gpusched.core.GpuException;
 import io.gpusched.core.GpuVendor;
 import java.io.IOException;
 import java.nio.file.Files;
@@ -16,12 +17,15 @@ import java.util.OptionalInt;
 import java.util.Set;
 
 /**
- * Device nodes per vendor. NVIDIA: {@code /dev/nvidiaN} is 195:N where N is the device minor (not the NVML index),
+ * The vendor device-node table: which {@code /dev} nodes a set of GPUs needs and which the host's other GPUs have, the
+ * one place gpusched knows it (isolation fences with it; YARN, CDI, Kubernetes and Slurm name devices with it).
+ * NVIDIA: {@code /dev/nvidiaN} is 195:N where N is the device minor (not the NVML index),
  * {@code /dev/nvidiactl} 195:255, {@code /dev/nvidia-uvm(-tools)} with the {@code nvidia-uvm} major of
  * {@code /proc/devices}, {@code /dev/nvidia-modeset} 195:254 when asked, and for MIG devices the GPU- and
  * compute-instance access caps under {@code /dev/nvidia-caps} (major {@code nvidia-caps}, minors from
  * {@code /proc/driver/nvidia-caps/mig-minors}). AMD: {@code /dev/kfd} (major {@code kfd}) and
- * {@code /dev/dri/renderD<minor>} and {@code /dev/dri/card<N>} (226), both planned for both mechanisms. Optional nodes that do not exist are skipped and said so.
+ * {@code /dev/dri/renderD<minor>} and {@code /dev/dri/card<N>} (226). Optional nodes that do not exist are skipped
+ * and said so in the plan's notes.
  */
 public final class GpuDeviceNodes {
     /** Major of {@code /dev/nvidia*} GPU and control nodes. */
@@ -49,7 +53,7 @@ public final class GpuDeviceNodes {
     }
 
     /** @return majors by driver name from {@code /proc/devices} (character devices) */
-    Map<String, Integer> charMajors() {
+    public Map<String, Integer> charMajors() {
         Map<String, Integer> out = new HashMap<>();
         try {
             boolean chars = false;
@@ -92,32 +96,44 @@ public final class GpuDeviceNodes {
      *
      * @param allocation the job's devices
      * @param host       every allocatable device of the host (the inventory's {@code devices()})
-     * @throws IsolationException when a device has no minor, or vendors are mixed
+     * @throws GpuException when a device has no minor, or vendors are mixed
      */
-    public NodePlan plan(Allocation allocation, List<GpuDevice> host) {
-        List<GpuVendor> vendors = allocation.devices().stream().map(GpuDevice::vendor).distinct().toList();
+    public DevicePlan plan(Allocation allocation, List<GpuDevice> host) {
+        return plan("allocation " + allocation.id(), allocation.devices(), host);
+    }
+
+    /**
+     * Plans the nodes of a set of devices against every GPU of the host.
+     *
+     * @param what    names the set in errors ({@code "allocation P-3"}, {@code "GPU 2"})
+     * @param devices the set (one vendor)
+     * @param host    every allocatable device of the host
+     * @return the plan
+     * @throws GpuException when a device has no minor, the set is empty, or vendors are mixed
+     */
+    public DevicePlan plan(String what, List<GpuDevice> devices, List<GpuDevice> host) {
+        List<GpuVendor> vendors = devices.stream().map(GpuDevice::vendor).distinct().toList();
         if (vendors.size() != 1) {
-            throw new IsolationException("allocation " + allocation.id() + " has devices of vendors " + vendors
-                    + "; a fence serves one vendor");
+            throw new GpuException(what + " has devices of vendors " + vendors + "; a device plan serves one vendor");
         }
-        return vendors.get(0) == GpuVendor.NVIDIA ? nvidia(allocation, host) : amd(allocation, host);
+        return vendors.get(0) == GpuVendor.NVIDIA ? nvidia(devices, host) : amd(devices, host);
     }
 
     private static int minorOf(GpuDevice d) {
         OptionalInt m = d.minor();
         if (m.isEmpty()) {
-            throw new IsolationException("GPU " + d.index() + " (" + d.uuid() + ") has no device minor; its backend"
+            throw new GpuException("GPU " + d.index() + " (" + d.uuid() + ") has no device minor; its backend"
                     + " does not report which /dev node it is, so it cannot be fenced");
         }
         return m.getAsInt();
     }
 
-    private NodePlan nvidia(Allocation a, List<GpuDevice> host) {
+    private DevicePlan nvidia(List<GpuDevice> set, List<GpuDevice> host) {
         List<DeviceNode> allowed = new ArrayList<>();
         List<DeviceNode> denied = new ArrayList<>();
         List<String> notes = new ArrayList<>();
         Set<Integer> mine = new LinkedHashSet<>();
-        for (GpuDevice d : a.devices()) {
+        for (GpuDevice d : set) {
             mine.add(minorOf(d));
         }
         for (int m : mine) {
@@ -146,7 +162,7 @@ public final class GpuDeviceNodes {
             denied.add(new DeviceNode(devRoot.resolve("nvidia" + m), NVIDIA_MAJOR, m, "gpu"));
         }
         List<Integer> vendorMajors = new ArrayList<>(List.of(NVIDIA_MAJOR));
-        List<GpuDevice> migs = a.devices().stream().filter(GpuDevice::isPartition).toList();
+        List<GpuDevice> migs = set.stream().filter(GpuDevice::isPartition).toList();
         Map<String, Integer> caps = migMinors();
         Integer capsMajor = majors.get("nvidia-caps");
         if (!migs.isEmpty() || host.stream().anyMatch(GpuDevice::isPartition)) {
@@ -187,18 +203,18 @@ public final class GpuDeviceNodes {
         }
         denied.sort((x, y) -> x.major() != y.major() ? Integer.compare(x.major(), y.major())
                 : Integer.compare(x.minor(), y.minor()));
-        return new NodePlan(allowed, denied, vendorMajors, notes);
+        return new DevicePlan(allowed, denied, vendorMajors, notes);
     }
 
-    private NodePlan amd(Allocation a, List<GpuDevice> host) {
+    private DevicePlan amd(List<GpuDevice> set, List<GpuDevice> host) {
         List<DeviceNode> allowed = new ArrayList<>();
         List<DeviceNode> denied = new ArrayList<>();
         List<String> notes = new ArrayList<>();
         Set<Integer> mine = new LinkedHashSet<>();
-        for (GpuDevice d : a.devices()) {
+        for (GpuDevice d : set) {
             mine.add(minorOf(d));
         }
-        for (GpuDevice d : a.devices()) {
+        for (GpuDevice d : set) {
             int m = minorOf(d);
             if (allowed.stream().noneMatch(n -> n.minor() == m && n.role().equals("render"))) {
                 allowed.add(new DeviceNode(devRoot.resolve("dri/renderD" + m), DRM_MAJOR, m, "render"));
@@ -226,7 +242,7 @@ public final class GpuDeviceNodes {
                 }
             }
         }
-        return new NodePlan(allowed, denied, List.of(DRM_MAJOR), notes);
+        return new DevicePlan(allowed, denied, List.of(DRM_MAJOR), notes);
     }
 
     /**
