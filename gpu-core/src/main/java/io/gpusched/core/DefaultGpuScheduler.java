@@ -81,10 +81,14 @@ final class DefaultGpuScheduler implements GpuScheduler {
         Ledger l;
         try {
             file = stateDir == null ? null : new NodeLedger(stateDir);
+            if (file != null) {
+                NodeIdentity.check(file, inventory);
+            }
             this.tickets = file == null ? null : WaitTickets.of(file.directory()).orElse(null);
             NodeLedger f = file;
             WaitTickets t = tickets;
-            this.waiters = new WaitQueue(f == null ? null : t == null ? f::stamp : () -> List.of(f.stamp(), t.stamp()));
+            this.waiters = new WaitQueue(f == null ? null : t == null ? f::stamp : () -> List.of(f.stamp(), t.stamp()),
+                    this::holderGone);
             l = new Ledger(new NodeState(health.initialStates(devices)), file,
                     Leases.reclaimDeadHolders(clock, drain::drainOf), this::fire, waiters::signal);
         } catch (RuntimeException e) {
@@ -340,6 +344,26 @@ final class DefaultGpuScheduler implements GpuScheduler {
         };
     }
 
+    /** @return whether a live allocation is bound to a holder process that is gone (a try would reclaim it) */
+    private boolean holderGone() {
+        List<HolderProcess> holders = ledger.readLocal(s -> {
+            if (s.bound == 0) {
+                return List.<HolderProcess>of();
+            }
+            List<HolderProcess> out = new ArrayList<>(s.bound);
+            for (Allocation a : s.live.values()) {
+                a.request().holder().ifPresent(out::add);
+            }
+            return out;
+        });
+        for (HolderProcess h : holders) { // /proc is read outside the lock
+            if (!h.isAlive()) {
+                return true;
+            }
+        }
+        return false;
+    }
+
     // ---------------------------------------------------------------- release, renew
 
     @Override
@@ -386,14 +410,9 @@ final class DefaultGpuScheduler implements GpuScheduler {
         return renewed;
     }
 
-    /** @return true if the node issued this id (it is of the node's prefix and not beyond its last sequence) */
+    /** @return true if the node issued this id: an allocation record's sequence under the node's prefix */
     private boolean issued(String id, NodeState state) {
-        String head = idPrefix + "-";
-        if (!id.startsWith(head) || id.length() == head.length() || id.length() > head.length() + 18) {
-            return false;
-        }
-        String num = id.substring(head.length());
-        return num.chars().allMatch(Character::isDigit) && Long.parseLong(num) <= state.sequence;
+        return state.issued(id, idPrefix);
     }
 
     // ---------------------------------------------------------------- maintenance

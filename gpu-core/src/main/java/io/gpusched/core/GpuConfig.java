@@ -191,6 +191,15 @@ public record GpuConfig(
                 drainTimeout, rateLimitPerSecond, rateLimitBurst, sampleMaxAge, stateDir);
     }
 
+    /**
+     * @param names providers to try in order (as {@code gpu.backends})
+     * @return this configuration with another {@code gpu.backends}
+     */
+    public GpuConfig withBackends(List<String> names) {
+        return new GpuConfig(enabled, strategy, List.copyOf(names), cudaPaths, maxGpusPerRequest, allowSharing,
+                releaseOnExpiry, drainTimeout, rateLimitPerSecond, rateLimitBurst, sampleMaxAge, stateDir);
+    }
+
     /** @return a builder with the defaults */
     public static Builder builder() {
         return new Builder();

@@ -20,7 +20,14 @@ public class LedgerException extends GpuException {
         /** The ledger was written by a newer gpusched format; it is not read. */
         NEWER_FORMAT,
         /** The state directory or a ledger file may be written by other users; it is not trusted. */
-        INSECURE_PERMISSIONS
+        INSECURE_PERMISSIONS,
+        /** The ledger describes another node (a simulated node and a real one, or other GPUs); it is not opened. */
+        NODE_MISMATCH,
+        /**
+         * An earlier gpusched kept this node's ledger in a subdirectory ({@code <state dir>/<backend>/}) and the state
+         * directory now has a ledger of its own: two records of one node; it is not opened until one is removed.
+         */
+        LEGACY_LEDGER
     }
 
     private final Kind kind;

@@ -85,13 +85,18 @@ sealed interface LedgerRecord {
     /**
      * The whole state at one sequence: the first record of a compacted ledger.
      *
-     * @param live  live allocations
-     * @param pools devices not in the pool
+     * @param live   live allocations
+     * @param pools  devices not in the pool
+     * @param issued which sequences were allocations ({@link IssuedIds#encode}); absent in ledgers of 0.1
      */
-    record Snapshot(List<Allocated> live, List<PoolChanged> pools) implements LedgerRecord {
+    record Snapshot(List<Allocated> live, List<PoolChanged> pools, Optional<String> issued) implements LedgerRecord {
         public Snapshot {
             live = List.copyOf(live);
             pools = List.copyOf(pools);
+        }
+
+        Snapshot(List<Allocated> live, List<PoolChanged> pools) {
+            this(live, pools, Optional.empty());
         }
     }
 
@@ -149,6 +154,7 @@ sealed interface LedgerRecord {
             m.put("op", "S");
             m.put("live", s.live().stream().map(LedgerRecord::toMap).toList());
             m.put("pools", s.pools().stream().map(LedgerRecord::toMap).toList());
+            s.issued().ifPresent(v -> m.put("issued", v));
         }
         return m;
     }
@@ -185,7 +191,8 @@ sealed interface LedgerRecord {
                 n.path("live").forEach(x -> live.add((Allocated) fromNode(x)));
                 List<PoolChanged> pools = new ArrayList<>();
                 n.path("pools").forEach(x -> pools.add((PoolChanged) fromNode(x)));
-                yield new Snapshot(live, pools);
+                yield new Snapshot(live, pools, n.hasNonNull("issued") && n.get("issued").isTextual()
+                        ? Optional.of(n.get("issued").asText()) : Optional.empty());
             }
             default -> throw new IllegalArgumentException("unknown record type \"" + op + "\"");
         };

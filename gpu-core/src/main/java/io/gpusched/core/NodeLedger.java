@@ -125,19 +125,15 @@ public final class NodeLedger {
     }
 
     /**
-     * The state directory a node uses when none is configured: {@code /var/lib/gpusched} for root, else
-     * {@code $XDG_STATE_HOME/gpusched}, else {@code ~/.local/state/gpusched}.
+     * The base state directory of this process: {@code $GPUSCHED_STATE_DIR}, else {@code /var/lib/gpusched} for root,
+     * else {@code $XDG_STATE_HOME/gpusched}, else {@code ~/.local/state/gpusched}.
      *
-     * @return the default state directory for this process's user
+     * @return the base state directory
+     * @deprecated use {@link io.gpusched.core.host.StateDirectory}, which also places simulated nodes apart
      */
+    @Deprecated
     public static Path defaultStateDir() {
-        boolean root;
-        try {
-            root = Integer.valueOf(0).equals(Files.getAttribute(Path.of("/proc/self"), "unix:uid"));
-        } catch (IOException | RuntimeException e) {
-            root = "root".equals(System.getProperty("user.name"));
-        }
-        return defaultStateDir(root, System.getenv("XDG_STATE_HOME"), System.getProperty("user.home"));
+        return io.gpusched.core.host.StateDirectory.base();
     }
 
     /**
@@ -145,15 +141,12 @@ public final class NodeLedger {
      * @param xdgStateHome  {@code $XDG_STATE_HOME}, or null
      * @param home          the user's home directory
      * @return the default state directory for such a user
+     * @deprecated use {@link io.gpusched.core.host.StateDirectory#userDefault}
      */
+    @Deprecated
     public static Path defaultStateDir(boolean root, String xdgStateHome, String home) {
-        if (root) {
-            return Path.of("/var/lib/gpusched");
-        }
-        if (xdgStateHome != null && !xdgStateHome.isBlank() && Path.of(xdgStateHome).isAbsolute()) {
-            return Path.of(xdgStateHome, "gpusched");
-        }
-        return Path.of(Objects.requireNonNull(home, "home"), ".local", "state", "gpusched");
+        return io.gpusched.core.host.StateDirectory.userDefault(root, xdgStateHome,
+                Path.of(Objects.requireNonNull(home, "home")));
     }
 
     /** @return the state directory */
@@ -286,6 +279,11 @@ public final class NodeLedger {
             NodeState after = body.apply(new CaughtUp(s, events));
             maybeCompact(after);
         });
+    }
+
+    /** Runs {@code r} holding this process's and the node's lock (see {@link NodeIdentity}). */
+    void underLock(Runnable r) {
+        withLock(r);
     }
 
     private void withLock(Runnable r) {

@@ -32,6 +32,8 @@ final class NodeState {
     long sequence;
     /** Problems met while applying records (devices the inventory no longer has). */
     final List<String> problems;
+    /** Which sequences were allocations; shared with rollback copies (see {@link IssuedIds}). */
+    IssuedIds issued;
 
     NodeState(List<DeviceState> initial) {
         this.states = initial.toArray(new DeviceState[0]);
@@ -43,6 +45,7 @@ final class NodeState {
         }
         this.live = new LinkedHashMap<>();
         this.problems = new ArrayList<>();
+        this.issued = new IssuedIds();
     }
 
     private NodeState(NodeState o) {
@@ -54,6 +57,7 @@ final class NodeState {
         this.bound = o.bound;
         this.sequence = o.sequence;
         this.problems = new ArrayList<>(o.problems);
+        this.issued = o.issued;
     }
 
     /** @return a copy to roll back to */
@@ -105,6 +109,7 @@ final class NodeState {
      * @param events where the events it causes go (may be null)
      */
     void apply(long seq, LedgerRecord r, List<AllocationEvent> events) {
+        issued.mark(seq, r instanceof Allocated);
         if (r instanceof Allocated a) {
             Allocation al = hold(a);
             if (events != null) {
@@ -156,6 +161,12 @@ final class NodeState {
                 }
             }
         } else if (r instanceof Snapshot s) {
+            Optional<IssuedIds> known = s.issued().flatMap(IssuedIds::decode);
+            if (known.isPresent()) {
+                issued = known.get();
+            } else {
+                issued.unknownUpTo(seq);
+            }
             for (Allocated a : s.live()) {
                 hold(a);
             }
@@ -230,6 +241,24 @@ final class NodeState {
                 pools.add(new PoolChanged(s.device().uuid(), s.pool(), s.poolReason(), s.poolSince()));
             }
         }
-        return new Snapshot(out, pools);
+        return new Snapshot(out, pools, Optional.of(issued.encode(sequence)));
+    }
+
+    /**
+     * @param id an allocation id
+     * @param prefix the node's id prefix
+     * @return whether the node issued it: {@code <prefix>-<n>} with {@code n} in canonical decimal (no sign, no
+     *         leading zero) the sequence of an allocation record
+     */
+    boolean issued(String id, String prefix) {
+        String head = prefix + "-";
+        if (!id.startsWith(head) || id.length() == head.length() || id.length() > head.length() + 18) {
+            return false;
+        }
+        String num = id.substring(head.length());
+        if (num.charAt(0) == '0' || !num.chars().allMatch(c -> c >= '0' && c <= '9')) {
+            return false;
+        }
+        return issued.issued(Long.parseLong(num), sequence);
     }
 }

@@ -5,6 +5,7 @@ import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.BooleanSupplier;
 import java.util.function.Supplier;
 
 /**
@@ -12,7 +13,8 @@ import java.util.function.Supplier;
  * others sleep until it leaves (with devices, a permanent refusal, a timeout, an interrupt or any other error: a
  * waiter always hands the queue on). The head wakes when this process changes the state ({@link #signal()}) or, with
  * a node ledger, when the ledger file changes (another process released), which it polls with a backoff from 1 to
- * 50 ms.
+ * 50 ms. While it waits it also asks, at the same pace, whether a live allocation's holder process is gone, so a
+ * waiter is served by reclaiming a dead holder's GPUs itself, with or without a maintenance thread.
  */
 final class WaitQueue {
     private static final long MIN_POLL_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
@@ -21,6 +23,7 @@ final class WaitQueue {
     private final ReentrantLock lock = new ReentrantLock();
     private final Condition changed = lock.newCondition();
     private final Supplier<Object> externalStamp;
+    private final BooleanSupplier reclaimable;
     private long nextTicket;
     private long serving;
     private long version;
@@ -29,7 +32,17 @@ final class WaitQueue {
 
     /** @param externalStamp changes when another process may have changed the state; null without a ledger */
     WaitQueue(Supplier<Object> externalStamp) {
+        this(externalStamp, () -> false);
+    }
+
+    /**
+     * @param externalStamp changes when another process may have changed the state; null without a ledger
+     * @param reclaimable   true when a live allocation's holder is gone (a try would reclaim it); asked without
+     *                      this queue's lock held, so it may take the scheduler's
+     */
+    WaitQueue(Supplier<Object> externalStamp, BooleanSupplier reclaimable) {
         this.externalStamp = externalStamp;
+        this.reclaimable = reclaimable;
     }
 
     /** Something changed in this process: wake the head. */
@@ -122,13 +135,22 @@ final class WaitQueue {
                 if (left <= 0) {
                     return false;
                 }
-                if (externalStamp == null) {
-                    changed.awaitNanos(left);
-                    continue;
-                }
                 changed.awaitNanos(Math.min(left, poll));
                 poll = Math.min(MAX_POLL_NANOS, poll * 2);
-                if (version == mark.version() && !externalStamp.get().equals(mark.stamp())) {
+                if (version != mark.version()) {
+                    break;
+                }
+                if (externalStamp != null && !externalStamp.get().equals(mark.stamp())) {
+                    return true;
+                }
+                lock.unlock(); // the probe takes the scheduler's lock, which holders of it take before ours
+                boolean gone;
+                try {
+                    gone = reclaimable.getAsBoolean();
+                } finally {
+                    lock.lock();
+                }
+                if (gone) {
                     return true;
                 }
             }
