@@ -248,8 +248,12 @@ public interface GpuScheduler extends AutoCloseable {
          * allocations of other processes are honoured. Default: {@code gpu.state_dir} of the configuration, else
          * none (purely in memory). The directory is created if absent; one writable by group or others is refused.
          * Every process sharing it must see the same {@code /proc} (one PID namespace) for holder binding to work.
+         * The ledger records which node it describes; an inventory of another node (simulated vs real, or no GPU in
+         * common) is refused at {@link #build()} with {@link LedgerException.Kind#NODE_MISMATCH}. Hosts that want the
+         * node's default directory use {@link io.gpusched.core.host.GpuNode} (or
+         * {@link io.gpusched.core.host.StateDirectory#forNode}), the rule the command and every engine use.
          *
-         * @param v the state directory (see {@link NodeLedger#defaultStateDir()}) @return this
+         * @param v the state directory @return this
          */
         public Builder stateDir(java.nio.file.Path v) {
             unset(stateDir, "state directory");

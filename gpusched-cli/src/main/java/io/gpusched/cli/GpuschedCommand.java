@@ -41,8 +41,9 @@ public final class GpuschedCommand implements Callable<Integer> {
     Path config;
 
     @Option(names = "--state-dir", paramLabel = "DIR", scope = ScopeType.INHERIT,
-            description = "the node ledger's directory (default $GPUSCHED_STATE_DIR, else /var/lib/gpusched for root,"
-                    + " else $XDG_STATE_HOME/gpusched or ~/.local/state/gpusched)")
+            description = "the node ledger's directory, shared with every gpusched process of the node (default "
+                    + "$GPUSCHED_STATE_DIR, else /var/lib/gpusched for root, else $XDG_STATE_HOME/gpusched or "
+                    + "~/.local/state/gpusched; a --simulate'd node under <that>/simulated/<profile>)")
     Path stateDir;
 
     @Option(names = "--json", scope = ScopeType.INHERIT, description = "print JSON")
@@ -93,14 +94,14 @@ public final class GpuschedCommand implements Callable<Integer> {
         return verbose;
     }
 
-    /** @return the state directory */
-    public Path stateDir() {
-        return Node.stateDir(Optional.ofNullable(stateDir));
+    /** @return {@code --state-dir} as given; empty: the node's default (see {@link Node}) */
+    public Optional<Path> stateDir() {
+        return Optional.ofNullable(stateDir);
     }
 
     /** Opens the node with the global options and an optional strategy override. */
     public Node open(Optional<String> strategy) {
-        return Node.open(simulate(), config(), stateDir(), strategy);
+        return Node.open(simulate(), config(), stateDir(), strategy, Optional.empty());
     }
 
     /** Opens the node with a listener for the scheduler's audit events. */
@@ -120,6 +121,11 @@ public final class GpuschedCommand implements Callable<Integer> {
             int code = ex instanceof CliException c ? c.exitCode() : ex instanceof GpuException
                     || ex instanceof IllegalArgumentException ? 2 : 1;
             String message = ex.getMessage() == null ? ex.toString() : ex.getMessage();
+            if (ex instanceof io.gpusched.core.GpuAllocationException g) {
+                message = g.reason().name() + ": " + message; // the code scripts test, as the README promises
+            } else if (ex instanceof io.gpusched.core.LedgerException l) {
+                message = l.kind().name() + ": " + message;
+            }
             line.getErr().println("gpusched: " + message);
             if (root.verbose) {
                 ex.printStackTrace(line.getErr());

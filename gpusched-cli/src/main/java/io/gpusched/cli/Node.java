@@ -1,66 +1,31 @@
 package io.gpusched.cli;
 
+import io.gpusched.core.AllocationListener;
 import io.gpusched.core.BackendUnavailableException;
 import io.gpusched.core.GpuConfig;
-import io.gpusched.core.GpuInventories;
 import io.gpusched.core.GpuInventory;
 import io.gpusched.core.GpuScheduler;
-import java.nio.file.Files;
+import io.gpusched.core.host.GpuNode;
+import io.gpusched.core.host.InventorySpec;
+import io.gpusched.core.host.StateDirectory;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.util.Locale;
 import java.util.Optional;
 
 /**
- * What every command opens: the configuration, the node (simulated, or detected), and a scheduler whose node ledger lives
- * in the state directory, one per backend, so allocations made by one invocation are seen by the next.
+ * What every command opens: the configuration and the node through gpu-core's {@link GpuNode}, so the command uses
+ * the same node ledger as every other process of the node (the library, the console, the engines): the state
+ * directory is {@code --state-dir} as given, else the {@link StateDirectory} rule ({@code $GPUSCHED_STATE_DIR}, else
+ * {@code /var/lib/gpusched} for root, else the XDG state home; a {@code --simulate}d node under
+ * {@code <that>/simulated/<profile>}).
  */
 public final class Node implements AutoCloseable {
     private final GpuConfig config;
-    private final GpuInventory inventory;
-    private final GpuScheduler scheduler;
-    private final Path journal;
+    private final GpuNode node;
 
-    private Node(GpuConfig config, GpuInventory inventory, GpuScheduler scheduler, Path journal) {
+    private Node(GpuConfig config, GpuNode node) {
         this.config = config;
-        this.inventory = inventory;
-        this.scheduler = scheduler;
-        this.journal = journal;
-    }
-
-    /**
-     * @return the state directory: {@code --state-dir}, else {@code $GPUSCHED_STATE_DIR}, else
-     *         {@code /var/lib/gpusched} for root, else {@code $XDG_STATE_HOME/gpusched}, else
-     *         {@code ~/.local/state/gpusched}
-     */
-    public static Path stateDir(Optional<Path> given) {
-        return stateDir(given, System.getenv(), isRoot(), Path.of(System.getProperty("user.home")));
-    }
-
-    /** The default's rules, with the environment, the user and the home directory given (for tests). */
-    static Path stateDir(Optional<Path> given, java.util.Map<String, String> env, boolean root, Path home) {
-        if (given.isPresent()) {
-            return given.get();
-        }
-        String explicit = env.get("GPUSCHED_STATE_DIR");
-        if (explicit != null && !explicit.isBlank()) {
-            return Path.of(explicit);
-        }
-        if (root) {
-            return Path.of("/var/lib/gpusched");
-        }
-        String xdg = env.get("XDG_STATE_HOME");
-        Path base = xdg != null && !xdg.isBlank() ? Path.of(xdg) : home.resolve(".local").resolve("state");
-        return base.resolve("gpusched");
-    }
-
-    /** @return whether this process runs as root (the owner of /proc/self is the effective user) */
-    static boolean isRoot() {
-        try {
-            return Integer.valueOf(0).equals(Files.getAttribute(Path.of("/proc/self"), "unix:uid"));
-        } catch (java.io.IOException | UnsupportedOperationException | IllegalArgumentException e) {
-            return "root".equals(System.getProperty("user.name"));
-        }
+        this.node = node;
     }
 
     /**
@@ -68,61 +33,34 @@ public final class Node implements AutoCloseable {
      *
      * @param simulate   a simulated profile or YAML path; empty: detect
      * @param configFile a gpusched.yaml
-     * @param stateDir   where journals live
-     * @param strategy   overrides gpu.strategy
-     * @throws CliException when no backend is available (naming each cause and the --simulate way out)
-     */
-    public static Node open(Optional<String> simulate, Optional<Path> configFile, Path stateDir,
-                            Optional<String> strategy) {
-        return open(simulate, configFile, stateDir, strategy, Optional.empty());
-    }
-
-    /**
-     * Opens the node with a listener for the scheduler's audit events.
-     *
-     * @param simulate   a simulated profile or YAML path; empty: detect
-     * @param configFile a gpusched.yaml
-     * @param stateDir   where the node ledger lives
+     * @param stateDir   {@code --state-dir}; empty: the {@link StateDirectory} rule
      * @param strategy   overrides gpu.strategy
      * @param listener   receives allocation events (those of other processes too, once caught up)
      * @return the open node
+     * @throws CliException when no backend is available (naming each cause and the --simulate way out)
      */
-    public static Node open(Optional<String> simulate, Optional<Path> configFile, Path stateDir,
-                            Optional<String> strategy, Optional<io.gpusched.core.AllocationListener> listener) {
+    public static Node open(Optional<String> simulate, Optional<Path> configFile, Optional<Path> stateDir,
+                            Optional<String> strategy, Optional<AllocationListener> listener) {
         GpuConfig loaded = configFile.map(GpuConfig::load).orElse(GpuConfig.defaults());
         GpuConfig config = strategy.map(loaded::withStrategy).orElse(loaded);
-        GpuInventory inventory;
-        if (simulate.isPresent()) {
-            inventory = GpuInventories.simulated(simulate.get());
-        } else {
-            try {
-                inventory = GpuInventories.detect(config);
-            } catch (BackendUnavailableException e) {
-                throw new CliException("no GPU backend is available here (" + String.join("; ", e.causes())
-                        + "); use --simulate dgx1-v100 (or another profile) to try gpusched without GPUs");
-            }
-        }
-        String name = inventory.backend().replaceAll("[^A-Za-z0-9._-]", "_").toLowerCase(Locale.ROOT);
-        Path ledger = stateDir.resolve(name);
+        GpuNode.Builder b = GpuNode.builder()
+                .inventory(simulate.map(InventorySpec::simulated).orElse(InventorySpec.AUTO))
+                .config(config).stateDir(stateDir).auditLogging(false).maintenanceInterval(Duration.ZERO);
+        listener.ifPresent(b::listener);
+        GpuNode node;
         try {
-            Files.createDirectories(ledger, java.nio.file.attribute.PosixFilePermissions.asFileAttribute(
-                    java.nio.file.attribute.PosixFilePermissions.fromString("rwx------")));
-        } catch (java.io.IOException e) {
-            inventory.close();
-            throw new CliException("cannot create the state directory " + ledger + ": " + e.getMessage());
+            node = b.build();
+        } catch (BackendUnavailableException e) {
+            throw new CliException("no GPU backend is available here (" + String.join("; ", e.causes())
+                    + "); use --simulate dgx1-v100 (or another profile) to try gpusched without GPUs");
         }
-        GpuScheduler.Builder builder = GpuScheduler.builder().inventory(inventory).config(config).stateDir(ledger)
-                .auditLogging(false).maintenanceInterval(Duration.ZERO);
-        listener.ifPresent(builder::listener);
-        GpuScheduler scheduler;
         try {
-            scheduler = builder.build();
+            node.scheduler().updateMetrics(node.inventory().sample());
         } catch (RuntimeException e) {
-            inventory.close();
+            node.close();
             throw e;
         }
-        scheduler.updateMetrics(inventory.sample());
-        return new Node(config, inventory, scheduler, ledger);
+        return new Node(config, node);
     }
 
     /** @return the configuration */
@@ -132,22 +70,21 @@ public final class Node implements AutoCloseable {
 
     /** @return the inventory */
     public GpuInventory inventory() {
-        return inventory;
+        return node.inventory();
     }
 
-    /** @return the journaled scheduler */
+    /** @return the scheduler over the node ledger */
     public GpuScheduler scheduler() {
-        return scheduler;
+        return node.scheduler();
     }
 
-    /** @return the node ledger's directory (one per backend under the state directory) */
-    public Path journal() {
-        return journal;
+    /** @return the node ledger's state directory */
+    public Path stateDirectory() {
+        return node.stateDirectory().orElseThrow();
     }
 
     @Override
     public void close() {
-        scheduler.close();
-        inventory.close();
+        node.close();
     }
 }

@@ -133,8 +133,7 @@ class ConsoleBrowserTest {
         assumeTrue(Files.isExecutable(CHROMIUM) && Files.isExecutable(CHROMEDRIVER),
                 "skipped: needs Debian's chromium and chromium-driver (.ci/install-test-deps installs them)");
         Path state = dir.resolve("state");
-        Path ledger = state.resolve("simulated_dgx1-v100");
-        Files.createDirectories(ledger);
+        Path ledger = Files.createDirectories(state); // the CLI child below uses --state-dir state: one ledger
         SimulatedGpuInventory inventory = GpuInventories.simulated("dgx1-v100");
         ConsoleServer[] holder = new ConsoleServer[1];
         try (GpuScheduler scheduler = GpuScheduler.builder().inventory(inventory).stateDir(ledger)

@@ -47,7 +47,15 @@ class GpuschedCommandTest {
         CliRunner.Result r = cli.run("--simulate", "dgx1-v100", "topo");
         assertThat(r.exit()).isZero();
         assertThat(r.out()).contains("GPU0  X     NV1   NV1   NV2   NV2   SYS   SYS   SYS   0").contains("Legend");
-        assertThat(cli.run("--simulate", "mi210-8x", "topo").out()).contains("XG1");
+        assertThat(new CliRunner(dir.resolve("amd")).run("--simulate", "mi210-8x", "topo").out()).contains("XG1");
+    }
+
+    @Test
+    void oneStateDirectoryServesOneNode() {
+        assertThat(cli.run("--simulate", "dgx1-v100", "status").exit()).isZero();
+        CliRunner.Result other = cli.run("--simulate", "mi210-8x", "status");
+        assertThat(other.exit()).isNotZero();
+        assertThat(other.err()).contains("another node").contains(dir.resolve("state").toString());
     }
 
     @Test
@@ -77,10 +85,10 @@ class GpuschedCommandTest {
     void errorsAreOneLineAndNonZero() {
         CliRunner.Result big = cli.run("--simulate", "dgx1-v100", "allocate", "--gpu=99");
         assertThat(big.exit()).isEqualTo(2);
-        assertThat(big.err().strip()).startsWith("gpusched: 99 GPUs requested; this node has 8 GPUs in all").doesNotContain("\n");
+        assertThat(big.err().strip()).startsWith("gpusched: NODE_TOO_SMALL: 99 GPUs requested; this node has 8 GPUs in all").doesNotContain("\n");
         CliRunner.Result unknown = cli.run("--simulate", "dgx1-v100", "release", "nope-1");
         assertThat(unknown.exit()).isEqualTo(2);
-        assertThat(unknown.err().strip()).startsWith("gpusched: no allocation \"nope-1\"").doesNotContain("\tat ");
+        assertThat(unknown.err().strip()).startsWith("gpusched: UNKNOWN_ALLOCATION: no allocation \"nope-1\"").doesNotContain("\tat ");
         CliRunner.Result verbose = cli.run("--simulate", "dgx1-v100", "--verbose", "release", "nope-1");
         assertThat(verbose.err()).contains("\tat ");
         CliRunner.Result badFlag = cli.run("--simulate", "dgx1-v100", "allocate", "--gpu-memory=lots");

@@ -65,7 +65,7 @@ public final class ServeCommand implements Callable<Integer> {
             }
             try {
                 server = ConsoleServer.builder().scheduler(n.scheduler()).inventory(n.inventory())
-                        .stateDir(root.stateDir()).listen(address).allowRemote(allowRemote)
+                        .stateDir(n.stateDirectory()).listen(address).allowRemote(allowRemote)
                         .allowedHosts(allowedHosts).refresh(n.scheduler()::refresh).sampleInterval(every)
                         .cudaPaths(n.config().cudaPaths()).build();
             } catch (IllegalStateException e) {

@@ -24,7 +24,7 @@ public final class StatusCommand implements Callable<Integer> {
             }
             var st = s.status();
             root.out().println("Backend " + st.backend() + ", strategy " + st.strategy() + ", "
-                    + st.allocations().size() + " allocations (ledger " + n.journal() + ")");
+                    + st.allocations().size() + " allocations (ledger " + n.stateDirectory() + ")");
             root.out().print(ListCommand.table(s.devices()));
             for (var h : st.allocations()) {
                 root.out().println(h.id() + "  GPUs " + h.deviceIndices() + "  " + h.sharing()
