@@ -285,6 +285,22 @@ public final class CudaEnvironmentResolver {
         };
     }
 
+    /**
+     * Read-only mounts of the driver's user-space libraries for a driver version ({@code libcuda.so.<version>} and a
+     * {@code .so.1} that resolves to it, in the driver library directories), for container specs that are written
+     * before any allocation (CDI).
+     *
+     * @param driverVersion the kernel driver's version, e.g. {@code 535.183.01}
+     * @return the mounts; empty when the version does not parse or the host has none of the libraries
+     */
+    public List<CudaEnvironment.Mount> driverLibraryMounts(String driverVersion) {
+        try {
+            return driverLibraries(DriverVersion.parse(driverVersion));
+        } catch (IllegalArgumentException e) {
+            return List.of();
+        }
+    }
+
     /** Driver user-space libraries of the running driver version ({@code libcuda.so.580.65.06} and its {@code .so.1}). */
     private List<CudaEnvironment.Mount> driverLibraries(DriverVersion v) {
         List<CudaEnvironment.Mount> out = new ArrayList<>();
