@@ -4,6 +4,7 @@ import io.gpusched.core.GpuException;
 import io.gpusched.cli.commands.AllocateCommand;
 import io.gpusched.cli.commands.DemoCommand;
 import io.gpusched.cli.commands.DoctorCommand;
+import io.gpusched.cli.commands.ExportCommand;
 import io.gpusched.cli.commands.ListCommand;
 import io.gpusched.cli.commands.PlanCommand;
 import io.gpusched.cli.commands.ReleaseCommand;
@@ -29,7 +30,8 @@ import picocli.CommandLine.ScopeType;
         description = "Discover, allocate and fence the GPUs of this node.",
         subcommands = {DemoCommand.class, ListCommand.class, TopoCommand.class, WatchCommand.class,
             AllocateCommand.class, ReleaseCommand.class, StatusCommand.class, RunCommand.class,
-            DoctorCommand.class, PlanCommand.class, ServeCommand.class})
+            DoctorCommand.class, PlanCommand.class, ServeCommand.class,
+            ExportCommand.class})
 public final class GpuschedCommand implements Callable<Integer> {
 
     @Option(names = "--simulate", paramLabel = "PROFILE", scope = ScopeType.INHERIT,

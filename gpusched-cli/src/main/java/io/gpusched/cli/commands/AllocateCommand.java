@@ -1,5 +1,8 @@
 package io.gpusched.cli.commands;
 
+import io.gpusched.cdi.CdiOptions;
+import io.gpusched.cdi.ContainerDevices;
+import io.gpusched.cli.CliException;
 import io.gpusched.cli.GpuschedCommand;
 import io.gpusched.cli.Node;
 import io.gpusched.core.Allocation;
@@ -30,6 +33,10 @@ public final class AllocateCommand implements Callable<Integer> {
     @Option(names = "--cuda", paramLabel = "REQ", description = "CUDA requirement for the printed environment"
             + " (>=12.1, 12.4, 12)") String cuda;
 
+    @Option(names = "--format", paramLabel = "env|docker|cdi", description = "print only what a runtime needs for"
+            + " this allocation: env (KEY=VALUE lines), docker (--device and -e flags) or cdi (CDI --device names and"
+            + " -e flags, for a spec written by gpusched export cdi)") String format;
+
     @Override
     public Integer call() {
         GpuRequest request = (flags == null ? new RequestFlags() : flags).request();
@@ -43,7 +50,9 @@ public final class AllocateCommand implements Callable<Integer> {
                 n.scheduler().release(a.id());
                 throw e;
             }
-            if (root.json()) {
+            if (format != null) {
+                printFormat(n, a, env);
+            } else if (root.json()) {
                 Map<String, Object> m = new LinkedHashMap<>();
                 m.put("id", a.id());
                 m.put("devices", a.deviceIndices());
@@ -63,5 +72,28 @@ public final class AllocateCommand implements Callable<Integer> {
             }
         }
         return 0;
+    }
+
+    private void printFormat(Node n, Allocation a, CudaEnvironment env) {
+        switch (format) {
+            case "env" -> env.variables().forEach((k, v) -> root.out().println(k + "=" + v));
+            case "docker", "cdi" -> {
+                ContainerDevices c;
+                try {
+                    c = ContainerDevices.of(a, n.inventory().devices(), CdiOptions.defaults());
+                } catch (RuntimeException e) {
+                    n.scheduler().release(a.id());
+                    throw e;
+                }
+                root.out().println(String.join(" ", format.equals("docker") ? c.dockerArgs() : c.cdiArgs()));
+            }
+            default -> {
+                n.scheduler().release(a.id());
+                throw new CliException("--format " + format + ": expected env, docker or cdi");
+            }
+        }
+        root.err().println("allocated " + a.id() + ": GPUs " + a.deviceIndices() + "; release with: gpusched "
+                + (root.simulate().isPresent() ? "--simulate " + root.simulate().get() + " " : "") + "release "
+                + a.id());
     }
 }
