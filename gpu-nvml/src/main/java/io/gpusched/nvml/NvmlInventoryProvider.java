@@ -6,6 +6,7 @@ import io.gpusched.core.GpuInventoryProvider;
 import io.gpusched.nvml.internal.NvmlBinding;
 import io.gpusched.nvml.internal.NvmlReturn;
 import io.gpusched.nvml.internal.NvmlSession;
+import java.nio.file.Path;
 import java.util.Optional;
 
 /** The NVML backend: highest priority for NVIDIA GPUs. Probing loads NVML and calls {@code nvmlInit_v2} once. */
@@ -15,15 +16,36 @@ public final class NvmlInventoryProvider implements GpuInventoryProvider {
     public static final int PRIORITY = 100;
 
     private final NvmlOptions options;
+    private final Optional<Wsl2> wsl;
 
-    /** With {@link NvmlOptions#defaults()} (ServiceLoader). */
+    /** With {@link NvmlOptions#defaults()} (ServiceLoader); on WSL2, NVML from {@code /usr/lib/wsl/lib}. */
     public NvmlInventoryProvider() {
-        this(NvmlOptions.defaults());
+        this(NvmlOptions.defaults(), Path.of("/"));
     }
 
     /** @param options settings */
     public NvmlInventoryProvider(NvmlOptions options) {
-        this.options = options;
+        this(options, Path.of("/"));
+    }
+
+    /**
+     * @param options  settings; without a library given, on WSL2 NVML is loaded from the WSL library directory
+     * @param hostRoot where {@code /dev/dxg} and {@code /usr/lib/wsl/lib} are looked for ({@code /}; a tree in tests)
+     */
+    public NvmlInventoryProvider(NvmlOptions options, Path hostRoot) {
+        this.wsl = Wsl2.detect(hostRoot);
+        this.options = options.library().isEmpty() && wsl.flatMap(Wsl2::nvml).isPresent()
+                ? options.withLibrary(wsl.get().nvml().get()) : options;
+    }
+
+    /** @return the WSL2 host this provider runs on, if it is one (then see {@link Wsl2#limitations()}) */
+    public Optional<Wsl2> wsl2() {
+        return wsl;
+    }
+
+    /** @return the options NVML is opened with (on WSL2, the WSL library) */
+    public NvmlOptions options() {
+        return options;
     }
 
     @Override
@@ -38,6 +60,16 @@ public final class NvmlInventoryProvider implements GpuInventoryProvider {
 
     @Override
     public Optional<String> unavailabilityCause() {
+        Optional<String> cause = probe();
+        if (wsl.isPresent() && cause.isPresent()) {
+            // say what cannot work here up front, not when a job is fenced
+            return Optional.of(wsl.get().describe() + "; NVML is unavailable: " + cause.get() + ". On WSL2 also: "
+                    + String.join("; ", wsl.get().limitations()));
+        }
+        return cause; // available: on WSL2 with the limits of wsl2().limitations(), which doctor prints
+    }
+
+    private Optional<String> probe() {
         try (NvmlSession s = NvmlSession.open(options.library())) {
             return s.deviceCount() == 0 ? Optional.of("NVML reports no GPUs") : Optional.empty();
         } catch (NvmlBinding.NvmlLoadException e) {

@@ -39,6 +39,10 @@ public final class DoctorCommand implements Callable<Integer> {
         if (r.providers().stream().noneMatch(DoctorReport.Provider::available)) {
             out.println("  -> no backend works here; gpusched --simulate dgx1-v100 ... runs on a simulated node");
         }
+        io.gpusched.nvml.Wsl2.detect(Path.of("/")).ifPresent(w -> {
+            out.println("WSL2: " + w.describe());
+            w.limitations().forEach(l -> out.println("  [--]  " + l));
+        });
         DoctorReport.Isolation iso = r.isolation();
         out.println("Isolation:");
         out.println("  cgroup v1 devices: " + (iso.v1Root() == null ? "not mounted" : iso.v1Root()));
