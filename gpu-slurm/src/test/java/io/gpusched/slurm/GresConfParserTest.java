@@ -56,6 +56,16 @@ class GresConfParserTest {
                 .isInstanceOf(GresConfException.class).hasMessageContaining("1024");
     }
 
+    static int lineOf(String text, String part) {
+        List<String> l = text.lines().toList();
+        for (int i = 0; i < l.size(); i++) {
+            if (l.get(i).contains(part)) {
+                return i + 1;
+            }
+        }
+        throw new AssertionError(part + " not in\n" + text);
+    }
+
     @Test
     void checkNamesEachDriftOnItsOwnLine() {
         try (GpuInventory inv = GpuInventories.simulated("dgx1-v100")) {
@@ -65,17 +75,23 @@ class GresConfParserTest {
                     .replace("File=/dev/nvidia3 Cores=0-19", "File=/dev/nvidia3 Cores=0-39")
                     .replace("Type=v100 File=/dev/nvidia6", "Type=a100 File=/dev/nvidia6")
                     .replace("Name=gpu Type=v100 File=/dev/nvidia7 Cores=20-39 Links=0,0,0,1,2,1,2,-1",
-                            "Name=gpu Type=v100 File=/dev/nvidia7 Cores=20-39 Links=0,0,0,2,2,1,2,-1")
-                    .replace("Name=gpu Type=v100 File=/dev/nvidia5 ", "# ")
+                            "Name=gpu Type=v100 File=/dev/nvidia7 Cores=20-39 Links=0,0,0,2,2,1,2,-1");
+            assertThat(g.check(GresConfParser.parse(text, Optional.empty()))).containsExactlyInAnyOrder(
+                    "wrong Cores for File=/dev/nvidia3 (line " + lineOf(text, "nvidia3") + "): 0-39 in gres.conf,"
+                            + " 0-19 on the node",
+                    "wrong Type for File=/dev/nvidia6 (line " + lineOf(text, "nvidia6") + "): a100 in gres.conf,"
+                            + " v100 on the node",
+                    "wrong Links for File=/dev/nvidia7 (line " + lineOf(text, "nvidia7") + "): to /dev/nvidia3 2 in"
+                            + " gres.conf, 1 on the node");
+            String moved = g.gresConf().replace("Name=gpu Type=v100 File=/dev/nvidia5 ", "# ")
                     + "Name=gpu Type=v100 File=/dev/nvidia9\n";
-            List<String> drift = g.check(GresConfParser.parse(text, Optional.empty()));
-            assertThat(drift).containsExactlyInAnyOrder(
+            assertThat(g.check(GresConfParser.parse(moved, Optional.empty()))).containsExactlyInAnyOrder(
                     "missing File=/dev/nvidia5: GPU 5 (" + inv.devices().get(5).uuid()
                             + ", Type=v100) is on the node but not in gres.conf",
-                    "extra File=/dev/nvidia9 (line 12): no GPU of this node has this device file",
-                    "wrong Cores for File=/dev/nvidia3 (line 8): 0-39 in gres.conf, 0-19 on the node",
-                    "wrong Type for File=/dev/nvidia6 (line 10): a100 in gres.conf, v100 on the node",
-                    "wrong Links for File=/dev/nvidia7 (line 11): to /dev/nvidia3 2 in gres.conf, 1 on the node");
+                    "extra File=/dev/nvidia9 (line " + lineOf(moved, "nvidia9") + "): no GPU of this node has this"
+                            + " device file",
+                    "Links= not compared: gres.conf lists other devices than the node (see the missing/extra lines),"
+                            + " and Links= count by position in the file");
         }
     }
 
