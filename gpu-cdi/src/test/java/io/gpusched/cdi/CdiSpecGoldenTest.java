@@ -6,7 +6,6 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuInventory;
 import java.io.IOException;
-import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -93,14 +92,12 @@ class CdiSpecGoldenTest {
     }
 
     private static void golden(String file, String text) throws IOException {
+        Path golden = Path.of("src/test/resources/golden").resolve(file);
         if (Boolean.getBoolean("gpusched.golden.update")) {
-            Path dir = Path.of("src/test/resources/golden");
-            Files.createDirectories(dir);
-            Files.writeString(dir.resolve(file), text);
+            Files.createDirectories(golden.getParent());
+            Files.writeString(golden, text);
         }
-        try (InputStream in = CdiSpecGoldenTest.class.getResourceAsStream("/golden/" + file)) {
-            assertThat(in).as("golden file " + file + " (create with -Dgpusched.golden.update=true)").isNotNull();
-            assertThat(text).isEqualTo(new String(in.readAllBytes(), StandardCharsets.UTF_8));
-        }
+        assertThat(golden).as("golden file " + file + " (create with -Dgpusched.golden.update=true)").exists();
+        assertThat(text).isEqualTo(Files.readString(golden, StandardCharsets.UTF_8));
     }
 }
