@@ -84,7 +84,7 @@ abstract class AbstractFence implements Fence {
     public void update(Allocation next) {
         ReentrantLock l = lock();
         l.lock();
-        try {
+        try (CgroupLock node = CgroupLock.acquire(owner.stateDir, id(), cgroup)) {
             if (!active) {
                 throw new IsolationException("the fence on " + cgroup + " was revoked; fence the cgroup again");
             }
@@ -111,7 +111,7 @@ abstract class AbstractFence implements Fence {
             if (!active) {
                 return;
             }
-            try {
+            try (CgroupLock node = CgroupLock.acquire(owner.stateDir, id(), cgroup)) {
                 remove();
             } catch (CgroupDir.GoneException e) {
                 forgetGone(e.getMessage());

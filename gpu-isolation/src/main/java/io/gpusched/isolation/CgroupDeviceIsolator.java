@@ -155,6 +155,27 @@ public final class CgroupDeviceIsolator implements DeviceIsolator {
         }
     }
 
+    /**
+     * @return a node for messages: its path and number, and the GPU it belongs to ("/dev/nvidia2 (c 195:2) of GPU 2
+     *         GPU-…"), or that every GPU of its vendor needs it
+     */
+    String describe(io.gpusched.core.devices.DeviceNode n) {
+        String what = n.path() + " (c " + n.major() + ":" + n.minor() + ")";
+        if (n.isControl()) {
+            return what + ", the " + n.role() + " node every GPU needs";
+        }
+        for (GpuDevice d : hostDevices) {
+            try {
+                if (nodes.plan("GPU " + d.index(), List.of(d), hostDevices).allowed().contains(n)) {
+                    return what + " of GPU " + d.index() + " " + d.uuid();
+                }
+            } catch (io.gpusched.core.GpuException e) {
+                // a device the table cannot plan does not own the node
+            }
+        }
+        return what;
+    }
+
     @Override
     public Fence fence(Path cgroup, Allocation allocation) {
         Objects.requireNonNull(allocation, "allocation");
@@ -162,7 +183,7 @@ public final class CgroupDeviceIsolator implements DeviceIsolator {
         pruneGone();
         ReentrantLock lock = lockFor(r.path());
         lock.lock();
-        try {
+        try (CgroupLock node = CgroupLock.acquire(stateDir, r.id(), r.path())) {
             AbstractFence existing = active.get(r.path());
             if (existing != null && existing.isActive()) {
                 if (existing.id().equals(r.id())) {
