@@ -32,8 +32,10 @@ import java.util.UUID;
  *   list exactly.</li>
  *   <li>default-allow (the kernel hides the exceptions, which are denies): before any write, the host's own denies of
  *   each GPU node are observed through a short-lived probe child cgroup (switched to default-deny, an allow written to
- *   it is refused exactly when the parent denies it). The fence adds only deny bits the host did not already have and
- *   lifts only those; read-back probes the denies too. Strict fences are refused here: leaving default-allow and
+ *   it is refused exactly when the parent denies it); denied bits a fence recorded ({@link V1Record}, written before
+ *   the rules) are ours, the rest the host's. A node the plan allows but the host denies is refused before any write.
+ *   The fence adds only deny bits the host did not already have and lifts only recorded ones; read-back probes the
+ *   denies too. Strict fences are refused here: leaving default-allow and
  *   coming back needs {@code a}, which would lose the host's hidden denies.</li>
  * </ul>
  */
