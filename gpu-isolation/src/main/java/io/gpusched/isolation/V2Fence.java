@@ -238,10 +238,13 @@ final class V2Fence extends AbstractFence {
      * @return why the host refuses, naming the node, its GPU, the cgroup and the programs; null when it allows all
      */
     private String hostRefuses(CgroupDir d, NodePlan p) {
-        Path child = cgroup.resolve("gpusched-probe-" + java.util.UUID.randomUUID().toString().substring(0, 8));
+        // named through our fd of the fenced cgroup, so the probe is made in this very cgroup whatever its path holds
+        String name = "gpusched-probe-" + java.util.UUID.randomUUID().toString().substring(0, 8);
+        Path child = d.file(name);
+        String childForShell = "/proc/" + ProcessHandle.current().pid() + "/fd/" + d.fd + "/" + name;
         List<String> cmd = new ArrayList<>(List.of("/bin/sh", "-c", "echo $$ > \"$0/cgroup.procs\" || exit 97\n"
                 + "for f; do r=-; w=-; [ -e \"$f\" ] || continue; /usr/bin/test -r \"$f\" && r=r;"
-                + " /usr/bin/test -w \"$f\" && w=w; echo \"$r$w $f\"; done", child.toString()));
+                + " /usr/bin/test -w \"$f\" && w=w; echo \"$r$w $f\"; done", childForShell));
         p.allowed().forEach(n -> cmd.add(n.path().toString()));
         String out;
         int rc;
