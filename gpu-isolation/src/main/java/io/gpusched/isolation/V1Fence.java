@@ -430,7 +430,8 @@ final class V1Fence extends AbstractFence {
         String[] mm = f[1].split(":");
         String node = "'" + line + "'";
         for (DeviceNode n : p.allowed()) {
-            if (f[0].equals("c") && mm[0].equals(String.valueOf(n.major())) && mm[1].equals(String.valueOf(n.minor()))) {
+            if (f[0].equals("c") && mm[0].equals(String.valueOf(n.major()))
+                    && mm[1].equals(String.valueOf(n.minor()))) {
                 node = owner.describe(n);
             }
         }

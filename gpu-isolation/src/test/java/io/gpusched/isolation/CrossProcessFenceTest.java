@@ -26,7 +26,7 @@ import org.junit.jupiter.params.provider.ValueSource;
 /**
  * Fences of one cgroup v1 made by several processes (issue 25 items 8 and 10), on real cgroups with child JVMs: a
  * fencer killed with SIGKILL (after its fence, or between two of its rule writes) on a default-allow cgroup, and two
- * JVMs fencing one cgroup at the same instant. Checked by opening the nodes from a shell in the cgroup and by reading
+ * JVMs fencing one cgroup (v1 or v2) at the same instant. Checked by opening the nodes from a shell in the cgroup and by reading
  * {@code devices.list}, never by asking the isolator.
  */
 @Tag("cgroup")
@@ -98,25 +98,27 @@ class CrossProcessFenceTest {
     }
 
     /**
-     * Two child JVMs fence the same cgroup v1 at the same instant, 25 times each, one or two random GPUs a time. Every
-     * call must succeed, and at the end the cgroup must be exactly the fence of one child's last acknowledged
-     * allocation: the nodes that open (probed) and, on a container cgroup, the whole {@code devices.list} (the host's
-     * list plus that allocation's nodes, computed here). A fence and revoke by this JVM then gives back exactly the
-     * host's policy.
+     * Two child JVMs fence the same cgroup (v1 default-allow, v1 container, v2) at the same instant, 25 times each,
+     * one or two random GPUs a time. Every call must succeed, and at the end the cgroup must be exactly the fence of
+     * one child's last acknowledged allocation: the nodes that open (probed), on a container cgroup the whole
+     * {@code devices.list} (the host's list plus that allocation's nodes, computed here), on v2 exactly one program of
+     * ours. A fence and revoke by this JVM then gives back exactly the host's policy.
      */
     @ParameterizedTest
-    @ValueSource(booleans = {true, false})
-    void issue25_twoJvmsFencingOneCgroupAtOnceEndAtOneOfTheirFences(boolean container) throws Exception {
+    @org.junit.jupiter.params.provider.EnumSource(Setup.class)
+    void issue25_twoJvmsFencingOneCgroupAtOnceEndAtOneOfTheirFences(Setup setup) throws Exception {
         bed = new CgroupBed(dir, false);
         Path state = stateDir();
-        CgroupDeviceIsolator iso = CgroupBed.usable(bed.builder(Mechanism.V1).stateDir(state).build(), Mechanism.V1);
-        Path cg = bed.cgroup(CgroupBed.root(iso, Mechanism.V1));
+        boolean container = setup == Setup.V1_CONTAINER;
+        Mechanism m = setup == Setup.V2 ? Mechanism.V2 : Mechanism.V1;
+        CgroupDeviceIsolator iso = CgroupBed.usable(bed.builder(m).stateDir(state).build(), m);
+        Path cg = bed.cgroup(CgroupBed.root(iso, m));
         if (container) {
             CgroupBed.write(cg, "devices.deny", "a");
             CgroupBed.write(cg, "devices.allow", "c 1:3 rwm");
             CgroupBed.write(cg, "devices.allow", "c 195:255 rw");
         }
-        List<String> hostList = CgroupBed.list(cg);
+        List<String> hostList = m == Mechanism.V1 ? CgroupBed.list(cg) : List.of();
         Map<String, String> hostSeen = bed.probe(cg);
         Path go = dir.resolve("go");
         int rounds = 25;
@@ -125,7 +127,7 @@ class CrossProcessFenceTest {
         List<Thread> readers = new ArrayList<>();
         for (int c = 0; c < 2; c++) {
             Process p = new ProcessBuilder(IsolationChild.command("fencer", cg.toString(), bed.dev.toString(),
-                    bed.proc.toString(), "V1", state.toString(), go.toString(), String.valueOf(rounds),
+                    bed.proc.toString(), m.name(), state.toString(), go.toString(), String.valueOf(rounds),
                     String.valueOf(c + 1))).redirectErrorStream(true).start();
             children.add(p);
             List<String> out = Collections.synchronizedList(new ArrayList<>());
@@ -176,16 +178,28 @@ class CrossProcessFenceTest {
         if (container) {
             assertThat(CgroupBed.list(cg)).as("the whole list is one child's last fence %s", lastOk).isIn(listEnds);
         }
-        System.out.println("TWO-JVMS container=" + container + ": " + rounds + " fences each, all OK, end state = fence"
+        if (m == Mechanism.V2) {
+            assertThat(CgroupIsolationTest.ourPrograms(cg)).as("exactly one program of ours").isEqualTo(1);
+        }
+        System.out.println("TWO-JVMS " + setup + ": " + rounds + " fences each, all OK, end state = fence"
                 + " of " + lastOk);
 
         Fence f = bed.track(iso.fence(cg, bed.gpus(0)));
         assertThat(bed.probe(cg)).isEqualTo(bed.only(nv(0)));
         f.revoke();
-        assertThat(CgroupBed.list(cg)).isEqualTo(hostList);
+        if (m == Mechanism.V1) {
+            assertThat(CgroupBed.list(cg)).isEqualTo(hostList);
+        } else {
+            assertThat(CgroupIsolationTest.ourPrograms(cg)).isZero();
+        }
         assertThat(bed.probe(cg)).isEqualTo(hostSeen);
         try (var s = Files.list(state)) {
             assertThat(s.toList()).isEmpty();
         }
+    }
+
+    /** The cgroups two JVMs race on. */
+    enum Setup {
+        V1_DEFAULT_ALLOW, V1_CONTAINER, V2
     }
 }
