@@ -198,6 +198,35 @@ class CrossProcessFenceTest {
         }
     }
 
+    /**
+     * Cgroups removed while fenced (default-allow and container): the fences' revoke finds them gone, and their records
+     * and lock files go with them; nothing is left in the state directory.
+     */
+    @org.junit.jupiter.api.Test
+    void issue25_aCgroupRemovedWhileFencedLeavesNoRecordOrLockFile() throws Exception {
+        bed = new CgroupBed(dir, false);
+        Path state = stateDir();
+        CgroupDeviceIsolator iso = CgroupBed.usable(bed.builder(Mechanism.V1).stateDir(state).build(), Mechanism.V1);
+        Path root = CgroupBed.root(iso, Mechanism.V1);
+        Path allow = bed.cgroup(root);
+        Path deny = bed.cgroup(root);
+        CgroupBed.write(deny, "devices.deny", "a");
+        CgroupBed.write(deny, "devices.allow", "c 195:255 rw");
+        List<Fence> fences = List.of(iso.fence(allow, bed.gpus(1)), iso.fence(deny, bed.gpus(2)));
+        try (var s = Files.list(state)) {
+            assertThat(s.filter(p -> p.getFileName().toString().startsWith("v1-")).count()).isEqualTo(2);
+        }
+        Files.delete(allow);
+        Files.delete(deny);
+        for (Fence f : fences) {
+            f.revoke();
+            assertThat(f.isActive()).isFalse();
+        }
+        try (var s = Files.list(state)) {
+            assertThat(s.toList()).isEmpty();
+        }
+    }
+
     /** The cgroups two JVMs race on. */
     enum Setup {
         V1_DEFAULT_ALLOW, V1_CONTAINER, V2
