@@ -34,8 +34,12 @@ abstract class AbstractFence implements Fence {
     /** Gives the cgroup back to the host's policy; on failure the fence stays in force. */
     abstract void remove();
 
-    /** Releases what the fence holds after its cgroup is gone (nothing to write there any more). */
+    /** Releases what the fence holds once it is revoked or its cgroup is gone (nothing to write there any more). */
     void dropped() {
+    }
+
+    /** Removes node-wide files of a cgroup that is gone: no process can fence its identity again. */
+    void gone() {
     }
 
     /** @return the identity of the fenced cgroup */
@@ -77,6 +81,7 @@ abstract class AbstractFence implements Fence {
         LOG.info("fence on {} dropped: {}", cgroup, why);
         active = false;
         dropped();
+        gone();
         owner.active.remove(cgroup, this);
     }
 

@@ -490,6 +490,22 @@ final class V1Fence extends AbstractFence {
 
     // ---- lifecycle
 
+    /**
+     * The cgroup is gone: its identity can never be fenced again, so its record and lock file go too (a revoke that
+     * succeeded removed them under the lock already; removing a lock file outside the lock is safe only here).
+     */
+    @Override
+    void gone() {
+        if (id != null) {
+            V1Record.delete(owner.stateDir, id);
+            try {
+                Files.deleteIfExists(CgroupLock.file(owner.stateDir, id));
+            } catch (IOException e) {
+                LOG.debug("could not remove lock file of {}: {}", cgroup, e.getMessage());
+            }
+        }
+    }
+
     @Override
     void apply() {
         try (CgroupDir d = CgroupDir.open(cgroup, false)) {
