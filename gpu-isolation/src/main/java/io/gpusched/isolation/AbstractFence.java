@@ -34,8 +34,12 @@ abstract class AbstractFence implements Fence {
     /** Gives the cgroup back to the host's policy; on failure the fence stays in force. */
     abstract void remove();
 
-    /** Releases what the fence holds after its cgroup is gone (nothing to write there any more). */
+    /** Releases what the fence holds once it is revoked or its cgroup is gone (nothing to write there any more). */
     void dropped() {
+    }
+
+    /** Removes node-wide files of a cgroup that is gone: no process can fence its identity again. */
+    void gone() {
     }
 
     /** @return the identity of the fenced cgroup */
@@ -77,6 +81,7 @@ abstract class AbstractFence implements Fence {
         LOG.info("fence on {} dropped: {}", cgroup, why);
         active = false;
         dropped();
+        gone();
         owner.active.remove(cgroup, this);
     }
 
@@ -84,7 +89,7 @@ abstract class AbstractFence implements Fence {
     public void update(Allocation next) {
         ReentrantLock l = lock();
         l.lock();
-        try {
+        try (CgroupLock node = CgroupLock.acquire(owner.stateDir, id(), cgroup)) {
             if (!active) {
                 throw new IsolationException("the fence on " + cgroup + " was revoked; fence the cgroup again");
             }
@@ -111,7 +116,7 @@ abstract class AbstractFence implements Fence {
             if (!active) {
                 return;
             }
-            try {
+            try (CgroupLock node = CgroupLock.acquire(owner.stateDir, id(), cgroup)) {
                 remove();
             } catch (CgroupDir.GoneException e) {
                 forgetGone(e.getMessage());

@@ -28,7 +28,9 @@ import org.slf4j.LoggerFactory;
  * the GPUs of the state before ∪ the state after. A cgroup is identified by its inode (cgroup id), not its path, and
  * must lie on cgroupfs ({@code statfs}). Access given is {@code rw}, never {@code m}. By default devices that are not
  * GPUs are left to the host's policy; {@link Builder#strict(List)} turns the fence into an allow-list. Calls for
- * different cgroups run concurrently; calls for one cgroup are serialized. See {@code docs/ISOLATION.md}.
+ * different cgroups run concurrently; calls for one cgroup are serialized across the threads and processes of the node
+ * (a {@code flock} in the state directory). A fence or update for a GPU the host's policy denies to the cgroup is
+ * refused, naming the GPU, the cgroup and the rule. See {@code docs/ISOLATION.md}.
  */
 public final class CgroupDeviceIsolator implements DeviceIsolator {
     private static final Logger LOG = LoggerFactory.getLogger(CgroupDeviceIsolator.class);
@@ -62,7 +64,7 @@ public final class CgroupDeviceIsolator implements DeviceIsolator {
     final List<DeviceRule> baseAllow;
     final GpuDeviceNodes nodes;
     final Mounts mounts;
-    /** Node-wide state: host-policy records of fenced default-deny v1 cgroups, shared by every process. */
+    /** Node-wide state shared by every process: v1 records and the per-cgroup lock files. */
     final Path stateDir;
     /** Locks striped by path: a fixed set, so nothing grows with the number of cgroups ever fenced. */
     private final ReentrantLock[] locks = new ReentrantLock[64];
@@ -155,6 +157,27 @@ public final class CgroupDeviceIsolator implements DeviceIsolator {
         }
     }
 
+    /**
+     * @return a node for messages: its path and number, and the GPU it belongs to ("/dev/nvidia2 (c 195:2) of GPU 2
+     *         GPU-…"), or that every GPU of its vendor needs it
+     */
+    String describe(io.gpusched.core.devices.DeviceNode n) {
+        String what = n.path() + " (c " + n.major() + ":" + n.minor() + ")";
+        if (n.isControl()) {
+            return what + ", the " + n.role() + " node every GPU needs";
+        }
+        for (GpuDevice d : hostDevices) {
+            try {
+                if (nodes.plan("GPU " + d.index(), List.of(d), hostDevices).allowed().contains(n)) {
+                    return what + " of GPU " + d.index() + " " + d.uuid();
+                }
+            } catch (io.gpusched.core.GpuException e) {
+                // a device the table cannot plan does not own the node
+            }
+        }
+        return what;
+    }
+
     @Override
     public Fence fence(Path cgroup, Allocation allocation) {
         Objects.requireNonNull(allocation, "allocation");
@@ -162,7 +185,7 @@ public final class CgroupDeviceIsolator implements DeviceIsolator {
         pruneGone();
         ReentrantLock lock = lockFor(r.path());
         lock.lock();
-        try {
+        try (CgroupLock node = CgroupLock.acquire(stateDir, r.id(), r.path())) {
             AbstractFence existing = active.get(r.path());
             if (existing != null && existing.isActive()) {
                 if (existing.id().equals(r.id())) {
@@ -347,9 +370,11 @@ public final class CgroupDeviceIsolator implements DeviceIsolator {
         }
 
         /**
-         * Where fences record the host's device list of each default-deny v1 cgroup they fence, so that a later fence
-         * of the same cgroup from any process (after a fencer died) still gives back the host's policy. Must be the
-         * same for every process of the node and writable by root only.
+         * Where fences keep node-wide state: for each fenced v1 cgroup a record (the host's device list of a
+         * default-deny cgroup, the denies fences added to a default-allow one), so that a later fence of the same
+         * cgroup from any process (after a fencer died) still gives back exactly the host's policy; and, for v1 and
+         * v2, the lock file that serializes fence operations on one cgroup across processes. Must be the same for
+         * every process of the node and writable by root only; made (rwx------) when missing.
          *
          * @param v the directory (default {@link #DEFAULT_STATE_DIR}) @return this
          */

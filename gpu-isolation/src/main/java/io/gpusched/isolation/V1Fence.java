@@ -32,8 +32,10 @@ import java.util.UUID;
  *   list exactly.</li>
  *   <li>default-allow (the kernel hides the exceptions, which are denies): before any write, the host's own denies of
  *   each GPU node are observed through a short-lived probe child cgroup (switched to default-deny, an allow written to
- *   it is refused exactly when the parent denies it). The fence adds only deny bits the host did not already have and
- *   lifts only those; read-back probes the denies too. Strict fences are refused here: leaving default-allow and
+ *   it is refused exactly when the parent denies it); denied bits a fence recorded ({@link V1Record}, written before
+ *   the rules) are ours, the rest the host's. A node the plan allows but the host denies is refused before any write.
+ *   The fence adds only deny bits the host did not already have and lifts only recorded ones; read-back probes the
+ *   denies too. Strict fences are refused here: leaving default-allow and
  *   coming back needs {@code a}, which would lose the host's hidden denies.</li>
  * </ul>
  */
@@ -151,16 +153,22 @@ final class V1Fence extends AbstractFence {
 
     // ---- planning
 
-    /** @return the state a plan needs, in the cgroup's mode */
+    /**
+     * @return the state a plan needs, in the cgroup's mode; default-allow: {@link #observe} has probed every node of
+     *         the plan
+     * @throws IsolationException before any write when the host's policy denies (r or w) a node the plan allows
+     */
     Map<Key, Integer> target(NodePlan p, CgroupDir d) {
         if (allowMode) {
-            probeHost(d, p);
             Map<Key, Integer> t = new LinkedHashMap<>();
             for (DeviceNode n : p.allowed()) {
-                if ((hostDenied.getOrDefault(key(n), 0) & (R | W)) != 0) {
-                    LOG.warn("cgroup v1: {} already denies {} {}:{} ({}); the fence does not lift a deny it did not"
-                            + " add, so the job cannot use it", cgroup, n.path(), n.major(), n.minor(),
-                            access(hostDenied.get(key(n))));
+                int host = hostDenied.getOrDefault(key(n), 0);
+                if ((host & (R | W)) != 0) {
+                    throw new IsolationException("cgroup v1: the host's policy denies " + owner.describe(n) + " to "
+                            + cgroup + ": the host rule 'deny " + key(n).line(host) + "' (a deny exception of this"
+                            + " default-allow cgroup, set in it or inherited from its parent " + cgroup.getParent()
+                            + "; devices.list does not show it, a probe cgroup did) is not one a fence added, so no"
+                            + " fence lifts it; nothing was written, what was in force stays");
                 }
             }
             for (DeviceNode n : p.denied()) {
@@ -230,16 +238,70 @@ final class V1Fence extends AbstractFence {
 
     // ---- probing a default-allow cgroup's hidden denies
 
-    /** Probes the host's deny bits of every planned node not probed yet (never one the fence denied itself). */
-    private void probeHost(CgroupDir d, NodePlan p) {
-        List<Key> todo = new ArrayList<>();
-        for (DeviceNode n : concat(p.allowed(), p.denied())) {
-            if (!hostDenied.containsKey(key(n)) && !todo.contains(key(n))) {
-                todo.add(key(n));
+    /**
+     * default-allow: probes every node of the plans and every recorded key, and splits what the kernel denies into the
+     * bits a fence (of any process, maybe dead) recorded before writing them, which are ours, and the rest, which are
+     * the host's ({@link #hostDenied}).
+     *
+     * @return the deny bits of ours in force now
+     */
+    private Map<Key, Integer> observe(CgroupDir d, Map<Key, Integer> recorded, NodePlan... plans) {
+        List<Key> keys = new ArrayList<>();
+        for (NodePlan p : plans) {
+            for (DeviceNode n : concat(p.allowed(), p.denied())) {
+                if (!keys.contains(key(n))) {
+                    keys.add(key(n));
+                }
             }
         }
-        if (!todo.isEmpty()) {
-            hostDenied.putAll(probe(d, todo));
+        recorded.keySet().stream().filter(k -> !keys.contains(k)).forEach(keys::add);
+        Map<Key, Integer> seen = probe(d, keys);
+        Map<Key, Integer> ours = new LinkedHashMap<>();
+        hostDenied.clear();
+        for (Key k : keys) {
+            int rec = recorded.getOrDefault(k, 0);
+            hostDenied.put(k, seen.get(k) & ~rec);
+            if ((seen.get(k) & rec) != 0) {
+                ours.put(k, seen.get(k) & rec);
+            }
+        }
+        return ours;
+    }
+
+    /** @return the denies a fence recorded for this default-allow cgroup (a record of another kind is dropped) */
+    private Map<Key, Integer> recordedDenies(CgroupDir d) {
+        Optional<V1Record.Entry> rec = V1Record.read(owner.stateDir, d.id, cgroup);
+        if (rec.isPresent() && rec.get().kind() == V1Record.Kind.OUR_DENIES) {
+            return rec.get().rules();
+        }
+        if (rec.isPresent()) {
+            // a host list: never made by a v1 fence (it does not write 'a'): someone made the cgroup default-allow
+            V1Record.delete(owner.stateDir, d.id);
+        }
+        return Map.of();
+    }
+
+    /** @return per key, the bits of either map */
+    static Map<Key, Integer> union(Map<Key, Integer> a, Map<Key, Integer> b) {
+        Map<Key, Integer> out = new LinkedHashMap<>(a);
+        b.forEach((k, v) -> out.merge(k, v, (x, y) -> x | y));
+        return out;
+    }
+
+    /**
+     * default-allow: goes from the denies of ours in force to {@code to}, with the record covering both before the
+     * first write and exactly {@code to} after the last (removed when empty).
+     */
+    private void moveDenies(CgroupDir d, Map<Key, Integer> from, Map<Key, Integer> to, NodePlan p, String what) {
+        V1Record.write(owner.stateDir, d.id, cgroup, V1Record.Kind.OUR_DENIES, union(from, to));
+        transition(d, from, to, p, what);
+        if (to.isEmpty()) {
+            if (!V1Record.delete(owner.stateDir, d.id)) {
+                throw new IsolationException("cgroup v1: the fence's denies of " + cgroup + " are lifted, but their"
+                        + " record " + V1Record.file(owner.stateDir, d.id) + " could not be removed");
+            }
+        } else if (!to.equals(union(from, to))) {
+            V1Record.write(owner.stateDir, d.id, cgroup, V1Record.Kind.OUR_DENIES, to);
         }
     }
 
@@ -329,7 +391,7 @@ final class V1Fence extends AbstractFence {
         List<Step> done = new ArrayList<>();
         try {
             for (Step s : steps) {
-                write(d, s.file(), s.line());
+                write(d, s.file(), s.line(), p);
                 done.add(s);
             }
             verify(d, to, p);
@@ -337,7 +399,7 @@ final class V1Fence extends AbstractFence {
             String back;
             try {
                 for (int i = done.size() - 1; i >= 0; i--) {
-                    write(d, done.get(i).undoFile(), done.get(i).undoLine());
+                    write(d, done.get(i).undoFile(), done.get(i).undoLine(), p);
                 }
                 verify(d, from, p);
                 back = "; the " + done.size() + " rules written were undone and the previous rules are in force";
@@ -350,13 +412,43 @@ final class V1Fence extends AbstractFence {
         }
     }
 
-    private void write(CgroupDir d, String file, String line) {
+    private void write(CgroupDir d, String file, String line, NodePlan p) {
         try {
             writer.write(d.file(file), line);
         } catch (IOException e) {
             String why = e.getMessage() == null ? e.toString() : e.getMessage();
-            throw new IsolationException("writing '" + line + "' to " + cgroup.resolve(file) + " failed: " + why, e);
+            String host = file.equals("devices.allow") && why.contains("Operation not permitted")
+                    ? parentRefuses(d, line, p) : "";
+            throw new IsolationException(host + "writing '" + line + "' to " + cgroup.resolve(file) + " failed: " + why,
+                    e);
         }
+    }
+
+    /** @return why the parent refused a grant: the node, its GPU, the parent and its rule, for the message */
+    private String parentRefuses(CgroupDir d, String line, NodePlan p) {
+        String[] f = line.split(" ");
+        String[] mm = f[1].split(":");
+        String node = "'" + line + "'";
+        for (DeviceNode n : p.allowed()) {
+            if (f[0].equals("c") && mm[0].equals(String.valueOf(n.major()))
+                    && mm[1].equals(String.valueOf(n.minor()))) {
+                node = owner.describe(n);
+            }
+        }
+        Path parent = cgroup.getParent();
+        String rule;
+        try {
+            State ps = parse(Files.readAllLines(d.file("..").resolve("devices.list")), parent);
+            rule = ps.defaultAllow() ? "denies it (a deny exception; its devices.list does not show it: it is"
+                    + " default-allow)" : "has no rule allowing '" + line + "' (its devices.list: "
+                    + String.join(", ", ps.exceptions().entrySet().stream().limit(12)
+                    .map(e -> e.getKey().line(e.getValue())).toList())
+                    + (ps.exceptions().size() > 12 ? ", ..." : "") + ")";
+        } catch (IOException | RuntimeException e) {
+            rule = "refuses it (its devices.list could not be read: " + e.getMessage() + ")";
+        }
+        return "the host's policy denies " + node + " to " + cgroup + ": its parent cgroup " + parent + " " + rule
+                + "; ";
     }
 
     /** Reads back: the whole list where it is visible, else the behavior and each planned node through a probe. */
@@ -398,6 +490,22 @@ final class V1Fence extends AbstractFence {
 
     // ---- lifecycle
 
+    /**
+     * The cgroup is gone: its identity can never be fenced again, so its record and lock file go too (a revoke that
+     * succeeded removed them under the lock already; removing a lock file outside the lock is safe only here).
+     */
+    @Override
+    void gone() {
+        if (id != null) {
+            V1Record.delete(owner.stateDir, id);
+            try {
+                Files.deleteIfExists(CgroupLock.file(owner.stateDir, id));
+            } catch (IOException e) {
+                LOG.debug("could not remove lock file of {}: {}", cgroup, e.getMessage());
+            }
+        }
+    }
+
     @Override
     void apply() {
         try (CgroupDir d = CgroupDir.open(cgroup, false)) {
@@ -409,27 +517,36 @@ final class V1Fence extends AbstractFence {
                         + " does not list. Make the job cgroup default-deny first (echo a > devices.deny) or fence"
                         + " without strict");
             }
-            boolean recorded = false;
             if (allowMode) {
                 host = Map.of();
-                // never made by a v1 fence (it does not write 'a'): someone made the cgroup default-allow since
-                V1HostRecord.delete(owner.stateDir, d.id);
-            } else {
-                // a fence of another process (or a dead one) may have left its list: the host's is on record
-                Optional<Map<Key, Integer>> rec = V1HostRecord.read(owner.stateDir, d.id, cgroup);
-                host = rec.orElseGet(() -> Map.copyOf(s.exceptions()));
-                if (rec.isEmpty()) {
-                    V1HostRecord.write(owner.stateDir, d.id, cgroup, host);
-                    recorded = true;
-                }
+                Map<Key, Integer> from = observe(d, recordedDenies(d), plan);
+                Map<Key, Integer> to = target(plan, d);
+                moveDenies(d, from, to, plan, "fencing");
+                id = d.id;
+                state = to;
+                rules = rulesFor(plan);
+                active = true;
+                return;
             }
-            Map<Key, Integer> from = allowMode ? Map.of() : s.exceptions();
+            boolean recorded = false;
+            // a fence of another process (or a dead one) may have left its list: the host's is on record
+            Optional<V1Record.Entry> rec = V1Record.read(owner.stateDir, d.id, cgroup);
+            if (rec.isPresent() && rec.get().kind() == V1Record.Kind.OUR_DENIES) {
+                // someone wrote 'a' to devices.deny since: the kernel dropped every deny a fence had added
+                V1Record.delete(owner.stateDir, d.id);
+                rec = Optional.empty();
+            }
+            host = rec.map(V1Record.Entry::rules).orElseGet(() -> Map.copyOf(s.exceptions()));
             Map<Key, Integer> to = target(plan, d);
+            if (rec.isEmpty()) {
+                V1Record.write(owner.stateDir, d.id, cgroup, V1Record.Kind.HOST_LIST, host);
+                recorded = true;
+            }
             try {
-                transition(d, from, to, plan, "fencing");
+                transition(d, s.exceptions(), to, plan, "fencing");
             } catch (RuntimeException e) {
                 if (recorded) {
-                    V1HostRecord.delete(owner.stateDir, d.id);
+                    V1Record.delete(owner.stateDir, d.id);
                 }
                 throw e;
             }
@@ -443,18 +560,22 @@ final class V1Fence extends AbstractFence {
     @Override
     void replace(NodePlan next, List<DeviceRule> ignored) {
         try (CgroupDir d = CgroupDir.reopen(cgroup, false, id)) {
-            Map<Key, Integer> from = state;
-            if (!allowMode) {
-                State s = read(d);
-                if (s.defaultAllow()) {
-                    throw new IsolationException("cgroup v1: " + cgroup + " became default-allow under the fence;"
-                            + " someone else wrote 'a'");
-                }
-                from = s.exceptions();
+            State s = read(d);
+            if (allowMode != s.defaultAllow()) {
+                throw new IsolationException("cgroup v1: " + cgroup + " became " + (s.defaultAllow()
+                        ? "default-allow under the fence; someone else wrote 'a' to devices.allow"
+                        : "default-deny under the fence; someone else wrote 'a' to devices.deny"));
             }
-            Map<Key, Integer> to = target(next, d);
-            transition(d, from, to, next, "updating the fence");
-            state = to;
+            if (allowMode) {
+                Map<Key, Integer> from = observe(d, recordedDenies(d), plan, next);
+                Map<Key, Integer> to = target(next, d);
+                moveDenies(d, from, to, next, "updating the fence");
+                state = to;
+            } else {
+                Map<Key, Integer> to = target(next, d);
+                transition(d, s.exceptions(), to, next, "updating the fence");
+                state = to;
+            }
             rules = rulesFor(next);
         }
     }
@@ -462,13 +583,17 @@ final class V1Fence extends AbstractFence {
     @Override
     void remove() {
         try (CgroupDir d = CgroupDir.reopen(cgroup, false, id)) {
-            Map<Key, Integer> from = allowMode ? state : read(d).exceptions();
-            Map<Key, Integer> to = allowMode ? Map.of() : host;
-            transition(d, from, to, plan, "revoking the fence");
-            state = to;
-            if (!allowMode && !V1HostRecord.delete(owner.stateDir, d.id)) {
+            if (allowMode) {
+                Map<Key, Integer> from = observe(d, recordedDenies(d), plan);
+                moveDenies(d, from, Map.of(), plan, "revoking the fence");
+                state = Map.of();
+                return;
+            }
+            transition(d, read(d).exceptions(), host, plan, "revoking the fence");
+            state = host;
+            if (!V1Record.delete(owner.stateDir, d.id)) {
                 throw new IsolationException("cgroup v1: the host's list of " + cgroup + " is back, but its record "
-                        + V1HostRecord.file(owner.stateDir, d.id) + " could not be removed; the next fence would"
+                        + V1Record.file(owner.stateDir, d.id) + " could not be removed; the next fence would"
                         + " take it for the host's policy");
             }
         }

@@ -191,6 +191,18 @@ final class V2Fence extends AbstractFence {
     void apply() {
         try (CgroupDir d = CgroupDir.open(cgroup, true)) {
             install(d, rulesFor(plan));
+            String refused = hostRefuses(d, plan);
+            if (refused != null) {
+                String back;
+                try {
+                    detachOurs(owner.bpf(), d.fd, -1);
+                    back = "; the program was detached again, the cgroup is as it was";
+                } catch (Bpf.BpfException e) {
+                    back = "; detaching the program again failed too (" + e.getMessage() + "): it stays attached";
+                }
+                dropped();
+                throw new IsolationException(refused + back);
+            }
             id = d.id;
             active = true;
         }
@@ -199,8 +211,100 @@ final class V2Fence extends AbstractFence {
     @Override
     void replace(NodePlan next, List<DeviceRule> ignored) {
         try (CgroupDir d = CgroupDir.reopen(cgroup, true, id)) {
+            List<DeviceRule> previous = rules;
             install(d, rulesFor(next));
+            String refused = hostRefuses(d, next);
+            if (refused != null) {
+                String back;
+                try {
+                    install(d, previous);
+                    back = "; the previous program is back in force";
+                } catch (IsolationException e) {
+                    back = "; putting the previous program back failed too (" + e.getMessage() + "): the rules of "
+                            + cgroup + " are now unknown";
+                }
+                throw new IsolationException(refused + back);
+            }
         }
+    }
+
+    /**
+     * Checks, with our new program in force, that the host's policy lets a process of the cgroup read and write every
+     * node the plan allows: a shell placed in a short-lived child cgroup (it inherits every program of the cgroup and
+     * its ancestors) asks {@code access(R_OK)} and {@code access(W_OK)} for each node through coreutils {@code test};
+     * the kernel runs the device programs for {@code access} as for {@code open}, without opening the device. Nodes
+     * that do not exist are not checked. Where the check cannot run, a WARN says so and the fence goes on.
+     *
+     * @return why the host refuses, naming the node, its GPU, the cgroup and the programs; null when it allows all
+     */
+    private String hostRefuses(CgroupDir d, NodePlan p) {
+        // named through our fd of the fenced cgroup, so the probe is made in this very cgroup whatever its path holds
+        String name = "gpusched-probe-" + java.util.UUID.randomUUID().toString().substring(0, 8);
+        Path child = d.file(name);
+        String childForShell = "/proc/" + ProcessHandle.current().pid() + "/fd/" + d.fd + "/" + name;
+        List<String> cmd = new ArrayList<>(List.of("/bin/sh", "-c", "echo $$ > \"$0/cgroup.procs\" || exit 97\n"
+                + "for f; do r=-; w=-; [ -e \"$f\" ] || continue; /usr/bin/test -r \"$f\" && r=r;"
+                + " /usr/bin/test -w \"$f\" && w=w; echo \"$r$w $f\"; done", childForShell));
+        p.allowed().forEach(n -> cmd.add(n.path().toString()));
+        String out;
+        int rc;
+        try {
+            java.nio.file.Files.createDirectory(child);
+            try {
+                Process pr = new ProcessBuilder(cmd).redirectErrorStream(true).start();
+                out = new String(pr.getInputStream().readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
+                rc = pr.waitFor();
+            } finally {
+                removeProbe(child);
+            }
+        } catch (java.io.IOException e) {
+            LOG.warn("cgroup v2: could not check the host's policy of {} for the allowed nodes: {}", cgroup,
+                    e.getMessage());
+            return null;
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            LOG.warn("cgroup v2: interrupted while checking the host's policy of {}", cgroup);
+            return null;
+        }
+        if (rc != 0) {
+            LOG.warn("cgroup v2: could not check the host's policy of {} (probe exit {}): {}", cgroup, rc, out.strip());
+            return null;
+        }
+        for (String line : out.strip().split("\n")) {
+            if (line.length() < 3 || line.startsWith("rw ")) {
+                continue;
+            }
+            String path = line.substring(3);
+            for (io.gpusched.core.devices.DeviceNode n : p.allowed()) {
+                if (n.path().toString().equals(path)) {
+                    int foreign = Math.max(0, owner.bpf().query(d.fd).length - ours(owner.bpf(), d.fd).size());
+                    return "cgroup v2: the host's policy denies " + owner.describe(n) + " to " + cgroup + ": with"
+                            + " our program allowing it, a process of the cgroup may not "
+                            + (line.startsWith("r") ? "write" : line.charAt(1) == 'w' ? "read" : "read or write")
+                            + " it, so a device program of the host denies it (" + foreign + " other program(s) attached"
+                            + " to the cgroup itself; its ancestors' programs apply too, and what they test cannot be"
+                            + " read back)";
+                }
+            }
+        }
+        return null;
+    }
+
+    private static void removeProbe(Path child) {
+        for (int i = 0; i < 100; i++) {
+            try {
+                java.nio.file.Files.deleteIfExists(child);
+                return;
+            } catch (java.io.IOException busy) {
+                try {
+                    Thread.sleep(5);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    break;
+                }
+            }
+        }
+        LOG.warn("cgroup v2: could not remove probe cgroup {}", child);
     }
 
     @Override

@@ -104,13 +104,56 @@ class FenceLeakTest {
         CgroupBed.write(cg, "devices.deny", "c 195:0 w");
         Map<String, String> host = b.probe(cg);
         assertThat(host).containsEntry("nvidia3", "-").containsEntry("nvidia0", "r").containsEntry("nvidia1", "rw");
-        Fence f = b.track(iso.fence(cg, b.gpus(3)));
-        assertThat(b.probe(cg)).as("GPU 3 stays denied: the host said so").isEqualTo(b.only("nvidiactl"));
-        f.update(b.gpus(0));
-        assertThat(b.probe(cg)).containsEntry("nvidia0", "r").containsEntry("nvidia1", "-")
-                .containsEntry("nvidia3", "-");
+        Fence f = b.track(iso.fence(cg, b.gpus(1)));
+        assertThat(b.probe(cg)).isEqualTo(b.only(nv(1)));
+        f.update(b.gpus(2));
+        assertThat(b.probe(cg)).isEqualTo(b.only(nv(2)));
         f.revoke();
         assertThat(b.probe(cg)).as("exactly the host's policy").isEqualTo(host);
+    }
+
+    /** Issue 25 item 9: a GPU the host denies in the cgroup itself is refused, naming the GPU, cgroup and rule. */
+    @Test
+    void issue25_aFenceOrUpdateForAGpuTheHostDeniesInTheCgroupIsRefused_defaultAllow() throws Exception {
+        CgroupBed b = bed(false);
+        CgroupDeviceIsolator iso = b.isolator(Mechanism.V1);
+        Path cg = b.cgroup(CgroupBed.root(iso, Mechanism.V1));
+        CgroupBed.write(cg, "devices.deny", "c 195:3 rwm");
+        CgroupBed.write(cg, "devices.deny", "c 195:0 w");
+        Map<String, String> host = b.probe(cg);
+        assertThatThrownBy(() -> iso.fence(cg, b.gpus(3))).isInstanceOf(IsolationException.class)
+                .hasMessageContaining("nvidia3").hasMessageContaining("GPU 3 GPU-iso-3")
+                .hasMessageContaining(cg.toString()).hasMessageContaining("deny c 195:3 rwm");
+        assertThat(CgroupBed.list(cg)).containsExactly("a *:* rwm");
+        assertThat(b.probe(cg)).as("a refused fence writes nothing").isEqualTo(host);
+        Fence f = b.track(iso.fence(cg, b.gpus(1)));
+        assertThatThrownBy(() -> f.update(b.gpus(0, 1))).isInstanceOf(IsolationException.class)
+                .hasMessageContaining("GPU 0 GPU-iso-0").hasMessageContaining(cg.toString())
+                .hasMessageContaining("deny c 195:0 w");
+        assertThat(f.allocation().deviceIndices()).containsExactly(1);
+        assertThat(b.probe(cg)).as("the previous fence stays in force").isEqualTo(b.only(nv(1)));
+        f.revoke();
+        assertThat(b.probe(cg)).isEqualTo(host);
+    }
+
+    /** Issue 25 item 9: a parent that denies a GPU (inherited, hidden deny) refuses the update; the old fence holds. */
+    @Test
+    void issue25_anUpdateToAGpuADefaultAllowParentDeniesIsRefused() throws Exception {
+        CgroupBed b = bed(false);
+        CgroupDeviceIsolator iso = b.isolator(Mechanism.V1);
+        Path parent = b.cgroup(CgroupBed.root(iso, Mechanism.V1));
+        CgroupBed.write(parent, "devices.deny", "c 195:2 rwm");
+        Path cg = b.cgroup(parent);
+        Fence f = b.track(iso.fence(cg, b.gpus(1)));
+        assertThat(b.probe(cg)).isEqualTo(b.only(nv(1)));
+        assertThatThrownBy(() -> f.update(b.gpus(1, 2))).isInstanceOf(IsolationException.class)
+                .hasMessageContaining("nvidia2").hasMessageContaining("GPU 2 GPU-iso-2")
+                .hasMessageContaining(cg.toString()).hasMessageContaining("deny c 195:2 rwm")
+                .hasMessageContaining(parent.toString());
+        assertThat(f.allocation().deviceIndices()).containsExactly(1);
+        assertThat(b.probe(cg)).isEqualTo(b.only(nv(1)));
+        f.revoke();
+        assertThat(b.probe(cg)).isEqualTo(b.only("nvidia0", "nvidia1", "nvidia3", "nvidiactl"));
     }
 
     @ParameterizedTest
@@ -241,7 +284,10 @@ class FenceLeakTest {
         assertThat(b.probe(cg)).isEqualTo(b.only(nv(1)));
         Allocation gpu1 = f.allocation();
         assertThatThrownBy(() -> f.update(b.gpus(2, 3))).isInstanceOf(IsolationException.class)
-                .hasMessageContaining("c 195:2 rw").hasMessageContaining("previous rules are in force");
+                .hasMessageContaining("c 195:2 rw").hasMessageContaining("previous rules are in force")
+                .hasMessageContaining("GPU 2 GPU-iso-2").hasMessageContaining(cg.toString())
+                .hasMessageContaining("parent cgroup " + parent).hasMessageContaining("no rule allowing 'c 195:2 rw'")
+                .hasMessageContaining("c 195:1 rwm");
         assertThat(CgroupBed.list(cg)).isEqualTo(fenced);
         assertThat(b.probe(cg)).isEqualTo(b.only(nv(1)));
         assertThat(f.allocation()).isEqualTo(gpu1);

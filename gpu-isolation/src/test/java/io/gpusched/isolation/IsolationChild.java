@@ -25,8 +25,13 @@ import java.util.List;
  * after it, the new set. An open that passes the device cgroup (anything but EPERM) of a node outside the union of
  * the sets published between the two reads is a breach. The child counts; the parent only reads the counts.
  *
- * <p>{@code fence CGROUP DEV PROC GPU}: fences a cgroup v2 for one GPU of the 4-GPU fixture host, prints
- * {@code FENCED} and waits to be killed.
+ * <p>{@code fence CGROUP DEV PROC GPU [MECHANISM STATE_DIR [STALL_AFTER]]}: fences a cgroup (v2 unless told) for one
+ * GPU of the 4-GPU fixture host, prints {@code FENCED} and waits to be killed. With {@code STALL_AFTER} n &gt; 0 (v1)
+ * the n-th rule write is followed by {@code STALLED} and a wait: the child is killed in the middle of its fence.
+ *
+ * <p>{@code fencer CGROUP DEV PROC MECHANISM STATE_DIR GO ROUNDS SEED}: prints {@code READY}, waits for file
+ * {@code GO}, then fences the cgroup for a random one or two GPUs per round, printing {@code ACK round OK i,j} or
+ * {@code ACK round FAIL message} as each call returns, and {@code DONE} at the end; the fence stays when it exits.
  */
 public final class IsolationChild {
     static final int STOP = 0;
@@ -49,8 +54,10 @@ public final class IsolationChild {
             racer(args);
         } else if (args[0].equals("fence")) {
             fence(args);
+        } else if (args[0].equals("fencer")) {
+            fencer(args);
         } else {
-            throw new IllegalArgumentException("mode racer or fence, was " + args[0]);
+            throw new IllegalArgumentException("mode racer, fence or fencer, was " + args[0]);
         }
     }
 
@@ -140,12 +147,64 @@ public final class IsolationChild {
     static void fence(String[] args) throws Exception {
         SimulatedGpuInventory host = Fixtures.nvidiaHost();
         GpuScheduler s = Fixtures.scheduler(host);
-        CgroupDeviceIsolator iso = CgroupDeviceIsolator.builder().hostDevices(host.devices()).devRoot(Path.of(args[2]))
-                .procRoot(Path.of(args[3])).mechanism(CgroupDeviceIsolator.Mechanism.V2).build();
-        iso.fence(Path.of(args[1]), Fixtures.gpus(s, Integer.parseInt(args[4])));
+        CgroupDeviceIsolator.Builder b = CgroupDeviceIsolator.builder().hostDevices(host.devices())
+                .devRoot(Path.of(args[2])).procRoot(Path.of(args[3])).mechanism(CgroupDeviceIsolator.Mechanism.V2);
+        if (args.length > 5) {
+            b.mechanism(CgroupDeviceIsolator.Mechanism.valueOf(args[5])).stateDir(Path.of(args[6]));
+        }
+        int stallAfter = args.length > 7 ? Integer.parseInt(args[7]) : 0;
+        if (stallAfter > 0) {
+            java.util.concurrent.atomic.AtomicInteger n = new java.util.concurrent.atomic.AtomicInteger();
+            V1Fence.writer = (file, line) -> {
+                V1Fence.KERNEL.write(file, line);
+                if (n.incrementAndGet() == stallAfter) {
+                    System.out.println("STALLED after '" + line + "'");
+                    System.out.flush();
+                    try {
+                        Thread.sleep(600_000);
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                    }
+                }
+            };
+        }
+        b.build().fence(Path.of(args[1]), Fixtures.gpus(s, Integer.parseInt(args[4])));
         System.out.println("FENCED");
         System.out.flush();
         Thread.sleep(600_000);
+    }
+
+    static void fencer(String[] args) throws Exception {
+        SimulatedGpuInventory host = Fixtures.nvidiaHost();
+        CgroupDeviceIsolator iso = CgroupDeviceIsolator.builder().hostDevices(host.devices()).devRoot(Path.of(args[2]))
+                .procRoot(Path.of(args[3])).mechanism(CgroupDeviceIsolator.Mechanism.valueOf(args[4]))
+                .stateDir(Path.of(args[5])).build();
+        Path go = Path.of(args[6]);
+        int rounds = Integer.parseInt(args[7]);
+        java.util.Random r = new java.util.Random(Long.parseLong(args[8]));
+        System.out.println("READY");
+        System.out.flush();
+        while (!Files.exists(go)) {
+            Thread.onSpinWait();
+        }
+        for (int i = 0; i < rounds; i++) {
+            int a = r.nextInt(4);
+            int b = r.nextInt(4);
+            List<io.gpusched.core.GpuDevice> devs = a == b || r.nextBoolean() ? List.of(host.devices().get(a))
+                    : List.of(host.devices().get(Math.min(a, b)), host.devices().get(Math.max(a, b)));
+            io.gpusched.core.Allocation alloc = new io.gpusched.core.Allocation("child-" + args[8] + "-" + i, devs,
+                    io.gpusched.core.GpuRequest.builder().count(devs.size()).build(), java.time.Instant.now());
+            String ids = String.join(",", devs.stream().map(d -> String.valueOf(d.index())).toList());
+            try {
+                iso.fence(Path.of(args[1]), alloc);
+                System.out.println("ACK " + i + " OK " + ids);
+            } catch (RuntimeException e) {
+                System.out.println("ACK " + i + " FAIL " + ids + " " + e.getMessage().replace('\n', ' '));
+            }
+            System.out.flush();
+        }
+        System.out.println("DONE");
+        System.out.flush();
     }
 
     /** @return a command line running this class in a fresh JVM with the test classpath */

@@ -69,6 +69,8 @@ public interface Libc extends Library {
 
     int geteuid();
 
+    int flock(int fd, int operation) throws LastErrorException;
+
     int setrlimit(int resource, Pointer rlimit) throws LastErrorException;
 
     /** @return {@code makedev(major, minor)} as glibc encodes it */

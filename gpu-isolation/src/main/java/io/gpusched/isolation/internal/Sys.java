@@ -180,6 +180,34 @@ public final class Sys {
         return new long[] {(Long) Files.getAttribute(p, "unix:dev"), (Long) Files.getAttribute(p, "unix:ino")};
     }
 
+    /** O_RDWR | O_CREAT (same on x86_64 and the generic layout). */
+    static final int O_RDWR_CREAT = 0x2 | 0x40;
+    static final int LOCK_EX = 2;
+    static final int LOCK_NB = 4;
+    static final int EWOULDBLOCK = 11;
+
+    /** @return an O_RDWR fd of a lock file, made (mode 0600) when missing; a symlink is refused (ELOOP) */
+    public static int openLockFile(String path) throws ErrnoException {
+        try {
+            return libc().openat(-100, path, O_RDWR_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+        } catch (LastErrorException e) {
+            throw new ErrnoException(e);
+        }
+    }
+
+    /** @return true when {@code flock(fd, LOCK_EX|LOCK_NB)} took the lock, false when another holder has it */
+    public static boolean tryLockExclusive(int fd) throws ErrnoException {
+        try {
+            libc().flock(fd, LOCK_EX | LOCK_NB);
+            return true;
+        } catch (LastErrorException e) {
+            if (e.getErrorCode() == EWOULDBLOCK) {
+                return false;
+            }
+            throw new ErrnoException(e);
+        }
+    }
+
     /** Closes an fd, ignoring errors. */
     public static void close(int fd) {
         if (fd < 0) {

@@ -108,10 +108,11 @@ class V1AttackTest {
 
         Fence f = iso.fence(cg, alloc(nv, 0));
         assertEquals(List.of(host.nv(0)), nvOpen(cg));
-        f.update(alloc(nv, 1));
-        // the host denies writing GPU 1: the fence may give it for reading only, nothing else
-        assertTrue(probe(List.of(cg), List.of(host.nv(1)), 'r').get(host.nv(1)));
-        assertEquals(List.of(host.nv(1)), nvOpen(cg));
+        // the host denies writing GPU 1: an update to it is refused, naming it, and the fence of GPU 0 stays
+        IsolationException e = assertThrows(IsolationException.class, () -> f.update(alloc(nv, 1)));
+        assertTrue(e.getMessage().contains("GPU 1") && e.getMessage().contains("deny c 195:1 w")
+                && e.getMessage().contains(cg.toString()), e.getMessage());
+        assertEquals(List.of(host.nv(0)), nvOpen(cg));
         f.revoke();
         assertEquals(r0, probe(List.of(cg), all, 'r'), "read access after revoke differs from the host's");
         assertEquals(w0, probe(List.of(cg), all, 'w'), "write access after revoke differs from the host's");
@@ -123,9 +124,9 @@ class V1AttackTest {
         Adv.write(cg.resolve("devices.deny"), "c 195:* w");
         List<Path> all = new ArrayList<>(host.nvNodes());
         all.add(host.dev.resolve("other"));
-        Fence f = iso.fence(cg, alloc(nv, 3));
-        assertEquals(List.of(host.nv(3)), nvOpen(cg));
-        f.revoke();
+        // every GPU is unwritable by the host's rule: a fence for one is refused before any write
+        IsolationException e = assertThrows(IsolationException.class, () -> iso.fence(cg, alloc(nv, 3)));
+        assertTrue(e.getMessage().contains("GPU 3") && e.getMessage().contains("deny c 195:3 w"), e.getMessage());
         Map<Path, Boolean> w = probe(List.of(cg), all, 'w');
         Map<Path, Boolean> r = probe(List.of(cg), all, 'r');
         for (Path n : all) {
@@ -173,21 +174,18 @@ class V1AttackTest {
 
     @Test
     void aDefaultAllowParentThatDeniesAGpu_theFenceNeverOpensIt_andRevokeKeepsItDenied() throws Exception {
-        // default-allow: the parent's deny is copied into the child, where the fence cannot tell it from the host's
-        // own; the documented behavior is to keep it (fail closed), so GPU 2 never opens, whatever the allocation
+        // default-allow: the parent's deny is copied into the child; it is the host's (no fence recorded it), so an
+        // update to GPU 2 is refused naming GPU 2, the cgroup and the rule, and the fence of GPU 0 stays
         Path parent = cg();
         Adv.write(parent.resolve("devices.deny"), "c 195:2 rwm");
         Path child = Files.createDirectory(parent.resolve("job"));
         cgroups.add(child);
         Fence f = iso.fence(child, alloc(nv, 0));
         assertEquals(List.of(host.nv(0)), nvOpen(child));
-        try {
-            f.update(alloc(nv, 2));
-            assertEquals(List.of(), nvOpen(child));
-        } catch (IsolationException refused) {
-            assertTrue(refused.getMessage().contains(child.toString()), refused.getMessage());
-            assertEquals(List.of(host.nv(0)), nvOpen(child));
-        }
+        IsolationException refused = assertThrows(IsolationException.class, () -> f.update(alloc(nv, 2)));
+        assertTrue(refused.getMessage().contains(child.toString()) && refused.getMessage().contains("GPU 2")
+                && refused.getMessage().contains("deny c 195:2 rwm"), refused.getMessage());
+        assertEquals(List.of(host.nv(0)), nvOpen(child));
         assertTrue(f.isActive());
         f.update(alloc(nv, 1));
         assertEquals(List.of(host.nv(1)), nvOpen(child));
@@ -530,13 +528,13 @@ class V1AttackTest {
             List<String> hostList = list(cg);
             Fence f = own.fence(cg, alloc(nv, 0));
             try (var s = Files.list(state)) {
-                List<Path> recs = s.toList();
+                List<Path> recs = s.filter(p -> p.getFileName().toString().startsWith("v1-")).toList();
                 assertEquals(1, recs.size(), "one record while fenced: " + recs);
                 assertTrue(Files.readString(recs.get(0)).contains("c 195:* rwm"), Files.readString(recs.get(0)));
             }
             f.revoke();
             try (var s = Files.list(state)) {
-                assertEquals(List.of(), s.toList(), "the record outlived revoke");
+                assertEquals(List.of(), s.toList(), "the record (or its lock file) outlived revoke");
             }
             Files.setPosixFilePermissions(state, java.nio.file.attribute.PosixFilePermissions.fromString("rwxrwxrwx"));
             IsolationException e = assertThrows(IsolationException.class, () -> own.fence(cg, alloc(nv, 0)));

@@ -72,14 +72,53 @@ class V2AttackTest {
         assertEquals(2, attachedPrograms(cg));
         assertEquals(List.of(host.nv(0)), nvOpen(cg));
         for (int i = 0; i < 20; i++) {
-            f.update(alloc(nv, i % 4));
+            f.update(alloc(nv, i % 3));
         }
         assertEquals(2, attachedPrograms(cg));
-        f.update(alloc(nv, 3));
-        assertEquals(List.of(), nvOpen(cg), "the host program's deny of GPU 3 must keep applying");
+        // the host program denies GPU 3: an update to it is refused (issue 25 item 9) and the fence of GPU 1 stays
+        IsolationException e = assertThrows(IsolationException.class, () -> f.update(alloc(nv, 3)));
+        assertTrue(e.getMessage().contains("GPU 3") && e.getMessage().contains(cg.toString()), e.getMessage());
+        assertEquals(List.of(host.nv(1)), nvOpen(cg), "the host program's deny of GPU 3 must keep applying");
         f.revoke();
         assertEquals(1, attachedPrograms(cg), "revoke detached the host's program");
         assertEquals(List.of(host.nv(0), host.nv(1), host.nv(2)), nvOpen(cg));
+    }
+
+    /**
+     * Issue 25 item 9 on cgroup v2: device programs of the host on the job cgroup (denies GPU 3) and on its parent
+     * (denies GPU 2). A fence or an update for either GPU fails naming the GPU and the cgroup; the previous fence
+     * (or, for a fence, no program of ours) stays in force, checked by opening the nodes and counting programs.
+     */
+    @Test
+    void issue25_aGpuAHostProgramDeniesIsRefused_andThePreviousFenceStays() throws Exception {
+        Path parent = cg();
+        Path job = Files.createDirectory(parent.resolve("job"));
+        cgroups.add(job);
+        Adv.attachForeignDeny(parent, "hostrt_dev", 195, 2);
+        Adv.attachForeignDeny(job, "hostrt_dev", 195, 3);
+        assertEquals(List.of(host.nv(0), host.nv(1)), nvOpen(job));
+        IsolationException e = assertThrows(IsolationException.class, () -> iso.fence(job, alloc(nv, 2)));
+        assertTrue(e.getMessage().contains("GPU 2 GPU-adv-2") && e.getMessage().contains(job.toString())
+                && e.getMessage().contains("program"), e.getMessage());
+        assertEquals(1, attachedPrograms(job), "a refused fence leaves no program of ours");
+        assertEquals(List.of(host.nv(0), host.nv(1)), nvOpen(job));
+
+        Fence f = iso.fence(job, alloc(nv, 0));
+        assertEquals(List.of(host.nv(0)), nvOpen(job));
+        for (int[] refused : new int[][] {{0, 2}, {3}, {1, 3}}) {
+            IsolationException u = assertThrows(IsolationException.class, () -> f.update(alloc(nv, refused)));
+            String gpu = "GPU " + refused[refused.length - 1] + " GPU-adv-" + refused[refused.length - 1];
+            assertTrue(u.getMessage().contains(gpu) && u.getMessage().contains(job.toString())
+                    && u.getMessage().contains("previous program is back"), u.getMessage());
+            assertEquals(alloc(nv, 0).devices(), f.allocation().devices());
+            assertEquals(List.of(host.nv(0)), nvOpen(job), "after a refused update to " + gpu);
+            assertEquals(2, attachedPrograms(job));
+        }
+        f.update(alloc(nv, 1));
+        assertEquals(List.of(host.nv(1)), nvOpen(job));
+        f.revoke();
+        assertEquals(1, attachedPrograms(job));
+        assertEquals(List.of(host.nv(0), host.nv(1)), nvOpen(job));
     }
 
     @Test
