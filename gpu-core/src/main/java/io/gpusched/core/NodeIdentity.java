@@ -39,6 +39,12 @@ final class NodeIdentity {
     private static final Logger LOG = LoggerFactory.getLogger(NodeIdentity.class);
     static final String FILE = "node";
     static final String MOVED_NOTE = "MOVED.txt";
+    /** The format of the node file this version writes and reads. */
+    static final int FORMAT = 1;
+    /** A node file larger than this is not a node record (1,024 UUIDs take about 50 KB). */
+    static final long MAX_BYTES = 1L << 20;
+    /** How much of a ledger without a node record is read to learn which GPUs it names. */
+    static final long MAX_LEDGER_SCAN = 64L << 20;
 
     private NodeIdentity() {
     }
@@ -86,36 +92,53 @@ final class NodeIdentity {
         String mine = legacyName(backend);
         Path own = dir.resolve(NodeLedger.FILE);
         for (Path sub : legacy) {
-            Path old = sub.resolve(NodeLedger.FILE);
             if (!sub.getFileName().toString().equals(mine)) {
-                String w = "ledger of an earlier gpusched for backend \"" + sub.getFileName() + "\" found at " + old
-                        + "; it is not this node's (" + backend + ") and is not used: release its allocations with "
-                        + "that version, or remove " + sub;
+                String w = "ledger of an earlier gpusched for backend \"" + sub.getFileName() + "\" found at "
+                        + sub.resolve(NodeLedger.FILE) + "; it is not this node's (" + backend + ") and is not used: "
+                        + "release its allocations with that version, or remove " + sub;
                 LOG.warn("{}", w);
                 warnings.add(w);
                 continue;
             }
-            if (Files.exists(own, LinkOption.NOFOLLOW_LINKS)) {
-                throw new LedgerException(Kind.LEGACY_LEDGER, old, "two ledgers of this node (" + backend + "): "
-                        + own + " and " + old + ", which an earlier gpusched command kept per backend. gpusched now "
-                        + "keeps one ledger per node in the state directory itself; allocations in " + old + " would"
-                        + " be invisible. Release them with the earlier version (or check that none is live) and "
-                        + "remove " + sub + ", then start again", null);
-            }
-            try {
-                NodeLedger.checkNotWritableByOthers(old, "legacy ledger");
-                Files.move(old, own, StandardCopyOption.ATOMIC_MOVE);
-                fsyncDir(dir);
-                Files.writeString(sub.resolve(MOVED_NOTE), "The ledger that was here moved to " + own
-                        + " on " + Instant.now() + ": gpusched keeps one ledger per node in the state directory.\n");
-            } catch (IOException e) {
-                throw new LedgerException(Kind.IO, old, "cannot move this node's earlier ledger " + old + " to "
-                        + own + ": " + e.getMessage(), e);
-            }
-            String w = "moved this node's ledger from " + old + " (an earlier gpusched kept it per backend) to " + own;
-            LOG.warn("{}", w);
-            warnings.add(w);
+            adopt(sub, own, backend, warnings);
         }
+        // 0.1's command kept a simulated node's default ledger in <base>/<backend>/, beside the real node's; the
+        // default is now <base>/simulated/<profile>/
+        Path parent = dir.getParent();
+        if (parent != null && parent.getFileName() != null && parent.getFileName().toString().equals("simulated")
+                && parent.getParent() != null) {
+            Path sibling = parent.getParent().resolve(mine);
+            Path f = sibling.resolve(NodeLedger.FILE);
+            if (Files.isDirectory(sibling, LinkOption.NOFOLLOW_LINKS)
+                    && Files.isRegularFile(f, LinkOption.NOFOLLOW_LINKS) && startsWithMagic(f)) {
+                adopt(sibling, own, backend, warnings);
+            }
+        }
+    }
+
+    /** Moves this node's legacy ledger {@code sub/ledger} to {@code own}, or refuses when {@code own} exists. */
+    private static void adopt(Path sub, Path own, String backend, List<String> warnings) {
+        Path old = sub.resolve(NodeLedger.FILE);
+        if (Files.exists(own, LinkOption.NOFOLLOW_LINKS)) {
+            throw new LedgerException(Kind.LEGACY_LEDGER, old, "two ledgers of this node (" + backend + "): "
+                    + own + " and " + old + ", which an earlier gpusched command kept per backend. gpusched now "
+                    + "keeps one ledger per node in the state directory itself; allocations in " + old + " would"
+                    + " be invisible. Release them with the earlier version (or check that none is live) and "
+                    + "remove " + sub + ", then start again", null);
+        }
+        try {
+            NodeLedger.checkNotWritableByOthers(old, "legacy ledger");
+            Files.move(old, own, StandardCopyOption.ATOMIC_MOVE);
+            fsyncDir(own.getParent());
+            Files.writeString(sub.resolve(MOVED_NOTE), "The ledger that was here moved to " + own
+                    + " on " + Instant.now() + ": gpusched keeps one ledger per node in the state directory.\n");
+        } catch (IOException e) {
+            throw new LedgerException(Kind.IO, old, "cannot move this node's earlier ledger " + old + " to "
+                    + own + ": " + e.getMessage(), e);
+        }
+        String w = "moved this node's ledger from " + old + " (an earlier gpusched kept it per backend) to " + own;
+        LOG.warn("{}", w);
+        warnings.add(w);
     }
 
     private static boolean startsWithMagic(Path f) {
@@ -145,23 +168,54 @@ final class NodeIdentity {
         boolean simulated = inventory.backend().startsWith(GpuInventories.SIMULATED_PREFIX);
         Set<String> gpus = gpus(inventory.devices());
         if (!Files.exists(f, LinkOption.NOFOLLOW_LINKS)) {
+            Path ledgerFile = dir.resolve(NodeLedger.FILE);
+            if (Files.exists(ledgerFile, LinkOption.NOFOLLOW_LINKS)) {
+                checkLedgerWithoutIdentity(dir, ledgerFile, inventory);
+            }
             record(dir, f, inventory.backend(), simulated, gpus);
             return;
+        }
+        if (!Files.isRegularFile(f, LinkOption.NOFOLLOW_LINKS)) {
+            throw new LedgerException(Kind.CORRUPT, f, f + " (which node this state directory describes) is not a "
+                    + "regular file (a link, a directory, a FIFO or a device); remove it (it is written again from this"
+                    + " node)", null);
         }
         NodeLedger.checkNotWritableByOthers(f, "node identity file");
         JsonNode n;
         try {
+            long size = Files.size(f);
+            if (size > MAX_BYTES) {
+                throw new LedgerException(Kind.CORRUPT, f, f + " (which node this state directory describes) has "
+                        + size + " bytes, more than a node's record can (" + MAX_BYTES + "); restore it or remove it",
+                        null);
+            }
             n = Json.MAPPER.readTree(Files.readString(f));
         } catch (IOException | RuntimeException e) {
+            if (e instanceof LedgerException l) {
+                throw l;
+            }
             throw new LedgerException(Kind.CORRUPT, f, f + " (which node this state directory describes) cannot be"
                     + " read: " + e.getMessage() + "; restore it or remove it (it is written again from this node)", e);
         }
-        if (n == null || !n.path("simulated").isBoolean() || !n.path("gpus").isArray()) {
+        if (n != null && n.path("format").isIntegralNumber() && n.get("format").asLong() > FORMAT) {
+            throw new LedgerException(Kind.NEWER_FORMAT, f, f + " was written by a newer gpusched (format "
+                    + n.get("format").asText() + "; this version reads " + FORMAT + "); use that version", null);
+        }
+        boolean wellFormed = n != null && n.isObject() && n.path("format").isIntegralNumber()
+                && n.get("format").asLong() == FORMAT && n.path("simulated").isBoolean()
+                && n.path("backend").isTextual() && n.path("gpus").isArray();
+        if (wellFormed) {
+            for (JsonNode x : n.get("gpus")) {
+                wellFormed &= x.isTextual() && !x.asText().isBlank();
+            }
+        }
+        if (!wellFormed) {
             throw new LedgerException(Kind.CORRUPT, f, f + " does not say which node this state directory describes"
-                    + " (expected {\"simulated\": ..., \"backend\": ..., \"gpus\": [...]}); restore it or remove it", null);
+                    + " (expected {\"format\": 1, \"simulated\": true|false, \"backend\": \"...\", \"gpus\": [\"uuid\", ...]}); "
+                    + "restore it or remove it (it is written again from this node)", null);
         }
         boolean wasSimulated = n.get("simulated").asBoolean();
-        String wasBackend = n.path("backend").asText("?");
+        String wasBackend = n.get("backend").asText();
         Set<String> had = new TreeSet<>();
         n.get("gpus").forEach(x -> had.add(x.asText()));
         String here = describe(inventory.backend(), gpus);
@@ -180,9 +234,78 @@ final class NodeIdentity {
                     + "node keeps its own state directory; give this process its node's directory, or remove " + f
                     + " and the ledger if that node is gone", null);
         }
-        if (!had.equals(gpus)) {
+        if (!had.equals(gpus) && !gpus.isEmpty()) {
             LOG.info("state directory {} was recorded for {}; this process sees {} (a GPU lost, added or "
-                    + "repartitioned): same node", dir, there, here);
+                    + "repartitioned): same node, recorded as it is now", dir, there, here);
+            record(dir, f, inventory.backend(), simulated, gpus); // the identity follows the GPUs the node has
+        }
+    }
+
+    /**
+     * A ledger without a node record (written before gpusched recorded its node): the UUIDs its records name must
+     * include one of this node's devices, else it is another node's.
+     */
+    private static void checkLedgerWithoutIdentity(Path dir, Path ledgerFile, GpuInventory inventory) {
+        Set<String> named = new TreeSet<>();
+        try (java.io.BufferedReader r = Files.newBufferedReader(ledgerFile, StandardCharsets.UTF_8)) {
+            long read = 0;
+            for (String line; (line = r.readLine()) != null && read < MAX_LEDGER_SCAN; ) {
+                read += line.length() + 1;
+                int brace = line.indexOf('{');
+                if (brace < 0) {
+                    continue;
+                }
+                try {
+                    collectUuids(Json.MAPPER.readTree(line.substring(brace)), named, 0);
+                } catch (IOException | RuntimeException e) {
+                    // a damaged record is the ledger's to report when it is read
+                }
+            }
+        } catch (IOException | RuntimeException e) {
+            return; // the ledger's own checks name what is wrong with it
+        }
+        if (named.isEmpty()) {
+            return;
+        }
+        Set<String> mine = new TreeSet<>();
+        for (GpuDevice d : inventory.devices()) {
+            mine.add(d.uuid());
+            d.parentUuid().ifPresent(mine::add);
+        }
+        if (named.stream().noneMatch(mine::contains)) {
+            List<String> first = new ArrayList<>(named).subList(0, Math.min(2, named.size()));
+            throw new LedgerException(Kind.NODE_MISMATCH, dir, "the ledger in " + dir + " (kept without a record of"
+                    + " its node, by an earlier gpusched) names GPUs " + String.join(", ", first)
+                    + (named.size() > 2 ? ", ..." : "") + ", none of which this process's node ("
+                    + describe(inventory.backend(), gpus(inventory.devices())) + ") has: it is another node's. Give "
+                    + "this process its own state directory (without one, gpusched keeps a simulated node's ledger in "
+                    + "<state dir>/simulated/<profile>)", null);
+        }
+    }
+
+    private static void collectUuids(JsonNode n, Set<String> into, int depth) {
+        if (n == null || depth > 8) {
+            return;
+        }
+        if (n.isObject()) {
+            JsonNode devices = n.get("devices");
+            if (devices != null && devices.isArray()) {
+                devices.forEach(x -> {
+                    if (x.isTextual()) {
+                        into.add(x.asText());
+                    }
+                });
+            }
+            JsonNode device = n.get("device");
+            if (device != null && device.isTextual()) {
+                into.add(device.asText());
+            }
+            for (String k : List.of("live", "pools")) {
+                JsonNode arr = n.get(k);
+                if (arr != null && arr.isArray()) {
+                    arr.forEach(x -> collectUuids(x, into, depth + 1));
+                }
+            }
         }
     }
 
@@ -194,7 +317,7 @@ final class NodeIdentity {
 
     private static void record(Path dir, Path f, String backend, boolean simulated, Set<String> gpus) {
         Map<String, Object> m = new LinkedHashMap<>();
-        m.put("format", 1);
+        m.put("format", FORMAT);
         m.put("simulated", simulated);
         m.put("backend", backend);
         m.put("gpus", List.copyOf(gpus));

@@ -116,6 +116,23 @@ class NodeIdentityTest {
         assertThat(legacy.resolve(NodeIdentity.MOVED_NOTE)).exists();
     }
 
+    /** 0.1's command kept a simulated node's default ledger in <base>/simulated_<profile>/, beside the real node's. */
+    @Test
+    void aSimulatedNodesLegacyDefaultLedgerMovesToItsNewDefault(@TempDir Path base) throws Exception {
+        Path legacy = base.resolve(NodeIdentity.legacyName("simulated:dgx1-v100"));
+        String id;
+        try (GpuScheduler old = open(GpuInventories.simulated("dgx1-v100"), legacy)) {
+            id = old.allocate(GpuRequest.builder().count(8).build()).id();
+        }
+        Files.delete(legacy.resolve("node"));
+        Path now = io.gpusched.core.host.StateDirectory.forNode(java.util.Optional.empty(), "simulated:dgx1-v100", base);
+        try (GpuScheduler s = open(GpuInventories.simulated("dgx1-v100"), now)) {
+            assertThat(s.allocation(id)).isPresent();
+            assertThat(s.tryAllocate(GpuRequest.builder().count(1).build())).as("GPU 0 is not granted twice").isEmpty();
+        }
+        assertThat(legacy.resolve(NodeIdentity.MOVED_NOTE)).exists();
+    }
+
     @Test
     void aLegacyLedgerBesideTheNodesOwnIsRefused(@TempDir Path dir) {
         try (GpuScheduler s = open(GpuInventories.simulated("dgx1-v100"), dir)) {

@@ -20,7 +20,6 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -32,7 +31,6 @@ import org.junit.jupiter.api.io.TempDir;
  * waiter must sleep between polls (polled every 1 to 50 ms): the CPU its thread uses is read from the JVM and must
  * stay well below one core (a quarter of the time waited; a busy loop uses all of it).
  */
-@Disabled("unverified: written by review24, not yet run (build lock queue ran past the deadline)")
 class DeadHolderWaiterAttackTest {
 
     private static final Duration MAX_WAIT = Duration.ofSeconds(60);

@@ -19,7 +19,6 @@ import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -30,7 +29,6 @@ import org.junit.jupiter.api.io.TempDir;
  * memory, on a ledger, after many compactions, from a fresh scheduler and from a second process, for release and
  * renew, with ids built by the test from what the node really issued (it keeps its own list).
  */
-@Disabled("unverified: written by review24, not yet run (build lock queue ran past the deadline)")
 class IssuedIdsAttackTest {
 
     /** What the test saw the node do: ids issued (allocations), in the order issued, and which it released. */
