@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.gpusched.core.AllocationStrategies;
 import io.gpusched.core.DeviceState;
 import io.gpusched.core.GpuHealth;
 import io.gpusched.core.GpuInventories;
@@ -40,6 +41,20 @@ class GpuschedCommandTest {
         JsonNode json = new ObjectMapper().readTree(cli.run("--simulate", "dgx1-v100", "list", "--json").out());
         assertThat(json).hasSize(8);
         assertThat(json.get(0).get("health").asText()).isEqualTo("HEALTHY");
+    }
+
+    /** Each command taking --strategy names, in its help, every strategy the library accepts. */
+    @Test
+    void strategyHelpNamesEveryStrategy() {
+        for (String command : List.of("allocate", "run", "plan")) {
+            CliRunner.Result r = cli.run(command, "--help");
+            assertThat(r.exit()).as(command + " --help").isZero();
+            String line = r.out().lines().filter(l -> l.contains("--strategy")).findFirst().orElseThrow();
+            for (String name : AllocationStrategies.names()) {
+                assertThat(line).as(command + " --help: " + line).containsPattern("(^|[ ,])" + Pattern.quote(name)
+                        + "([ ,]|$)");
+            }
+        }
     }
 
     @Test
