@@ -49,7 +49,17 @@ class GpuschedCommandTest {
         for (String command : List.of("allocate", "run", "plan")) {
             CliRunner.Result r = cli.run(command, "--help");
             assertThat(r.exit()).as(command + " --help").isZero();
-            String line = r.out().lines().filter(l -> l.contains("--strategy")).findFirst().orElseThrow();
+            String option = "--strategy=<strategy>";
+            int at = r.out().lastIndexOf(option); // the option's entry, after the usage synopsis
+            assertThat(at).as(command + " --help lists --strategy").isPositive();
+            StringBuilder description = new StringBuilder();
+            for (String l : r.out().substring(at + option.length()).split("\n", -1)) {
+                if (description.length() > 0 && l.trim().startsWith("-")) {
+                    break; // the next option
+                }
+                description.append(' ').append(l.trim());
+            }
+            String line = description.toString();
             for (String name : AllocationStrategies.names()) {
                 assertThat(line).as(command + " --help: " + line).containsPattern("(^|[ ,])" + Pattern.quote(name)
                         + "([ ,]|$)");

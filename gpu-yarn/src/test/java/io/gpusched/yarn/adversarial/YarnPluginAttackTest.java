@@ -316,7 +316,7 @@ class YarnPluginAttackTest {
         assertEquals(GpuschedDevicePlugin.class, Class.forName(cls), cls);
         // the alternatives the block's comments offer, per key
         Map<String, List<String>> offered = new HashMap<>();
-        Matcher m = Pattern.compile("<name>([^<]+)</name><value>[^<]*</value></property>\\s*<!--(.*?)-->")
+        Matcher m = Pattern.compile("<name>([^<]+)</name><value>[^<]*</value></property>[ \\t]*<!--(.*?)-->")
                 .matcher(block);
         while (m.find()) {
             String alt = m.group(2).trim().replaceFirst("^or ", "");
