@@ -5,6 +5,7 @@ import io.gpusched.core.GpuInventories;
 import io.gpusched.core.GpuInventory;
 import io.gpusched.core.GpuRequest;
 import io.gpusched.core.GpuScheduler;
+import io.gpusched.core.LedgerStatistics;
 import io.gpusched.core.MemorySize;
 import java.io.IOException;
 import java.nio.ByteBuffer;
@@ -69,6 +70,8 @@ public final class LedgerBenchmark {
         double[] single = new double[rounds];
         double[] eight = new double[rounds];
         double[] bare = new double[rounds];
+        double[] batch = new double[rounds];
+        double[] forceUs = new double[rounds];
         for (int r = 0; r < rounds; r++) {
             Path dir = root.resolve("d" + r);
             long bytesPerChange;
@@ -112,14 +115,19 @@ public final class LedgerBenchmark {
                 long t = System.nanoTime() - t0;
                 pool.shutdown();
                 eight[r] = 2.0 * per * 8 / (t / 1e9);
+                LedgerStatistics st = s.ledgerStatistics().orElseThrow();
+                batch[r] = st.records() / (double) Math.max(1, st.forces());
+                forceUs[r] = st.forceNanos() / 1e3 / Math.max(1, st.forces());
             }
             ratioThreads[r] = eight[r] / single[r];
             System.out.printf(Locale.ROOT, "round %d: record %d B, durable change %.1f us, bare append+force %.1f us"
-                            + " (x%.2f); 1 thread %.0f changes/s, 8 threads %.0f changes/s (x%.2f)%n", r, bytesPerChange,
-                    nsPerChange / 1e3, bare[r] / 1e3, ratioBare[r], single[r], eight[r], ratioThreads[r]);
+                            + " (x%.2f); 1 thread %.0f changes/s, 8 threads %.0f changes/s (x%.2f), %.1f records per force, force"
+                            + " %.0f us%n", r, bytesPerChange, nsPerChange / 1e3, bare[r] / 1e3, ratioBare[r], single[r],
+                    eight[r], ratioThreads[r], batch[r], forceUs[r]);
         }
         System.out.println("durable change / bare append+force: " + summary(ratioBare));
         System.out.println("8 threads / 1 thread throughput:     " + summary(ratioThreads));
+        System.out.println("8 threads: records per force " + summary(batch) + "; us per force " + summary(forceUs));
         System.out.println("1 thread changes/s: " + summary(single) + "; 8 threads changes/s: " + summary(eight));
     }
 

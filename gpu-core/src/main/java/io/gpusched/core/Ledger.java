@@ -10,7 +10,8 @@ import java.util.function.Function;
 /**
  * Runs every change of a scheduler as one transaction on its {@link NodeState}: in memory only, or against a
  * {@link NodeLedger} shared by every process of the node. With a ledger, changes that arrive while another is being
- * written are decided together and share one OS-lock hold and one force to disk (group commit); each is still
+ * written are decided together and share one OS-lock hold and one force to disk (group commit: they wait for the
+ * batch in flight on a monitor of their own, not on the state lock it holds through its force); each is still
  * decided on the state left by the ones before it, so a refusal of one does not affect the others.
  */
 final class Ledger implements AutoCloseable {
@@ -68,6 +69,13 @@ final class Ledger implements AutoCloseable {
     private final Runnable changed;
     private final ReentrantLock lock = new ReentrantLock();
     private final ConcurrentLinkedQueue<Pending<?>> queue = new ConcurrentLinkedQueue<>();
+    /**
+     * Group commit: the changes queued while one batch is being written and forced wait on this monitor, not on
+     * {@link #lock} (which the batch holds through its force), so that the next batch takes all of them at once.
+     */
+    private final Object gate = new Object();
+    /** Guarded by gate: a thread is running a batch. */
+    private boolean leading;
     /** Guarded by lock. */
     private NodeState state;
     private volatile List<DeviceState> published;
@@ -126,13 +134,20 @@ final class Ledger implements AutoCloseable {
             }
         } else {
             queue.add(p);
-            lock.lock();
-            try {
-                if (!p.done) {
-                    batch(out);
+            if (lead(p)) {
+                try {
+                    lock.lock();
+                    try {
+                        batch(out);
+                    } finally {
+                        lock.unlock();
+                    }
+                } finally {
+                    synchronized (gate) {
+                        leading = false;
+                        gate.notifyAll();
+                    }
                 }
-            } finally {
-                lock.unlock();
             }
         }
         if (!out.isEmpty()) {
@@ -142,6 +157,37 @@ final class Ledger implements AutoCloseable {
             throw p.error;
         }
         return p.result;
+    }
+
+    /**
+     * Waits, without holding {@link #lock}, until {@code p} was written by another thread's batch or no batch is in
+     * flight; in the second case this thread leads the next batch (which takes {@code p} and everything queued while
+     * the last one was being forced).
+     *
+     * @return true when the caller must run the batch, false when {@code p} is done
+     */
+    private boolean lead(Pending<?> p) {
+        boolean interrupted = false;
+        try {
+            synchronized (gate) {
+                while (!p.done && leading) {
+                    try {
+                        gate.wait();
+                    } catch (InterruptedException e) {
+                        interrupted = true; // the change is queued: it is decided and written whatever happens
+                    }
+                }
+                if (p.done) {
+                    return false;
+                }
+                leading = true;
+                return true;
+            }
+        } finally {
+            if (interrupted) {
+                Thread.currentThread().interrupt();
+            }
+        }
     }
 
     /** Catches up with other processes (and reclaims dead holders' allocations) now. */

@@ -146,25 +146,24 @@ class NvidiaSmiXmlTest {
     }
 
     @Test
-    void sharedCapturesParse() throws Exception {
-        Path shared = Path.of("").toAbsolutePath().getParent().getParent().resolve("shared/fixtures/nvidia-smi");
-        assumeTrue(Files.isDirectory(shared), "skipped: ../shared/fixtures/nvidia-smi is absent");
+    void capturedOutputsParse() throws Exception {
+        // real captures, copied into src/test/resources/fixtures/nvidia-smi (its INDEX.txt names their sources)
         NvidiaSmiXml.Report v100 = NvidiaSmiXml.parse(
-                Files.readString(shared.resolve("datakit_8x-v100s-pcie-32gb_drv460.73.01_v11.xml")));
+                fixture("nvidia-smi/datakit_8x-v100s-pcie-32gb_drv460.73.01_v11.xml"));
         assertThat(v100.gpus()).hasSize(8);
         assertThat(NvidiaSmiInventoryProvider.devices(v100)).extracting(d -> d.minor().getAsInt())
                 .containsExactly(0, 1, 2, 3, 4, 5, 6, 7);
         NvidiaSmiXml.Report a100 = NvidiaSmiXml.parse(
-                Files.readString(shared.resolve("telegraf_a100-sxm4-80gb-MIG_drv535.54.03_v12.xml")));
+                fixture("nvidia-smi/telegraf_a100-sxm4-80gb-MIG_drv535.54.03_v12.xml"));
         assertThat(a100.attachedGpus()).hasValue(4);
         assertThat(NvidiaSmiInventoryProvider.devices(a100)).hasSize(4)
                 .allSatisfy(d -> assertThat(d.memory()).isEqualTo(MemorySize.ofMebibytes(19968)));
         NvidiaSmiXml.Report a5000 = NvidiaSmiXml.parse(
-                Files.readString(shared.resolve("telegraf_dual-rtx-a5000_drv590.44.01_v13.xml")));
+                fixture("nvidia-smi/telegraf_dual-rtx-a5000_drv590.44.01_v13.xml"));
         assertThat(NvidiaSmiInventoryProvider.devices(a5000)).extracting(d -> d.minor().getAsInt())
                 .containsExactly(1, 0);
         NvidiaSmiXml.Report win = NvidiaSmiXml.parse(
-                Files.readString(shared.resolve("telegraf_rtx-3080-windows-minorNA_drv536.40_v12.xml")));
+                fixture("nvidia-smi/telegraf_rtx-3080-windows-minorNA_drv536.40_v12.xml"));
         assertThat(NvidiaSmiInventoryProvider.devices(win).get(0).minor()).isEmpty();
     }
 }

@@ -6,6 +6,12 @@ import java.nio.file.Path;
 
 /** KFD/DRM sysfs trees shaped like the captures in ../shared/fixtures/amd (values chosen here). */
 final class KfdFixtures {
+    /**
+     * The real KFD captures (ROCm/k8s-device-plugin testdata), copied into this module with an INDEX.txt naming their
+     * source: tests read them in any clone, with or without ../shared beside it.
+     */
+    static final Path CAPTURES = Path.of("src/test/resources/fixtures/amd/k8s-device-plugin/testdata");
+
     private KfdFixtures() {
     }
 

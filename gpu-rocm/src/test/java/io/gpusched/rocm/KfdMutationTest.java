@@ -29,7 +29,7 @@ import org.junit.jupiter.api.io.TempDir;
  * test with the mutation named, and the parent goes on after it. Mutations the check refuses are run through the bare
  * library in a C child, which counts the aborts the check saved us from (and the refusals that were not needed).
  *
- * <p>Trees: our own under src/test/resources/kfd and the captures in ../shared/fixtures/amd. To stay near a minute,
+ * <p>Trees: our own under src/test/resources/kfd and the captures copied to src/test/resources/fixtures/amd. To stay near a minute,
  * {@code caches/<n>} beyond {@code caches/0} are left out (neither the library nor gpusched opens them), and the 34-node
  * MI308 capture (each rsmi_init reads its 6,000 files, ~100 ms) is mutated on its top-level files (not {@code nodes/}
  * as a whole, which the other trees cover) and on GPU node 2 (its
@@ -74,18 +74,16 @@ class KfdMutationTest {
                 trees.put("own/" + t.getFileName(), new Tree(t, x -> true));
             }
         }
-        Path shared = Path.of("").toAbsolutePath().getParent().getParent()
-                .resolve("shared/fixtures/amd/k8s-device-plugin/testdata");
-        if (Files.isDirectory(shared)) {
-            trees.put("mi210-xgmi", new Tree(shared.resolve("topo-mi210-xgmi-pcie"), x -> true));
-            trees.put("vega10-dup", new Tree(shared.resolve("topology-parsing/topology"), fewCaches));
-            trees.put("mi300-cpx", new Tree(shared.resolve("topo-mi300-cpx/topology"), x -> true));
-            trees.put("mi308-cpx", new Tree(shared.resolve("topology-parsing-mi308/topology"), full ? x -> true
-                    : fewCaches.and(x -> !x.equals("nodes"))
-                    .and(x -> !x.startsWith("nodes/") || x.matches("nodes/2(/.*)?"))
-                    .and(x -> !x.matches("nodes/2/io_links/.*") || x.matches("nodes/2/io_links/(0|1|10)(/.*)?"))));
-        }
-        assertThat(trees).as("own trees under " + own.toAbsolutePath()).hasSizeGreaterThanOrEqualTo(1);
+        Path captures = KfdFixtures.CAPTURES;
+        assertThat(captures).as("the captures copied into the module").isDirectory();
+        trees.put("mi210-xgmi", new Tree(captures.resolve("topo-mi210-xgmi-pcie"), x -> true));
+        trees.put("vega10-dup", new Tree(captures.resolve("topology-parsing/topology"), fewCaches));
+        trees.put("mi300-cpx", new Tree(captures.resolve("topo-mi300-cpx/topology"), x -> true));
+        trees.put("mi308-cpx", new Tree(captures.resolve("topology-parsing-mi308/topology"), full ? x -> true
+                : fewCaches.and(x -> !x.equals("nodes"))
+                .and(x -> !x.startsWith("nodes/") || x.matches("nodes/2(/.*)?"))
+                .and(x -> !x.matches("nodes/2/io_links/.*") || x.matches("nodes/2/io_links/(0|1|10)(/.*)?"))));
+        assertThat(trees).as("own trees under " + own.toAbsolutePath()).hasSizeGreaterThanOrEqualTo(5);
         Tally all = new Tally();
         StringBuilder report = new StringBuilder();
         for (Map.Entry<String, Tree> e : trees.entrySet()) {

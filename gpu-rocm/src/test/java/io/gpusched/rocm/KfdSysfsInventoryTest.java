@@ -2,7 +2,6 @@ package io.gpusched.rocm;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.gpusched.core.Allocation;
 import io.gpusched.core.AllocationStrategies;
@@ -235,11 +234,10 @@ class KfdSysfsInventoryTest {
         assertThat(KfdTopology.gfxTarget(100300)).isEqualTo("gfx1030");
     }
 
-    static Path shared() {
-        Path shared = Path.of("").toAbsolutePath().getParent().getParent()
-                .resolve("shared/fixtures/amd/k8s-device-plugin/testdata");
-        assumeTrue(Files.isDirectory(shared), "skipped: ../shared/fixtures/amd is absent");
-        return shared;
+    /** @return the captured KFD trees copied into this module (see its INDEX.txt) */
+    static Path captures() {
+        assertThat(KfdFixtures.CAPTURES).as("the captures copied into the module").isDirectory();
+        return KfdFixtures.CAPTURES;
     }
 
     /** unique_id of a KFD node, read straight from the capture (an independent view of the packages). */
@@ -253,7 +251,7 @@ class KfdSysfsInventoryTest {
         "own:mi300x-cpx-2x4/nodes, 4"})
     void cpxPartitionsOfOnePackageAreEachOthersClosestPeers(String capture, int perPackage) throws Exception {
         Path nodes = capture.startsWith("own:") ? Path.of("src/test/resources/kfd", capture.substring(4))
-                : shared().resolve(capture);
+                : captures().resolve(capture);
         KfdSysfsInventory inv = KfdSysfsInventory.from(KfdTopology.readNodes(nodes), nodes, CLOCK);
         if (capture.startsWith("own:")) {
             assertThat(inv.topology().linkCount(0, 1)).isEqualTo(3);
@@ -296,8 +294,8 @@ class KfdSysfsInventoryTest {
 
     @Test
     void mi308WeightsBecomeLinkRanks() throws Exception {
-        Path nodes = shared().resolve("topology-parsing-mi308/topology/nodes");
-        KfdSysfsInventory inv = KfdSysfsInventory.from(KfdTopology.readNodes(nodes), shared(), CLOCK);
+        Path nodes = captures().resolve("topology-parsing-mi308/topology/nodes");
+        KfdSysfsInventory inv = KfdSysfsInventory.from(KfdTopology.readNodes(nodes), captures(), CLOCK);
         assertThat(inv.devices().get(0).properties()).containsEntry("kfd.node", "2");
         assertThat(inv.devices().get(1).properties()).containsEntry("kfd.node", "3");
         assertThat(inv.devices().get(4).properties()).containsEntry("kfd.node", "6");
@@ -307,10 +305,8 @@ class KfdSysfsInventoryTest {
     }
 
     @Test
-    void sharedCaptures() {
-        Path shared = Path.of("").toAbsolutePath().getParent().getParent()
-                .resolve("shared/fixtures/amd/k8s-device-plugin/testdata");
-        assumeTrue(Files.isDirectory(shared), "skipped: ../shared/fixtures/amd is absent");
+    void capturedTrees() {
+        Path shared = captures();
         KfdSysfsInventory mi210 = KfdSysfsInventory.from(KfdTopology.readNodes(shared.resolve("topo-mi210-xgmi-pcie/nodes")),
                 shared, CLOCK);
         assertThat(mi210.devices()).hasSize(8);

@@ -40,7 +40,7 @@ class RocmSmiRealLibraryTest {
     }
 
     static Path mi308(Path tmp) throws Exception {
-        Path shared = KfdSysfsInventoryTest.shared().resolve("topology-parsing-mi308/topology");
+        Path shared = KfdSysfsInventoryTest.captures().resolve("topology-parsing-mi308/topology");
         return KfdNamespace.copy(shared, tmp.resolve("mi308"));
     }
 

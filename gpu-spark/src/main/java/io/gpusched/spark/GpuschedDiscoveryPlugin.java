@@ -32,7 +32,8 @@ public class GpuschedDiscoveryPlugin implements ResourceDiscoveryPlugin {
     }
 
     /**
-     * @return the GPUs given to this JVM, addressed by index (default) or UUID; empty for another resource
+     * @return the GPUs given to this JVM, addressed by index (default) or UUID (none, and nothing held, for an amount
+     *         of 0); empty for another resource
      * @throws IllegalStateException with gpusched's reason when the node cannot serve the request
      * @throws IllegalArgumentException for a bad {@code spark.gpusched.*} setting, naming it
      */
@@ -43,9 +44,12 @@ public class GpuschedDiscoveryPlugin implements ResourceDiscoveryPlugin {
             return Optional.empty();
         }
         long amount = request.amount();
-        if (amount < 1 || amount > Integer.MAX_VALUE) {
+        if (amount < 0 || amount > Integer.MAX_VALUE) {
             throw new IllegalArgumentException(request.id().amountConf() + " = " + amount
-                    + "; gpusched hands out whole GPUs: expected a count of at least 1");
+                    + "; gpusched hands out whole GPUs: expected a count from 0 to " + Integer.MAX_VALUE);
+        }
+        if (amount == 0) { // asked for none: hold nothing (the ledger is not touched), answer with no addresses
+            return Optional.of(new ResourceInformation(s.resourceName(), new String[0]));
         }
         String who = request.id().componentName() + " of " + conf.get("spark.app.name", "a Spark application");
         GpuRequest.Builder b = GpuRequest.builder().count((int) amount).holder(HolderProcess.current())

@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.gpusched.core.AllocationStrategies;
 import io.gpusched.core.DeviceState;
 import io.gpusched.core.GpuHealth;
 import io.gpusched.core.GpuInventories;
@@ -40,6 +41,30 @@ class GpuschedCommandTest {
         JsonNode json = new ObjectMapper().readTree(cli.run("--simulate", "dgx1-v100", "list", "--json").out());
         assertThat(json).hasSize(8);
         assertThat(json.get(0).get("health").asText()).isEqualTo("HEALTHY");
+    }
+
+    /** Each command taking --strategy names, in its help, every strategy the library accepts. */
+    @Test
+    void strategyHelpNamesEveryStrategy() {
+        for (String command : List.of("allocate", "run", "plan")) {
+            CliRunner.Result r = cli.run(command, "--help");
+            assertThat(r.exit()).as(command + " --help").isZero();
+            String option = "--strategy=<strategy>";
+            int at = r.out().lastIndexOf(option); // the option's entry, after the usage synopsis
+            assertThat(at).as(command + " --help lists --strategy").isPositive();
+            StringBuilder description = new StringBuilder();
+            for (String l : r.out().substring(at + option.length()).split("\n", -1)) {
+                if (description.length() > 0 && l.trim().startsWith("-")) {
+                    break; // the next option
+                }
+                description.append(' ').append(l.trim());
+            }
+            String line = description.toString();
+            for (String name : AllocationStrategies.names()) {
+                assertThat(line).as(command + " --help: " + line).containsPattern("(^|[ ,])" + Pattern.quote(name)
+                        + "([ ,]|$)");
+            }
+        }
     }
 
     @Test

@@ -6,7 +6,6 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.gpusched.core.BackendUnavailableException;
 import io.gpusched.core.GpuConfig;
@@ -47,7 +46,9 @@ import org.junit.jupiter.params.provider.ValueSource;
 class KfdAdversarialTest {
 
     static final Clock CLOCK = Clock.systemUTC();
-    static final Path FIXTURES = Paths.get("..", "..", "shared", "fixtures", "amd", "k8s-device-plugin", "testdata");
+    /** The real KFD captures copied into this module (src/test/resources/fixtures/amd/INDEX.txt names their source). */
+    static final Path FIXTURES = Paths.get("src", "test", "resources", "fixtures", "amd", "k8s-device-plugin",
+            "testdata");
 
     @TempDir
     Path tmp;
@@ -429,7 +430,7 @@ class KfdAdversarialTest {
     @ValueSource(strings = {"topology-parsing-mi308/topology/nodes", "topo-mi300-cpx/topology/nodes"})
     void capturedCpxPartitionsAreEachOthersClosestPeers(String fixture) throws IOException {
         Path nodes = FIXTURES.resolve(fixture);
-        assumeTrue(Files.isDirectory(nodes), "fixtures not present at " + nodes.toAbsolutePath());
+        assertTrue(Files.isDirectory(nodes), "the captures copied into the module: " + nodes.toAbsolutePath());
         KfdSysfsInventory inv = KfdSysfsInventory.from(KfdTopology.readNodes(nodes), tmp, CLOCK);
         assertTrue(inv.devices().size() >= 32, inv.devices().size() + " devices");
         assertSiblingsClosest(inv, uniqueIds(nodes));
@@ -438,7 +439,7 @@ class KfdAdversarialTest {
     @Test
     void capturedMi210XgmiLinksMatchTheIoLinks() throws IOException {
         Path nodes = FIXTURES.resolve("topo-mi210-xgmi-pcie/nodes");
-        assumeTrue(Files.isDirectory(nodes), "fixtures not present");
+        assertTrue(Files.isDirectory(nodes), "the captures copied into the module: " + nodes.toAbsolutePath());
         KfdSysfsInventory inv = KfdSysfsInventory.from(KfdTopology.readNodes(nodes), tmp, CLOCK);
         assertEquals(8, inv.devices().size());
         Set<String> xgmi = new HashSet<>();

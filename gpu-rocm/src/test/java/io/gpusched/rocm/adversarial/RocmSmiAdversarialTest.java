@@ -13,7 +13,6 @@ import java.nio.file.Paths;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -29,13 +28,14 @@ class RocmSmiAdversarialTest {
     @TempDir
     Path tmp;
 
-    @BeforeAll
+    /** Environment assumptions, made by each test where the child is started (so a skip names its test). */
     static void needsRootNamespacesAndLibrary() throws Exception {
         assumeTrue(Files.exists(Paths.get("/usr/lib/librocm_smi64.so.1"))
-                || Files.exists(Paths.get("/usr/lib/x86_64-linux-gnu/librocm_smi64.so.1")), "librocm_smi not installed");
+                || Files.exists(Paths.get("/usr/lib/x86_64-linux-gnu/librocm_smi64.so.1")),
+                "skipped: librocm_smi is not installed (Debian's librocm-smi64-1)");
         Process p = new ProcessBuilder("unshare", "-m", "sh", "-c", "mount -t tmpfs none /sys/class").start();
-        assumeTrue(p.waitFor(30, TimeUnit.SECONDS) && p.exitValue() == 0, "no mount namespaces (needs root)");
-        assumeTrue(Files.isDirectory(MI210), "fixtures not present");
+        assumeTrue(p.waitFor(30, TimeUnit.SECONDS) && p.exitValue() == 0,
+                "skipped: no private mount namespaces (unshare -m and mount need root)");
     }
 
     record Result(int rc, String out) {
@@ -47,6 +47,7 @@ class RocmSmiAdversarialTest {
     }
 
     Result child(Path topology, List<String> jvmArgs, String... args) throws Exception {
+        needsRootNamespacesAndLibrary();
         List<String> cmd = new ArrayList<>(List.of("unshare", "-m", "sh", "-c",
                 "mount -t tmpfs none /sys/class && mkdir -p /sys/class/kfd/kfd/topology /sys/class/drm"
                         + " && mount --bind \"$0\" /sys/class/kfd/kfd/topology && exec \"$@\"",
@@ -62,6 +63,7 @@ class RocmSmiAdversarialTest {
     }
 
     Path copyMi210() throws IOException {
+        assertTrue(Files.isDirectory(MI210), "the captures copied into the module: " + MI210.toAbsolutePath());
         Path topo = tmp.resolve("topology");
         AdvTree.run("mkdir", "-p", topo.toString());
         AdvTree.run("cp", "-r", MI210.toString(), topo.resolve("nodes").toString());

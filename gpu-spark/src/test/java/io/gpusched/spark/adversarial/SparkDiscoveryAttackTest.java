@@ -111,13 +111,15 @@ class SparkDiscoveryAttackTest {
     void zeroAmountHoldsNothing() throws Exception {
         Path state = state();
         SparkConf conf = conf(state);
-        try {
-            Optional<ResourceInformation> ri = new GpuschedDiscoveryPlugin().discoverResource(req("spark.driver", 0),
-                    conf);
-            ri.ifPresent(r -> assertEquals(0, r.addresses().length, String.join(",", r.addresses())));
-        } catch (IllegalArgumentException refused) {
-            assertTrue(refused.getMessage().contains("0"), refused.getMessage());
-        }
+        Optional<ResourceInformation> ri = new GpuschedDiscoveryPlugin().discoverResource(req("spark.driver", 0), conf);
+        assertTrue(ri.isPresent(), "an amount of 0 is answered by this plugin, not passed on to the next");
+        assertEquals("gpu", ri.get().name());
+        assertEquals(0, ri.get().addresses().length, String.join(",", ri.get().addresses()));
+        assertEquals(0, held(state));
+        IllegalArgumentException negative = assertThrows(IllegalArgumentException.class,
+                () -> new GpuschedDiscoveryPlugin().discoverResource(req("spark.driver", -1), conf));
+        assertTrue(negative.getMessage().contains("-1") && negative.getMessage().contains("from 0"),
+                negative.getMessage());
         assertEquals(0, held(state));
     }
 

@@ -22,6 +22,7 @@ import java.util.TreeSet;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import java.util.stream.Collectors;
+import java.util.stream.Stream;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.yarn.server.nodemanager.api.deviceplugin.Device;
 import org.apache.hadoop.yarn.server.nodemanager.api.deviceplugin.DeviceRuntimeSpec;
@@ -291,29 +292,65 @@ class YarnPluginAttackTest {
         }
     }
 
+    /**
+     * The README's yarn-site.xml block, read from README.md and loaded by Hadoop's own {@link Configuration}: the plugin
+     * class it names loads and builds with it; each value its comments offer (inventory, strategies, device naming,
+     * runtimes) is accepted. {@code auto} needs a GPU, so the inventory is the README's documented alternative.
+     */
     @Test
-    void readmeLinesAreAccepted() {
-        Configuration c = conf();
-        c.set(GpuschedDevicePlugin.KEY_RESOURCE_NAME, "nvidia.com/gpu");
-        c.set(GpuschedDevicePlugin.KEY_INVENTORY, "simulated:dgx1-v100");
-        c.set(GpuschedDevicePlugin.KEY_STRATEGY, "topology");
-        c.set(GpuschedDevicePlugin.KEY_DEVICE_NAMING, "uuids");
-        c.set(GpuschedDevicePlugin.KEY_DOCKER_RUNTIME, "runc");
-        GpuschedDevicePlugin p = new GpuschedDevicePlugin();
+    void readmeLinesAreAccepted(@TempDir Path tmp) throws Exception {
+        Path readme = Path.of("..", "README.md");
+        assertTrue(Files.isRegularFile(readme), "README.md beside the module: " + readme.toAbsolutePath());
+        String text = Files.readString(readme);
+        int section = text.indexOf("### YARN NodeManager");
+        assertTrue(section >= 0, "README has a YARN NodeManager section");
+        int start = text.indexOf("```xml", section);
+        int end = text.indexOf("```", start + 6);
+        assertTrue(start > 0 && end > start, "the section has an xml block");
+        String block = text.substring(start + 6, end);
+        Path site = Files.writeString(tmp.resolve("yarn-site.xml"), "<configuration>" + block + "</configuration>");
+        Configuration c = new Configuration(false);
+        c.addResource(new org.apache.hadoop.fs.Path(site.toUri()));
+        assertEquals("true", c.get("yarn.nodemanager.pluggable-device-framework.enabled"));
+        String cls = c.get("yarn.nodemanager.pluggable-device-framework.device-classes");
+        assertEquals(GpuschedDevicePlugin.class, Class.forName(cls), cls);
+        // the alternatives the block's comments offer, per key
+        Map<String, List<String>> offered = new HashMap<>();
+        Matcher m = Pattern.compile("<name>([^<]+)</name><value>[^<]*</value></property>[ \\t]*<!--(.*?)-->")
+                .matcher(block);
+        while (m.find()) {
+            String alt = m.group(2).trim().replaceFirst("^or ", "");
+            alt = alt.contains(": ") ? alt.substring(alt.lastIndexOf(": ") + 2) : alt;
+            offered.put(m.group(1), Stream.of(alt.split("\\|")).map(String::trim).toList());
+        }
+        assertEquals(Set.of(GpuschedDevicePlugin.KEY_INVENTORY, GpuschedDevicePlugin.KEY_STRATEGY,
+                GpuschedDevicePlugin.KEY_DEVICE_NAMING, GpuschedDevicePlugin.KEY_DOCKER_RUNTIME), offered.keySet(),
+                "keys with documented alternatives: " + offered);
+        c.set(GpuschedDevicePlugin.KEY_INVENTORY, offered.get(GpuschedDevicePlugin.KEY_INVENTORY).get(0));
+        GpuschedDevicePlugin p = (GpuschedDevicePlugin) Class.forName(cls).getDeclaredConstructor().newInstance();
         p.setConf(c);
         try {
-            assertEquals("nvidia.com/gpu", p.getRegisterRequestInfo().getResourceName());
+            assertEquals(c.get(GpuschedDevicePlugin.KEY_RESOURCE_NAME), p.getRegisterRequestInfo().getResourceName());
             assertEquals(8, p.getDevices().size());
-            for (String s : List.of("packing", "spreading", "thermal")) {
-                Configuration c2 = new Configuration(c);
-                c2.set(GpuschedDevicePlugin.KEY_STRATEGY, s);
-                GpuschedDevicePlugin q = new GpuschedDevicePlugin();
-                q.setConf(c2);
-                assertEquals(3, q.allocateDevices(q.getDevices(), 3, new HashMap<>(Map.of())).size(), s);
-                q.close();
-            }
+            assertEquals(3, p.allocateDevices(p.getDevices(), 3, new HashMap<>(Map.of())).size(),
+                    c.get(GpuschedDevicePlugin.KEY_STRATEGY));
         } finally {
             p.close();
+        }
+        for (String key : List.of(GpuschedDevicePlugin.KEY_STRATEGY, GpuschedDevicePlugin.KEY_DEVICE_NAMING,
+                GpuschedDevicePlugin.KEY_DOCKER_RUNTIME)) {
+            for (String value : offered.get(key)) {
+                Configuration c2 = new Configuration(c);
+                c2.set(key, value);
+                GpuschedDevicePlugin q = new GpuschedDevicePlugin();
+                q.setConf(c2);
+                try {
+                    assertEquals(3, q.allocateDevices(q.getDevices(), 3, new HashMap<>(Map.of())).size(),
+                            key + "=" + value);
+                } finally {
+                    q.close();
+                }
+            }
         }
     }
 }

@@ -28,7 +28,8 @@ public final class AllocateCommand implements Callable<Integer> {
     @ArgGroup(exclusive = false)
     RequestFlags flags = new RequestFlags();
 
-    @Option(names = "--strategy", description = "packing, spreading, topology or thermal") String strategy;
+    @Option(names = "--strategy", description = "packing, spreading, topology, topology-remaining or thermal")
+    String strategy;
 
     @Option(names = "--cuda", paramLabel = "REQ", description = "CUDA requirement for the printed environment"
             + " (>=12.1, 12.4, 12)") String cuda;

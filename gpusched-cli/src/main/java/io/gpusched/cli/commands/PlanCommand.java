@@ -32,7 +32,8 @@ public final class PlanCommand implements Callable<Integer> {
     @Parameters(paramLabel = "WORKFLOW", description = "workflow YAML with jobs: {name: {needs, resources}}")
     Path workflow;
 
-    @Option(names = "--strategy", description = "packing, spreading, topology or thermal") String strategy;
+    @Option(names = "--strategy", description = "packing, spreading, topology, topology-remaining or thermal")
+    String strategy;
 
     @Override
     public Integer call() throws IOException {

@@ -33,7 +33,8 @@ public final class RunCommand implements Callable<Integer> {
     @ArgGroup(exclusive = false)
     RequestFlags flags = new RequestFlags();
 
-    @Option(names = "--strategy", description = "packing, spreading, topology or thermal") String strategy;
+    @Option(names = "--strategy", description = "packing, spreading, topology, topology-remaining or thermal")
+    String strategy;
 
     @Option(names = "--cuda", paramLabel = "REQ", description = "CUDA requirement (>=12.1, 12.4, 12)") String cuda;
 
