@@ -1,0 +1,14 @@
+package io.gpusched.kubernetes;
+
+/**
+ * A kubelet request the plug-in cannot serve as asked (unknown ids, a size outside the set, must-include ids that are
+ * not available): answered with gRPC {@code INVALID_ARGUMENT} and this message, never a crash.
+ */
+public class InvalidDeviceRequestException extends IllegalArgumentException {
+    private static final long serialVersionUID = 1L;
+
+    /** @param message what was wrong and what would be valid */
+    public InvalidDeviceRequestException(String message) {
+        super(message);
+    }
+}
