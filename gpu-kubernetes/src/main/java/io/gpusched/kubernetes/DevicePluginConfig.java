@@ -247,7 +247,7 @@ public record DevicePluginConfig(
     }
 
     /** @return empty, or why time-slicing is on (said at start: no memory or fault isolation) */
-    Optional<String> sharingWarning() {
+    public Optional<String> sharingWarning() {
         return replicas == 1 ? Optional.empty() : Optional.of("time-slicing: each GPU is advertised " + replicas
                 + " times; containers given the same GPU share its memory and faults (no memory isolation, no fault"
                 + " isolation)");
