@@ -11,4 +11,12 @@ public class InvalidDeviceRequestException extends IllegalArgumentException {
     public InvalidDeviceRequestException(String message) {
         super(message);
     }
+
+    /**
+     * @return an id as it may appear in a message: quoted, cut to 80 characters (a gRPC status travels in HTTP/2
+     *         trailers; a 10,000-character id echoed there turns the answer into INTERNAL)
+     */
+    static String quote(String id) {
+        return "\"" + (id.length() <= 80 ? id : id.substring(0, 80) + "...(" + id.length() + " characters)") + "\"";
+    }
 }

@@ -75,7 +75,7 @@ public final class PreferredAllocator {
         Set<String> availIds = new LinkedHashSet<>(available);
         for (String m : mustInclude) {
             if (!availIds.contains(m)) {
-                throw new InvalidDeviceRequestException("must-include device " + m + " is not among the "
+                throw new InvalidDeviceRequestException("must-include device " + InvalidDeviceRequestException.quote(m) + " is not among the "
                         + available.size() + " available devices of " + resource);
             }
         }
@@ -96,12 +96,12 @@ public final class PreferredAllocator {
         for (String id : ids) {
             AdvertisedResource.Entry e = byId.get(id);
             if (e == null) {
-                throw new InvalidDeviceRequestException(field + " names device \"" + id + "\", which is not a device"
+                throw new InvalidDeviceRequestException(field + " names device " + InvalidDeviceRequestException.quote(id) + ", which is not a device"
                         + " of " + resource + " (" + byId.size() + " devices, e.g. "
                         + byId.keySet().stream().sorted().findFirst().orElse("none") + ")");
             }
             if (!seen.add(id)) {
-                throw new InvalidDeviceRequestException(field + " names device " + id + " twice");
+                throw new InvalidDeviceRequestException(field + " names device " + InvalidDeviceRequestException.quote(id) + " twice");
             }
             out.add(e);
         }
