@@ -1,0 +1,78 @@
+package io.gpusched.cli;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import io.gpusched.kubernetes.api.v1beta1.Empty;
+import io.gpusched.kubernetes.api.v1beta1.RegisterRequest;
+import io.gpusched.kubernetes.api.v1beta1.RegistrationGrpc;
+import io.gpusched.kubernetes.internal.UnixSockets;
+import io.grpc.Server;
+import io.grpc.stub.StreamObserver;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/** {@code gpusched k8s-device-plugin} as a process: registers with a kubelet socket, stops cleanly on SIGTERM. */
+class K8sDevicePluginCommandTest {
+    @TempDir
+    Path dir;
+
+    @Test
+    void registersAndStopsCleanlyOnSigterm() throws Exception {
+        assumeTrue(UnixSockets.available(), () -> "epoll Unix domain sockets unavailable: "
+                + UnixSockets.unavailabilityCause());
+        BlockingQueue<RegisterRequest> registered = new LinkedBlockingQueue<>();
+        ExecutorService ex = Executors.newCachedThreadPool();
+        try (UnixSockets sockets = new UnixSockets("test-kubelet")) {
+            Server kubelet = sockets.serve(dir.resolve("kubelet.sock"), ex, new RegistrationGrpc.RegistrationImplBase() {
+                @Override
+                public void register(RegisterRequest r, StreamObserver<Empty> out) {
+                    registered.add(r);
+                    out.onNext(Empty.getDefaultInstance());
+                    out.onCompleted();
+                }
+            });
+            Process p = ChildCli.start(dir.resolve("state"), "--simulate", "dgx-h100", "k8s-device-plugin",
+                    "--device-plugin-dir", dir.toString());
+            try {
+                RegisterRequest r = registered.poll(60, TimeUnit.SECONDS);
+                assertThat(r).as("registration").isNotNull();
+                assertThat(r.getResourceName()).isEqualTo("nvidia.com/gpu");
+                assertThat(r.getVersion()).isEqualTo("v1beta1");
+                assertThat(dir.resolve(r.getEndpoint())).exists();
+                p.destroy(); // SIGTERM
+                assertThat(p.waitFor(60, TimeUnit.SECONDS)).isTrue();
+                String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+                assertThat(out).contains("serving nvidia.com/gpu (8 devices)").contains("stopped");
+                assertThat(dir.resolve(r.getEndpoint())).as("its socket is removed at stop").doesNotExist();
+            } finally {
+                p.destroyForcibly();
+                kubelet.shutdownNow();
+                ex.shutdownNow();
+            }
+        }
+    }
+
+    @Test
+    void badSettingsAreRefusedNamingWhatIsValid() throws Exception {
+        CliRunner cli = new CliRunner(dir.resolve("state"));
+        CliRunner.Result r = cli.run("--simulate", "dgx1-v100", "k8s-device-plugin", "--replicas", "0",
+                "--device-plugin-dir", dir.toString());
+        assertThat(r.exit()).isEqualTo(2);
+        assertThat(r.err()).contains("replicas 0").contains("1024");
+        r = cli.run("--simulate", "dgx1-v100", "k8s-device-plugin", "--nvidia-resource", "gpu",
+                "--device-plugin-dir", dir.toString());
+        assertThat(r.exit()).isEqualTo(2);
+        assertThat(r.err()).contains("\"gpu\"").contains("nvidia.com/gpu");
+        r = cli.run("k8s-device-plugin", "--help");
+        assertThat(r.exit()).isZero();
+        assertThat(r.out()).contains("--replicas").contains("NO memory isolation").contains("--cdi");
+    }
+}
