@@ -22,6 +22,6 @@ done
 for extra_lib in /lib/x86_64-linux-gnu/libdl.so.2 /lib/x86_64-linux-gnu/libpthread.so.0 /lib/x86_64-linux-gnu/librt.so.1; do
   [ -e "$extra_lib" ] && mkdir -p "$extra$(dirname "$extra_lib")" && cp -L "$extra_lib" "$extra$extra_lib"
 done
-./mvnw -B -q ${MVN_OFFLINE:-} -pl gpusched-cli -am -DskipTests -Dmaven.javadoc.skip=true -Dmaven.source.skip=true \
+${MVN:-./mvnw} -B -q ${MVN_OFFLINE:-} -pl gpusched-cli -am -DskipTests -Dmaven.javadoc.skip=true -Dmaven.source.skip=true \
   -Pk8s-image package
 ls -l gpusched-cli/target/gpusched-image.tar

@@ -4,6 +4,8 @@ import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuInventory;
 import io.gpusched.kubernetes.DevicePluginConfig;
 import io.gpusched.kubernetes.KubeletDevicePlugin;
+import io.gpusched.kubernetes.PreferredAllocator;
+import io.gpusched.core.strategy.TopologyAwareStrategy;
 import io.gpusched.kubernetes.api.v1beta1.ContainerPreferredAllocationRequest;
 import io.gpusched.kubernetes.api.v1beta1.DevicePluginGrpc;
 import io.gpusched.kubernetes.api.v1beta1.Empty;
@@ -30,7 +32,8 @@ import java.util.concurrent.TimeUnit;
 /**
  * GetPreferredAllocation end to end over the plug-in's Unix socket (a kubelet-like client: one blocking call at a time)
  * against go-gpuallocator's best-effort search ({@link GoGpuAllocatorBestEffort}, in process, no socket) in the same
- * run. Per node and request size: median and p99 of per-call wall time. A harness, not JMH: it needs a real socket and
+ * run, and the plug-in's own search in process (no socket). Per node and request size: median and p99 of per-call wall
+ * time, in microseconds. A harness, not JMH: it needs a real socket and
  * a registration. Usage: {@code DevicePluginBenchmark [calls] [baselineBudgetSeconds]}.
  */
 public final class DevicePluginBenchmark {
@@ -41,8 +44,8 @@ public final class DevicePluginBenchmark {
     public static void main(String[] args) throws Exception {
         int calls = args.length > 0 ? Integer.parseInt(args[0]) : 3000;
         int budget = args.length > 1 ? Integer.parseInt(args[1]) : 20;
-        System.out.printf("%-10s %4s %6s | %12s %12s | %14s %14s %8s%n", "node", "n", "k", "ours med us",
-                "ours p99 us", "go-ga med us", "go-ga p99 us", "go-ga n");
+        System.out.printf("%-10s %4s %4s | %12s %12s | %12s %12s | %14s %14s %8s%n", "node", "n", "k",
+                "socket med", "socket p99", "search med", "search p99", "go-ga med", "go-ga p99", "go-ga n");
         for (String node : List.of("dgx1-v100", "dgx-h100", "dgx1-x2", "parts-64")) {
             for (int k : List.of(2, 4, 8)) {
                 run(node, k, calls, budget);
@@ -91,9 +94,21 @@ public final class DevicePluginBenchmark {
                     ours[i] = System.nanoTime() - t0;
                 }
                 UnixSockets.close(ch);
+                // the same search in process, no socket: what the plug-in adds to a call besides gRPC
+                PreferredAllocator direct = new PreferredAllocator(plugin.resources().get(0), devices, inv.topology(),
+                        TopologyAwareStrategy.Objective.SET);
+                for (int i = 0; i < 5000; i++) {
+                    direct.prefer(ids, List.of(), k);
+                }
+                long[] search = new long[calls];
+                for (int i = 0; i < calls; i++) {
+                    long t0 = System.nanoTime();
+                    direct.prefer(ids, List.of(), k);
+                    search[i] = System.nanoTime() - t0;
+                }
                 String base = baseline(inv, k, n, budgetSeconds);
-                System.out.printf("%-10s %4d %6d | %12.1f %12.1f | %s%n", node, n, k, pct(ours, 50) / 1e3,
-                        pct(ours, 99) / 1e3, base);
+                System.out.printf("%-10s %4d %4d | %12.1f %12.1f | %12.1f %12.1f | %s%n", node, n, k,
+                        pct(ours, 50) / 1e3, pct(ours, 99) / 1e3, pct(search, 50) / 1e3, pct(search, 99) / 1e3, base);
             }
             kubelet.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
         } finally {

@@ -131,11 +131,13 @@ class KubeletProtocolTest {
                 inv.setHealth(2, GpuHealth.HEALTHY);
                 inv.setHealth(2, GpuHealth.unhealthy("XID 48 again"));
             }
+            // a sentinel change: the next list the kubelet sees is this one, no Healthy list for GPU 2 came before it
+            String six = inv.devices().get(6).uuid();
+            inv.setHealth(6, GpuHealth.lost("XID 79"));
+            assertThat(unhealthy(w.next())).containsExactly(two, six);
+            // healthy for good: advertised Healthy again once the hold has passed
             inv.setHealth(2, GpuHealth.HEALTHY);
-            ListAndWatchResponse next = w.next();
-            assertThat(unhealthy(next)).isEmpty();
-            // between the first Unhealthy list and the final Healthy one, nothing was sent
-            assertThat(w.drained()).isEmpty();
+            assertThat(unhealthy(w.next())).containsExactly(six);
         }
     }
 

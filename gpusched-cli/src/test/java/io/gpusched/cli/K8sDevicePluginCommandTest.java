@@ -41,6 +41,15 @@ class K8sDevicePluginCommandTest {
             });
             Process p = ChildCli.start(dir.resolve("state"), "--simulate", "dgx-h100", "k8s-device-plugin",
                     "--device-plugin-dir", dir.toString());
+            java.io.ByteArrayOutputStream output = new java.io.ByteArrayOutputStream();
+            Thread reader = new Thread(() -> {
+                try {
+                    p.getInputStream().transferTo(output);
+                } catch (java.io.IOException e) {
+                    // the process ended
+                }
+            });
+            reader.start();
             try {
                 RegisterRequest r = registered.poll(60, TimeUnit.SECONDS);
                 assertThat(r).as("registration").isNotNull();
@@ -49,7 +58,8 @@ class K8sDevicePluginCommandTest {
                 assertThat(dir.resolve(r.getEndpoint())).exists();
                 p.destroy(); // SIGTERM
                 assertThat(p.waitFor(60, TimeUnit.SECONDS)).isTrue();
-                String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+                reader.join(10_000);
+                String out = output.toString(StandardCharsets.UTF_8);
                 assertThat(out).contains("serving nvidia.com/gpu (8 devices)").contains("stopped");
                 assertThat(dir.resolve(r.getEndpoint())).as("its socket is removed at stop").doesNotExist();
             } finally {

@@ -91,6 +91,12 @@ public final class K8sDevicePluginCommand implements Callable<Integer> {
     @Override
     public Integer call() throws InterruptedException, IOException {
         DevicePluginConfig config = config();
+        // Netty warns on every accepted Unix-socket connection that SO_KEEPALIVE (which gRPC's server sets) does not
+        // apply to it; on a device plug-in that is one WARN per kubelet call
+        String bootstrap = "org.slf4j.simpleLogger.log.io.grpc.netty.shaded.io.netty.bootstrap.ServerBootstrap";
+        if (System.getProperty(bootstrap) == null) {
+            System.setProperty(bootstrap, "error");
+        }
         Duration retryEvery = duration("--retry", retry);
         Thread hook = new Thread(() -> {
             stop.countDown();
