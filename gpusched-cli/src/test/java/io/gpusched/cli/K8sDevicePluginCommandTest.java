@@ -39,7 +39,7 @@ class K8sDevicePluginCommandTest {
                     out.onCompleted();
                 }
             });
-            Process p = ChildCli.start(dir.resolve("state"), "--simulate", "dgx-h100", "k8s-device-plugin",
+            Process p = ChildCli.start(dir.resolve("state"), "k8s-device-plugin", "--inventory", "simulated:dgx-h100",
                     "--device-plugin-dir", dir.toString());
             java.io.ByteArrayOutputStream output = new java.io.ByteArrayOutputStream();
             Thread reader = new Thread(() -> {
@@ -71,6 +71,37 @@ class K8sDevicePluginCommandTest {
     }
 
     @Test
+    void anUnavailableBackendIsSaidAndRetriedNotACrashLoop() throws Exception {
+        assumeTrue(!java.nio.file.Files.exists(Path.of("/dev/nvidiactl")), "this host has an NVIDIA driver");
+        Process p = ChildCli.start(dir.resolve("state"), "k8s-device-plugin", "--inventory", "nvml", "--retry", "200ms",
+                "--device-plugin-dir", dir.toString());
+        java.io.ByteArrayOutputStream output = new java.io.ByteArrayOutputStream();
+        Thread reader = new Thread(() -> {
+            try {
+                p.getInputStream().transferTo(output);
+            } catch (java.io.IOException e) {
+                // the process ended
+            }
+        });
+        reader.start();
+        try {
+            long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+            String marker = "no GPU backend is available, advertising nothing";
+            while (output.toString(StandardCharsets.UTF_8).split(marker, -1).length < 3 && System.nanoTime() < until) {
+                Thread.sleep(50);
+            }
+            // it said why at least twice (it tries again) and is still running, having registered nothing
+            assertThat(output.toString(StandardCharsets.UTF_8).split(marker, -1).length).isGreaterThanOrEqualTo(3);
+            assertThat(output.toString(StandardCharsets.UTF_8)).contains("nvml");
+            assertThat(p.isAlive()).isTrue();
+            p.destroy();
+            assertThat(p.waitFor(60, TimeUnit.SECONDS)).isTrue();
+        } finally {
+            p.destroyForcibly();
+        }
+    }
+
+    @Test
     void badSettingsAreRefusedNamingWhatIsValid() throws Exception {
         CliRunner cli = new CliRunner(dir.resolve("state"));
         CliRunner.Result r = cli.run("--simulate", "dgx1-v100", "k8s-device-plugin", "--replicas", "0",
@@ -81,6 +112,9 @@ class K8sDevicePluginCommandTest {
                 "--device-plugin-dir", dir.toString());
         assertThat(r.exit()).isEqualTo(2);
         assertThat(r.err()).contains("\"gpu\"").contains("nvidia.com/gpu");
+        r = cli.run("k8s-device-plugin", "--inventory", "simulated:", "--device-plugin-dir", dir.toString());
+        assertThat(r.exit()).isEqualTo(2);
+        assertThat(r.err()).contains("valid forms");
         r = cli.run("k8s-device-plugin", "--help");
         assertThat(r.exit()).isZero();
         assertThat(r.out()).contains("--replicas").contains("NO memory isolation").contains("--cdi");

@@ -4,8 +4,8 @@ import io.gpusched.cli.CliException;
 import io.gpusched.cli.GpuschedCommand;
 import io.gpusched.core.BackendUnavailableException;
 import io.gpusched.core.GpuConfig;
-import io.gpusched.core.GpuInventories;
 import io.gpusched.core.GpuInventory;
+import io.gpusched.core.host.InventorySpec;
 import io.gpusched.core.internal.Durations;
 import io.gpusched.core.strategy.TopologyAwareStrategy;
 import io.gpusched.kubernetes.AdvertisedResource;
@@ -79,6 +79,11 @@ public final class K8sDevicePluginCommand implements Callable<Integer> {
             + " before it is advertised Healthy again (default ${DEFAULT-VALUE})")
     String recoveryHold;
 
+    @Option(names = "--inventory", paramLabel = "SPEC", defaultValue = "auto", description = "which GPUs: auto (the best"
+            + " available backend), simulated:<profile|node.yaml>, or provider names in order, e.g. nvml,procfs"
+            + " (default ${DEFAULT-VALUE}; the global --simulate P is simulated:P)")
+    String inventorySpec;
+
     @Option(names = "--retry", defaultValue = "30s", description = "wait between tries when no GPU backend is available"
             + " (default ${DEFAULT-VALUE})")
     String retry;
@@ -141,13 +146,12 @@ public final class K8sDevicePluginCommand implements Callable<Integer> {
 
     /** @return the node's inventory, waiting for a backend while none is available; null when stopped first */
     private GpuInventory openInventory(Duration retryEvery) throws InterruptedException {
-        if (root.simulate().isPresent()) {
-            return GpuInventories.simulated(root.simulate().get());
-        }
+        InventorySpec spec = root.simulate().map(InventorySpec::simulated).orElseGet(() -> InventorySpec.parse(
+                inventorySpec));
         GpuConfig gpu = root.config().map(GpuConfig::load).orElse(GpuConfig.defaults());
         while (true) {
             try {
-                return GpuInventories.detect(gpu);
+                return spec.open(gpu);
             } catch (BackendUnavailableException e) {
                 root.err().println("gpusched k8s-device-plugin: no GPU backend is available, advertising nothing"
                         + " (trying again in " + retry + "): " + e.getMessage());
