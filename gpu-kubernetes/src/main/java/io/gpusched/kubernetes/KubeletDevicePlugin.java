@@ -55,7 +55,7 @@ public final class KubeletDevicePlugin implements AutoCloseable {
     private final GpuInventory inventory;
     private final DevicePluginConfig config;
     private final List<AdvertisedResource> resources;
-    private final List<ResourceService> services = new ArrayList<>();
+    private final List<ResourceService> services = new java.util.concurrent.CopyOnWriteArrayList<>();
     private final UnixSockets sockets;
     private final ExecutorService grpcExecutor;
     private final ScheduledExecutorService timers;
@@ -143,7 +143,8 @@ public final class KubeletDevicePlugin implements AutoCloseable {
         return advertised.getOrDefault(uuid, false);
     }
 
-    private void onHealthChange(GpuDevice device, GpuHealth h) {
+    // synchronized with recover: a late recovery must not advertise Healthy over a newer Unhealthy
+    private synchronized void onHealthChange(GpuDevice device, GpuHealth h) {
         GpuHealth before = health.put(device.uuid(), h);
         if (h.equals(before)) {
             return;
@@ -167,7 +168,7 @@ public final class KubeletDevicePlugin implements AutoCloseable {
         }
     }
 
-    private void recover(GpuDevice device, long gen) {
+    private synchronized void recover(GpuDevice device, long gen) {
         AtomicLong g = generation.get(device.uuid());
         if (closed || g == null || g.get() != gen || !health.get(device.uuid()).isHealthy()) {
             return;
