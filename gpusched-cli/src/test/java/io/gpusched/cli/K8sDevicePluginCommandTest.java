@@ -56,7 +56,7 @@ class K8sDevicePluginCommandTest {
                 assertThat(r.getResourceName()).isEqualTo("nvidia.com/gpu");
                 assertThat(r.getVersion()).isEqualTo("v1beta1");
                 assertThat(dir.resolve(r.getEndpoint())).exists();
-                p.destroy(); // SIGTERM
+                p.toHandle().destroy(); // SIGTERM (Process.destroy would also close our end of its output)
                 assertThat(p.waitFor(60, TimeUnit.SECONDS)).isTrue();
                 reader.join(10_000);
                 String out = output.toString(StandardCharsets.UTF_8);

@@ -98,9 +98,11 @@ public final class K8sDevicePluginCommand implements Callable<Integer> {
         DevicePluginConfig config = config();
         // Netty warns on every accepted Unix-socket connection that SO_KEEPALIVE (which gRPC's server sets) does not
         // apply to it; on a device plug-in that is one WARN per kubelet call
-        String bootstrap = "org.slf4j.simpleLogger.log.io.grpc.netty.shaded.io.netty.bootstrap.ServerBootstrap";
-        if (System.getProperty(bootstrap) == null) {
-            System.setProperty(bootstrap, "error");
+        for (String bootstrap : new String[] {"ServerBootstrap", "Bootstrap"}) {
+            String key = "org.slf4j.simpleLogger.log.io.grpc.netty.shaded.io.netty.bootstrap." + bootstrap;
+            if (System.getProperty(key) == null) {
+                System.setProperty(key, "error");
+            }
         }
         Duration retryEvery = duration("--retry", retry);
         Thread hook = new Thread(() -> {
