@@ -13,13 +13,21 @@ import java.util.Optional;
  * @param request   what was asked
  * @param createdAt when the allocation was made (scheduler clock)
  * @param expiresAt when its lease ends, for requests with a {@code maxDuration}
+ * @param placement how good the strategy could prove its choice to be (proven optimal, within X %, or not rated);
+ *                  for the snapshot the choice was made on, and as recorded in the node ledger
  */
 public record Allocation(String id, List<GpuDevice> devices, GpuRequest request, Instant createdAt,
-                         Optional<Instant> expiresAt) {
+                         Optional<Instant> expiresAt, PlacementQuality placement) {
 
-    /** An allocation without a lease. */
+    /** An allocation without a lease, not rated. */
     public Allocation(String id, List<GpuDevice> devices, GpuRequest request, Instant createdAt) {
         this(id, devices, request, createdAt, Optional.empty());
+    }
+
+    /** An allocation whose placement is not rated. */
+    public Allocation(String id, List<GpuDevice> devices, GpuRequest request, Instant createdAt,
+                      Optional<Instant> expiresAt) {
+        this(id, devices, request, createdAt, expiresAt, PlacementQuality.unrated());
     }
 
     /** Copies the list. */
@@ -29,11 +37,12 @@ public record Allocation(String id, List<GpuDevice> devices, GpuRequest request,
         Objects.requireNonNull(request, "request");
         Objects.requireNonNull(createdAt, "createdAt");
         Objects.requireNonNull(expiresAt, "expiresAt");
+        Objects.requireNonNull(placement, "placement");
     }
 
     /** @return a copy with another lease end */
     public Allocation withExpiry(Optional<Instant> at) {
-        return new Allocation(id, devices, request, createdAt, at);
+        return new Allocation(id, devices, request, createdAt, at, placement);
     }
 
     /** @return the device indices */

@@ -19,4 +19,27 @@ public interface AllocationStrategy {
      *         anything else is a strategy bug and is rejected by the scheduler
      */
     List<Integer> select(GpuRequest request, SchedulingView view);
+
+    /**
+     * Like {@link #select}, with what the strategy can prove about its choice. The scheduler calls this one; the
+     * default rates nothing ({@link PlacementQuality#unrated()}).
+     *
+     * @return the devices (empty to decline) and their quality
+     */
+    default Choice choose(GpuRequest request, SchedulingView view) {
+        return new Choice(select(request, view), PlacementQuality.unrated());
+    }
+
+    /**
+     * A strategy's answer with its certificate.
+     *
+     * @param devices device indices, or empty to decline
+     * @param quality proven optimal, within a bound, or not rated
+     */
+    record Choice(List<Integer> devices, PlacementQuality quality) {
+        /** Checks for nulls (the list is read once by the scheduler, not copied here). */
+        public Choice {
+            java.util.Objects.requireNonNull(quality, "quality");
+        }
+    }
 }

@@ -161,11 +161,67 @@ final class DefaultGpuScheduler implements GpuScheduler {
     public Allocation allocate(GpuRequest request) {
         Objects.requireNonNull(request, "request");
         try {
-            return ledger.commit(allocation(request, null));
+            return commitAllocation(request, null);
         } catch (GpuAllocationException e) {
             rejected(request, e);
             throw e;
         }
+    }
+
+    /** Snapshots a request is placed on outside the lock before it is placed under the lock (see commitAllocation). */
+    static final int PLACEMENT_ATTEMPTS = 3;
+
+    /** A pick made on a snapshot that a later change invalidated: decide again (never leaves this class). */
+    private static final class StaleSnapshot extends RuntimeException {
+        private static final long serialVersionUID = 1L;
+
+        StaleSnapshot() {
+            super("the placement's snapshot is out of date", null, false, false);
+        }
+    }
+
+    private static final StaleSnapshot STALE = new StaleSnapshot();
+
+    /**
+     * Decides outside the lock, commits under it: the strategy runs on the latest published snapshot with no lock held
+     * (another allocate, release or renew of this process, or of any process of the node, goes on meanwhile); the
+     * commit re-validates the pick against the caught-up state under the lock and appends it, or, when a change in
+     * between took one of its devices, tries again on a fresh snapshot; after {@link #PLACEMENT_ATTEMPTS} such tries it
+     * decides under the lock as before (still bounded by the strategy's budget). A refusal is always decided under the
+     * lock, on the latest state.
+     */
+    private Allocation commitAllocation(GpuRequest request, Waiter waiter) {
+        for (int attempt = 1; ; attempt++) {
+            Placement.Pick pick = attempt <= PLACEMENT_ATTEMPTS ? pickOutsideLock(request) : null;
+            try {
+                return ledger.commit(allocation(request, waiter, pick));
+            } catch (StaleSnapshot e) {
+                staleSnapshots.incrementAndGet();
+                if (attempt == 1 && ledger.durable()) {
+                    ledger.refresh(); // another process moved the ledger: the next snapshot starts from its state
+                }
+            }
+        }
+    }
+
+    /** @return the strategy's pick on the latest published snapshot, or null to decide under the lock */
+    private Placement.Pick pickOutsideLock(GpuRequest request) {
+        if (!config.enabled() || (config.maxGpusPerRequest() > 0 && request.count() > config.maxGpusPerRequest())) {
+            return null; // refused under the lock, without a search
+        }
+        try {
+            return placement.pick(request, ledger.devices(), clock.instant());
+        } catch (GpuAllocationException e) {
+            return null; // a refusal on a snapshot may be out of date: decided again on the latest state
+        }
+    }
+
+    /** Picks that a concurrent change invalidated between the snapshot and the commit (tests, status). */
+    private final java.util.concurrent.atomic.AtomicLong staleSnapshots = new java.util.concurrent.atomic.AtomicLong();
+
+    /** @return how many picks a concurrent change invalidated (each was decided again) */
+    long staleSnapshots() {
+        return staleSnapshots.get();
     }
 
     /** A waiting allocation's place in the node-wide queue (guarded by the ledger's lock). */
@@ -197,7 +253,7 @@ final class DefaultGpuScheduler implements GpuScheduler {
                 while (true) {
                     WaitQueue.Mark mark = waiters.mark();
                     try {
-                        return ledger.commit(allocation(request, waiter));
+                        return commitAllocation(request, waiter);
                     } catch (GpuAllocationException e) {
                         last = e;
                         if (!e.reason().isTransient()) {
@@ -261,8 +317,8 @@ final class DefaultGpuScheduler implements GpuScheduler {
      *
      * @param waiter the waiting caller, or null for allocate/tryAllocate
      */
-    private Ledger.Change<Allocation> allocation(GpuRequest request, Waiter waiter) {
-        Ledger.Change<Allocation> decide = decideAllocation(request, waiter);
+    private Ledger.Change<Allocation> allocation(GpuRequest request, Waiter waiter, Placement.Pick pick) {
+        Ledger.Change<Allocation> decide = decideAllocation(request, waiter, pick);
         if (tickets == null || waiter == null) {
             return decide;
         }
@@ -311,7 +367,11 @@ final class DefaultGpuScheduler implements GpuScheduler {
                 + " node's processes, and nothing else is allocated meanwhile");
     }
 
-    private Ledger.Change<Allocation> decideAllocation(GpuRequest request, Waiter waiter) {
+    /**
+     * @param pick the strategy's choice on a snapshot, made outside the lock, or null to decide here
+     * @throws StaleSnapshot when the pick is no longer valid on the latest state
+     */
+    private Ledger.Change<Allocation> decideAllocation(GpuRequest request, Waiter waiter, Placement.Pick pick) {
         return (state, seq) -> {
             if (!config.enabled()) {
                 throw new GpuAllocationException(Reason.DISABLED,
@@ -328,15 +388,28 @@ final class DefaultGpuScheduler implements GpuScheduler {
             }
             Instant now = clock.instant();
             rateLimits.check(request, now);
-            List<GpuDevice> chosen = placement.place(request, state.snapshot(), now);
+            List<DeviceState> latest = state.snapshot();
+            List<GpuDevice> chosen;
+            PlacementQuality quality;
+            if (pick != null) {
+                chosen = placement.revalidate(request, latest, pick); // refuses on the latest state if it must
+                if (chosen == null) {
+                    throw STALE;
+                }
+                quality = pick.quality();
+            } else {
+                Placement.Pick here = placement.pick(request, latest, now);
+                chosen = here.devices();
+                quality = here.quality();
+            }
             if (tickets != null) {
                 awaitTurnOnNode(request, waiter);
             }
             String id = idPrefix + "-" + seq;
             Optional<Instant> expires = request.maxDuration().map(now::plus);
-            Allocation a = new Allocation(id, chosen, request, now, expires);
+            Allocation a = new Allocation(id, chosen, request, now, expires, quality);
             Ledger.Decision<Allocation> d = Ledger.Decision.of(a, new Allocated(id, a.deviceUuids(), request, now,
-                    expires));
+                    expires, quality));
             if (rateLimits.spend(request, now)) {
                 d = d.onAbort(() -> rateLimits.refund(request)); // not granted after all: the token goes back
             }

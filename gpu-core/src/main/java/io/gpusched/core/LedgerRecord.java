@@ -37,11 +37,17 @@ sealed interface LedgerRecord {
      * @param request   the request
      * @param createdAt when
      * @param expiresAt lease end
+     * @param placement the strategy's certificate (written only when rated)
      */
     record Allocated(String id, List<String> uuids, GpuRequest request, Instant createdAt,
-                     Optional<Instant> expiresAt) implements LedgerRecord {
+                     Optional<Instant> expiresAt, PlacementQuality placement) implements LedgerRecord {
         public Allocated {
             uuids = List.copyOf(uuids);
+            java.util.Objects.requireNonNull(placement, "placement");
+        }
+
+        Allocated(String id, List<String> uuids, GpuRequest request, Instant createdAt, Optional<Instant> expiresAt) {
+            this(id, uuids, request, createdAt, expiresAt, PlacementQuality.unrated());
         }
     }
 
@@ -131,6 +137,10 @@ sealed interface LedgerRecord {
             m.put("request", request(a.request()));
             m.put("createdAt", a.createdAt().toString());
             a.expiresAt().ifPresent(e -> m.put("expiresAt", e.toString()));
+            if (a.placement().rated()) {
+                m.put("placement", a.placement().provenOptimal() ? Map.of("optimal", true)
+                        : Map.of("within", a.placement().withinPercent()));
+            }
         } else if (r instanceof Released x) {
             m.put("op", "R");
             m.put("id", x.id());
@@ -159,6 +169,15 @@ sealed interface LedgerRecord {
         return m;
     }
 
+    /** @return the certificate of an allocation record; unrated when absent or not understood (older writers) */
+    private static PlacementQuality placement(JsonNode p) {
+        if (p.path("optimal").asBoolean(false)) {
+            return PlacementQuality.optimal();
+        }
+        double w = p.path("within").asDouble(-1);
+        return w >= 0 && w <= 100 ? PlacementQuality.within(w) : PlacementQuality.unrated();
+    }
+
     private static LedgerRecord fromNode(JsonNode n) {
         String op = n.path("op").asText();
         return switch (op) {
@@ -171,7 +190,7 @@ sealed interface LedgerRecord {
                 }
                 yield new Allocated(id, uuids, request(n.path("request")), Instant.parse(text(n, "createdAt")),
                         n.hasNonNull("expiresAt") ? Optional.of(Instant.parse(n.get("expiresAt").asText()))
-                                : Optional.empty());
+                                : Optional.empty(), placement(n.path("placement")));
             }
             case "R" -> {
                 List<String> drain = new ArrayList<>();

@@ -114,7 +114,8 @@ final class NodeState {
             Allocation al = hold(a);
             if (events != null) {
                 events.add(new AllocationEvent(AllocationEvent.Type.ALLOCATED, al.createdAt(), Optional.of(al.id()),
-                        al.owner(), al.request().jobId(), al.deviceUuids(), Optional.empty(), al.request().describe()));
+                        al.owner(), al.request().jobId(), al.deviceUuids(), Optional.empty(), al.request().describe()
+                        + (al.placement().rated() ? "; placement " + al.placement().describe() : "")));
             }
         } else if (r instanceof Released x) {
             Allocation al = live.remove(x.id());
@@ -191,7 +192,7 @@ final class NodeState {
                 positions[held++] = p;
             }
         }
-        Allocation al = new Allocation(a.id(), devs, a.request(), a.createdAt(), a.expiresAt());
+        Allocation al = new Allocation(a.id(), devs, a.request(), a.createdAt(), a.expiresAt(), a.placement());
         for (int k = 0; k < held; k++) {
             int p = positions[k];
             DeviceState s = states[p];
@@ -233,7 +234,7 @@ final class NodeState {
     Snapshot toSnapshot() {
         List<Allocated> out = new ArrayList<>();
         for (Allocation a : live.values()) {
-            out.add(new Allocated(a.id(), a.deviceUuids(), a.request(), a.createdAt(), a.expiresAt()));
+            out.add(new Allocated(a.id(), a.deviceUuids(), a.request(), a.createdAt(), a.expiresAt(), a.placement()));
         }
         List<PoolChanged> pools = new ArrayList<>();
         for (DeviceState s : states) {

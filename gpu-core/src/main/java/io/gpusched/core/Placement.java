@@ -29,21 +29,66 @@ final class Placement {
     }
 
     /**
+     * A strategy's checked choice on one snapshot of the node.
+     *
+     * @param devices the devices
+     * @param quality the strategy's certificate, for {@code basis}
+     * @param basis   the device states it was decided on
+     */
+    record Pick(List<GpuDevice> devices, PlacementQuality quality, List<DeviceState> basis) {
+    }
+
+    /**
      * @return the devices the strategy chose, checked
      * @throws GpuAllocationException when the request cannot be placed on these states now
      * @throws GpuException when the strategy returns an invalid pick (a bug in the strategy)
      */
     List<GpuDevice> place(GpuRequest request, List<DeviceState> all, Instant now) {
+        return pick(request, all, now).devices();
+    }
+
+    /**
+     * Decides on an immutable list of states: safe to run without any lock (the scheduler runs it outside its lock and
+     * {@link #revalidate re-validates} the pick under it).
+     *
+     * @return the strategy's checked choice and certificate
+     * @throws GpuAllocationException when the request cannot be placed on these states
+     * @throws GpuException when the strategy returns an invalid pick (a bug in the strategy)
+     */
+    Pick pick(GpuRequest request, List<DeviceState> all, Instant now) {
         List<DeviceState> candidates = request.isExplicit() ? explicitCandidates(request, all)
                 : candidates(request, all);
         View view = new View(all, Collections.unmodifiableList(candidates), topology, now);
-        List<Integer> picked = strategy.select(request, view);
+        AllocationStrategy.Choice choice = strategy.choose(request, view);
+        List<Integer> picked = choice == null ? null : choice.devices();
         if (picked == null || picked.isEmpty()) {
             throw new GpuAllocationException(Reason.NO_PLACEMENT, "strategy " + strategy.name()
                     + " found no placement for " + request.describe() + " among " + candidates.size()
                     + " eligible GPUs " + indices(candidates));
         }
-        return checkPick(request, candidates, picked);
+        return new Pick(checkPick(request, candidates, picked), choice.quality(), all);
+    }
+
+    /**
+     * Re-validates a pick made on an older snapshot against the latest states (the caller holds the lock): every
+     * picked device must still be a candidate of the request (free, healthy, in the pool, with the memory asked).
+     *
+     * @return the pick's devices when still valid, else null (decide again)
+     * @throws GpuAllocationException when the request cannot be placed on the latest states at all
+     */
+    List<GpuDevice> revalidate(GpuRequest request, List<DeviceState> latest, Pick pick) {
+        if (latest == pick.basis()) {
+            return pick.devices(); // no device changed since the snapshot (the state shares its immutable view)
+        }
+        List<DeviceState> candidates = request.isExplicit() ? explicitCandidates(request, latest)
+                : candidates(request, latest);
+        for (GpuDevice d : pick.devices()) {
+            DeviceState now = find(candidates, d.index());
+            if (now == null || !now.device().uuid().equals(d.uuid())) {
+                return null;
+            }
+        }
+        return pick.devices();
     }
 
     /**

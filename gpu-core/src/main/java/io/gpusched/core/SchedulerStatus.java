@@ -59,9 +59,11 @@ public record SchedulerStatus(String backend, boolean enabled, String strategy, 
      * @param createdAt         creation time
      * @param labels            request labels
      * @param expiresAt         lease end, or null
+     * @param placement         the strategy's certificate: "proven optimal", "within X % of optimal (...)" or
+     *                          "not rated"
      */
     public record Held(String id, String owner, String jobId, List<Integer> deviceIndices, List<String> deviceUuids,
                        String sharing, Long sharedMemoryBytes, String createdAt, Map<String, String> labels,
-                       String expiresAt) {
+                       String expiresAt, String placement) {
     }
 }

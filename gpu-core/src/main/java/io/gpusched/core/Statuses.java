@@ -41,7 +41,8 @@ final class Statuses {
             held.add(new SchedulerStatus.Held(a.id(), a.owner().orElse(null), a.request().jobId().orElse(null),
                     a.deviceIndices(), a.deviceUuids(), a.sharing().name(),
                     a.sharedMemory().map(MemorySize::bytes).orElse(null), a.createdAt().toString(),
-                    a.request().labels(), a.expiresAt().map(Instant::toString).orElse(null)));
+                    a.request().labels(), a.expiresAt().map(Instant::toString).orElse(null),
+                    a.placement().describe()));
         }
         return new SchedulerStatus(backend, enabled, strategy, at.toString(), out, held, drainSupported, notes);
     }

@@ -90,14 +90,14 @@ public final class PackingStrategy implements AllocationStrategy {
             int f = 0;
             for (DeviceState other : view.devices()) {
                 if (other.index() != idx[i] && other.isIdle() && other.health().isHealthy()
-                        && PairScore.of(topo, idx[i], other.index()) >= CLOSE) {
+                        && PairScore.exact(topo, idx[i], other.index()) >= CLOSE) {
                     f++;
                 }
             }
             freedom[i] = f;
         }
         boolean[] taken = new boolean[size];
-        int[] affinity = new int[size];
+        long[] affinity = new long[size];
         List<Integer> chosen = new ArrayList<>(n);
         for (int round = 0; round < n; round++) {
             int pick = -1;
@@ -121,7 +121,7 @@ public final class PackingStrategy implements AllocationStrategy {
             chosen.add(idx[pick]);
             for (int i = 0; i < size; i++) {
                 if (!taken[i]) {
-                    affinity[i] += PairScore.of(topo, idx[pick], idx[i]);
+                    affinity[i] += PairScore.exact(topo, idx[pick], idx[i]);
                 }
             }
         }

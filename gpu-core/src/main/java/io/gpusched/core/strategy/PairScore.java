@@ -24,19 +24,27 @@ public final class PairScore {
         };
     }
 
-    /** @return the score of a set: the sum of {@link #of} over its pairs */
+    /** @return the score of a set: the sum of {@link #exact} over its pairs */
     public static long ofSet(GpuTopology topology, java.util.List<Integer> set) {
         long s = 0;
         for (int a = 0; a < set.size(); a++) {
             for (int b = a + 1; b < set.size(); b++) {
-                s += of(topology, set.get(a), set.get(b));
+                s += exact(topology, set.get(a), set.get(b));
             }
         }
         return s;
     }
 
-    /** @return the score of two distinct devices in a topology */
+    /**
+     * @return the score of two distinct devices in a topology, as an int
+     * @throws ArithmeticException when it does not fit an int (more than 21,474,835 links): use {@link #exact}
+     */
     public static int of(GpuTopology topology, int a, int b) {
-        return 100 * topology.linkCount(a, b) + pcie(topology.pcieLevel(a, b));
+        return Math.toIntExact(exact(topology, a, b));
+    }
+
+    /** @return the score of two distinct devices in a topology; any link count the topology accepts fits */
+    public static long exact(GpuTopology topology, int a, int b) {
+        return 100L * topology.linkCount(a, b) + pcie(topology.pcieLevel(a, b));
     }
 }

@@ -2,8 +2,10 @@ package io.gpusched.core.strategy;
 
 import io.gpusched.core.AllocationStrategy;
 import io.gpusched.core.DeviceState;
+import io.gpusched.core.GpuAllocationException;
 import io.gpusched.core.GpuRequest;
 import io.gpusched.core.GpuTopology;
+import io.gpusched.core.PlacementQuality;
 import io.gpusched.core.SchedulingView;
 import io.gpusched.core.SharingMode;
 import java.util.ArrayList;
@@ -15,25 +17,33 @@ import java.util.Objects;
  * Picks GPUs by their links ({@link PairScore}: NVLink/XGMI links, then PCIe proximity), for one of two named
  * {@link Objective objectives}:
  * <ul>
- *   <li>{@link Objective#SET} ({@value #NAME}, the default): the set that talks best, the largest sum of pair scores
- *       over its pairs; among equals, the one with the least affinity to the GPUs that stay free (a 1-GPU request takes
- *       a GPU whose partners are busy rather than break an intact pair);</li>
+ *   <li>{@link Objective#SET} ({@value #NAME}): the set that talks best, the largest sum of pair scores over its pairs;
+ *       among equals, the one with the least affinity (sum of pair scores) to the GPUs that stay free, that is free
+ *       GPUs not in the set (a 1-GPU request takes a GPU whose partners are busy rather than break an intact pair);</li>
  *   <li>{@link Objective#REMAINING} ({@value #REMAINING_NAME}): what is left for the next job: the largest sum of the
  *       set's own pair scores and those left among the free GPUs (equivalently, the set that cuts the least link score
  *       to what stays free); among equals, the set's own score. This is go-gpuallocator's best-effort objective
  *       whenever the remaining GPUs form one group (at most {@code 2 x count} free GPUs); see docs/PERFORMANCE.md.</li>
  * </ul>
- * The last tie-break, for both, is candidate order (the smallest sum of positions in {@link SchedulingView#candidates()}).
- * Required devices ({@link GpuRequest#requiredDevices()}) are always in the answer and the rest is chosen by the same
- * objective, so it is best connected to them. The search is exact and chooses how many devices each class of twins
- * gives ({@link TopologyScores}: partitions of one GPU are interchangeable). Where the classes fall into few blocks
- * (classes with one score to every other class, such as the packages of one NUMA node), a knapsack per block and every
- * split of the count over the blocks; elsewhere a branch and bound bounded by the best possible gain of the devices
- * still to add (after {@value #TIGHT_BOUND_AFTER} nodes, each device's best partners among them), which gives up at
- * {@value #NODE_BUDGET} search nodes and returns the best set found (no node of the test corpora comes near; on 64 GPUs
- * with random links between all of them, requests of 12 or more GPUs can reach it: such an answer is not proven best). Explicit device ids are returned as asked; a NUMA
- * preference restricts the search to that node when it can hold the request; shared requests prefer GPUs already
- * shared and always use the {@link Objective#SET} objective (a shared GPU stays usable by others).
+ * The last tie-break, for both, is candidate order (the smallest sum of positions in {@link SchedulingView#candidates()},
+ * also when a NUMA preference or a shared request narrows the pool searched). Required devices
+ * ({@link GpuRequest#requiredDevices()}) are always in the answer and the rest is chosen by the same objective, so it is
+ * best connected to them. Explicit device ids are returned as asked; a NUMA preference restricts the search to that
+ * node when it can hold the request; shared requests prefer GPUs already shared and always use the {@link Objective#SET}
+ * objective (a shared GPU stays usable by others).
+ *
+ * <p>Every key is kept in its own {@code long} (no folding), and a request whose sums could leave a long (pair scores
+ * of billions times thousands of GPUs) is refused with {@code INVALID_REQUEST} rather than answered wrongly.
+ *
+ * <p><b>Search and budget.</b> Twins (devices with the same score to every other device, {@link TopologyScores}) are
+ * interchangeable, so the search chooses how many devices each class of twins gives. Where the classes fall into few
+ * blocks (classes with one score to every other class, such as the packages of one NUMA node) a knapsack per block and
+ * every split over the blocks is exact and fast. Elsewhere: a greedy start, improved by swaps (local search), then a
+ * branch and bound bounded by the best possible gain of the devices still to add. Every search spends at most its
+ * work budget ({@link #DEFAULT_WORK_BUDGET} units by default, deterministic: about one unit per class looked at; see
+ * docs/PERFORMANCE.md for what that costs in time); a search that ends early returns the best set found with an upper
+ * bound on the optimum from the unexplored branches, and {@link #choose} says so ({@link PlacementQuality}). The
+ * budget {@link #EXACT} searches to the end (offline use).
  */
 public final class TopologyAwareStrategy implements AllocationStrategy {
 
@@ -41,8 +51,14 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
     public static final String NAME = "topology";
     /** Configuration name of the {@link Objective#REMAINING} objective. */
     public static final String REMAINING_NAME = "topology-remaining";
-    /** Search nodes after which the branch and bound stops and returns the best set found. */
-    public static final int NODE_BUDGET = 2_000_000;
+    /**
+     * Default work budget of one search. Measured here (docs/PERFORMANCE.md, issue 23): it keeps the search exact on
+     * every test corpus, but the slowest call on irregular 64 to 1,024-device nodes takes tens of ms on the loaded
+     * 2-core machine, above the 10 ms goal; 250,000 units is closer in time and loses exactness on those corpora.
+     */
+    public static final long DEFAULT_WORK_BUDGET = 2_000_000;
+    /** The work budget that means none: the search runs until its answer is proven optimal. */
+    public static final long EXACT = Long.MAX_VALUE;
     /** Most splits of a request over blocks of classes enumerated by the block search. */
     static final int BLOCK_COMPOSITIONS = 20_000;
     /**
@@ -52,7 +68,7 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
      */
     static final int TIGHT_BOUND_AFTER = 2_048;
     /** Largest table (entries) the tighter bound may build; larger searches keep the plain bound. */
-    static final int TIGHT_BOUND_ENTRIES = 1 << 22;
+    static final int TIGHT_BOUND_ENTRIES = 1 << 21;
 
     /** What the topology strategy maximizes. */
     public enum Objective {
@@ -63,21 +79,41 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
     }
 
     private final Objective objective;
+    private final long workBudget;
     private volatile TopologyScores scores;
 
-    /** The {@link Objective#SET} objective. */
+    /** The {@link Objective#SET} objective, {@link #DEFAULT_WORK_BUDGET}. */
     public TopologyAwareStrategy() {
         this(Objective.SET);
     }
 
-    /** @param objective what to maximize */
+    /** @param objective what to maximize ({@link #DEFAULT_WORK_BUDGET}) */
     public TopologyAwareStrategy(Objective objective) {
+        this(objective, DEFAULT_WORK_BUDGET);
+    }
+
+    /**
+     * @param objective  what to maximize
+     * @param workBudget work units one search may spend (at least 1,000), or {@link #EXACT} for no budget
+     * @throws IllegalArgumentException for a budget below 1,000 units
+     */
+    public TopologyAwareStrategy(Objective objective, long workBudget) {
         this.objective = Objects.requireNonNull(objective, "objective");
+        if (workBudget < 1_000) {
+            throw new IllegalArgumentException("work budget " + workBudget + " is too small: give at least 1,000 units"
+                    + " (default " + DEFAULT_WORK_BUDGET + ", or TopologyAwareStrategy.EXACT for no budget)");
+        }
+        this.workBudget = workBudget;
     }
 
     /** @return the objective */
     public Objective objective() {
         return objective;
+    }
+
+    /** @return the work budget of one search ({@link #EXACT}: none) */
+    public long workBudget() {
+        return workBudget;
     }
 
     @Override
@@ -87,18 +123,23 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
 
     @Override
     public List<Integer> select(GpuRequest request, SchedulingView view) {
+        return choose(request, view).devices();
+    }
+
+    @Override
+    public Choice choose(GpuRequest request, SchedulingView view) {
         List<DeviceState> cands = view.candidates();
         int k = request.count();
         if (cands.size() < k) {
-            return List.of();
+            return new Choice(List.of(), PlacementQuality.unrated());
         }
         if (request.isExplicit()) {
-            return cands.stream().map(DeviceState::index).toList();
+            return new Choice(cands.stream().map(DeviceState::index).toList(), PlacementQuality.optimal());
         }
         List<Integer> required = request.requiredDevices();
         for (int r : required) {
             if (cands.stream().noneMatch(d -> d.index() == r)) {
-                return List.of();
+                return new Choice(List.of(), PlacementQuality.unrated());
             }
         }
         List<DeviceState> pool = cands;
@@ -118,9 +159,30 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
                 pool = local;
             }
         }
+        TopologyScores ts = scores(view.topology());
         Objective o = request.sharing() == SharingMode.SHARED ? Objective.SET : objective;
-        Search s = new Search(scores(view.topology()), pool, required, view.devices(), k, o);
-        return s.run();
+        Search s = new Search(ts, pool, candidatePositions(ts, cands, pool), required, view.devices(), k, o,
+                workBudget, TIGHT_BOUND_AFTER, true);
+        List<Integer> got = s.run();
+        return new Choice(got, got.isEmpty() ? PlacementQuality.unrated() : s.quality());
+    }
+
+    /** @return for each pool member, its position in the candidate list (the documented last tie-break) */
+    private static int[] candidatePositions(TopologyScores ts, List<DeviceState> cands, List<DeviceState> pool) {
+        int[] byTopo = new int[ts.indices.length];
+        Arrays.fill(byTopo, -1);
+        for (int i = 0; i < cands.size(); i++) {
+            int p = ts.position(cands.get(i).index());
+            if (p >= 0 && byTopo[p] < 0) {
+                byTopo[p] = i;
+            }
+        }
+        int[] out = new int[pool.size()];
+        for (int i = 0; i < out.length; i++) {
+            int p = ts.position(pool.get(i).index());
+            out[i] = p >= 0 ? byTopo[p] : i;
+        }
+        return out;
     }
 
     private TopologyScores scores(GpuTopology topology) {
@@ -132,11 +194,19 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
         return s;
     }
 
+    /** @return whether (a1, b1, c1) is lexicographically larger than (a2, b2, c2) */
+    static boolean gt(long a1, long b1, long c1, long a2, long b2, long c2) {
+        return a1 != a2 ? a1 > a2 : b1 != b2 ? b1 > b2 : c1 > c2;
+    }
+
     /**
-     * One request: the pool grouped into classes of interchangeable devices (twins that are both free or both not),
-     * and a branch and bound over how many each class gives. The value of a choice of counts {@code m} is
-     * {@code sum_j m_j * node_j - pos_j(m_j) + sum_{i<j} m_i m_j pair_ij + sum_j C(m_j, 2) pair_jj}, every objective
-     * and its tie-breaks folded into one long by weights.
+     * One request: the pool grouped into classes of interchangeable devices (twins that are both free or both not), and
+     * a search over how many each class gives. A choice of counts {@code m} is worth, per key (A, B, C, compared in
+     * that order), {@code sum_j m_j node_j + sum_{i<j} m_i m_j pair_ij + sum_j C(m_j, 2) pair_jj}, and C is minus the
+     * sum of candidate positions of the first {@code m_j} members of each class. SET: A = set score, B = minus the
+     * affinity to what stays free ({@code node = -affinity to every free device}, {@code pair_B = s x (free ends)}).
+     * REMAINING: A = set score + score left among the free devices minus the free devices' total
+     * ({@code node = -affinity}, {@code pair_A = 2s}), B = set score.
      */
     static final class Search {
         private final int k;
@@ -144,43 +214,87 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
         private final int[][] members;
         private final int[] cap;
         private final int[] lo;
-        private final long[] node;
+        private final long[] nA;
+        private final long[] nB;
         private final long[][] posPrefix;
-        private final long[] pair;
+        private final long[] pA;
+        private final long[] pB;
         private final List<DeviceState> pool;
+        private final long budget;
+        /** What A lacks of the objective's value (REMAINING: the score among all free devices), for the percentage. */
+        private final long offsetA;
+        private long work;
         private int nodes;
-        private long best = Long.MIN_VALUE;
+        private boolean exhausted;
+        private long frontierWork;
+        private boolean loose;
+        private boolean haveFrontier;
+        private long fA;
+        private long fB;
+        private long fC;
+        private long bA;
+        private long bB;
+        private long bC;
+        private boolean haveBest;
         private int[] bestCounts;
         private int[] counts;
-        private long[] lin;
-        private long[] suffixMaxPair;
+        private long[] linA;
+        private long[] linB;
+        private long[] smA;
+        private long[] smB;
         private long[] minPos;
-        private Integer[] orderScratch;
+        private long[] gA;
+        private long[] gB;
+        private long[] gC;
+        private boolean[] used;
+        private long retA;
+        private long retB;
+        private long retC;
         /** Block of each class (compact), or null when blocks do not apply (a class both free and held). */
         private final int[] blockOfClass;
         private final int nb;
-        /** Search nodes after which the tighter bound is built ({@link #TIGHT_BOUND_AFTER}; tests move it). */
         private final int tightAfter;
-        /**
-         * {@code topPairs[(t * c + j) * k + u]}: the largest sum of pair weights one device of class j has to u other
-         * devices of classes t..c-1 (class capacities respected); null until built.
-         */
-        private long[] topPairs;
+        /** Per (t, j, u): the largest sum (A, B) of u partner pair weights of one class-j device among classes t.. */
+        private long[] topA;
+        private long[] topB;
         private boolean tightTried;
         private final boolean blockSearchAllowed;
+        private boolean exactByBlocks;
 
+        /**
+         * For tests that measure the branch and bound itself: pool = candidates, no budget, the greedy incumbent without
+         * the local search (so the search nodes counted are those of the branch and bound from a plain start).
+         */
         Search(TopologyScores ts, List<DeviceState> pool, List<Integer> required, List<DeviceState> devices, int k,
                Objective objective) {
-            this(ts, pool, required, devices, k, objective, TIGHT_BOUND_AFTER, true);
+            this(ts, pool, identity(pool.size()), required, devices, k, objective, EXACT, TIGHT_BOUND_AFTER, true);
+            this.localSearch = false;
         }
 
-        /** For tests: when the tighter bound is built, and whether the block search may answer. */
+        private boolean localSearch = true;
+
+        /** For tests: pool = candidates, no budget; when the tighter bound is built, whether blocks may answer. */
         Search(TopologyScores ts, List<DeviceState> pool, List<Integer> required, List<DeviceState> devices, int k,
                Objective objective, int tightAfter, boolean blockSearch) {
+            this(ts, pool, identity(pool.size()), required, devices, k, objective, EXACT, tightAfter, blockSearch);
+        }
+
+        private static int[] identity(int n) {
+            int[] out = new int[n];
+            for (int i = 0; i < n; i++) {
+                out[i] = i;
+            }
+            return out;
+        }
+
+        Search(TopologyScores ts, List<DeviceState> pool, int[] candPos, List<Integer> required,
+               List<DeviceState> devices, int k, Objective objective, long budget, int tightAfter,
+               boolean blockSearch) {
             this.tightAfter = tightAfter;
             this.blockSearchAllowed = blockSearch;
             this.pool = pool;
             this.k = k;
+            this.budget = budget;
             int sc = ts.classes;
             int[] freeCount = new int[sc];
             for (DeviceState d : devices) {
@@ -224,7 +338,7 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
             for (int j = 0; j < c; j++) {
                 members[j] = new int[size[j]];
             }
-            // required members first, then pool order
+            // required members first, then pool order (which is candidate order)
             int[] fill = new int[c];
             boolean[] isRequired = new boolean[n];
             for (int i = 0; i < n; i++) {
@@ -244,57 +358,81 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
             for (int j = 0; j < c; j++) {
                 cap[j] = Math.min(members[j].length, k);
             }
-            // affinity of a member of each class to the free devices (its "damage")
-            long[] deg = new long[c];
-            long maxDeg = 0;
+            try {
+                // affinity of a member of each class to every free device but itself
+                long[] deg = new long[c];
+                long maxNode = 0;
+                for (int j = 0; j < c; j++) {
+                    long s = 0;
+                    int x = staticOf[j];
+                    for (int y = 0; y < sc; y++) {
+                        s = Math.addExact(s, Math.multiplyExact((long) freeCount[y], ts.classScore[x * sc + y]));
+                    }
+                    if (freeOf[j]) {
+                        s -= ts.classScore[x * sc + x];
+                    }
+                    deg[j] = s;
+                    maxNode = Math.max(maxNode, s);
+                }
+                long total2 = 0;
+                for (int x = 0; x < sc; x++) {
+                    long row = 0;
+                    for (int y = 0; y < sc; y++) {
+                        row = Math.addExact(row, Math.multiplyExact((long) freeCount[y], ts.classScore[x * sc + y]));
+                    }
+                    if (freeCount[x] > 0) {
+                        row -= ts.classScore[x * sc + x];
+                    }
+                    total2 = Math.addExact(total2, Math.multiplyExact((long) freeCount[x], row));
+                }
+                offsetA = objective == Objective.REMAINING ? total2 / 2 : 0;
+                // every sum the search forms (doubled bounds included) stays below this
+                long maxPair = Math.multiplyExact(2L, ts.maxScore);
+                long limit = Math.multiplyExact(8L, Math.addExact(Math.addExact(Math.multiplyExact((long) k, maxNode),
+                        Math.multiplyExact(Math.multiplyExact((long) k, k), maxPair)),
+                        Math.multiplyExact((long) k, n + (long) candPos.length + 1)));
+                if (limit > Long.MAX_VALUE / 4) {
+                    throw new ArithmeticException("past 2^61");
+                }
+            } catch (ArithmeticException e) {
+                throw new GpuAllocationException(GpuAllocationException.Reason.INVALID_REQUEST, k + " GPUs requested"
+                        + " on a node of " + ts.indices.length + " devices whose pair scores reach " + ts.maxScore
+                        + ": the placement's sums would not fit a long (" + e.getMessage() + "); ask for fewer GPUs, or"
+                        + " describe link counts below 1,000,000 per pair");
+            }
+            nA = new long[c];
+            nB = new long[c];
+            posPrefix = new long[c][];
+            pA = new long[c * c];
+            pB = new long[c * c];
             for (int j = 0; j < c; j++) {
-                long s = 0;
+                long deg = 0;
                 int x = staticOf[j];
                 for (int y = 0; y < sc; y++) {
-                    s += (long) freeCount[y] * ts.classScore[x * sc + y];
+                    deg += (long) freeCount[y] * ts.classScore[x * sc + y];
                 }
                 if (freeOf[j]) {
-                    s -= ts.classScore[x * sc + x];
+                    deg -= ts.classScore[x * sc + x];
                 }
-                deg[j] = s;
-                maxDeg = Math.max(maxDeg, s);
-            }
-            long pairs = (long) k * (k - 1) / 2;
-            long sMax = pairs * ts.maxScore + 1;
-            long dMax = k * maxDeg + 1;
-            long pMax = (long) k * n + 1;
-            long pairW;
-            long nodeW;
-            long posW = 1;
-            if (objective == Objective.SET) {
-                // value = (score * dMax - damage) * pMax - positions
-                if (overflows(sMax, dMax, pMax)) {
-                    pMax = 1;
-                    posW = 0;
+                if (objective == Objective.SET) {
+                    nB[j] = -deg;
+                } else {
+                    nA[j] = freeOf[j] ? -deg : 0;
                 }
-                pairW = dMax * pMax;
-                nodeW = -pMax;
-            } else {
-                // value = ((2 score - damage) * sMax + score) * pMax - positions
-                long range = 2 * sMax + dMax;
-                if (overflows(range, sMax, pMax)) {
-                    pMax = 1;
-                    posW = 0;
-                }
-                pairW = (2 * sMax + 1) * pMax;
-                nodeW = -sMax * pMax;
-            }
-            node = new long[c];
-            posPrefix = new long[c][];
-            pair = new long[c * c];
-            for (int j = 0; j < c; j++) {
-                node[j] = nodeW * deg[j];
                 posPrefix[j] = new long[cap[j] + 1];
                 for (int m = 0; m < cap[j]; m++) {
-                    posPrefix[j][m + 1] = posPrefix[j][m] + posW * members[j][m];
+                    posPrefix[j][m + 1] = posPrefix[j][m] + candPos[members[j][m]];
                 }
                 for (int l = 0; l < c; l++) {
-                    pair[j * c + l] = pairW * ts.classScore[staticOf[j] * sc + staticOf[l]];
+                    long s = ts.classScore[x * sc + staticOf[l]];
+                    int ends = (freeOf[j] ? 1 : 0) + (freeOf[l] ? 1 : 0);
+                    if (objective == Objective.SET) {
+                        pA[j * c + l] = s;
+                        pB[j * c + l] = s * ends;
+                    } else {
+                        pA[j * c + l] = ends == 2 ? 2 * s : s;
+                        pB[j * c + l] = s;
+                    }
                 }
             }
             boolean mixed = false;
@@ -305,12 +443,13 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
                 blockOfClass = null;
                 nb = 0;
             } else {
+                // blocks of the topology, split by freeness (pair weights depend on how many ends are free)
                 blockOfClass = new int[c];
-                int[] compact = new int[ts.blocks];
+                int[] compact = new int[2 * ts.blocks];
                 Arrays.fill(compact, -1);
                 int b = 0;
                 for (int j = 0; j < c; j++) {
-                    int blk = ts.blockOf[staticOf[j]];
+                    int blk = 2 * ts.blockOf[staticOf[j]] + (freeOf[j] ? 1 : 0);
                     if (compact[blk] < 0) {
                         compact[blk] = b++;
                     }
@@ -318,34 +457,27 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
                 }
                 nb = b;
             }
-            this.posW = posW;
-        }
-
-        private final long posW;
-
-        /** Scratch of the branch and bound, allocated only when it runs. */
-        private void prepareBranchAndBound() {
             minPos = new long[c];
             for (int j = 0; j < c; j++) {
                 long mp = Long.MAX_VALUE;
                 for (int i : members[j]) {
-                    mp = Math.min(mp, posW * i);
+                    mp = Math.min(mp, candPos[i]);
                 }
                 minPos[j] = mp;
             }
-            counts = new int[c];
-            lin = new long[c];
-            suffixMaxPair = new long[c * (c + 1)];
-            orderScratch = new Integer[c];
         }
 
-        private static boolean overflows(long a, long b, long p) {
-            try {
-                Math.multiplyExact(Math.multiplyExact(Math.multiplyExact(a, b), p), 4L);
-                return false;
-            } catch (ArithmeticException e) {
-                return true;
+        /** @return proven optimal, or the gap to the upper bound the unexplored branches leave */
+        PlacementQuality quality() {
+            if (!exhausted) {
+                return PlacementQuality.optimal();
             }
+            long ub2 = haveFrontier ? Math.max(fA, 2 * bA) : 2 * bA;
+            long ubA = Math.floorDiv(ub2, 2);
+            long gap = ubA - bA;
+            long denom = ubA + offsetA;
+            double pct = gap <= 0 || denom <= 0 ? 0 : Math.min(100, 100.0 * gap / denom);
+            return PlacementQuality.within(pct);
         }
 
         List<Integer> run() {
@@ -356,31 +488,100 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
             if (need < 0) {
                 return List.of();
             }
-            if (blockSearchAllowed && blockOfClass != null && compositions(nb, k) <= BLOCK_COMPOSITIONS) {
+            if (blockSearchAllowed && blockOfClass != null && compositions(nb, k) <= BLOCK_COMPOSITIONS
+                    && blockWork() <= budget) {
                 blockSearch();
+                exactByBlocks = true;
+                return answer();
+            }
+            greedy();
+            if (localSearch) {
+                localSearch();
+            }
+            if (work > budget) {
+                exhausted = true;
+                haveFrontier = false;
+                rootFrontier();
                 return answer();
             }
             prepareBranchAndBound();
-            greedy();
             order();
-            // suffix maxima of the pair weight, for the bound: best partner of class j among classes t..c-1
+            // suffix maxima of the pair weights: best partner of class j among classes t..c-1 (lexicographic)
             for (int t = c; t >= 0; t--) {
                 for (int j = 0; j < c; j++) {
-                    long m = Long.MIN_VALUE;
+                    long ma = Long.MIN_VALUE;
+                    long mb = Long.MIN_VALUE;
                     if (t < c) {
-                        m = suffixMaxPair[(t + 1) * c + j];
-                        int l = t;
-                        if (l != j || cap[j] >= 2) {
-                            m = Math.max(m, pair[j * c + l]);
+                        ma = smA[(t + 1) * c + j];
+                        mb = smB[(t + 1) * c + j];
+                        if (t != j || cap[j] >= 2) {
+                            long a = pA[j * c + t];
+                            long b = pB[j * c + t];
+                            if (ma == Long.MIN_VALUE || gt(a, b, 0, ma, mb, 0)) {
+                                ma = a;
+                                mb = b;
+                            }
                         }
                     }
-                    suffixMaxPair[t * c + j] = m;
+                    smA[t * c + j] = ma;
+                    smB[t * c + j] = mb;
                 }
             }
+            work += (long) c * c;
             Arrays.fill(counts, 0);
-            Arrays.fill(lin, 0);
-            branch(0, 0, 0);
+            Arrays.fill(linA, 0);
+            Arrays.fill(linB, 0);
+            branch(0, 0, 0, 0, 0);
             return answer();
+        }
+
+        /** Budget ran out before the branch and bound: the frontier is the root (one bound of the whole search). */
+        private void rootFrontier() {
+            prepareBranchAndBound();
+            for (int t = c; t >= 0; t--) {
+                for (int j = 0; j < c; j++) {
+                    long ma = Long.MIN_VALUE;
+                    long mb = Long.MIN_VALUE;
+                    if (t < c) {
+                        ma = smA[(t + 1) * c + j];
+                        mb = smB[(t + 1) * c + j];
+                        if (t != j || cap[j] >= 2) {
+                            long a = pA[j * c + t];
+                            long b = pB[j * c + t];
+                            if (ma == Long.MIN_VALUE || gt(a, b, 0, ma, mb, 0)) {
+                                ma = a;
+                                mb = b;
+                            }
+                        }
+                    }
+                    smA[t * c + j] = ma;
+                    smB[t * c + j] = mb;
+                }
+            }
+            if (bound2(0, k)) {
+                record(retA, retB, retC);
+            }
+        }
+
+        private long blockWork() {
+            long w = (long) BLOCK_COMPOSITIONS * Math.max(1, nb);
+            for (int j = 0; j < c; j++) {
+                w += (long) (cap[j] + 1) * (k + 1);
+            }
+            return w;
+        }
+
+        /** Scratch of the branch and bound, allocated only when it runs. */
+        private void prepareBranchAndBound() {
+            counts = new int[c];
+            linA = new long[c];
+            linB = new long[c];
+            smA = new long[c * (c + 1)];
+            smB = new long[c * (c + 1)];
+            gA = new long[c];
+            gB = new long[c];
+            gC = new long[c];
+            used = new boolean[c];
         }
 
         private List<Integer> answer() {
@@ -411,16 +612,7 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
             return r;
         }
 
-        /** Value of m devices of class j on their own: node weights, positions and the pairs among them. */
-        private long own(int j, int m) {
-            return node[j] * m - posPrefix[j][m] + pair[j * c + j] * m * (m - 1) / 2;
-        }
-
-        /**
-         * Exact search where the classes fall into few blocks: within a block every two classes have one pair weight w,
-         * so a block's value given its total M is {@code w C(M,2)} plus a sum over its classes of
-         * {@code own(m) - w C(m,2)}, maximized by a knapsack over the classes; then every split of k over the blocks.
-         */
+        /** Exact search where the classes fall into few blocks (see the class comment of the strategy). */
         private void blockSearch() {
             int[][] cls = new int[nb][];
             int[] size = new int[nb];
@@ -435,51 +627,67 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
                 int b = blockOfClass[j];
                 cls[b][size[b]++] = j;
             }
-            long[] wIn = new long[nb];
-            long[] wx = new long[nb * nb];
+            long[] wA = new long[nb];
+            long[] wB = new long[nb];
+            long[] xA = new long[nb * nb];
+            long[] xB = new long[nb * nb];
             for (int b = 0; b < nb; b++) {
-                wIn[b] = cls[b].length >= 2 ? pair[cls[b][0] * c + cls[b][1]] : 0;
+                if (cls[b].length >= 2) {
+                    wA[b] = pA[cls[b][0] * c + cls[b][1]];
+                    wB[b] = pB[cls[b][0] * c + cls[b][1]];
+                }
                 for (int b2 = 0; b2 < nb; b2++) {
-                    wx[b * nb + b2] = b == b2 ? 0 : pair[cls[b][0] * c + cls[b2][0]];
+                    if (b != b2) {
+                        xA[b * nb + b2] = pA[cls[b][0] * c + cls[b2][0]];
+                        xB[b * nb + b2] = pB[cls[b][0] * c + cls[b2][0]];
+                    }
                 }
             }
-            long neg = Long.MIN_VALUE / 4;
-            long[][] value = new long[nb][];
+            long[][][] value = new long[nb][][];
+            boolean[][] ok = new boolean[nb][];
             int[][][] choice = new int[nb][][];
             for (int b = 0; b < nb; b++) {
-                long[] cur = new long[k + 1];
-                Arrays.fill(cur, neg);
-                cur[0] = 0;
+                long[][] cur = new long[3][k + 1];
+                boolean[] curOk = new boolean[k + 1];
+                curOk[0] = true;
                 choice[b] = new int[cls[b].length][k + 1];
                 for (int x = 0; x < cls[b].length; x++) {
                     int j = cls[b][x];
-                    long[] nxt = new long[k + 1];
-                    Arrays.fill(nxt, neg);
+                    long[][] nxt = new long[3][k + 1];
+                    boolean[] nxtOk = new boolean[k + 1];
                     for (int mTot = 0; mTot <= k; mTot++) {
                         for (int m = lo[j]; m <= Math.min(cap[j], mTot); m++) {
-                            if (cur[mTot - m] == neg) {
+                            if (!curOk[mTot - m]) {
                                 continue;
                             }
-                            long v = cur[mTot - m] + own(j, m) - wIn[b] * m * (m - 1) / 2;
-                            if (v > nxt[mTot]) {
-                                nxt[mTot] = v;
+                            long tri = (long) m * (m - 1) / 2;
+                            long va = cur[0][mTot - m] + nA[j] * m + pA[j * c + j] * tri - wA[b] * tri;
+                            long vb = cur[1][mTot - m] + nB[j] * m + pB[j * c + j] * tri - wB[b] * tri;
+                            long vc = cur[2][mTot - m] - posPrefix[j][m];
+                            if (!nxtOk[mTot] || gt(va, vb, vc, nxt[0][mTot], nxt[1][mTot], nxt[2][mTot])) {
+                                nxtOk[mTot] = true;
+                                nxt[0][mTot] = va;
+                                nxt[1][mTot] = vb;
+                                nxt[2][mTot] = vc;
                                 choice[b][x][mTot] = m;
                             }
                         }
                     }
                     cur = nxt;
+                    curOk = nxtOk;
                 }
                 for (int mTot = 0; mTot <= k; mTot++) {
-                    if (cur[mTot] != neg) {
-                        cur[mTot] += wIn[b] * mTot * (mTot - 1) / 2;
-                    }
+                    long tri = (long) mTot * (mTot - 1) / 2;
+                    cur[0][mTot] += wA[b] * tri;
+                    cur[1][mTot] += wB[b] * tri;
                 }
                 value[b] = cur;
+                ok[b] = curOk;
             }
             int[] split = new int[nb];
             int[] bestSplit = new int[nb];
-            best = Long.MIN_VALUE;
-            splits(0, k, 0, split, bestSplit, value, wx, new long[nb], neg);
+            haveBest = false;
+            splits(0, k, 0, 0, 0, split, bestSplit, value, ok, xA, xB, new long[nb], new long[nb]);
             bestCounts = new int[c];
             for (int b = 0; b < nb; b++) {
                 int mTot = bestSplit[b];
@@ -491,27 +699,34 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
             }
         }
 
-        private void splits(int b, int left, long v, int[] split, int[] bestSplit, long[][] value, long[] wx, long[] cross,
-                            long neg) {
+        private void splits(int b, int left, long va, long vb, long vc, int[] split, int[] bestSplit,
+                            long[][][] value, boolean[][] ok, long[] xA, long[] xB, long[] crossA, long[] crossB) {
             if (b == nb) {
-                if (left == 0 && v > best) {
-                    best = v;
+                if (left == 0 && (!haveBest || gt(va, vb, vc, bA, bB, bC))) {
+                    haveBest = true;
+                    bA = va;
+                    bB = vb;
+                    bC = vc;
                     System.arraycopy(split, 0, bestSplit, 0, nb);
                 }
                 return;
             }
             for (int m = 0; m <= left; m++) {
-                if (value[b][m] == neg) {
+                if (!ok[b][m]) {
                     continue;
                 }
                 split[b] = m;
-                long add = value[b][m] + cross[b] * m;
+                long addA = value[b][0][m] + crossA[b] * m;
+                long addB = value[b][1][m] + crossB[b] * m;
                 for (int b2 = b + 1; b2 < nb; b2++) {
-                    cross[b2] += wx[b * nb + b2] * m;
+                    crossA[b2] += xA[b * nb + b2] * m;
+                    crossB[b2] += xB[b * nb + b2] * m;
                 }
-                splits(b + 1, left - m, v + add, split, bestSplit, value, wx, cross, neg);
+                splits(b + 1, left - m, va + addA, vb + addB, vc + value[b][2][m], split, bestSplit, value, ok, xA, xB,
+                        crossA, crossB);
                 for (int b2 = b + 1; b2 < nb; b2++) {
-                    cross[b2] -= wx[b * nb + b2] * m;
+                    crossA[b2] -= xA[b * nb + b2] * m;
+                    crossB[b2] -= xB[b * nb + b2] * m;
                 }
             }
         }
@@ -519,36 +734,118 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
         /** Incumbent: the required devices, then one device at a time by the best marginal gain. */
         private void greedy() {
             int[] m = lo.clone();
+            long[] sA = new long[c];
+            long[] sB = new long[c];
             int chosen = 0;
             for (int j = 0; j < c; j++) {
                 chosen += m[j];
+                if (m[j] > 0) {
+                    for (int l = 0; l < c; l++) {
+                        sA[l] += pA[l * c + j] * m[j];
+                        sB[l] += pB[l * c + j] * m[j];
+                    }
+                }
             }
             while (chosen < k) {
                 int pick = -1;
-                long g = Long.MIN_VALUE;
+                long ga = 0;
+                long gb = 0;
+                long gc = 0;
                 for (int j = 0; j < c; j++) {
                     if (m[j] >= cap[j]) {
                         continue;
                     }
-                    long gain = node[j] - (posPrefix[j][m[j] + 1] - posPrefix[j][m[j]]);
-                    for (int l = 0; l < c; l++) {
-                        gain += pair[j * c + l] * m[l];
-                    }
-                    if (gain > g) {
-                        g = gain;
+                    long a = nA[j] + sA[j];
+                    long b = nB[j] + sB[j];
+                    long cc = -(posPrefix[j][m[j] + 1] - posPrefix[j][m[j]]);
+                    if (pick < 0 || gt(a, b, cc, ga, gb, gc)) {
                         pick = j;
+                        ga = a;
+                        gb = b;
+                        gc = cc;
                     }
                 }
                 m[pick]++;
                 chosen++;
+                for (int l = 0; l < c; l++) {
+                    sA[l] += pA[l * c + pick];
+                    sB[l] += pB[l * c + pick];
+                }
+                work += 2L * c;
             }
-            best = value(m);
-            bestCounts = m;
+            setBest(m);
         }
 
-        /** @return the value of the answer {@link #run()} chose, in the search's own weights */
-        long bestValue() {
-            return best;
+        private void setBest(int[] m) {
+            long[] v = value(m);
+            bA = v[0];
+            bB = v[1];
+            bC = v[2];
+            haveBest = true;
+            bestCounts = m.clone();
+        }
+
+        /**
+         * Improves the incumbent by moving one device from a class to another while that raises the value (first
+         * improvement, every pair of classes per pass), within the budget.
+         */
+        private void localSearch() {
+            int[] m = bestCounts.clone();
+            long[] sA = new long[c];
+            long[] sB = new long[c];
+            for (int j = 0; j < c; j++) {
+                if (m[j] > 0) {
+                    for (int l = 0; l < c; l++) {
+                        sA[l] += pA[l * c + j] * m[j];
+                        sB[l] += pB[l * c + j] * m[j];
+                    }
+                }
+            }
+            work += (long) c * c / 4;
+            boolean improved = true;
+            while (improved && work <= budget / 2) {
+                improved = false;
+                for (int a = 0; a < c && work <= budget / 2; a++) {
+                    if (m[a] <= lo[a]) {
+                        continue;
+                    }
+                    // losing the last member of a
+                    long ra = nA[a] + sA[a] - pA[a * c + a];
+                    long rb = nB[a] + sB[a] - pB[a * c + a];
+                    long rc = -(posPrefix[a][m[a]] - posPrefix[a][m[a] - 1]);
+                    work += c;
+                    for (int b = 0; b < c; b++) {
+                        if (b == a || m[b] >= cap[b]) {
+                            continue;
+                        }
+                        long da = nA[b] + sA[b] - pA[b * c + a] - ra;
+                        long db = nB[b] + sB[b] - pB[b * c + a] - rb;
+                        long dcc = -(posPrefix[b][m[b] + 1] - posPrefix[b][m[b]]) - rc;
+                        if (gt(da, db, dcc, 0, 0, 0)) {
+                            m[a]--;
+                            m[b]++;
+                            for (int l = 0; l < c; l++) {
+                                sA[l] += pA[l * c + b] - pA[l * c + a];
+                                sB[l] += pB[l * c + b] - pB[l * c + a];
+                            }
+                            work += c;
+                            improved = true;
+                            break;
+                        }
+                    }
+                }
+            }
+            setBest(m);
+        }
+
+        /** @return the work units {@link #run()} spent */
+        long workSpent() {
+            return work;
+        }
+
+        /** @return the value (A, B, C) of the answer {@link #run()} chose, in the search's own weights */
+        long[] bestValue() {
+            return new long[] {bA, bB, bC};
         }
 
         /** @return search nodes {@link #run()} visited (0 when the block search answered) */
@@ -558,7 +855,12 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
 
         /** @return whether the tighter bound was built during {@link #run()} */
         boolean usedTightBound() {
-            return topPairs != null;
+            return topA != null;
+        }
+
+        /** @return whether the answer came from the exact block search */
+        boolean answeredByBlocks() {
+            return exactByBlocks;
         }
 
         /** @return per class (in the search's order after {@link #run()}): fewest and most devices it may give */
@@ -566,57 +868,68 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
             return new int[][] {lo.clone(), cap.clone()};
         }
 
-        long value(int[] m) {
-            long v = 0;
+        /** @return the value (A, B, C) of a choice of counts, in the search's order after {@link #run()} */
+        long[] value(int[] m) {
+            long va = 0;
+            long vb = 0;
+            long vc = 0;
             for (int j = 0; j < c; j++) {
-                v += node[j] * m[j] - posPrefix[j][m[j]] + pair[j * c + j] * m[j] * (m[j] - 1) / 2;
+                long tri = (long) m[j] * (m[j] - 1) / 2;
+                va += nA[j] * m[j] + pA[j * c + j] * tri;
+                vb += nB[j] * m[j] + pB[j * c + j] * tri;
+                vc -= posPrefix[j][m[j]];
                 for (int l = j + 1; l < c; l++) {
-                    v += pair[j * c + l] * m[j] * m[l];
+                    va += pA[j * c + l] * m[j] * m[l];
+                    vb += pB[j * c + l] * m[j] * m[l];
                 }
             }
-            return v;
+            return new long[] {va, vb, vc};
         }
 
         /** Search order: the incumbent's classes first (most devices first), then the rest by their best pair. */
         private void order() {
+            Integer[] ord = new Integer[c];
             for (int j = 0; j < c; j++) {
-                orderScratch[j] = j;
+                ord[j] = j;
             }
-            long[] key = new long[c];
+            long[] keyA = new long[c];
+            long[] keyB = new long[c];
             for (int j = 0; j < c; j++) {
-                long bestPair = Long.MIN_VALUE;
+                keyA[j] = Long.MIN_VALUE;
+                keyB[j] = Long.MIN_VALUE;
                 for (int l = 0; l < c; l++) {
-                    if (l != j || cap[j] >= 2) {
-                        bestPair = Math.max(bestPair, pair[j * c + l]);
+                    if ((l != j || cap[j] >= 2) && gt(pA[j * c + l], pB[j * c + l], 0, keyA[j], keyB[j], 0)) {
+                        keyA[j] = pA[j * c + l];
+                        keyB[j] = pB[j * c + l];
                     }
                 }
-                key[j] = bestPair;
             }
+            work += (long) c * c;
             int[] inc = bestCounts;
-            Arrays.sort(orderScratch, (a, b) -> {
+            Arrays.sort(ord, (a, b) -> {
                 if (inc[a] != inc[b]) {
                     return Integer.compare(inc[b], inc[a]);
                 }
                 if (lo[a] != lo[b]) {
                     return Integer.compare(lo[b], lo[a]);
                 }
-                return Long.compare(key[b], key[a]);
+                if (keyA[a] != keyA[b]) {
+                    return Long.compare(keyA[b], keyA[a]);
+                }
+                return Long.compare(keyB[b], keyB[a]);
             });
-            permute();
-        }
-
-        /** Reorders every per-class array by {@link #orderScratch}. */
-        private void permute() {
             int[] perm = new int[c];
             for (int j = 0; j < c; j++) {
-                perm[j] = orderScratch[j];
+                perm[j] = ord[j];
             }
             int[][] mem = new int[c][];
             int[] cp = new int[c];
             int[] l0 = new int[c];
-            long[] nd = new long[c];
+            long[] na = new long[c];
+            long[] nbb = new long[c];
             long[][] pp = new long[c][];
-            long[] pr = new long[c * c];
+            long[] pra = new long[c * c];
+            long[] prb = new long[c * c];
             long[] mpos = new long[c];
             int[] bc = new int[c];
             for (int j = 0; j < c; j++) {
@@ -624,33 +937,42 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
                 mem[j] = members[o];
                 cp[j] = cap[o];
                 l0[j] = lo[o];
-                nd[j] = node[o];
+                na[j] = nA[o];
+                nbb[j] = nB[o];
                 pp[j] = posPrefix[o];
                 bc[j] = bestCounts[o];
                 mpos[j] = minPos[o];
                 for (int l = 0; l < c; l++) {
-                    pr[j * c + l] = pair[o * c + perm[l]];
+                    pra[j * c + l] = pA[o * c + perm[l]];
+                    prb[j * c + l] = pB[o * c + perm[l]];
                 }
             }
             System.arraycopy(mem, 0, members, 0, c);
             System.arraycopy(cp, 0, cap, 0, c);
             System.arraycopy(l0, 0, lo, 0, c);
-            System.arraycopy(nd, 0, node, 0, c);
+            System.arraycopy(na, 0, nA, 0, c);
+            System.arraycopy(nbb, 0, nB, 0, c);
             System.arraycopy(pp, 0, posPrefix, 0, c);
-            System.arraycopy(pr, 0, pair, 0, c * c);
+            System.arraycopy(pra, 0, pA, 0, c * c);
+            System.arraycopy(prb, 0, pB, 0, c * c);
             System.arraycopy(mpos, 0, minPos, 0, c);
             bestCounts = bc;
+        }
+
+        private void record(long a, long b, long cc) {
+            if (!haveFrontier || gt(a, b, cc, fA, fB, fC)) {
+                haveFrontier = true;
+                fA = a;
+                fB = b;
+                fC = cc;
+            }
         }
 
         /**
          * @param t      next class to decide
          * @param chosen devices chosen in classes before t
-         * @param v      value of the choice so far
          */
-        private void branch(int t, int chosen, long v) {
-            if (++nodes > NODE_BUDGET) {
-                return;
-            }
+        private void branch(int t, int chosen, long vA, long vB, long vC) {
             int r = k - chosen;
             if (r == 0) {
                 for (int j = t; j < c; j++) {
@@ -658,8 +980,10 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
                         return;
                     }
                 }
-                if (v > best) {
-                    best = v;
+                if (gt(vA, vB, vC, bA, bB, bC)) {
+                    bA = vA;
+                    bB = vB;
+                    bC = vC;
                     bestCounts = counts.clone();
                 }
                 return;
@@ -667,11 +991,37 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
             if (t == c) {
                 return;
             }
+            if (!exhausted) {
+                nodes++;
+                work += c - t;
+                if (work > budget) {
+                    exhausted = true;
+                }
+            }
+            if (exhausted) {
+                // not explored: its bound joins the frontier (unless that costs too much: the caller records its own)
+                if (frontierWork > budget / 4 + 10_000) {
+                    loose = true;
+                    return;
+                }
+                long before = work;
+                if (bound2(t, r)) {
+                    record(2 * vA + retA, 2 * vB + retB, 2 * vC + retC);
+                }
+                frontierWork += work - before + c - t;
+                return;
+            }
             if (!tightTried && nodes >= tightAfter) {
                 tightTried = true;
                 buildTopPairs();
             }
-            if (v + (topPairs != null ? tightBound(t, r) : bound(t, r)) <= best) {
+            if (!bound2(t, r)) {
+                return;
+            }
+            long uA = 2 * vA + retA;
+            long uB = 2 * vB + retB;
+            long uC = 2 * vC + retC;
+            if (!gt(uA, uB, uC, 2 * bA, 2 * bB, 2 * bC)) {
                 return;
             }
             int capLeft = 0;
@@ -683,125 +1033,138 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
             int hi = Math.min(cap[t], r - loLeft);
             int low = Math.max(lo[t], r - capLeft);
             for (int m = hi; m >= low; m--) {
-                long add = node[t] * m - posPrefix[t][m] + pair[t * c + t] * m * (m - 1) / 2 + lin[t] * m;
+                if (exhausted && loose) {
+                    break;
+                }
+                long tri = (long) m * (m - 1) / 2;
+                long addA = nA[t] * m + pA[t * c + t] * tri + linA[t] * m;
+                long addB = nB[t] * m + pB[t * c + t] * tri + linB[t] * m;
+                long addC = -posPrefix[t][m];
                 counts[t] = m;
                 if (m > 0) {
                     for (int j = t + 1; j < c; j++) {
-                        lin[j] += pair[t * c + j] * m;
+                        linA[j] += pA[t * c + j] * m;
+                        linB[j] += pB[t * c + j] * m;
                     }
                 }
-                branch(t + 1, chosen + m, v + add);
+                branch(t + 1, chosen + m, vA + addA, vB + addB, vC + addC);
                 if (m > 0) {
                     for (int j = t + 1; j < c; j++) {
-                        lin[j] -= pair[t * c + j] * m;
+                        linA[j] -= pA[t * c + j] * m;
+                        linB[j] -= pB[t * c + j] * m;
                     }
                 }
             }
             counts[t] = 0;
+            if (exhausted && loose) {
+                record(uA, uB, uC);
+            }
         }
 
-        /** Builds {@link #topPairs} (after {@link #permute()}), unless it would exceed {@link #TIGHT_BOUND_ENTRIES}. */
+        /** Builds the tighter bound's tables, unless they would exceed {@link #TIGHT_BOUND_ENTRIES}. */
         private void buildTopPairs() {
             long entries = (long) c * c * k;
-            if (entries > TIGHT_BOUND_ENTRIES) {
+            if (entries > TIGHT_BOUND_ENTRIES || work + entries > budget) {
                 return;
             }
-            long[] table = new long[(int) entries];
+            work += entries;
+            long[] ta = new long[(int) entries];
+            long[] tb = new long[(int) entries];
             Integer[] byWeight = new Integer[c];
             for (int j = 0; j < c; j++) {
                 for (int l = 0; l < c; l++) {
                     byWeight[l] = l;
                 }
                 int row = j;
-                Arrays.sort(byWeight, (a, b) -> Long.compare(pair[row * c + b], pair[row * c + a]));
+                Arrays.sort(byWeight, (a, b) -> pA[row * c + a] != pA[row * c + b]
+                        ? Long.compare(pA[row * c + b], pA[row * c + a])
+                        : Long.compare(pB[row * c + b], pB[row * c + a]));
                 for (int t = 0; t < c; t++) {
                     int base = (t * c + j) * k;
                     int u = 0;
-                    long sum = 0;
+                    long sa = 0;
+                    long sb = 0;
                     for (int x = 0; x < c && u < k - 1; x++) {
                         int l = byWeight[x];
                         if (l < t) {
                             continue;
                         }
                         int units = l == j ? cap[l] - 1 : cap[l];
-                        long w = pair[j * c + l];
                         for (int m = 0; m < units && u < k - 1; m++) {
-                            sum += w;
-                            table[base + ++u] = sum;
+                            sa += pA[j * c + l];
+                            sb += pB[j * c + l];
+                            u++;
+                            ta[base + u] = sa;
+                            tb[base + u] = sb;
                         }
                     }
-                    // fewer than k - 1 partners left: every larger u is infeasible; keep the last sum (still an upper
-                    // bound of what any feasible choice reaches, since none has that many partners)
+                    // fewer than k - 1 partners left: larger u are infeasible; the last sum still bounds them
                     for (int v = u + 1; v < k; v++) {
-                        table[base + v] = sum;
+                        ta[base + v] = sa;
+                        tb[base + v] = sb;
                     }
                 }
             }
-            topPairs = table;
+            topA = ta;
+            topB = tb;
         }
 
         /**
-         * Like {@link #bound}, but each device's pairs with the other r - 1 new devices are bounded by its r - 1 best
-         * partners among classes t..c-1 (class capacities respected), half of each pair to either end: the pairs among
-         * the new devices sum to half the sum over devices of their pair weights to the others, each at most its best
-         * r - 1. Doubled values until the end so the halves stay exact.
+         * Twice an upper bound (lexicographic) on what r more devices from classes t..c-1 can add, into retA..retC:
+         * each brings at most its linear gain from what is fixed, its node weight, its first position, and half its best
+         * pair weights to the r - 1 others (the pairs among new devices sum to half the sum over the devices of their
+         * pairs to the others): its r - 1 best partners once the tighter tables exist, else r - 1 times its best one.
+         * The r best by that, within the class capacities, lower limits relaxed.
+         *
+         * @return false when r devices do not fit in classes t..c-1
          */
-        private long tightBound(int t, int r) {
-            int len = c - t;
-            long[] gain = new long[len];
+        private boolean bound2(int t, int r) {
             for (int j = t; j < c; j++) {
-                long g = 2 * (lin[j] + node[j] - minPos[j]);
+                long a = 2 * (linA[j] + nA[j]);
+                long b = 2 * (linB[j] + nB[j]);
                 if (r > 1) {
-                    g += topPairs[(t * c + j) * k + (r - 1)];
+                    if (topA != null) {
+                        a += topA[(t * c + j) * k + (r - 1)];
+                        b += topB[(t * c + j) * k + (r - 1)];
+                    } else {
+                        long ma = smA[t * c + j];
+                        if (ma != Long.MIN_VALUE) {
+                            a += (r - 1) * ma;
+                            b += (r - 1) * smB[t * c + j];
+                        }
+                    }
                 }
-                gain[j - t] = g;
+                gA[j] = a;
+                gB[j] = b;
+                gC[j] = -2 * minPos[j];
+                used[j] = false;
             }
-            long total = bestUnits(gain, t, r);
-            return total == Long.MIN_VALUE / 4 ? total : Math.floorDiv(total, 2);
-        }
-
-        /** @return the sum of the r best unit gains under the class capacities of t.., or a very low value if r do not fit */
-        private long bestUnits(long[] gain, int t, int r) {
-            int len = gain.length;
-            boolean[] used = new boolean[len];
-            long total = 0;
+            long ta = 0;
+            long tb = 0;
+            long tc = 0;
             int left = r;
             while (left > 0) {
-                int b = -1;
-                for (int j = 0; j < len; j++) {
-                    if (!used[j] && cap[t + j] > 0 && (b < 0 || gain[j] > gain[b])) {
-                        b = j;
+                int pick = -1;
+                for (int j = t; j < c; j++) {
+                    if (!used[j] && cap[j] > 0 && (pick < 0 || gt(gA[j], gB[j], gC[j], gA[pick], gB[pick], gC[pick]))) {
+                        pick = j;
                     }
                 }
-                if (b < 0) {
-                    return Long.MIN_VALUE / 4;
+                work += c - t;
+                if (pick < 0) {
+                    return false;
                 }
-                used[b] = true;
-                int take = Math.min(left, cap[t + b]);
-                total += gain[b] * take;
+                used[pick] = true;
+                int take = Math.min(left, cap[pick]);
+                ta += gA[pick] * take;
+                tb += gB[pick] * take;
+                tc += gC[pick] * take;
                 left -= take;
             }
-            return total;
-        }
-
-        /**
-         * An upper bound on what r more devices from classes t..c-1 can add: each brings at most its linear gain from
-         * what is fixed, its node weight, its first position, and half its best pair weight to each of the r - 1 others
-         * (a pair among new devices is worth at most the mean of its two ends' best pairs); the r best by that, within
-         * the class capacities, lower bounds relaxed.
-         */
-        private long bound(int t, int r) {
-            int len = c - t;
-            long[] gain = new long[len];
-            for (int j = t; j < c; j++) {
-                long g = lin[j] + node[j] - minPos[j];
-                long mp = suffixMaxPair[t * c + j];
-                if (r > 1 && mp != Long.MIN_VALUE) {
-                    g += (r - 1) * Math.max(mp, 0) / 2 + ((r - 1) * Math.max(mp, 0)) % 2;
-                }
-                gain[j - t] = g;
-            }
-            return bestUnits(gain, t, r);
+            retA = ta;
+            retB = tb;
+            retC = tc;
+            return true;
         }
     }
 }

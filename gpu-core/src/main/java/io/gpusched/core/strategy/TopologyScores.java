@@ -17,15 +17,15 @@ final class TopologyScores {
     /** Device indices, ascending; a device's position is its place here. */
     final int[] indices;
     /** Pair scores by position, row-major n x n, 0 on the diagonal. */
-    final int[] score;
+    final long[] score;
     /** Class of each position. */
     final int[] classOf;
     /** Number of classes. */
     final int classes;
     /** Score between members of two classes, row-major classes x classes; the diagonal is the score of two twins. */
-    final int[] classScore;
+    final long[] classScore;
     /** Largest pair score. */
-    final int maxScore;
+    final long maxScore;
     /** Position by device index where indices are dense enough (at most 4 per device), else null: binary search. */
     private final int[] dense;
     /**
@@ -55,12 +55,12 @@ final class TopologyScores {
         } else {
             dense = null;
         }
-        score = new int[n * n];
+        score = new long[n * n];
         long[] rowSum = new long[n];
-        int max = 0;
+        long max = 0;
         for (int a = 0; a < n; a++) {
             for (int b = a + 1; b < n; b++) {
-                int s = PairScore.of(topology, indices[a], indices[b]);
+                long s = PairScore.exact(topology, indices[a], indices[b]);
                 score[a * n + b] = s;
                 score[b * n + a] = s;
                 rowSum[a] += s;
@@ -87,7 +87,7 @@ final class TopologyScores {
             c++;
         }
         classes = c;
-        classScore = new int[c * c];
+        classScore = new long[c * c];
         int[] second = new int[c];
         Arrays.fill(second, -1);
         for (int a = 0; a < n; a++) {
@@ -109,7 +109,7 @@ final class TopologyScores {
     }
 
     /** @return blocks of classes: twins among classes, the score within a class ignored */
-    private static int[] blocks(int[] cs, int c) {
+    private static int[] blocks(long[] cs, int c) {
         int[] block = new int[c];
         java.util.Arrays.fill(block, -1);
         int b = 0;
@@ -140,7 +140,7 @@ final class TopologyScores {
     /** Whether b has a's scores to every device but the two, and to every member of class {@code c} found so far. */
     private boolean twins(int a, int b, int c) {
         int n = indices.length;
-        int ab = score[a * n + b];
+        long ab = score[a * n + b];
         for (int x = 0; x < n; x++) {
             if (x == a || x == b) {
                 continue;
@@ -165,7 +165,7 @@ final class TopologyScores {
     }
 
     /** @return the pair score of two positions */
-    int score(int a, int b) {
+    long score(int a, int b) {
         return score[a * indices.length + b];
     }
 }

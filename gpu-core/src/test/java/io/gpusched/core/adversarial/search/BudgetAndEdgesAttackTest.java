@@ -95,7 +95,7 @@ class BudgetAndEdgesAttackTest {
             assertNull(SearchOracle.invalid(req, v, got), "try " + tr + " " + req.describe());
             if (tr < 2) {
                 plain++;
-                if (SearchOracle.searchNodes(o, req, v) > TopologyAwareStrategy.NODE_BUDGET) {
+                if (!new TopologyAwareStrategy(o).choose(req, v).quality().provenOptimal()) {
                     exhausted++;
                 }
             }

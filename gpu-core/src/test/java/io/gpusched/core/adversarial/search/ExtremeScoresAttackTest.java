@@ -14,7 +14,6 @@ import io.gpusched.core.strategy.TopologyAwareStrategy.Objective;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
 
@@ -72,9 +71,6 @@ class ExtremeScoresAttackTest {
      * first key and wins on the second; at 4,000,000 links (REMAINING, k=4, 7 GPUs, try 0) the answer is [0, 0, 0, 0],
      * not even distinct. On nodes of 18 to 22 GPUs with k 8 to 11 it already breaks at 300,000 links (SET).
      */
-    @Disabled("defect: link counts of millions (GpuTopology.Builder accepts any count >= 0) overflow the long the "
-            + "search folds its keys into: non-optimal sets (SET) and duplicate indices such as [0, 0, 0, 0] "
-            + "(REMAINING); see fourGpusTwentyOneMillionLinks for the smallest case")
     @ParameterizedTest
     @EnumSource(Objective.class)
     void linkCountsOfMillionsDoNotWrap(Objective o) {
@@ -85,8 +81,6 @@ class ExtremeScoresAttackTest {
      * Four GPUs: 0-1 and 1-2 carry 21,000,000 links each (pair score 2,100,000,060 and 2,100,000,010, both ints), 2-3
      * one link, the rest none. The best pair by any reading of either objective is {0, 1}.
      */
-    @Disabled("defect: 4 GPUs, links 0-1 and 1-2 21,000,000 each, 2-3 one: k=2 gives [2, 3] (SET) and [0, 0] "
-            + "(REMAINING, duplicate index) where [0, 1] is best")
     @ParameterizedTest
     @EnumSource(Objective.class)
     void fourGpusTwentyOneMillionLinks(Objective o) {
@@ -187,9 +181,6 @@ class ExtremeScoresAttackTest {
      * answers 1,487 + 1,113 where 2,048 + 552 is best. The Javadoc's "nodes of hundreds of devices" drop the position
      * key and hold (hundredsOfGpusHold); past about 3,000 GPUs nothing guards the fold.
      */
-    @Disabled("defect: on nodes of thousands of GPUs with ordinary 18-link scores the folded long key overflows even "
-            + "without the position key: 2 x 1,536 GPUs, k=1,536, SET takes 1,084 + 452 instead of 1,536 from one node; "
-            + "2 x 2,048, k=2,600, REMAINING takes 1,487 + 1,113 instead of 2,048 + 552")
     @ParameterizedTest
     @EnumSource(Objective.class)
     void thousandsOfGpusOrdinaryLinks(Objective o) {

@@ -14,7 +14,6 @@ import io.gpusched.core.strategy.TopologyAwareStrategy;
 import io.gpusched.core.strategy.TopologyAwareStrategy.Objective;
 import java.util.ArrayList;
 import java.util.List;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
 
@@ -32,9 +31,6 @@ class TieBreakAttackTest {
      * to what stays free (and the same REMAINING value); candidate positions 0 + 9 = 9 against 6 + 7 = 13, so {0, 9}.
      * Positions counted inside the NUMA-narrowed pool (0 + 4 = 4 against 1 + 2 = 3) would give {6, 7}.
      */
-    @Disabled("defect: with a NUMA preference the last tie-break sums positions in the NUMA-narrowed pool, not in "
-            + "SchedulingView#candidates() as documented: NUMA 0 = {0,6,7,8,9}, links 0-9 and 6-7, k=2 gives [6, 7], "
-            + "documented [0, 9]")
     @ParameterizedTest
     @EnumSource(Objective.class)
     void numaPreferenceTieBreaksByCandidatePositions(Objective o) {
@@ -88,9 +84,6 @@ class TieBreakAttackTest {
      * 120 + 1-3 20 = 180; {1, 2} leaves 3 free, 1-3 20 + 2-3 50 = 70. Documented answer {1, 2}. (An affinity to every
      * GPU free before the allocation, shared GPU 0 charged for its link to 1 that the set itself takes, gives {0, 1}.)
      */
-    @Disabled("defect (code or docs): a shared request whose set mixes an already shared GPU with free ones breaks the "
-            + "SET tie by affinity to the GPUs free before the allocation, not to those that stay free as documented: "
-            + "4 GPUs, 0 shared, links 0-1 and 1-2, PCIe 2-3 SINGLE, k=2 gives [0, 1], documented [1, 2]")
     @ParameterizedTest
     @EnumSource(Objective.class)
     void sharedSetMixingSharedAndFreeTieBreaksByWhatStaysFree(Objective o) {
