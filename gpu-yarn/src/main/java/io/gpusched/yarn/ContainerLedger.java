@@ -23,9 +23,9 @@ import org.slf4j.LoggerFactory;
  * GPUs other processes of the node hold in the ledger (the CLI, Spark, Flink) are not offered to YARN containers.
  *
  * <p>The records are not bound to the NodeManager process: they survive a NodeManager restart with recovery, as the
- * containers do. YARN never tells a device plugin which container finished ({@code onDevicesReleased} is not called
- * in Hadoop 3.4), so a record is released when YARN offers one of its GPUs again (YARN frees a container's devices
- * when it completes).
+ * containers do. YARN never tells a device plugin which container finished (Hadoop 3.4 calls
+ * {@code onDevicesReleased} only from the Docker path, and without a container id), so a record is released when
+ * YARN offers one of its GPUs again (YARN frees a container's devices when it completes).
  */
 final class ContainerLedger implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(ContainerLedger.class);

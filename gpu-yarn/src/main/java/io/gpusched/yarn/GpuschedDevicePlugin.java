@@ -77,7 +77,11 @@ public class GpuschedDevicePlugin implements DevicePlugin, DevicePluginScheduler
      * {@code docker.allowed.runtimes}.
      */
     public static final String KEY_DOCKER_RUNTIME = "gpusched.yarn.docker.container-runtime";
-    /** Root of the device nodes whose control nodes are mounted into Docker containers; default {@code /dev}. */
+    /**
+     * Where the host's GPU device nodes live; default {@code /dev}. The paths reported to YARN (which checks each
+     * node's type before fencing it) and the host side of Docker device mounts are under it; containers see them
+     * under {@code /dev}.
+     */
     public static final String KEY_DEV_ROOT = "gpusched.yarn.dev-root";
     /**
      * The node ledger's state directory, where each container's GPUs are recorded under its container id (see
@@ -195,7 +199,7 @@ public class GpuschedDevicePlugin implements DevicePlugin, DevicePluginScheduler
             }
             out.add(Device.Builder.newInstance()
                     .setId(d.index())
-                    .setDevPath(devPath(d))
+                    .setDevPath(devPath(d, n.devRoot))
                     .setMajorNumber(major(d))
                     .setMinorNumber(minorOf(d))
                     .setBusID(d.pciBusId())
@@ -308,7 +312,7 @@ public class GpuschedDevicePlugin implements DevicePlugin, DevicePluginScheduler
             if (d == null) {
                 throw new IllegalArgumentException("device " + dev + " is not on this node's inventory "
                         + n.inventory.backend() + "; known: " + n.inventory.devices().stream()
-                        .map(GpuschedDevicePlugin::devPath).toList());
+                        .map(g -> devPath(g, n.devRoot)).toList());
             }
             gpus.add(d);
         }
@@ -318,7 +322,7 @@ public class GpuschedDevicePlugin implements DevicePlugin, DevicePluginScheduler
         CudaEnvironment ce = gpus.isEmpty() ? null : n.cuda.resolve(a, CudaRequirement.NONE);
         DeviceRuntimeSpec.Builder b = DeviceRuntimeSpec.Builder.newInstance();
         if (ce != null) {
-            environment(ce).forEach(b::addEnv);
+            YarnContainerGpus.environment(ce).forEach(b::addEnv);
         }
         if (yarnRuntime == YarnRuntimeType.RUNTIME_DOCKER) {
             String runtime = getConf().getTrimmed(KEY_DOCKER_RUNTIME, "runc");
@@ -328,7 +332,8 @@ public class GpuschedDevicePlugin implements DevicePlugin, DevicePluginScheduler
             }
             b.setContainerRuntime(runtime);
             for (String path : deviceNodes(gpus, n.inventory.devices(), n.devRoot)) {
-                b.addMountDeviceSpec(MountDeviceSpec.Builder.newInstance().setDevicePathInHost(path)
+                b.addMountDeviceSpec(MountDeviceSpec.Builder.newInstance()
+                        .setDevicePathInHost(n.devRoot.resolve(path.substring("/dev/".length())).toString())
                         .setDevicePathInContainer(path).setDevicePermission(MountDeviceSpec.RW).build());
             }
             if (ce != null) {
@@ -368,17 +373,6 @@ public class GpuschedDevicePlugin implements DevicePlugin, DevicePluginScheduler
         node = null;
     }
 
-    /** @return the variables of a job environment, with path additions folded in (the container has no own value) */
-    static Map<String, String> environment(CudaEnvironment ce) {
-        Map<String, String> out = new LinkedHashMap<>(ce.variables());
-        ce.pathPrepends().forEach((k, dirs) -> {
-            if (!dirs.isEmpty()) {
-                out.put(k, String.join(":", dirs));
-            }
-        });
-        return out;
-    }
-
     /**
      * @return the GPUs' own nodes (MIG caps, DRM card nodes included), then the vendor's control nodes that exist
      *         under {@code devRoot}, as container paths under {@code /dev}, from gpu-core's device-node table
@@ -398,9 +392,9 @@ public class GpuschedDevicePlugin implements DevicePlugin, DevicePluginScheduler
         return out;
     }
 
-    static String devPath(GpuDevice d) {
-        return d.vendor() == io.gpusched.core.GpuVendor.AMD ? "/dev/dri/renderD" + minorOf(d)
-                : "/dev/nvidia" + minorOf(d);
+    static String devPath(GpuDevice d, Path devRoot) {
+        return devRoot.resolve(d.vendor() == io.gpusched.core.GpuVendor.AMD ? "dri/renderD" + minorOf(d)
+                : "nvidia" + minorOf(d)).toString();
     }
 
     static int major(GpuDevice d) {

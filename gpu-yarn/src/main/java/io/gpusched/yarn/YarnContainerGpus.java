@@ -54,8 +54,66 @@ public final class YarnContainerGpus {
                                                             CudaEnvironmentResolver resolver) {
         return find(ledger, containerId).map(a -> {
             CudaEnvironment ce = resolver.resolve(a, CudaRequirement.NONE);
-            return GpuschedDevicePlugin.environment(ce);
+            return environment(ce);
         });
+    }
+
+    /**
+     * @return the variables of a job environment, path additions joined with {@code :} (a container has no value of
+     *         its own to extend); this class loads no Hadoop class, so hosts without Hadoop (the CLI) may use it
+     */
+    public static Map<String, String> environment(CudaEnvironment ce) {
+        Map<String, String> out = new java.util.LinkedHashMap<>(ce.variables());
+        ce.pathPrepends().forEach((k, dirs) -> {
+            if (!dirs.isEmpty()) {
+                out.put(k, String.join(":", dirs));
+            }
+        });
+        return out;
+    }
+
+    /**
+     * Prints a container's environment as {@code export} lines, for containers without the gpusched command:
+     * {@code eval "$(java -cp gpusched-yarn-<version>.jar:slf4j-api.jar io.gpusched.yarn.YarnContainerGpus)"}.
+     * Arguments: {@code [--inventory SPEC] [--state-dir DIR] [CONTAINER_ID]} (defaults: {@code auto}, the
+     * {@link io.gpusched.core.host.StateDirectory} rule, {@code $CONTAINER_ID}). Exit 3 when the ledger has no GPUs
+     * for the container, 2 on bad arguments.
+     *
+     * @param args the arguments
+     */
+    public static void main(String[] args) {
+        String inventory = "auto";
+        Optional<java.nio.file.Path> dir = Optional.empty();
+        String id = System.getenv("CONTAINER_ID");
+        try {
+            for (int i = 0; i < args.length; i++) {
+                switch (args[i]) {
+                    case "--inventory" -> inventory = args[++i];
+                    case "--state-dir" -> dir = Optional.of(java.nio.file.Path.of(args[++i]));
+                    default -> id = args[i];
+                }
+            }
+            check(id);
+        } catch (IllegalArgumentException | ArrayIndexOutOfBoundsException e) {
+            System.err.println("gpusched: " + (e instanceof IllegalArgumentException ? e.getMessage()
+                    : "an option lacks its value") + "; usage: YarnContainerGpus [--inventory SPEC] [--state-dir DIR]"
+                    + " [CONTAINER_ID]");
+            System.exit(2);
+            return;
+        }
+        try (io.gpusched.core.host.GpuNode node = io.gpusched.core.host.GpuNode.builder().inventory(inventory)
+                .stateDir(dir).maintenanceInterval(java.time.Duration.ZERO).auditLogging(false).build()) {
+            Optional<Allocation> a = find(node.scheduler(), id);
+            if (a.isEmpty()) {
+                System.err.println("gpusched: container " + id + " has no GPUs in the node ledger "
+                        + node.stateDirectory().orElseThrow());
+                System.exit(3);
+                return;
+            }
+            System.out.println("# " + id + ": GPUs " + a.get().deviceIndices() + " (" + a.get().id() + ")");
+            environment(CudaEnvironmentResolver.builder().build().resolve(a.get(), CudaRequirement.NONE))
+                    .forEach((k, v) -> System.out.println("export " + k + "='" + v.replace("'", "'\\''") + "'"));
+        }
     }
 
     /** @throws IllegalArgumentException when {@code containerId} is not a YARN container id */

@@ -299,14 +299,41 @@ class YarnPluginAttackTest {
         }
     }
 
+    /**
+     * README.md's YARN section, as pasted: every XML block is loaded with Hadoop's own configuration loader, the
+     * classes it names load, and the plugin accepts its settings (inventory and state directory are replaced: this
+     * host has no GPU and the test must not write /var/lib/gpusched).
+     */
     @Test
-    void readmeLinesAreAccepted() {
-        Configuration c = conf();
-        c.set(GpuschedDevicePlugin.KEY_RESOURCE_NAME, "nvidia.com/gpu");
+    void readmeLinesAreAccepted() throws Exception {
+        List<String> blocks = io.gpusched.yarn.ReadmeYarn.xmlBlocks();
+        assertEquals(2, blocks.size(), "yarn-site and resource-types/capacity-scheduler blocks: " + blocks);
+        Configuration c = new Configuration(false);
+        for (String b : blocks) {
+            c.addResource(new java.io.ByteArrayInputStream(("<configuration>\n" + b + "</configuration>\n")
+                    .getBytes(java.nio.charset.StandardCharsets.UTF_8)), "README.md");
+        }
+        assertEquals("org.apache.hadoop.yarn.server.nodemanager.LinuxContainerExecutor",
+                c.get("yarn.nodemanager.container-executor.class"));
+        for (String key : List.of("yarn.nodemanager.container-executor.class",
+                "yarn.nodemanager.pluggable-device-framework.device-classes",
+                "yarn.scheduler.capacity.resource-calculator")) {
+            assertNotNull(Class.forName(c.get(key)), key);
+        }
+        assertEquals(GpuschedDevicePlugin.class.getName(), c.get("yarn.nodemanager.pluggable-device-framework.device-classes"));
+        assertEquals("true", c.get("yarn.nodemanager.pluggable-device-framework.enabled"));
+        assertEquals("nvidia.com/gpu", c.get("yarn.resource-types"));
+        assertTrue(c.get("yarn.nodemanager.admin-env").contains("GPUSCHED_STATE_DIR="), c.get("yarn.nodemanager.admin-env"));
+        for (String key : List.of(GpuschedDevicePlugin.KEY_RESOURCE_NAME, GpuschedDevicePlugin.KEY_INVENTORY,
+                GpuschedDevicePlugin.KEY_STRATEGY, GpuschedDevicePlugin.KEY_DEVICE_NAMING,
+                GpuschedDevicePlugin.KEY_DOCKER_RUNTIME, GpuschedDevicePlugin.KEY_STATE_DIR,
+                GpuschedDevicePlugin.KEY_HEALTH_INTERVAL_MS)) {
+            assertNotNull(c.get(key), "README sets " + key);
+        }
+        assertEquals("auto", c.get(GpuschedDevicePlugin.KEY_INVENTORY));
         c.set(GpuschedDevicePlugin.KEY_INVENTORY, "simulated:dgx1-v100");
-        c.set(GpuschedDevicePlugin.KEY_STRATEGY, "topology");
-        c.set(GpuschedDevicePlugin.KEY_DEVICE_NAMING, "uuids");
-        c.set(GpuschedDevicePlugin.KEY_DOCKER_RUNTIME, "runc");
+        c.set(GpuschedDevicePlugin.KEY_STATE_DIR, Files.createTempDirectory("gpusched-readme").toString());
+        c.set(GpuschedDevicePlugin.KEY_HEALTH_INTERVAL_MS, "0");
         GpuschedDevicePlugin p = new GpuschedDevicePlugin();
         p.setConf(c);
         try {
@@ -315,6 +342,7 @@ class YarnPluginAttackTest {
             for (String s : List.of("packing", "spreading", "thermal")) {
                 Configuration c2 = new Configuration(c);
                 c2.set(GpuschedDevicePlugin.KEY_STRATEGY, s);
+                c2.set(GpuschedDevicePlugin.KEY_STATE_DIR, Files.createTempDirectory("gpusched-readme").toString());
                 GpuschedDevicePlugin q = new GpuschedDevicePlugin();
                 q.setConf(c2);
                 assertEquals(3, q.allocateDevices(q.getDevices(), 3, new HashMap<>(Map.of())).size(), s);
