@@ -83,7 +83,7 @@ final class CapacityFollower implements AutoCloseable, GpuHealthListener {
         thread.start();
     }
 
-    /** @return how many capacity updates the ResourceManager accepted */
+    /** @return how many capacity updates changed the ResourceManager's value */
     long updates() {
         return updates;
     }
@@ -131,16 +131,21 @@ final class CapacityFollower implements AutoCloseable, GpuHealthListener {
             }
             int want = usable();
             long have;
+            int all;
             synchronized (lock) {
                 have = atRm;
+                all = registered.size();
             }
-            if (want != have) {
+            // a changed count is set; while GPUs are missing, the ResourceManager's value is checked every tick, as a
+            // re-registration (ResourceManager restart) brings back the count the NodeManager started with
+            if (want != have || want != all) {
                 try {
-                    push(want);
+                    if (push(want)) {
+                        updates++;
+                    }
                     synchronized (lock) {
                         atRm = want;
                     }
-                    updates++;
                 } catch (Exception e) {
                     LOG.warn("gpusched: could not set {} = {} for this node at the ResourceManager (tried again in {}"
                             + " ms): {}", resourceName, want, interval.toMillis(), e.toString());
@@ -149,7 +154,8 @@ final class CapacityFollower implements AutoCloseable, GpuHealthListener {
         }
     }
 
-    private void push(int count) throws Exception {
+    /** @return whether the ResourceManager's value differed and was set */
+    private boolean push(int count) throws Exception {
         YarnConfiguration yc = new YarnConfiguration(conf);
         ApplicationClientProtocol client = ClientRMProxy.createRMProxy(yc, ApplicationClientProtocol.class);
         ResourceManagerAdministrationProtocol admin =
@@ -159,11 +165,15 @@ final class CapacityFollower implements AutoCloseable, GpuHealthListener {
                     EnumSet.of(NodeState.RUNNING, NodeState.UNHEALTHY, NodeState.NEW))).getNodeReports());
             Resource cap = Resource.newInstance(mine.getCapability());
             long before = cap.getResourceValue(resourceName);
+            if (before == count) {
+                return false;
+            }
             cap.setResourceValue(resourceName, count);
             admin.updateNodeResource(UpdateNodeResourceRequest.newInstance(
                     Map.of(mine.getNodeId(), ResourceOption.newInstance(cap, -1))));
             LOG.info("gpusched: node {} now offers {} = {} (was {}): healthy GPUs of those registered", mine.getNodeId(),
                     resourceName, count, before);
+            return true;
         } finally {
             org.apache.hadoop.ipc.RPC.stopProxy(client);
             org.apache.hadoop.ipc.RPC.stopProxy(admin);

@@ -117,7 +117,7 @@ class LiveNodeManagerIT {
                             + " package phase builds it (run this test with failsafe, mvn verify)"))
                     .toAbsolutePath();
         }
-        work = Files.createTempDirectory("gpusched-yarn-it");
+        work = Files.createTempDirectory("yarn-live-nm");
         dev = Files.createDirectories(work.resolve("dev"));
         ledger = work.resolve("ledger");
         healthFile = work.resolve("health");
@@ -223,7 +223,7 @@ class LiveNodeManagerIT {
                     && r.getCurrentApplicationAttemptId() != null ? r : null;
         }, "application accepted");
         ApplicationAttemptId attempt = report.getCurrentApplicationAttemptId();
-        Token<AMRMTokenIdentifier> token = yarn.getAMRMToken(appId);
+        Token<AMRMTokenIdentifier> token = await(() -> yarn.getAMRMToken(appId), "the AMRM token of " + attempt);
         token.setService(ClientRMProxy.getAMRMTokenService(conf));
         am = UserGroupInformation.createRemoteUser(attempt.toString());
         am.addToken(token);
@@ -534,6 +534,15 @@ class LiveNodeManagerIT {
                 esac
                 user="$1"; yarnuser="$2"; op="$3"; shift 3
                 case "$op" in
+                  0)
+                    appid="$1"; locid="$2"; tokens="$3"; localdirs="$4"; logdirs="$5"; shift 5
+                    IFS=',' read -ra lo <<< "$localdirs"
+                    for l in "${lo[@]}"; do mkdir -p "$l/usercache/$user/appcache/$appid" "$l/usercache/$user/filecache"; done
+                    IFS=',' read -ra ld <<< "$logdirs"
+                    for l in "${ld[@]}"; do mkdir -p "$l/$appid"; done
+                    app="${lo[0]}/usercache/$user/appcache/$appid"
+                    cp "$tokens" "$app/" && cd "$app" && exec "$@"
+                    exit 1 ;;
                   1)
                     appid="$1"; cid="$2"; workdir="$3"; script="$4"; tokens="$5"; shift 5
                     if [ "$1" = "--https" ]; then shift 3; else shift 1; fi
