@@ -63,6 +63,7 @@ class CapacityFollowerTest {
         conf.setLong(YarnConfiguration.RESOURCEMANAGER_CONNECT_MAX_WAIT_MS, 10_000);
         conf.setLong(YarnConfiguration.RESOURCEMANAGER_CONNECT_RETRY_INTERVAL_MS, 200);
         ResourceUtils.resetResourceTypes(conf);
+        org.apache.hadoop.metrics2.lib.DefaultMetricsSystem.setMiniClusterMode(true);
         rm = new ResourceManager();
         rm.init(conf);
         rm.start();

@@ -151,6 +151,7 @@ class LiveNodeManagerIT {
         conf.setInt(YarnConfiguration.RM_NM_HEARTBEAT_INTERVAL_MS, 200);
         conf.setLong(YarnConfiguration.RM_AM_EXPIRY_INTERVAL_MS, 600_000);
         ResourceUtils.resetResourceTypes(conf);
+        org.apache.hadoop.metrics2.lib.DefaultMetricsSystem.setMiniClusterMode(true);
         rm = new ResourceManager();
         rm.init(conf);
         rm.start();
@@ -423,7 +424,7 @@ class LiveNodeManagerIT {
     }
 
     private static void start(Container c) throws Exception {
-        String java = ProcessHandle.current().info().command().orElse("java");
+        String javaBin = ProcessHandle.current().info().command().orElse("java");
         String slf4j = Stream.of(System.getProperty("java.class.path").split(java.io.File.pathSeparator))
                 .filter(e -> e.contains("slf4j-api")).findFirst().orElseThrow();
         StringBuilder probe = new StringBuilder();
@@ -434,7 +435,7 @@ class LiveNodeManagerIT {
                     .append(" $( (head -c0 < ").append(node).append(") 2>&1 )\"; fi; ");
         }
         String out = results.resolve(c.getId().toString()).toString();
-        String cmd = "{ echo CONTAINER_ID=$CONTAINER_ID; " + java + " -cp " + dropIn + ":" + slf4j
+        String cmd = "{ echo CONTAINER_ID=$CONTAINER_ID; " + javaBin + " -cp " + dropIn + ":" + slf4j
                 + " io.gpusched.yarn.YarnContainerGpus --inventory simulated:dgx1-v100 --state-dir " + ledger
                 + " 2>&1; " + probe + "echo done; } > " + out + ".tmp; mv " + out + ".tmp " + out + "; "
                 + "while [ ! -e " + stops.resolve(c.getId().toString()) + " ]; do sleep 0.2; done";
