@@ -4,26 +4,18 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.gpusched.cli.CliException;
 import io.gpusched.cli.GpuschedCommand;
+import io.gpusched.cli.Node;
 import io.gpusched.core.Allocation;
-import io.gpusched.core.GpuConfig;
-import io.gpusched.core.host.GpuNode;
-import io.gpusched.core.host.InventorySpec;
 import io.gpusched.cuda.CudaEnvironment;
-import io.gpusched.cuda.CudaEnvironmentResolver;
 import io.gpusched.cuda.CudaRequirement;
-import io.gpusched.cuda.CudaSearch;
 import io.gpusched.yarn.YarnContainerGpus;
-import java.nio.file.Path;
-import java.time.Duration;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
-import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.ParentCommand;
-import picocli.CommandLine.Spec;
 
 /**
  * {@code gpusched env}: the GPU environment of a YARN container, read from the node ledger where the NodeManager's
@@ -39,9 +31,6 @@ public final class EnvCommand implements Callable<Integer> {
     @ParentCommand
     GpuschedCommand root;
 
-    @Spec
-    CommandSpec spec;
-
     @Option(names = "--container", paramLabel = "ID",
             description = "the YARN container id (default: $CONTAINER_ID, which YARN sets in every container)")
     String container;
@@ -54,18 +43,12 @@ public final class EnvCommand implements Callable<Integer> {
                     + " $CONTAINER_ID)", 2);
         }
         YarnContainerGpus.check(id);
-        GpuConfig config = root.config().map(GpuConfig::load).orElse(GpuConfig.defaults());
-        InventorySpec inventory = root.simulate().map(InventorySpec::simulated).orElse(InventorySpec.AUTO);
-        Object given = spec.root().findOption("--state-dir").getValue();
-        Optional<Path> dir = Optional.ofNullable((Path) given);
-        try (GpuNode node = GpuNode.builder().inventory(inventory).config(config).stateDir(dir)
-                .maintenanceInterval(Duration.ZERO).auditLogging(false).build()) {
+        try (Node node = root.open(Optional.empty())) {
             Allocation a = YarnContainerGpus.find(node.scheduler(), id).orElseThrow(() -> new CliException(
-                    "container " + id + " has no GPUs in the node ledger " + node.stateDirectory().orElseThrow()
+                    "container " + id + " has no GPUs in the node ledger " + node.stateDirectory()
                             + " (it asked for none, it has finished, or the NodeManager's gpusched.yarn.state-dir"
                             + " is another directory: pass it with --state-dir)", NO_GPUS));
-            CudaEnvironment ce = CudaEnvironmentResolver.builder().search(CudaSearch.host(config.cudaPaths())).build()
-                    .resolve(a, CudaRequirement.NONE);
+            CudaEnvironment ce = CudaOutput.resolver(node).resolve(a, CudaRequirement.NONE);
             Map<String, String> vars = new LinkedHashMap<>(ce.variables());
             if (root.json()) {
                 ObjectMapper m = new ObjectMapper();
