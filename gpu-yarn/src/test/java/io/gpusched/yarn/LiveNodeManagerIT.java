@@ -439,8 +439,10 @@ class LiveNodeManagerIT {
                 + " io.gpusched.yarn.YarnContainerGpus --inventory simulated:dgx1-v100 --state-dir " + ledger
                 + " 2>&1; " + probe + "echo done; } > " + out + ".tmp; mv " + out + ".tmp " + out + "; "
                 + "while [ ! -e " + stops.resolve(c.getId().toString()) + " ]; do sleep 0.2; done";
-        ContainerLaunchContext clc = ContainerLaunchContext.newInstance(Map.of(), Map.of(),
-                List.of("/bin/bash", "-c", "'" + cmd.replace("'", "'\\''") + "'"), null, null, null);
+        // ContainerLaunch writes: exec /bin/bash -c "<command>"; escaped so the container's shell evaluates it
+        String inQuotes = cmd.replace("\\", "\\\\").replace("\"", "\\\"").replace("$", "\\$").replace("`", "\\`");
+        ContainerLaunchContext clc = ContainerLaunchContext.newInstance(Map.of(), Map.of(), List.of(inQuotes), null,
+                null, null);
         nmClient.startContainer(c, clc);
         launched.put(c.getId().toString(), c);
     }
