@@ -131,19 +131,27 @@ public final class GpuInventories {
 
     /**
      * Opens a simulated node: a built-in profile ({@link #simulatedProfiles()}) or the path of a YAML node description.
+     * When {@code $GPUSCHED_SIMULATED_HEALTH} names a file, the node follows it (GPUs lost and recovered from outside
+     * the process, see {@link SimulatedGpuInventory#followHealthFile}).
      *
      * @throws IllegalArgumentException naming the valid profiles, for an unknown name that is not a file
      * @throws GpuConfigException       for an invalid YAML description
      */
     public static SimulatedGpuInventory simulated(String profileOrPath) {
-        if (NodeDescriptions.PROFILES.contains(profileOrPath)) {
-            return NodeDescriptions.profile(profileOrPath);
-        }
+        SimulatedGpuInventory inv;
         Path p = Path.of(profileOrPath);
-        if (profileOrPath.endsWith(".yaml") || profileOrPath.endsWith(".yml") || Files.isRegularFile(p)) {
-            return NodeDescriptions.load(p);
+        if (NodeDescriptions.PROFILES.contains(profileOrPath)) {
+            inv = NodeDescriptions.profile(profileOrPath);
+        } else if (profileOrPath.endsWith(".yaml") || profileOrPath.endsWith(".yml") || Files.isRegularFile(p)) {
+            inv = NodeDescriptions.load(p);
+        } else {
+            inv = NodeDescriptions.profile(profileOrPath);
         }
-        return NodeDescriptions.profile(profileOrPath);
+        String healthFile = System.getenv(SimulatedGpuInventory.HEALTH_FILE_ENV);
+        if (healthFile != null && !healthFile.isBlank()) {
+            inv.followHealthFile(Path.of(healthFile), java.time.Duration.ofMillis(200));
+        }
+        return inv;
     }
 
     /** @return the built-in simulated profiles: dgx1-v100, dgx-h100, pcie-4xa10, mi210-8x */

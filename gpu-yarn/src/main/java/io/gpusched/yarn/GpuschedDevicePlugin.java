@@ -7,17 +7,17 @@ import io.gpusched.core.DeviceState;
 import io.gpusched.core.GpuConfig;
 import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuHealth;
-import io.gpusched.core.GpuInventories;
 import io.gpusched.core.GpuInventory;
 import io.gpusched.core.GpuRequest;
 import io.gpusched.core.GpuTopology;
-import io.gpusched.core.GpuVendor;
 import io.gpusched.core.MemorySize;
 import io.gpusched.core.SchedulingView;
 import io.gpusched.cuda.CudaEnvironment;
 import io.gpusched.cuda.CudaEnvironmentResolver;
 import io.gpusched.cuda.CudaRequirement;
-import java.nio.file.Files;
+import io.gpusched.core.devices.DeviceNode;
+import io.gpusched.core.devices.GpuDeviceNodes;
+import io.gpusched.core.host.InventorySpec;
 import java.nio.file.Path;
 import java.time.Instant;
 import java.util.ArrayList;
@@ -77,11 +77,31 @@ public class GpuschedDevicePlugin implements DevicePlugin, DevicePluginScheduler
      * {@code docker.allowed.runtimes}.
      */
     public static final String KEY_DOCKER_RUNTIME = "gpusched.yarn.docker.container-runtime";
-    /** Root of the device nodes whose control nodes are mounted into Docker containers; default {@code /dev}. */
+    /**
+     * Where the host's GPU device nodes live; default {@code /dev}. The paths reported to YARN (which checks each
+     * node's type before fencing it) and the host side of Docker device mounts are under it; containers see them
+     * under {@code /dev}.
+     */
     public static final String KEY_DEV_ROOT = "gpusched.yarn.dev-root";
-
-    static final int NVIDIA_MAJOR = 195;
-    static final int DRM_MAJOR = 226;
+    /**
+     * The node ledger's state directory, where each container's GPUs are recorded under its container id (see
+     * {@link YarnContainerGpus}); default: the {@link io.gpusched.core.host.StateDirectory} rule, shared with every
+     * other gpusched process of the node.
+     */
+    public static final String KEY_STATE_DIR = "gpusched.yarn.state-dir";
+    /**
+     * How often (milliseconds) the plugin checks GPU health and, when the number of healthy GPUs changed, sets the
+     * node's capacity at the ResourceManager (see {@link #getDevices()}); default {@value #DEFAULT_HEALTH_INTERVAL_MS};
+     * {@code 0} turns it off (capacity then changes only when the NodeManager restarts).
+     */
+    public static final String KEY_HEALTH_INTERVAL_MS = "gpusched.yarn.health-interval-ms";
+    /** Default of {@link #KEY_HEALTH_INTERVAL_MS}. */
+    public static final long DEFAULT_HEALTH_INTERVAL_MS = 5000;
+    /**
+     * This NodeManager's node id at the ResourceManager ({@code host:port}), for capacity updates; default: the one
+     * node the ResourceManager lists on this host (with the port of {@code yarn.nodemanager.address} when fixed).
+     */
+    public static final String KEY_NODE_ID = "gpusched.yarn.node-id";
 
     private static final Logger LOG = LoggerFactory.getLogger(GpuschedDevicePlugin.class);
     /** YARN's rule for resource type names (ResourceUtils in Hadoop 3.4): an optional DNS-like prefix, then a name. */
@@ -92,6 +112,7 @@ public class GpuschedDevicePlugin implements DevicePlugin, DevicePluginScheduler
     private GpuInventory inventory;
     private boolean ownsInventory;
     private volatile Node node;
+    private volatile CapacityFollower capacity;
 
     /** Used by the NodeManager (through reflection) with {@link #setConf}. */
     public GpuschedDevicePlugin() {
@@ -111,6 +132,13 @@ public class GpuschedDevicePlugin implements DevicePlugin, DevicePluginScheduler
     @Override
     public synchronized void setConf(Configuration c) {
         this.conf = Objects.requireNonNull(c, "conf");
+        if (capacity != null) {
+            capacity.close();
+            capacity = null;
+        }
+        if (node != null) {
+            node.ledger.close();
+        }
         if (ownsInventory && inventory != null) {
             inventory.close();
             inventory = null;
@@ -148,26 +176,73 @@ public class GpuschedDevicePlugin implements DevicePlugin, DevicePluginScheduler
     }
 
     /**
-     * @return every GPU of the node with its device numbers, bus id and current health; an unhealthy one says why in
-     *         its status
+     * Reports the GPUs that can be handed out now: healthy ones, with device numbers and bus id. YARN 3.4 sets the
+     * node's capacity from the size of this set and never reads {@link Device#isHealthy()}, so an unhealthy GPU is
+     * left out (and logged) rather than reported unhealthy. YARN calls this only while the NodeManager starts (for
+     * its capacity and for the device handler's books); afterwards, when a reported GPU turns unhealthy or comes
+     * back, the plugin sets the node's capacity at the ResourceManager itself (every
+     * {@link #KEY_HEALTH_INTERVAL_MS}; see {@link CapacityFollower}). A GPU unhealthy at start is not in YARN's books
+     * and comes back only with a NodeManager restart.
+     *
+     * @return the healthy GPUs of the node
      */
     @Override
     public Set<Device> getDevices() {
         Node n = node();
         Set<Device> out = new TreeSet<>();
+        List<String> left = new ArrayList<>();
         for (GpuDevice d : n.inventory.devices()) {
             GpuHealth h = n.inventory.health(d);
+            if (!h.isHealthy()) {
+                left.add("GPU " + d.index() + " " + d.uuid() + " (" + h + ")");
+                continue;
+            }
             out.add(Device.Builder.newInstance()
                     .setId(d.index())
-                    .setDevPath(devPath(d))
+                    .setDevPath(devPath(d, n.devRoot))
                     .setMajorNumber(major(d))
                     .setMinorNumber(minorOf(d))
                     .setBusID(d.pciBusId())
-                    .setHealthy(h.isHealthy())
-                    .setStatus(h.isHealthy() ? "healthy" : h.toString())
+                    .setHealthy(true)
+                    .setStatus("healthy")
                     .build());
         }
+        if (!left.isEmpty()) {
+            LOG.warn("gpusched: {} of {} GPUs are not reported to YARN (not healthy): {}", left.size(),
+                    n.inventory.devices().size(), left);
+        }
+        startCapacityFollower(n, out);
         return out;
+    }
+
+    private synchronized void startCapacityFollower(Node n, Set<Device> reported) {
+        long ms = getConf().getLong(KEY_HEALTH_INTERVAL_MS, DEFAULT_HEALTH_INTERVAL_MS);
+        if (ms < 0) {
+            throw new IllegalArgumentException(KEY_HEALTH_INTERVAL_MS + " = " + ms + "; expected milliseconds >= 0"
+                    + " (0 turns capacity updates off)");
+        }
+        List<GpuDevice> registered = new ArrayList<>();
+        for (Device dev : reported) {
+            GpuDevice d = n.lookup(dev);
+            if (d != null) {
+                registered.add(d);
+            }
+        }
+        if (capacity != null) {
+            capacity.registered(registered);
+            return;
+        }
+        if (ms == 0) {
+            return;
+        }
+        capacity = new CapacityFollower(getConf(), resourceName(), n.inventory, registered,
+                java.time.Duration.ofMillis(ms));
+        capacity.start();
+    }
+
+    /** @return the capacity follower started by the first {@link #getDevices()}, if any */
+    CapacityFollower capacityFollower() {
+        return capacity;
     }
 
     /**
@@ -199,6 +274,7 @@ public class GpuschedDevicePlugin implements DevicePlugin, DevicePluginScheduler
             }
             offered.put(d.index(), dev);
         }
+        n.ledger.reconcile(offered.keySet(), refused);
         if (offered.size() < count) {
             LOG.warn("gpusched: cannot place {} {}: YARN offers {} device(s), {} healthy and known; left out: {}",
                     count, resourceName(), availableDevices.size(), offered.size(), refused);
@@ -211,6 +287,9 @@ public class GpuschedDevicePlugin implements DevicePlugin, DevicePluginScheduler
         if (chosen.size() != count || !offered.keySet().containsAll(chosen) || Set.copyOf(chosen).size() != count) {
             LOG.warn("gpusched: strategy {} returned {} for {} of offered {}; declining", s.name(), chosen, count,
                     offered.keySet());
+            return out;
+        }
+        if (!n.ledger.record(chosen, env)) {
             return out;
         }
         for (int i : chosen) {
@@ -234,7 +313,7 @@ public class GpuschedDevicePlugin implements DevicePlugin, DevicePluginScheduler
             if (d == null) {
                 throw new IllegalArgumentException("device " + dev + " is not on this node's inventory "
                         + n.inventory.backend() + "; known: " + n.inventory.devices().stream()
-                        .map(GpuschedDevicePlugin::devPath).toList());
+                        .map(g -> devPath(g, n.devRoot)).toList());
             }
             gpus.add(d);
         }
@@ -244,7 +323,7 @@ public class GpuschedDevicePlugin implements DevicePlugin, DevicePluginScheduler
         CudaEnvironment ce = gpus.isEmpty() ? null : n.cuda.resolve(a, CudaRequirement.NONE);
         DeviceRuntimeSpec.Builder b = DeviceRuntimeSpec.Builder.newInstance();
         if (ce != null) {
-            environment(ce).forEach(b::addEnv);
+            YarnContainerGpus.environment(ce).forEach(b::addEnv);
         }
         if (yarnRuntime == YarnRuntimeType.RUNTIME_DOCKER) {
             String runtime = getConf().getTrimmed(KEY_DOCKER_RUNTIME, "runc");
@@ -253,8 +332,9 @@ public class GpuschedDevicePlugin implements DevicePlugin, DevicePluginScheduler
                         + " such as runc or nvidia");
             }
             b.setContainerRuntime(runtime);
-            for (String path : deviceNodes(gpus, n.devRoot)) {
-                b.addMountDeviceSpec(MountDeviceSpec.Builder.newInstance().setDevicePathInHost(path)
+            for (String path : deviceNodes(gpus, n.inventory.devices(), n.devRoot)) {
+                b.addMountDeviceSpec(MountDeviceSpec.Builder.newInstance()
+                        .setDevicePathInHost(n.devRoot.resolve(path.substring("/dev/".length())).toString())
                         .setDevicePathInContainer(path).setDevicePermission(MountDeviceSpec.RW).build());
             }
             if (ce != null) {
@@ -278,8 +358,15 @@ public class GpuschedDevicePlugin implements DevicePlugin, DevicePluginScheduler
         return node().inventory;
     }
 
-    /** Closes the inventory if this plugin opened it. */
+    /** Stops the capacity follower, closes the node ledger and the inventory if this plugin opened it. */
     public synchronized void close() {
+        if (capacity != null) {
+            capacity.close();
+            capacity = null;
+        }
+        if (node != null) {
+            node.ledger.close();
+        }
         if (ownsInventory && inventory != null) {
             inventory.close();
             inventory = null;
@@ -287,44 +374,32 @@ public class GpuschedDevicePlugin implements DevicePlugin, DevicePluginScheduler
         node = null;
     }
 
-    /** @return the variables of a job environment, with path additions folded in (the container has no own value) */
-    static Map<String, String> environment(CudaEnvironment ce) {
-        Map<String, String> out = new LinkedHashMap<>(ce.variables());
-        ce.pathPrepends().forEach((k, dirs) -> {
-            if (!dirs.isEmpty()) {
-                out.put(k, String.join(":", dirs));
-            }
-        });
-        return out;
-    }
-
-    /** @return the GPUs' own nodes, then the vendor's control nodes that exist under {@code devRoot} */
-    static List<String> deviceNodes(List<GpuDevice> gpus, Path devRoot) {
+    /**
+     * @return the GPUs' own nodes (MIG caps, DRM card nodes included), then the vendor's control nodes that exist
+     *         under {@code devRoot}, as container paths under {@code /dev}, from gpu-core's device-node table
+     */
+    static List<String> deviceNodes(List<GpuDevice> gpus, List<GpuDevice> host, Path devRoot) {
+        GpuDeviceNodes table = new GpuDeviceNodes(devRoot, Path.of("/proc"), true);
+        var plan = table.plan("YARN container GPUs " + gpus.stream().map(g -> "" + g.index()).toList(), gpus, host);
         List<String> out = new ArrayList<>();
-        gpus.forEach(g -> out.add(devPath(g)));
-        boolean nvidia = gpus.stream().anyMatch(g -> g.vendor() == GpuVendor.NVIDIA);
-        boolean amd = gpus.stream().anyMatch(g -> g.vendor() == GpuVendor.AMD);
-        List<String> control = new ArrayList<>();
-        if (nvidia) {
-            control.addAll(List.of("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset"));
+        for (DeviceNode d : plan.gpuNodes()) {
+            out.add("/dev/" + devRoot.relativize(d.path()));
         }
-        if (amd) {
-            control.add("kfd");
-        }
-        for (String c : control) {
-            if (Files.exists(devRoot.resolve(c))) {
-                out.add("/dev/" + c);
+        for (DeviceNode d : plan.controlNodes()) {
+            if (java.nio.file.Files.exists(d.path())) {
+                out.add("/dev/" + devRoot.relativize(d.path()));
             }
         }
         return out;
     }
 
-    static String devPath(GpuDevice d) {
-        return d.vendor() == GpuVendor.AMD ? "/dev/dri/renderD" + minorOf(d) : "/dev/nvidia" + minorOf(d);
+    static String devPath(GpuDevice d, Path devRoot) {
+        return devRoot.resolve(d.vendor() == io.gpusched.core.GpuVendor.AMD ? "dri/renderD" + minorOf(d)
+                : "nvidia" + minorOf(d)).toString();
     }
 
     static int major(GpuDevice d) {
-        return d.vendor() == GpuVendor.AMD ? DRM_MAJOR : NVIDIA_MAJOR;
+        return d.vendor() == io.gpusched.core.GpuVendor.AMD ? GpuDeviceNodes.DRM_MAJOR : GpuDeviceNodes.NVIDIA_MAJOR;
     }
 
     static int minorOf(GpuDevice d) {
@@ -349,15 +424,13 @@ public class GpuschedDevicePlugin implements DevicePlugin, DevicePluginScheduler
     }
 
     private static GpuInventory openInventory(String spec) {
-        if (spec.equalsIgnoreCase("auto")) {
-            return GpuInventories.detect();
+        try {
+            return InventorySpec.parse(spec).open(GpuConfig.defaults());
+        } catch (RuntimeException e) {
+            throw new IllegalArgumentException(KEY_INVENTORY + " = \"" + spec + "\": " + e.getMessage()
+                    + "; expected auto, simulated:<profile or YAML path> (profiles: "
+                    + io.gpusched.core.GpuInventories.simulatedProfiles() + ") or provider names such as nvml", e);
         }
-        if (spec.startsWith(GpuInventories.SIMULATED_PREFIX)) {
-            return GpuInventories.simulated(spec.substring(GpuInventories.SIMULATED_PREFIX.length()));
-        }
-        throw new IllegalArgumentException(KEY_INVENTORY + " = \"" + spec + "\"; expected \"auto\" or \""
-                + GpuInventories.SIMULATED_PREFIX + "<profile or YAML path>\" (profiles: "
-                + GpuInventories.simulatedProfiles() + ")");
     }
 
     /** What one configuration of the plugin has worked out once: lookups, strategy, CUDA resolver. */
@@ -370,6 +443,7 @@ public class GpuschedDevicePlugin implements DevicePlugin, DevicePluginScheduler
         final PlacementCache placements = new PlacementCache(4_096);
         final CudaEnvironmentResolver cuda;
         final Path devRoot;
+        final ContainerLedger ledger;
 
         Node(GpuInventory inventory, Configuration conf) {
             this.inventory = inventory;
@@ -392,6 +466,8 @@ public class GpuschedDevicePlugin implements DevicePlugin, DevicePluginScheduler
             };
             this.cuda = CudaEnvironmentResolver.builder().deviceNaming(dn).build();
             this.devRoot = Path.of(conf.getTrimmed(KEY_DEV_ROOT, "/dev"));
+            String dir = conf.getTrimmed(KEY_STATE_DIR, "");
+            this.ledger = new ContainerLedger(inventory, dir.isEmpty() ? Optional.empty() : Optional.of(Path.of(dir)));
         }
 
         /** @return the inventory device behind a YARN device: by minor number, else by bus id; null if unknown */

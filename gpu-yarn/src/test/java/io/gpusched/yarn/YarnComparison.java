@@ -61,6 +61,8 @@ public final class YarnComparison {
         });
         hadoopDevices = hadoop.getDevices().stream().collect(Collectors.toMap(Device::getMinorNumber, d -> d));
         Configuration conf = new Configuration(false);
+        conf.set(GpuschedDevicePlugin.KEY_STATE_DIR, tempLedger());
+        conf.set(GpuschedDevicePlugin.KEY_HEALTH_INTERVAL_MS, "0");
         gpusched = new GpuschedDevicePlugin(GpuInventories.simulated("dgx1-v100"), conf);
         gpuschedDevices = gpusched.getDevices().stream().collect(Collectors.toMap(Device::getMinorNumber, d -> d));
         List<Case> c = new ArrayList<>();
@@ -163,4 +165,12 @@ public final class YarnComparison {
         System.out.print(new YarnComparison().table());
     }
 
+
+    private static String tempLedger() {
+        try {
+            return java.nio.file.Files.createTempDirectory("gpusched-yarn").toString();
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException(e);
+        }
+    }
 }

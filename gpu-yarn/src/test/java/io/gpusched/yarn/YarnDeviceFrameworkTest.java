@@ -87,6 +87,8 @@ class YarnDeviceFrameworkTest {
     @BeforeEach
     void nodeManager() throws Exception {
         conf = new YarnConfiguration();
+        conf.set(GpuschedDevicePlugin.KEY_STATE_DIR, Files.createTempDirectory(shared, "ledger").toString());
+        conf.set(GpuschedDevicePlugin.KEY_HEALTH_INTERVAL_MS, "0");
         conf.setBoolean(YarnConfiguration.NM_PLUGGABLE_DEVICE_FRAMEWORK_ENABLED, true);
         conf.set(YarnConfiguration.NM_PLUGGABLE_DEVICE_FRAMEWORK_DEVICE_CLASSES, GpuschedDevicePlugin.class.getName());
         conf.set(YarnConfiguration.RESOURCE_TYPES, GPU);
@@ -204,9 +206,9 @@ class YarnDeviceFrameworkTest {
         int broken = other + 2; // 2 (NV2 with 1 and 3) or 6 (NV2 with 5 and 7)
         inv.setHealth(broken, GpuHealth.unhealthy("XID 79: GPU has fallen off the bus"));
 
-        Device reported = plugin.getDevices().stream().filter(d -> d.getId() == broken).findFirst().orElseThrow();
-        assertThat(reported.isHealthy()).isFalse();
-        assertThat(reported.getStatus()).contains("XID 79");
+        // YARN sizes the node from getDevices() and never reads isHealthy(): the broken GPU is not reported at all
+        assertThat(plugin.getDevices()).hasSize(7).noneMatch(dev -> dev.getId() == broken)
+                .allMatch(Device::isHealthy);
 
         Container c = container(2, Map.of("YARN_CONTAINER_RUNTIME_TYPE", "docker"));
         handler.preStart(c);
@@ -226,8 +228,10 @@ class YarnDeviceFrameworkTest {
     }
 
     @Test
-    void badSettingsAreRefusedNamingTheKeyAndTheValidValues() {
+    void badSettingsAreRefusedNamingTheKeyAndTheValidValues() throws IOException {
         YarnConfiguration c = new YarnConfiguration();
+        c.set(GpuschedDevicePlugin.KEY_STATE_DIR, Files.createTempDirectory(shared, "ledger").toString());
+        c.set(GpuschedDevicePlugin.KEY_HEALTH_INTERVAL_MS, "0");
         c.set(GpuschedDevicePlugin.KEY_INVENTORY, "simulated:dgx1-v100");
         c.set(GpuschedDevicePlugin.KEY_STRATEGY, "fastest");
         GpuschedDevicePlugin p = new GpuschedDevicePlugin();
@@ -244,6 +248,54 @@ class YarnDeviceFrameworkTest {
         p.setConf(c);
         e = assertThrows(IllegalArgumentException.class, p::getDevices);
         assertThat(e.getMessage()).contains("uuids").contains("indices");
+    }
+
+    /**
+     * Default-runtime containers never see the plugin's environment; the plugin records each container's GPUs in
+     * the node ledger under the CONTAINER_ID that ContainerLaunch puts into the launch environment before the
+     * device handler runs (here put there as ContainerLaunch.sanitizeEnv does). Judged from YARN's own books
+     * (DeviceMappingManager) against what another process reads from the ledger directory.
+     */
+    @Test
+    void defaultRuntimeContainersFindTheirGpusInTheNodeLedgerByContainerId() throws Exception {
+        Path dir = Path.of(conf.get(GpuschedDevicePlugin.KEY_STATE_DIR));
+        try (io.gpusched.core.host.GpuNode other = io.gpusched.core.host.GpuNode.builder()
+                .inventory("simulated:dgx1-v100").stateDir(dir).maintenanceInterval(java.time.Duration.ZERO).build()) {
+            // another process of the node (the CLI, Spark) holds GPU 0: YARN containers must not get it
+            io.gpusched.core.Allocation cli = other.scheduler().allocate(
+                    io.gpusched.core.GpuRequest.builder().deviceIndices(0).owner("cli").build());
+            List<Container> cs = new ArrayList<>();
+            for (int i = 0; i < 3; i++) {
+                Container c = container(2, Map.of());
+                c.getLaunchContext().getEnvironment().put("CONTAINER_ID", c.getContainerId().toString());
+                handler.preStart(c);
+                cs.add(c);
+            }
+            List<GpuDevice> gpus = plugin.inventory().devices();
+            Set<Integer> seen = new TreeSet<>();
+            for (Container c : cs) {
+                Set<Integer> yarn = indices(dmm.getAllocatedDevices(GPU, c.getContainerId()));
+                assertThat(yarn).hasSize(2).doesNotContain(0);
+                assertThat(seen.addAll(yarn)).as("disjoint").isTrue();
+                String id = c.getContainerId().toString();
+                io.gpusched.core.Allocation a = YarnContainerGpus.find(other.scheduler(), id).orElseThrow();
+                assertThat(new TreeSet<>(a.deviceIndices())).as(id).isEqualTo(yarn);
+                Map<String, String> env = YarnContainerGpus.environment(other.scheduler(), id,
+                        io.gpusched.cuda.CudaEnvironmentResolver.builder().build()).orElseThrow();
+                assertThat(Set.of(env.get("CUDA_VISIBLE_DEVICES").split(",")))
+                        .isEqualTo(yarn.stream().map(i -> gpus.get(i).uuid()).collect(Collectors.toSet()));
+            }
+            // the first container finishes; the next allocation (YARN offers its GPUs again) releases its record
+            String done = cs.get(0).getContainerId().toString();
+            handler.postComplete(cs.get(0).getContainerId());
+            Container next = container(1, Map.of());
+            next.getLaunchContext().getEnvironment().put("CONTAINER_ID", next.getContainerId().toString());
+            handler.preStart(next);
+            assertThat(YarnContainerGpus.find(other.scheduler(), done)).as("finished container released").isEmpty();
+            assertThat(YarnContainerGpus.find(other.scheduler(), cs.get(1).getContainerId().toString())).isPresent();
+            assertThat(other.scheduler().allocation(cli.id())).as("the other process keeps GPU 0").isPresent();
+            assertThrows(IllegalArgumentException.class, () -> YarnContainerGpus.find(other.scheduler(), "c_1"));
+        }
     }
 
     // ---------------------------------------------------------------------------------------------------------

@@ -25,6 +25,8 @@ public final class YarnGpuExample {
      */
     public static void main(String[] args) throws Exception {
         Configuration conf = new Configuration(false);
+        conf.set(GpuschedDevicePlugin.KEY_STATE_DIR, tempLedger());
+        conf.set(GpuschedDevicePlugin.KEY_HEALTH_INTERVAL_MS, "0");
         conf.set(GpuschedDevicePlugin.KEY_INVENTORY, args.length > 0 ? args[0] : "simulated:dgx1-v100");
         GpuschedDevicePlugin plugin = new GpuschedDevicePlugin();
         plugin.setConf(conf);
@@ -40,5 +42,13 @@ public final class YarnGpuExample {
                 + ":ro"));
         spec.getEnvs().forEach((k, v) -> System.out.println("  -e " + k + "=" + v));
         plugin.close();
+    }
+
+    private static String tempLedger() {
+        try {
+            return java.nio.file.Files.createTempDirectory("gpusched-yarn").toString();
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException(e);
+        }
     }
 }

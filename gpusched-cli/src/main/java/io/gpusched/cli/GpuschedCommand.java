@@ -4,6 +4,7 @@ import io.gpusched.core.GpuException;
 import io.gpusched.cli.commands.AllocateCommand;
 import io.gpusched.cli.commands.DemoCommand;
 import io.gpusched.cli.commands.DoctorCommand;
+import io.gpusched.cli.commands.EnvCommand;
 import io.gpusched.cli.commands.ExportCommand;
 import io.gpusched.cli.commands.K8sDevicePluginCommand;
 import io.gpusched.cli.commands.ListCommand;
@@ -32,7 +33,7 @@ import picocli.CommandLine.ScopeType;
         subcommands = {DemoCommand.class, ListCommand.class, TopoCommand.class, WatchCommand.class,
             AllocateCommand.class, ReleaseCommand.class, StatusCommand.class, RunCommand.class,
             DoctorCommand.class, PlanCommand.class, ServeCommand.class,
-            ExportCommand.class, K8sDevicePluginCommand.class})
+            ExportCommand.class, EnvCommand.class, K8sDevicePluginCommand.class})
 public final class GpuschedCommand implements Callable<Integer> {
 
     @Option(names = "--simulate", paramLabel = "PROFILE", scope = ScopeType.INHERIT,

@@ -9,6 +9,8 @@ import io.gpusched.core.GpuSample;
 import io.gpusched.core.GpuTopology;
 import io.gpusched.core.MemorySize;
 import io.gpusched.core.PcieLevel;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Clock;
 import java.util.ArrayList;
 import java.util.List;
@@ -182,8 +184,79 @@ public final class SimulatedGpuInventory implements GpuInventory {
         listeners.remove(listener);
     }
 
+    /**
+     * The environment variable naming a health file that {@link io.gpusched.core.GpuInventories#simulated} nodes
+     * follow, so another process (a test driving a NodeManager) can lose and recover GPUs of a simulated node.
+     */
+    public static final String HEALTH_FILE_ENV = "GPUSCHED_SIMULATED_HEALTH";
+
+    private volatile Thread healthFollower;
+
+    /**
+     * Follows a health file until {@link #close()}: every {@code every} the file is read if it changed; each line
+     * {@code <index> <reason>} makes that GPU unhealthy with the reason, every GPU not named is healthy (a missing
+     * file: all healthy). Lines that name no GPU of this node are ignored. Changes reach the health listeners.
+     *
+     * @param file  the file
+     * @param every how often to look
+     */
+    public void followHealthFile(Path file, java.time.Duration every) {
+        Objects.requireNonNull(file, "file");
+        if (every.isNegative() || every.isZero()) {
+            throw new IllegalArgumentException("health file poll interval must be positive: " + every);
+        }
+        Thread t = new Thread(() -> {
+            Object seen = null;
+            while (!Thread.currentThread().isInterrupted()) {
+                Object now;
+                try {
+                    now = Files.exists(file) ? Files.getLastModifiedTime(file).toMillis() + "/" + Files.size(file)
+                            + "/" + Files.readString(file).hashCode() : "absent";
+                } catch (java.io.IOException e) {
+                    now = "unreadable";
+                }
+                if (!now.equals(seen)) {
+                    seen = now;
+                    java.util.Map<Integer, String> sick = new java.util.HashMap<>();
+                    try {
+                        if (Files.exists(file)) {
+                            for (String line : Files.readAllLines(file)) {
+                                String[] f = line.strip().split("\\s+", 2);
+                                if (f[0].matches("[0-9]{1,9}")) {
+                                    sick.put(Integer.parseInt(f[0]), f.length > 1 ? f[1] : "lost (health file)");
+                                }
+                            }
+                        }
+                    } catch (java.io.IOException e) {
+                        continue;
+                    }
+                    for (GpuDevice d : devices) {
+                        String why = sick.get(d.index());
+                        setHealth(d.index(), why == null ? GpuHealth.HEALTHY : GpuHealth.unhealthy(why));
+                    }
+                }
+                try {
+                    Thread.sleep(every.toMillis());
+                } catch (InterruptedException e) {
+                    return;
+                }
+            }
+        }, "gpusched-simulated-health " + file);
+        t.setDaemon(true);
+        Thread old = healthFollower;
+        healthFollower = t;
+        if (old != null) {
+            old.interrupt();
+        }
+        t.start();
+    }
+
     @Override
     public void close() {
+        Thread t = healthFollower;
+        if (t != null) {
+            t.interrupt();
+        }
         listeners.clear();
     }
 

@@ -1,0 +1,172 @@
+package io.gpusched.yarn;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.gpusched.core.GpuHealth;
+import io.gpusched.core.sim.SimulatedGpuInventory;
+import io.gpusched.core.GpuInventories;
+import java.io.IOException;
+import java.net.InetAddress;
+import java.net.ServerSocket;
+import java.nio.file.Path;
+import java.util.EnumSet;
+import java.util.List;
+import java.util.Map;
+import org.apache.hadoop.ipc.RPC;
+import org.apache.hadoop.yarn.api.ApplicationClientProtocol;
+import org.apache.hadoop.yarn.api.protocolrecords.GetClusterNodesRequest;
+import org.apache.hadoop.yarn.api.records.NodeId;
+import org.apache.hadoop.yarn.api.records.NodeReport;
+import org.apache.hadoop.yarn.api.records.NodeState;
+import org.apache.hadoop.yarn.api.records.Resource;
+import org.apache.hadoop.yarn.client.ClientRMProxy;
+import org.apache.hadoop.yarn.conf.YarnConfiguration;
+import org.apache.hadoop.yarn.server.api.ResourceTracker;
+import org.apache.hadoop.yarn.server.api.ServerRMProxy;
+import org.apache.hadoop.yarn.server.api.protocolrecords.RegisterNodeManagerRequest;
+import org.apache.hadoop.yarn.server.resourcemanager.ResourceManager;
+import org.apache.hadoop.yarn.util.resource.ResourceUtils;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * Capacity follows health against a real ResourceManager (Hadoop 3.4.2, in this JVM, CapacityScheduler with the
+ * DominantResourceCalculator). A node registers over the ResourceTracker protocol with 8 GPUs, as a NodeManager
+ * does with the count {@code getDevices()} gave it; then a GPU is lost and recovers in the inventory, and the
+ * node's capacity is read back from the ResourceManager's client protocol (what the scheduler places against).
+ */
+class CapacityFollowerTest {
+    static final String GPU = "nvidia.com/gpu";
+
+    @TempDir
+    Path tmp;
+    ResourceManager rm;
+    YarnConfiguration conf;
+    NodeId node;
+
+    @BeforeEach
+    void resourceManager() throws Exception {
+        conf = new YarnConfiguration();
+        conf.set(YarnConfiguration.RESOURCE_TYPES, GPU);
+        conf.set("yarn.scheduler.capacity.resource-calculator",
+                "org.apache.hadoop.yarn.util.resource.DominantResourceCalculator");
+        for (String key : List.of(YarnConfiguration.RM_ADDRESS, YarnConfiguration.RM_SCHEDULER_ADDRESS,
+                YarnConfiguration.RM_RESOURCE_TRACKER_ADDRESS, YarnConfiguration.RM_ADMIN_ADDRESS,
+                YarnConfiguration.RM_WEBAPP_ADDRESS)) {
+            conf.set(key, "127.0.0.1:" + freePort());
+        }
+        conf.set("yarn.scheduler.capacity.root.queues", "default");
+        conf.set("yarn.scheduler.capacity.root.default.capacity", "100");
+        conf.set("yarn.scheduler.capacity.root.default.maximum-capacity", "100");
+        conf.setLong(YarnConfiguration.RESOURCEMANAGER_CONNECT_MAX_WAIT_MS, 10_000);
+        conf.setLong(YarnConfiguration.RESOURCEMANAGER_CONNECT_RETRY_INTERVAL_MS, 200);
+        ResourceUtils.resetResourceTypes(conf);
+        org.apache.hadoop.metrics2.lib.DefaultMetricsSystem.setMiniClusterMode(true);
+        rm = new ResourceManager();
+        rm.init(conf);
+        rm.start();
+        node = NodeId.newInstance(InetAddress.getLocalHost().getHostName(), freePort());
+        register();
+        assertThat(capacity().getResourceValue(GPU)).isEqualTo(8);
+    }
+
+    /** What a NodeManager sends when it registers: the capacity it computed at start (8 GPUs). */
+    private void register() throws Exception {
+        ResourceTracker tracker = ServerRMProxy.createRMProxy(conf, ResourceTracker.class);
+        try {
+            tracker.registerNodeManager(RegisterNodeManagerRequest.newInstance(node, 8042,
+                    Resource.newInstance(8192, 8, Map.of(GPU, 8L)), "3.4.2", List.of(), List.of()));
+        } finally {
+            RPC.stopProxy(tracker);
+        }
+    }
+
+    @AfterEach
+    void stop() {
+        if (rm != null) {
+            rm.stop();
+        }
+    }
+
+    @Test
+    void aLostGpuLeavesTheNodesCapacityAndComesBackAfterRecovery() throws Exception {
+        YarnConfiguration pc = new YarnConfiguration(conf);
+        pc.set(GpuschedDevicePlugin.KEY_STATE_DIR, tmp.resolve("ledger").toString());
+        pc.set(GpuschedDevicePlugin.KEY_HEALTH_INTERVAL_MS, "100");
+        pc.set(GpuschedDevicePlugin.KEY_NODE_ID, node.toString());
+        try (SimulatedGpuInventory inv = (SimulatedGpuInventory) GpuInventories.simulated("dgx1-v100")) {
+            GpuschedDevicePlugin p = new GpuschedDevicePlugin(inv, pc);
+            try {
+                assertThat(p.getDevices()).hasSize(8);
+                inv.setHealth(3, GpuHealth.unhealthy("XID 79: GPU has fallen off the bus"));
+                awaitGpus(7);
+                Resource lost = capacity();
+                assertThat(lost.getMemorySize()).as("memory untouched").isEqualTo(8192);
+                assertThat(lost.getVirtualCores()).as("vcores untouched").isEqualTo(8);
+                inv.setHealth(5, GpuHealth.unhealthy("XID 48: double bit ECC error"));
+                awaitGpus(6);
+                // the NodeManager registers again (as after a ResourceManager restart) with its start-time count
+                long before = p.capacityFollower().updates();
+                register();
+                long deadline = System.nanoTime() + 30_000_000_000L;
+                while (p.capacityFollower().updates() == before && System.nanoTime() < deadline) {
+                    Thread.sleep(50);
+                }
+                assertThat(p.capacityFollower().updates()).as("the follower set 6 again over the re-registered 8")
+                        .isEqualTo(before + 1);
+                awaitGpus(6);
+                inv.setHealth(3, GpuHealth.HEALTHY);
+                inv.setHealth(5, GpuHealth.HEALTHY);
+                awaitGpus(8);
+                assertThat(p.capacityFollower().updates()).as("one update per change seen").isBetween(4L, 5L);
+            } finally {
+                p.close();
+            }
+        }
+    }
+
+    @Test
+    void theNodeIsFoundByHostWhenItIsTheOnlyOneHere() throws Exception {
+        YarnConfiguration pc = new YarnConfiguration(conf);
+        pc.set(GpuschedDevicePlugin.KEY_STATE_DIR, tmp.resolve("ledger").toString());
+        pc.set(GpuschedDevicePlugin.KEY_HEALTH_INTERVAL_MS, "100");
+        try (SimulatedGpuInventory inv = (SimulatedGpuInventory) GpuInventories.simulated("dgx1-v100")) {
+            GpuschedDevicePlugin p = new GpuschedDevicePlugin(inv, pc);
+            try {
+                assertThat(p.getDevices()).hasSize(8);
+                inv.setHealth(0, GpuHealth.unhealthy("lost"));
+                awaitGpus(7);
+            } finally {
+                p.close();
+            }
+        }
+    }
+
+    private void awaitGpus(long want) throws Exception {
+        long deadline = System.nanoTime() + 30_000_000_000L;
+        long have;
+        while ((have = capacity().getResourceValue(GPU)) != want && System.nanoTime() < deadline) {
+            Thread.sleep(50);
+        }
+        assertThat(have).as("GPU capacity of " + node + " at the ResourceManager").isEqualTo(want);
+    }
+
+    private Resource capacity() throws Exception {
+        ApplicationClientProtocol client = ClientRMProxy.createRMProxy(conf, ApplicationClientProtocol.class);
+        try {
+            List<NodeReport> nodes = client.getClusterNodes(GetClusterNodesRequest.newInstance(
+                    EnumSet.allOf(NodeState.class))).getNodeReports();
+            return nodes.stream().filter(r -> r.getNodeId().equals(node)).findFirst().orElseThrow().getCapability();
+        } finally {
+            RPC.stopProxy(client);
+        }
+    }
+
+    private static int freePort() throws IOException {
+        try (ServerSocket s = new ServerSocket(0)) {
+            return s.getLocalPort();
+        }
+    }
+}

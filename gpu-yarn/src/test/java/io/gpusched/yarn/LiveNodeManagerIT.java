@@ -1,0 +1,630 @@
+package io.gpusched.yarn;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.gpusched.core.Allocation;
+import io.gpusched.core.GpuDevice;
+import io.gpusched.core.GpuInventories;
+import io.gpusched.core.GpuInventory;
+import io.gpusched.core.host.GpuNode;
+import java.io.IOException;
+import java.io.OutputStream;
+import java.net.ServerSocket;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.EnumSet;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import java.util.stream.Stream;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.security.UserGroupInformation;
+import org.apache.hadoop.security.token.Token;
+import org.apache.hadoop.yarn.api.protocolrecords.AllocateResponse;
+import org.apache.hadoop.yarn.api.records.ApplicationAttemptId;
+import org.apache.hadoop.yarn.api.records.ApplicationId;
+import org.apache.hadoop.yarn.api.records.ApplicationReport;
+import org.apache.hadoop.yarn.api.records.ApplicationSubmissionContext;
+import org.apache.hadoop.yarn.api.records.Container;
+import org.apache.hadoop.yarn.api.records.ContainerLaunchContext;
+import org.apache.hadoop.yarn.api.records.ContainerStatus;
+import org.apache.hadoop.yarn.api.records.NodeReport;
+import org.apache.hadoop.yarn.api.records.NodeState;
+import org.apache.hadoop.yarn.api.records.Priority;
+import org.apache.hadoop.yarn.api.records.Resource;
+import org.apache.hadoop.yarn.api.records.YarnApplicationState;
+import org.apache.hadoop.yarn.client.ClientRMProxy;
+import org.apache.hadoop.yarn.client.api.AMRMClient;
+import org.apache.hadoop.yarn.client.api.AMRMClient.ContainerRequest;
+import org.apache.hadoop.yarn.client.api.NMClient;
+import org.apache.hadoop.yarn.client.api.YarnClient;
+import org.apache.hadoop.yarn.conf.YarnConfiguration;
+import org.apache.hadoop.yarn.security.AMRMTokenIdentifier;
+import org.apache.hadoop.yarn.server.resourcemanager.ResourceManager;
+import org.apache.hadoop.yarn.util.resource.ResourceUtils;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.MethodOrderer;
+import org.junit.jupiter.api.Order;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestMethodOrder;
+
+/**
+ * A live NodeManager: Hadoop 3.4.2's NodeManager in its own JVM, started from Hadoop's jars with the drop-in
+ * {@code gpusched-yarn-<version>.jar} the only gpusched jar on its class path, the README's yarn-site lines and
+ * {@code --add-opens} as written, the LinuxContainerExecutor with a test container-executor (below) on the cgroup v1
+ * devices controller, NodeManager recovery on, a simulated DGX-1 whose GPUs the test loses and recovers through a
+ * health file, and device nodes 195:0..7 made with mknod in a directory of the test ({@code gpusched.yarn.dev-root}).
+ * A real ResourceManager (CapacityScheduler, DominantResourceCalculator) runs in the test JVM, and the test is an
+ * unmanaged ApplicationMaster asking for 2-GPU default-runtime containers.
+ *
+ * <p>The test container-executor does, as root, what Hadoop's setuid one does for these operations:
+ * {@code --checksetup}; {@code --module-devices} writes the excluded devices into the container's
+ * {@code devices.deny}; launch (command 1) makes the container's directories, copies the launch script and tokens,
+ * starts the script in its own session with its pid in the pid file and in the cgroups' {@code tasks}, and writes the
+ * exit code file; signal (2) signals the session; delete (3) removes the paths. Each container checks its fence
+ * itself: opening a denied node fails with EPERM (the cgroup), an allowed one with ENXIO (no driver behind it).
+ */
+@TestMethodOrder(MethodOrderer.OrderAnnotation.class)
+class LiveNodeManagerIT {
+    static final String GPU = "nvidia.com/gpu";
+    static final Path DEVICES_CGROUP = Path.of("/sys/fs/cgroup/devices");
+
+    static Path work;
+    static Path dev;
+    static Path ledger;
+    static Path healthFile;
+    static Path results;
+    static Path stops;
+    static String hierarchy;
+    static ResourceManager rm;
+    static YarnConfiguration conf;
+    static Process nm;
+    static int nmPort;
+    static String nmClassPath;
+    static List<String> addOpens;
+    static Path dropIn;
+    static GpuInventory inventory;
+    static Map<String, Integer> indexByUuid = new HashMap<>();
+    static YarnClient yarn;
+    static AMRMClient<ContainerRequest> amrm;
+    static NMClient nmClient;
+    static UserGroupInformation am;
+    static final Map<String, Container> launched = new LinkedHashMap<>();
+    static final List<ContainerStatus> completed = new ArrayList<>();
+
+    @BeforeAll
+    static void cluster() throws Exception {
+        Assumptions.assumeTrue(Files.isDirectory(DEVICES_CGROUP.resolve("devices.deny").getParent())
+                && Files.exists(DEVICES_CGROUP.resolve("devices.deny")),
+                "needs the cgroup v1 devices controller at " + DEVICES_CGROUP + " (YARN 3.4 fences devices only there)");
+        Assumptions.assumeTrue(Integer.valueOf(0).equals(Files.getAttribute(Path.of("/proc/self"), "unix:uid")),
+                "needs root: the test container-executor writes devices cgroups and makes device nodes");
+        try (Stream<Path> s = Files.list(Path.of("target"))) {
+            dropIn = s.filter(p -> p.getFileName().toString().matches("gpusched-yarn-.*\\.jar")).findFirst()
+                    .orElseThrow(() -> new AssertionError("target/gpusched-yarn-<version>.jar is missing: the"
+                            + " package phase builds it (run this test with failsafe, mvn verify)"))
+                    .toAbsolutePath();
+        }
+        work = Files.createTempDirectory("yarn-live-nm");
+        dev = Files.createDirectories(work.resolve("dev"));
+        ledger = work.resolve("ledger");
+        healthFile = work.resolve("health");
+        results = Files.createDirectories(work.resolve("results"));
+        stops = Files.createDirectories(work.resolve("stop"));
+        hierarchy = "gpusched-it-" + ProcessHandle.current().pid();
+        inventory = GpuInventories.simulated("dgx1-v100");
+        for (GpuDevice d : inventory.devices()) {
+            indexByUuid.put(d.uuid(), d.index());
+            run("mknod", dev.resolve("nvidia" + d.minor().getAsInt()).toString(), "c", "195",
+                    "" + d.minor().getAsInt());
+        }
+
+        List<String> blocks = ReadmeYarn.xmlBlocks();
+        addOpens = ReadmeYarn.addOpens();
+        conf = new YarnConfiguration();
+        for (String b : blocks) {
+            conf.addResource(new java.io.ByteArrayInputStream(("<configuration>\n" + b + "</configuration>\n")
+                    .getBytes(StandardCharsets.UTF_8)), "README.md");
+        }
+        for (String key : List.of(YarnConfiguration.RM_ADDRESS, YarnConfiguration.RM_SCHEDULER_ADDRESS,
+                YarnConfiguration.RM_RESOURCE_TRACKER_ADDRESS, YarnConfiguration.RM_ADMIN_ADDRESS,
+                YarnConfiguration.RM_WEBAPP_ADDRESS)) {
+            conf.set(key, "127.0.0.1:" + freePort());
+        }
+        conf.set("yarn.scheduler.capacity.root.queues", "default");
+        conf.set("yarn.scheduler.capacity.root.default.capacity", "100");
+        conf.set("yarn.scheduler.capacity.root.default.maximum-capacity", "100");
+        conf.setLong(YarnConfiguration.RESOURCEMANAGER_CONNECT_MAX_WAIT_MS, 60_000);
+        conf.setLong(YarnConfiguration.RESOURCEMANAGER_CONNECT_RETRY_INTERVAL_MS, 200);
+        conf.setInt(YarnConfiguration.RM_NM_HEARTBEAT_INTERVAL_MS, 200);
+        conf.setLong(YarnConfiguration.RM_AM_EXPIRY_INTERVAL_MS, 600_000);
+        ResourceUtils.resetResourceTypes(conf);
+        org.apache.hadoop.metrics2.lib.DefaultMetricsSystem.setMiniClusterMode(true);
+        rm = new ResourceManager();
+        rm.init(conf);
+        rm.start();
+
+        nmPort = freePort();
+        Path confDir = Files.createDirectories(work.resolve("etc"));
+        Configuration site = new Configuration(conf);
+        site.set(YarnConfiguration.NM_ADDRESS, "127.0.0.1:" + nmPort);
+        site.set(YarnConfiguration.NM_LOCALIZER_ADDRESS, "127.0.0.1:" + freePort());
+        site.set(YarnConfiguration.NM_WEBAPP_ADDRESS, "127.0.0.1:" + freePort());
+        site.set(YarnConfiguration.NM_COLLECTOR_SERVICE_ADDRESS, "127.0.0.1:" + freePort());
+        site.set(YarnConfiguration.NM_LOCAL_DIRS, Files.createDirectories(work.resolve("nm-local")).toString());
+        site.set(YarnConfiguration.NM_LOG_DIRS, Files.createDirectories(work.resolve("nm-logs")).toString());
+        site.set(YarnConfiguration.NM_LINUX_CONTAINER_EXECUTOR_PATH, containerExecutor().toString());
+        site.set("yarn.nodemanager.linux-container-executor.group", "root");
+        site.set(YarnConfiguration.NM_LINUX_CONTAINER_CGROUPS_HIERARCHY, "/" + hierarchy);
+        site.setInt(YarnConfiguration.NM_PMEM_MB, 8192);
+        site.setInt(YarnConfiguration.NM_VCORES, 8);
+        site.setBoolean(YarnConfiguration.NM_PMEM_CHECK_ENABLED, false);
+        site.setBoolean(YarnConfiguration.NM_VMEM_CHECK_ENABLED, false);
+        site.setFloat(YarnConfiguration.NM_MAX_PER_DISK_UTILIZATION_PERCENTAGE, 100f);
+        site.setLong(YarnConfiguration.NM_MIN_PER_DISK_FREE_SPACE_MB, 0);
+        site.setBoolean(YarnConfiguration.NM_RECOVERY_ENABLED, true);
+        site.setBoolean(YarnConfiguration.NM_RECOVERY_SUPERVISED, true);
+        site.set(YarnConfiguration.NM_RECOVERY_DIR, work.resolve("nm-recovery").toString());
+        site.set(GpuschedDevicePlugin.KEY_INVENTORY, "simulated:dgx1-v100");
+        site.set(GpuschedDevicePlugin.KEY_STATE_DIR, ledger.toString());
+        site.set(GpuschedDevicePlugin.KEY_DEV_ROOT, dev.toString());
+        site.set(GpuschedDevicePlugin.KEY_HEALTH_INTERVAL_MS, "200");
+        try (OutputStream out = Files.newOutputStream(confDir.resolve("yarn-site.xml"))) {
+            site.writeXml(out);
+        }
+        Files.writeString(confDir.resolve("log4j.properties"), "log4j.rootLogger=INFO,console\n"
+                + "log4j.appender.console=org.apache.log4j.ConsoleAppender\n"
+                + "log4j.appender.console.target=System.out\n"
+                + "log4j.appender.console.layout=org.apache.log4j.PatternLayout\n"
+                + "log4j.appender.console.layout.ConversionPattern=%d{ISO8601} %p %c{1}: %m%n\n");
+
+        List<String> cp = new ArrayList<>();
+        cp.add(confDir.toString());
+        for (String e : System.getProperty("java.class.path").split(java.io.File.pathSeparator)) {
+            String n = e.replace('\\', '/');
+            if (n.contains("/target/") || n.contains("/io/gpusched/") || n.contains("/net/java/dev/jna/")
+                    || n.contains("/org/yaml/snakeyaml/")) {
+                continue;
+            }
+            cp.add(e);
+        }
+        cp.add(dropIn.toString());
+        nmClassPath = String.join(java.io.File.pathSeparator, cp);
+        assertThat(cp.stream().filter(e -> e.contains("gpusched"))).as("gpusched on the NodeManager's class path")
+                .containsExactly(dropIn.toString());
+
+        startNodeManager();
+        awaitGpuCapacity(8, "the NodeManager registered with the GPUs getDevices() reported");
+
+        yarn = YarnClient.createYarnClient();
+        yarn.init(conf);
+        yarn.start();
+        ApplicationSubmissionContext app = yarn.createApplication().getApplicationSubmissionContext();
+        ApplicationId appId = app.getApplicationId();
+        app.setApplicationName("gpusched-live-nm");
+        app.setUnmanagedAM(true);
+        app.setAMContainerSpec(ContainerLaunchContext.newInstance(Map.of(), Map.of(), List.of(), null, null, null));
+        app.setResource(Resource.newInstance(128, 1));
+        yarn.submitApplication(app);
+        ApplicationReport report = await(() -> {
+            ApplicationReport r = yarn.getApplicationReport(appId);
+            return r.getYarnApplicationState() == YarnApplicationState.ACCEPTED
+                    && r.getCurrentApplicationAttemptId() != null ? r : null;
+        }, "application accepted");
+        ApplicationAttemptId attempt = report.getCurrentApplicationAttemptId();
+        Token<AMRMTokenIdentifier> token = await(() -> yarn.getAMRMToken(appId), "the AMRM token of " + attempt);
+        token.setService(ClientRMProxy.getAMRMTokenService(conf));
+        am = UserGroupInformation.createRemoteUser(attempt.toString());
+        am.addToken(token);
+        amrm = am.doAs((java.security.PrivilegedExceptionAction<AMRMClient<ContainerRequest>>) () -> {
+            AMRMClient<ContainerRequest> c = AMRMClient.createAMRMClient();
+            c.init(conf);
+            c.start();
+            c.registerApplicationMaster("", 0, "");
+            return c;
+        });
+        nmClient = NMClient.createNMClient();
+        nmClient.init(conf);
+        nmClient.start();
+    }
+
+    @AfterAll
+    static void shutDown() throws Exception {
+        if (work == null) {
+            return;
+        }
+        if (stops != null) {
+            for (String id : launched.keySet()) {
+                Files.writeString(stops.resolve(id), "");
+            }
+        }
+        if (nmClient != null) {
+            nmClient.stop();
+        }
+        if (amrm != null) {
+            try {
+                am.doAs((java.security.PrivilegedExceptionAction<Void>) () -> {
+                    amrm.unregisterApplicationMaster(
+                            org.apache.hadoop.yarn.api.records.FinalApplicationStatus.SUCCEEDED, "", "");
+                    return null;
+                });
+            } catch (Exception e) {
+                // the ResourceManager stops anyway
+            }
+            amrm.stop();
+        }
+        if (yarn != null) {
+            yarn.stop();
+        }
+        stopNodeManager(false);
+        if (rm != null) {
+            rm.stop();
+        }
+        if (inventory != null) {
+            inventory.close();
+        }
+        // containers' cgroups left behind by a failed run
+        Path h = DEVICES_CGROUP.resolve(hierarchy);
+        if (Files.isDirectory(h)) {
+            try (Stream<Path> s = Files.list(h)) {
+                s.filter(Files::isDirectory).forEach(p -> p.toFile().delete());
+            }
+            h.toFile().delete();
+        }
+    }
+
+    @Test
+    @Order(1)
+    void defaultRuntimeContainersGetDisjointFencedGpusAndLearnThemFromTheLedger() throws Exception {
+        List<Container> got = launch(3, 2);
+        Set<Integer> seen = new TreeSet<>();
+        for (Container c : got) {
+            Set<Integer> mine = checkContainer(c);
+            assertThat(mine).hasSize(2);
+            assertThat(seen.addAll(mine)).as("disjoint: " + seen + " and " + mine).isTrue();
+        }
+        assertThat(failed()).as("no container failed").isEmpty();
+    }
+
+    @Test
+    @Order(2)
+    void capacityFollowsALostGpuDownAndBackUpWithoutAContainerFailing() throws Exception {
+        Set<Integer> held = new TreeSet<>();
+        for (Container c : launched.values()) {
+            held.addAll(gpusOf(c));
+        }
+        int lost = inventory.devices().stream().map(GpuDevice::index).filter(i -> !held.contains(i)).findFirst()
+                .orElseThrow();
+        Files.writeString(healthFile, lost + " XID 79: GPU has fallen off the bus\n");
+        awaitGpuCapacity(7, "GPU " + lost + " lost");
+        // 6 GPUs held, 7 sold: a 2-GPU request is not placed (with 8 sold it would be, and fail in the NodeManager)
+        am.doAs((java.security.PrivilegedExceptionAction<Void>) () -> {
+            amrm.addContainerRequest(request(2));
+            return null;
+        });
+        long until = System.nanoTime() + 5_000_000_000L;
+        while (System.nanoTime() < until) {
+            assertThat(allocate().getAllocatedContainers()).as("placed on a lost GPU").isEmpty();
+            Thread.sleep(250);
+        }
+        Files.writeString(healthFile, "");
+        awaitGpuCapacity(8, "GPU " + lost + " recovered");
+        Container c = await(() -> {
+            List<Container> a = allocate().getAllocatedContainers();
+            return a.isEmpty() ? null : a.get(0);
+        }, "the waiting request placed after recovery");
+        start(c);
+        Set<Integer> mine = checkContainer(c);
+        assertThat(mine).contains(lost).doesNotContainAnyElementsOf(held);
+        assertThat(failed()).as("no container failed").isEmpty();
+    }
+
+    @Test
+    @Order(3)
+    void aNodeManagerRestartWithRecoveryKeepsTheAssignments() throws Exception {
+        Map<String, Set<Integer>> before = new LinkedHashMap<>();
+        for (Container c : launched.values()) {
+            before.put(c.getId().toString(), gpusOf(c));
+        }
+        stopNodeManager(true);
+        startNodeManager();
+        awaitGpuCapacity(8, "the NodeManager registered again");
+        try (GpuNode node = readLedger()) {
+            for (Map.Entry<String, Set<Integer>> e : before.entrySet()) {
+                Allocation a = YarnContainerGpus.find(node.scheduler(), e.getKey()).orElseThrow();
+                assertThat(new TreeSet<>(a.deviceIndices())).as(e.getKey()).isEqualTo(e.getValue());
+            }
+        }
+        // the node is full; one container finishes and a new one gets exactly its GPUs (YARN's recovered books)
+        String first = before.keySet().iterator().next();
+        Files.writeString(stops.resolve(first), "");
+        await(() -> completed.stream().anyMatch(s -> s.getContainerId().toString().equals(first)) ? true : null,
+                "container " + first + " completes");
+        Container next = launch(1, 2).get(0);
+        assertThat(checkContainer(next)).isEqualTo(before.get(first));
+        try (GpuNode node = readLedger()) {
+            assertThat(YarnContainerGpus.find(node.scheduler(), first)).as("finished container released").isEmpty();
+        }
+        assertThat(failed()).as("no container failed").isEmpty();
+    }
+
+    // ---------------------------------------------------------------------------------------------------------
+
+    private static GpuNode readLedger() {
+        return GpuNode.builder().inventory("simulated:dgx1-v100").stateDir(ledger).maintenanceInterval(Duration.ZERO)
+                .auditLogging(false).build();
+    }
+
+    /** @return the GPUs the container reported, after checking them against its fence and the ledger */
+    private static Set<Integer> checkContainer(Container c) throws Exception {
+        String id = c.getId().toString();
+        Path out = results.resolve(id);
+        await(() -> Files.exists(out) && Files.readString(out).contains("done") ? true : null, id + " reports");
+        String text = Files.readString(out);
+        Matcher m = Pattern.compile("export CUDA_VISIBLE_DEVICES='([^']*)'").matcher(text);
+        assertThat(m.find()).as(id + " learned CUDA_VISIBLE_DEVICES from the ledger:\n" + text).isTrue();
+        Set<Integer> mine = new TreeSet<>();
+        for (String uuid : m.group(1).split(",")) {
+            mine.add(indexByUuid.get(uuid));
+        }
+        assertThat(text).contains("CONTAINER_ID=" + id);
+        for (GpuDevice d : inventory.devices()) {
+            String line = "nvidia" + d.minor().getAsInt() + " ";
+            String verdict = text.lines().filter(l -> l.startsWith(line)).findFirst().orElseThrow();
+            if (mine.contains(d.index())) {
+                assertThat(verdict).as(id + " may open its own GPU").containsIgnoringCase("No such device or address");
+            } else {
+                assertThat(verdict).as(id + " is fenced off GPU " + d.index()).containsIgnoringCase("not permitted");
+            }
+        }
+        assertThat(gpusOf(c)).isEqualTo(mine);
+        return mine;
+    }
+
+    private static Set<Integer> gpusOf(Container c) {
+        try (GpuNode node = readLedger()) {
+            return new TreeSet<>(YarnContainerGpus.find(node.scheduler(), c.getId().toString()).orElseThrow()
+                    .deviceIndices());
+        }
+    }
+
+    private static List<Container> launch(int n, int gpus) throws Exception {
+        am.doAs((java.security.PrivilegedExceptionAction<Void>) () -> {
+            for (int i = 0; i < n; i++) {
+                amrm.addContainerRequest(request(gpus));
+            }
+            return null;
+        });
+        List<Container> got = new ArrayList<>();
+        await(() -> {
+            got.addAll(allocate().getAllocatedContainers());
+            return got.size() >= n ? true : null;
+        }, n + " containers allocated");
+        for (Container c : got) {
+            start(c);
+        }
+        return got;
+    }
+
+    private static ContainerRequest request(int gpus) {
+        return new ContainerRequest(Resource.newInstance(256, 1, Map.of(GPU, (long) gpus)), null, null,
+                Priority.newInstance(1));
+    }
+
+    private static void start(Container c) throws Exception {
+        String javaBin = ProcessHandle.current().info().command().orElse("java");
+        String slf4j = Stream.of(System.getProperty("java.class.path").split(java.io.File.pathSeparator))
+                .filter(e -> e.contains("slf4j-api")).findFirst().orElseThrow();
+        StringBuilder probe = new StringBuilder();
+        for (GpuDevice d : inventory.devices()) {
+            String node = dev.resolve("nvidia" + d.minor().getAsInt()).toString();
+            probe.append("if head -c0 < ").append(node).append(" 2>/dev/null; then echo 'nvidia")
+                    .append(d.minor().getAsInt()).append(" opened'; else echo \"nvidia").append(d.minor().getAsInt())
+                    .append(" $( (head -c0 < ").append(node).append(") 2>&1 )\"; fi; ");
+        }
+        String out = results.resolve(c.getId().toString()).toString();
+        String cmd = "{ echo CONTAINER_ID=$CONTAINER_ID; " + javaBin + " -cp " + dropIn + ":" + slf4j
+                + " io.gpusched.yarn.YarnContainerGpus --inventory simulated:dgx1-v100 --state-dir " + ledger
+                + " 2>&1; " + probe + "echo done; } > " + out + ".tmp; mv " + out + ".tmp " + out + "; "
+                + "while [ ! -e " + stops.resolve(c.getId().toString()) + " ]; do sleep 0.2; done";
+        // ContainerLaunch writes: exec /bin/bash -c "<command>"; escaped so the container's shell evaluates it
+        String inQuotes = cmd.replace("\\", "\\\\").replace("\"", "\\\"").replace("$", "\\$").replace("`", "\\`");
+        ContainerLaunchContext clc = ContainerLaunchContext.newInstance(Map.of(), Map.of(), List.of(inQuotes), null,
+                null, null);
+        nmClient.startContainer(c, clc);
+        launched.put(c.getId().toString(), c);
+    }
+
+    private static AllocateResponse allocate() throws Exception {
+        AllocateResponse r = am.doAs((java.security.PrivilegedExceptionAction<AllocateResponse>) () ->
+                amrm.allocate(0.1f));
+        completed.addAll(r.getCompletedContainersStatuses());
+        return r;
+    }
+
+    private static List<ContainerStatus> failed() throws Exception {
+        allocate();
+        return completed.stream().filter(s -> s.getExitStatus() != 0).toList();
+    }
+
+    private static void awaitGpuCapacity(long want, String why) throws Exception {
+        await(() -> {
+            NodeReport r = node();
+            return r != null && r.getNodeState() == NodeState.RUNNING
+                    && r.getCapability().getResourceValue(GPU) == want ? true : null;
+        }, "GPU capacity " + want + " at the ResourceManager (" + why + "); node: " + node());
+    }
+
+    private static NodeReport node() throws Exception {
+        org.apache.hadoop.yarn.api.ApplicationClientProtocol client =
+                ClientRMProxy.createRMProxy(conf, org.apache.hadoop.yarn.api.ApplicationClientProtocol.class);
+        try {
+            return client.getClusterNodes(org.apache.hadoop.yarn.api.protocolrecords.GetClusterNodesRequest
+                    .newInstance(EnumSet.allOf(NodeState.class))).getNodeReports().stream()
+                    .filter(r -> r.getNodeId().getPort() == nmPort).findFirst().orElse(null);
+        } finally {
+            org.apache.hadoop.ipc.RPC.stopProxy(client);
+        }
+    }
+
+    private static void startNodeManager() throws IOException {
+        List<String> cmd = new ArrayList<>();
+        cmd.add(ProcessHandle.current().info().command().orElse("java"));
+        cmd.addAll(addOpens);
+        cmd.addAll(List.of("-Xmx512m", "-cp", nmClassPath,
+                "org.apache.hadoop.yarn.server.nodemanager.NodeManager"));
+        ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true)
+                .redirectOutput(ProcessBuilder.Redirect.appendTo(work.resolve("nm.log").toFile()));
+        pb.environment().put("GPUSCHED_SIMULATED_HEALTH", healthFile.toString());
+        pb.environment().remove("GPUSCHED_STATE_DIR");
+        nm = pb.start();
+    }
+
+    private static void stopNodeManager(boolean kill) throws InterruptedException {
+        if (nm == null) {
+            return;
+        }
+        if (kill) {
+            nm.destroyForcibly();
+        } else {
+            nm.destroy();
+        }
+        if (!nm.waitFor(60, TimeUnit.SECONDS)) {
+            nm.destroyForcibly().waitFor(30, TimeUnit.SECONDS);
+        }
+        nm = null;
+    }
+
+    /** The test container-executor: what Hadoop's does for the operations this NodeManager uses, as root. */
+    private static Path containerExecutor() throws IOException {
+        Path exe = work.resolve("container-executor");
+        String cg = DEVICES_CGROUP.resolve(hierarchy).toString();
+        String script = """
+                #!/bin/bash
+                echo "$@" >> LOG
+                case "$1" in
+                  --checksetup|--mount-cgroups) exit 0 ;;
+                  --module-devices)
+                    shift; cid=""; excluded=""
+                    while [ $# -gt 0 ]; do
+                      case "$1" in
+                        --container_id) cid="$2"; shift 2 ;;
+                        --excluded_devices) excluded="$2"; shift 2 ;;
+                        --allowed_devices) shift 2 ;;
+                        *) shift ;;
+                      esac
+                    done
+                    d="CGROUP/$cid"
+                    [ -d "$d" ] || mkdir -p "$d" || exit 1
+                    IFS=',' read -ra rules <<< "$excluded"
+                    for r in "${rules[@]}"; do
+                      t="${r%%-*}"; rest="${r#*-}"; num="${rest%-*}"; perm="${rest##*-}"
+                      echo "$t $num $perm" > "$d/devices.deny" || exit 1
+                    done
+                    exit 0 ;;
+                esac
+                user="$1"; yarnuser="$2"; op="$3"; shift 3
+                case "$op" in
+                  0)
+                    appid="$1"; locid="$2"; tokens="$3"; localdirs="$4"; logdirs="$5"; shift 5
+                    IFS=',' read -ra lo <<< "$localdirs"
+                    for l in "${lo[@]}"; do mkdir -p "$l/usercache/$user/appcache/$appid" "$l/usercache/$user/filecache"; done
+                    IFS=',' read -ra ld <<< "$logdirs"
+                    for l in "${ld[@]}"; do mkdir -p "$l/$appid"; done
+                    app="${lo[0]}/usercache/$user/appcache/$appid"
+                    cp "$tokens" "$app/" && cd "$app" && exec "$@"
+                    exit 1 ;;
+                  1)
+                    appid="$1"; cid="$2"; workdir="$3"; script="$4"; tokens="$5"; shift 5
+                    if [ "$1" = "--https" ]; then shift 3; else shift 1; fi
+                    pidfile="$1"; localdirs="$2"; logdirs="$3"; resources="$4"
+                    mkdir -p "$workdir" || exit 1
+                    IFS=',' read -ra ld <<< "$logdirs"
+                    for l in "${ld[@]}"; do mkdir -p "$l/$appid/$cid"; done
+                    IFS=',' read -ra lo <<< "$localdirs"
+                    for l in "${lo[@]}"; do mkdir -p "$l/usercache/$user/appcache/$appid/$cid"; done
+                    cp "$script" "$workdir/launch_container.sh" && cp "$tokens" "$workdir/container_tokens" || exit 1
+                    tasks=""
+                    case "$resources" in cgroups=*) tasks="${resources#cgroups=}" ;; esac
+                    cd "$workdir"
+                    export GPUSCHED_TASKS="$tasks" GPUSCHED_PIDFILE="$pidfile"
+                    setsid -w /bin/bash -c '
+                      IFS="," read -ra ts <<< "$GPUSCHED_TASKS"
+                      for t in "${ts[@]}"; do [ "$t" = none ] || echo $$ > "$t" || exit 1; done
+                      echo $$ > "$GPUSCHED_PIDFILE.tmp" && mv "$GPUSCHED_PIDFILE.tmp" "$GPUSCHED_PIDFILE"
+                      unset GPUSCHED_TASKS GPUSCHED_PIDFILE
+                      exec /bin/bash launch_container.sh'
+                    rc=$?
+                    echo "$rc" > "$pidfile.exitcode.tmp" && mv "$pidfile.exitcode.tmp" "$pidfile.exitcode"
+                    exit $rc ;;
+                  2)
+                    pid="$1"; sig="$2"
+                    kill -0 "$pid" 2>/dev/null || exit 9
+                    [ "$sig" = 0 ] && exit 0
+                    kill -"$sig" -- -"$pid" 2>/dev/null || kill -"$sig" "$pid" 2>/dev/null
+                    exit 0 ;;
+                  3)
+                    target="$1"; shift
+                    if [ $# -eq 0 ]; then rm -rf -- "$target"; else for b in "$@"; do rm -rf -- "$b/$target"; done; fi
+                    exit 0 ;;
+                  *) echo "unsupported container-executor operation $op" >&2; exit 1 ;;
+                esac
+                """.replace("LOG", work.resolve("container-executor.log").toString()).replace("CGROUP", cg);
+        Files.writeString(exe, script);
+        Files.setPosixFilePermissions(exe, PosixFilePermissions.fromString("rwxr-xr-x"));
+        return exe;
+    }
+
+    private static <T> T await(ThrowingSupplier<T> s, String what) throws Exception {
+        long deadline = System.nanoTime() + 120_000_000_000L;
+        T v = null;
+        while ((v = s.get()) == null) {
+            if (System.nanoTime() > deadline) {
+                throw new AssertionError("not within 120 s: " + what + "\nNodeManager log tail:\n" + nmLogTail());
+            }
+            if (nm != null && !nm.isAlive()) {
+                throw new AssertionError("the NodeManager exited (" + nm.exitValue() + ") while waiting for " + what
+                        + "\n" + nmLogTail());
+            }
+            Thread.sleep(200);
+        }
+        return v;
+    }
+
+    interface ThrowingSupplier<T> {
+        T get() throws Exception;
+    }
+
+    private static String nmLogTail() {
+        try {
+            List<String> l = Files.readAllLines(work.resolve("nm.log"));
+            return String.join("\n", l.subList(Math.max(0, l.size() - 60), l.size()));
+        } catch (IOException e) {
+            return "(no log: " + e + ")";
+        }
+    }
+
+    private static void run(String... cmd) throws Exception {
+        Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
+        String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        assertThat(p.waitFor()).as(String.join(" ", cmd) + ": " + out).isZero();
+    }
+
+    private static int freePort() throws IOException {
+        try (ServerSocket s = new ServerSocket(0)) {
+            return s.getLocalPort();
+        }
+    }
+}
