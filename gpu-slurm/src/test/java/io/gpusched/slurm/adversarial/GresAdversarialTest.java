@@ -193,6 +193,21 @@ class GresAdversarialTest {
         }
     }
 
+    @Test
+    @Disabled("defect: SlurmGres.nodeLine accepts any node name: \"\" gives 'NodeName= Gres=gpu:a10:4', "
+            + "\"n1\\nNodeName=evil\" writes a second slurm.conf line, \"a b\" a broken one; no typed exception")
+    void nodeLineRefusesNamesSlurmCannotRead() {
+        try (GpuInventory inv = io.gpusched.core.GpuInventories.simulated("pcie-4xa10")) {
+            SlurmGres g = gres(inv, CpuLayout.unknown());
+            assertThat(g.nodeLine("node[1-2]")).isEqualTo("NodeName=node[1-2] Gres=gpu:a10:4");
+            for (String bad : List.of("", "a b", "n1\nNodeName=evil", "n1 Gres=gpu:x:9", "n#1")) {
+                assertThatThrownBy(() -> g.nodeLine(bad)).as("node name [%s]", bad)
+                        .isInstanceOfAny(IllegalArgumentException.class, io.gpusched.core.GpuException.class)
+                        .hasMessageContaining("node");
+            }
+        }
+    }
+
     // ---- --check against hand-written drifted files (dgx1-v100, Cores off) ----
 
     static SlurmGres dgx() {
