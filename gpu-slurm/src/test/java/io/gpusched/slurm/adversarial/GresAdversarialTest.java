@@ -290,6 +290,48 @@ class GresAdversarialTest {
         assertThat(check(g, g.gresConf() + line + "\n", null)).isNotEmpty();
     }
 
+    /** The dgx1 file with its lines in {@code order}, Links rewritten (if {@code permuteLinks}) to the new order. */
+    static String reordered(SlurmGres g, int[] order, boolean permuteLinks) {
+        List<GresRecord> recs = g.records();
+        StringBuilder b = new StringBuilder("AutoDetect=off\n");
+        for (int pos = 0; pos < order.length; pos++) {
+            GresRecord r = recs.get(order[pos]);
+            List<Integer> l = r.links().orElseThrow();
+            List<Integer> nl = new ArrayList<>();
+            for (int k = 0; k < order.length; k++) {
+                nl.add(permuteLinks ? l.get(order[k]) : l.get(k));
+            }
+            b.append("Name=gpu Type=").append(r.type().get()).append(" File=").append(r.files().get(0))
+                    .append(" Links=").append(String.join(",", nl.stream().map(String::valueOf).toList()))
+                    .append(" Flags=nvidia_gpu_env\n");
+        }
+        return b.toString();
+    }
+
+    @Test
+    void gpuThatWentUnhealthyIsReportedExtraWithWhy() {
+        try (SimulatedGpuInventory inv = io.gpusched.core.sim.NodeDescriptions.profile("pcie-4xa10")) {
+            String before = gres(inv, CpuLayout.unknown()).gresConf();
+            inv.setHealth(2, GpuHealth.unhealthy("XID 79 fell off the bus"));
+            SlurmGres after = gres(inv, CpuLayout.unknown());
+            List<String> drift = check(after, before, null);
+            assertThat(drift).anySatisfy(x -> assertThat(x).containsIgnoringCase("extra").contains("/dev/nvidia2")
+                    .containsIgnoringCase("unhealthy"));
+            assertThat(drift).noneSatisfy(x -> assertThat(x).contains("/dev/nvidia0"));
+            assertThat(after.gresValue()).isEqualTo("gpu:a10:3");
+        }
+    }
+
+    @Test
+    void linksAreReadInTheFilesOwnOrder() {
+        SlurmGres g = dgx();
+        int[] order = {1, 0, 2, 3, 4, 5, 7, 6};
+        assertThat(check(g, reordered(g, order, true), null)).as("same links, other line order").isEmpty();
+        List<String> wrong = check(g, reordered(g, order, false), null);
+        assertThat(wrong).as("links not moved with their lines").isNotEmpty()
+                .allSatisfy(x -> assertThat(x).containsIgnoringCase("links"));
+    }
+
     @Test
     void rangeFileEquivalentIsNotDriftAndCountMismatchIs() {
         try (GpuInventory inv = io.gpusched.core.GpuInventories.simulated("pcie-4xa10")) {
