@@ -158,6 +158,29 @@ class CdiAdversarialTest {
         }
     }
 
+    @Test
+    void sameBytesUnderTurkishLocaleAndAnotherTimeZone() throws Exception {
+        Path dev = dev(tmp);
+        String before;
+        try (GpuInventory inv = GpuInventories.simulated("mi210-8x")) {
+            CdiSpec s = CdiSpec.of(inv, opts(dev).withProcRoot(PROC_AMD)).get(0);
+            before = s.toJson() + s.toYaml();
+        }
+        java.util.Locale l = java.util.Locale.getDefault();
+        java.util.TimeZone tz = java.util.TimeZone.getDefault();
+        try {
+            java.util.Locale.setDefault(java.util.Locale.forLanguageTag("tr-TR"));
+            java.util.TimeZone.setDefault(java.util.TimeZone.getTimeZone("Asia/Kathmandu"));
+            try (GpuInventory inv = GpuInventories.simulated("mi210-8x")) {
+                CdiSpec s = CdiSpec.of(inv, opts(dev).withProcRoot(PROC_AMD)).get(0);
+                assertThat(s.toJson() + s.toYaml()).isEqualTo(before);
+            }
+        } finally {
+            java.util.Locale.setDefault(l);
+            java.util.TimeZone.setDefault(tz);
+        }
+    }
+
     static String yamlNode(String devices) {
         return "node: adv\ndescription: adversarial\ndefaults: {vendor: NVIDIA, name: NVIDIA A100-SXM4-40GB, "
                 + "memory: 40GiB, compute_capability: \"8.0\"}\ndevices:\n" + devices;
