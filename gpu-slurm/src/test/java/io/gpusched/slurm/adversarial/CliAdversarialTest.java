@@ -1,0 +1,132 @@
+package io.gpusched.slurm.adversarial;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Disabled;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * Adversarial review of issue 26 through the command a user runs: the packaged {@code gpusched.jar} of gpusched-cli
+ * (skipped with its reason when that jar has not been built: gpu-slurm cannot depend on the CLI module).
+ */
+class CliAdversarialTest {
+    static final Path JAR = Path.of("../gpusched-cli/target/gpusched.jar").toAbsolutePath().normalize();
+
+    @TempDir
+    Path tmp;
+
+    record Result(int rc, String out, String err) {
+    }
+
+    @BeforeEach
+    void jar() {
+        Assumptions.assumeTrue(Files.isRegularFile(JAR), "gpusched-cli jar not built at " + JAR
+                + " (./mvnw -pl gpusched-cli -am package -DskipTests)");
+    }
+
+    Result run(String... args) throws IOException, InterruptedException {
+        List<String> cmd = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+                "-jar", JAR.toString()));
+        cmd.addAll(List.of(args));
+        ProcessBuilder pb = new ProcessBuilder(cmd).directory(tmp.toFile());
+        pb.environment().put("GPUSCHED_STATE_DIR", tmp.resolve("state").toString());
+        Path out = tmp.resolve("out.txt");
+        Path err = tmp.resolve("err.txt");
+        pb.redirectOutput(out.toFile()).redirectError(err.toFile());
+        Process p = pb.start();
+        assertThat(p.waitFor(120, TimeUnit.SECONDS)).as("gpusched exits").isTrue();
+        return new Result(p.exitValue(), Files.readString(out), Files.readString(err));
+    }
+
+    @Test
+    void checkExitCodesAndOneLinePerDrift() throws Exception {
+        Result gen = run("--simulate", "dgx1-v100", "export", "slurm", "--cores", "none");
+        assertThat(gen.rc()).isZero();
+        Files.writeString(tmp.resolve("gres.conf"), gen.out());
+        assertThat(run("--simulate", "dgx1-v100", "export", "slurm", "--check", "gres.conf", "--cores", "none").rc())
+                .isZero();
+        String drift = String.join("\n", gen.out().lines().filter(l -> !l.contains("File=/dev/nvidia5 "))
+                .map(l -> l.replace("Type=v100 File=/dev/nvidia3 ", "Type=a100 File=/dev/nvidia3 ")).toList()) + "\n";
+        Files.writeString(tmp.resolve("drift.conf"), drift);
+        Result r = run("--simulate", "dgx1-v100", "export", "slurm", "--check", "drift.conf", "--cores", "none");
+        assertThat(r.rc()).isEqualTo(1);
+        List<String> lines = r.out().lines().toList();
+        assertThat(lines).filteredOn(l -> l.contains("missing File=/dev/nvidia5")).hasSize(1);
+        assertThat(lines).filteredOn(l -> l.contains("wrong Type") && l.contains("/dev/nvidia3")).hasSize(1);
+        assertThat(lines).filteredOn(l -> l.contains("wrong count")).hasSize(1);
+        Files.write(tmp.resolve("bin.conf"), new byte[] {'N', 'a', 'm', 'e', '=', 'g', 'p', 'u', ' ', 0, (byte) 0xff, '\n'});
+        Result b = run("--simulate", "dgx1-v100", "export", "slurm", "--check", "bin.conf", "--cores", "none");
+        assertThat(b.rc()).isEqualTo(2);
+        assertThat(b.err()).contains("bin.conf");
+    }
+
+    @Test
+    @Disabled("defect: 'gpusched export slurm --help' and 'export cdi --help' print \"Unknown option: '--help'\" "
+            + "and exit 2 (the subcommands lack help options)")
+    void exportSubcommandsHaveHelp() throws Exception {
+        for (String sub : List.of("slurm", "cdi")) {
+            Result r = run("export", sub, "--help");
+            assertThat(r.rc()).as(sub).isZero();
+            assertThat(r.err() + r.out()).doesNotContain("Unknown option");
+            assertThat(r.out()).contains("Usage: gpusched export " + sub);
+        }
+    }
+
+    @Test
+    @Disabled("defect: 'export slurm --slurm-conf --node-name \"\"' prints 'NodeName= Gres=gpu:v100:8' and exits 0; "
+            + "'--node-name \"a b\"' prints 'NodeName=a b ...'")
+    void emptyOrSpacedNodeNameIsRefused() throws Exception {
+        for (String bad : List.of("", "a b")) {
+            Result r = run("--simulate", "dgx1-v100", "export", "slurm", "--slurm-conf", "--node-name", bad);
+            assertThat(r.rc()).as("[%s]", bad).isEqualTo(2);
+            assertThat(r.err()).contains("node");
+        }
+    }
+
+    @Test
+    @Disabled("defect: for an AMD allocation 'allocate --format env' prints ROCR_VISIBLE_DEVICES=0,1 but "
+            + "'--format docker' and '--format cdi' give no -e ROCR_VISIBLE_DEVICES (ContainerDevices env is empty)")
+    void amdFormatsAgreeOnTheEnvironment() throws Exception {
+        Result env = run("--simulate", "mi210-8x", "allocate", "--gpu", "2", "--format", "env");
+        assertThat(env.rc()).isZero();
+        assertThat(env.out()).contains("ROCR_VISIBLE_DEVICES=");
+        for (String f : List.of("docker", "cdi")) {
+            Result r = run("--simulate", "mi210-8x", "allocate", "--gpu", "2", "--format", f);
+            assertThat(r.rc()).isZero();
+            assertThat(r.out()).as(f).contains("-e ROCR_VISIBLE_DEVICES=");
+        }
+    }
+
+    @Test
+    void dockerFlagsNameExactlyTheAllocationsGpus() throws Exception {
+        Result r = run("--simulate", "dgx1-v100", "allocate", "--gpu", "2", "--format", "docker");
+        assertThat(r.rc()).isZero();
+        String id = r.err().replaceAll("(?s).*allocated ([^:]+):.*", "$1");
+        Result st = run("--simulate", "dgx1-v100", "status", "--json");
+        assertThat(st.rc()).isZero();
+        List<String> gpuNodes = new ArrayList<>();
+        for (String t : r.out().trim().split("\\s+")) {
+            if (t.matches("--device=/dev/nvidia[0-9]+(:.*)?")) {
+                gpuNodes.add(t.replaceAll("--device=/dev/nvidia([0-9]+).*", "$1"));
+            }
+        }
+        assertThat(gpuNodes).hasSize(2);
+        String uuids = r.out().replaceAll("(?s).*CUDA_VISIBLE_DEVICES=(\\S+).*", "$1");
+        assertThat(uuids.split(",")).hasSize(2);
+        for (String u : uuids.split(",")) {
+            assertThat(st.out()).contains(u);
+        }
+        assertThat(id).isNotBlank();
+        assertThat(new String(r.out().getBytes(StandardCharsets.UTF_8), StandardCharsets.UTF_8)).doesNotContain(id);
+    }
+}
