@@ -230,7 +230,7 @@ class SparkStandaloneIT {
         for (String a : args) {
             (a.startsWith("-D") ? sysProps : mainArgs).add(a);
         }
-        cmd.add("-Xmx384m");
+        cmd.add(name.equals("app") ? "-Xmx600m" : "-Xmx384m"); // Spark wants 450 MiB for a driver
         cmd.addAll(sysProps);
         List<String> cp = new ArrayList<>(List.of(sparkHome.resolve("jars") + "/*"));
         cp.addAll(extraCp);
