@@ -23,7 +23,9 @@ import java.util.Map;
  * @param cdiNames    fully qualified CDI names ({@code nvidia.com/gpu=GPU-…}), one per device
  * @param deviceNodes the host nodes the container needs: the GPUs' and the vendor's control nodes
  * @param environment variables: {@code NVIDIA_VISIBLE_DEVICES}, {@code CUDA_VISIBLE_DEVICES} by UUID and
- *                    {@code CUDA_DEVICE_ORDER=PCI_BUS_ID}; AMD {@code ROCR_VISIBLE_DEVICES}
+ *                    {@code CUDA_DEVICE_ORDER=PCI_BUS_ID}; AMD {@code ROCR_VISIBLE_DEVICES}: the UUIDs when ROCm
+ *                    gives them ({@code GPU-...}), else the container's own ordinals {@code 0..n-1} (the container
+ *                    sees only the allocation's render nodes, which ROCm numbers in that order)
  * @param containerPaths where each of {@code deviceNodes} appears in the container
  */
 public record ContainerDevices(List<String> cdiNames, List<DeviceNode> deviceNodes, Map<String, String> environment,
@@ -63,6 +65,13 @@ public record ContainerDevices(List<String> cdiNames, List<DeviceNode> deviceNod
             env.put("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
         } else if (uuids.stream().allMatch(u -> u.startsWith("GPU-"))) {
             env.put("ROCR_VISIBLE_DEVICES", list);
+        } else {
+            // no ROCm UUIDs: the container sees only these GPUs' render nodes, which ROCm numbers 0..n-1 inside it
+            List<String> ordinals = new ArrayList<>();
+            for (int i = 0; i < devices.size(); i++) {
+                ordinals.add(String.valueOf(i));
+            }
+            env.put("ROCR_VISIBLE_DEVICES", String.join(",", ordinals));
         }
         List<String> inside = plan.allowed().stream().map(n -> CdiSpec.containerPath(n, options.devRoot())).toList();
         return new ContainerDevices(names, plan.allowed(), env, inside);

@@ -1,8 +1,11 @@
 package io.gpusched.flink;
 
 import io.gpusched.core.AllocationStrategies;
+import io.gpusched.core.GpuConfigException;
 import io.gpusched.core.MemorySize;
-import io.gpusched.core.NodeLedger;
+import io.gpusched.core.host.InventorySpec;
+import io.gpusched.core.host.ProcessGpus;
+import io.gpusched.core.host.StateDirectory;
 import java.nio.file.InvalidPathException;
 import java.nio.file.Path;
 import java.util.Locale;
@@ -13,17 +16,20 @@ import org.apache.flink.configuration.Configuration;
 
 /**
  * gpusched's settings as Flink parameters of the external resource, {@code external-resource.<name>.param.<key>}:
- * {@code state-dir} (node ledger; default {@code /var/lib/gpusched} for root, else {@code ~/.local/state/gpusched}),
- * {@code inventory} ({@code auto}, or {@code simulated:<profile or YAML path>}), {@code strategy} ({@code topology},
+ * {@code state-dir} (node ledger; default: the {@link StateDirectory} rule, {@code $GPUSCHED_STATE_DIR}, else
+ * {@code /var/lib/gpusched} for root, else {@code ~/.local/state/gpusched}, a simulated node under
+ * {@code <base>/simulated/<profile>}), {@code inventory} (an {@link InventorySpec}: {@code auto},
+ * {@code simulated:<profile or YAML path>}, or provider names such as {@code nvml,procfs}), {@code strategy} ({@code topology},
  * {@code packing}, {@code spreading}, {@code thermal}) and {@code memory-per-gpu} ({@code 16GB}, {@code 16g},
  * {@code 16384} MiB).
  *
- * @param stateDir     the node ledger's directory
- * @param inventory    {@code auto} or {@code simulated:...}
+ * @param stateDir     the node ledger's directory given explicitly; empty for the {@link StateDirectory} rule
+ * @param inventory    which inventory
  * @param strategy     strategy name
  * @param memoryPerGpu minimum memory per GPU
  */
-public record FlinkGpuSettings(Path stateDir, String inventory, String strategy, Optional<MemorySize> memoryPerGpu) {
+public record FlinkGpuSettings(Optional<Path> stateDir, InventorySpec inventory, String strategy,
+                               Optional<MemorySize> memoryPerGpu) {
 
     private static ConfigOption<String> key(String k) {
         return ConfigOptions.key(k).stringType().noDefaultValue();
@@ -36,15 +42,18 @@ public record FlinkGpuSettings(Path stateDir, String inventory, String strategy,
      */
     public static FlinkGpuSettings from(Configuration c) {
         String dir = c.getOptional(key("state-dir")).orElse("").trim();
-        Path stateDir;
+        Optional<Path> stateDir;
         try {
-            stateDir = dir.isEmpty() ? NodeLedger.defaultStateDir() : Path.of(dir);
+            stateDir = dir.isEmpty() ? Optional.empty() : Optional.of(Path.of(dir));
         } catch (InvalidPathException e) {
             throw bad("state-dir", dir, "a directory path");
         }
-        String inventory = c.getOptional(key("inventory")).orElse("auto").trim();
-        if (!inventory.equals("auto") && !inventory.startsWith("simulated:")) {
-            throw bad("inventory", inventory, "auto or simulated:<profile or YAML path>");
+        String inv = c.getOptional(key("inventory")).orElse("auto").trim();
+        InventorySpec inventory;
+        try {
+            inventory = InventorySpec.parse(inv);
+        } catch (GpuConfigException e) {
+            throw new IllegalArgumentException("external-resource.<name>.param.inventory: " + e.getMessage(), e);
         }
         String strategy = c.getOptional(key("strategy")).orElse("topology").trim();
         if (!AllocationStrategies.names().contains(strategy)) {
@@ -61,6 +70,11 @@ public record FlinkGpuSettings(Path stateDir, String inventory, String strategy,
             }
         }
         return new FlinkGpuSettings(stateDir, inventory, strategy, mem);
+    }
+
+    /** @return the node the TaskManager's holding comes from */
+    ProcessGpus.NodeKey node() {
+        return new ProcessGpus.NodeKey(inventory, stateDir, strategy);
     }
 
     private static IllegalArgumentException bad(String key, String value, String valid) {

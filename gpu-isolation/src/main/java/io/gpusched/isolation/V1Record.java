@@ -146,6 +146,16 @@ final class V1Record {
                         + " others (" + PosixFilePermissions.toString(p) + "); whoever can write it chooses what"
                         + " revoke restores");
             }
+            Object owner = Files.getAttribute(stateDir, "unix:uid", LinkOption.NOFOLLOW_LINKS);
+            Object me = Files.getAttribute(Path.of("/proc/self"), "unix:uid");
+            if (!owner.equals(me)) {
+                throw new IsolationException("isolation state directory " + stateDir + " is owned by uid " + owner
+                        + ", not by this process's user (uid " + me + "); whoever owns it can write a record and so"
+                        + " choose what revoke restores: give it to uid " + me + " (chown) or use another directory");
+            }
+        } catch (UnsupportedOperationException | IllegalArgumentException e) {
+            throw new IsolationException("checking the owner of isolation state directory " + stateDir + " failed: "
+                    + e.getMessage(), e);
         } catch (IOException e) {
             throw new IsolationException("checking isolation state directory " + stateDir + " failed: "
                     + e.getMessage(), e);

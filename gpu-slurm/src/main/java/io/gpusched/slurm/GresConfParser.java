@@ -64,6 +64,10 @@ public final class GresConfParser {
                 record(full, start, nodeName).ifPresent(out::add);
             }
         }
+        String rest = logical.toString().strip(); // the last line ended in a continuation: it still counts
+        if (!rest.isEmpty()) {
+            record(rest, start, nodeName).ifPresent(out::add);
+        }
         return out;
     }
 

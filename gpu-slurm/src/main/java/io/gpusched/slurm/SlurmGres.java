@@ -248,8 +248,18 @@ public final class SlurmGres {
         return String.join(",", parts);
     }
 
-    /** @return the node's {@code slurm.conf} line, e.g. {@code NodeName=n1 Gres=gpu:v100:8} (other fields are yours) */
+    /**
+     * @param nodeName the node's name in slurm.conf
+     * @return the node's {@code slurm.conf} line, e.g. {@code NodeName=n1 Gres=gpu:v100:8} (other fields are yours)
+     * @throws IllegalArgumentException for a name Slurm cannot read as one token (empty, blank, whitespace, {@code =},
+     *                                  {@code #}, control characters)
+     */
     public String nodeLine(String nodeName) {
+        if (nodeName == null || !nodeName.matches("[A-Za-z0-9._\\-\\[\\],]{1,253}")) {
+            throw new IllegalArgumentException("node name \"" + nodeName + "\" cannot be written on a slurm.conf line: "
+                    + "use 1 to 253 letters, digits, '.', '_', '-' (and a hostlist's [] and ,), no spaces, '=', '#' or"
+                    + " line breaks");
+        }
         return "NodeName=" + nodeName + (entries.isEmpty() ? "" : " Gres=" + gresValue());
     }
 
@@ -264,7 +274,7 @@ public final class SlurmGres {
             b.append("# Cores= are Slurm's abstract core indices: one per physical core, socket by socket\n");
         }
         for (String c : comments) {
-            b.append("# ").append(c.replace('\n', ' ')).append('\n');
+            b.append("# ").append(c.replaceAll("[\\r\\n\\u000B\\u000C\\u0085\\u2028\\u2029]", " ")).append('\n');
         }
         b.append("AutoDetect=off\n");
         for (Entry e : entries) {

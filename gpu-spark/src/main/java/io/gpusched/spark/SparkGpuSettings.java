@@ -1,8 +1,11 @@
 package io.gpusched.spark;
 
 import io.gpusched.core.AllocationStrategies;
+import io.gpusched.core.GpuConfigException;
 import io.gpusched.core.MemorySize;
-import io.gpusched.core.NodeLedger;
+import io.gpusched.core.host.InventorySpec;
+import io.gpusched.core.host.ProcessGpus;
+import io.gpusched.core.host.StateDirectory;
 import java.nio.file.InvalidPathException;
 import java.nio.file.Path;
 import java.util.Locale;
@@ -15,10 +18,13 @@ import org.apache.spark.SparkConf;
  * <table>
  * <caption>Settings</caption>
  * <tr><th>key</th><th>default</th><th>meaning</th></tr>
- * <tr><td>{@code spark.gpusched.stateDir}</td><td>{@code /var/lib/gpusched} for root, else
- * {@code ~/.local/state/gpusched}</td><td>the node ledger shared by every JVM of the node</td></tr>
- * <tr><td>{@code spark.gpusched.inventory}</td><td>{@code auto}</td><td>{@code auto} detects the node's GPUs;
- * {@code simulated:<profile or YAML path>} serves a simulated node</td></tr>
+ * <tr><td>{@code spark.gpusched.stateDir}</td><td>the {@link StateDirectory} rule ({@code $GPUSCHED_STATE_DIR},
+ * else {@code /var/lib/gpusched} for root, else {@code ~/.local/state/gpusched}; a simulated node under
+ * {@code <base>/simulated/<profile>})</td><td>the node ledger shared by every process of the node (the
+ * {@code gpusched} command and the console included)</td></tr>
+ * <tr><td>{@code spark.gpusched.inventory}</td><td>{@code auto}</td><td>an {@link InventorySpec}: {@code auto}
+ * detects the node's GPUs; {@code simulated:<profile or YAML path>} serves a simulated node; {@code nvml,procfs}
+ * names providers in order</td></tr>
  * <tr><td>{@code spark.gpusched.strategy}</td><td>{@code topology}</td><td>{@code topology}, {@code packing},
  * {@code spreading} or {@code thermal}</td></tr>
  * <tr><td>{@code spark.gpusched.memoryPerGpu}</td><td>none</td><td>minimum memory of each GPU ({@code 16g},
@@ -29,13 +35,13 @@ import org.apache.spark.SparkConf;
  * </table>
  *
  * @param resourceName  the Spark resource served
- * @param stateDir      the node ledger's directory
- * @param inventory     {@code auto} or {@code simulated:...}
+ * @param stateDir      the node ledger's directory given explicitly; empty for the {@link StateDirectory} rule
+ * @param inventory     which inventory
  * @param strategy      strategy name
  * @param memoryPerGpu  minimum memory per GPU
  * @param addressByUuid whether addresses are UUIDs rather than indices
  */
-public record SparkGpuSettings(String resourceName, Path stateDir, String inventory, String strategy,
+public record SparkGpuSettings(String resourceName, Optional<Path> stateDir, InventorySpec inventory, String strategy,
                                Optional<MemorySize> memoryPerGpu, boolean addressByUuid) {
 
     /** Key prefix of every setting. */
@@ -52,15 +58,18 @@ public record SparkGpuSettings(String resourceName, Path stateDir, String invent
             throw bad("resourceName", resource, "a Spark resource name such as gpu");
         }
         String dir = conf.get(PREFIX + "stateDir", "").trim();
-        Path stateDir;
+        Optional<Path> stateDir;
         try {
-            stateDir = dir.isEmpty() ? NodeLedger.defaultStateDir() : Path.of(dir);
+            stateDir = dir.isEmpty() ? Optional.empty() : Optional.of(Path.of(dir));
         } catch (InvalidPathException e) {
             throw bad("stateDir", dir, "a directory path");
         }
-        String inventory = conf.get(PREFIX + "inventory", "auto").trim();
-        if (!inventory.equals("auto") && !inventory.startsWith("simulated:")) {
-            throw bad("inventory", inventory, "auto or simulated:<profile or YAML path>");
+        String inv = conf.get(PREFIX + "inventory", "auto").trim();
+        InventorySpec inventory;
+        try {
+            inventory = InventorySpec.parse(inv);
+        } catch (GpuConfigException e) {
+            throw new IllegalArgumentException(PREFIX + "inventory: " + e.getMessage(), e);
         }
         String strategy = conf.get(PREFIX + "strategy", "topology").trim();
         if (!AllocationStrategies.names().contains(strategy)) {
@@ -82,6 +91,11 @@ public record SparkGpuSettings(String resourceName, Path stateDir, String invent
             throw bad("addresses", addr, "index or uuid");
         }
         return new SparkGpuSettings(resource, stateDir, inventory, strategy, mem, addr.equals("uuid"));
+    }
+
+    /** @return the node this JVM's holdings come from */
+    ProcessGpus.NodeKey node() {
+        return new ProcessGpus.NodeKey(inventory, stateDir, strategy);
     }
 
     private static IllegalArgumentException bad(String key, String value, String valid) {

@@ -150,15 +150,21 @@ public final class GpuschedCommand implements Callable<Integer> {
             return code;
         });
         // every subcommand answers --help (and -h) with its usage, as the root does
-        cl.getSubcommands().values().forEach(sub -> {
-            if (!sub.getCommandSpec().mixinStandardHelpOptions()) {
-                sub.getCommandSpec().mixinStandardHelpOptions(true);
-            }
-        });
+        withHelp(cl);
         return cl;
     }
 
     /** Prints {@code {"error": message, "exitCode": code}} as one line of JSON. */
+    /** Every subcommand, at any depth ({@code export slurm}), answers --help and -h. */
+    private static void withHelp(CommandLine cl) {
+        cl.getSubcommands().values().forEach(sub -> {
+            if (!sub.getCommandSpec().mixinStandardHelpOptions()) {
+                sub.getCommandSpec().mixinStandardHelpOptions(true);
+            }
+            withHelp(sub);
+        });
+    }
+
     private static void jsonError(PrintStream out, String message, int code) {
         Map<String, Object> e = new LinkedHashMap<>();
         e.put("error", message);

@@ -352,8 +352,6 @@ class CdiAdversarialTest {
     }
 
     @Test
-    @Disabled("defect: ContainerDevices.of for an AMD allocation has an empty environment: no ROCR_VISIBLE_DEVICES, "
-            + "although its Javadoc, the README and issue 26 promise it")
     void envOfAnAllocationNamesItsUuidsAndNoOtherSelector() throws Exception {
         Path dev = dev(tmp);
         try (GpuInventory inv = GpuInventories.simulated("mi210-8x");

@@ -160,8 +160,6 @@ class GresAdversarialTest {
     }
 
     @Test
-    @Disabled("defect (low): a health reason's CR is written raw into the gres.conf comment (only LF is replaced), "
-            + "so any reader that breaks lines on CR (String.lines, editors, dos2unix) sees a live Name=gpu line")
     void healthReasonWithCarriageReturnOrUnicodeBreakCannotInjectAGresLine() {
         String d = dev(0, "") + dev(1, "");
         for (String br : List.of("\r", "\r\n", "\u2028", "\u0085")) {
@@ -211,8 +209,6 @@ class GresAdversarialTest {
     }
 
     @Test
-    @Disabled("defect: SlurmGres.nodeLine accepts any node name: \"\" gives 'NodeName= Gres=gpu:a10:4', "
-            + "\"n1\\nNodeName=evil\" writes a second slurm.conf line, \"a b\" a broken one; no typed exception")
     void nodeLineRefusesNamesSlurmCannotRead() {
         try (GpuInventory inv = io.gpusched.core.GpuInventories.simulated("pcie-4xa10")) {
             SlurmGres g = gres(inv, CpuLayout.unknown());

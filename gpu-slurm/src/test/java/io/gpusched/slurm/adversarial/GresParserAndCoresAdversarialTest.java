@@ -155,8 +155,6 @@ class GresParserAndCoresAdversarialTest {
     }
 
     @Test
-    @Disabled("defect: a gres.conf whose last line ends in a continuation backslash with no newline loses that line "
-            + "silently (0 records, no GresConfException), so --check reports a false 'missing File='")
     void continuationBackslashAtEndOfFileIsNotSilentlyDropped() {
         // Slurm's own parser reads the joined line at EOF; gpusched must read it too, or refuse the file
         String f = "Name=gpu Type=a10 File=/dev/nvidia[0-2] Flags=nvidia_gpu_env\n"

@@ -66,35 +66,52 @@ class SparkDiscoveryAttackTest {
         return b.toString();
     }
 
-    /** The spark-defaults.conf block of README's Spark section, read by Spark's own loader. */
+    /**
+     * The spark-defaults.conf blocks of README's Spark section that set the discovery plugin (standalone: the
+     * Worker's; YARN/Kubernetes: the executor's), each read by Spark's own loader, then discovered by the component
+     * the block names ({@code spark.worker} or {@code spark.executor}), which gets as many GPUs as the block asks.
+     */
     @Test
     void readmeSparkDefaultsLinesWorkAsPasted() throws Exception {
         Path readme = Paths.get("..", "README.md");
         String text = Files.readString(readme, StandardCharsets.UTF_8);
         int sec = text.indexOf("### Spark (`gpu-spark`)");
         assertTrue(sec >= 0, "README has a Spark section");
-        int start = text.indexOf("```\n", sec) + 4;
-        int end = text.indexOf("```", start);
-        String block = text.substring(start, end);
-        assertTrue(block.contains("spark.resources.discoveryPlugin"), block);
-        Path state = state();
-        // the lines a user pastes; the state dir and the inventory point at this test's node
-        String pasted = block.replace("/var/lib/gpusched", state.toString())
-                .replaceAll("(?m)^(spark\\.gpusched\\.inventory\\s+)auto", "$1simulated:dgx1-v100");
-        Path file = tmp.resolve("spark-defaults.conf");
-        Files.writeString(file, pasted);
-        scala.collection.Map<String, String> props = org.apache.spark.util.Utils.getPropertiesFromFile(
-                file.toString());
-        SparkConf conf = new SparkConf(false);
-        scala.collection.Iterator<scala.Tuple2<String, String>> it = props.iterator();
-        while (it.hasNext()) {
-            scala.Tuple2<String, String> kv = it.next();
-            conf.set(kv._1(), kv._2());
+        int secEnd = text.indexOf("\n### ", sec + 1);
+        int blocks = 0;
+        for (int start = text.indexOf("```\n", sec); start >= 0 && start < secEnd;
+                start = text.indexOf("```\n", text.indexOf("```", start + 4) + 3)) {
+            int end = text.indexOf("```", start + 4);
+            String block = text.substring(start + 4, end);
+            if (!block.contains("spark.resources.discoveryPlugin")) {
+                continue;
+            }
+            String component = block.contains("spark.worker.resource.gpu.amount") ? "spark.worker" : "spark.executor";
+            Path state = Files.createDirectories(state().resolve(component));
+            // the lines a user pastes; the state dir and the inventory point at this test's node
+            String pasted = block.replace("/var/lib/gpusched", state.toString())
+                    .replaceAll("(?m)^(spark\\.gpusched\\.inventory\\s+)auto", "$1simulated:dgx1-v100");
+            if (!pasted.contains("spark.gpusched.inventory")) {
+                pasted += "spark.gpusched.inventory simulated:dgx1-v100\n";
+            }
+            Path file = tmp.resolve(component + "-spark-defaults.conf");
+            Files.writeString(file, pasted);
+            scala.collection.Map<String, String> props = org.apache.spark.util.Utils.getPropertiesFromFile(
+                    file.toString());
+            SparkConf conf = new SparkConf(false);
+            scala.collection.Iterator<scala.Tuple2<String, String>> it = props.iterator();
+            while (it.hasNext()) {
+                scala.Tuple2<String, String> kv = it.next();
+                conf.set(kv._1(), kv._2());
+            }
+            long amount = Long.parseLong(conf.get(component + ".resource.gpu.amount"));
+            ResourceInformation ri = new GpuschedDiscoveryPlugin().discoverResource(req(component, amount), conf)
+                    .orElseThrow();
+            assertEquals(amount, ri.addresses().length, String.join(",", ri.addresses()));
+            assertEquals(amount, held(state), "the ledger holds what the " + component + " got");
+            blocks++;
         }
-        long amount = Long.parseLong(conf.get("spark.executor.resource.gpu.amount"));
-        ResourceInformation ri = new GpuschedDiscoveryPlugin().discoverResource(req("spark.executor", amount), conf)
-                .orElseThrow();
-        assertEquals(amount, ri.addresses().length, String.join(",", ri.addresses()));
+        assertEquals(2, blocks, "README has a standalone Worker block and a YARN/Kubernetes executor block");
     }
 
     @Test

@@ -354,8 +354,6 @@ class Review25AttackTest {
      * directory, writing nothing.
      */
     @Test
-    @org.junit.jupiter.api.Disabled("defect: a state directory owned by another user (uid 65534, rwx------) is trusted;"
-            + " the record check tests group/other write bits and symlinks only, never the owner")
     void aStateDirectoryOwnedByAnotherUserIsRefused() throws Exception {
         bed = new R25();
         Path state = state();
