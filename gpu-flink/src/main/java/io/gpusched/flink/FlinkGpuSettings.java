@@ -51,7 +51,7 @@ public record FlinkGpuSettings(Optional<Path> stateDir, InventorySpec inventory,
         String inv = c.getOptional(key("inventory")).orElse("auto").trim();
         InventorySpec inventory;
         try {
-            inventory = InventorySpec.parse(inv);
+            inventory = InventorySpec.parseKnown(inv);
         } catch (GpuConfigException e) {
             throw new IllegalArgumentException("external-resource.<name>.param.inventory: " + e.getMessage(), e);
         }

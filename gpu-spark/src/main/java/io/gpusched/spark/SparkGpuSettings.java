@@ -67,7 +67,7 @@ public record SparkGpuSettings(String resourceName, Optional<Path> stateDir, Inv
         String inv = conf.get(PREFIX + "inventory", "auto").trim();
         InventorySpec inventory;
         try {
-            inventory = InventorySpec.parse(inv);
+            inventory = InventorySpec.parseKnown(inv);
         } catch (GpuConfigException e) {
             throw new IllegalArgumentException(PREFIX + "inventory: " + e.getMessage(), e);
         }

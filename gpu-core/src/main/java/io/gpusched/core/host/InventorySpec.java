@@ -82,6 +82,31 @@ public record InventorySpec(Kind kind, String simulated, List<String> providers)
         return new InventorySpec(Kind.PROVIDERS, "", names);
     }
 
+    /**
+     * Parses a host's setting and checks that every provider it names is on this class path, so a typo fails where
+     * the setting is read rather than when the node opens.
+     *
+     * @param text as {@link #parse}
+     * @return the spec
+     * @throws GpuConfigException naming the text, the unknown provider and the providers this class path has
+     */
+    public static InventorySpec parseKnown(String text) {
+        InventorySpec spec = parse(text);
+        if (spec.kind() == Kind.PROVIDERS) {
+            List<String> known = GpuInventories.providers().stream().map(GpuInventories.ProviderStatus::name)
+                    .toList();
+            for (String p : spec.providers()) {
+                if (!known.contains(p)) {
+                    throw new GpuConfigException("inventory \"" + text + "\" names \"" + p + "\", which is no "
+                            + "provider on this class path; valid are auto, simulated:<profile> ("
+                            + String.join(", ", GpuInventories.simulatedProfiles()) + ") or simulated:<node.yaml>, "
+                            + "and the providers " + known);
+                }
+            }
+        }
+        return spec;
+    }
+
     /** @return a simulated spec for a profile or a YAML file */
     public static InventorySpec simulated(String profileOrFile) {
         return parse(GpuInventories.SIMULATED_PREFIX + profileOrFile);

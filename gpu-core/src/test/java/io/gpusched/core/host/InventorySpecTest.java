@@ -38,6 +38,14 @@ class InventorySpecTest {
     }
 
     @Test
+    void aHostSettingNamingAProviderNotOnTheClassPathIsRefusedWhereItIsRead() {
+        assertThatThrownBy(() -> InventorySpec.parseKnown("bogus")).isInstanceOf(GpuConfigException.class)
+                .hasMessageContaining("\"bogus\"").hasMessageContaining("auto");
+        assertThat(InventorySpec.parseKnown("simulated:dgx1-v100").isSimulated()).isTrue();
+        assertThat(InventorySpec.parseKnown("auto")).isEqualTo(InventorySpec.AUTO);
+    }
+
+    @Test
     void opensWhatItNames() {
         try (GpuInventory inv = InventorySpec.parse("simulated:mi210-8x").open(GpuConfig.defaults())) {
             assertThat(inv.backend()).isEqualTo("simulated:mi210-8x");
