@@ -96,6 +96,8 @@ class HostileKubeletTest {
         final BlockingQueue<RegisterRequest> registrations = new LinkedBlockingQueue<>();
         final List<String> protocolErrors = new CopyOnWriteArrayList<>();
         final Map<String, ManagedChannel> channels = new ConcurrentHashMap<>();
+        final java.util.concurrent.atomic.AtomicInteger refuse = new java.util.concurrent.atomic.AtomicInteger();
+        final java.util.concurrent.atomic.AtomicInteger refused = new java.util.concurrent.atomic.AtomicInteger();
 
         Kubelet(Path dir) throws Exception {
             this.dir = dir;
@@ -104,6 +106,12 @@ class HostileKubeletTest {
                     .workerEventLoopGroup(group).addService(new RegistrationGrpc.RegistrationImplBase() {
                         @Override
                         public void register(RegisterRequest req, StreamObserver<Empty> out) {
+                            if (refuse.getAndUpdate(x -> Math.max(0, x - 1)) > 0) {
+                                refused.incrementAndGet();
+                                out.onError(Status.UNKNOWN.withDescription("resource name already registered")
+                                        .asRuntimeException());
+                                return;
+                            }
                             try {
                                 if (!req.getVersion().equals("v1beta1")) {
                                     protocolErrors.add("version " + req.getVersion());
@@ -307,6 +315,24 @@ class HostileKubeletTest {
             }
             // close() removes its socket
             assertThat(dir.resolve(EP)).doesNotExist();
+        }
+    }
+
+    @Test
+    void startedBeforeTheKubeletAndRefusedThriceItKeepsTryingAndRegistersOnce() throws Exception {
+        try (SimulatedGpuInventory inv = GpuInventories.simulated("dgx1-v100");
+             KubeletDevicePlugin plugin = KubeletDevicePlugin.start(inv, config().build())) {
+            Thread.sleep(500); // no kubelet yet: nothing to register with, and no crash
+            assertThat(plugin.registrations()).isZero();
+            try (Kubelet k = new Kubelet(dir)) {
+                k.refuse.set(3);
+                k.awaitRegistration();
+                assertThat(k.refused.get()).isEqualTo(3);
+                assertThat(k.protocolErrors).isEmpty();
+                Thread.sleep(500);
+                assertThat(k.registrations).as("one registration once accepted").isEmpty();
+                assertThat(plugin.registrations()).isEqualTo(1);
+            }
         }
     }
 
