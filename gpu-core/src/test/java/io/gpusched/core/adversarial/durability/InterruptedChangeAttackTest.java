@@ -102,4 +102,82 @@ class InterruptedChangeAttackTest {
             }
         }
     }
+
+    @Test
+    void interruptedWaitingAllocateThrowsInterruptedOrServesAndLeavesOthersServed(@TempDir Path dir) throws Exception {
+        try (GpuScheduler s = open(dir)) {
+            AtomicReference<Object> outcome = new AtomicReference<>();
+            Thread t = new Thread(() -> {
+                Thread.currentThread().interrupt();
+                try {
+                    outcome.set(s.allocate(one(), Duration.ofSeconds(1)));
+                } catch (InterruptedException | RuntimeException e) {
+                    outcome.set(e);
+                }
+            });
+            t.start();
+            t.join();
+            if (outcome.get() instanceof Allocation a) {
+                assertTrue(LedgerReplay.replay(dir.resolve("ledger")).live().contains(a.id()));
+            }
+            try {
+                Allocation b = s.allocate(one());
+                assertTrue(LedgerReplay.replay(dir.resolve("ledger")).live().contains(b.id()));
+            } catch (RuntimeException e) {
+                fail("after an interrupted allocate(request, maxWait) (" + outcome.get() + "), an uninterrupted"
+                        + " allocate failed: " + e, e);
+            }
+        }
+    }
+
+    @Test
+    @Disabled("defect: threads interrupted while queued for a group-commit batch lead the next batch with the flag"
+            + " set and close the ledger.lock channel; the other threads' changes then fail ClosedChannelException")
+    void threadsInterruptedWhileQueuedForABatchDoNotBreakTheOthers(@TempDir Path dir) throws Exception {
+        try (GpuScheduler s = open(dir)) {
+            java.util.List<Thread> workers = new java.util.ArrayList<>();
+            java.util.List<String> acked = java.util.Collections.synchronizedList(new java.util.ArrayList<>());
+            java.util.List<Throwable> errors = java.util.Collections.synchronizedList(new java.util.ArrayList<>());
+            for (int w = 0; w < 8; w++) {
+                Thread th = new Thread(() -> {
+                    for (int i = 0; i < 50; i++) {
+                        try {
+                            Allocation a = s.allocate(one());
+                            acked.add(a.id());
+                            Thread.interrupted();
+                        } catch (RuntimeException e) {
+                            errors.add(e);
+                        }
+                    }
+                });
+                workers.add(th);
+                th.start();
+            }
+            // interrupt the workers while they queue (a canceller such as Future.cancel(true) does this)
+            for (int k = 0; k < 40; k++) {
+                workers.get(k % 8).interrupt();
+                Thread.sleep(1);
+            }
+            for (Thread th : workers) {
+                th.join();
+            }
+            // The file holds exactly the acknowledged allocations (none was released): a change answered with an
+            // error must have left no record.
+            assertEquals(new java.util.TreeSet<>(acked), new java.util.TreeSet<>(LedgerReplay.replay(
+                    dir.resolve("ledger")).live()), "file vs acknowledged allocations (" + errors.size() + " errors,"
+                    + " first: " + (errors.isEmpty() ? "none" : errors.get(0)) + ")");
+            // Whatever the interrupted callers got, an uninterrupted caller afterwards is served.
+            Allocation after;
+            try {
+                after = s.allocate(one());
+            } catch (RuntimeException e) {
+                fail("after interrupts (" + errors.size() + " errors, first: " + (errors.isEmpty() ? "none"
+                        : errors.get(0)) + "), an uninterrupted allocate failed: " + e, e);
+                return;
+            }
+            acked.add(after.id());
+            assertTrue(LedgerReplay.replay(dir.resolve("ledger")).live().containsAll(acked),
+                    "acknowledged allocations missing from the file");
+        }
+    }
 }
