@@ -180,4 +180,37 @@ class InterruptedChangeAttackTest {
                     "acknowledged allocations missing from the file");
         }
     }
+
+    @Test
+    @Disabled("defect: an allocate interrupted during the ledger's write/force fails with 'the change was not made"
+            + " (1 record(s) not written)' but its record stays in the file (the truncate runs on the closed channel):"
+            + " measured in 128 of 150 rounds")
+    void anAllocateFailedByAnInterruptLeavesNoRecord(@TempDir Path base) throws Exception {
+        for (int round = 0; round < 40; round++) {
+            Path dir = base.resolve("r" + round);
+            java.util.List<String> acked = java.util.Collections.synchronizedList(new java.util.ArrayList<>());
+            AtomicReference<RuntimeException> error = new AtomicReference<>();
+            try (GpuScheduler s = open(dir)) {
+                Thread t = new Thread(() -> {
+                    for (int i = 0; i < 200; i++) {
+                        try {
+                            acked.add(s.allocate(one()).id());
+                        } catch (RuntimeException e) {
+                            error.set(e);
+                            return;
+                        }
+                    }
+                });
+                t.start();
+                Thread.sleep(5 + round % 20);
+                t.interrupt();
+                t.join();
+            } catch (RuntimeException closing) {
+                // closing a scheduler whose channel an interrupt closed may fail; the file is what is judged
+            }
+            LedgerReplay.Result r = LedgerReplay.replay(dir.resolve("ledger"));
+            assertEquals(new java.util.TreeSet<>(acked), new java.util.TreeSet<>(r.live()), "round " + round
+                    + ": the file's live allocations vs the acknowledged ones; the failed call got: " + error.get());
+        }
+    }
 }
