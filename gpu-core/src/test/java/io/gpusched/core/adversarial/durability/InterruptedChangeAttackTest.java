@@ -38,8 +38,8 @@ class InterruptedChangeAttackTest {
     }
 
     @Test
-    @Disabled("defect: a release called by a thread whose interrupt flag is set closes the ledger's FileChannel"
-            + " (FileLockInterruptionException on the JVM-wide ledger.lock channel); every later change fails ClosedChannelException")
+    @Disabled("defect: a release called by a thread whose interrupt flag is set closes the JVM-wide ledger.lock"
+            + " channel (FileLockInterruptionException); every later change fails ClosedChannelException")
     void interruptedReleaseLeavesTheSchedulerServingOthers(@TempDir Path dir) throws Exception {
         try (GpuScheduler s = open(dir)) {
             Allocation a = s.allocate(one());
@@ -74,8 +74,8 @@ class InterruptedChangeAttackTest {
     }
 
     @Test
-    @Disabled("defect: an allocate(request) called by a thread whose interrupt flag is set closes the ledger's"
-            + " JVM-wide ledger.lock channel (FileLockInterruptionException); every later change fails ClosedChannelException")
+    @Disabled("defect: an allocate(request) called by a thread whose interrupt flag is set closes the JVM-wide"
+            + " ledger.lock channel (FileLockInterruptionException); every later change fails ClosedChannelException")
     void interruptedAllocateLeavesTheSchedulerServingOthers(@TempDir Path dir) throws Exception {
         try (GpuScheduler s = open(dir)) {
             AtomicReference<Object> outcome = new AtomicReference<>();
