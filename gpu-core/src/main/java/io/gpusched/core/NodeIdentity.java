@@ -169,7 +169,7 @@ final class NodeIdentity {
         Set<String> gpus = gpus(inventory.devices());
         if (!Files.exists(f, LinkOption.NOFOLLOW_LINKS)) {
             Path ledgerFile = dir.resolve(NodeLedger.FILE);
-            if (Files.exists(ledgerFile, LinkOption.NOFOLLOW_LINKS)) {
+            if (Files.isRegularFile(ledgerFile, LinkOption.NOFOLLOW_LINKS)) { // a FIFO or device is the ledger's to refuse
                 checkLedgerWithoutIdentity(dir, ledgerFile, inventory);
             }
             record(dir, f, inventory.backend(), simulated, gpus);

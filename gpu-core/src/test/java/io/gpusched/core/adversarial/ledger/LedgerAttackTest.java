@@ -969,9 +969,14 @@ class LedgerAttackTest {
         }
     }
 
-    /** Waits until the thread is parked (waiting inside allocate), by observing its state. */
+    /**
+     * Waits until the thread is parked (waiting inside allocate), by observing its state, or has ended (a scheduler
+     * that decides on its last snapshot may run the strategy before it has caught up with another process, and a
+     * strategy that throws then fails the call at once instead of after a wait).
+     */
     private static void awaitBlocked(Thread t) throws InterruptedException {
-        while (t.getState() != Thread.State.TIMED_WAITING && t.getState() != Thread.State.WAITING) {
+        while (t.getState() != Thread.State.TIMED_WAITING && t.getState() != Thread.State.WAITING
+                && t.getState() != Thread.State.TERMINATED) {
             Thread.sleep(5);
         }
         Thread.sleep(50);
