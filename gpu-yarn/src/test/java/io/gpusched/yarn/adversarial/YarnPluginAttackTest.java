@@ -352,20 +352,5 @@ class YarnPluginAttackTest {
         } finally {
             p.close();
         }
-        for (String key : List.of(GpuschedDevicePlugin.KEY_STRATEGY, GpuschedDevicePlugin.KEY_DEVICE_NAMING,
-                GpuschedDevicePlugin.KEY_DOCKER_RUNTIME)) {
-            for (String value : offered.get(key)) {
-                Configuration c2 = new Configuration(c);
-                c2.set(key, value);
-                GpuschedDevicePlugin q = new GpuschedDevicePlugin();
-                q.setConf(c2);
-                try {
-                    assertEquals(3, q.allocateDevices(q.getDevices(), 3, new HashMap<>(Map.of())).size(),
-                            key + "=" + value);
-                } finally {
-                    q.close();
-                }
-            }
-        }
     }
 }
