@@ -68,14 +68,30 @@ public final class NodeLedger {
     /** One JVM-wide lock per state directory: fcntl locks are per process, so threads take this first. */
     private static final class DirLock {
         final ReentrantLock jvm = new ReentrantLock();
-        final FileChannel channel;
+        /** Replaced (under {@link #jvm}) when an interrupt closed it: FileChannel is interruptible. */
+        volatile FileChannel channel;
         /** Open NodeLedgers using it; guarded by LOCKS. The channel closes with the last (closing it drops locks). */
         int users;
 
         DirLock(FileChannel channel) {
             this.channel = channel;
         }
+
+        /** Opens the lock file again after an interrupt closed the channel (holding no lock: closing dropped it). */
+        void reopen(Path lockFile) throws IOException {
+            if (!channel.isOpen()) {
+                channel = FileChannel.open(lockFile, StandardOpenOption.CREATE, StandardOpenOption.WRITE);
+            }
+        }
     }
+
+    /** An operation on the ledger's channel, run again on a reopened channel when an interrupt closed it. */
+    private interface ChannelOp<T> {
+        T apply(FileChannel c) throws IOException;
+    }
+
+    /** How often an operation is retried after interrupts closed its channel before the change fails. */
+    private static final int INTERRUPT_RETRIES = 100;
 
     private static final Map<Path, DirLock> LOCKS = new ConcurrentHashMap<>();
 
@@ -90,6 +106,8 @@ public final class NodeLedger {
     private final java.util.concurrent.atomic.AtomicLong forceNanosMax = new java.util.concurrent.atomic.AtomicLong();
     private final java.util.concurrent.atomic.AtomicLong recordsWritten = new java.util.concurrent.atomic.AtomicLong();
     private Object fileKey;
+    /** An interrupt arrived during this transaction's I/O; the caller's flag is set again when it ends (jvm lock). */
+    private boolean interruptedDuringIo;
     private long readOffset;
     private String prefix;
     private long generation;
@@ -286,26 +304,66 @@ public final class NodeLedger {
         withLock(r);
     }
 
+    /**
+     * Runs {@code r} holding the JVM's and the node's lock. The caller's interrupt flag is cleared for the duration
+     * and set again afterwards (with any interrupt that arrived meanwhile): the channels are interruptible, and an
+     * interrupted operation would close them for every thread of the JVM and leave a change half done. An operation
+     * an interrupt still closed is run again on a reopened channel ({@link #onChannel}), so a transaction is whole.
+     */
     private void withLock(Runnable r) {
+        boolean interrupted = Thread.interrupted();
         dirLock.jvm.lock();
         try {
-            FileLock fl;
-            try {
-                fl = dirLock.channel.lock();
-            } catch (IOException e) {
-                throw io("cannot lock " + dir.resolve(LOCK), dir.resolve(LOCK), e);
-            }
+            FileLock fl = lockNode();
             try {
                 r.run();
             } finally {
                 try {
                     fl.release();
-                } catch (IOException e) {
-                    LOG.warn("releasing the lock on {} failed: {}", dir.resolve(LOCK), e.toString());
+                } catch (IOException e) { // a channel closed by an interrupt has dropped the lock already
+                    LOG.debug("releasing the lock on {}: {}", dir.resolve(LOCK), e.toString());
                 }
             }
         } finally {
+            interrupted |= interruptedDuringIo | Thread.interrupted();
+            interruptedDuringIo = false;
             dirLock.jvm.unlock();
+            if (interrupted) {
+                Thread.currentThread().interrupt();
+            }
+        }
+    }
+
+    private FileLock lockNode() {
+        Path lockFile = dir.resolve(LOCK);
+        for (int tries = 0; ; tries++) {
+            try {
+                dirLock.reopen(lockFile);
+                return dirLock.channel.lock();
+            } catch (java.nio.channels.ClosedChannelException | java.nio.channels.FileLockInterruptionException e) {
+                interruptedDuringIo |= Thread.interrupted();
+                if (tries >= INTERRUPT_RETRIES) {
+                    throw io("cannot lock " + lockFile + " (interrupted " + tries + " times)", lockFile, e);
+                }
+            } catch (IOException e) {
+                throw io("cannot lock " + lockFile, lockFile, e);
+            }
+        }
+    }
+
+    /** Runs {@code op} on the ledger's channel; reopens the same file and runs it again when an interrupt closed it. */
+    private <T> T onChannel(ChannelOp<T> op) throws IOException {
+        for (int tries = 0; ; tries++) {
+            try {
+                return op.apply(channel);
+            } catch (java.nio.channels.ClosedChannelException e) {
+                interruptedDuringIo |= Thread.interrupted();
+                if (tries >= INTERRUPT_RETRIES || channel == null) {
+                    throw e;
+                }
+                // the node's lock is held (its own channel), so nobody replaces the file meanwhile
+                channel = FileChannel.open(file, StandardOpenOption.READ, StandardOpenOption.WRITE);
+            }
         }
     }
 
@@ -318,7 +376,7 @@ public final class NodeLedger {
         }
         long size;
         try {
-            size = channel.size();
+            size = onChannel(FileChannel::size);
         } catch (IOException e) {
             throw io("cannot read " + file, file, e);
         }
@@ -345,7 +403,7 @@ public final class NodeLedger {
         fresh.sequence = -1;
         long size;
         try {
-            size = channel.size();
+            size = onChannel(FileChannel::size);
         } catch (IOException e) {
             throw io("cannot read " + file, file, e);
         }
@@ -381,7 +439,7 @@ public final class NodeLedger {
     private long readHeader() {
         ByteBuffer b = ByteBuffer.allocate(512);
         try {
-            channel.read(b, 0);
+            onChannel(c -> c.read(b, 0));
         } catch (IOException e) {
             throw io("cannot read " + file, file, e);
         }
@@ -424,7 +482,7 @@ public final class NodeLedger {
         ByteBuffer buf = ByteBuffer.allocate(len);
         try {
             while (buf.hasRemaining()) {
-                int n = channel.read(buf, from + buf.position());
+                int n = onChannel(c -> c.read(buf, from + buf.position()));
                 if (n < 0) {
                     break;
                 }
@@ -448,8 +506,11 @@ public final class NodeLedger {
                     warnings.add(w);
                 }
                 try {
-                    channel.truncate(at);
-                    channel.force(false);
+                    onChannel(c -> c.truncate(at));
+                    onChannel(c -> {
+                        c.force(false);
+                        return null;
+                    });
                 } catch (IOException e) {
                     throw io("cannot cut the incomplete record off " + file, file, e);
                 }
@@ -521,11 +582,14 @@ public final class NodeLedger {
         ByteBuffer buf = ByteBuffer.wrap(sb.toString().getBytes(StandardCharsets.UTF_8));
         long start = readOffset;
         try {
-            while (buf.hasRemaining()) {
-                channel.write(buf, start + buf.position());
+            while (buf.hasRemaining()) { // positional: a write run again on a reopened channel goes on where it was
+                onChannel(c -> c.write(buf, start + buf.position()));
             }
             long t0 = System.nanoTime();
-            channel.force(false);
+            onChannel(c -> { // fsync is per file: forcing through a reopened channel forces what was written
+                c.force(false);
+                return null;
+            });
             long took = System.nanoTime() - t0;
             forceNanos.addAndGet(took);
             forceNanosMax.accumulateAndGet(took, Math::max);
@@ -533,8 +597,11 @@ public final class NodeLedger {
             forces.incrementAndGet();
         } catch (IOException e) {
             try {
-                channel.truncate(start);
-                channel.force(false);
+                onChannel(c -> c.truncate(start));
+                onChannel(c -> {
+                    c.force(false);
+                    return null;
+                });
             } catch (IOException again) {
                 e.addSuppressed(again);
             }

@@ -13,7 +13,6 @@ import io.gpusched.core.MemorySize;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.concurrent.atomic.AtomicReference;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -38,8 +37,6 @@ class InterruptedChangeAttackTest {
     }
 
     @Test
-    @Disabled("defect: a release called by a thread whose interrupt flag is set closes the JVM-wide ledger.lock"
-            + " channel (FileLockInterruptionException); every later change fails ClosedChannelException")
     void interruptedReleaseLeavesTheSchedulerServingOthers(@TempDir Path dir) throws Exception {
         try (GpuScheduler s = open(dir)) {
             Allocation a = s.allocate(one());
@@ -74,8 +71,6 @@ class InterruptedChangeAttackTest {
     }
 
     @Test
-    @Disabled("defect: an allocate(request) called by a thread whose interrupt flag is set closes the JVM-wide"
-            + " ledger.lock channel (FileLockInterruptionException); every later change fails ClosedChannelException")
     void interruptedAllocateLeavesTheSchedulerServingOthers(@TempDir Path dir) throws Exception {
         try (GpuScheduler s = open(dir)) {
             AtomicReference<Object> outcome = new AtomicReference<>();
@@ -131,8 +126,6 @@ class InterruptedChangeAttackTest {
     }
 
     @Test
-    @Disabled("defect: threads interrupted while queued for a group-commit batch lead the next batch with the flag"
-            + " set and close the ledger.lock channel; the other threads' changes then fail ClosedChannelException")
     void threadsInterruptedWhileQueuedForABatchDoNotBreakTheOthers(@TempDir Path dir) throws Exception {
         try (GpuScheduler s = open(dir)) {
             java.util.List<Thread> workers = new java.util.ArrayList<>();
@@ -182,9 +175,6 @@ class InterruptedChangeAttackTest {
     }
 
     @Test
-    @Disabled("defect: an allocate interrupted during the ledger's write/force fails with 'the change was not made"
-            + " (1 record(s) not written)' but its record stays in the file (the truncate runs on the closed channel):"
-            + " measured in 128 of 150 rounds")
     void anAllocateFailedByAnInterruptLeavesNoRecord(@TempDir Path base) throws Exception {
         for (int round = 0; round < 40; round++) {
             Path dir = base.resolve("r" + round);
