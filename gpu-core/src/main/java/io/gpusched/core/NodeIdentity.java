@@ -13,7 +13,6 @@ import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
-import java.nio.file.attribute.PosixFilePermissions;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -321,27 +320,10 @@ final class NodeIdentity {
         m.put("simulated", simulated);
         m.put("backend", backend);
         m.put("gpus", List.copyOf(gpus));
-        Path tmp = dir.resolve(FILE + ".tmp");
         try {
             byte[] body = (Json.MAPPER.writeValueAsString(m) + "\n").getBytes(StandardCharsets.UTF_8);
-            Files.deleteIfExists(tmp);
-            try (FileChannel ch = FileChannel.open(tmp, Set.of(StandardOpenOption.CREATE_NEW,
-                    StandardOpenOption.WRITE), PosixFilePermissions.asFileAttribute(
-                    PosixFilePermissions.fromString("rw-r--r--")))) {
-                ByteBuffer b = ByteBuffer.wrap(body);
-                while (b.hasRemaining()) {
-                    ch.write(b);
-                }
-                ch.force(true);
-            }
-            Files.move(tmp, f, StandardCopyOption.ATOMIC_MOVE);
-            fsyncDir(dir);
-        } catch (IOException e) {
-            try {
-                Files.deleteIfExists(tmp);
-            } catch (IOException ignored) {
-                // best effort
-            }
+            io.gpusched.core.host.ConfigFiles.writeAtomically(dir, FILE, body); // temp, force, rename, directory force
+        } catch (IOException | GpuException e) {
             throw new LedgerException(Kind.IO, f, "cannot record which node " + dir + " describes in " + f + ": "
                     + e.getMessage(), e);
         }
