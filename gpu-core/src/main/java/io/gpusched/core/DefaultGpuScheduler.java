@@ -535,6 +535,11 @@ final class DefaultGpuScheduler implements GpuScheduler {
         return f == null ? Optional.empty() : Optional.of(f.statistics());
     }
 
+    /** For tests in this package: the scheduler's ledger. */
+    Ledger ledger() {
+        return ledger;
+    }
+
     /** @return the node ledger, or null (tests, benchmarks) */
     NodeLedger ledgerFile() {
         return ledger.file();

@@ -3,6 +3,8 @@ package io.gpusched.core;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.LockSupport;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.Consumer;
 import java.util.function.Function;
@@ -13,6 +15,12 @@ import java.util.function.Function;
  * written are decided together and share one OS-lock hold and one force to disk (group commit: they wait for the
  * batch in flight on a monitor of their own, not on the state lock it holds through its force); each is still
  * decided on the state left by the ones before it, so a refusal of one does not affect the others.
+ *
+ * <p>Gathering: the threads of a finished batch return and queue their next changes a few microseconds after the
+ * next batch has already been taken, so without help the committing threads settle into two groups that alternate
+ * forces. The leader of a batch therefore first waits, without any lock, for the threads of the previous batch that
+ * have not queued yet, at most about one force time (a moving average of this ledger's batches, capped at
+ * {@link #MAX_GATHER_NANOS}); a lone thread (previous batch of one) never waits.
  */
 final class Ledger implements AutoCloseable {
 
@@ -50,8 +58,12 @@ final class Ledger implements AutoCloseable {
         }
     }
 
+    /** The longest a leader waits for the threads of the previous batch, whatever the force costs. */
+    static final long MAX_GATHER_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
+
     private static final class Pending<T> {
         final Change<T> change;
+        final Thread owner = Thread.currentThread();
         volatile boolean done;
         T result;
         RuntimeException error;
@@ -76,6 +88,14 @@ final class Ledger implements AutoCloseable {
     private final Object gate = new Object();
     /** Guarded by gate: a thread is running a batch. */
     private boolean leading;
+    /** The threads whose changes made the last batch; written by its leader only. */
+    private volatile Thread[] lastBatch = new Thread[0];
+    /** The leader waiting for the previous batch's threads to queue, or null; woken by every change queued. */
+    private volatile Thread gathering;
+    /** Moving average of a batch's time under the lock (catch-up, decide, append, force), in ns; leader only. */
+    private volatile long batchNanos;
+    /** When not negative, how long a leader waits for the previous batch's threads (tests: long, to make it certain). */
+    private volatile long gatherOverrideNanos = -1;
     /** Guarded by lock. */
     private NodeState state;
     private volatile List<DeviceState> published;
@@ -134,11 +154,20 @@ final class Ledger implements AutoCloseable {
             }
         } else {
             queue.add(p);
+            Thread g = gathering;
+            if (g != null) {
+                LockSupport.unpark(g);
+            }
             if (lead(p)) {
                 try {
+                    gather();
                     lock.lock();
                     try {
+                        long t0 = System.nanoTime();
                         batch(out);
+                        long t = System.nanoTime() - t0;
+                        long avg = batchNanos;
+                        batchNanos = avg == 0 ? t : avg + (t - avg) / 8;
                     } finally {
                         lock.unlock();
                     }
@@ -188,6 +217,68 @@ final class Ledger implements AutoCloseable {
                 Thread.currentThread().interrupt();
             }
         }
+    }
+
+    /**
+     * The leader, before it takes the queue: waits (no lock held) until every thread of the previous batch has queued
+     * a change again, or about one batch time has passed, or this thread is interrupted.
+     */
+    private void gather() {
+        Thread[] last = lastBatch;
+        if (last.length < 2) {
+            return;
+        }
+        long fixed = gatherOverrideNanos;
+        long wait = fixed >= 0 ? fixed : Math.min(MAX_GATHER_NANOS, batchNanos);
+        if (wait <= 0) {
+            return;
+        }
+        long deadline = System.nanoTime() + wait;
+        gathering = Thread.currentThread();
+        try {
+            while (!allQueued(last) && !Thread.currentThread().isInterrupted()) {
+                long left = deadline - System.nanoTime();
+                if (left <= 0) {
+                    return;
+                }
+                LockSupport.parkNanos(this, left);
+            }
+        } finally {
+            gathering = null;
+        }
+    }
+
+    private boolean allQueued(Thread[] threads) {
+        for (Thread t : threads) {
+            if (t.isAlive() && !queuedBy(t)) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    private boolean queuedBy(Thread t) {
+        for (Pending<?> q : queue) {
+            if (q.owner == t) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** For tests: the longest a leader waits for the previous batch's threads, instead of about one batch time. */
+    void gatherFor(long nanos) {
+        gatherOverrideNanos = nanos;
+    }
+
+    /** For tests: how many changes are queued for the next batch. */
+    int queued() {
+        return queue.size();
+    }
+
+    /** For tests: the thread now waiting for the previous batch's threads, or null. */
+    Thread gathering() {
+        return gathering;
     }
 
     /** Catches up with other processes (and reclaims dead holders' allocations) now. */
@@ -263,6 +354,7 @@ final class Ledger implements AutoCloseable {
         for (Pending<?> q; (q = queue.poll()) != null; ) {
             batch.add(q);
         }
+        lastBatch = batch.stream().map(q -> q.owner).distinct().toArray(Thread[]::new);
         try {
             file.transaction(state, caughtUp -> {
                 state = caughtUp.state();
