@@ -20,6 +20,7 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
@@ -40,6 +41,8 @@ final class DefaultGpuScheduler implements GpuScheduler {
     private final GpuConfig config;
     private final Clock clock;
     private final List<AllocationListener> listeners;
+    /** listeners added at run time ({@link #addListener}), called after {@link #listeners} */
+    private final List<AllocationListener> added = new CopyOnWriteArrayList<>();
     private final List<ScheduledExecutorService> threads = new ArrayList<>();
     private final HealthTracker health;
     private final DrainControl drain;
@@ -642,15 +645,32 @@ final class DefaultGpuScheduler implements GpuScheduler {
         ledger.close();
     }
 
+    @Override
+    public void addListener(AllocationListener listener) {
+        added.add(Objects.requireNonNull(listener, "listener"));
+    }
+
+    @Override
+    public boolean removeListener(AllocationListener listener) {
+        return added.remove(listener);
+    }
+
     private void fire(List<AllocationEvent> events) {
         for (AllocationEvent e : events) {
             for (AllocationListener l : listeners) {
-                try {
-                    l.onEvent(e);
-                } catch (RuntimeException ex) {
-                    LOG.warn("allocation listener {} failed on {}: {}", l, e.type(), ex.toString());
-                }
+                notify(l, e);
             }
+            for (AllocationListener l : added) {
+                notify(l, e);
+            }
+        }
+    }
+
+    private static void notify(AllocationListener l, AllocationEvent e) {
+        try {
+            l.onEvent(e);
+        } catch (RuntimeException ex) {
+            LOG.warn("allocation listener {} failed on {}: {}", l, e.type(), ex.toString());
         }
     }
 

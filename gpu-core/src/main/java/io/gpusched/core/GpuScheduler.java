@@ -139,6 +139,23 @@ public interface GpuScheduler extends AutoCloseable {
     /** @return the inventory this scheduler serves */
     GpuInventory inventory();
 
+    /**
+     * Adds an audit listener at run time, after the listeners given to {@link Builder#listener}; it receives the
+     * events of changes made after this call returns. For a component built after the scheduler (a console, an
+     * exporter), instead of a forwarding reference set later.
+     *
+     * @param listener the listener; adding one already added adds it again (it is then called twice)
+     * @throws NullPointerException when {@code listener} is null
+     */
+    void addListener(AllocationListener listener);
+
+    /**
+     * Removes a listener added by {@link #addListener} (one registration of it); listeners given to the builder stay.
+     *
+     * @return whether it was registered
+     */
+    boolean removeListener(AllocationListener listener);
+
     /** @return the strategy in use */
     AllocationStrategy strategy();
 

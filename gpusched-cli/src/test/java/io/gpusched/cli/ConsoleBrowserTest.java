@@ -72,17 +72,11 @@ class ConsoleBrowserTest {
                 + "  - {index: 1, pci_bus_id: \"00000000:11:00.0\"}\n");
         SimulatedGpuInventory inventory = GpuInventories.simulated(node.toString());
         assertThat(inventory.devices().get(0).name()).isEqualTo(deviceName);
-        ConsoleServer[] holder = new ConsoleServer[1];
-        try (GpuScheduler scheduler = GpuScheduler.builder().inventory(inventory).auditLogging(false).listener(e -> {
-                    if (holder[0] != null) {
-                        holder[0].onEvent(e);
-                    }
-                }).build();
+        try (GpuScheduler scheduler = GpuScheduler.builder().inventory(inventory).auditLogging(false).build();
              ConsoleServer console = ConsoleServer.builder().scheduler(scheduler).inventory(inventory)
                      .stateDir(Files.createDirectories(dir.resolve("state")))
                      .listen(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0))
                      .sampleInterval(Duration.ofMillis(500)).build().start()) {
-            holder[0] = console;
             String id = scheduler.allocate(io.gpusched.core.GpuRequests.fromCliFlags("--gpu=1", "--owner=" + owner,
                     "--job=" + job, "--label=k=" + label)).id();
             inventory.setHealth(1, GpuHealth.unhealthy(reason));
@@ -135,17 +129,11 @@ class ConsoleBrowserTest {
         Path state = dir.resolve("state");
         Path ledger = Files.createDirectories(state); // the CLI child below uses --state-dir state: one ledger
         SimulatedGpuInventory inventory = GpuInventories.simulated("dgx1-v100");
-        ConsoleServer[] holder = new ConsoleServer[1];
         try (GpuScheduler scheduler = GpuScheduler.builder().inventory(inventory).stateDir(ledger)
-                .auditLogging(false).listener(e -> {
-                    if (holder[0] != null) {
-                        holder[0].onEvent(e);
-                    }
-                }).build();
+                .auditLogging(false).build();
              ConsoleServer console = ConsoleServer.builder().scheduler(scheduler).inventory(inventory).stateDir(state)
                      .listen(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0)).refresh(scheduler::refresh)
                      .sampleInterval(Duration.ofMillis(500)).build().start()) {
-            holder[0] = console;
             // the page is opened only once the server holds a few samples: its sparklines must start with them
             while (samplesOfGpu0(console) < 3) {
                 Thread.sleep(50);

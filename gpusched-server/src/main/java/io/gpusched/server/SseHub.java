@@ -103,7 +103,7 @@ final class SseHub implements AutoCloseable {
         }
         Client c = new Client(exchange);
         try {
-            exchange.getResponseHeaders().set("Content-Type", "text/event-stream; charset=utf-8");
+            exchange.getResponseHeaders().set("Content-Type", Exchanges.EVENT_STREAM);
             exchange.getResponseHeaders().set("Cache-Control", "no-store");
             exchange.getResponseHeaders().set("X-Accel-Buffering", "no");
             exchange.sendResponseHeaders(200, 0);

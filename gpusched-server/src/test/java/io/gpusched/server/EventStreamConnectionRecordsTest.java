@@ -43,13 +43,7 @@ class EventStreamConnectionRecordsTest {
     /** A node, its scheduler forwarding events to the console, and the console. */
     final class Node implements AutoCloseable {
         final SimulatedGpuInventory inventory = GpuInventories.simulated("dgx1-v100");
-        final ConsoleServer[] ref = new ConsoleServer[1];
-        final GpuScheduler scheduler = GpuScheduler.builder().inventory(inventory).auditLogging(false)
-                .listener(e -> {
-                    if (ref[0] != null) {
-                        ref[0].onEvent(e);
-                    }
-                }).build();
+        final GpuScheduler scheduler = GpuScheduler.builder().inventory(inventory).auditLogging(false).build();
         final ConsoleServer console;
         final List<Socket> sockets = new ArrayList<>();
         final List<Thread> readerThreads = new ArrayList<>();
@@ -59,7 +53,6 @@ class EventStreamConnectionRecordsTest {
             console = options.apply(ConsoleServer.builder().scheduler(scheduler).inventory(inventory).stateDir(state)
                     .listen(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0)).ticking(false)).build()
                     .start();
-            ref[0] = console;
         }
 
         /** one allocate + release: two events to every client */

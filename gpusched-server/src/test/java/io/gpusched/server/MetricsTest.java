@@ -37,12 +37,9 @@ class MetricsTest {
     void metricsParseWithPromtoolAndCarryDcgmNamesAndLabels(@TempDir Path state) throws Exception {
         assumeTrue(Files.isExecutable(PROMTOOL), "skipped: needs promtool (Debian's prometheus package)");
         SimulatedGpuInventory inv = GpuInventories.simulated("pcie-4xa10");
-        ConsoleServer[] ref = new ConsoleServer[1];
-        try (GpuScheduler s = GpuScheduler.builder().inventory(inv).auditLogging(false)
-                .listener(e -> ref[0].onEvent(e)).build();
+        try (GpuScheduler s = GpuScheduler.builder().inventory(inv).auditLogging(false).build();
              ConsoleServer c = ConsoleServer.builder().scheduler(s).inventory(inv).stateDir(state)
                      .listen(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0)).build().start()) {
-            ref[0] = c;
             inv.setMetrics(1, 73, MemorySize.ofGibibytes(6), 66, 150);
             inv.setHealth(3, GpuHealth.unhealthy("XID 79: GPU has fallen off the bus"));
             s.updateMetrics(inv.sample());

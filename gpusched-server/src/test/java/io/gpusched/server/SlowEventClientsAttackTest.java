@@ -123,19 +123,12 @@ class SlowEventClientsAttackTest {
     @org.junit.jupiter.api.Timeout(value = 10, unit = TimeUnit.MINUTES) // a hang guard, not a measurement
     void clientsThatNeverReadAreDroppedAndCountedWhileOthersStayServed() throws Exception {
         SimulatedGpuInventory inventory = GpuInventories.simulated("dgx1-v100");
-        ConsoleServer[] ref = new ConsoleServer[1];
         List<Socket> slow = new ArrayList<>();
         Socket goodSocket = null;
-        try (GpuScheduler scheduler = GpuScheduler.builder().inventory(inventory).auditLogging(false)
-                .listener(e -> {
-                    if (ref[0] != null) {
-                        ref[0].onEvent(e);
-                    }
-                }).build();
+        try (GpuScheduler scheduler = GpuScheduler.builder().inventory(inventory).auditLogging(false).build();
              ConsoleServer console = ConsoleServer.builder().scheduler(scheduler).inventory(inventory)
                      .stateDir(state).listen(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0)).build()
                      .start()) {
-            ref[0] = console;
             goodSocket = subscribe(console, 0);
             Reader good = new Reader(goodSocket);
             Thread t = new Thread(good, "good-sse-client");
@@ -246,18 +239,11 @@ class SlowEventClientsAttackTest {
     @org.junit.jupiter.api.Timeout(value = 10, unit = TimeUnit.MINUTES) // a hang guard, not a measurement
     void aWriteBlockedPastTheStallLimitDropsItsClient() throws Exception {
         SimulatedGpuInventory inventory = GpuInventories.simulated("dgx1-v100");
-        ConsoleServer[] ref = new ConsoleServer[1];
         Socket s = null;
-        try (GpuScheduler scheduler = GpuScheduler.builder().inventory(inventory).auditLogging(false)
-                .listener(e -> {
-                    if (ref[0] != null) {
-                        ref[0].onEvent(e);
-                    }
-                }).build();
+        try (GpuScheduler scheduler = GpuScheduler.builder().inventory(inventory).auditLogging(false).build();
              ConsoleServer console = ConsoleServer.builder().scheduler(scheduler).inventory(inventory)
                      .stateDir(state).listen(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0))
                      .ticking(false).eventStall(java.time.Duration.ofNanos(1)).build().start()) {
-            ref[0] = console;
             SseHub hub = console.eventHub();
             s = subscribe(console, 1024);
             while (hub.connections() < 1) {

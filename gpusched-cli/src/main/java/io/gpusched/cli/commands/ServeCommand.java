@@ -3,7 +3,6 @@ package io.gpusched.cli.commands;
 import io.gpusched.cli.CliException;
 import io.gpusched.cli.GpuschedCommand;
 import io.gpusched.cli.Node;
-import io.gpusched.core.AllocationEvent;
 import io.gpusched.server.ConsoleServer;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
@@ -11,7 +10,6 @@ import java.net.UnknownHostException;
 import java.time.Duration;
 import java.util.Optional;
 import java.util.concurrent.CountDownLatch;
-import java.util.concurrent.atomic.AtomicReference;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.ParentCommand;
@@ -49,13 +47,7 @@ public final class ServeCommand implements Callable<Integer> {
     @Override
     public Integer call() throws InterruptedException {
         InetSocketAddress address = parseListen(listen);
-        AtomicReference<ConsoleServer> console = new AtomicReference<>();
-        try (Node n = root.open(Optional.empty(), (AllocationEvent e) -> {
-            ConsoleServer c = console.get();
-            if (c != null) {
-                c.onEvent(e);
-            }
-        })) {
+        try (Node n = root.open(Optional.empty())) {
             ConsoleServer server;
             Duration every;
             try {
@@ -64,9 +56,8 @@ public final class ServeCommand implements Callable<Integer> {
                 throw new CliException("--interval: " + e.getMessage());
             }
             try {
-                server = ConsoleServer.builder().scheduler(n.scheduler()).inventory(n.inventory())
-                        .stateDir(n.stateDirectory()).listen(address).allowRemote(allowRemote)
-                        .allowedHosts(allowedHosts).refresh(n.scheduler()::refresh).sampleInterval(every)
+                server = ConsoleServer.builder().scheduler(n.scheduler()).stateDir(n.stateDirectory())
+                        .listen(address).allowRemote(allowRemote).allowedHosts(allowedHosts).sampleInterval(every)
                         .cudaPaths(n.config().cudaPaths()).build();
             } catch (IllegalStateException e) {
                 throw new CliException(e.getMessage());
@@ -78,7 +69,6 @@ public final class ServeCommand implements Callable<Integer> {
                         + " pushed every " + interval + ", but the ten-minute history keeps one point per 100ms (the"
                         + " latest in each)");
             }
-            console.set(server);
             try (ConsoleServer s = server) {
                 try {
                     s.start();

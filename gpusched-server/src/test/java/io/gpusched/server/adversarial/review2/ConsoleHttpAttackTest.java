@@ -56,18 +56,10 @@ class ConsoleHttpAttackTest {
         Path ledger = Files.createDirectory(tmp.resolve("ledger"));
         Path console = Files.createDirectory(tmp.resolve("console"));
         inventory = GpuInventories.simulated("pcie-4xa10");
-        AtomicReference<ConsoleServer> ref = new AtomicReference<>();
-        scheduler = GpuScheduler.builder().inventory(inventory).auditLogging(false).stateDir(ledger)
-                .listener(e -> {
-                    ConsoleServer c = ref.get();
-                    if (c != null) {
-                        c.onEvent(e);
-                    }
-                }).build();
+        scheduler = GpuScheduler.builder().inventory(inventory).auditLogging(false).stateDir(ledger).build();
         server = ConsoleServer.builder().scheduler(scheduler).inventory(inventory).stateDir(console)
                 .sampleInterval(Duration.ofMillis(100))
                 .listen(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0)).build().start();
-        ref.set(server);
         http = new RawHttp(server.address());
         token = server.token().value();
         port = server.address().getPort();

@@ -19,7 +19,6 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -102,16 +101,9 @@ class ConsoleLimitsAttackTest {
         GpuConfig config = GpuConfig.parse("gpu:\n  rate_limit: {per_owner_per_second: 0.001, burst: 3}\n",
                 "review2");
         SimulatedGpuInventory inv = GpuInventories.simulated("pcie-4xa10");
-        AtomicReference<ConsoleServer> ref = new AtomicReference<>();
-        try (GpuScheduler s = GpuScheduler.builder().inventory(inv).config(config).auditLogging(false)
-                .listener(e -> {
-                    if (ref.get() != null) {
-                        ref.get().onEvent(e);
-                    }
-                }).build();
+        try (GpuScheduler s = GpuScheduler.builder().inventory(inv).config(config).auditLogging(false).build();
              ConsoleServer c = ConsoleServer.builder().scheduler(s).inventory(inv).stateDir(state)
                      .listen(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0)).build().start()) {
-            ref.set(c);
             RawHttp http = new RawHttp(c.address());
             String auth = "Authorization: Bearer " + c.token().value();
             int granted = 0;

@@ -17,7 +17,6 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Set;
-import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -35,17 +34,11 @@ class EventFrameInjectionAttackTest {
     @Test
     void hostileTextNeverForgesAnEventFrame() throws Exception {
         SimulatedGpuInventory inv = GpuInventories.simulated("pcie-4xa10");
-        AtomicReference<ConsoleServer> ref = new AtomicReference<>();
-        try (GpuScheduler s = GpuScheduler.builder().inventory(inv).auditLogging(false).listener(e -> {
-            if (ref.get() != null) {
-                ref.get().onEvent(e);
-            }
-        }).build();
+        try (GpuScheduler s = GpuScheduler.builder().inventory(inv).auditLogging(false).build();
              ConsoleServer c = ConsoleServer.builder().scheduler(s).inventory(inv).stateDir(state)
                      .sampleInterval(Duration.ofMillis(200))
                      .listen(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0)).build().start();
              Socket stream = new Socket(InetAddress.getLoopbackAddress(), c.address().getPort())) {
-            ref.set(c);
             RawHttp http = new RawHttp(c.address());
             stream.setSoTimeout(20_000);
             stream.getOutputStream().write("GET /api/v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"

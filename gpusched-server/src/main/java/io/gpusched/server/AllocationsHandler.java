@@ -1,0 +1,162 @@
+package io.gpusched.server;
+
+import com.fasterxml.jackson.core.JsonParser;
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.databind.DeserializationFeature;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.sun.net.httpserver.HttpExchange;
+import com.sun.net.httpserver.HttpHandler;
+import io.gpusched.core.Allocation;
+import io.gpusched.core.GpuAllocationException;
+import io.gpusched.core.GpuException;
+import io.gpusched.core.GpuRequest;
+import io.gpusched.core.GpuRequests;
+import io.gpusched.core.GpuScheduler;
+import java.io.IOException;
+import java.net.URLDecoder;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+
+/**
+ * {@code /api/v1/allocations} (GET: the node's live allocations; POST: allocate) and
+ * {@code /api/v1/allocations/{id}} (GET: one allocation; DELETE: release it). Changes go through the scheduler, so the
+ * ledger's rate limits apply; a refusal keeps its reason code ({@code 409}, {@code 429} for {@code RATE_LIMITED},
+ * {@code 400} for {@code INVALID_REQUEST}, {@code 404} for {@code UNKNOWN_ALLOCATION}).
+ */
+final class AllocationsHandler implements HttpHandler {
+    static final String PATH = ConsoleServer.API + "/allocations";
+    static final String PREFIX = PATH + "/";
+
+    private final GpuScheduler scheduler;
+    private final NodeWatcher watcher;
+    private final ConsoleMeters meters;
+    private final int maxBodyBytes;
+
+    AllocationsHandler(GpuScheduler scheduler, NodeWatcher watcher, ConsoleMeters meters, int maxBodyBytes) {
+        this.scheduler = scheduler;
+        this.watcher = watcher;
+        this.meters = meters;
+        this.maxBodyBytes = maxBodyBytes;
+    }
+
+    @Override
+    public void handle(HttpExchange ex) throws IOException {
+        String path = ex.getRequestURI().getRawPath();
+        String method = ex.getRequestMethod();
+        if (path.equals(PATH)) {
+            if (method.equals("POST")) {
+                allocate(ex);
+            } else {
+                Exchanges.get(ex, () -> Exchanges.json(ex, 200, watcher.state().get("allocations")));
+            }
+            return;
+        }
+        String id = URLDecoder.decode(path.substring(PREFIX.length()), StandardCharsets.UTF_8);
+        if (method.equals("DELETE")) {
+            release(ex, id);
+        } else {
+            Exchanges.get(ex, () -> {
+                Optional<Allocation> a = scheduler.allocation(id);
+                if (a.isPresent()) {
+                    Exchanges.json(ex, 200, Views.allocation(a.get()));
+                } else {
+                    Exchanges.error(ex, 404, "no allocation \"" + id + "\"", "UNKNOWN_ALLOCATION");
+                }
+            });
+        }
+    }
+
+    private void allocate(HttpExchange ex) throws IOException {
+        byte[] body = Exchanges.readBody(ex, maxBodyBytes);
+        GpuRequest request;
+        try {
+            request = parseRequest(body);
+        } catch (GpuException | IllegalArgumentException e) {
+            Exchanges.error(ex, 400, e.getMessage(),
+                    e instanceof GpuAllocationException g ? g.reason().name() : null);
+            return;
+        }
+        long start = System.nanoTime();
+        try {
+            Allocation a = scheduler.allocate(request);
+            meters.recordAllocate(Duration.ofNanos(System.nanoTime() - start));
+            watcher.pushStateIfChanged();
+            ex.getResponseHeaders().set("Location", PREFIX + a.id());
+            Exchanges.json(ex, 201, Views.allocation(a));
+        } catch (GpuAllocationException e) {
+            meters.recordAllocate(Duration.ofNanos(System.nanoTime() - start));
+            int status = e.reason() == GpuAllocationException.Reason.RATE_LIMITED ? 429
+                    : e.reason() == GpuAllocationException.Reason.INVALID_REQUEST ? 400 : 409;
+            Exchanges.error(ex, status, e.getMessage(), e.reason().name());
+        }
+    }
+
+    private void release(HttpExchange ex, String id) throws IOException {
+        Exchanges.drain(ex, maxBodyBytes);
+        try {
+            boolean released = scheduler.release(id);
+            watcher.pushStateIfChanged();
+            Exchanges.json(ex, 200, Map.of("id", id, "released", released));
+        } catch (GpuAllocationException e) {
+            Exchanges.error(ex, e.reason() == GpuAllocationException.Reason.UNKNOWN_ALLOCATION ? 404 : 409,
+                    e.getMessage(), e.reason().name());
+        } catch (GpuException | IllegalArgumentException e) {
+            Exchanges.error(ex, 404, e.getMessage(), null);
+        }
+    }
+
+    /**
+     * Parses a POST body: {@code {"flags": ["--gpu=2", "--gpu-memory=8GB"]}} (the CLI's flags), or
+     * {@code {"resources": {"gpu_count": 2}}} (a workflow's resources).
+     */
+    static GpuRequest parseRequest(byte[] body) {
+        JsonNode root;
+        try {
+            // strict: trailing content after the object and duplicate keys are errors, not silently ignored or
+            // last-one-wins
+            root = Views.MAPPER.reader()
+                    .with(DeserializationFeature.FAIL_ON_TRAILING_TOKENS)
+                    .with(JsonParser.Feature.STRICT_DUPLICATE_DETECTION)
+                    .readTree(body);
+        } catch (IOException e) {
+            String m = e instanceof JsonProcessingException j ? j.getOriginalMessage() : e.getMessage();
+            throw new IllegalArgumentException("request body is not JSON: " + m);
+        }
+        if (root == null || !root.isObject()) {
+            throw new IllegalArgumentException("request body must be a JSON object with \"flags\" (the CLI's"
+                    + " request flags, e.g. [\"--gpu=2\"]) or \"resources\" (e.g. {\"gpu_count\": 2})");
+        }
+        List<String> keys = new ArrayList<>();
+        root.fieldNames().forEachRemaining(keys::add);
+        if (keys.size() != 1 || !(keys.contains("flags") || keys.contains("resources"))) {
+            throw new IllegalArgumentException("request body must have exactly one of \"flags\" or \"resources\";"
+                    + " got " + keys);
+        }
+        if (root.has("flags")) {
+            JsonNode f = root.get("flags");
+            if (!f.isArray()) {
+                throw new IllegalArgumentException("\"flags\" must be an array of strings such as \"--gpu=2\"");
+            }
+            List<String> flags = new ArrayList<>();
+            for (JsonNode n : f) {
+                if (!n.isTextual()) {
+                    throw new IllegalArgumentException("\"flags\" must be an array of strings; got " + n);
+                }
+                flags.add(n.asText());
+            }
+            return GpuRequests.fromCliFlags(flags);
+        }
+        JsonNode r = root.get("resources");
+        if (!r.isObject()) {
+            throw new IllegalArgumentException("\"resources\" must be an object such as {\"gpu_count\": 2}");
+        }
+        @SuppressWarnings("unchecked")
+        Map<String, Object> map = Views.MAPPER.convertValue(r, Map.class);
+        return GpuRequests.fromResources(map).orElseThrow(() -> new IllegalArgumentException(
+                "\"resources\" asks for no GPU (gpu_count missing or 0)"));
+    }
+}
