@@ -40,7 +40,7 @@ import java.util.Set;
  * @param rateLimitPerSecond allocations per second per owner; 0 means no limit
  * @param rateLimitBurst    bucket size of the per-owner limit
  * @param sampleMaxAge      metrics older than this are ignored by the thermal strategy
- * @param stateDir          {@code gpu.state_dir}: the node ledger's directory (see {@link NodeLedger}); empty: the
+ * @param stateDir          {@code gpu.state_dir}: the node ledger's directory (see {@link GpuScheduler.Builder#stateDir}); empty: the
  *                          scheduler keeps its state in memory only
  */
 public record GpuConfig(

@@ -10,7 +10,7 @@ import java.util.Optional;
 /**
  * Hands out the GPUs of one {@link GpuInventory}. Thread-safe; an allocation either fully happens or leaves no trace.
  * With a {@linkplain Builder#stateDir(java.nio.file.Path) state directory} every process of the node shares one
- * allocation state (the {@link NodeLedger node ledger}): each change takes the node's lock, catches up with other
+ * allocation state (the node ledger): each change takes the node's lock, catches up with other
  * processes, decides, appends and forces to disk before it returns; ids are unique across the node and restarts.
  * Without one, the scheduler is purely in memory.
  * It never calls native code on the allocation path: it works from the inventory's cached facts and the latest

@@ -47,7 +47,7 @@ import org.slf4j.LoggerFactory;
  *
  * <p>Only {@link #defaultStateDir()} is public; the rest is the scheduler's.
  */
-public final class NodeLedger {
+final class NodeLedger {
     private static final Logger LOG = LoggerFactory.getLogger(NodeLedger.class);
     /** The format this version writes and reads. */
     static final int FORMAT = 1;
@@ -150,7 +150,7 @@ public final class NodeLedger {
      * @deprecated use {@link io.gpusched.core.host.StateDirectory}, which also places simulated nodes apart
      */
     @Deprecated
-    public static Path defaultStateDir() {
+    static Path defaultStateDir() {
         return io.gpusched.core.host.StateDirectory.base();
     }
 
@@ -162,7 +162,7 @@ public final class NodeLedger {
      * @deprecated use {@link io.gpusched.core.host.StateDirectory#userDefault}
      */
     @Deprecated
-    public static Path defaultStateDir(boolean root, String xdgStateHome, String home) {
+    static Path defaultStateDir(boolean root, String xdgStateHome, String home) {
         return io.gpusched.core.host.StateDirectory.userDefault(root, xdgStateHome,
                 Path.of(Objects.requireNonNull(home, "home")));
     }

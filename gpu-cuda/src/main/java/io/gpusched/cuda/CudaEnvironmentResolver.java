@@ -4,7 +4,7 @@ import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuVendor;
 import io.gpusched.core.MemorySize;
-import io.gpusched.core.NvidiaDriver;
+import io.gpusched.core.internal.NvidiaDriver;
 import io.gpusched.core.SharingMode;
 import java.nio.file.Files;
 import java.nio.file.Path;

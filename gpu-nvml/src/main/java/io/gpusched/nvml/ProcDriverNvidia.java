@@ -16,7 +16,7 @@ import java.util.stream.Stream;
 
 /**
  * Reads each GPU's {@code /proc/driver/nvidia/gpus/<bus>/information}; the driver version banner is read by
- * {@link io.gpusched.core.NvidiaDriver}.
+ * {@link io.gpusched.core.internal.NvidiaDriver}.
  */
 public final class ProcDriverNvidia {
 

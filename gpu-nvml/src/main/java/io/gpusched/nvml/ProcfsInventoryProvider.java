@@ -7,6 +7,7 @@ import io.gpusched.core.GpuInventory;
 import io.gpusched.core.GpuInventoryProvider;
 import io.gpusched.core.GpuVendor;
 import io.gpusched.core.MemorySize;
+import io.gpusched.core.internal.NvidiaDriver;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -75,7 +76,7 @@ public final class ProcfsInventoryProvider implements GpuInventoryProvider {
         } catch (IOException e) {
             throw new BackendUnavailableException("cannot read " + procRoot + "/driver/nvidia/gpus: " + e.getMessage());
         }
-        Optional<String> driver = io.gpusched.core.NvidiaDriver.loadedVersion(procRoot);
+        Optional<String> driver = NvidiaDriver.loadedVersion(procRoot);
         List<GpuDevice> devices = new ArrayList<>();
         for (int i = 0; i < gpus.size(); i++) {
             ProcDriverNvidia.GpuInfo g = gpus.get(i);

@@ -28,9 +28,9 @@ class ProcfsInventoryTest {
 
     @Test
     void parsesBothKernelModuleBanners() {
-        assertThat(io.gpusched.core.NvidiaDriver.parseBanner(PROPRIETARY)).contains("535.129.03");
-        assertThat(io.gpusched.core.NvidiaDriver.parseBanner(OPEN)).contains("550.54.14");
-        assertThat(io.gpusched.core.NvidiaDriver.parseBanner("garbage")).isEmpty();
+        assertThat(io.gpusched.core.internal.NvidiaDriver.parseBanner(PROPRIETARY)).contains("535.129.03");
+        assertThat(io.gpusched.core.internal.NvidiaDriver.parseBanner(OPEN)).contains("550.54.14");
+        assertThat(io.gpusched.core.internal.NvidiaDriver.parseBanner("garbage")).isEmpty();
     }
 
     @Test

@@ -2,7 +2,7 @@ package io.gpusched.server;
 
 import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuInventories;
-import io.gpusched.core.NvidiaDriver;
+import io.gpusched.core.internal.NvidiaDriver;
 import io.gpusched.cuda.Compatibility;
 import io.gpusched.cuda.CompatibilityTable;
 import io.gpusched.cuda.CudaInstallation;

@@ -1,4 +1,4 @@
-package io.gpusched.core;
+package io.gpusched.core.internal;
 
 import java.io.IOException;
 import java.nio.file.Files;
@@ -9,7 +9,8 @@ import java.util.regex.Pattern;
 
 /**
  * The NVIDIA kernel driver's version as {@code /proc/driver/nvidia/version} states it. Shared by the NVML backend's
- * procfs fallback and the CUDA resolver, which must not depend on a backend module.
+ * procfs fallback, the CUDA resolver and the console's doctor view, which must not depend on a backend module.
+ * Internal: exported only to those modules (see gpu-core's {@code module-info.java}).
  */
 public final class NvidiaDriver {
 
