@@ -5,6 +5,7 @@ import io.gpusched.core.GpuSample;
 import io.gpusched.nvml.FakeNvml;
 import io.gpusched.nvml.NvmlInventory;
 import io.gpusched.nvml.NvmlOptions;
+import io.gpusched.nvml.internal.NvmlPoller;
 import io.gpusched.nvml.internal.NvmlSession;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -45,7 +46,7 @@ public class NvmlPollingBenchmark {
 
     private NvmlInventory inventory;
     private NvmlSession session;
-    private NvmlSession.Poller poller;
+    private NvmlPoller poller;
 
     @Setup(Level.Trial)
     public void setUp() throws Exception {
@@ -65,7 +66,7 @@ public class NvmlPollingBenchmark {
         inventory = NvmlInventory.open(NvmlOptions.defaults().withLibrary(lib)
                 .withHealthWatch(false, Duration.ofSeconds(1), Duration.ZERO));
         session = NvmlSession.open(Optional.of(lib));
-        poller = session.new Poller(session.discover().gpuHandles());
+        poller = new NvmlPoller(session, session.discover().gpuHandles());
         if (Libc.labs(-7) != 7) {
             throw new IllegalStateException("libc labs is not bound");
         }

@@ -12,16 +12,14 @@ import io.gpusched.core.GpuSample;
 import io.gpusched.core.GpuTopology;
 import io.gpusched.core.GpuVendor;
 import io.gpusched.core.MemorySize;
-import io.gpusched.core.PcieLevel;
 import io.gpusched.nvml.internal.NvmlBinding;
+import io.gpusched.nvml.internal.NvmlEventWatch;
 import io.gpusched.nvml.internal.NvmlLayout;
-import io.gpusched.nvml.internal.NvmlReturn;
+import io.gpusched.nvml.internal.NvmlPoller;
 import io.gpusched.nvml.internal.NvmlSession;
 import io.gpusched.nvml.internal.NvmlSession.RawDevice;
-import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -31,8 +29,6 @@ import java.util.OptionalDouble;
 import java.util.OptionalInt;
 import java.util.Set;
 import java.util.concurrent.CopyOnWriteArrayList;
-import java.util.concurrent.CountDownLatch;
-import java.util.concurrent.TimeUnit;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -67,23 +63,14 @@ public final class NvmlInventory implements GpuInventory {
     private final int[] gpuInstance;
     private final int[] computeInstance;
     private final GpuTopology topology;
-    private final NvmlSession.Poller poller;
-    private final GpuHealth[] health;
-    private final boolean[] pinned;
-    private final Instant[] answeringSince;
-    /** Per device, the last live failure (call, code) and the health built for it: a repeated failure reuses it. */
-    private final String[] lastFailCall;
-    private final int[] lastFailStatus;
-    private final GpuHealth[] lastFailHealth;
+    private final NvmlPoller poller;
+    private final DeviceHealth health;
     private final List<GpuHealthListener> listeners = new CopyOnWriteArrayList<>();
     private final Optional<String> driverVersion;
     private final OptionalInt cudaDriverVersion;
     private final Object lifecycle = new Object();
-    private final CountDownLatch closing = new CountDownLatch(1);
-    private final Thread watcher;
+    private final XidWatcher watcher;
     private volatile boolean closed;
-    private boolean watcherRunning;
-    private boolean shutdownDeferred;
 
     private NvmlInventory(NvmlOptions options, NvmlSession session) {
         this.options = options;
@@ -99,12 +86,8 @@ public final class NvmlInventory implements GpuInventory {
         parentHandles = new long[n];
         gpuInstance = new int[n];
         computeInstance = new int[n];
-        health = new GpuHealth[n];
-        pinned = new boolean[n];
-        answeringSince = new Instant[n];
-        lastFailCall = new String[n];
-        lastFailStatus = new int[n];
-        lastFailHealth = new GpuHealth[n];
+        health = new DeviceHealth(n, options.clock(), options.recoveryAfter(),
+                (call, status) -> toHealth(new NvmlSession.Fault(call, status), Optional.empty()));
         int nextMigIndex = gpus;
         for (int i = 0; i < n; i++) {
             RawDevice r = raw.get(i);
@@ -113,14 +96,14 @@ public final class NvmlInventory implements GpuInventory {
             parentHandles[i] = mig ? found.gpuHandles()[r.nvmlIndex()] : r.handle();
             gpuInstance[i] = r.gpuInstanceId();
             computeInstance[i] = r.computeInstanceId();
-            pinned[i] = r.pinnedBecause().isPresent();
-            health[i] = r.fault().map(f -> toHealth(f, r.pinnedBecause())).orElse(GpuHealth.HEALTHY);
+            health.start(i, r.fault().map(f -> toHealth(f, r.pinnedBecause())).orElse(GpuHealth.HEALTHY),
+                    r.pinnedBecause().isPresent());
             devs.add(toDevice(r, mig ? nextMigIndex++ : r.nvmlIndex()));
         }
         this.devices = List.copyOf(devs);
         Set<Integer> suspects = new HashSet<>();
-        this.topology = readTopology(raw, devs, found, suspects);
-        this.poller = session.new Poller(handles);
+        this.topology = NvmlTopology.read(session, raw, devs, found, suspects, (gpu, f) -> openFault(raw, gpu, f));
+        this.poller = new NvmlPoller(session, handles);
         for (int i = 0; i < n; i++) {
             if (suspects.contains(raw.get(i).nvmlIndex())) {
                 liveCheck(i);
@@ -200,106 +183,10 @@ public final class NvmlInventory implements GpuInventory {
     /** Marks every device of physical GPU {@code gpu} with a fault found after discovery (still inside open). */
     private void openFault(List<RawDevice> raw, int gpu, NvmlSession.Fault f) {
         for (int i = 0; i < raw.size(); i++) {
-            if (raw.get(i).nvmlIndex() == gpu && !pinned[i] && health[i].isHealthy()) {
-                health[i] = toHealth(f, Optional.empty());
+            if (raw.get(i).nvmlIndex() == gpu) {
+                health.openFault(i, toHealth(f, Optional.empty()));
             }
         }
-    }
-
-    /**
-     * PCIe levels per GPU pair, NVLink counts from each active link's remote bus id, NVSwitch as all-to-all. GPUs
-     * without a handle or already lost are not asked. A failing pair query cannot say which GPU failed: the level
-     * stays unknown and both GPUs get a live check ({@code suspects}).
-     */
-    private GpuTopology readTopology(List<RawDevice> raw, List<GpuDevice> devs, NvmlSession.Discovery found,
-                                     Set<Integer> suspects) {
-        int gpus = found.gpuCount();
-        long[] gpuHandles = found.gpuHandles();
-        boolean[] ask = new boolean[gpus];
-        for (int g = 0; g < gpus; g++) {
-            NvmlSession.Fault f = found.gpuFaults()[g];
-            ask[g] = gpuHandles[g] != 0 && (f == null || !(f.lost() || f.code() == NvmlReturn.ERROR_TIMEOUT.code()));
-        }
-        Map<String, Integer> byBus = new HashMap<>();
-        for (RawDevice r : raw) {
-            r.pciBusId().flatMap(PciBusIds::normalize).ifPresent(b -> byBus.put(b, r.nvmlIndex()));
-        }
-        int[][] links = new int[gpus][gpus];
-        int[] switchLinks = new int[gpus];
-        for (int g = 0; g < gpus; g++) {
-            if (!ask[g]) {
-                continue;
-            }
-            NvmlSession.Links l = session.nvLinkPeers(gpuHandles[g]);
-            final int gg = g;
-            l.fault().ifPresent(f -> openFault(raw, gg, f));
-            for (String peer : l.peers()) {
-                if (peer.equals("NVSWITCH")) {
-                    switchLinks[g]++;
-                    continue;
-                }
-                Integer other = PciBusIds.normalize(peer).map(byBus::get).orElse(null);
-                if (other != null && other != g) {
-                    links[g][other]++;
-                }
-            }
-        }
-        PcieLevel[][] levels = new PcieLevel[gpus][gpus];
-        for (int a = 0; a < gpus; a++) {
-            for (int b = a + 1; b < gpus; b++) {
-                if (ask[a] && ask[b]) {
-                    NvmlSession.IntAnswer level = session.commonAncestor(gpuHandles[a], gpuHandles[b]);
-                    if (level.code() == 0) {
-                        levels[a][b] = pcieLevel(level.value());
-                    } else if (!NvmlSession.benign(level.code())
-                            && level.code() != NvmlReturn.ERROR_FUNCTION_NOT_FOUND.code()) {
-                        LOG.debug("nvmlDeviceGetTopologyCommonAncestor({}, {}): {}", a, b,
-                                NvmlReturn.describe(level.code()));
-                        suspects.add(a);
-                        suspects.add(b);
-                    }
-                }
-                int nv = Math.max(links[a][b], links[b][a]);
-                if (switchLinks[a] > 0 && switchLinks[b] > 0) {
-                    nv = Math.max(nv, Math.min(switchLinks[a], switchLinks[b]));
-                }
-                links[a][b] = nv;
-                links[b][a] = nv;
-            }
-        }
-        GpuTopology.Builder t = GpuTopology.builder(devs);
-        for (int i = 0; i < devs.size(); i++) {
-            for (int j = i + 1; j < devs.size(); j++) {
-                int pa = raw.get(i).nvmlIndex();
-                int pb = raw.get(j).nvmlIndex();
-                int ia = devs.get(i).index();
-                int ib = devs.get(j).index();
-                if (pa == pb) {
-                    t.pcie(ia, ib, PcieLevel.INTERNAL);
-                    continue;
-                }
-                int lo = Math.min(pa, pb);
-                int hi = Math.max(pa, pb);
-                if (levels[lo][hi] != null) {
-                    t.pcie(ia, ib, levels[lo][hi]);
-                }
-                if (links[lo][hi] > 0) {
-                    t.links(ia, ib, links[lo][hi]);
-                }
-            }
-        }
-        return t.build();
-    }
-
-    static PcieLevel pcieLevel(int nvmlLevel) {
-        return switch (nvmlLevel) {
-            case 0 -> PcieLevel.INTERNAL;
-            case 10 -> PcieLevel.SINGLE;
-            case 20 -> PcieLevel.MULTIPLE;
-            case 30 -> PcieLevel.HOSTBRIDGE;
-            case 40 -> PcieLevel.NODE;
-            default -> PcieLevel.SYSTEM;
-        };
     }
 
     @Override
@@ -353,22 +240,22 @@ public final class NvmlInventory implements GpuInventory {
             poller.sweep();
             long[] v = poller.values();
             for (int i = 0; i < n; i++) {
-                int base = i * NvmlSession.Poller.STRIDE;
+                int base = i * NvmlPoller.STRIDE;
                 status[i] = (int) v[base];
                 answers[i] = poller.liveAnswers(i);
                 failedCall[i] = poller.failedCall(i);
                 out.add(new GpuMetrics(devices.get(i).index(),
-                        v[base + 1] == NvmlSession.Poller.ABSENT ? OptionalDouble.empty() : OptionalDouble.of(v[base + 1]),
-                        v[base + 2] == NvmlSession.Poller.ABSENT || v[base + 2] == NvmlLayout.VALUE_NOT_AVAILABLE
+                        v[base + 1] == NvmlPoller.ABSENT ? OptionalDouble.empty() : OptionalDouble.of(v[base + 1]),
+                        v[base + 2] == NvmlPoller.ABSENT || v[base + 2] == NvmlLayout.VALUE_NOT_AVAILABLE
                                 ? Optional.empty() : Optional.of(MemorySize.ofBytes(v[base + 2])),
-                        v[base + 3] == NvmlSession.Poller.ABSENT ? OptionalDouble.empty() : OptionalDouble.of(v[base + 3]),
-                        v[base + 4] == NvmlSession.Poller.ABSENT ? OptionalDouble.empty()
+                        v[base + 3] == NvmlPoller.ABSENT ? OptionalDouble.empty() : OptionalDouble.of(v[base + 3]),
+                        v[base + 4] == NvmlPoller.ABSENT ? OptionalDouble.empty()
                                 : OptionalDouble.of(v[base + 4] / 1000.0),
                         now));
             }
         }
         for (int i = 0; i < n; i++) {
-            applyLive(i, status[i], answers[i], failedCall[i], now);
+            announce(i, health.live(i, status[i], answers[i], failedCall[i]));
         }
         return new GpuSample(now, out);
     }
@@ -408,7 +295,7 @@ public final class NvmlInventory implements GpuInventory {
             }
         }
         if (fault != null) {
-            degrade(i, toHealth(fault, Optional.empty()));
+            announce(i, health.degrade(i, toHealth(fault, Optional.empty())));
             return Optional.empty();
         }
         return raw.map(list -> list.stream().map(p -> new GpuProcess((int) p[0],
@@ -417,10 +304,7 @@ public final class NvmlInventory implements GpuInventory {
 
     @Override
     public GpuHealth health(GpuDevice device) {
-        int i = position(device);
-        synchronized (health) {
-            return health[i];
-        }
+        return health.get(position(device));
     }
 
     private int position(GpuDevice device) {
@@ -430,28 +314,6 @@ public final class NvmlInventory implements GpuInventory {
             }
         }
         throw new IllegalArgumentException("device " + device.uuid() + " is not in this NVML inventory");
-    }
-
-    /** Applies one live read of device {@code i}: a failing call degrades it, a clean answer counts to recovery. */
-    private void applyLive(int i, int status, int answers, String failedCall, Instant now) {
-        if (status != 0) {
-            String call = failedCall == null ? "NVML" : failedCall;
-            GpuHealth h;
-            synchronized (health) {
-                h = lastFailStatus[i] == status && call.equals(lastFailCall[i]) ? lastFailHealth[i] : null;
-            }
-            if (h == null) {
-                h = toHealth(new NvmlSession.Fault(call, status), Optional.empty());
-                synchronized (health) {
-                    lastFailCall[i] = call;
-                    lastFailStatus[i] = status;
-                    lastFailHealth[i] = h;
-                }
-            }
-            degrade(i, h);
-        } else if (answers > 0) {
-            answered(i, now);
-        }
     }
 
     /** Reads device {@code i}'s live metrics alone and applies the result; false when closed. */
@@ -464,49 +326,19 @@ public final class NvmlInventory implements GpuInventory {
                 return false;
             }
             poller.sweepOne(i);
-            status = (int) poller.values()[i * NvmlSession.Poller.STRIDE];
+            status = (int) poller.values()[i * NvmlPoller.STRIDE];
             answers = poller.liveAnswers(i);
             failedCall = poller.failedCall(i);
         }
-        applyLive(i, status, answers, failedCall, options.clock().instant());
+        announce(i, health.live(i, status, answers, failedCall));
         return true;
     }
 
-    /** A failure: LOST stays LOST (a later error does not soften it); the recovery period starts over. */
-    private void degrade(int i, GpuHealth h) {
-        synchronized (health) {
-            if (pinned[i]) {
-                return;
-            }
-            answeringSince[i] = null;
-            if (health[i].equals(h) || (health[i].state() == GpuHealth.State.LOST
-                    && h.state() != GpuHealth.State.LOST)) {
-                return;
-            }
-            health[i] = h;
-        }
-        announce(i, h);
-    }
-
-    /** A clean live answer: healthy again once the device has answered for the whole recovery period. */
-    private void answered(int i, Instant now) {
-        synchronized (health) {
-            if (pinned[i] || health[i].isHealthy()) {
-                return;
-            }
-            if (answeringSince[i] == null) {
-                answeringSince[i] = now;
-            }
-            if (Duration.between(answeringSince[i], now).compareTo(options.recoveryAfter()) < 0) {
-                return;
-            }
-            answeringSince[i] = null;
-            health[i] = GpuHealth.HEALTHY;
-        }
-        announce(i, GpuHealth.HEALTHY);
-    }
-
+    /** Logs and tells the listeners a change of device {@code i}'s health; {@code h} null: no change. */
     private void announce(int i, GpuHealth h) {
+        if (h == null) {
+            return;
+        }
         GpuDevice d = devices.get(i);
         if (h.isHealthy()) {
             LOG.info("GPU {} ({}) is healthy again", d.index(), d.uuid());
@@ -522,72 +354,45 @@ public final class NvmlInventory implements GpuInventory {
         }
     }
 
-    private Thread startWatcher() {
+    private XidWatcher startWatcher() {
         List<Long> physical = new ArrayList<>();
         for (long p : parentHandles) {
             if (p != 0 && !physical.contains(p)) {
                 physical.add(p);
             }
         }
-        NvmlSession.EventWatch watch;
+        NvmlEventWatch watch;
         try {
-            watch = session.new EventWatch(physical.stream().mapToLong(Long::longValue).toArray());
+            watch = new NvmlEventWatch(session, physical.stream().mapToLong(Long::longValue).toArray());
         } catch (NvmlSession.NvmlCallException e) {
             LOG.debug("XID health watching unavailable: {}", e.getMessage());
             return null;
         }
         watch.faults().forEach((handle, f) -> {
             for (int i = 0; i < devices.size(); i++) {
-                if (parentHandles[i] == handle && !pinned[i] && health[i].isHealthy()) {
-                    health[i] = toHealth(f, Optional.empty());
+                if (parentHandles[i] == handle) {
+                    health.openFault(i, toHealth(f, Optional.empty()));
                 }
             }
         });
-        Thread t = new Thread(() -> watchLoop(watch), "gpusched-nvml-xid-watcher");
-        t.setDaemon(true);
-        watcherRunning = true;
-        t.start();
-        return t;
-    }
+        XidWatcher w = new XidWatcher(watch, options.eventWait(), new XidWatcher.Events() {
+            @Override
+            public void xid(long device, long xid, long gpuInstance, long computeInstance) {
+                onXid(device, xid, gpuInstance, computeInstance);
+            }
 
-    private void watchLoop(NvmlSession.EventWatch watch) {
-        int timeout = (int) Math.min(Integer.MAX_VALUE, options.eventWait().toMillis());
-        try {
-            while (!closed) {
-                long started = System.nanoTime();
-                int rc = watch.await(timeout);
-                if (closed) {
-                    break;
-                }
-                if (rc == 0 && (watch.lastType() & NvmlLayout.EVENT_TYPE_XID) != 0) {
-                    onXid(watch.lastDevice(), watch.lastData(), watch.lastGpuInstance(), watch.lastComputeInstance());
-                } else if (rc == NvmlReturn.ERROR_GPU_IS_LOST.code()) {
-                    probeAll();
-                } else if (rc != 0 && rc != NvmlReturn.ERROR_TIMEOUT.code()) {
-                    LOG.debug("nvmlEventSetWait_v2: {}", NvmlReturn.describe(rc));
-                }
+            @Override
+            public void lost() {
+                probeAll();
+            }
+
+            @Override
+            public void round() {
                 recover();
-                if (rc != 0) {
-                    // a wait that answers at once (a lost GPU, an error, an early timeout) must not spin: at most one
-                    // such wait per period
-                    long left = timeout - (System.nanoTime() - started) / 1_000_000;
-                    if (left > 0 && closing.await(left, TimeUnit.MILLISECONDS)) {
-                        break;
-                    }
-                }
             }
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        } finally {
-            watch.close();
-            synchronized (lifecycle) {
-                watcherRunning = false;
-                if (shutdownDeferred) {
-                    LOG.info("XID watcher left nvmlEventSetWait_v2; shutting NVML down now");
-                    shutdown();
-                }
-            }
-        }
+        }, this::shutdown);
+        w.start();
+        return w;
     }
 
     private void onXid(long device, long xid, long gi, long ci) {
@@ -604,7 +409,7 @@ public final class NvmlInventory implements GpuInventory {
             if (attributed && isMig && (gpuInstance[i] != gi || computeInstance[i] != ci)) {
                 continue;
             }
-            degrade(i, GpuHealth.unhealthy("XID " + xid));
+            announce(i, health.degrade(i, GpuHealth.unhealthy("XID " + xid)));
         }
     }
 
@@ -620,11 +425,7 @@ public final class NvmlInventory implements GpuInventory {
     /** Live checks of the devices that are not healthy, so that they can return without anyone sampling. */
     private void recover() {
         for (int i = 0; i < devices.size(); i++) {
-            boolean candidate;
-            synchronized (health) {
-                candidate = !pinned[i] && !health[i].isHealthy();
-            }
-            if (candidate && !liveCheck(i)) {
+            if (health.recovering(i) && !liveCheck(i)) {
                 return;
             }
         }
@@ -650,7 +451,7 @@ public final class NvmlInventory implements GpuInventory {
      * Stops the watcher, then calls {@code nvmlShutdown}. The watcher frees its event set before the shutdown; if it
      * is still inside {@code nvmlEventSetWait_v2} after a bounded wait (a driver that does not honour the timeout),
      * the shutdown is left to the watcher, which does it as soon as the call returns: NVML is never shut down under
-     * a thread that is inside it. Idempotent.
+     * a thread that is inside it (see {@link XidWatcher}). Idempotent.
      */
     @Override
     public void close() {
@@ -660,22 +461,9 @@ public final class NvmlInventory implements GpuInventory {
             }
             closed = true;
         }
-        closing.countDown();
         listeners.clear();
-        if (watcher != null && watcher != Thread.currentThread()) { // a listener may close from the watcher thread
-            try {
-                watcher.join(options.eventWait().toMillis() * 4 + 1000);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            }
-        }
-        synchronized (lifecycle) {
-            if (watcherRunning) {
-                shutdownDeferred = true;
-                LOG.warn("XID watcher is still inside nvmlEventSetWait_v2 after {} ms; NVML will be shut down when it"
-                        + " returns", options.eventWait().toMillis() * 4 + 1000);
-                return;
-            }
+        if (watcher != null && !watcher.stop()) { // a listener may close from the watcher thread: stop() allows it
+            return; // the watcher shuts NVML down when it leaves nvmlEventSetWait_v2
         }
         shutdown();
     }

@@ -18,9 +18,12 @@ import org.slf4j.LoggerFactory;
 
 /**
  * One {@code nvmlInit_v2} .. {@code nvmlShutdown} span and the calls made in it. Discovery returns plain values and,
- * per device, the first call that failed; {@link Poller} reads live values into a primitive array without
- * allocating. A code other than success or NOT_SUPPORTED from a call about one device is a {@link Fault} of that
- * device, never an exception out of discovery. Internal.
+ * per device, the first call that failed; {@link NvmlPoller} reads live values into a primitive array without
+ * allocating, and {@link NvmlEventWatch} waits for XID events. A code other than success or NOT_SUPPORTED from a
+ * call about one device is a {@link Fault} of that device, never an exception out of discovery. Internal.
+ *
+ * <p>Why it is over 500 lines: discovery is one careful reader per NVML query (each records the first failing call of
+ * its device and stops asking a lost GPU); the live paths ({@link NvmlPoller}, {@link NvmlEventWatch}) are apart.
  */
 public final class NvmlSession implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(NvmlSession.class);
@@ -180,7 +183,7 @@ public final class NvmlSession implements AutoCloseable {
         return Pointer.nativeValue(p);
     }
 
-    private static void check(String call, int rc) {
+    static void check(String call, int rc) {
         if (rc != 0) {
             throw new NvmlCallException(call, rc);
         }
@@ -553,247 +556,6 @@ public final class NvmlSession implements AutoCloseable {
                 }
             } finally {
                 NvmlBinding.release();
-            }
-        }
-    }
-
-    /**
-     * Reads utilization, memory used, temperature and power of a fixed set of devices into a {@code long[]}, reusing
-     * one native block per device: no allocation per sweep. A handle of 0 (a device that could not be reached at
-     * discovery) is skipped. Not thread-safe; callers serialize.
-     */
-    public final class Poller {
-        /** Values per device in {@link #values()}: status, utilization %, memory used bytes, temperature, power mW. */
-        public static final int STRIDE = 5;
-        /** Marker for a value not reported. */
-        public static final long ABSENT = Long.MIN_VALUE;
-        /** The calls of a sweep, as {@link #failedCall(int)} names them. */
-        static final String[] CALLS = {"nvmlDeviceGetUtilizationRates", "nvmlDeviceGetMemoryInfo_v2",
-                "nvmlDeviceGetMemoryInfo", "nvmlDeviceGetTemperature", "nvmlDeviceGetPowerUsage"};
-
-        private final long[] handles;
-        private final Memory[] blocks;
-        private final long[] blockAddr;
-        private final long[] values;
-        private final int[] failed;
-        private final int[] live;
-        private final boolean memV2 = nvml.has(Fn.MEMORY_V2);
-        private final boolean mem = nvml.has(Fn.MEMORY);
-        private final boolean util = nvml.has(Fn.UTILIZATION);
-        private final boolean temp = nvml.has(Fn.TEMPERATURE);
-        private final boolean power = nvml.has(Fn.POWER);
-
-        /** @param handles device handles, in the order values are laid out; 0 for a device to skip */
-        public Poller(long[] handles) {
-            this.handles = handles.clone();
-            this.blocks = new Memory[handles.length];
-            this.blockAddr = new long[handles.length];
-            for (int i = 0; i < handles.length; i++) {
-                blocks[i] = new Memory(64);
-                blockAddr[i] = addr(blocks[i]);
-            }
-            this.values = new long[handles.length * STRIDE];
-            this.failed = new int[handles.length];
-            this.live = new int[handles.length];
-        }
-
-        /** @return the array {@link #sweep()} fills: per device, {@link #STRIDE} longs */
-        public long[] values() {
-            return values;
-        }
-
-        /** @return the call that set device {@code i}'s status in the last read of it, or null when none failed */
-        public String failedCall(int i) {
-            return failed[i] < 0 ? null : CALLS[failed[i]];
-        }
-
-        /** @return how many live metric calls (utilization, memory, temperature) device {@code i} answered */
-        public int liveAnswers(int i) {
-            return live[i];
-        }
-
-        /**
-         * Reads every device once. Slot 0 of a device is 0, or the NVML code of the first failing call
-         * ({@code 15}: the GPU is lost). Values a device does not report are {@link #ABSENT}.
-         */
-        public void sweep() {
-            for (int i = 0; i < handles.length; i++) {
-                sweepOne(i);
-            }
-        }
-
-        private int seen(int i, int call, int rc, int status) {
-            if (rc == 0 || NvmlSession.benign(rc) || status != 0) {
-                return status;
-            }
-            failed[i] = call;
-            return rc;
-        }
-
-        /** Reads device {@code i} alone: the live check that recovery and loss probes use. */
-        public void sweepOne(int i) {
-            long h = handles[i];
-            long a = blockAddr[i];
-            Memory m = blocks[i];
-            int base = i * STRIDE;
-            int status = 0;
-            int answers = 0;
-            failed[i] = -1;
-            long u = ABSENT;
-            long used = ABSENT;
-            long t = ABSENT;
-            long p = ABSENT;
-            if (h != 0) {
-                if (util) {
-                    int rc = NvmlBinding.Utilization.nvmlDeviceGetUtilizationRates(h, a);
-                    if (rc == 0) {
-                        u = m.getInt(NvmlLayout.UTILIZATION_GPU) & 0xFFFFFFFFL;
-                        answers++;
-                    }
-                    status = seen(i, 0, rc, status);
-                }
-                if (memV2) {
-                    m.setInt(NvmlLayout.MEMORY_V2_VERSION_FIELD, NvmlLayout.MEMORY_V2_VERSION);
-                    int rc = NvmlBinding.MemoryV2.nvmlDeviceGetMemoryInfo_v2(h, a);
-                    if (rc == 0) {
-                        used = m.getLong(NvmlLayout.MEMORY_V2_USED);
-                        answers++;
-                    } else if (rc != NvmlReturn.ERROR_ARGUMENT_VERSION_MISMATCH.code()) {
-                        status = seen(i, 1, rc, status);
-                    }
-                }
-                if (used == ABSENT && mem) {
-                    int rc = NvmlBinding.Memory.nvmlDeviceGetMemoryInfo(h, a);
-                    if (rc == 0) {
-                        used = m.getLong(NvmlLayout.MEMORY_USED);
-                        answers++;
-                    }
-                    status = seen(i, 2, rc, status);
-                }
-                if (temp) {
-                    int rc = NvmlBinding.Temperature.nvmlDeviceGetTemperature(h, NvmlLayout.TEMPERATURE_GPU, a);
-                    if (rc == 0) {
-                        t = m.getInt(0) & 0xFFFFFFFFL;
-                        answers++;
-                    }
-                    status = seen(i, 3, rc, status);
-                }
-                if (power) {
-                    int rc = NvmlBinding.Power.nvmlDeviceGetPowerUsage(h, a);
-                    if (rc == 0) {
-                        p = m.getInt(0) & 0xFFFFFFFFL;
-                    }
-                    status = seen(i, 4, rc, status);
-                }
-            }
-            live[i] = answers;
-            values[base] = status;
-            values[base + 1] = u;
-            values[base + 2] = used;
-            values[base + 3] = t;
-            values[base + 4] = p;
-        }
-    }
-
-    /**
-     * An NVML event set watching XID critical errors. Not thread-safe; one watcher thread uses it, and frees it
-     * ({@link #close()}) before the session shuts down.
-     */
-    public final class EventWatch implements AutoCloseable {
-        private final long set;
-        private final Memory data = new Memory(NvmlLayout.EVENT_SIZE);
-        private final long dataAddr = addr(data);
-        private final List<Long> registered = new ArrayList<>();
-        private final Map<Long, Fault> faults = new LinkedHashMap<>();
-
-        /**
-         * @param devices GPU handles to watch (physical GPUs, not MIG devices; 0 entries are skipped)
-         * @throws NvmlCallException when the event set cannot be created
-         */
-        public EventWatch(long[] devices) {
-            if (!nvml.has(Fn.EVENTS)) {
-                throw new NvmlCallException("nvmlEventSetCreate (absent from this driver)",
-                        NvmlReturn.ERROR_FUNCTION_NOT_FOUND.code());
-            }
-            Memory out = new Memory(8);
-            check("nvmlEventSetCreate", NvmlBinding.Events.nvmlEventSetCreate(addr(out)));
-            this.set = out.getLong(0);
-            Memory types = new Memory(8);
-            for (long d : devices) {
-                if (d == 0) {
-                    continue;
-                }
-                types.setLong(0, 0);
-                int rc = NvmlBinding.Events.nvmlDeviceGetSupportedEventTypes(d, addr(types));
-                if (rc != 0) {
-                    if (!benign(rc)) {
-                        faults.put(d, new Fault("nvmlDeviceGetSupportedEventTypes", rc));
-                    }
-                    continue;
-                }
-                long mask = types.getLong(0) & NvmlLayout.EVENT_TYPE_XID;
-                if (mask == 0) {
-                    continue;
-                }
-                rc = NvmlBinding.Events.nvmlDeviceRegisterEvents(d, mask, set);
-                if (rc == 0) {
-                    registered.add(d);
-                } else if (!benign(rc)) {
-                    faults.put(d, new Fault("nvmlDeviceRegisterEvents", rc));
-                }
-            }
-        }
-
-        /** @return how many GPUs have XID events registered */
-        public int registeredCount() {
-            return registered.size();
-        }
-
-        /** @return per GPU handle, a registration call that failed with a fault */
-        public Map<Long, Fault> faults() {
-            return faults;
-        }
-
-        /**
-         * Waits for one event.
-         *
-         * @return NVML's code: 0 with {@link #lastDevice()} etc. filled, 10 on timeout, 15 when a GPU is lost
-         */
-        public int await(int timeoutMs) {
-            return NvmlBinding.Events.nvmlEventSetWait_v2(set, dataAddr, timeoutMs);
-        }
-
-        /** @return the device handle of the last event */
-        public long lastDevice() {
-            return data.getLong(NvmlLayout.EVENT_DEVICE);
-        }
-
-        /** @return the event type mask of the last event */
-        public long lastType() {
-            return data.getLong(NvmlLayout.EVENT_TYPE);
-        }
-
-        /** @return the XID of the last event */
-        public long lastData() {
-            return data.getLong(NvmlLayout.EVENT_DATA);
-        }
-
-        /** @return the GPU instance id of the last event, 0xFFFFFFFF when not attributable */
-        public long lastGpuInstance() {
-            return data.getInt(NvmlLayout.EVENT_GPU_INSTANCE) & 0xFFFFFFFFL;
-        }
-
-        /** @return the compute instance id of the last event, 0xFFFFFFFF when not attributable */
-        public long lastComputeInstance() {
-            return data.getInt(NvmlLayout.EVENT_COMPUTE_INSTANCE) & 0xFFFFFFFFL;
-        }
-
-        /** Frees the event set ({@code nvmlEventSetFree}); a failure is logged. */
-        @Override
-        public void close() {
-            int rc = NvmlBinding.Events.nvmlEventSetFree(set);
-            if (rc != 0) {
-                LOG.debug("nvmlEventSetFree: {}", NvmlReturn.describe(rc));
             }
         }
     }
