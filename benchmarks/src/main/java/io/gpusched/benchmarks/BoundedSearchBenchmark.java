@@ -183,7 +183,8 @@ public class BoundedSearchBenchmark {
             List<Case> cases = corpus(n);
             for (Objective o : Objective.values()) {
                 TopologyAwareStrategy def = new TopologyAwareStrategy(o);
-                TopologyAwareStrategy big = new TopologyAwareStrategy(o, 500 * TopologyAwareStrategy.DEFAULT_WORK_BUDGET);
+                TopologyAwareStrategy big = new TopologyAwareStrategy(o,
+                        500 * TopologyAwareStrategy.DEFAULT_WORK_BUDGET);
                 int proven = 0;
                 int exactKnown = 0;
                 double ratioSum = 0;

@@ -2,10 +2,10 @@ package io.gpusched.benchmarks;
 
 import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuInventory;
+import io.gpusched.core.strategy.TopologyAwareStrategy;
 import io.gpusched.kubernetes.DevicePluginConfig;
 import io.gpusched.kubernetes.KubeletDevicePlugin;
 import io.gpusched.kubernetes.PreferredAllocator;
-import io.gpusched.core.strategy.TopologyAwareStrategy;
 import io.gpusched.kubernetes.api.v1beta1.ContainerPreferredAllocationRequest;
 import io.gpusched.kubernetes.api.v1beta1.DevicePluginGrpc;
 import io.gpusched.kubernetes.api.v1beta1.Empty;
@@ -21,12 +21,13 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Collections;
 import java.util.List;
 import java.util.Random;
 import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.BlockingQueue;
-import java.util.concurrent.Executors;
 import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 
 /**
@@ -59,7 +60,8 @@ public final class DevicePluginBenchmark {
         BlockingQueue<RegisterRequest> registered = new ArrayBlockingQueue<>(4);
         try (UnixSockets sockets = new UnixSockets("bench");
              GpuInventory inv = Nodes.named(node)) {
-            Server kubelet = sockets.serve(dir.resolve("kubelet.sock"), ex, new RegistrationGrpc.RegistrationImplBase() {
+            Server kubelet = sockets.serve(dir.resolve("kubelet.sock"), ex,
+                    new RegistrationGrpc.RegistrationImplBase() {
                 @Override
                 public void register(RegisterRequest r, StreamObserver<Empty> out) {
                     registered.add(r);
@@ -80,7 +82,7 @@ public final class DevicePluginBenchmark {
                 int n = devices.size();
                 // the kubelet's view: every device free; available ids in a shuffled order, as the kubelet sends them
                 List<String> ids = new ArrayList<>(devices.stream().map(GpuDevice::uuid).toList());
-                java.util.Collections.shuffle(ids, new Random(k * 31L + n));
+                Collections.shuffle(ids, new Random(k * 31L + n));
                 PreferredAllocationRequest req = PreferredAllocationRequest.newBuilder().addContainerRequests(
                         ContainerPreferredAllocationRequest.newBuilder().addAllAvailableDeviceIDs(ids)
                                 .setAllocationSize(k)).build();

@@ -167,7 +167,7 @@ public class PartitionedPlacementBenchmark {
 
     /** The strategy alone on the same cases (views of the same states): its share of allocateRelease. */
     @Benchmark
-    public java.util.List<Integer> select() {
+    public List<Integer> select() {
         int i = next;
         next = i + 1 == views.length ? 0 : i + 1;
         return chosen.select(requests[i], views[i]);

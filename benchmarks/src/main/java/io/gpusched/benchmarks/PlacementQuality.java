@@ -6,6 +6,7 @@ import io.gpusched.core.DeviceState;
 import io.gpusched.core.GpuInventory;
 import io.gpusched.core.GpuRequest;
 import io.gpusched.core.GpuScheduler;
+import io.gpusched.core.GpuTopology;
 import io.gpusched.core.SchedulingView;
 import io.gpusched.core.strategy.TopologyAwareStrategy.Objective;
 import java.time.Instant;
@@ -89,7 +90,7 @@ public final class PlacementQuality {
             }
 
             @Override
-            public io.gpusched.core.GpuTopology topology() {
+            public GpuTopology topology() {
                 return inv.topology();
             }
 

@@ -34,7 +34,8 @@ public final class IsolateJob {
             Path cg = Files.createDirectory(iso.v2Root().or(iso::v1Root).get().resolve("gpusched-example-" + a.id()));
             try (Fence f = iso.fence(cg, a)) {
                 System.out.println("fenced " + cg + " (" + f.mechanism() + "): " + f.rules());
-                List<String> argv = new ArrayList<>(List.of("sh", "-c", "echo $$ > \"$0/cgroup.procs\" || exit 9; shift;"
+                List<String> argv = new ArrayList<>(List.of("sh", "-c",
+                        "echo $$ > \"$0/cgroup.procs\" || exit 9; shift;"
                         + " for f in /dev/null /dev/nvidia* \"$@\"; do [ -e \"$f\" ] || continue;"
                         + " if err=$(dd if=$f of=/dev/null count=0 2>&1); then echo \"$f opens\"; else"
                         + " echo \"$f: ${err##*: }\"; fi; done", cg.toString(), "--"));

@@ -24,7 +24,8 @@ public record CdiOptions(String nvidiaKind, String amdKind, Path devRoot, Path p
     public static final String AMD_KIND = "amd.com/gpu";
     // vendor: a DNS name; class: no dots (a dot in the class needs cdiVersion 0.6.0, which podman 4.3 ignores)
     private static final Pattern KIND = Pattern.compile(
-            "[a-z0-9]([a-z0-9-]*[a-z0-9])?(\\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*/[a-zA-Z0-9]([a-zA-Z0-9_-]{0,61}[a-zA-Z0-9])?");
+            "[a-z0-9]([a-z0-9-]*[a-z0-9])?(\\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*/[a-zA-Z0-9]([a-zA-Z0-9_-]{0,61}[a-zA-Z"
+                    + "0-9])?");
 
     /** @throws GpuException naming a kind that is not {@code vendor.tld/class} */
     public CdiOptions {

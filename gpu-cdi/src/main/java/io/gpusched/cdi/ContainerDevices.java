@@ -7,6 +7,7 @@ import io.gpusched.core.devices.DeviceNode;
 import io.gpusched.core.devices.DevicePlan;
 import io.gpusched.core.devices.GpuDeviceNodes;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -35,7 +36,7 @@ public record ContainerDevices(List<String> cdiNames, List<DeviceNode> deviceNod
     public ContainerDevices {
         cdiNames = List.copyOf(cdiNames);
         deviceNodes = List.copyOf(deviceNodes);
-        environment = java.util.Collections.unmodifiableMap(new LinkedHashMap<>(environment));
+        environment = Collections.unmodifiableMap(new LinkedHashMap<>(environment));
         containerPaths = List.copyOf(containerPaths);
     }
 

@@ -1,6 +1,8 @@
 package io.gpusched.core;
 
 import java.time.Instant;
+import java.util.Arrays;
+import java.util.Collections;
 import java.util.List;
 import java.util.Objects;
 import java.util.Optional;
@@ -51,7 +53,7 @@ public record Allocation(String id, List<GpuDevice> devices, GpuRequest request,
         for (int i = 0; i < out.length; i++) {
             out[i] = devices.get(i).index();
         }
-        return java.util.Collections.unmodifiableList(java.util.Arrays.asList(out)); // contains(null) is false
+        return Collections.unmodifiableList(Arrays.asList(out)); // contains(null) is false
     }
 
     /** @return the device UUIDs */
@@ -60,7 +62,7 @@ public record Allocation(String id, List<GpuDevice> devices, GpuRequest request,
         for (int i = 0; i < out.length; i++) {
             out[i] = devices.get(i).uuid();
         }
-        return java.util.Collections.unmodifiableList(java.util.Arrays.asList(out)); // contains(null) is false
+        return Collections.unmodifiableList(Arrays.asList(out)); // contains(null) is false
     }
 
     /** @return exclusive or shared */

@@ -33,7 +33,8 @@ public final class AllocationStrategies {
     }
 
     /**
-     * @return topology-aware with the {@link TopologyAwareStrategy.Objective#SET SET} objective: the best-connected set,
+     * @return topology-aware with the {@link TopologyAwareStrategy.Objective#SET SET} objective: the best-connected
+     * set,
      *         ties by least affinity to the GPUs that stay free; exact
      */
     public static AllocationStrategy topologyAware() {

@@ -1,6 +1,7 @@
 package io.gpusched.core;
 
 import java.util.List;
+import java.util.Objects;
 
 /**
  * Chooses which devices serve a request. Pure and deterministic: it reads the {@link SchedulingView} and never calls
@@ -39,7 +40,7 @@ public interface AllocationStrategy {
     record Choice(List<Integer> devices, PlacementQuality quality) {
         /** Checks for nulls (the list is read once by the scheduler, not copied here). */
         public Choice {
-            java.util.Objects.requireNonNull(quality, "quality");
+            Objects.requireNonNull(quality, "quality");
         }
     }
 }

@@ -2,7 +2,9 @@ package io.gpusched.core;
 
 import java.util.List;
 
-/** No inventory backend could serve: thrown by detection with every provider's cause, or by a provider's {@code open}. */
+/**
+ * No inventory backend could serve: thrown by detection with every provider's cause, or by a provider's {@code open}.
+ */
 public class BackendUnavailableException extends GpuException {
     private final List<String> causes;
 

@@ -24,6 +24,7 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -32,6 +33,9 @@ import org.slf4j.LoggerFactory;
  * ledger shared by the node's processes) decided by {@link Placement}, limited by {@link RateLimits}; waiting
  * allocations queue in a {@link WaitQueue}; {@link Leases} and {@link DrainControl} run in {@link #maintain()};
  * {@link HealthTracker} follows the inventory. Events go to listeners outside every lock.
+ *
+ * <p>Why it is over 500 lines: it is the one place where the parts meet (each public operation is a short
+ * sequence of part calls under the ledger's transaction); the parts themselves live in their own types.
  */
 final class DefaultGpuScheduler implements GpuScheduler {
     private static final Logger LOG = LoggerFactory.getLogger(DefaultGpuScheduler.class);
@@ -220,7 +224,7 @@ final class DefaultGpuScheduler implements GpuScheduler {
     }
 
     /** Picks that a concurrent change invalidated between the snapshot and the commit (tests, status). */
-    private final java.util.concurrent.atomic.AtomicLong staleSnapshots = new java.util.concurrent.atomic.AtomicLong();
+    private final AtomicLong staleSnapshots = new AtomicLong();
 
     /** @return how many picks a concurrent change invalidated (each was decided again) */
     long staleSnapshots() {

@@ -1,5 +1,6 @@
 package io.gpusched.core;
 
+import java.time.Instant;
 import java.util.Objects;
 import java.util.Optional;
 
@@ -25,7 +26,7 @@ public record DeviceState(
         Optional<GpuMetrics> metrics,
         Pool pool,
         Optional<String> poolReason,
-        Optional<java.time.Instant> poolSince) {
+        Optional<Instant> poolSince) {
 
     /** Where a device stands with respect to the pool. */
     public enum Pool {
@@ -107,8 +108,9 @@ public record DeviceState(
                 poolSince);
     }
 
-    DeviceState withPool(Pool p, Optional<String> reason, Optional<java.time.Instant> since) {
-        return new DeviceState(device, health, exclusiveHolder, sharedHolders, sharedReserved, metrics, p, reason, since);
+    DeviceState withPool(Pool p, Optional<String> reason, Optional<Instant> since) {
+        return new DeviceState(device, health, exclusiveHolder, sharedHolders, sharedReserved, metrics, p, reason,
+                since);
     }
 
     DeviceState withMetrics(Optional<GpuMetrics> m) {

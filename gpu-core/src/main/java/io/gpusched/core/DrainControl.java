@@ -4,6 +4,7 @@ import io.gpusched.core.DeviceState.Pool;
 import io.gpusched.core.LedgerRecord.PoolChanged;
 import java.time.Duration;
 import java.time.Instant;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
 import java.util.stream.Collectors;
@@ -42,7 +43,7 @@ final class DrainControl {
      * @return TRUE, FALSE, or null when every device was sick or failed to answer
      */
     private static Boolean probe(GpuInventory inventory, List<GpuDevice> devices) {
-        List<GpuDevice> order = new java.util.ArrayList<>(devices);
+        List<GpuDevice> order = new ArrayList<>(devices);
         boolean[] well = new boolean[order.size()];
         for (int i = 0; i < well.length; i++) {
             well[i] = healthy(inventory, order.get(i));

@@ -44,7 +44,9 @@ public class GpuAllocationException extends GpuException {
             this.transientCondition = transientCondition;
         }
 
-        /** @return true when the same request may succeed later without changing it (devices get released or recover) */
+        /**
+         * @return true when the same request may succeed later without changing it (devices get released or recover)
+         */
         public boolean isTransient() {
             return transientCondition;
         }

@@ -1,14 +1,17 @@
 package io.gpusched.core;
 
+import io.gpusched.core.internal.Durations;
 import io.gpusched.core.internal.StrictYaml;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.InvalidPathException;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
+import java.util.Optional;
 import java.util.Set;
 
 /**
@@ -40,7 +43,8 @@ import java.util.Set;
  * @param rateLimitPerSecond allocations per second per owner; 0 means no limit
  * @param rateLimitBurst    bucket size of the per-owner limit
  * @param sampleMaxAge      metrics older than this are ignored by the thermal strategy
- * @param stateDir          {@code gpu.state_dir}: the node ledger's directory (see {@link GpuScheduler.Builder#stateDir}); empty: the
+ * @param stateDir          {@code gpu.state_dir}: the node ledger's directory (see {@link
+ * GpuScheduler.Builder#stateDir}); empty: the
  *                          scheduler keeps its state in memory only
  */
 public record GpuConfig(
@@ -51,11 +55,11 @@ public record GpuConfig(
         int maxGpusPerRequest,
         boolean allowSharing,
         boolean releaseOnExpiry,
-        java.time.Duration drainTimeout,
+        Duration drainTimeout,
         double rateLimitPerSecond,
         int rateLimitBurst,
-        java.time.Duration sampleMaxAge,
-        java.util.Optional<Path> stateDir) {
+        Duration sampleMaxAge,
+        Optional<Path> stateDir) {
 
     private static final Set<String> ROOT_KEYS = Set.of("gpu");
     private static final Set<String> GPU_KEYS = Set.of("enabled", "strategy", "backends", "cuda_paths",
@@ -75,9 +79,9 @@ public record GpuConfig(
             }
         }
         cudaPaths = List.copyOf(cudaPaths);
-        java.util.Objects.requireNonNull(drainTimeout, "drainTimeout");
-        java.util.Objects.requireNonNull(stateDir, "stateDir");
-        java.util.Objects.requireNonNull(sampleMaxAge, "sampleMaxAge");
+        Objects.requireNonNull(drainTimeout, "drainTimeout");
+        Objects.requireNonNull(stateDir, "stateDir");
+        Objects.requireNonNull(sampleMaxAge, "sampleMaxAge");
         if (drainTimeout.isNegative() || sampleMaxAge.isNegative() || sampleMaxAge.isZero()) {
             throw new GpuConfigException("gpu.drain.timeout must be >= 0 and gpu.thermal.max_sample_age > 0; got "
                     + drainTimeout + ", " + sampleMaxAge);
@@ -128,12 +132,12 @@ public record GpuConfig(
         StrictYaml leases = gpu.child("leases").onlyKeys(Set.of("release_on_expiry"));
         b.releaseOnExpiry(leases.bool("release_on_expiry", false));
         StrictYaml drain = gpu.child("drain").onlyKeys(Set.of("timeout"));
-        b.drainTimeout(drain.parsed("timeout", io.gpusched.core.internal.Durations::parse, b.drainTimeout));
+        b.drainTimeout(drain.parsed("timeout", Durations::parse, b.drainTimeout));
         StrictYaml rate = gpu.child("rate_limit").onlyKeys(Set.of("per_owner_per_second", "burst"));
         b.rateLimit(rate.parsed("per_owner_per_second", GpuConfig::nonNegativeNumber, 0.0),
                 rate.integer("burst", 0, 0, Integer.MAX_VALUE));
         StrictYaml thermal = gpu.child("thermal").onlyKeys(Set.of("max_sample_age"));
-        b.sampleMaxAge(thermal.parsed("max_sample_age", io.gpusched.core.internal.Durations::parse, b.sampleMaxAge));
+        b.sampleMaxAge(thermal.parsed("max_sample_age", Durations::parse, b.sampleMaxAge));
         List<Path> paths = new ArrayList<>();
         List<String> given = gpu.strings("cuda_paths");
         for (int i = 0; i < given.size(); i++) {
@@ -154,7 +158,7 @@ public record GpuConfig(
             Path dir = null;
             try {
                 dir = Path.of(stateDir);
-            } catch (java.nio.file.InvalidPathException e) {
+            } catch (InvalidPathException e) {
                 // reported below
             }
             if (dir == null || !dir.isAbsolute()) {
@@ -214,10 +218,10 @@ public record GpuConfig(
         private int maxGpusPerRequest;
         private boolean allowSharing = true;
         private boolean releaseOnExpiry;
-        private java.time.Duration drainTimeout = java.time.Duration.ofMinutes(5);
+        private Duration drainTimeout = Duration.ofMinutes(5);
         private double rateLimitPerSecond;
         private int rateLimitBurst;
-        private java.time.Duration sampleMaxAge = java.time.Duration.ofSeconds(30);
+        private Duration sampleMaxAge = Duration.ofSeconds(30);
         private Path stateDir;
 
         private Builder() {
@@ -226,7 +230,7 @@ public record GpuConfig(
         /** @return this */
         public Builder releaseOnExpiry(boolean v) { releaseOnExpiry = v; return this; }
         /** @return this */
-        public Builder drainTimeout(java.time.Duration v) { drainTimeout = v; return this; }
+        public Builder drainTimeout(Duration v) { drainTimeout = v; return this; }
         /** @param perSecond allocations per second per owner (0: none) @param burst bucket size @return this */
         public Builder rateLimit(double perSecond, int burst) {
             rateLimitPerSecond = perSecond;
@@ -234,7 +238,7 @@ public record GpuConfig(
             return this;
         }
         /** @return this */
-        public Builder sampleMaxAge(java.time.Duration v) { sampleMaxAge = v; return this; }
+        public Builder sampleMaxAge(Duration v) { sampleMaxAge = v; return this; }
         /** @param v the node ledger's directory ({@code gpu.state_dir}); null: none @return this */
         public Builder stateDir(Path v) { stateDir = v; return this; }
 
@@ -255,7 +259,7 @@ public record GpuConfig(
         public GpuConfig build() {
             return new GpuConfig(enabled, strategy, backends, cudaPaths, maxGpusPerRequest, allowSharing,
                     releaseOnExpiry, drainTimeout, rateLimitPerSecond, rateLimitBurst, sampleMaxAge,
-                    java.util.Optional.ofNullable(stateDir));
+                    Optional.ofNullable(stateDir));
         }
     }
 }

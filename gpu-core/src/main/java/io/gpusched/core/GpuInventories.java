@@ -4,10 +4,12 @@ import io.gpusched.core.sim.NodeDescriptions;
 import io.gpusched.core.sim.SimulatedGpuInventory;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
 import java.util.Optional;
+import java.util.ServiceConfigurationError;
 import java.util.ServiceLoader;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -120,7 +122,7 @@ public final class GpuInventories {
         for (ServiceLoader.Provider<GpuInventoryProvider> p : sl.stream().toList()) {
             try {
                 out.add(p.get());
-            } catch (java.util.ServiceConfigurationError | LinkageError e) {
+            } catch (ServiceConfigurationError | LinkageError e) {
                 LOG.debug("skipping inventory provider {}: {}", p.type().getName(), e.toString());
             }
         }
@@ -149,7 +151,7 @@ public final class GpuInventories {
         }
         String healthFile = System.getenv(SimulatedGpuInventory.HEALTH_FILE_ENV);
         if (healthFile != null && !healthFile.isBlank()) {
-            inv.followHealthFile(Path.of(healthFile), java.time.Duration.ofMillis(200));
+            inv.followHealthFile(Path.of(healthFile), Duration.ofMillis(200));
         }
         return inv;
     }

@@ -1,5 +1,6 @@
 package io.gpusched.core;
 
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
@@ -7,6 +8,8 @@ import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
+import java.util.OptionalInt;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.regex.Pattern;
 
 /**
@@ -46,8 +49,8 @@ public record GpuRequest(
         Optional<String> jobId,
         Map<String, String> labels,
         Optional<WorkloadHint> hint,
-        java.util.OptionalInt preferredNuma,
-        Optional<java.time.Duration> maxDuration,
+        OptionalInt preferredNuma,
+        Optional<Duration> maxDuration,
         List<Integer> requiredDevices,
         Optional<HolderProcess> holder) {
 
@@ -137,8 +140,8 @@ public record GpuRequest(
      * size: patterns come from users, so a long one (over {@value #CACHED_GLOB_CHARS} chars) is compiled per call
      * rather than kept alive in this static map after its request is gone.
      */
-    private static final java.util.concurrent.ConcurrentHashMap<String, Pattern> GLOBS =
-            new java.util.concurrent.ConcurrentHashMap<>();
+    private static final ConcurrentHashMap<String, Pattern> GLOBS =
+            new ConcurrentHashMap<>();
     private static final int CACHED_GLOB_CHARS = 256;
 
     private static Pattern compiled(String glob) {
@@ -238,7 +241,7 @@ public record GpuRequest(
         private final Map<String, String> labels = new LinkedHashMap<>();
         private WorkloadHint hint;
         private Integer preferredNuma;
-        private java.time.Duration maxDuration;
+        private Duration maxDuration;
         private List<Integer> requiredDevices;
         private HolderProcess holder;
 
@@ -261,7 +264,7 @@ public record GpuRequest(
         }
 
         /** @param d lease length: the allocation expires this long after it is made @return this */
-        public Builder maxDuration(java.time.Duration d) {
+        public Builder maxDuration(Duration d) {
             maxDuration = once(maxDuration, d, "lease");
             return this;
         }
@@ -414,7 +417,7 @@ public record GpuRequest(
                     Optional.ofNullable(vendor), Optional.ofNullable(modelPattern), deviceIndices, deviceUuids,
                     sharing == null ? SharingMode.EXCLUSIVE : sharing, Optional.ofNullable(sharedMemory),
                     Optional.ofNullable(owner), Optional.ofNullable(jobId), labels, Optional.ofNullable(hint),
-                    preferredNuma == null ? java.util.OptionalInt.empty() : java.util.OptionalInt.of(preferredNuma),
+                    preferredNuma == null ? OptionalInt.empty() : OptionalInt.of(preferredNuma),
                     Optional.ofNullable(maxDuration), requiredDevices == null ? List.of() : requiredDevices,
                     Optional.ofNullable(holder));
         }

@@ -1,12 +1,16 @@
 package io.gpusched.core;
 
+import io.gpusched.core.internal.Durations;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
 import java.util.Optional;
 import java.util.TreeSet;
+import java.util.function.Supplier;
 
 /**
  * Parsers for the request forms users already write: command-line flags ({@code --gpu=2 --gpu-memory=8GB}) and a
@@ -151,7 +155,7 @@ public final class GpuRequests {
             case "--owner" -> b.owner(value);
             case "--job" -> b.jobId(value);
             case "--lease" -> {
-                java.time.Duration d = io.gpusched.core.internal.Durations.parse(value);
+                Duration d = Durations.parse(value);
                 if (d.isZero()) {
                     throw new IllegalArgumentException("a lease must be longer than 0, e.g. 30s or 5m");
                 }
@@ -197,7 +201,7 @@ public final class GpuRequests {
     }
 
     private static Optional<GpuRequest> readResources(Map<String, ?> resources) {
-        java.util.Objects.requireNonNull(resources, "resources");
+        Objects.requireNonNull(resources, "resources");
         for (Object k : resources.keySet()) {
             if (k == null) {
                 throw new IllegalArgumentException("resources has an empty (null) key; keys are names such as"
@@ -254,7 +258,7 @@ public final class GpuRequests {
         return MemorySize.ofMebibytes(mib);
     }
 
-    private static <T> T wrap(String key, java.util.function.Supplier<T> s) {
+    private static <T> T wrap(String key, Supplier<T> s) {
         try {
             return s.get();
         } catch (IllegalArgumentException e) {

@@ -1,5 +1,6 @@
 package io.gpusched.core;
 
+import java.nio.file.Path;
 import java.time.Clock;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -54,7 +55,7 @@ public interface GpuScheduler extends AutoCloseable {
      *
      * @throws GpuAllocationException with the last transient reason and the wait observed, when the wait runs out
      */
-    Allocation allocate(GpuRequest request, java.time.Duration maxWait) throws InterruptedException;
+    Allocation allocate(GpuRequest request, Duration maxWait) throws InterruptedException;
 
     /**
      * Extends a lease: the allocation now expires {@code duration} from now (scheduler clock).
@@ -62,7 +63,7 @@ public interface GpuScheduler extends AutoCloseable {
      * @return the allocation with its new expiry
      * @throws GpuAllocationException with {@code UNKNOWN_ALLOCATION} for an id that is not live
      */
-    Allocation renew(String allocationId, java.time.Duration duration);
+    Allocation renew(String allocationId, Duration duration);
 
     /**
      * Housekeeping off the allocation path: reports expired leases (and releases them when configured), and moves
@@ -93,10 +94,11 @@ public interface GpuScheduler extends AutoCloseable {
     void refresh();
 
     /** @return the state directory of the node ledger, or empty for a purely in-memory scheduler */
-    Optional<java.nio.file.Path> stateDir();
+    Optional<Path> stateDir();
 
     /**
-     * Like {@link #allocate}, but returns empty when the refusal is {@linkplain GpuAllocationException.Reason#isTransient()
+     * Like {@link #allocate}, but returns empty when the refusal is {@linkplain
+     * GpuAllocationException.Reason#isTransient()
      * transient} (devices busy or unhealthy now). Permanent refusals still throw.
      */
     Optional<Allocation> tryAllocate(GpuRequest request);
@@ -181,7 +183,7 @@ public interface GpuScheduler extends AutoCloseable {
         boolean auditLogging = true;
         Duration pollInterval;
         Duration maintenanceInterval = Duration.ofSeconds(1);
-        java.nio.file.Path stateDir;
+        Path stateDir;
         boolean strictRecovery;
         final List<AllocationListener> listeners = new ArrayList<>();
 
@@ -248,7 +250,8 @@ public interface GpuScheduler extends AutoCloseable {
         }
 
         /**
-         * @param v how often {@link GpuScheduler#maintain()} runs on a daemon thread (default 1 s); zero: never, the host
+         * @param v how often {@link GpuScheduler#maintain()} runs on a daemon thread (default 1 s); zero: never, the
+         * host
          *          calls it @return this
          */
         public Builder maintenanceInterval(Duration v) {
@@ -272,7 +275,7 @@ public interface GpuScheduler extends AutoCloseable {
          *
          * @param v the state directory @return this
          */
-        public Builder stateDir(java.nio.file.Path v) {
+        public Builder stateDir(Path v) {
             unset(stateDir, "state directory");
             stateDir = Objects.requireNonNull(v, "stateDir");
             return this;
@@ -284,9 +287,9 @@ public interface GpuScheduler extends AutoCloseable {
          * @deprecated use {@link #stateDir(java.nio.file.Path)}
          */
         @Deprecated
-        public Builder journal(java.nio.file.Path v) {
+        public Builder journal(Path v) {
             Objects.requireNonNull(v, "journal");
-            java.nio.file.Path parent = v.toAbsolutePath().getParent();
+            Path parent = v.toAbsolutePath().getParent();
             return stateDir(parent);
         }
 

@@ -1,5 +1,6 @@
 package io.gpusched.core;
 
+import java.time.Clock;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -21,7 +22,7 @@ final class HealthTracker implements GpuHealthListener {
     private final Map<String, GpuHealth> heardEarly = new ConcurrentHashMap<>();
     private volatile Ledger ledger;
     private volatile Consumer<List<AllocationEvent>> events;
-    private volatile java.time.Clock clock;
+    private volatile Clock clock;
 
     HealthTracker(GpuInventory inventory) {
         this.inventory = inventory;
@@ -46,7 +47,7 @@ final class HealthTracker implements GpuHealthListener {
     }
 
     /** From now on, changes go to the ledger's state and events to {@code sink}. */
-    void attach(Ledger l, Consumer<List<AllocationEvent>> sink, java.time.Clock c) {
+    void attach(Ledger l, Consumer<List<AllocationEvent>> sink, Clock c) {
         this.events = sink;
         this.clock = c;
         synchronized (this) {

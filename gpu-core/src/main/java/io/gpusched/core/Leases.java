@@ -2,6 +2,7 @@ package io.gpusched.core;
 
 import io.gpusched.core.LedgerRecord.Cause;
 import io.gpusched.core.LedgerRecord.Released;
+import java.time.Clock;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Collection;
@@ -51,7 +52,7 @@ final class Leases {
     }
 
     /** @return the change reclaiming every allocation whose holder process is gone */
-    static Ledger.Change<Void> reclaimDeadHolders(java.time.Clock clock, Function<Allocation, List<String>> drainOf) {
+    static Ledger.Change<Void> reclaimDeadHolders(Clock clock, Function<Allocation, List<String>> drainOf) {
         return (state, seq) -> {
             List<LedgerRecord> out = new ArrayList<>();
             Instant now = null;

@@ -10,7 +10,9 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
 import java.util.Optional;
+import java.util.TreeMap;
 
 /**
  * One change as the node ledger records it. Every record is applied by {@link NodeState#apply} in the same way
@@ -43,7 +45,7 @@ sealed interface LedgerRecord {
                      Optional<Instant> expiresAt, PlacementQuality placement) implements LedgerRecord {
         public Allocated {
             uuids = List.copyOf(uuids);
-            java.util.Objects.requireNonNull(placement, "placement");
+            Objects.requireNonNull(placement, "placement");
         }
 
         Allocated(String id, List<String> uuids, GpuRequest request, Instant createdAt, Optional<Instant> expiresAt) {
@@ -196,7 +198,8 @@ sealed interface LedgerRecord {
                 List<String> drain = new ArrayList<>();
                 n.path("drain").forEach(x -> drain.add(x.asText()));
                 Optional<HolderProcess> h = n.has("holder")
-                        ? Optional.of(new HolderProcess(n.get("holder").get(0).asLong(), n.get("holder").get(1).asLong()))
+                        ? Optional.of(new HolderProcess(n.get("holder").get(0).asLong(),
+                                n.get("holder").get(1).asLong()))
                         : Optional.empty();
                 yield new Released(text(n, "id"), Cause.valueOf(text(n, "cause")), Instant.parse(text(n, "at")),
                         drain, h);
@@ -245,7 +248,7 @@ sealed interface LedgerRecord {
         r.owner().ifPresent(x -> m.put("owner", x));
         r.jobId().ifPresent(x -> m.put("job", x));
         if (!r.labels().isEmpty()) {
-            m.put("labels", new java.util.TreeMap<>(r.labels()));
+            m.put("labels", new TreeMap<>(r.labels()));
         }
         r.hint().ifPresent(x -> m.put("hint", x.name()));
         r.preferredNuma().ifPresent(x -> m.put("numa", x));

@@ -183,7 +183,10 @@ public record MemorySize(long bytes) implements Comparable<MemorySize> {
         return String.format(Locale.ROOT, "%.1f %s", (double) b / unit, name);
     }
 
-    /** @return the exact size in the largest binary unit that divides it ({@code "8GiB"}, {@code "1536MiB"}); parses back */
+    /**
+     * @return the exact size in the largest binary unit that divides it ({@code "8GiB"}, {@code "1536MiB"}); parses
+     * back
+     */
     @Override
     public String toString() {
         if (bytes != 0) {

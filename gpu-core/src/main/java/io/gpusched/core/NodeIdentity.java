@@ -2,7 +2,9 @@ package io.gpusched.core;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import io.gpusched.core.LedgerException.Kind;
+import io.gpusched.core.host.ConfigFiles;
 import io.gpusched.core.internal.Json;
+import java.io.BufferedReader;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.channels.FileChannel;
@@ -168,7 +170,8 @@ final class NodeIdentity {
         Set<String> gpus = gpus(inventory.devices());
         if (!Files.exists(f, LinkOption.NOFOLLOW_LINKS)) {
             Path ledgerFile = dir.resolve(NodeLedger.FILE);
-            if (Files.isRegularFile(ledgerFile, LinkOption.NOFOLLOW_LINKS)) { // a FIFO or device is the ledger's to refuse
+            // a FIFO or device is the ledger's to refuse
+            if (Files.isRegularFile(ledgerFile, LinkOption.NOFOLLOW_LINKS)) {
                 checkLedgerWithoutIdentity(dir, ledgerFile, inventory);
             }
             record(dir, f, inventory.backend(), simulated, gpus);
@@ -210,7 +213,8 @@ final class NodeIdentity {
         }
         if (!wellFormed) {
             throw new LedgerException(Kind.CORRUPT, f, f + " does not say which node this state directory describes"
-                    + " (expected {\"format\": 1, \"simulated\": true|false, \"backend\": \"...\", \"gpus\": [\"uuid\", ...]}); "
+                    + " (expected {\"format\": 1, \"simulated\": true|false, \"backend\": \"...\", \"gpus\":"
+                    + " [\"uuid\", ...]}); "
                     + "restore it or remove it (it is written again from this node)", null);
         }
         boolean wasSimulated = n.get("simulated").asBoolean();
@@ -246,7 +250,7 @@ final class NodeIdentity {
      */
     private static void checkLedgerWithoutIdentity(Path dir, Path ledgerFile, GpuInventory inventory) {
         Set<String> named = new TreeSet<>();
-        try (java.io.BufferedReader r = Files.newBufferedReader(ledgerFile, StandardCharsets.UTF_8)) {
+        try (BufferedReader r = Files.newBufferedReader(ledgerFile, StandardCharsets.UTF_8)) {
             long read = 0;
             for (String line; (line = r.readLine()) != null && read < MAX_LEDGER_SCAN; ) {
                 read += line.length() + 1;
@@ -322,7 +326,7 @@ final class NodeIdentity {
         m.put("gpus", List.copyOf(gpus));
         try {
             byte[] body = (Json.MAPPER.writeValueAsString(m) + "\n").getBytes(StandardCharsets.UTF_8);
-            io.gpusched.core.host.ConfigFiles.writeAtomically(dir, FILE, body); // temp, force, rename, directory force
+            ConfigFiles.writeAtomically(dir, FILE, body); // temp, force, rename, directory force
         } catch (IOException | GpuException e) {
             throw new LedgerException(Kind.IO, f, "cannot record which node " + dir + " describes in " + f + ": "
                     + e.getMessage(), e);

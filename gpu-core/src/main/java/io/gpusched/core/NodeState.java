@@ -7,6 +7,7 @@ import io.gpusched.core.LedgerRecord.PoolChanged;
 import io.gpusched.core.LedgerRecord.Released;
 import io.gpusched.core.LedgerRecord.Renewed;
 import io.gpusched.core.LedgerRecord.Snapshot;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
@@ -153,7 +154,7 @@ final class NodeState {
                     AllocationEvent.Type t = p.pool() == Pool.QUARANTINED ? AllocationEvent.Type.QUARANTINED
                             : p.pool() == Pool.IN_POOL ? AllocationEvent.Type.DRAINED : null;
                     if (t != null) {
-                        events.add(new AllocationEvent(t, p.since().orElse(java.time.Instant.EPOCH), Optional.empty(),
+                        events.add(new AllocationEvent(t, p.since().orElse(Instant.EPOCH), Optional.empty(),
                                 Optional.empty(), Optional.empty(), List.of(p.uuid()), Optional.empty(),
                                 "GPU " + cur.index() + (t == AllocationEvent.Type.DRAINED
                                         ? " is back in the pool" + p.reason().map(s -> " (" + s + ")").orElse("")

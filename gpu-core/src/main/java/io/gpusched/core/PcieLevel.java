@@ -46,6 +46,7 @@ public enum PcieLevel {
             }
         }
         throw new IllegalArgumentException("unknown PCIe level \"" + text
-                + "\"; expected INTERNAL, SINGLE, MULTIPLE, HOSTBRIDGE, NODE, SYSTEM (or BRD, PIX, PXB, PHB, NODE, SYS)");
+                + "\"; expected INTERNAL, SINGLE, MULTIPLE, HOSTBRIDGE, NODE, SYSTEM (or BRD, PIX, PXB, PHB, NODE,"
+                + " SYS)");
     }
 }

@@ -1,6 +1,7 @@
 package io.gpusched.core;
 
 import java.time.Instant;
+import java.util.Comparator;
 import java.util.List;
 
 /**
@@ -15,7 +16,8 @@ public interface SchedulingView {
 
     /**
      * @return the devices this request may be given, in preference order: node order, except for a request that names
-     *         its devices (indices or UUIDs), whose candidates come in the order it named them, and a composing strategy
+     *         its devices (indices or UUIDs), whose candidates come in the order it named them, and a composing
+     * strategy
      *         may reorder them; built-in strategies break their last ties by this order
      */
     List<DeviceState> candidates();
@@ -33,7 +35,7 @@ public interface SchedulingView {
      * @return this view with its candidates sorted by {@code order} (stable: equal candidates keep their order); how a
      *         strategy hands its preference to another as a tie-break
      */
-    static SchedulingView reordered(SchedulingView view, java.util.Comparator<DeviceState> order) {
+    static SchedulingView reordered(SchedulingView view, Comparator<DeviceState> order) {
         List<DeviceState> sorted = view.candidates().stream().sorted(order).toList();
         return new SchedulingView() {
             @Override

@@ -2,6 +2,7 @@ package io.gpusched.cuda;
 
 import io.gpusched.core.internal.Json;
 import java.nio.file.Path;
+import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -40,10 +41,10 @@ public record CudaEnvironment(Map<String, String> variables, Map<String, List<St
 
     /** Copies into sorted, immutable collections. */
     public CudaEnvironment {
-        variables = java.util.Collections.unmodifiableMap(new TreeMap<>(variables));
+        variables = Collections.unmodifiableMap(new TreeMap<>(variables));
         Map<String, List<String>> p = new TreeMap<>();
         pathPrepends.forEach((k, v) -> p.put(k, List.copyOf(v)));
-        pathPrepends = java.util.Collections.unmodifiableMap(p);
+        pathPrepends = Collections.unmodifiableMap(p);
         mounts = List.copyOf(mounts);
         Objects.requireNonNull(installation, "installation");
         Objects.requireNonNull(compatibility, "compatibility");

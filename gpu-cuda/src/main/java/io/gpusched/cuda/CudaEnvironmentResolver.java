@@ -4,8 +4,9 @@ import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuVendor;
 import io.gpusched.core.MemorySize;
-import io.gpusched.core.internal.NvidiaDriver;
 import io.gpusched.core.SharingMode;
+import io.gpusched.core.internal.NvidiaDriver;
+import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -19,7 +20,8 @@ import java.util.stream.Collectors;
 /**
  * Builds the environment a job needs for an {@link Allocation}: picks the newest installation that has a CUDA runtime,
  * satisfies the requirement and runs on the driver (installations without {@code libcudart} are never chosen; the
- * notes say why each newer one was passed over), and returns variables, path additions and read-only mounts. NVIDIA jobs get
+ * notes say why each newer one was passed over), and returns variables, path additions and read-only mounts. NVIDIA
+ * jobs get
  * {@code CUDA_VISIBLE_DEVICES} (UUIDs by default; MIG UUIDs for MIG devices), the same {@code NVIDIA_VISIBLE_DEVICES},
  * {@code CUDA_DEVICE_ORDER=PCI_BUS_ID} and {@code CUDA_HOME}; shared allocations add MPS limits. AMD jobs get
  * {@code ROCR_VISIBLE_DEVICES} only (ROCm filters twice if CUDA_VISIBLE_DEVICES is also set). Never calls into CUDA.
@@ -106,11 +108,14 @@ public final class CudaEnvironmentResolver {
                     + " driver version and no /proc/driver/nvidia/version); CUDA " + i.version().get()
                     + " cannot be checked", table.minimumDriver(i.version().get()), Optional.empty());
         }
-        boolean dataCenter = !a.devices().isEmpty() && a.devices().stream().allMatch(CudaEnvironmentResolver::isDataCenter);
+        boolean dataCenter = !a.devices().isEmpty()
+                && a.devices().stream().allMatch(CudaEnvironmentResolver::isDataCenter);
         return Compatibility.judge(table, i.version().get(), d.get(), driverCudaFor(a), i.compatDir(), dataCenter);
     }
 
-    /** @return true for data-centre GPUs (forward compatibility is supported on those only); see {@link DataCenterGpus} */
+    /**
+     * @return true for data-centre GPUs (forward compatibility is supported on those only); see {@link DataCenterGpus}
+     */
     static boolean isDataCenter(GpuDevice d) {
         return DataCenterGpus.isDataCenter(d.name());
     }
@@ -301,7 +306,9 @@ public final class CudaEnvironmentResolver {
         }
     }
 
-    /** Driver user-space libraries of the running driver version ({@code libcuda.so.580.65.06} and its {@code .so.1}). */
+    /**
+     * Driver user-space libraries of the running driver version ({@code libcuda.so.580.65.06} and its {@code .so.1}).
+     */
     private List<CudaEnvironment.Mount> driverLibraries(DriverVersion v) {
         List<CudaEnvironment.Mount> out = new ArrayList<>();
         for (Path dir : driverLibraryDirs) {
@@ -329,7 +336,7 @@ public final class CudaEnvironmentResolver {
     private static boolean resolvesTo(Path soname, String fileName) {
         try {
             return soname.toRealPath().getFileName().toString().equals(fileName);
-        } catch (java.io.IOException e) {
+        } catch (IOException e) {
             return false;
         }
     }
@@ -349,7 +356,9 @@ public final class CudaEnvironmentResolver {
         private Builder() {
         }
 
-        /** @param v installations to choose from (default: {@link CudaInstallations#discover} of the host) @return this */
+        /**
+         * @param v installations to choose from (default: {@link CudaInstallations#discover} of the host) @return this
+         */
         public Builder installations(List<CudaInstallation> v) {
             installations = List.copyOf(v);
             return this;

@@ -35,7 +35,9 @@ public record CudaInstallation(Path root, List<Path> aliases, Optional<CudaVersi
         VERSION_TXT,
         /** {@code include/cuda.h}: {@code #define CUDA_VERSION 12040}. */
         CUDA_H,
-        /** The file name {@code libcudart.so.X.Y.Z}, or only the major from {@code libcudart.so.X} (minor read as 0). */
+        /**
+         * The file name {@code libcudart.so.X.Y.Z}, or only the major from {@code libcudart.so.X} (minor read as 0).
+         */
         LIBCUDART_SONAME,
         /** A pip wheel's {@code dist-info} of {@code nvidia-cuda-runtime}. */
         PIP_METADATA

@@ -4,6 +4,8 @@ import io.gpusched.cuda.CudaInstallation.VersionSource;
 import io.gpusched.cuda.internal.CudaRuntimeProbe;
 import io.gpusched.cuda.internal.VersionFiles;
 import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.Path;
@@ -142,7 +144,8 @@ public final class CudaInstallations {
             source = version.isPresent() ? VersionSource.VERSION_TXT : null;
         }
         if (version.isEmpty()) {
-            version = read(firstFile(root.resolve("include/cuda.h"), root.resolve("targets/x86_64-linux/include/cuda.h"),
+            version = read(firstFile(root.resolve("include/cuda.h"),
+                    root.resolve("targets/x86_64-linux/include/cuda.h"),
                     root.resolve("cuda_runtime/include/cuda.h"), root.resolve("cu13/include/cuda.h")),
                     VersionFiles::fromCudaHeader, problems);
             source = version.isPresent() ? VersionSource.CUDA_H : null;
@@ -207,7 +210,7 @@ public final class CudaInstallations {
         }
         try (Stream<Path> s = Files.list(dir)) {
             return s.anyMatch(p -> p.getFileName().toString().startsWith("libcuda.so") && Files.isRegularFile(p));
-        } catch (IOException | java.io.UncheckedIOException e) {
+        } catch (IOException | UncheckedIOException e) {
             return false;
         }
     }
@@ -220,7 +223,7 @@ public final class CudaInstallations {
         try (Stream<Path> s = Files.list(dir)) {
             return s.filter(p -> VersionFiles.isCudartName(p.getFileName().toString())).filter(Files::isRegularFile)
                     .min(Comparator.comparing((Path p) -> p.getFileName().toString().length()));
-        } catch (IOException | java.io.UncheckedIOException e) {
+        } catch (IOException | UncheckedIOException e) {
             return Optional.empty();
         }
     }
@@ -235,7 +238,7 @@ public final class CudaInstallations {
                     problems.add(p + ": " + firstLine(e.getMessage()));
                 }
             });
-        } catch (IOException | java.io.UncheckedIOException e) {
+        } catch (IOException | UncheckedIOException e) {
             return Optional.empty();
         }
         return found.stream().max(Comparator.naturalOrder());
@@ -256,7 +259,7 @@ public final class CudaInstallations {
                         problems.add(p + ": " + firstLine(e.getMessage()));
                     }
                 });
-            } catch (IOException | java.io.UncheckedIOException e) {
+            } catch (IOException | UncheckedIOException e) {
                 problems.add("cannot read pip metadata in " + dir + ": " + firstLine(e.getMessage()));
             }
             if (!found.isEmpty()) {
@@ -277,13 +280,13 @@ public final class CudaInstallations {
                 problems.add(file + " is " + Files.size(file) + " bytes, too large for a version file");
                 return Optional.empty();
             }
-            String text = new String(Files.readAllBytes(file), java.nio.charset.StandardCharsets.UTF_8);
+            String text = new String(Files.readAllBytes(file), StandardCharsets.UTF_8);
             Optional<CudaVersion> v = parser.apply(text);
             if (v.isEmpty()) {
                 problems.add(file + " has no version in the expected form");
             }
             return v;
-        } catch (IOException | java.io.UncheckedIOException | IllegalArgumentException e) {
+        } catch (IOException | UncheckedIOException | IllegalArgumentException e) {
             problems.add(file + " is unreadable: " + firstLine(e.getMessage()));
             return Optional.empty();
         }

@@ -8,8 +8,10 @@ import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Collections;
 import java.util.List;
 import java.util.Locale;
+import java.util.Objects;
 
 /**
  * Which NVIDIA GPUs are data-centre parts, on which CUDA forward compatibility is supported. The judgement is data:
@@ -39,7 +41,7 @@ public final class DataCenterGpus {
             return false;
         }
         for (List<String> model : MODELS) {
-            if (java.util.Collections.indexOfSubList(words, model) >= 0) {
+            if (Collections.indexOfSubList(words, model) >= 0) {
                 return true;
             }
         }
@@ -55,7 +57,7 @@ public final class DataCenterGpus {
         List<List<String>> out = new ArrayList<>();
         try (InputStream in = DataCenterGpus.class.getResourceAsStream(resource);
              BufferedReader r = new BufferedReader(new InputStreamReader(
-                     java.util.Objects.requireNonNull(in, resource), StandardCharsets.UTF_8))) {
+                     Objects.requireNonNull(in, resource), StandardCharsets.UTF_8))) {
             for (String line; (line = r.readLine()) != null; ) {
                 String t = line.strip();
                 if (!t.isEmpty() && !t.startsWith("#")) {

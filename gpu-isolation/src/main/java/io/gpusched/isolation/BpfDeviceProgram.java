@@ -112,7 +112,8 @@ public final class BpfDeviceProgram {
      */
     public boolean evaluate(char type, int major, int minor, String access) {
         long[] r = new long[11];
-        int accessBits = (access.contains("m") ? 1 : 0) | (access.contains("r") ? 2 : 0) | (access.contains("w") ? 4 : 0);
+        int accessBits = (access.contains("m") ? 1 : 0) | (access.contains("r") ? 2 : 0) | (access.contains("w") ? 4
+                : 0);
         int[] ctx = {(accessBits << 16) | (type == 'c' ? 2 : 1), major, minor};
         int pc = 0;
         while (true) {

@@ -1,8 +1,10 @@
 package io.gpusched.isolation;
 
-import io.gpusched.core.devices.GpuDeviceNodes;
 import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuDevice;
+import io.gpusched.core.GpuException;
+import io.gpusched.core.devices.DeviceNode;
+import io.gpusched.core.devices.GpuDeviceNodes;
 import io.gpusched.isolation.internal.Bpf;
 import io.gpusched.isolation.internal.Libc;
 import java.io.IOException;
@@ -152,7 +154,7 @@ public final class CgroupDeviceIsolator implements DeviceIsolator {
             return NodePlan.of(nodes.plan(allocation, hostDevices));
         } catch (IsolationException e) {
             throw e;
-        } catch (io.gpusched.core.GpuException e) {
+        } catch (GpuException e) {
             throw new IsolationException(e.getMessage(), e);
         }
     }
@@ -161,7 +163,7 @@ public final class CgroupDeviceIsolator implements DeviceIsolator {
      * @return a node for messages: its path and number, and the GPU it belongs to ("/dev/nvidia2 (c 195:2) of GPU 2
      *         GPU-…"), or that every GPU of its vendor needs it
      */
-    String describe(io.gpusched.core.devices.DeviceNode n) {
+    String describe(DeviceNode n) {
         String what = n.path() + " (c " + n.major() + ":" + n.minor() + ")";
         if (n.isControl()) {
             return what + ", the " + n.role() + " node every GPU needs";
@@ -171,7 +173,7 @@ public final class CgroupDeviceIsolator implements DeviceIsolator {
                 if (nodes.plan("GPU " + d.index(), List.of(d), hostDevices).allowed().contains(n)) {
                     return what + " of GPU " + d.index() + " " + d.uuid();
                 }
-            } catch (io.gpusched.core.GpuException e) {
+            } catch (GpuException e) {
                 // a device the table cannot plan does not own the node
             }
         }

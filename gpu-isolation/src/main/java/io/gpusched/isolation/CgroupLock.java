@@ -4,6 +4,7 @@ import io.gpusched.isolation.internal.Sys;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
+import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
@@ -116,7 +117,7 @@ final class CgroupLock implements AutoCloseable {
         try {
             return held[0] == (Long) Files.getAttribute(file, "unix:dev", LinkOption.NOFOLLOW_LINKS)
                     && held[1] == (Long) Files.getAttribute(file, "unix:ino", LinkOption.NOFOLLOW_LINKS);
-        } catch (java.nio.file.NoSuchFileException gone) {
+        } catch (NoSuchFileException gone) {
             return false;
         }
     }

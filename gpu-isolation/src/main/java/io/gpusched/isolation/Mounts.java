@@ -3,6 +3,7 @@ package io.gpusched.isolation;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.Arrays;
 import java.util.Optional;
 
 /** Finds the cgroup v1 devices hierarchy and the cgroup2 mount in {@code /proc/self/mountinfo}. */
@@ -14,7 +15,7 @@ record Mounts(Optional<Path> v1Devices, Optional<Path> v2) {
         try {
             for (String line : Files.readAllLines(mountinfo)) {
                 String[] f = line.split(" ");
-                int dash = java.util.Arrays.asList(f).indexOf("-");
+                int dash = Arrays.asList(f).indexOf("-");
                 if (dash < 0 || f.length < dash + 4 || f.length < 5) {
                     continue;
                 }
@@ -24,7 +25,7 @@ record Mounts(Optional<Path> v1Devices, Optional<Path> v2) {
                 if (type.equals("cgroup2") && v2.isEmpty()) {
                     v2 = Optional.of(point);
                 } else if (type.equals("cgroup") && v1.isEmpty()
-                        && java.util.Arrays.asList(superOptions.split(",")).contains("devices")) {
+                        && Arrays.asList(superOptions.split(",")).contains("devices")) {
                     v1 = Optional.of(point);
                 }
             }

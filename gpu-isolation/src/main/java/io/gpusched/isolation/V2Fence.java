@@ -1,10 +1,16 @@
 package io.gpusched.isolation;
 
 import io.gpusched.core.Allocation;
+import io.gpusched.core.devices.DeviceNode;
 import io.gpusched.isolation.internal.Bpf;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.UUID;
+import java.util.function.Predicate;
 import java.util.function.UnaryOperator;
 
 /**
@@ -22,7 +28,7 @@ final class V2Fence extends AbstractFence {
     static volatile UnaryOperator<BpfDeviceProgram> programFilter = UnaryOperator.identity();
 
     /** Test hook: fails a bpf(2) step ("load", "attach", "detach") when it answers true, as the kernel would. */
-    static volatile java.util.function.Predicate<String> fault = step -> false;
+    static volatile Predicate<String> fault = step -> false;
 
     private static void step(String name) {
         if (fault.test(name)) {
@@ -239,7 +245,7 @@ final class V2Fence extends AbstractFence {
      */
     private String hostRefuses(CgroupDir d, NodePlan p) {
         // named through our fd of the fenced cgroup, so the probe is made in this very cgroup whatever its path holds
-        String name = "gpusched-probe-" + java.util.UUID.randomUUID().toString().substring(0, 8);
+        String name = "gpusched-probe-" + UUID.randomUUID().toString().substring(0, 8);
         Path child = d.file(name);
         String childForShell = "/proc/" + ProcessHandle.current().pid() + "/fd/" + d.fd + "/" + name;
         List<String> cmd = new ArrayList<>(List.of("/bin/sh", "-c", "echo $$ > \"$0/cgroup.procs\" || exit 97\n"
@@ -249,15 +255,15 @@ final class V2Fence extends AbstractFence {
         String out;
         int rc;
         try {
-            java.nio.file.Files.createDirectory(child);
+            Files.createDirectory(child);
             try {
                 Process pr = new ProcessBuilder(cmd).redirectErrorStream(true).start();
-                out = new String(pr.getInputStream().readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
+                out = new String(pr.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
                 rc = pr.waitFor();
             } finally {
                 removeProbe(child);
             }
-        } catch (java.io.IOException e) {
+        } catch (IOException e) {
             LOG.warn("cgroup v2: could not check the host's policy of {} for the allowed nodes: {}", cgroup,
                     e.getMessage());
             return null;
@@ -275,13 +281,14 @@ final class V2Fence extends AbstractFence {
                 continue;
             }
             String path = line.substring(3);
-            for (io.gpusched.core.devices.DeviceNode n : p.allowed()) {
+            for (DeviceNode n : p.allowed()) {
                 if (n.path().toString().equals(path)) {
                     int foreign = Math.max(0, owner.bpf().query(d.fd).length - ours(owner.bpf(), d.fd).size());
                     return "cgroup v2: the host's policy denies " + owner.describe(n) + " to " + cgroup + ": with"
                             + " our program allowing it, a process of the cgroup may not "
                             + (line.startsWith("r") ? "write" : line.charAt(1) == 'w' ? "read" : "read or write")
-                            + " it, so a device program of the host denies it (" + foreign + " other program(s) attached"
+                            + " it, so a device program of the host denies it (" + foreign
+                            + " other program(s) attached"
                             + " to the cgroup itself; its ancestors' programs apply too, and what they test cannot be"
                             + " read back)";
                 }
@@ -293,9 +300,9 @@ final class V2Fence extends AbstractFence {
     private static void removeProbe(Path child) {
         for (int i = 0; i < 100; i++) {
             try {
-                java.nio.file.Files.deleteIfExists(child);
+                Files.deleteIfExists(child);
                 return;
-            } catch (java.io.IOException busy) {
+            } catch (IOException busy) {
                 try {
                     Thread.sleep(5);
                 } catch (InterruptedException e) {

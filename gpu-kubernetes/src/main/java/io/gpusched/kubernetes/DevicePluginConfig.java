@@ -1,5 +1,6 @@
 package io.gpusched.kubernetes;
 
+import io.gpusched.core.GpuVendor;
 import io.gpusched.core.strategy.TopologyAwareStrategy;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -53,9 +54,12 @@ public record DevicePluginConfig(
     /** Longest device id the kubelet accepts. */
     public static final int MAX_ID_LENGTH = 63;
 
-    /** A Kubernetes extended resource name: a DNS subdomain prefix, a slash, a name of letters, digits, '-', '_', '.'. */
+    /**
+     * A Kubernetes extended resource name: a DNS subdomain prefix, a slash, a name of letters, digits, '-', '_', '.'.
+     */
     private static final Pattern RESOURCE = Pattern.compile(
-            "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?");
+            "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9]"
+                    + ")?");
     /** A CDI kind: vendor (domain) slash class. */
     private static final Pattern CDI_KIND = Pattern.compile(
             "[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?");
@@ -242,8 +246,8 @@ public record DevicePluginConfig(
     }
 
     /** @return the CDI kind for a vendor's devices */
-    String cdiKind(io.gpusched.core.GpuVendor vendor) {
-        return vendor == io.gpusched.core.GpuVendor.AMD ? amdCdiKind : nvidiaCdiKind;
+    String cdiKind(GpuVendor vendor) {
+        return vendor == GpuVendor.AMD ? amdCdiKind : nvidiaCdiKind;
     }
 
     /** @return empty, or why time-slicing is on (said at start: no memory or fault isolation) */

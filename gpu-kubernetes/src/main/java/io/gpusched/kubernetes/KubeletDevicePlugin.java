@@ -24,6 +24,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
@@ -34,7 +35,8 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * A kubelet device plug-in over one node's {@link GpuInventory}: one gRPC server per advertised resource on its own Unix
+ * A kubelet device plug-in over one node's {@link GpuInventory}: one gRPC server per advertised resource on its own
+ * Unix
  * socket in the device-plugin directory, registered with the kubelet's {@code kubelet.sock}.
  *
  * <p>Life cycle. A registrar thread (never a gRPC thread: the kubelet's Register does not return until it has dialled
@@ -44,7 +46,8 @@ import org.slf4j.LoggerFactory;
  * new) and serves and registers again, on every kubelet restart. A refused or failed registration is retried after
  * {@link DevicePluginConfig#registerRetry()}. {@link #close()} stops everything (what SIGTERM runs).
  *
- * <p>Health. One log line per device health change; Unhealthy is advertised at once, Healthy again only after the device
+ * <p>Health. One log line per device health change; Unhealthy is advertised at once, Healthy again only after the
+ * device
  * has read healthy for {@link DevicePluginConfig#recoveryHold()} (no flapping); ListAndWatch sends a new full list on
  * every change of what it advertises.
  */
@@ -55,7 +58,7 @@ public final class KubeletDevicePlugin implements AutoCloseable {
     private final GpuInventory inventory;
     private final DevicePluginConfig config;
     private final List<AdvertisedResource> resources;
-    private final List<ResourceService> services = new java.util.concurrent.CopyOnWriteArrayList<>();
+    private final List<ResourceService> services = new CopyOnWriteArrayList<>();
     private final UnixSockets sockets;
     private final ExecutorService grpcExecutor;
     private final ScheduledExecutorService timers;

@@ -9,14 +9,18 @@ import io.gpusched.core.MemorySize;
 import io.gpusched.core.SchedulingView;
 import io.gpusched.core.strategy.TopologyAwareStrategy;
 import java.time.Instant;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Comparator;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
+import java.util.TreeMap;
 
 /**
  * Answers one {@code ContainerPreferredAllocationRequest} of one resource with gpusched's
@@ -75,7 +79,8 @@ public final class PreferredAllocator {
         Set<String> availIds = new LinkedHashSet<>(available);
         for (String m : mustInclude) {
             if (!availIds.contains(m)) {
-                throw new InvalidDeviceRequestException("must-include device " + InvalidDeviceRequestException.quote(m) + " is not among the "
+                throw new InvalidDeviceRequestException("must-include device " + InvalidDeviceRequestException.quote(m)
+                        + " is not among the "
                         + available.size() + " available devices of " + resource);
             }
         }
@@ -92,16 +97,18 @@ public final class PreferredAllocator {
 
     private List<AdvertisedResource.Entry> entries(String field, List<String> ids) {
         List<AdvertisedResource.Entry> out = new ArrayList<>(ids.size());
-        Set<String> seen = new java.util.HashSet<>();
+        Set<String> seen = new HashSet<>();
         for (String id : ids) {
             AdvertisedResource.Entry e = byId.get(id);
             if (e == null) {
-                throw new InvalidDeviceRequestException(field + " names device " + InvalidDeviceRequestException.quote(id) + ", which is not a device"
+                throw new InvalidDeviceRequestException(field + " names device "
+                        + InvalidDeviceRequestException.quote(id) + ", which is not a device"
                         + " of " + resource + " (" + byId.size() + " devices, e.g. "
                         + byId.keySet().stream().sorted().findFirst().orElse("none") + ")");
             }
             if (!seen.add(id)) {
-                throw new InvalidDeviceRequestException(field + " names device " + InvalidDeviceRequestException.quote(id) + " twice");
+                throw new InvalidDeviceRequestException(field + " names device "
+                        + InvalidDeviceRequestException.quote(id) + " twice");
             }
             out.add(e);
         }
@@ -153,24 +160,24 @@ public final class PreferredAllocator {
     private static List<String> spread(List<AdvertisedResource.Entry> avail, List<AdvertisedResource.Entry> must,
                                        int size) {
         List<String> out = new ArrayList<>(size);
-        Set<String> taken = new java.util.HashSet<>();
+        Set<String> taken = new HashSet<>();
         for (AdvertisedResource.Entry e : must) {
             out.add(e.id());
             taken.add(e.id());
         }
         // per GPU (node order), its available ids not yet taken, replica order
-        java.util.TreeMap<Integer, java.util.ArrayDeque<AdvertisedResource.Entry>> perGpu = new java.util.TreeMap<>();
+        TreeMap<Integer, ArrayDeque<AdvertisedResource.Entry>> perGpu = new TreeMap<>();
         List<AdvertisedResource.Entry> sorted = new ArrayList<>(avail);
-        sorted.sort(java.util.Comparator.comparingInt((AdvertisedResource.Entry e) -> e.device().index())
+        sorted.sort(Comparator.comparingInt((AdvertisedResource.Entry e) -> e.device().index())
                 .thenComparingInt(AdvertisedResource.Entry::replica));
         for (AdvertisedResource.Entry e : sorted) {
             if (!taken.contains(e.id())) {
-                perGpu.computeIfAbsent(e.device().index(), k -> new java.util.ArrayDeque<>()).add(e);
+                perGpu.computeIfAbsent(e.device().index(), k -> new ArrayDeque<>()).add(e);
             }
         }
         while (out.size() < size) {
-            int most = perGpu.values().stream().mapToInt(java.util.ArrayDeque::size).max().orElse(0);
-            for (java.util.ArrayDeque<AdvertisedResource.Entry> q : perGpu.values()) {
+            int most = perGpu.values().stream().mapToInt(ArrayDeque::size).max().orElse(0);
+            for (ArrayDeque<AdvertisedResource.Entry> q : perGpu.values()) {
                 if (out.size() < size && q.size() == most) {
                     out.add(q.poll().id());
                 }

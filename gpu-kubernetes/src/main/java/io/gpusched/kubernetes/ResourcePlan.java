@@ -13,7 +13,8 @@ import java.util.regex.Pattern;
 
 /**
  * Decides which resource names a node's devices are advertised under, and their ids. Whole NVIDIA GPUs go to the
- * NVIDIA resource, AMD GPUs and partitions to the AMD resource, MIG partitions to {@code <domain>/mig-<profile>} (mixed)
+ * NVIDIA resource, AMD GPUs and partitions to the AMD resource, MIG partitions to {@code <domain>/mig-<profile>}
+ * (mixed)
  * or the NVIDIA resource (single). A device's id is its UUID (plus {@code ::<replica>} under time-slicing); a UUID too
  * long for the kubelet's 63 characters is replaced by {@code gpu-<index>}.
  */
@@ -78,7 +79,9 @@ public final class ResourcePlan {
         return Optional.of(domain + "/mig-" + profile.get());
     }
 
-    /** @return the MIG profile of a partition as a resource-name part ({@code 1g.10gb}; {@code +me} becomes {@code .me}) */
+    /**
+     * @return the MIG profile of a partition as a resource-name part ({@code 1g.10gb}; {@code +me} becomes {@code .me})
+     */
     static Optional<String> migProfile(GpuDevice d) {
         String p = d.properties().get("mig.profile");
         Matcher m = MIG_PROFILE.matcher(p != null ? p : d.name());

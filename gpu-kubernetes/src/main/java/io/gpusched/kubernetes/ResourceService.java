@@ -152,11 +152,13 @@ final class ResourceService extends DevicePluginGrpc.DevicePluginImplBase {
                 for (String id : ids) {
                     AdvertisedResource.Entry e = byId.get(id);
                     if (e == null) {
-                        throw new InvalidDeviceRequestException("Allocate names device " + InvalidDeviceRequestException.quote(id) + ", which is not a"
+                        throw new InvalidDeviceRequestException("Allocate names device "
+                                + InvalidDeviceRequestException.quote(id) + ", which is not a"
                                 + " device of " + resource.name() + " (" + byId.size() + " devices)");
                     }
                     if (!seen.add(id)) {
-                        throw new InvalidDeviceRequestException("Allocate names device " + InvalidDeviceRequestException.quote(id) + " twice");
+                        throw new InvalidDeviceRequestException("Allocate names device "
+                                + InvalidDeviceRequestException.quote(id) + " twice");
                     }
                     if (!healthy.contains(id)) {
                         sick.add(id);

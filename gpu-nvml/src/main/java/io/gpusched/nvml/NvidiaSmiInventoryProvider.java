@@ -154,7 +154,8 @@ public final class NvidiaSmiInventoryProvider implements GpuInventoryProvider {
             }
             for (NvidiaSmiXml.Mig m : g.migs()) {
                 GpuDevice.Builder c = GpuDevice.builder().index(next++)
-                        .uuid(m.uuid().orElse("MIG-" + g.uuid() + "/" + m.gpuInstanceId() + "/" + m.computeInstanceId()))
+                        .uuid(m.uuid().orElse("MIG-" + g.uuid() + "/" + m.gpuInstanceId() + "/"
+                                + m.computeInstanceId()))
                         .vendor(GpuVendor.NVIDIA).name(g.name() + " MIG")
                         .memory(MemorySize.ofMebibytes(m.memoryTotalMib().orElse(0))).pciBusId(g.pciBusId())
                         .parentUuid(g.uuid()).property("nvidia_smi.index", String.valueOf(i))

@@ -100,7 +100,8 @@ public final class NvidiaSmiXml {
         for (Element g : children(root, "gpu")) {
             String bus = text(g, "pci", "pci_bus_id").or(() -> attr(g, "id"))
                     .orElseThrow(() -> new IllegalArgumentException("a <gpu> has no PCI bus id"));
-            String uuid = text(g, "uuid").orElseThrow(() -> new IllegalArgumentException("GPU " + bus + " has no uuid"));
+            String uuid = text(g, "uuid").orElseThrow(() -> new IllegalArgumentException("GPU " + bus
+                    + " has no uuid"));
             List<Mig> migs = new ArrayList<>();
             for (Element md : child(g, "mig_devices").map(m -> children(m, "mig_device")).orElse(List.of())) {
                 OptionalInt gi = integer(text(md, "gpu_instance_id"));

@@ -56,7 +56,10 @@ public record NvmlOptions(Optional<Path> library, Path sysfsRoot, Set<Long> igno
         return new NvmlOptions(library, root, ignoredXids, watchHealth, eventWait, recoveryAfter, clock);
     }
 
-    /** @return a copy with the health watcher on or off, waiting {@code wait} per call and recovering after {@code after} */
+    /**
+     * @return a copy with the health watcher on or off, waiting {@code wait} per call and recovering after {@code
+     * after}
+     */
     public NvmlOptions withHealthWatch(boolean on, Duration wait, Duration after) {
         return new NvmlOptions(library, sysfsRoot, ignoredXids, on, wait, after, clock);
     }

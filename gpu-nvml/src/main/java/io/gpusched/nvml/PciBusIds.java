@@ -1,5 +1,6 @@
 package io.gpusched.nvml;
 
+import io.gpusched.core.internal.PciSysfs;
 import java.nio.file.Path;
 import java.util.Locale;
 import java.util.Optional;
@@ -39,7 +40,7 @@ final class PciBusIds {
 
     /** @return the NUMA node of a PCI device from {@code <sysfs>/bus/pci/devices/<bdf>/numa_node}; -1 reads as empty */
     static OptionalInt numaNode(Path sysfsRoot, String busId) {
-        return sysfsName(busId).map(n -> io.gpusched.core.internal.PciSysfs.numaNode(sysfsRoot, n))
+        return sysfsName(busId).map(n -> PciSysfs.numaNode(sysfsRoot, n))
                 .orElse(OptionalInt.empty());
     }
 }

@@ -93,6 +93,7 @@ public final class ProcfsInventoryProvider implements GpuInventoryProvider {
         if (devices.isEmpty()) {
             throw new BackendUnavailableException("no GPU listed under " + procRoot + "/driver/nvidia/gpus");
         }
-        return new StaticNvidiaInventory("procfs", devices, StaticNvidiaInventory.noMetrics(devices, Clock.systemUTC()));
+        return new StaticNvidiaInventory("procfs", devices, StaticNvidiaInventory.noMetrics(devices,
+                Clock.systemUTC()));
     }
 }

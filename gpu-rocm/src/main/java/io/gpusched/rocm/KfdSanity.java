@@ -1,6 +1,7 @@
 package io.gpusched.rocm;
 
 import java.io.IOException;
+import java.io.InputStream;
 import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -96,7 +97,7 @@ final class KfdSanity {
                 return Optional.of(file + ": larger than " + KfdTopology.MAX_ATTRIBUTE_BYTES
                         + " bytes, not a sysfs attribute");
             }
-            try (java.io.InputStream in = Files.newInputStream(file)) {
+            try (InputStream in = Files.newInputStream(file)) {
                 b = in.readNBytes(KfdTopology.MAX_ATTRIBUTE_BYTES + 1);
             }
         } catch (IOException | UncheckedIOException e) {
@@ -131,7 +132,7 @@ final class KfdSanity {
             if (!s.equals("live")) {
                 return "amdgpu initstate is \"" + s + "\", not \"live\"";
             }
-        } catch (java.io.IOException e) {
+        } catch (IOException e) {
             return "cannot read " + init;
         }
         return Files.exists(devRoot.resolve("kfd")) ? "amdgpu is live" : "amdgpu is live but " + devRoot.resolve("kfd")

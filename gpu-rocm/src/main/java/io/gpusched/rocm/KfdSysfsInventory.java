@@ -1,5 +1,6 @@
 package io.gpusched.rocm;
 
+import io.gpusched.core.BackendUnavailableException;
 import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuInventory;
 import io.gpusched.core.GpuMetrics;
@@ -8,6 +9,7 @@ import io.gpusched.core.GpuTopology;
 import io.gpusched.core.GpuVendor;
 import io.gpusched.core.MemorySize;
 import io.gpusched.core.PcieLevel;
+import io.gpusched.core.internal.PciSysfs;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -60,7 +62,7 @@ public final class KfdSysfsInventory implements GpuInventory {
      */
     public static KfdSysfsInventory open(Path sysfsRoot, Clock clock) {
         KfdTopology t = KfdTopology.read(sysfsRoot).orElseThrow(() ->
-                new io.gpusched.core.BackendUnavailableException("no KFD topology at "
+                new BackendUnavailableException("no KFD topology at "
                         + sysfsRoot.resolve("class/kfd/kfd/topology/nodes") + " (amdgpu not loaded)"));
         return from(t, sysfsRoot, clock);
     }
@@ -86,7 +88,7 @@ public final class KfdSysfsInventory implements GpuInventory {
             gpus.add(n);
         }
         if (gpus.isEmpty()) {
-            throw new io.gpusched.core.BackendUnavailableException("the KFD topology at " + t.root()
+            throw new BackendUnavailableException("the KFD topology at " + t.root()
                     + " lists no usable GPU node" + (problems.isEmpty() ? "" : " (" + problems.get(0) + ")"));
         }
         gpus.sort(Comparator.comparingLong((KfdTopology.Node n) -> n.get("domain").orElse(0))
@@ -122,7 +124,8 @@ public final class KfdSysfsInventory implements GpuInventory {
             String uuid = d.uuid();
             if (devices.stream().anyMatch(x -> x.uuid().equals(uuid))) {
                 d = d.toBuilder().uuid(uuid + "-kfd" + n.id()).build();
-                problems.add("KFD GPU node " + n.id() + " has the identity " + uuid + " of another node (a copied node?):"
+                problems.add("KFD GPU node " + n.id() + " has the identity " + uuid
+                        + " of another node (a copied node?):"
                         + " listed as " + d.uuid());
             }
             indexOfNode.put(n.id(), devices.size());
@@ -130,7 +133,7 @@ public final class KfdSysfsInventory implements GpuInventory {
             kept.add(n);
         }
         if (devices.isEmpty()) {
-            throw new io.gpusched.core.BackendUnavailableException("the KFD topology at " + t.root()
+            throw new BackendUnavailableException("the KFD topology at " + t.root()
                     + " lists no usable GPU node (" + problems.get(problems.size() - 1) + ")");
         }
         GpuTopology topology = links(devices, kept, indexOfNode);
@@ -170,7 +173,8 @@ public final class KfdSysfsInventory implements GpuInventory {
 
     /**
      * XGMI links as closeness ranks derived from io_link weights (lower weight = closer): a pair whose lightest XGMI
-     * io_link has weight {@code w} gets {@code max(1, round(wmax / w))} links (at most 16) where {@code wmax} is the heaviest XGMI weight on the node, so equal weights
+     * io_link has weight {@code w} gets {@code max(1, round(wmax / w))} links (at most 16) where {@code wmax} is the
+     * heaviest XGMI weight on the node, so equal weights
      * (MI210 hives) give 1 link and MI300/MI308 CPX partitions of one package (weight 13 against 41 across packages)
      * get 3. Partitions of one physical GPU are on the same board ({@link PcieLevel#INTERNAL}) and never get fewer
      * links than any of them has to another package, so they are always each other's closest peers.
@@ -274,7 +278,9 @@ public final class KfdSysfsInventory implements GpuInventory {
         return b.build();
     }
 
-    /** {@code mem_banks/0} size, else {@code local_mem_size}; empty (and a problem) when neither is a believable size. */
+    /**
+     * {@code mem_banks/0} size, else {@code local_mem_size}; empty (and a problem) when neither is a believable size.
+     */
     private static OptionalLong memory(KfdTopology.Node n, List<String> problems) {
         List<String> seen = new ArrayList<>();
         if (n.memBank0().isPresent()) {
@@ -310,7 +316,7 @@ public final class KfdSysfsInventory implements GpuInventory {
 
     /** sysfs {@code numa_node} of the PCI device, else the CPU node its PCIe io_link leads to. */
     private static OptionalInt numaNode(Path sysfs, String bdf, KfdTopology.Node n, KfdTopology t) {
-        OptionalInt fromSysfs = io.gpusched.core.internal.PciSysfs.numaNode(sysfs, bdf);
+        OptionalInt fromSysfs = PciSysfs.numaNode(sysfs, bdf);
         if (fromSysfs.isPresent()) {
             return fromSysfs;
         }

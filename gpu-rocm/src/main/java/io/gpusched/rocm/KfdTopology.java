@@ -1,15 +1,22 @@
 package io.gpusched.rocm;
 
 import java.io.IOException;
+import java.io.InputStream;
+import java.io.UncheckedIOException;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Optional;
 import java.util.OptionalLong;
+import java.util.Set;
 import java.util.stream.Stream;
 
 /**
@@ -167,14 +174,14 @@ public final class KfdTopology {
      */
     static String readBounded(Path file) throws IOException {
         byte[] b;
-        try (java.io.InputStream in = Files.newInputStream(file)) {
+        try (InputStream in = Files.newInputStream(file)) {
             b = in.readNBytes(MAX_ATTRIBUTE_BYTES + 1);
         }
         if (b.length > MAX_ATTRIBUTE_BYTES) {
             throw new IOException("larger than " + MAX_ATTRIBUTE_BYTES + " bytes, not a sysfs attribute");
         }
-        return java.nio.charset.StandardCharsets.UTF_8.newDecoder()
-                .decode(java.nio.ByteBuffer.wrap(b)).toString();
+        return StandardCharsets.UTF_8.newDecoder()
+                .decode(ByteBuffer.wrap(b)).toString();
     }
 
     /** @return {@code s} on one line: line breaks and other control characters escaped ({@code \n}, {@code \u0000}) */
@@ -187,7 +194,7 @@ public final class KfdTopology {
             } else if (c == '\r') {
                 b.append("\\r");
             } else if (Character.isISOControl(c) || c == '\u2028' || c == '\u2029') {
-                b.append(String.format(java.util.Locale.ROOT, "\\u%04x", (int) c));
+                b.append(String.format(Locale.ROOT, "\\u%04x", (int) c));
             } else {
                 b.append(c);
             }
@@ -201,11 +208,11 @@ public final class KfdTopology {
         List<String> lines;
         try {
             lines = readBounded(file).lines().toList();
-        } catch (IOException | java.io.UncheckedIOException e) {
+        } catch (IOException | UncheckedIOException e) {
             problems.add(file + ": unreadable (" + e.getMessage() + ")");
             return out;
         }
-        java.util.Set<String> ambiguous = new java.util.LinkedHashSet<>();
+        Set<String> ambiguous = new LinkedHashSet<>();
         for (int i = 0; i < lines.size(); i++) {
             String line = lines.get(i).trim();
             if (line.isEmpty()) {

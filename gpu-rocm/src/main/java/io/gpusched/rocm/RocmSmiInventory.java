@@ -197,7 +197,8 @@ public final class RocmSmiInventory implements GpuInventory {
         for (int i = 0; i < devices.size(); i++) {
             int base = i * RocmSmiReader.Sampler.STRIDE;
             out.add(new GpuMetrics(devices.get(i).index(), value(v[base], 1),
-                    v[base + 1] == RocmSmiReader.ABSENT ? Optional.empty() : Optional.of(MemorySize.ofBytes(v[base + 1])),
+                    v[base + 1] == RocmSmiReader.ABSENT ? Optional.empty() : Optional.of(MemorySize.ofBytes(v[base
+                            + 1])),
                     value(v[base + 2], 1000.0), value(v[base + 3], 1_000_000.0), now));
         }
         return new GpuSample(now, out);

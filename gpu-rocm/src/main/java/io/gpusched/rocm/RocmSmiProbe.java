@@ -1,15 +1,18 @@
 package io.gpusched.rocm;
 
+import com.sun.jna.Native;
 import io.gpusched.rocm.internal.RocmSmiProbeMain;
 import java.io.File;
 import java.io.IOException;
 import java.io.InputStream;
+import java.io.OutputStream;
 import java.io.UncheckedIOException;
 import java.net.URISyntaxException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.Path;
+import java.nio.file.attribute.BasicFileAttributes;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.time.Duration;
@@ -183,7 +186,7 @@ final class RocmSmiProbe {
     }
 
     /** Discards the rest of an over-long stream. */
-    private static final class OutputStreamSink extends java.io.OutputStream {
+    private static final class OutputStreamSink extends OutputStream {
         static final OutputStreamSink INSTANCE = new OutputStreamSink();
 
         @Override
@@ -198,7 +201,7 @@ final class RocmSmiProbe {
     /** @return our classes and JNA, from where they were loaded (works under application-server class loaders) */
     static String classpath() {
         List<String> parts = new ArrayList<>();
-        for (Class<?> c : List.of(RocmSmiProbeMain.class, com.sun.jna.Native.class)) {
+        for (Class<?> c : List.of(RocmSmiProbeMain.class, Native.class)) {
             try {
                 var src = c.getProtectionDomain().getCodeSource();
                 if (src == null || src.getLocation() == null) {
@@ -288,11 +291,13 @@ final class RocmSmiProbe {
         return HexFormat.of().formatHex(md.digest());
     }
 
-    /** Digests a file's identity: where it really is, its size, its modification time (not its bytes: a big library). */
+    /**
+     * Digests a file's identity: where it really is, its size, its modification time (not its bytes: a big library).
+     */
     private static void digestFile(MessageDigest md, Path file) {
         try {
             md.update(file.toRealPath().toString().getBytes(StandardCharsets.UTF_8));
-            var a = Files.readAttributes(file, java.nio.file.attribute.BasicFileAttributes.class);
+            var a = Files.readAttributes(file, BasicFileAttributes.class);
             md.update((a.size() + "/" + a.lastModifiedTime().toMillis() + "/" + a.fileKey())
                     .getBytes(StandardCharsets.UTF_8));
         } catch (IOException | SecurityException e) {

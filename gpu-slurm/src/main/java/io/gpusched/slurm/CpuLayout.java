@@ -4,6 +4,7 @@ import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
@@ -34,9 +35,9 @@ public record CpuLayout(SortedMap<Integer, SortedSet<Integer>> coresByNuma, int 
                             + " is outside 0.." + (coreCount - 1));
                 }
             }
-            copy.put(e.getKey(), java.util.Collections.unmodifiableSortedSet(new TreeSet<>(e.getValue())));
+            copy.put(e.getKey(), Collections.unmodifiableSortedSet(new TreeSet<>(e.getValue())));
         }
-        coresByNuma = java.util.Collections.unmodifiableSortedMap(copy);
+        coresByNuma = Collections.unmodifiableSortedMap(copy);
     }
 
     /** @return a layout that knows no cores: gres.conf then has no {@code Cores=} */

@@ -1,6 +1,7 @@
 package io.gpusched.cli;
 
-import io.gpusched.core.GpuException;
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.databind.ObjectMapper;
 import io.gpusched.cli.commands.AllocateCommand;
 import io.gpusched.cli.commands.DemoCommand;
 import io.gpusched.cli.commands.DoctorCommand;
@@ -15,17 +16,22 @@ import io.gpusched.cli.commands.ServeCommand;
 import io.gpusched.cli.commands.StatusCommand;
 import io.gpusched.cli.commands.TopoCommand;
 import io.gpusched.cli.commands.WatchCommand;
+import io.gpusched.core.AllocationListener;
+import io.gpusched.core.GpuAllocationException;
+import io.gpusched.core.GpuException;
+import io.gpusched.core.LedgerException;
 import java.io.PrintStream;
 import java.io.PrintWriter;
 import java.nio.file.Path;
+import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.Callable;
-import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.ScopeType;
+import picocli.CommandLine;
 
 /** The {@code gpusched} command. Errors are one line and a non-zero exit code; {@code --verbose} adds the trace. */
 @Command(name = "gpusched", mixinStandardHelpOptions = true, version = "gpusched 0.1.0",
@@ -53,7 +59,8 @@ public final class GpuschedCommand implements Callable<Integer> {
     @Option(names = "--json", scope = ScopeType.INHERIT, description = "print JSON")
     boolean json;
 
-    @Option(names = "--verbose", scope = ScopeType.INHERIT, description = "print stack traces of errors and the library's INFO logs")
+    @Option(names = "--verbose", scope = ScopeType.INHERIT,
+            description = "print stack traces of errors and the library's INFO logs")
     boolean verbose;
 
     @CommandLine.Spec
@@ -109,7 +116,7 @@ public final class GpuschedCommand implements Callable<Integer> {
     }
 
     /** Opens the node with a listener for the scheduler's audit events. */
-    public Node open(Optional<String> strategy, io.gpusched.core.AllocationListener listener) {
+    public Node open(Optional<String> strategy, AllocationListener listener) {
         return Node.open(simulate(), config(), stateDir(), strategy, Optional.of(listener));
     }
 
@@ -125,9 +132,9 @@ public final class GpuschedCommand implements Callable<Integer> {
             int code = ex instanceof CliException c ? c.exitCode() : ex instanceof GpuException
                     || ex instanceof IllegalArgumentException ? 2 : 1;
             String message = ex.getMessage() == null ? ex.toString() : ex.getMessage();
-            if (ex instanceof io.gpusched.core.GpuAllocationException g) {
+            if (ex instanceof GpuAllocationException g) {
                 message = g.reason().name() + ": " + message; // the code scripts test, as the README promises
-            } else if (ex instanceof io.gpusched.core.LedgerException l) {
+            } else if (ex instanceof LedgerException l) {
                 message = l.kind().name() + ": " + message;
             }
             line.getErr().println("gpusched: " + message);
@@ -144,7 +151,7 @@ public final class GpuschedCommand implements Callable<Integer> {
         CommandLine.IParameterExceptionHandler usage = cl.getParameterExceptionHandler();
         cl.setParameterExceptionHandler((ex, args) -> {
             int code = usage.handleParseException(ex, args);
-            if (java.util.Arrays.asList(args).contains("--json")) {
+            if (Arrays.asList(args).contains("--json")) {
                 jsonError(out, ex.getMessage(), code);
             }
             return code;
@@ -170,8 +177,8 @@ public final class GpuschedCommand implements Callable<Integer> {
         e.put("error", message);
         e.put("exitCode", code);
         try {
-            out.println(new com.fasterxml.jackson.databind.ObjectMapper().writeValueAsString(e));
-        } catch (com.fasterxml.jackson.core.JsonProcessingException x) {
+            out.println(new ObjectMapper().writeValueAsString(e));
+        } catch (JsonProcessingException x) {
             throw new IllegalStateException(x);
         }
     }
@@ -183,7 +190,7 @@ public final class GpuschedCommand implements Callable<Integer> {
     static void quietLogs(String[] args) {
         String key = "org.slf4j.simpleLogger.defaultLogLevel";
         if (System.getProperty(key) == null) {
-            System.setProperty(key, java.util.Arrays.asList(args).contains("--verbose") ? "info" : "warn");
+            System.setProperty(key, Arrays.asList(args).contains("--verbose") ? "info" : "warn");
         }
     }
 

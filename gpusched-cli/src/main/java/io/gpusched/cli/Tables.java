@@ -2,6 +2,7 @@ package io.gpusched.cli;
 
 import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuTopology;
+import io.gpusched.server.TopologyGrid;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -56,7 +57,7 @@ public final class Tables {
     }
 
     static String cell(GpuDevice a, GpuDevice b, GpuTopology t) {
-        return io.gpusched.server.TopologyGrid.label(a, b, t);
+        return TopologyGrid.label(a, b, t);
     }
 
     /** @return rows laid out in left-aligned columns separated by two spaces */

@@ -52,12 +52,13 @@ public final class WatchView {
                     ? String.format(Locale.ROOT, "%.0f W", m.powerWatts().getAsDouble()) : "-";
             String health = d.health().toString() + (d.pool() == DeviceState.Pool.IN_POOL ? "" : " " + d.pool());
             String holder = d.exclusiveHolder().orElse(d.isShared() ? "shared x" + d.sharedHolders() : "-");
-            rows.add(new String[] {String.valueOf(d.index()), util < 0 ? "-" : String.format(Locale.ROOT, "%3.0f%%", util),
+            rows.add(new String[] {String.valueOf(d.index()), util < 0 ? "-" : String.format(Locale.ROOT, "%3.0f%%",
+                    util),
                 bar, mem, temp, power, health, holder});
             String before = previous.get(d.index());
             changed.add(before != null && !before.equals(health));
         }
-        String[] lines = io.gpusched.cli.Tables.format(rows).split("\n");
+        String[] lines = Tables.format(rows).split("\n");
         for (int i = 0; i < lines.length; i++) {
             boolean hi = ansi && changed.get(i);
             sb.append(hi ? REVERSE : "").append(lines[i]).append(hi ? RESET : "").append(ansi ? "\u001b[K" : "")

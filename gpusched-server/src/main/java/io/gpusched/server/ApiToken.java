@@ -1,6 +1,8 @@
 package io.gpusched.server;
 
 import java.io.IOException;
+import java.nio.channels.Channels;
+import java.nio.channels.SeekableByteChannel;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.FileAlreadyExistsException;
 import java.nio.file.Files;
@@ -48,7 +50,8 @@ public final class ApiToken {
                         PosixFilePermissions.fromString("rwx------")));
             }
             Set<PosixFilePermission> dirPerms = Files.getPosixFilePermissions(stateDir);
-            if (dirPerms.contains(PosixFilePermission.GROUP_WRITE) || dirPerms.contains(PosixFilePermission.OTHERS_WRITE)) {
+            if (dirPerms.contains(PosixFilePermission.GROUP_WRITE)
+                    || dirPerms.contains(PosixFilePermission.OTHERS_WRITE)) {
                 throw new IllegalStateException("the state directory " + stateDir + " has mode "
                         + PosixFilePermissions.toString(dirPerms) + ", so other users may replace the console token"
                         + " file in it; make it writable by its owner only (chmod go-w " + stateDir + ")");
@@ -64,7 +67,8 @@ public final class ApiToken {
                     // another console created it first: read theirs below
                 }
             }
-            PosixFileAttributes attrs = Files.readAttributes(file, PosixFileAttributes.class, LinkOption.NOFOLLOW_LINKS);
+            PosixFileAttributes attrs = Files.readAttributes(file, PosixFileAttributes.class,
+                    LinkOption.NOFOLLOW_LINKS);
             if (!attrs.isRegularFile()) {
                 throw new IllegalStateException("the console token file " + file + " is "
                         + (attrs.isSymbolicLink() ? "a symbolic link" : "not a regular file") + "; it must be a plain"
@@ -80,9 +84,9 @@ public final class ApiToken {
             }
             String text;
             // no link is followed even if one replaced the file since the check above
-            try (java.nio.channels.SeekableByteChannel ch = Files.newByteChannel(file,
+            try (SeekableByteChannel ch = Files.newByteChannel(file,
                     Set.of(StandardOpenOption.READ, LinkOption.NOFOLLOW_LINKS))) {
-                text = new String(java.nio.channels.Channels.newInputStream(ch).readNBytes(4096),
+                text = new String(Channels.newInputStream(ch).readNBytes(4096),
                         StandardCharsets.US_ASCII).strip();
             }
             if (text.length() < 32) {

@@ -71,7 +71,11 @@ import org.slf4j.LoggerFactory;
  * with three {@link Filter}s, outermost first: {@link ExchangeFilter} (common headers, exceptions to JSON errors),
  * {@link HostFilter} (the Host rule) and {@link BearerAuthFilter}; then each path goes to its route group's handler:
  * {@link AssetHandler} (the page, the OpenAPI document), {@link NodeViewsHandler}, {@link EventsHandler},
- * {@link AllocationsHandler}, and {@code /metrics} to {@link ConsoleMeters}. {@link Exchanges} is the plumbing they share.
+ * {@link AllocationsHandler}, and {@code /metrics} to {@link ConsoleMeters}. {@link Exchanges} is the plumbing they
+ * share.
+ *
+ * <p>Why it is over 500 lines: the class comment and the builder's documented, checked settings; the routes,
+ * filters, plumbing and meters are in their own types.
  */
 public final class ConsoleServer implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(ConsoleServer.class);

@@ -7,8 +7,10 @@ import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Tags;
 import io.micrometer.core.instrument.binder.MeterBinder;
+import io.micrometer.core.instrument.config.NamingConvention;
 import java.util.List;
 import java.util.Objects;
+import java.util.Optional;
 import java.util.function.Supplier;
 import java.util.function.ToDoubleFunction;
 import java.util.regex.Matcher;
@@ -64,7 +66,7 @@ public final class DcgmMeterBinder implements MeterBinder {
         }
     }
 
-    private static java.util.Optional<GpuMetrics> metric(DeviceState s) {
+    private static Optional<GpuMetrics> metric(DeviceState s) {
         return s.metrics();
     }
 
@@ -89,7 +91,7 @@ public final class DcgmMeterBinder implements MeterBinder {
      * @return a Prometheus naming convention that keeps {@code DCGM_*} names and the dcgm label keys as they are and
      *         names everything else as Micrometer's Prometheus convention does
      */
-    public static io.micrometer.core.instrument.config.NamingConvention namingConvention() {
+    public static NamingConvention namingConvention() {
         return new DcgmNamingConvention();
     }
 }

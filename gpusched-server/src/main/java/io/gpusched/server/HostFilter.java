@@ -11,7 +11,8 @@ import java.util.Locale;
  * The Host rule against DNS rebinding (a page whose name is re-pointed at this host makes a local browser a loopback
  * client, but its requests still name the page's host). Accepted, with any port or none: loopback names
  * ({@code localhost}, IPv4 literals in 127.0.0.0/8, {@code [::1]}) and the names given to
- * {@link ConsoleServer.Builder#allowedHosts}; when listening beyond loopback ({@link ConsoleServer.Builder#allowRemote}),
+ * {@link ConsoleServer.Builder#allowedHosts}; when listening beyond loopback ({@link
+ * ConsoleServer.Builder#allowRemote}),
  * also any IP literal (a literal cannot be re-pointed) and this host's name. A request without a Host is accepted on
  * HTTP/1.0 only (400 on HTTP/1.1); two Host headers are 400; any other refusal is 421 with a JSON error naming the
  * Host and what is accepted.

@@ -20,7 +20,8 @@ import org.slf4j.LoggerFactory;
 
 /**
  * Watches the node for the console: on each tick it samples the inventory into the scheduler, catches up with
- * other processes' changes to the node ledger, appends one point per GPU to a ten-minute {@link SampleHistory}, and pushes what
+ * other processes' changes to the node ledger, appends one point per GPU to a ten-minute {@link SampleHistory}, and
+ * pushes what
  * changed to the event stream ({@code tick}: the new points; {@code state}: devices and allocations, when they
  * differ from the last push; {@code audit}: each allocation event).
  */

@@ -3,12 +3,15 @@ package io.gpusched.server;
 import java.time.Clock;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.TreeMap;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 /**
  * The console's per-GPU sample history: for each GPU a fixed-size ring of primitive columns (time, utilization, memory
@@ -97,9 +100,9 @@ final class SampleHistory {
     }
 
     /** ISO-8601 durations of days, hours, minutes and seconds, ASCII digits only, no sign. */
-    private static final java.util.regex.Pattern ISO = java.util.regex.Pattern.compile(
+    private static final Pattern ISO = Pattern.compile(
             "[Pp](?:[0-9]+[Dd])?(?:[Tt](?:[0-9]+[Hh])?(?:[0-9]+[Mm])?(?:[0-9]+(?:\\.[0-9]+)?[Ss])?)?");
-    private static final java.util.regex.Pattern SHORT = java.util.regex.Pattern.compile("([0-9]+)(ms|s|m|h)");
+    private static final Pattern SHORT = Pattern.compile("([0-9]+)(ms|s|m|h)");
 
     /**
      * Parses a window such as {@code 10m}, {@code 90s}, {@code 1h}, {@code 500ms} or ISO-8601 {@code PT10M}. The
@@ -111,7 +114,7 @@ final class SampleHistory {
             if (ISO.matcher(s).matches()) {
                 return positive(s, Duration.parse(s));
             }
-            java.util.regex.Matcher m = SHORT.matcher(s);
+            Matcher m = SHORT.matcher(s);
             if (m.matches()) {
                 long n = Long.parseLong(m.group(1));
                 switch (m.group(2)) {
@@ -210,7 +213,7 @@ final class SampleHistory {
                 }
             }
             if (!sorted) { // the clock stepped back: stable, so equal stamps keep the order they were taken in
-                out.sort(java.util.Comparator.comparingLong(Point::t));
+                out.sort(Comparator.comparingLong(Point::t));
             }
             return out;
         }

@@ -13,7 +13,10 @@ import java.nio.file.Path;
  */
 public record DeviceNode(Path path, int major, int minor, String role) {
 
-    /** @return whether this is a vendor control node shared by all GPUs ({@code control}, {@code uvm}, {@code modeset}, {@code kfd}) */
+    /**
+     * @return whether this is a vendor control node shared by all GPUs ({@code control}, {@code uvm}, {@code modeset},
+     * {@code kfd})
+     */
     public boolean isControl() {
         return switch (role) {
             case "control", "uvm", "modeset", "kfd" -> true;

@@ -23,12 +23,18 @@ public record DevicePlan(List<DeviceNode> allowed, List<DeviceNode> denied, List
         notes = List.copyOf(notes);
     }
 
-    /** @return the allowed nodes whose role is a vendor control node ({@code control}, {@code uvm}, {@code modeset}, {@code kfd}) */
+    /**
+     * @return the allowed nodes whose role is a vendor control node ({@code control}, {@code uvm}, {@code modeset},
+     * {@code kfd})
+     */
     public List<DeviceNode> controlNodes() {
         return allowed.stream().filter(DeviceNode::isControl).toList();
     }
 
-    /** @return the allowed nodes that belong to the set's GPUs themselves ({@code gpu}, {@code mig-cap}, {@code render}, {@code card}) */
+    /**
+     * @return the allowed nodes that belong to the set's GPUs themselves ({@code gpu}, {@code mig-cap}, {@code render},
+     * {@code card})
+     */
     public List<DeviceNode> gpuNodes() {
         return allowed.stream().filter(n -> !n.isControl()).toList();
     }

@@ -11,6 +11,7 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Optional;
 import java.util.OptionalInt;
@@ -176,7 +177,8 @@ public final class GpuDeviceNodes {
                     Optional<String> gi = Optional.ofNullable(d.properties().get("mig.gpu_instance_id"));
                     Optional<String> ci = Optional.ofNullable(d.properties().get("mig.compute_instance_id"));
                     if (gpu.isEmpty() || gi.isEmpty() || ci.isEmpty()) {
-                        notes.add("MIG device " + d.uuid() + " lacks nvml.index/gpu/compute instance ids: caps skipped");
+                        notes.add("MIG device " + d.uuid()
+                                + " lacks nvml.index/gpu/compute instance ids: caps skipped");
                         continue;
                     }
                     String base = "gpu" + gpu.get() + "/gi" + gi.get();
@@ -256,7 +258,7 @@ public final class GpuDeviceNodes {
             return Optional.of(Integer.parseInt(prop));
         }
         if (d.pciBusId() != null && !d.pciBusId().isBlank()) {
-            Path link = devRoot.resolve("dri/by-path/pci-" + d.pciBusId().toLowerCase(java.util.Locale.ROOT) + "-card");
+            Path link = devRoot.resolve("dri/by-path/pci-" + d.pciBusId().toLowerCase(Locale.ROOT) + "-card");
             try {
                 String target = Files.readSymbolicLink(link).getFileName().toString();
                 if (target.matches("card[0-9]{1,7}")) {

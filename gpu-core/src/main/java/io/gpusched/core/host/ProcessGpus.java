@@ -3,6 +3,7 @@ package io.gpusched.core.host;
 import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuRequest;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -73,7 +74,8 @@ public final class ProcessGpus {
         Objects.requireNonNull(request, "request");
         if (request.holder().isEmpty()) {
             throw new IllegalArgumentException("the request of " + key + " must be bound to this process "
-                    + "(GpuRequest.builder().holder(HolderProcess.current())), so the node reclaims it if the JVM dies");
+                    + "(GpuRequest.builder().holder(HolderProcess.current())), so the node reclaims it if the JVM"
+                    + " dies");
         }
         Held prev = HELD.get(key);
         if (prev != null) {
@@ -89,7 +91,7 @@ public final class ProcessGpus {
         boolean opened = false;
         if (shared == null) {
             shared = new Shared(GpuNode.builder().inventory(node.inventory()).stateDir(node.stateDir())
-                    .strategy(node.strategy()).maintenanceInterval(java.time.Duration.ZERO).build());
+                    .strategy(node.strategy()).maintenanceInterval(Duration.ZERO).build());
             NODES.put(node, shared);
             opened = true;
         }

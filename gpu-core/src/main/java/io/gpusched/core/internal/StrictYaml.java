@@ -1,9 +1,19 @@
 package io.gpusched.core.internal;
 
 import io.gpusched.core.GpuConfigException;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.UncheckedIOException;
+import java.nio.ByteBuffer;
+import java.nio.charset.CharacterCodingException;
+import java.nio.charset.CodingErrorAction;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
 import java.util.TreeSet;
@@ -75,33 +85,33 @@ public final class StrictYaml {
      * @param what names the file in errors ("configuration", "node description")
      * @throws GpuConfigException if it cannot be read, is not a regular file, is too large or is not UTF-8
      */
-    public static String read(java.nio.file.Path file, String what) {
-        if (java.nio.file.Files.exists(file) && !java.nio.file.Files.isRegularFile(file)) {
+    public static String read(Path file, String what) {
+        if (Files.exists(file) && !Files.isRegularFile(file)) {
             throw new GpuConfigException("cannot read " + what + " " + file + ": not a regular file (a directory,"
                     + " FIFO, socket or device); expected a regular YAML file of at most " + MAX_FILE_BYTES + " bytes");
         }
         try {
-            long size = java.nio.file.Files.size(file);
+            long size = Files.size(file);
             if (size > MAX_FILE_BYTES) {
                 throw new GpuConfigException("cannot read " + what + " " + file + ": " + size + " bytes; expected at"
                         + " most " + MAX_FILE_BYTES);
             }
             byte[] bytes;
-            try (java.io.InputStream in = java.nio.file.Files.newInputStream(file)) {
+            try (InputStream in = Files.newInputStream(file)) {
                 bytes = in.readNBytes((int) MAX_FILE_BYTES + 1);
             }
             if (bytes.length > MAX_FILE_BYTES) {
                 throw new GpuConfigException("cannot read " + what + " " + file + ": more than " + MAX_FILE_BYTES
                         + " bytes; expected at most " + MAX_FILE_BYTES);
             }
-            return java.nio.charset.StandardCharsets.UTF_8.newDecoder()
-                    .onMalformedInput(java.nio.charset.CodingErrorAction.REPORT)
-                    .onUnmappableCharacter(java.nio.charset.CodingErrorAction.REPORT)
-                    .decode(java.nio.ByteBuffer.wrap(bytes)).toString();
-        } catch (java.nio.charset.CharacterCodingException e) {
+            return StandardCharsets.UTF_8.newDecoder()
+                    .onMalformedInput(CodingErrorAction.REPORT)
+                    .onUnmappableCharacter(CodingErrorAction.REPORT)
+                    .decode(ByteBuffer.wrap(bytes)).toString();
+        } catch (CharacterCodingException e) {
             throw new GpuConfigException("cannot read " + what + " " + file + ": not UTF-8 (" + e + "); expected a"
                     + " UTF-8 YAML file", e);
-        } catch (java.io.IOException | java.io.UncheckedIOException e) {
+        } catch (IOException | UncheckedIOException e) {
             throw new GpuConfigException("cannot read " + what + " " + file + ": " + e.getMessage(), e);
         }
     }
@@ -124,7 +134,7 @@ public final class StrictYaml {
                 @Override
                 public Object construct(Node node) {
                     String v = node instanceof ScalarNode sn ? sn.getValue() : String.valueOf(node);
-                    switch (v.toLowerCase(java.util.Locale.ROOT)) {
+                    switch (v.toLowerCase(Locale.ROOT)) {
                         case "true", "yes", "on":
                             return Boolean.TRUE;
                         case "false", "no", "off":
@@ -265,7 +275,8 @@ public final class StrictYaml {
     }
 
     /**
-     * Converts a scalar with {@code parser}, turning its {@link IllegalArgumentException} into an error naming the path.
+     * Converts a scalar with {@code parser}, turning its {@link IllegalArgumentException} into an error naming the
+     * path.
      *
      * @return the parsed value, or {@code fallback} when absent
      */

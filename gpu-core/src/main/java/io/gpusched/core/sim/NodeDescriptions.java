@@ -12,11 +12,13 @@ import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
 import java.util.UUID;
+import java.util.function.Function;
 
 /**
  * Reads a node described in YAML into a {@link SimulatedGpuInventory}. The built-in profiles are such files.
@@ -99,7 +101,7 @@ public final class NodeDescriptions {
         }
         Map<Integer, String[]> placement = new HashMap<>();
         Map<Integer, Integer> numa = new HashMap<>();
-        java.util.Set<String> uuids = new java.util.HashSet<>();
+        Set<String> uuids = new HashSet<>();
         for (StrictYaml d : devices) {
             d.onlyKeys(DEVICE_KEYS);
             int index = d.requiredInteger("index", 0, 1 << 20);
@@ -226,7 +228,7 @@ public final class NodeDescriptions {
         }
     }
 
-    private static <T> T value(StrictYaml d, StrictYaml defaults, String key, java.util.function.Function<String, T> f) {
+    private static <T> T value(StrictYaml d, StrictYaml defaults, String key, Function<String, T> f) {
         T v = optional(d, defaults, key, f);
         if (v == null) {
             throw d.error(d.pathOf(key), "is required (here or under defaults)");
@@ -235,7 +237,7 @@ public final class NodeDescriptions {
     }
 
     private static <T> T optional(StrictYaml d, StrictYaml defaults, String key,
-                                  java.util.function.Function<String, T> f) {
+                                  Function<String, T> f) {
         return d.has(key) ? d.parsed(key, f, null) : defaults.parsed(key, f, null);
     }
 

@@ -5,18 +5,24 @@ import io.gpusched.core.GpuHealth;
 import io.gpusched.core.GpuHealthListener;
 import io.gpusched.core.GpuInventory;
 import io.gpusched.core.GpuMetrics;
+import io.gpusched.core.GpuProcess;
 import io.gpusched.core.GpuSample;
 import io.gpusched.core.GpuTopology;
 import io.gpusched.core.MemorySize;
 import io.gpusched.core.PcieLevel;
+import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Clock;
+import java.time.Duration;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.OptionalDouble;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
 
 /**
@@ -36,8 +42,8 @@ public final class SimulatedGpuInventory implements GpuInventory {
     private final List<GpuHealthListener> listeners = new CopyOnWriteArrayList<>();
     private volatile GpuSample sample;
     private final boolean tracksProcesses;
-    private final java.util.Map<Integer, List<io.gpusched.core.GpuProcess>> processes =
-            new java.util.concurrent.ConcurrentHashMap<>();
+    private final Map<Integer, List<GpuProcess>> processes =
+            new ConcurrentHashMap<>();
 
     private SimulatedGpuInventory(Builder b) {
         this.name = b.name;
@@ -96,14 +102,14 @@ public final class SimulatedGpuInventory implements GpuInventory {
 
     /** Lists the processes set with {@link #setProcesses}, when the node was built {@code tracksProcesses}. */
     @Override
-    public java.util.Optional<List<io.gpusched.core.GpuProcess>> processes(GpuDevice device) {
+    public Optional<List<GpuProcess>> processes(GpuDevice device) {
         position(device.index());
-        return tracksProcesses ? java.util.Optional.of(processes.getOrDefault(device.index(), List.of()))
-                : java.util.Optional.empty();
+        return tracksProcesses ? Optional.of(processes.getOrDefault(device.index(), List.of()))
+                : Optional.empty();
     }
 
     /** Sets the processes a device reports (for drain tests and demos). */
-    public void setProcesses(int index, List<io.gpusched.core.GpuProcess> list) {
+    public void setProcesses(int index, List<GpuProcess> list) {
         position(index);
         processes.put(index, List.copyOf(list));
     }
@@ -200,7 +206,7 @@ public final class SimulatedGpuInventory implements GpuInventory {
      * @param file  the file
      * @param every how often to look
      */
-    public void followHealthFile(Path file, java.time.Duration every) {
+    public void followHealthFile(Path file, Duration every) {
         Objects.requireNonNull(file, "file");
         if (every.isNegative() || every.isZero()) {
             throw new IllegalArgumentException("health file poll interval must be positive: " + every);
@@ -212,12 +218,12 @@ public final class SimulatedGpuInventory implements GpuInventory {
                 try {
                     now = Files.exists(file) ? Files.getLastModifiedTime(file).toMillis() + "/" + Files.size(file)
                             + "/" + Files.readString(file).hashCode() : "absent";
-                } catch (java.io.IOException e) {
+                } catch (IOException e) {
                     now = "unreadable";
                 }
                 if (!now.equals(seen)) {
                     seen = now;
-                    java.util.Map<Integer, String> sick = new java.util.HashMap<>();
+                    Map<Integer, String> sick = new HashMap<>();
                     try {
                         if (Files.exists(file)) {
                             for (String line : Files.readAllLines(file)) {
@@ -227,7 +233,7 @@ public final class SimulatedGpuInventory implements GpuInventory {
                                 }
                             }
                         }
-                    } catch (java.io.IOException e) {
+                    } catch (IOException e) {
                         continue;
                     }
                     for (GpuDevice d : devices) {

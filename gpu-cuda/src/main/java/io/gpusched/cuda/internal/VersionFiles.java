@@ -20,11 +20,14 @@ public final class VersionFiles {
     /** Longest text read from a version file; CUDA's own are a few KiB ({@code cuda.h} about 1 MiB). */
     public static final int MAX_TEXT = 4 << 20;
 
-    private static final Pattern VERSION_TXT = Pattern.compile("CUDA Version\\s+([0-9]{1,9}\\.[0-9]{1,9}(?:\\.[0-9]{1,12})?)");
+    private static final Pattern VERSION_TXT = Pattern.compile("CUDA Version\\s+([0-9]{1,9}\\.[0-9]{1,9}(?:\\.[0-9]{"
+            + "1,12})?)");
     private static final Pattern CUDA_H = Pattern.compile("#define[ \\t]+CUDA_VERSION[ \\t]+([0-9]{4,6})\\b");
-    private static final Pattern SONAME = Pattern.compile("libcudart\\.so\\.([0-9]{1,9})(?:\\.([0-9]{1,9})(?:\\.([0-9]{1,12}))?)?");
+    private static final Pattern SONAME = Pattern.compile("libcudart\\.so\\.([0-9]{1,9})(?:\\.([0-9]{1,9})(?:\\.([0-"
+            + "9]{1,12}))?)?");
     private static final Pattern PIP_RUNTIME =
-            Pattern.compile("nvidia_cuda_runtime(?:_cu[0-9]{1,3})?-([0-9]{1,9}\\.[0-9]{1,9}(?:\\.[0-9]{1,12})?)\\.dist-info");
+            Pattern.compile("nvidia_cuda_runtime(?:_cu[0-9]{1,3})?-([0-9]{1,9}\\.[0-9]{1,9}(?:\\.[0-9]{1,12})?)\\.di"
+                    + "st-info");
 
     private VersionFiles() {
     }
@@ -41,7 +44,8 @@ public final class VersionFiles {
             n = Json.MAPPER.readTree(bounded(text, "version.json"));
         } catch (JsonProcessingException e) {
             throw new IllegalArgumentException("version.json is not JSON (" + firstLine(e.getOriginalMessage())
-                    + "); expected {\"cuda\": {\"version\": \"12.4.1\"}, \"cuda_cudart\": {\"version\": \"12.4.127\"}}", e);
+                    + "); expected {\"cuda\": {\"version\": \"12.4.1\"}, \"cuda_cudart\": {\"version\": \"12.4.127\"}}",
+                    e);
         }
         if (n == null) {
             return Optional.empty();

@@ -2,6 +2,7 @@ package io.gpusched.isolation.internal;
 
 import com.sun.jna.LastErrorException;
 import com.sun.jna.Memory;
+import com.sun.jna.Pointer;
 import java.nio.charset.StandardCharsets;
 import java.util.Locale;
 
@@ -96,12 +97,12 @@ public final class Bpf {
         attr.clear();
         attr.setInt(0, PROG_TYPE_CGROUP_DEVICE);
         attr.setInt(4, insns.length / 8);
-        attr.setLong(8, com.sun.jna.Pointer.nativeValue(code));
-        attr.setLong(16, com.sun.jna.Pointer.nativeValue(license));
+        attr.setLong(8, Pointer.nativeValue(code));
+        attr.setLong(16, Pointer.nativeValue(license));
         if (log != null) {
             attr.setInt(24, 1);
             attr.setInt(28, (int) log.size());
-            attr.setLong(32, com.sun.jna.Pointer.nativeValue(log));
+            attr.setLong(32, Pointer.nativeValue(log));
         }
         byte[] n = name.getBytes(StandardCharsets.US_ASCII);
         attr.write(48, n, 0, Math.min(n.length, 15));
@@ -148,7 +149,7 @@ public final class Bpf {
         attr.clear();
         attr.setInt(0, cgroupFd);
         attr.setInt(4, CGROUP_DEVICE);
-        attr.setLong(16, com.sun.jna.Pointer.nativeValue(ids));
+        attr.setLong(16, Pointer.nativeValue(ids));
         attr.setInt(24, capacity);
         try {
             call(PROG_QUERY, attr);
@@ -179,7 +180,7 @@ public final class Bpf {
         attr.clear();
         attr.setInt(0, progFd);
         attr.setInt(4, PROG_INFO_SIZE);
-        attr.setLong(8, com.sun.jna.Pointer.nativeValue(info));
+        attr.setLong(8, Pointer.nativeValue(info));
         try {
             call(OBJ_GET_INFO_BY_FD, attr);
         } catch (LastErrorException e) {

@@ -13,6 +13,7 @@ import io.grpc.netty.shaded.io.netty.channel.epoll.EpollEventLoopGroup;
 import io.grpc.netty.shaded.io.netty.channel.epoll.EpollServerDomainSocketChannel;
 import io.grpc.netty.shaded.io.netty.channel.unix.DomainSocketAddress;
 import java.io.IOException;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.concurrent.Executor;
 import java.util.concurrent.ThreadFactory;
@@ -62,7 +63,7 @@ public final class UnixSockets implements AutoCloseable {
      * @throws IOException when the socket cannot be bound
      */
     public Server serve(Path socket, Executor executor, BindableService... services) throws IOException {
-        java.nio.file.Files.deleteIfExists(socket);
+        Files.deleteIfExists(socket);
         NettyServerBuilder b = NettyServerBuilder.forAddress(new DomainSocketAddress(socket.toString()))
                 .channelType(EpollServerDomainSocketChannel.class).bossEventLoopGroup(boss)
                 .workerEventLoopGroup(workers).executor(executor);

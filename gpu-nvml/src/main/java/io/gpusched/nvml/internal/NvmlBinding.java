@@ -55,25 +55,39 @@ public final class NvmlBinding {
     }
     public static final class Uuid { public static native int nvmlDeviceGetUUID(long device, long buf, int length); }
     public static final class Name { public static native int nvmlDeviceGetName(long device, long buf, int length); }
-    public static final class Serial { public static native int nvmlDeviceGetSerial(long device, long buf, int length); }
+    public static final class Serial {
+        public static native int nvmlDeviceGetSerial(long device, long buf, int length);
+    }
     public static final class Memory { public static native int nvmlDeviceGetMemoryInfo(long device, long memory); }
-    public static final class MemoryV2 { public static native int nvmlDeviceGetMemoryInfo_v2(long device, long memory); }
+    public static final class MemoryV2 {
+        public static native int nvmlDeviceGetMemoryInfo_v2(long device, long memory);
+    }
     public static final class ComputeCapability {
         public static native int nvmlDeviceGetCudaComputeCapability(long device, long major, long minor);
     }
     public static final class Pci { public static native int nvmlDeviceGetPciInfo_v3(long device, long pci); }
     public static final class Minor { public static native int nvmlDeviceGetMinorNumber(long device, long minor); }
-    public static final class DriverVersion { public static native int nvmlSystemGetDriverVersion(long buf, int length); }
-    public static final class CudaDriverVersion { public static native int nvmlSystemGetCudaDriverVersion(long version); }
-    public static final class Persistence { public static native int nvmlDeviceGetPersistenceMode(long device, long mode); }
+    public static final class DriverVersion {
+        public static native int nvmlSystemGetDriverVersion(long buf, int length);
+    }
+    public static final class CudaDriverVersion {
+        public static native int nvmlSystemGetCudaDriverVersion(long version);
+    }
+    public static final class Persistence {
+        public static native int nvmlDeviceGetPersistenceMode(long device, long mode);
+    }
     public static final class MigMode {
         public static native int nvmlDeviceGetMigMode(long device, long current, long pending);
     }
-    public static final class MigCount { public static native int nvmlDeviceGetMaxMigDeviceCount(long device, long count); }
+    public static final class MigCount {
+        public static native int nvmlDeviceGetMaxMigDeviceCount(long device, long count);
+    }
     public static final class MigHandle {
         public static native int nvmlDeviceGetMigDeviceHandleByIndex(long device, int index, long migDevice);
     }
-    public static final class GpuInstanceId { public static native int nvmlDeviceGetGpuInstanceId(long device, long id); }
+    public static final class GpuInstanceId {
+        public static native int nvmlDeviceGetGpuInstanceId(long device, long id);
+    }
     public static final class ComputeInstanceId {
         public static native int nvmlDeviceGetComputeInstanceId(long device, long id);
     }
@@ -183,7 +197,8 @@ public final class NvmlBinding {
     }
 
     /**
-     * Binds the library (or reuses the current binding of the same path) and counts a user; pair with {@link #release()}.
+     * Binds the library (or reuses the current binding of the same path) and counts a user; pair with {@link
+     * #release()}.
      *
      * @throws NvmlLoadException with a one-line cause when the library cannot be loaded or lacks a required symbol
      */

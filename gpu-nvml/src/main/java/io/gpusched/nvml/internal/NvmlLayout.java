@@ -42,14 +42,20 @@ public final class NvmlLayout {
     public static final int EVENT_GPU_INSTANCE = 24;
     public static final int EVENT_COMPUTE_INSTANCE = 28;
 
-    /** {@code nvmlProcessInfo_t} (v2 layout, used by the _v3 call): pid, usedGpuMemory, gpuInstanceId, computeInstanceId. */
+    /**
+     * {@code nvmlProcessInfo_t} (v2 layout, used by the _v3 call): pid, usedGpuMemory, gpuInstanceId,
+     * computeInstanceId.
+     */
     public static final int PROCESS_SIZE = 24;
     public static final int PROCESS_PID = 0;
     public static final int PROCESS_USED_MEMORY = 8;
 
     /** {@code nvmlEventTypeXidCriticalError}. */
     public static final long EVENT_TYPE_XID = 0x8L;
-    /** {@code NVML_NVLINK_MAX_LINKS} of the header this was written against (18); links past a driver's count are refused. */
+    /**
+     * {@code NVML_NVLINK_MAX_LINKS} of the header this was written against (18); links past a driver's count are
+     * refused.
+     */
     public static final int NVLINK_MAX_LINKS = 18;
     /** {@code NVML_NVLINK_DEVICE_TYPE_SWITCH}. */
     public static final int NVLINK_DEVICE_TYPE_SWITCH = 2;

@@ -47,7 +47,8 @@ public enum NvmlReturn {
     /** No data */
     ERROR_NO_DATA(21, "No data"),
     /** The requested vgpu operation is not available on target device, because ECC is enabled */
-    ERROR_VGPU_ECC_NOT_SUPPORTED(22, "The requested vgpu operation is not available on target device, because ECC is enabled"),
+    ERROR_VGPU_ECC_NOT_SUPPORTED(22,
+            "The requested vgpu operation is not available on target device, because ECC is enabled"),
     /** Ran out of critical resources, other than memory */
     ERROR_INSUFFICIENT_RESOURCES(23, "Ran out of critical resources, other than memory"),
     /** Ran out of critical resources, other than memory */

@@ -6,7 +6,8 @@ import java.util.OptionalLong;
 
 /**
  * The child-process side of the ROCm SMI probe: binds the library, makes every call the inventory makes when it opens
- * and samples ({@code rsmi_init}, device count, PCI id, name, unique id, VRAM, one metric sweep, {@code rsmi_shut_down})
+ * and samples ({@code rsmi_init}, device count, PCI id, name, unique id, VRAM, one metric sweep, {@code
+ * rsmi_shut_down})
  * and prints one line per step. If the library kills a process on this host's sysfs, it kills this one. Internal.
  */
 public final class RocmSmiProbeMain {

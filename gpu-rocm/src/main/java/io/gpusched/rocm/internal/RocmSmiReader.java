@@ -4,6 +4,7 @@ import com.sun.jna.Memory;
 import com.sun.jna.Pointer;
 import io.gpusched.rocm.internal.RocmSmiBinding.Core;
 import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
 import java.util.Locale;
 import java.util.OptionalLong;
 
@@ -90,7 +91,7 @@ public final class RocmSmiReader {
             for (int i = 0; i < devices.length; i++) {
                 int dv = devices[i];
                 int base = i * STRIDE;
-                java.util.Arrays.fill(values, base, base + STRIDE, ABSENT);
+                Arrays.fill(values, base, base + STRIDE, ABSENT);
                 if (dv < 0) {
                     continue;
                 }

@@ -1,5 +1,6 @@
 package io.gpusched.cli.commands;
 
+import io.gpusched.cli.Demo;
 import io.gpusched.cli.GpuschedCommand;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
@@ -13,6 +14,6 @@ public final class DemoCommand implements Callable<Integer> {
 
     @Override
     public Integer call() {
-        return io.gpusched.cli.Demo.run(root.out(), root.simulate());
+        return Demo.run(root.out(), root.simulate());
     }
 }

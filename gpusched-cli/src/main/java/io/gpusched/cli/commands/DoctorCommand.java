@@ -3,6 +3,7 @@ package io.gpusched.cli.commands;
 import io.gpusched.cli.GpuschedCommand;
 import io.gpusched.core.GpuConfig;
 import io.gpusched.core.internal.Json;
+import io.gpusched.nvml.Wsl2;
 import io.gpusched.server.DoctorReport;
 import java.io.PrintStream;
 import java.nio.file.Path;
@@ -39,7 +40,7 @@ public final class DoctorCommand implements Callable<Integer> {
         if (r.providers().stream().noneMatch(DoctorReport.Provider::available)) {
             out.println("  -> no backend works here; gpusched --simulate dgx1-v100 ... runs on a simulated node");
         }
-        io.gpusched.nvml.Wsl2.detect(Path.of("/")).ifPresent(w -> {
+        Wsl2.detect(Path.of("/")).ifPresent(w -> {
             out.println("WSL2: " + w.describe());
             w.limitations().forEach(l -> out.println("  [--]  " + l));
         });

@@ -30,7 +30,8 @@ public final class ExportSlurmCommand implements Callable<Integer> {
     @Option(names = "--slurm-conf", description = "print GresTypes= and the node's NodeName ... Gres= line instead")
     boolean slurmConf;
 
-    @Option(names = "--node-name", paramLabel = "NAME", description = "the node's Slurm name (default: short host name)")
+    @Option(names = "--node-name", paramLabel = "NAME",
+            description = "the node's Slurm name (default: short host name)")
     String nodeName;
 
     @Option(names = "--dev-root", paramLabel = "DIR", defaultValue = "/dev",

@@ -46,10 +46,12 @@ public final class K8sDevicePluginCommand implements Callable<Integer> {
     String amdResource;
 
     @Option(names = "--mig-strategy", defaultValue = "mixed", description = "mixed: each MIG profile is its own"
-            + " resource (nvidia.com/mig-1g.10gb); single: MIG devices are the NVIDIA resource (default ${DEFAULT-VALUE})")
+            + " resource (nvidia.com/mig-1g.10gb); single: MIG devices are the NVIDIA resource (default"
+            + " ${DEFAULT-VALUE})")
     String migStrategy;
 
-    @Option(names = "--replicas", defaultValue = "1", description = "time-slicing: advertise each GPU N times. Containers"
+    @Option(names = "--replicas", defaultValue = "1",
+            description = "time-slicing: advertise each GPU N times. Containers"
             + " sharing a GPU get NO memory isolation and no fault isolation (default ${DEFAULT-VALUE}: none)")
     int replicas;
 
@@ -79,7 +81,8 @@ public final class K8sDevicePluginCommand implements Callable<Integer> {
             + " before it is advertised Healthy again (default ${DEFAULT-VALUE})")
     String recoveryHold;
 
-    @Option(names = "--inventory", paramLabel = "SPEC", defaultValue = "auto", description = "which GPUs: auto (the best"
+    @Option(names = "--inventory", paramLabel = "SPEC", defaultValue = "auto",
+            description = "which GPUs: auto (the best"
             + " available backend), simulated:<profile|node.yaml>, or provider names in order, e.g. nvml,procfs"
             + " (default ${DEFAULT-VALUE}; the global --simulate P is simulated:P)")
     String inventorySpec;

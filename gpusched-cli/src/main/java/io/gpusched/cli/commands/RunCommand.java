@@ -10,6 +10,7 @@ import io.gpusched.cuda.CudaEnvironment;
 import io.gpusched.cuda.CudaRequirement;
 import io.gpusched.isolation.CgroupDeviceIsolator;
 import java.io.IOException;
+import java.lang.reflect.RecordComponent;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -17,6 +18,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.Callable;
+import java.util.stream.Stream;
 import picocli.CommandLine.ArgGroup;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
@@ -111,7 +113,7 @@ public final class RunCommand implements Callable<Integer> {
     }
 
     /** setpriv (util-linux), which sets the parent-death signal before it executes the job */
-    private static final Optional<Path> SETPRIV = java.util.stream.Stream.of("/usr/bin/setpriv", "/bin/setpriv")
+    private static final Optional<Path> SETPRIV = Stream.of("/usr/bin/setpriv", "/bin/setpriv")
             .map(Path::of).filter(Files::isExecutable).findFirst();
 
     /**
@@ -133,7 +135,8 @@ public final class RunCommand implements Callable<Integer> {
                 + " without it the job would outlive a killed gpusched run and keep GPUs the ledger hands out"
                 + " again")).toString());
         argv.addAll(List.of("--pdeathsig", "KILL", "--", "/bin/sh", "-c",
-                "[ \"$PPID\" = \"$0\" ] || exit 137; if [ -n \"$1\" ]; then echo $$ > \"$1/cgroup.procs\" || exit 1; fi;"
+                "[ \"$PPID\" = \"$0\" ] || exit 137; if [ -n \"$1\" ]; then echo $$ > \"$1/cgroup.procs\" || exit"
+                        + " 1; fi;"
                         + " shift; exec \"$@\"",
                 Long.toString(parentPid), cgroupDir));
         argv.addAll(command);
@@ -157,12 +160,12 @@ public final class RunCommand implements Callable<Integer> {
     /** @return the request with its holder process set (GpuRequest is a record without a copy builder) */
     static GpuRequest withHolder(GpuRequest r, HolderProcess holder) {
         try {
-            java.lang.reflect.RecordComponent[] cs = GpuRequest.class.getRecordComponents();
+            RecordComponent[] cs = GpuRequest.class.getRecordComponents();
             Object[] values = new Object[cs.length];
             Class<?>[] types = new Class<?>[cs.length];
             for (int i = 0; i < cs.length; i++) {
                 types[i] = cs[i].getType();
-                values[i] = cs[i].getName().equals("holder") ? java.util.Optional.of(holder)
+                values[i] = cs[i].getName().equals("holder") ? Optional.of(holder)
                         : cs[i].getAccessor().invoke(r);
             }
             return GpuRequest.class.getDeclaredConstructor(types).newInstance(values);

@@ -3,18 +3,21 @@ package io.gpusched.cli.commands;
 import io.gpusched.cli.CliException;
 import io.gpusched.cli.GpuschedCommand;
 import io.gpusched.cli.Node;
+import io.gpusched.core.internal.Durations;
 import io.gpusched.server.ConsoleServer;
+import java.io.UncheckedIOException;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.UnknownHostException;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Optional;
+import java.util.concurrent.Callable;
 import java.util.concurrent.CountDownLatch;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.ParentCommand;
-import io.gpusched.core.internal.Durations;
-import java.util.concurrent.Callable;
 
 /** {@code gpusched serve}: the node console (web page, REST API, Prometheus metrics) until stopped. */
 @Command(name = "serve", description = "Serve the node console: a live web page, a REST API (/api/v1) and Prometheus"
@@ -38,7 +41,7 @@ public final class ServeCommand implements Callable<Integer> {
     @Option(names = "--allowed-host", paramLabel = "NAME", description = "another Host name the console answers to"
             + " (repeatable; e.g. the node's DNS name with --allow-remote); loopback names are always accepted, other"
             + " names get 421 (DNS rebinding guard)")
-    java.util.List<String> allowedHosts = new java.util.ArrayList<>();
+    List<String> allowedHosts = new ArrayList<>();
 
     /** Counted down when the server is up (for tests running the command in-process). */
     final CountDownLatch started = new CountDownLatch(1);
@@ -72,7 +75,7 @@ public final class ServeCommand implements Callable<Integer> {
             try (ConsoleServer s = server) {
                 try {
                     s.start();
-                } catch (IllegalArgumentException | java.io.UncheckedIOException e) {
+                } catch (IllegalArgumentException | UncheckedIOException e) {
                     throw new CliException(e.getMessage());
                 }
                 Thread hook = new Thread(stop::countDown, "gpusched-serve-stop");
