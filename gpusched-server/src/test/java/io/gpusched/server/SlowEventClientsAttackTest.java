@@ -24,6 +24,7 @@ import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -36,6 +37,7 @@ import org.junit.jupiter.api.io.TempDir;
  * bound, the server closes the dropped connections by itself (their slots come back though they never read), and
  * once a slow client finally reads it finds a closed stream holding nothing published after its drop.
  */
+@Tag("adversarial")
 class SlowEventClientsAttackTest {
     static final int SLOW = 64;
 

@@ -27,6 +27,7 @@ import java.util.Map;
 import java.util.Set;
 import java.util.TreeSet;
 import org.junit.jupiter.api.Disabled;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -39,6 +40,7 @@ import org.yaml.snakeyaml.constructor.SafeConstructor;
  * Adversarial review of issue 26 (CDI specs, allocate formats): a CDI v0.5.0 schema written here from the CDI spec
  * (fields of 0.5.0 only: no annotations, additionalGids, intelRdt), hostile node descriptions and the write path.
  */
+@Tag("adversarial")
 class CdiAdversarialTest {
     @TempDir
     Path tmp;

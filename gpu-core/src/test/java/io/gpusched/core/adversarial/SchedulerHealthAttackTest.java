@@ -25,12 +25,14 @@ import java.util.Optional;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.function.BiConsumer;
 import java.util.stream.IntStream;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
  * Scheduler-side checks of issue 13 with a hostile inventory: health that changes while the scheduler is being built,
  * and devices whose memory is unknown.
  */
+@Tag("adversarial")
 class SchedulerHealthAttackTest {
 
     /** An inventory whose health reads can run a hook (to change health "in between"). */

@@ -7,8 +7,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
-import io.gpusched.cuda.Compatibility;
 import io.gpusched.cuda.Compatibility.Verdict;
+import io.gpusched.cuda.Compatibility;
 import io.gpusched.cuda.CompatibilityTable;
 import io.gpusched.cuda.CudaInstallation;
 import io.gpusched.cuda.CudaInstallations;
@@ -30,6 +30,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.function.Supplier;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -41,6 +42,7 @@ import org.junit.jupiter.api.io.TempDir;
  * prefixes. The hang detector runs the call on a daemon thread and fails when it has not finished in a generous
  * bound (a hang, not a speed assertion).
  */
+@Tag("adversarial")
 class HostileCudaInputTest {
 
     private static final long HANG_BOUND_S = 30;

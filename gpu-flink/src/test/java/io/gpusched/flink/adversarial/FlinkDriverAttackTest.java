@@ -23,6 +23,7 @@ import org.apache.flink.api.common.externalresource.ExternalResourceDriver;
 import org.apache.flink.api.common.externalresource.ExternalResourceDriverFactory;
 import org.apache.flink.api.common.externalresource.ExternalResourceInfo;
 import org.apache.flink.configuration.Configuration;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -31,6 +32,7 @@ import org.junit.jupiter.api.io.TempDir;
  * driver uses, two drivers in one JVM, the service file, bad parameters. The node ledger is inspected with an
  * independent scheduler on the same state directory.
  */
+@Tag("adversarial")
 class FlinkDriverAttackTest {
 
     @TempDir

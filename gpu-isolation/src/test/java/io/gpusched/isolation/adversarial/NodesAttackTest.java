@@ -23,9 +23,11 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /** A job root is the job's to shape: symlinks, swapped directories and hard links must never leave it. */
+@Tag("adversarial")
 class NodesAttackTest {
     private Adv.Host host;
     private Path base;

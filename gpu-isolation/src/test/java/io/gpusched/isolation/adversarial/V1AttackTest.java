@@ -30,9 +30,11 @@ import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /** Attacks on cgroup v1 fences, checked by opening fake nodes from a process in the cgroup. */
+@Tag("adversarial")
 class V1AttackTest {
     private Adv.Host host;
     private final List<Path> cgroups = new ArrayList<>();

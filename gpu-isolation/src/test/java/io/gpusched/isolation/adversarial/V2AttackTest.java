@@ -26,9 +26,11 @@ import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /** Attacks on cgroup v2 fences: foreign programs, dead fencers, re-created cgroups, children, concurrency. */
+@Tag("adversarial")
 class V2AttackTest {
     private Adv.Host host;
     private final List<Path> cgroups = new ArrayList<>();

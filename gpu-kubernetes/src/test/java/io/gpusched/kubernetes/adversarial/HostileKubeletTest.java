@@ -59,6 +59,7 @@ import java.util.stream.Collectors;
 import java.util.stream.IntStream;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Disabled;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -67,6 +68,7 @@ import org.junit.jupiter.api.io.TempDir;
  * stand-in), attacking the plug-in as a kubelet and as a hostile client would. Scores are recomputed here from the
  * topology's raw link counts and PCIe levels; the optimum is an exhaustive search written here.
  */
+@Tag("adversarial")
 class HostileKubeletTest {
 
     static final Duration WAIT = Duration.ofSeconds(20);

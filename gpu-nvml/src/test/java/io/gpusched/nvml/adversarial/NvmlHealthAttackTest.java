@@ -42,6 +42,7 @@ import org.junit.jupiter.params.provider.CsvSource;
  * fake's own violation record, never by the inventory.
  */
 @Tag("native")
+@Tag("adversarial")
 class NvmlHealthAttackTest {
     static Path lib;
     static Path sysfs;

@@ -31,6 +31,7 @@ import java.util.Optional;
 import java.util.Set;
 import java.util.regex.Pattern;
 import java.util.stream.Stream;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -43,6 +44,7 @@ import org.junit.jupiter.params.provider.ValueSource;
  * memory is never reported as known, partitions of one package are each other's closest peers. Expectations come from
  * the files themselves (parsed here independently), never from the inventory.
  */
+@Tag("adversarial")
 class KfdAdversarialTest {
 
     static final Clock CLOCK = Clock.systemUTC();

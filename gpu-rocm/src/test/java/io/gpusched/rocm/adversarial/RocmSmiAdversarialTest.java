@@ -13,6 +13,7 @@ import java.nio.file.Paths;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -21,6 +22,7 @@ import org.junit.jupiter.api.io.TempDir;
  * reads {@code /sys/class/kfd} itself): hostile trees, a tree changed between the verdict and open, a probe that
  * hangs, concurrent callers. The child must exit 0 (never 134/139) and every cause must be one line.
  */
+@Tag("adversarial")
 class RocmSmiAdversarialTest {
 
     static final Path MI210 = KfdAdversarialTest.FIXTURES.resolve("topo-mi210-xgmi-pcie/nodes");

@@ -12,6 +12,7 @@ import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Disabled;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -19,6 +20,7 @@ import org.junit.jupiter.api.io.TempDir;
  * Adversarial review of issue 26 through the command a user runs: the packaged {@code gpusched.jar} of gpusched-cli
  * (skipped with its reason when that jar has not been built: gpu-slurm cannot depend on the CLI module).
  */
+@Tag("adversarial")
 class CliAdversarialTest {
     static final Path JAR = Path.of("../gpusched-cli/target/gpusched.jar").toAbsolutePath().normalize();
 

@@ -21,12 +21,14 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.TimeZone;
 import org.junit.jupiter.api.Disabled;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
  * Adversarial review of issue 26 (gres.conf): hostile node descriptions and hand-written drifted files, judged only
  * against README "Slurm and containers" and the public Javadoc. Checks are computed independently in the test.
  */
+@Tag("adversarial")
 class GresAdversarialTest {
     static final CpuLayout TWO = CpuLayout.uniform(2, 4);
 

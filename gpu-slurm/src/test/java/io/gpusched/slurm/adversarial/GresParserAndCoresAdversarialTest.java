@@ -18,11 +18,13 @@ import java.util.Optional;
 import java.util.SortedSet;
 import java.util.TreeSet;
 import org.junit.jupiter.api.Disabled;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
 /** Adversarial review of issue 26: Cores= numbering from a fake sysfs, and gres.conf syntax gpusched must read. */
+@Tag("adversarial")
 class GresParserAndCoresAdversarialTest {
     @TempDir
     Path tmp;

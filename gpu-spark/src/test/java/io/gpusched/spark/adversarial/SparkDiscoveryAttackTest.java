@@ -21,6 +21,7 @@ import org.apache.spark.SparkConf;
 import org.apache.spark.resource.ResourceID;
 import org.apache.spark.resource.ResourceInformation;
 import org.apache.spark.resource.ResourceRequest;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -29,6 +30,7 @@ import org.junit.jupiter.api.io.TempDir;
  * properties loader reads them, silly amounts, state directories that are unsafe or unusable, and asking twice from
  * one JVM. The node ledger is inspected with an independent scheduler on the same state directory.
  */
+@Tag("adversarial")
 class SparkDiscoveryAttackTest {
 
     @TempDir

@@ -7,12 +7,13 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.util.ArrayList;
-import java.util.Map;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import java.util.TreeMap;
 import java.util.TreeSet;
 import javax.xml.parsers.DocumentBuilderFactory;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.w3c.dom.Document;
 import org.w3c.dom.Element;
@@ -23,6 +24,7 @@ import org.w3c.dom.NodeList;
  * The BOM lists every published jar module of the reactor, with the reactor's group and version, and nothing that is
  * not in the reactor. Parses the POM files directly (no Maven model), so it does not trust the build's own view.
  */
+@Tag("adversarial")
 class BomCoversReactorTest {
 
     /**

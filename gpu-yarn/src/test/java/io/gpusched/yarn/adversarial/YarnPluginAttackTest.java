@@ -28,6 +28,7 @@ import org.apache.hadoop.yarn.server.nodemanager.api.deviceplugin.Device;
 import org.apache.hadoop.yarn.server.nodemanager.api.deviceplugin.DeviceRuntimeSpec;
 import org.apache.hadoop.yarn.server.nodemanager.api.deviceplugin.MountDeviceSpec;
 import org.apache.hadoop.yarn.server.nodemanager.api.deviceplugin.YarnRuntimeType;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -36,6 +37,7 @@ import org.junit.jupiter.api.io.TempDir;
  * does not have, one GPU offered under two ids, unhealthy GPUs, silly counts) on a node whose minor numbers differ
  * from the indices. Every expectation is computed here from the inventory the test built, never asked of the plugin.
  */
+@Tag("adversarial")
 class YarnPluginAttackTest {
 
     private static final int N = 4;

@@ -6,10 +6,12 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.nio.file.Path;
 import java.util.List;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /** Errors of the gpusched command: non-zero exit, one line on stderr, and with --json a JSON document on stdout. */
+@Tag("adversarial")
 class CliErrorsAdversarialTest {
     static final ObjectMapper JSON = new ObjectMapper();
 

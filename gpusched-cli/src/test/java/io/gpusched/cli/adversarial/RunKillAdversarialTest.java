@@ -7,6 +7,7 @@ import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -14,6 +15,7 @@ import org.junit.jupiter.api.io.TempDir;
  * kill -9 of the {@code gpusched run} JVM alone: its child must not keep running with a GPU that the ledger
  * reclaims and hands out again. Facts come from /proc, not from gpusched.
  */
+@Tag("adversarial")
 class RunKillAdversarialTest {
 
     @Test

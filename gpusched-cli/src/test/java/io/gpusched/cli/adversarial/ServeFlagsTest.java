@@ -7,6 +7,7 @@ import java.net.InetSocketAddress;
 import java.net.ServerSocket;
 import java.nio.file.Path;
 import java.util.List;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -15,6 +16,7 @@ import org.junit.jupiter.api.io.TempDir;
  * start with an error naming the flag; an --interval under 100ms is served with a note saying the history keeps one
  * point per 100ms. The serve runs in-process and is made to fail at bind (its port is taken), so nothing keeps running.
  */
+@Tag("adversarial")
 class ServeFlagsTest {
     @Test
     void intervalUnderOneMillisecondAndBadAllowedHostsAreRefused(@TempDir Path state) {

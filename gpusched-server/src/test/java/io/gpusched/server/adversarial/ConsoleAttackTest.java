@@ -23,10 +23,12 @@ import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /** Hostile clients against the console, over raw loopback sockets; state checked through the scheduler itself. */
+@Tag("adversarial")
 class ConsoleAttackTest {
     @TempDir
     Path state;

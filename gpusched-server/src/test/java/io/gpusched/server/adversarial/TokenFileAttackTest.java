@@ -7,10 +7,12 @@ import io.gpusched.server.ApiToken;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /** The token file is the key to every change: links, loose modes and loose directories are refused. */
+@Tag("adversarial")
 class TokenFileAttackTest {
 
     @Test

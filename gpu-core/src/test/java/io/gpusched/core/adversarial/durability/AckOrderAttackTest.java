@@ -17,6 +17,7 @@ import java.util.Set;
 import java.util.TreeSet;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
@@ -28,6 +29,7 @@ import org.junit.jupiter.params.provider.ValueSource;
  * (read by {@link LedgerReplay}): no acknowledgement before a successful force that followed the write of its record;
  * forces shared by concurrent changes; a force failing with EIO fails its changes and leaves the file as before.
  */
+@Tag("adversarial")
 class AckOrderAttackTest {
 
     static Path shim(Path work) throws IOException, InterruptedException {

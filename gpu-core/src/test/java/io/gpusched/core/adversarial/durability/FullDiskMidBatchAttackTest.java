@@ -22,6 +22,7 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.stream.Collectors;
 import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -31,6 +32,7 @@ import org.junit.jupiter.api.io.TempDir;
  * contiguous sequences; the scheduler's own view agrees; once space is freed, changes succeed again. Needs root
  * and a working {@code mount -t tmpfs} (skipped otherwise).
  */
+@Tag("adversarial")
 class FullDiskMidBatchAttackTest {
 
     private static int run(String... cmd) throws IOException, InterruptedException {

@@ -13,6 +13,7 @@ import io.gpusched.core.MemorySize;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.concurrent.atomic.AtomicReference;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -25,6 +26,7 @@ import org.junit.jupiter.api.io.TempDir;
  * it. Whatever that caller gets, the scheduler must keep serving every other (uninterrupted) caller, and the file
  * (replayed by {@link LedgerReplay}, not by asking the scheduler) must agree with what was acknowledged.
  */
+@Tag("adversarial")
 class InterruptedChangeAttackTest {
 
     private static GpuScheduler open(Path dir) {

@@ -12,6 +12,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -21,6 +22,7 @@ import org.junit.jupiter.api.io.TempDir;
  * every change any process acknowledged (the killed one's included), with contiguous sequences; each process's
  * acknowledgements came after a force of their records, and forces were shared (fewer than changes, not zero).
  */
+@Tag("adversarial")
 class KilledProcessAttackTest {
 
     @Test

@@ -16,6 +16,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.function.Function;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -25,6 +26,7 @@ import org.junit.jupiter.api.io.TempDir;
  * non-UTF-8 bytes. Documented: GpuConfigException naming the file, nothing else, no hang (a daemon thread with a
  * generous bound detects one).
  */
+@Tag("adversarial")
 class HostileConfigFileTest {
 
     @TempDir

@@ -21,9 +21,10 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.function.Supplier;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
-import org.junit.jupiter.api.Test;
 
 /**
  * Hostile inputs against the documented parser contract, written from the Javadoc alone: each parser either returns
@@ -31,6 +32,7 @@ import org.junit.jupiter.api.Test;
  * NumberFormatException included), never a hang. The hang detector runs the parse on a daemon thread and fails if
  * it has not finished in a generous bound (not a speed assertion).
  */
+@Tag("adversarial")
 class HostileParserInputTest {
 
     private static final long HANG_BOUND_S = 20;

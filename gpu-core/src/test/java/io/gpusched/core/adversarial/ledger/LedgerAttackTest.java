@@ -37,6 +37,7 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.zip.CRC32C;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -45,6 +46,7 @@ import org.junit.jupiter.api.io.TempDir;
  * ({@code <sequence> <crc32c of "<sequence> <json>"> <json>} after one header line). Every check is made by the
  * test's own bookkeeping or its own parser of the file, never by asking the scheduler whether it was right.
  */
+@Tag("adversarial")
 class LedgerAttackTest {
 
     @TempDir

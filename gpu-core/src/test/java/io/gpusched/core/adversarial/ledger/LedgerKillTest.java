@@ -23,6 +23,7 @@ import java.util.Set;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -32,6 +33,7 @@ import org.junit.jupiter.api.io.TempDir;
  * acknowledged detached allocation survives, every allocation bound to a killed child is reclaimed, nothing released
  * comes back, no id was issued twice, and the file stays a valid ledger (checked by the test's own parser).
  */
+@Tag("adversarial")
 class LedgerKillTest {
 
     @TempDir

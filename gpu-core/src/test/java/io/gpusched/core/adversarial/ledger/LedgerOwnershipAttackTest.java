@@ -13,10 +13,12 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.time.Duration;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /** Who may write the ledger: files and directories owned by another user, group-writable files, symlinked dirs. */
+@Tag("adversarial")
 class LedgerOwnershipAttackTest {
 
     @TempDir

@@ -20,6 +20,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -31,6 +32,7 @@ import org.junit.jupiter.api.io.TempDir;
  * waiter must sleep between polls (polled every 1 to 50 ms): the CPU its thread uses is read from the JVM and must
  * stay well below one core (a quarter of the time waited; a busy loop uses all of it).
  */
+@Tag("adversarial")
 class DeadHolderWaiterAttackTest {
 
     private static final Duration MAX_WAIT = Duration.ofSeconds(60);

@@ -19,6 +19,7 @@ import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -29,6 +30,7 @@ import org.junit.jupiter.api.io.TempDir;
  * memory, on a ledger, after many compactions, from a fresh scheduler and from a second process, for release and
  * renew, with ids built by the test from what the node really issued (it keeps its own list).
  */
+@Tag("adversarial")
 class IssuedIdsAttackTest {
 
     /** What the test saw the node do: ids issued (allocations), in the order issued, and which it released. */

@@ -10,8 +10,8 @@ import io.gpusched.core.GpuInventories;
 import io.gpusched.core.GpuInventory;
 import io.gpusched.core.GpuRequest;
 import io.gpusched.core.GpuScheduler;
-import io.gpusched.core.LedgerException;
 import io.gpusched.core.LedgerException.Kind;
+import io.gpusched.core.LedgerException;
 import java.io.RandomAccessFile;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -23,6 +23,7 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
 import java.util.function.Consumer;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -33,6 +34,7 @@ import org.junit.jupiter.api.io.TempDir;
  * {@code node} file is refused with a {@link LedgerException} naming it, never a hang, an out-of-memory or another
  * exception type.
  */
+@Tag("adversarial")
 class NodeIdentityAttackTest {
 
     private static Set<String> uuids(List<Allocation> as) {

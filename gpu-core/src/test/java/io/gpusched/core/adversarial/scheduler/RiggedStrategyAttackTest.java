@@ -1,4 +1,4 @@
-package io.gpusched.core.adversarial.hotpath;
+package io.gpusched.core.adversarial.scheduler;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
@@ -24,6 +24,7 @@ import java.util.List;
 import java.util.Set;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.BiFunction;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -31,6 +32,7 @@ import org.junit.jupiter.api.Test;
  * whatever the strategy returns, no allocation may hold a device twice, hold a device that was not a candidate, or
  * miss a required device, and a rejected pick changes nothing. Views handed to a strategy must not change under it.
  */
+@Tag("adversarial")
 class RiggedStrategyAttackTest {
 
     /** A strategy whose answer the test supplies. */

@@ -1,4 +1,4 @@
-package io.gpusched.server.adversarial.review2;
+package io.gpusched.server.adversarial;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -27,6 +27,7 @@ import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Predicate;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -35,6 +36,7 @@ import org.junit.jupiter.api.io.TempDir;
  * ("10m, 90s, 1h, 500ms or ISO-8601 PT10M"; gpu "one device index"; 400 "bad gpu or window"), and the history cut
  * checked against a clock the test moves (an independent model: a point is served iff now - window <= t).
  */
+@Tag("adversarial")
 class SamplesEndpointAttackTest {
     static final long T0 = 1_700_000_000_000L;
     static final ObjectMapper JSON = new ObjectMapper();

@@ -1,4 +1,4 @@
-package io.gpusched.server.adversarial.review2;
+package io.gpusched.server.adversarial;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -15,6 +15,7 @@ import java.net.InetSocketAddress;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -22,6 +23,7 @@ import org.junit.jupiter.api.io.TempDir;
  * Two schedulers on one node ledger (the console's and another "process"'s): the console shows, refuses around and
  * releases the other's allocation; the other scheduler, not the console, is asked what happened.
  */
+@Tag("adversarial")
 class ConsoleOtherProcessAttackTest {
     static final ObjectMapper JSON = new ObjectMapper();
 

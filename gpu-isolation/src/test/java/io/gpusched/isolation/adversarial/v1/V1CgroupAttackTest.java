@@ -1,4 +1,4 @@
-package io.gpusched.isolation.adversarial.review25;
+package io.gpusched.isolation.adversarial.v1;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.catchThrowable;
@@ -30,8 +30,9 @@ import org.junit.jupiter.params.provider.ValueSource;
  * Javadoc only. Every check reads the kernel ({@code devices.list}) or opens the fake nodes from a shell in the cgroup.
  */
 @Tag("cgroup")
-class Review25AttackTest {
-    R25 bed;
+@Tag("adversarial")
+class V1CgroupAttackTest {
+    V1Cgroup bed;
     final List<Process> children = new ArrayList<>();
     final List<Fence> fences = new ArrayList<>();
     final List<Path> mounts = new ArrayList<>();
@@ -49,7 +50,7 @@ class Review25AttackTest {
             }
         }
         for (Path m : mounts) {
-            R25.run("umount", m.toString());
+            V1Cgroup.run("umount", m.toString());
         }
         if (bed != null) {
             bed.close();
@@ -67,7 +68,7 @@ class Review25AttackTest {
 
     /** Starts the project's child JVM that fences {@code cg} for {@code gpu} and stalls after write n (0: after). */
     Process killedFencer(Path cg, Path state, int gpu, int stallAfter) throws Exception {
-        Process child = new ProcessBuilder(R25.child("fence", cg.toString(), bed.dev.toString(), bed.proc.toString(),
+        Process child = new ProcessBuilder(V1Cgroup.child("fence", cg.toString(), bed.dev.toString(), bed.proc.toString(),
                 String.valueOf(gpu), "V1", state.toString(), String.valueOf(stallAfter))).redirectErrorStream(true)
                 .start();
         children.add(child);
@@ -92,23 +93,23 @@ class Review25AttackTest {
     @ParameterizedTest
     @ValueSource(strings = {"rw", "w", "r"})
     void anUpdateToAGpuTheParentDeniesIsRefusedAndTheFenceStays(String access) throws Exception {
-        bed = new R25();
+        bed = new V1Cgroup();
         CgroupDeviceIsolator iso = bed.isolator(state());
-        Path parent = bed.cgroup(R25.V1);
-        R25.write(parent, "devices.deny", "c 195:2 " + access);
+        Path parent = bed.cgroup(V1Cgroup.V1);
+        V1Cgroup.write(parent, "devices.deny", "c 195:2 " + access);
         Path cg = bed.cgroup(parent);
-        Fence f = track(iso.fence(cg, R25.alloc(1)));
-        Map<String, String> fenced = R25.only(1);
+        Fence f = track(iso.fence(cg, V1Cgroup.alloc(1)));
+        Map<String, String> fenced = V1Cgroup.only(1);
         assertThat(bed.probe(cg)).isEqualTo(fenced);
-        List<String> listBefore = R25.list(cg);
-        Throwable t = catchThrowable(() -> f.update(R25.alloc(1, 2)));
+        List<String> listBefore = V1Cgroup.list(cg);
+        Throwable t = catchThrowable(() -> f.update(V1Cgroup.alloc(1, 2)));
         assertThat(t).as("update to a GPU the parent denies (%s)", access).isInstanceOf(IsolationException.class);
         assertThat(t.getMessage()).contains("GPU-iso-2").contains(cg.getFileName().toString()).contains("195:2");
         assertThat(bed.probe(cg)).as("the previous fence stays in force").isEqualTo(fenced);
-        assertThat(R25.list(cg)).isEqualTo(listBefore);
+        assertThat(V1Cgroup.list(cg)).isEqualTo(listBefore);
         assertThat(f.allocation().devices()).extracting(d -> d.index()).containsExactly(1);
         f.revoke();
-        Map<String, String> host = R25.only(0, 1, 2, 3);
+        Map<String, String> host = V1Cgroup.only(0, 1, 2, 3);
         host.put("nvidia2", access.equals("rw") ? "-" : access.equals("w") ? "r" : "w");
         assertThat(bed.probe(cg)).as("revoke gives back the host policy").isEqualTo(host);
     }
@@ -119,18 +120,18 @@ class Review25AttackTest {
      */
     @Test
     void aWildcardParentDenyRefusesTheFenceAndLeavesTheHostPolicy() throws Exception {
-        bed = new R25();
+        bed = new V1Cgroup();
         CgroupDeviceIsolator iso = bed.isolator(state());
-        Path parent = bed.cgroup(R25.V1);
-        R25.write(parent, "devices.deny", "c 195:* w");
+        Path parent = bed.cgroup(V1Cgroup.V1);
+        V1Cgroup.write(parent, "devices.deny", "c 195:* w");
         Path cg = bed.cgroup(parent);
         Map<String, String> host = bed.probe(cg);
-        List<String> hostList = R25.list(cg);
-        Throwable t = catchThrowable(() -> track(iso.fence(cg, R25.alloc(1))));
+        List<String> hostList = V1Cgroup.list(cg);
+        Throwable t = catchThrowable(() -> track(iso.fence(cg, V1Cgroup.alloc(1))));
         assertThat(t).isInstanceOf(IsolationException.class);
         assertThat(t.getMessage()).contains(cg.getFileName().toString()).contains("195:");
         assertThat(bed.probe(cg)).isEqualTo(host);
-        assertThat(R25.list(cg)).isEqualTo(hostList);
+        assertThat(V1Cgroup.list(cg)).isEqualTo(hostList);
     }
 
     /**
@@ -139,24 +140,24 @@ class Review25AttackTest {
      */
     @Test
     void anUpdateAContainerParentForbidsIsRefusedAndTheFenceStays() throws Exception {
-        bed = new R25();
+        bed = new V1Cgroup();
         CgroupDeviceIsolator iso = bed.isolator(state());
-        Path parent = bed.cgroup(R25.V1);
-        R25.write(parent, "devices.deny", "a");
-        R25.write(parent, "devices.allow", "c 195:1 rw");
-        R25.write(parent, "devices.allow", "c 195:255 rw");
+        Path parent = bed.cgroup(V1Cgroup.V1);
+        V1Cgroup.write(parent, "devices.deny", "a");
+        V1Cgroup.write(parent, "devices.allow", "c 195:1 rw");
+        V1Cgroup.write(parent, "devices.allow", "c 195:255 rw");
         Path cg = bed.cgroup(parent);
-        List<String> hostList = R25.list(cg);
-        Fence f = track(iso.fence(cg, R25.alloc(1)));
-        assertThat(bed.probe(cg)).isEqualTo(R25.only(1));
-        List<String> fencedList = R25.list(cg);
-        Throwable t = catchThrowable(() -> f.update(R25.alloc(1, 3)));
+        List<String> hostList = V1Cgroup.list(cg);
+        Fence f = track(iso.fence(cg, V1Cgroup.alloc(1)));
+        assertThat(bed.probe(cg)).isEqualTo(V1Cgroup.only(1));
+        List<String> fencedList = V1Cgroup.list(cg);
+        Throwable t = catchThrowable(() -> f.update(V1Cgroup.alloc(1, 3)));
         assertThat(t).isInstanceOf(IsolationException.class);
         assertThat(t.getMessage()).contains("GPU-iso-3").contains(cg.getFileName().toString());
-        assertThat(bed.probe(cg)).isEqualTo(R25.only(1));
-        assertThat(R25.list(cg)).isEqualTo(fencedList);
+        assertThat(bed.probe(cg)).isEqualTo(V1Cgroup.only(1));
+        assertThat(V1Cgroup.list(cg)).isEqualTo(fencedList);
         f.revoke();
-        assertThat(R25.list(cg)).isEqualTo(hostList);
+        assertThat(V1Cgroup.list(cg)).isEqualTo(hostList);
     }
 
     // ---- item 8: fences left by killed fencers ----
@@ -170,25 +171,25 @@ class Review25AttackTest {
     @ParameterizedTest
     @ValueSource(ints = {0, 1, 2, 3, 4, 5})
     void aFenceLeftByAKilledJvmAtAnyWriteIsLiftedExactly(int stallAfter) throws Exception {
-        bed = new R25();
+        bed = new V1Cgroup();
         Path state = state();
         CgroupDeviceIsolator iso = bed.isolator(state);
-        Path parent = bed.cgroup(R25.V1);
-        R25.write(parent, "devices.deny", "c 195:0 r");
+        Path parent = bed.cgroup(V1Cgroup.V1);
+        V1Cgroup.write(parent, "devices.deny", "c 195:0 r");
         Path cg = bed.cgroup(parent);
-        R25.write(cg, "devices.deny", "c 195:3 w");
+        V1Cgroup.write(cg, "devices.deny", "c 195:3 w");
         Map<String, String> host = bed.probe(cg);
         assertThat(host).isEqualTo(Map.of("nvidia0", "w", "nvidia1", "rw", "nvidia2", "rw", "nvidia3", "r",
                 "nvidiactl", "rw"));
         killedFencer(cg, state, 1, stallAfter);
 
-        Fence f = track(iso.fence(cg, R25.alloc(2)));
-        assertThat(bed.probe(cg)).as("exactly GPU 2 opens").isEqualTo(R25.only(2));
-        f.update(R25.alloc(1));
-        assertThat(bed.probe(cg)).as("exactly GPU 1 opens").isEqualTo(R25.only(1));
+        Fence f = track(iso.fence(cg, V1Cgroup.alloc(2)));
+        assertThat(bed.probe(cg)).as("exactly GPU 2 opens").isEqualTo(V1Cgroup.only(2));
+        f.update(V1Cgroup.alloc(1));
+        assertThat(bed.probe(cg)).as("exactly GPU 1 opens").isEqualTo(V1Cgroup.only(1));
         f.revoke();
         assertThat(bed.probe(cg)).as("exactly the host's policy").isEqualTo(host);
-        assertThat(R25.list(cg)).containsExactly("a *:* rwm");
+        assertThat(V1Cgroup.list(cg)).containsExactly("a *:* rwm");
         try (var s = Files.list(state)) {
             assertThat(s.toList()).as("no record or lock left").isEmpty();
         }
@@ -200,16 +201,16 @@ class Review25AttackTest {
      */
     @Test
     void twoKilledFencersInARowAreLiftedExactly() throws Exception {
-        bed = new R25();
+        bed = new V1Cgroup();
         Path state = state();
         CgroupDeviceIsolator iso = bed.isolator(state);
-        Path cg = bed.cgroup(R25.V1);
-        R25.write(cg, "devices.deny", "c 195:2 w");
+        Path cg = bed.cgroup(V1Cgroup.V1);
+        V1Cgroup.write(cg, "devices.deny", "c 195:2 w");
         Map<String, String> host = bed.probe(cg);
         killedFencer(cg, state, 1, 0);
         killedFencer(cg, state, 3, 2);
-        Fence f = track(iso.fence(cg, R25.alloc(0)));
-        assertThat(bed.probe(cg)).isEqualTo(R25.only(0));
+        Fence f = track(iso.fence(cg, V1Cgroup.alloc(0)));
+        assertThat(bed.probe(cg)).isEqualTo(V1Cgroup.only(0));
         f.revoke();
         assertThat(bed.probe(cg)).isEqualTo(host);
     }
@@ -223,11 +224,11 @@ class Review25AttackTest {
      */
     @Test
     void threeJvmsFencingOneCgroupEndAtOneAcknowledgedFence() throws Exception {
-        bed = new R25();
+        bed = new V1Cgroup();
         Path state = state();
         CgroupDeviceIsolator iso = bed.isolator(state);
-        Path cg = bed.cgroup(R25.V1);
-        R25.write(cg, "devices.deny", "c 195:3 w");
+        Path cg = bed.cgroup(V1Cgroup.V1);
+        V1Cgroup.write(cg, "devices.deny", "c 195:3 w");
         Map<String, String> host = bed.probe(cg);
         Path go = bed.dir.resolve("go");
         int rounds = 12;
@@ -236,7 +237,7 @@ class Review25AttackTest {
         List<List<String>> outs = new ArrayList<>();
         List<Thread> readers = new ArrayList<>();
         for (int c = 0; c < n; c++) {
-            Process p = new ProcessBuilder(R25.child("fencer", cg.toString(), bed.dev.toString(), bed.proc.toString(),
+            Process p = new ProcessBuilder(V1Cgroup.child("fencer", cg.toString(), bed.dev.toString(), bed.proc.toString(),
                     "V1", state.toString(), go.toString(), String.valueOf(rounds), String.valueOf(100 + c)))
                     .redirectErrorStream(true).start();
             children.add(p);
@@ -274,11 +275,11 @@ class Review25AttackTest {
                 assertThat(w[2]).as("ack %s", a).isEqualTo(has3 ? "FAIL" : "OK");
             }
             acks.stream().filter(a -> a.split(" ")[2].equals("OK")).reduce((a, b) -> b).ifPresent(a -> ends.add(
-                    R25.only(Arrays.stream(a.split(" ")[3].split(",")).mapToInt(Integer::parseInt).toArray())));
+                    V1Cgroup.only(Arrays.stream(a.split(" ")[3].split(",")).mapToInt(Integer::parseInt).toArray())));
         }
         assertThat(ends).isNotEmpty();
         assertThat(bed.probe(cg)).as("end state is one acknowledged fence").isIn(ends);
-        Fence f = track(iso.fence(cg, R25.alloc(0)));
+        Fence f = track(iso.fence(cg, V1Cgroup.alloc(0)));
         f.revoke();
         assertThat(bed.probe(cg)).isEqualTo(host);
         try (var s = Files.list(state)) {
@@ -301,10 +302,10 @@ class Review25AttackTest {
      */
     @Test
     void aDamagedRecordFailsClosedWithATypedException() throws Exception {
-        bed = new R25();
+        bed = new V1Cgroup();
         Path state = state();
         CgroupDeviceIsolator iso = bed.isolator(state);
-        Path cg = bed.cgroup(R25.V1);
+        Path cg = bed.cgroup(V1Cgroup.V1);
         killedFencer(cg, state, 1, 0);
         List<Path> records = files(state, "v1-");
         assertThat(records).as("a record of the dead fence: %s", files(state, "")).isNotEmpty();
@@ -312,9 +313,9 @@ class Review25AttackTest {
             Files.write(r, new byte[] {0, (byte) 0xff, '{', '\n', 'x', '9', '9', ':'});
         }
         Map<String, String> dead = bed.probe(cg);
-        Throwable t = catchThrowable(() -> track(iso.fence(cg, R25.alloc(2))));
+        Throwable t = catchThrowable(() -> track(iso.fence(cg, V1Cgroup.alloc(2))));
         if (t == null) {
-            assertThat(bed.probe(cg)).isEqualTo(R25.only(2));
+            assertThat(bed.probe(cg)).isEqualTo(V1Cgroup.only(2));
         } else {
             assertThat(t).as("typed").isInstanceOf(IsolationException.class);
             assertThat(t.getMessage()).contains(cg.getFileName().toString());
@@ -328,11 +329,11 @@ class Review25AttackTest {
      */
     @Test
     void symlinkedRecordAndLockNeverReachOutside() throws Exception {
-        bed = new R25();
+        bed = new V1Cgroup();
         Path state = state();
         CgroupDeviceIsolator iso = bed.isolator(state);
-        Path cg = bed.cgroup(R25.V1);
-        Fence f = track(iso.fence(cg, R25.alloc(1)));
+        Path cg = bed.cgroup(V1Cgroup.V1);
+        Fence f = track(iso.fence(cg, V1Cgroup.alloc(1)));
         Path outside = Files.writeString(bed.dir.resolve("precious"), "precious\n");
         Files.setPosixFilePermissions(outside, PosixFilePermissions.fromString("rw-------"));
         List<Path> all = files(state, "");
@@ -341,7 +342,7 @@ class Review25AttackTest {
             Files.delete(p);
             Files.createSymbolicLink(p, outside);
         }
-        catchThrowable(() -> f.update(R25.alloc(2)));
+        catchThrowable(() -> f.update(V1Cgroup.alloc(2)));
         catchThrowable(f::revoke);
         assertThat(Files.readString(outside)).isEqualTo("precious\n");
         assertThat(PosixFilePermissions.toString(Files.getPosixFilePermissions(outside))).isEqualTo("rw-------");
@@ -355,31 +356,31 @@ class Review25AttackTest {
      */
     @Test
     void aStateDirectoryOwnedByAnotherUserIsRefused() throws Exception {
-        bed = new R25();
+        bed = new V1Cgroup();
         Path state = state();
         CgroupDeviceIsolator iso = bed.isolator(state);
-        Path cg = bed.cgroup(R25.V1);
+        Path cg = bed.cgroup(V1Cgroup.V1);
         killedFencer(cg, state, 1, 0);
-        R25.run("chown", "-R", "65534:65534", state.toString());
-        Throwable t = catchThrowable(() -> track(iso.fence(cg, R25.alloc(2))));
+        V1Cgroup.run("chown", "-R", "65534:65534", state.toString());
+        Throwable t = catchThrowable(() -> track(iso.fence(cg, V1Cgroup.alloc(2))));
         assertThat(t).as("a state directory owned by uid 65534 is trusted").isInstanceOf(IsolationException.class);
         assertThat(t.getMessage()).contains(state.toString());
-        assertThat(bed.probe(cg)).isEqualTo(R25.only(1));
+        assertThat(bed.probe(cg)).isEqualTo(V1Cgroup.only(1));
     }
 
     /** A state directory others can write (rwxrwxrwx) is refused before any rule write. */
     @Test
     void anOtherWritableStateDirectoryIsRefused() throws Exception {
-        bed = new R25();
+        bed = new V1Cgroup();
         Path state = state();
         CgroupDeviceIsolator iso = bed.isolator(state);
-        Path cg = bed.cgroup(R25.V1);
+        Path cg = bed.cgroup(V1Cgroup.V1);
         killedFencer(cg, state, 1, 0);
         Files.setPosixFilePermissions(state, PosixFilePermissions.fromString("rwxrwxrwx"));
-        Throwable t = catchThrowable(() -> track(iso.fence(cg, R25.alloc(2))));
+        Throwable t = catchThrowable(() -> track(iso.fence(cg, V1Cgroup.alloc(2))));
         assertThat(t).isInstanceOf(IsolationException.class);
         assertThat(t.getMessage()).contains(state.toString());
-        assertThat(bed.probe(cg)).isEqualTo(R25.only(1));
+        assertThat(bed.probe(cg)).isEqualTo(V1Cgroup.only(1));
         Files.setPosixFilePermissions(state, PosixFilePermissions.fromString("rwx------"));
     }
 
@@ -389,36 +390,36 @@ class Review25AttackTest {
      */
     @Test
     void aFullStateDirectoryRefusesTheFenceBeforeAnyWrite() throws Exception {
-        bed = new R25();
+        bed = new V1Cgroup();
         Path state = state();
-        R25.run("mount", "-t", "tmpfs", "-o", "size=64k", "r25tmp", state.toString());
+        V1Cgroup.run("mount", "-t", "tmpfs", "-o", "size=64k", "r25tmp", state.toString());
         mounts.add(state);
         try {
-            R25.run("dd", "if=/dev/zero", "of=" + state.resolve("fill"), "bs=4k", "count=100");
+            V1Cgroup.run("dd", "if=/dev/zero", "of=" + state.resolve("fill"), "bs=4k", "count=100");
         } catch (java.io.IOException full) {
             // the fill stops when the tmpfs is full, as meant
         }
         CgroupDeviceIsolator iso = bed.isolator(state);
-        Path cg = bed.cgroup(R25.V1);
-        R25.write(cg, "devices.deny", "c 195:0 w");
+        Path cg = bed.cgroup(V1Cgroup.V1);
+        V1Cgroup.write(cg, "devices.deny", "c 195:0 w");
         Map<String, String> host = bed.probe(cg);
-        Throwable t = catchThrowable(() -> track(iso.fence(cg, R25.alloc(1))));
+        Throwable t = catchThrowable(() -> track(iso.fence(cg, V1Cgroup.alloc(1))));
         assertThat(t).isInstanceOf(IsolationException.class);
         assertThat(bed.probe(cg)).isEqualTo(host);
-        assertThat(R25.list(cg)).containsExactly("a *:* rwm");
+        assertThat(V1Cgroup.list(cg)).containsExactly("a *:* rwm");
         Files.delete(state.resolve("fill"));
     }
 
     /** A cgroup removed while fenced: update must throw IsolationException (typed), revoke is quiet and inactive. */
     @Test
     void aCgroupRemovedWhileFencedRefusesUpdateAndLeavesNothing() throws Exception {
-        bed = new R25();
+        bed = new V1Cgroup();
         Path state = state();
         CgroupDeviceIsolator iso = bed.isolator(state);
-        Path cg = bed.cgroup(R25.V1);
-        Fence f = iso.fence(cg, R25.alloc(1));
+        Path cg = bed.cgroup(V1Cgroup.V1);
+        Fence f = iso.fence(cg, V1Cgroup.alloc(1));
         Files.delete(cg);
-        Throwable t = catchThrowable(() -> f.update(R25.alloc(2)));
+        Throwable t = catchThrowable(() -> f.update(V1Cgroup.alloc(2)));
         assertThat(t).isInstanceOf(IsolationException.class);
         f.revoke();
         assertThat(f.isActive()).isFalse();

@@ -1,4 +1,4 @@
-package io.gpusched.server.adversarial.review2;
+package io.gpusched.server.adversarial;
 
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;

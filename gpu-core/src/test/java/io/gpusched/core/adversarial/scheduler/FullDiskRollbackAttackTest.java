@@ -1,4 +1,4 @@
-package io.gpusched.core.adversarial.hotpath;
+package io.gpusched.core.adversarial.scheduler;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.fail;
@@ -22,6 +22,7 @@ import java.time.Instant;
 import java.time.ZoneOffset;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -30,6 +31,7 @@ import org.junit.jupiter.api.io.TempDir;
  * exactly as before (the cached device snapshot included), fire no event, and cost no rate-limit token (the Reason
  * javadoc: "Only granted allocations spend tokens; refusals do not").
  */
+@Tag("adversarial")
 class FullDiskRollbackAttackTest {
 
     @TempDir

@@ -1,4 +1,4 @@
-package io.gpusched.core.adversarial.hotpath;
+package io.gpusched.core.adversarial.scheduler;
 
 import io.gpusched.core.ComputeCapability;
 import io.gpusched.core.GpuDevice;

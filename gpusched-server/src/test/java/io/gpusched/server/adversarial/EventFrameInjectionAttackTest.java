@@ -1,4 +1,4 @@
-package io.gpusched.server.adversarial.review2;
+package io.gpusched.server.adversarial;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -17,6 +17,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Set;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -25,6 +26,7 @@ import org.junit.jupiter.api.io.TempDir;
  * forge an event-stream frame: the stream is read with the SSE line rules (CR, LF and CRLF all end a line) and every
  * frame must be one of the server's event names with JSON data.
  */
+@Tag("adversarial")
 class EventFrameInjectionAttackTest {
     static final ObjectMapper JSON = new ObjectMapper();
 

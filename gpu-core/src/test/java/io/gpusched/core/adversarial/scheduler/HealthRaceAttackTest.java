@@ -1,4 +1,4 @@
-package io.gpusched.core.adversarial.hotpath;
+package io.gpusched.core.adversarial.scheduler;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -26,6 +26,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicLongArray;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -40,6 +41,7 @@ import org.junit.jupiter.api.io.TempDir;
  *   exceed a GPU's memory.</li>
  * </ul>
  */
+@Tag("adversarial")
 class HealthRaceAttackTest {
     private static final int GPUS = 12;
     private static final MemorySize MEM = MemorySize.ofGibibytes(80);

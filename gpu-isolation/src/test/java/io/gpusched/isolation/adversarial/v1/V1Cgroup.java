@@ -1,4 +1,4 @@
-package io.gpusched.isolation.adversarial.review25;
+package io.gpusched.isolation.adversarial.v1;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
@@ -28,7 +28,7 @@ import java.util.stream.Stream;
  * under the v1 devices hierarchy, and a prober (a shell placed in the cgroup) that opens each node for reading and for
  * writing. Nothing here asks the isolator what it did.
  */
-final class R25 implements AutoCloseable {
+final class V1Cgroup implements AutoCloseable {
     static final Path V1 = Path.of("/sys/fs/cgroup/devices");
     static final List<String> NODES = List.of("nvidia0", "nvidia1", "nvidia2", "nvidia3", "nvidiactl");
 
@@ -37,7 +37,7 @@ final class R25 implements AutoCloseable {
     final Path proc;
     final List<Path> cgroups = new ArrayList<>();
 
-    R25() throws Exception {
+    V1Cgroup() throws Exception {
         assumeTrue(isRoot(), "needs root to make device nodes and write cgroup rules");
         assumeTrue(Files.isRegularFile(V1.resolve("devices.allow")), "needs the cgroup v1 devices hierarchy at " + V1);
         dir = Files.createTempDirectory("r25-");

@@ -1,4 +1,4 @@
-package io.gpusched.core.adversarial.hotpath;
+package io.gpusched.core.adversarial.scheduler;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
@@ -9,6 +9,7 @@ import io.gpusched.core.GpuScheduler;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -16,6 +17,7 @@ import org.junit.jupiter.api.Test;
  * answer as the lists they were: immutable, in allocation order, and safe to ask {@code contains(null)} (a host that
  * looks up a UUID in a map and asks "is it in this allocation?" with a miss). {@code List.of} throws there.
  */
+@Tag("adversarial")
 class AllocationListsAttackTest {
 
     @Test

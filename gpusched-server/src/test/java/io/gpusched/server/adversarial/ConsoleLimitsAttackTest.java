@@ -1,4 +1,4 @@
-package io.gpusched.server.adversarial.review2;
+package io.gpusched.server.adversarial;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -19,10 +19,12 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /** The console's own limits: event-stream slots given back after abrupt clients; the ledger's rate limit over REST. */
+@Tag("adversarial")
 class ConsoleLimitsAttackTest {
     static final ObjectMapper JSON = new ObjectMapper();
 

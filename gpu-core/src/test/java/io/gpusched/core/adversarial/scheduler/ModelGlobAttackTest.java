@@ -1,4 +1,4 @@
-package io.gpusched.core.adversarial.hotpath;
+package io.gpusched.core.adversarial.scheduler;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -14,6 +14,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.CountDownLatch;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -21,6 +22,7 @@ import org.junit.jupiter.api.Test;
  * literally, the same pattern against different names, and more distinct patterns than the cache holds, from many
  * threads at once (eviction while others read), each answer checked against a glob matcher written here.
  */
+@Tag("adversarial")
 class ModelGlobAttackTest {
 
     private static boolean matches(String pattern, String name) {

@@ -1,4 +1,4 @@
-package io.gpusched.core.adversarial.hotpath;
+package io.gpusched.core.adversarial.scheduler;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -12,6 +12,7 @@ import io.gpusched.core.GpuScheduler;
 import java.time.Duration;
 import java.util.List;
 import java.util.Optional;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -19,6 +20,7 @@ import org.junit.jupiter.api.Test;
  * whose GPUs were all lost at build must not hand out a GPU that came back with its previous job's processes still on
  * it, however soon after it came back the release happens.
  */
+@Tag("adversarial")
 class DrainProbeAttackTest {
 
     private static GpuScheduler build(Node node) {

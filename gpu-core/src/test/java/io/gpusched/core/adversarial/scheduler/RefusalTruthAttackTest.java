@@ -1,4 +1,4 @@
-package io.gpusched.core.adversarial.hotpath;
+package io.gpusched.core.adversarial.scheduler;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.fail;
@@ -8,8 +8,8 @@ import io.gpusched.core.AllocationStrategies;
 import io.gpusched.core.AllocationStrategy;
 import io.gpusched.core.ComputeCapability;
 import io.gpusched.core.DeviceState;
-import io.gpusched.core.GpuAllocationException;
 import io.gpusched.core.GpuAllocationException.Reason;
+import io.gpusched.core.GpuAllocationException;
 import io.gpusched.core.GpuConfig;
 import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuHealth;
@@ -30,6 +30,7 @@ import java.util.List;
 import java.util.Optional;
 import java.util.Random;
 import java.util.Set;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -40,6 +41,7 @@ import org.junit.jupiter.api.Test;
  * first unmet constraint. The scheduler must agree on placeability, on the reason, on the exact candidate set handed
  * to the strategy, and a refusal must change nothing observable.
  */
+@Tag("adversarial")
 class RefusalTruthAttackTest {
 
     private static final String[] NAMES = {"NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3", "AMD Instinct MI300X",

@@ -1,4 +1,4 @@
-package io.gpusched.core.adversarial.hotpath;
+package io.gpusched.core.adversarial.scheduler;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
@@ -15,6 +15,7 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.List;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -23,6 +24,7 @@ import org.junit.jupiter.api.io.TempDir;
  * ledger, this process reloads the whole file into a fresh state: the sick GPU must stay sick there (and never be
  * handed out), its metrics must survive, and the cached snapshot must show the reloaded state.
  */
+@Tag("adversarial")
 class HealthAcrossReloadAttackTest {
 
     @TempDir
