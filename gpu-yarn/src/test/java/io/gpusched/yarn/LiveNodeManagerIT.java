@@ -21,6 +21,7 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Set;
 import java.util.TreeSet;
 import java.util.concurrent.TimeUnit;
@@ -451,8 +452,9 @@ class LiveNodeManagerIT {
         assertThat(ledgerFile()).as("the ledger file after the restart").isEqualTo(before);
         try (GpuNode node = readLedger()) {
             for (Map.Entry<String, Set<Integer>> e : before.entrySet()) {
-                Allocation a = YarnContainerGpus.find(node.scheduler(), e.getKey()).orElseThrow();
-                assertThat(new TreeSet<>(a.deviceIndices())).as(e.getKey()).isEqualTo(e.getValue());
+                Optional<Allocation> a = YarnContainerGpus.find(node.scheduler(), e.getKey());
+                assertThat(a).as(e.getKey() + " in the ledger after the NodeManager restart").isPresent();
+                assertThat(new TreeSet<>(a.get().deviceIndices())).as(e.getKey()).isEqualTo(e.getValue());
             }
         }
         // the node is full; one container finishes and a new one gets exactly its GPUs (YARN's recovered books)
