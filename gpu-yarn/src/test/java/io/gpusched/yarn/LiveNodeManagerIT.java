@@ -21,6 +21,7 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Set;
 import java.util.TreeSet;
 import java.util.concurrent.TimeUnit;
@@ -62,28 +63,45 @@ import org.junit.jupiter.api.TestMethodOrder;
 
 /**
  * A live NodeManager: Hadoop 3.4.2's NodeManager in its own JVM, started from Hadoop's jars with the drop-in
- * {@code gpusched-yarn-<version>.jar} the only gpusched jar on its class path, the README's yarn-site lines and
- * {@code --add-opens} as written, the LinuxContainerExecutor with a test container-executor (below) on the cgroup v1
- * devices controller, NodeManager recovery on, a simulated DGX-1 whose GPUs the test loses and recovers through a
- * health file, and device nodes 195:0..7 made with mknod in a directory of the test ({@code gpusched.yarn.dev-root}).
- * A real ResourceManager (CapacityScheduler, DominantResourceCalculator) runs in the test JVM, and the test is an
- * unmanaged ApplicationMaster asking for 2-GPU default-runtime containers.
+ * {@code gpusched-yarn-<version>.jar} the only gpusched jar on its class path, README's yarn-site, resource-types and
+ * capacity-scheduler lines loaded as written and README's {@code --add-opens}, the LinuxContainerExecutor with a test
+ * container-executor (below) on the cgroup v1 devices controller, NodeManager recovery on, a simulated DGX-1 whose
+ * GPUs the test loses and recovers through a health file, and device nodes 195:0..7 made with mknod in a directory of
+ * the test ({@code gpusched.yarn.dev-root}). A real ResourceManager (CapacityScheduler, DominantResourceCalculator)
+ * runs in the test JVM, and the test is an unmanaged ApplicationMaster asking for 2-GPU default-runtime containers.
+ *
+ * <p>What replaces README's values, and why: the inventory ({@code simulated:dgx1-v100}: no GPU here); the executor's
+ * group ({@code root}) and cgroup hierarchy (one per run, removed at the end); {@code /var/lib/gpusched} in
+ * {@code yarn.nodemanager.admin-env} by the test's directory (also the NodeManager's {@code GPUSCHED_STATE_DIR}), and
+ * {@code gpusched.yarn.state-dir} unset, as README says for a simulated inventory. README's
+ * {@code container-executor.cfg} is not read: the test's container-executor stands in for Hadoop's setuid binary.
+ * Each container runs README's {@code eval "$(gpusched env)"} line with {@code gpusched env} replaced by the drop-in
+ * jar's {@code io.gpusched.yarn.YarnContainerGpus --inventory simulated:dgx1-v100} (README's alternative for
+ * containers without the gpusched command; the command itself is built by gpusched-cli, a module after this one),
+ * and finds the ledger through the admin-env's {@code GPUSCHED_STATE_DIR} and YARN's {@code CONTAINER_ID}.
+ *
+ * <p>The GPUs a container learned are checked against its fence as the container met it (opening a denied node fails
+ * with EPERM, the cgroup; an allowed one with ENXIO, no driver behind it), against the ledger file read by this test's
+ * own parser, and against {@link YarnContainerGpus#find}. Capacity is read from the ResourceManager
+ * ({@code getClusterNodes}).
  *
  * <p>The test container-executor does, as root, what Hadoop's setuid one does for these operations:
  * {@code --checksetup}; {@code --module-devices} writes the excluded devices into the container's
  * {@code devices.deny}; launch (command 1) makes the container's directories, copies the launch script and tokens,
  * starts the script in its own session with its pid in the pid file and in the cgroups' {@code tasks}, and writes the
- * exit code file; signal (2) signals the session; delete (3) removes the paths. Each container checks its fence
- * itself: opening a denied node fails with EPERM (the cgroup), an allowed one with ENXIO (no driver behind it).
+ * exit code file; signal (2) signals the session; delete (3) removes the paths. At the end every process the test
+ * started (the NodeManager, its children, the containers' processes found in their cgroups, launchers orphaned by the
+ * killed NodeManager) is killed by pid, the cgroups are removed (the test fails if one stays), the logs are kept in
+ * {@code target/live-nodemanager/} and the work directory is deleted.
  */
 @TestMethodOrder(MethodOrderer.OrderAnnotation.class)
-@org.junit.jupiter.api.Disabled("not yet green (issue 24 stays open): its one run fenced disjoint GPU pairs through LinuxContainerExecutor in a live NodeManager, then every container exited 2 on the test's own quoting of the launch command; the fix is committed but has not run yet")
 class LiveNodeManagerIT {
     static final String GPU = "nvidia.com/gpu";
     static final Path DEVICES_CGROUP = Path.of("/sys/fs/cgroup/devices");
 
     static Path work;
     static Path dev;
+    static Path stateBase;
     static Path ledger;
     static Path healthFile;
     static Path results;
@@ -95,6 +113,8 @@ class LiveNodeManagerIT {
     static int nmPort;
     static String nmClassPath;
     static List<String> addOpens;
+    /** README's line for a default-runtime container, {@code eval "$(gpusched env)"} */
+    static String envLine;
     static Path dropIn;
     static GpuInventory inventory;
     static Map<String, Integer> indexByUuid = new HashMap<>();
@@ -104,6 +124,10 @@ class LiveNodeManagerIT {
     static UserGroupInformation am;
     static final Map<String, Container> launched = new LinkedHashMap<>();
     static final List<ContainerStatus> completed = new ArrayList<>();
+    /** allocated by the ResourceManager, not yet started */
+    static final List<Container> allocated = new ArrayList<>();
+    /** containers asked for and not yet allocated */
+    static int wanted;
 
     @BeforeAll
     static void cluster() throws Exception {
@@ -120,7 +144,8 @@ class LiveNodeManagerIT {
         }
         work = Files.createTempDirectory("yarn-live-nm");
         dev = Files.createDirectories(work.resolve("dev"));
-        ledger = work.resolve("ledger");
+        stateBase = work.resolve("state");
+        ledger = stateBase.resolve("simulated").resolve("dgx1-v100");
         healthFile = work.resolve("health");
         results = Files.createDirectories(work.resolve("results"));
         stops = Files.createDirectories(work.resolve("stop"));
@@ -134,6 +159,9 @@ class LiveNodeManagerIT {
 
         List<String> blocks = ReadmeYarn.xmlBlocks();
         addOpens = ReadmeYarn.addOpens();
+        envLine = ReadmeYarn.section().lines().map(String::strip).filter(l -> l.startsWith("eval \"$(gpusched env)\""))
+                .map(l -> l.replaceAll("\\s+#.*$", "")).findFirst()
+                .orElseThrow(() -> new AssertionError("README's YARN section has no eval \"$(gpusched env)\" line"));
         conf = new YarnConfiguration();
         for (String b : blocks) {
             conf.addResource(new java.io.ByteArrayInputStream(("<configuration>\n" + b + "</configuration>\n")
@@ -179,7 +207,13 @@ class LiveNodeManagerIT {
         site.setBoolean(YarnConfiguration.NM_RECOVERY_SUPERVISED, true);
         site.set(YarnConfiguration.NM_RECOVERY_DIR, work.resolve("nm-recovery").toString());
         site.set(GpuschedDevicePlugin.KEY_INVENTORY, "simulated:dgx1-v100");
-        site.set(GpuschedDevicePlugin.KEY_STATE_DIR, ledger.toString());
+        // README's admin-env line with the test's state directory for /var/lib/gpusched; gpusched.yarn.state-dir is
+        // left unset (README: with a simulated inventory), so the plugin and the containers' reader both follow the
+        // state-directory rule: $GPUSCHED_STATE_DIR/simulated/dgx1-v100
+        String adminEnv = site.get("yarn.nodemanager.admin-env");
+        assertThat(adminEnv).as("README's yarn.nodemanager.admin-env").contains("GPUSCHED_STATE_DIR=/var/lib/gpusched");
+        site.set("yarn.nodemanager.admin-env", adminEnv.replace("/var/lib/gpusched", stateBase.toString()));
+        site.unset(GpuschedDevicePlugin.KEY_STATE_DIR);
         site.set(GpuschedDevicePlugin.KEY_DEV_ROOT, dev.toString());
         site.set(GpuschedDevicePlugin.KEY_HEALTH_INTERVAL_MS, "200");
         try (OutputStream out = Files.newOutputStream(confDir.resolve("yarn-site.xml"))) {
@@ -246,43 +280,108 @@ class LiveNodeManagerIT {
         if (work == null) {
             return;
         }
-        if (stops != null) {
-            for (String id : launched.keySet()) {
-                Files.writeString(stops.resolve(id), "");
+        try {
+            if (stops != null) {
+                for (String id : launched.keySet()) {
+                    Files.writeString(stops.resolve(id), "");
+                }
             }
-        }
-        if (nmClient != null) {
-            nmClient.stop();
-        }
-        if (amrm != null) {
+            if (nmClient != null) {
+                nmClient.stop();
+            }
+            if (amrm != null) {
+                try {
+                    am.doAs((java.security.PrivilegedExceptionAction<Void>) () -> {
+                        amrm.unregisterApplicationMaster(
+                                org.apache.hadoop.yarn.api.records.FinalApplicationStatus.SUCCEEDED, "", "");
+                        return null;
+                    });
+                } catch (Exception e) {
+                    // the ResourceManager stops anyway
+                }
+                amrm.stop();
+            }
+            if (yarn != null) {
+                yarn.stop();
+            }
+        } finally {
             try {
-                am.doAs((java.security.PrivilegedExceptionAction<Void>) () -> {
-                    amrm.unregisterApplicationMaster(
-                            org.apache.hadoop.yarn.api.records.FinalApplicationStatus.SUCCEEDED, "", "");
-                    return null;
-                });
-            } catch (Exception e) {
-                // the ResourceManager stops anyway
+                List<ProcessHandle> children = nm == null ? List.of() : nm.descendants().toList();
+                stopNodeManager(true);
+                killContainers(children);
+            } finally {
+                if (rm != null) {
+                    rm.stop();
+                }
+                if (inventory != null) {
+                    inventory.close();
+                }
+                removeCgroups();
+                keepLogsAndDelete();
             }
-            amrm.stop();
         }
-        if (yarn != null) {
-            yarn.stop();
-        }
-        stopNodeManager(false);
-        if (rm != null) {
-            rm.stop();
-        }
-        if (inventory != null) {
-            inventory.close();
-        }
-        // containers' cgroups left behind by a failed run
+    }
+
+    /**
+     * Kills, by pid, the NodeManager's children, every process in the containers' cgroups and the test
+     * container-executor's launchers (orphans of a killed NodeManager).
+     */
+    private static void killContainers(List<ProcessHandle> nmChildren) throws Exception {
+        List<ProcessHandle> victims = new ArrayList<>(nmChildren);
         Path h = DEVICES_CGROUP.resolve(hierarchy);
         if (Files.isDirectory(h)) {
+            try (Stream<Path> s = Files.list(h)) {
+                for (Path cg : s.filter(Files::isDirectory).toList()) {
+                    for (String pid : Files.readAllLines(cg.resolve("tasks"))) {
+                        ProcessHandle.of(Long.parseLong(pid.strip())).ifPresent(victims::add);
+                    }
+                }
+            }
+        }
+        Path launchers = work.resolve("launcher-pids");
+        if (Files.exists(launchers)) {
+            for (String pid : Files.readAllLines(launchers)) {
+                ProcessHandle.of(Long.parseLong(pid.strip())).ifPresent(victims::add);
+            }
+        }
+        for (ProcessHandle p : victims) {
+            p.destroyForcibly();
+        }
+        for (ProcessHandle p : victims) {
+            p.onExit().get(30, TimeUnit.SECONDS);
+        }
+    }
+
+    /** Removes the containers' devices cgroups and the hierarchy the NodeManager made; fails if one stays. */
+    private static void removeCgroups() throws Exception {
+        Path h = DEVICES_CGROUP.resolve(hierarchy);
+        if (!Files.isDirectory(h)) {
+            return;
+        }
+        long until = System.nanoTime() + 30_000_000_000L;
+        while (true) {
             try (Stream<Path> s = Files.list(h)) {
                 s.filter(Files::isDirectory).forEach(p -> p.toFile().delete());
             }
             h.toFile().delete();
+            if (!Files.exists(h) || System.nanoTime() > until) {
+                break;
+            }
+            Thread.sleep(100); // a killed task leaves its cgroup a moment after it exited
+        }
+        assertThat(h).as("the devices cgroup hierarchy the test made").doesNotExist();
+    }
+
+    /** Keeps the NodeManager's and the container-executor's logs in target/, deletes the work directory. */
+    private static void keepLogsAndDelete() throws IOException {
+        Path keep = Files.createDirectories(Path.of("target", "live-nodemanager"));
+        for (String f : List.of("nm.log", "container-executor.log")) {
+            if (Files.exists(work.resolve(f))) {
+                Files.copy(work.resolve(f), keep.resolve(f), java.nio.file.StandardCopyOption.REPLACE_EXISTING);
+            }
+        }
+        try (Stream<Path> s = Files.walk(work)) {
+            s.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
         }
     }
 
@@ -310,21 +409,26 @@ class LiveNodeManagerIT {
                 .orElseThrow();
         Files.writeString(healthFile, lost + " XID 79: GPU has fallen off the bus\n");
         awaitGpuCapacity(7, "GPU " + lost + " lost");
+        await(() -> { // an over-allocated container given back leaves the ResourceManager's books on its next heartbeat
+            allocate();
+            return node().getUsed().getResourceValue(GPU) == 6 ? true : null;
+        }, "6 GPUs in use at the ResourceManager (3 containers of 2); node: " + node());
         // 6 GPUs held, 7 sold: a 2-GPU request is not placed (with 8 sold it would be, and fail in the NodeManager)
         am.doAs((java.security.PrivilegedExceptionAction<Void>) () -> {
+            wanted++;
             amrm.addContainerRequest(request(2));
             return null;
         });
-        long until = System.nanoTime() + 5_000_000_000L;
-        while (System.nanoTime() < until) {
-            assertThat(allocate().getAllocatedContainers()).as("placed on a lost GPU").isEmpty();
+        for (int i = 0; i < 12; i++) { // a dozen allocate calls, each after at least one NodeManager heartbeat
+            allocate();
+            assertThat(allocated).as("placed on a lost GPU").isEmpty();
             Thread.sleep(250);
         }
         Files.writeString(healthFile, "");
         awaitGpuCapacity(8, "GPU " + lost + " recovered");
         Container c = await(() -> {
-            List<Container> a = allocate().getAllocatedContainers();
-            return a.isEmpty() ? null : a.get(0);
+            allocate();
+            return allocated.isEmpty() ? null : allocated.remove(0);
         }, "the waiting request placed after recovery");
         start(c);
         Set<Integer> mine = checkContainer(c);
@@ -339,26 +443,43 @@ class LiveNodeManagerIT {
         for (Container c : launched.values()) {
             before.put(c.getId().toString(), gpusOf(c));
         }
+        assertThat(before.values().stream().mapToInt(Set::size).sum()).as("the node is full: " + before).isEqualTo(8);
+        int registrations = registrations();
         stopNodeManager(true);
         startNodeManager();
+        await(() -> registrations() > registrations ? true : null, "the restarted NodeManager registers");
         awaitGpuCapacity(8, "the NodeManager registered again");
+        assertThat(ledgerFile()).as("the ledger file after the restart").isEqualTo(before);
         try (GpuNode node = readLedger()) {
             for (Map.Entry<String, Set<Integer>> e : before.entrySet()) {
-                Allocation a = YarnContainerGpus.find(node.scheduler(), e.getKey()).orElseThrow();
-                assertThat(new TreeSet<>(a.deviceIndices())).as(e.getKey()).isEqualTo(e.getValue());
+                Optional<Allocation> a = YarnContainerGpus.find(node.scheduler(), e.getKey());
+                assertThat(a).as(e.getKey() + " in the ledger after the NodeManager restart").isPresent();
+                assertThat(new TreeSet<>(a.get().deviceIndices())).as(e.getKey()).isEqualTo(e.getValue());
             }
         }
         // the node is full; one container finishes and a new one gets exactly its GPUs (YARN's recovered books)
         String first = before.keySet().iterator().next();
         Files.writeString(stops.resolve(first), "");
-        await(() -> completed.stream().anyMatch(s -> s.getContainerId().toString().equals(first)) ? true : null,
-                "container " + first + " completes");
+        ContainerStatus done = await(() -> {
+            allocate();
+            return completed.stream().filter(s -> s.getContainerId().toString().equals(first)).findFirst()
+                    .orElse(null);
+        }, "container " + first + " completes");
+        assertThat(done.getExitStatus()).as(first + " exit status: " + done.getDiagnostics()).isZero();
         Container next = launch(1, 2).get(0);
         assertThat(checkContainer(next)).isEqualTo(before.get(first));
+        assertThat(ledgerFile()).as("finished container released").doesNotContainKey(first);
         try (GpuNode node = readLedger()) {
             assertThat(YarnContainerGpus.find(node.scheduler(), first)).as("finished container released").isEmpty();
         }
         assertThat(failed()).as("no container failed").isEmpty();
+    }
+
+    /** @return how often a NodeManager of this test logged its registration with the ResourceManager */
+    private static int registrations() throws IOException {
+        try (Stream<String> l = Files.lines(work.resolve("nm.log"))) {
+            return (int) l.filter(x -> x.contains("Registered with ResourceManager as")).count();
+        }
     }
 
     // ---------------------------------------------------------------------------------------------------------
@@ -368,19 +489,24 @@ class LiveNodeManagerIT {
                 .auditLogging(false).build();
     }
 
-    /** @return the GPUs the container reported, after checking them against its fence and the ledger */
+    /**
+     * @return the GPUs the container learned, after checking them against its fence (what it could open), the ledger
+     *         file as this test reads it and {@link YarnContainerGpus#find}
+     */
     private static Set<Integer> checkContainer(Container c) throws Exception {
         String id = c.getId().toString();
         Path out = results.resolve(id);
         await(() -> Files.exists(out) && Files.readString(out).contains("done") ? true : null, id + " reports");
         String text = Files.readString(out);
-        Matcher m = Pattern.compile("export CUDA_VISIBLE_DEVICES='([^']*)'").matcher(text);
-        assertThat(m.find()).as(id + " learned CUDA_VISIBLE_DEVICES from the ledger:\n" + text).isTrue();
+        String err = Files.exists(results.resolve(id + ".err")) ? Files.readString(results.resolve(id + ".err")) : "";
+        assertThat(text).contains("CONTAINER_ID=" + id).contains("GPUSCHED_STATE_DIR=" + stateBase);
+        Matcher m = Pattern.compile("(?m)^CUDA_VISIBLE_DEVICES=(GPU-.*)$").matcher(text);
+        assertThat(m.find()).as(id + " learned CUDA_VISIBLE_DEVICES with " + envLine + ":\n" + text + err).isTrue();
         Set<Integer> mine = new TreeSet<>();
         for (String uuid : m.group(1).split(",")) {
+            assertThat(indexByUuid).as(id + ": " + uuid).containsKey(uuid);
             mine.add(indexByUuid.get(uuid));
         }
-        assertThat(text).contains("CONTAINER_ID=" + id);
         for (GpuDevice d : inventory.devices()) {
             String line = "nvidia" + d.minor().getAsInt() + " ";
             String verdict = text.lines().filter(l -> l.startsWith(line)).findFirst().orElseThrow();
@@ -390,29 +516,77 @@ class LiveNodeManagerIT {
                 assertThat(verdict).as(id + " is fenced off GPU " + d.index()).containsIgnoringCase("not permitted");
             }
         }
-        assertThat(gpusOf(c)).isEqualTo(mine);
+        assertThat(gpusOf(c)).as(id + " in the ledger file").isEqualTo(mine);
+        try (GpuNode node = readLedger()) {
+            assertThat(new TreeSet<>(YarnContainerGpus.find(node.scheduler(), id).orElseThrow().deviceIndices()))
+                    .as(id + " by YarnContainerGpus.find").isEqualTo(mine);
+        }
         return mine;
     }
 
-    private static Set<Integer> gpusOf(Container c) {
-        try (GpuNode node = readLedger()) {
-            return new TreeSet<>(YarnContainerGpus.find(node.scheduler(), c.getId().toString()).orElseThrow()
-                    .deviceIndices());
+    /** @return the container's GPUs in the ledger file, read by this test (not by gpusched), or an empty set */
+    private static Set<Integer> gpusOf(Container c) throws IOException {
+        return ledgerFile().getOrDefault(c.getId().toString(), Set.of());
+    }
+
+    /**
+     * The ledger file read independently of gpusched's reader: a header line, then {@code <seq> <crc> <json>} lines;
+     * {@code A} adds an allocation (request.indices, request.labels."yarn.container"), {@code R} ends one by id,
+     * {@code S} replaces everything with its {@code live} list.
+     *
+     * @return live allocations by container id
+     */
+    static Map<String, Set<Integer>> ledgerFile() throws IOException {
+        com.fasterxml.jackson.databind.ObjectMapper json = new com.fasterxml.jackson.databind.ObjectMapper();
+        Map<String, com.fasterxml.jackson.databind.JsonNode> live = new LinkedHashMap<>();
+        List<String> lines = Files.readAllLines(ledger.resolve("ledger"));
+        assertThat(lines.get(0)).startsWith("gpusched-ledger ");
+        for (int i = 1; i < lines.size(); i++) {
+            String[] f = lines.get(i).split(" ", 3);
+            com.fasterxml.jackson.databind.JsonNode r;
+            try {
+                r = json.readTree(f[2]);
+            } catch (RuntimeException | IOException e) {
+                assertThat(i).as("only the last line may be in the middle of being written: " + lines.get(i))
+                        .isEqualTo(lines.size() - 1);
+                break;
+            }
+            switch (r.path("op").asText()) {
+                case "A" -> live.put(r.get("id").asText(), r);
+                case "R" -> live.remove(r.get("id").asText());
+                case "S" -> {
+                    live.clear();
+                    r.get("live").forEach(a -> live.put(a.get("id").asText(), a));
+                }
+                default -> { }
+            }
         }
+        Map<String, Set<Integer>> out = new LinkedHashMap<>();
+        for (com.fasterxml.jackson.databind.JsonNode a : live.values()) {
+            String cid = a.path("request").path("labels").path(YarnContainerGpus.LABEL).asText("");
+            if (!cid.isEmpty()) {
+                Set<Integer> gpus = new TreeSet<>();
+                a.path("request").path("indices").forEach(x -> gpus.add(x.asInt()));
+                assertThat(out.put(cid, gpus)).as("one allocation per container: " + cid).isNull();
+            }
+        }
+        return out;
     }
 
     private static List<Container> launch(int n, int gpus) throws Exception {
         am.doAs((java.security.PrivilegedExceptionAction<Void>) () -> {
             for (int i = 0; i < n; i++) {
+                wanted++;
                 amrm.addContainerRequest(request(gpus));
             }
             return null;
         });
-        List<Container> got = new ArrayList<>();
         await(() -> {
-            got.addAll(allocate().getAllocatedContainers());
-            return got.size() >= n ? true : null;
+            allocate();
+            return allocated.size() >= n ? true : null;
         }, n + " containers allocated");
+        List<Container> got = new ArrayList<>(allocated.subList(0, n));
+        allocated.subList(0, n).clear();
         for (Container c : got) {
             start(c);
         }
@@ -436,9 +610,11 @@ class LiveNodeManagerIT {
                     .append(" $( (head -c0 < ").append(node).append(") 2>&1 )\"; fi; ");
         }
         String out = results.resolve(c.getId().toString()).toString();
-        String cmd = "{ echo CONTAINER_ID=$CONTAINER_ID; " + javaBin + " -cp " + dropIn + ":" + slf4j
-                + " io.gpusched.yarn.YarnContainerGpus --inventory simulated:dgx1-v100 --state-dir " + ledger
-                + " 2>&1; " + probe + "echo done; } > " + out + ".tmp; mv " + out + ".tmp " + out + "; "
+        String reader = envLine.replace("gpusched env", javaBin + " -cp " + dropIn + ":" + slf4j
+                + " io.gpusched.yarn.YarnContainerGpus --inventory simulated:dgx1-v100 2>>" + out + ".err");
+        String cmd = "{ echo CONTAINER_ID=$CONTAINER_ID; echo GPUSCHED_STATE_DIR=$GPUSCHED_STATE_DIR; " + reader
+                + "; echo CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES; " + probe + "echo done; } > " + out
+                + ".tmp; mv " + out + ".tmp " + out + "; "
                 + "while [ ! -e " + stops.resolve(c.getId().toString()) + " ]; do sleep 0.2; done";
         // ContainerLaunch writes: exec /bin/bash -c "<command>"; escaped so the container's shell evaluates it
         String inQuotes = cmd.replace("\\", "\\\\").replace("\"", "\\\"").replace("$", "\\$").replace("`", "\\`");
@@ -448,16 +624,34 @@ class LiveNodeManagerIT {
         launched.put(c.getId().toString(), c);
     }
 
-    private static AllocateResponse allocate() throws Exception {
-        AllocateResponse r = am.doAs((java.security.PrivilegedExceptionAction<AllocateResponse>) () ->
-                amrm.allocate(0.1f));
-        completed.addAll(r.getCompletedContainersStatuses());
-        return r;
+    /**
+     * One heartbeat of the ApplicationMaster: completed containers go to {@link #completed}, allocated ones to
+     * {@link #allocated} (and their requests are removed, as an ApplicationMaster must, or the client asks again);
+     * containers beyond what was asked for are given back unstarted.
+     */
+    private static void allocate() throws Exception {
+        am.doAs((java.security.PrivilegedExceptionAction<Void>) () -> {
+            AllocateResponse r = amrm.allocate(0.1f);
+            completed.addAll(r.getCompletedContainersStatuses());
+            for (Container c : r.getAllocatedContainers()) {
+                if (wanted > 0) {
+                    wanted--;
+                    allocated.add(c);
+                    amrm.removeContainerRequest(request((int) c.getResource().getResourceValue(GPU)));
+                } else {
+                    // the client's absolute ask raced an allocation the ResourceManager had made meanwhile
+                    amrm.releaseAssignedContainer(c.getId());
+                }
+            }
+            return null;
+        });
     }
 
+    /** @return completed containers of this test's (started ones) that did not exit 0 */
     private static List<ContainerStatus> failed() throws Exception {
         allocate();
-        return completed.stream().filter(s -> s.getExitStatus() != 0).toList();
+        return completed.stream().filter(s -> launched.containsKey(s.getContainerId().toString())
+                && s.getExitStatus() != 0).toList();
     }
 
     private static void awaitGpuCapacity(long want, String why) throws Exception {
@@ -489,10 +683,11 @@ class LiveNodeManagerIT {
         ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true)
                 .redirectOutput(ProcessBuilder.Redirect.appendTo(work.resolve("nm.log").toFile()));
         pb.environment().put("GPUSCHED_SIMULATED_HEALTH", healthFile.toString());
-        pb.environment().remove("GPUSCHED_STATE_DIR");
+        pb.environment().put("GPUSCHED_STATE_DIR", stateBase.toString());
         nm = pb.start();
     }
 
+    /** Stops the NodeManager by its pid: SIGKILL ({@code kill}) or SIGTERM, then SIGKILL after 60 s. */
     private static void stopNodeManager(boolean kill) throws InterruptedException {
         if (nm == null) {
             return;
@@ -560,6 +755,7 @@ class LiveNodeManagerIT {
                     tasks=""
                     case "$resources" in cgroups=*) tasks="${resources#cgroups=}" ;; esac
                     cd "$workdir"
+                    echo $$ >> PIDS
                     export GPUSCHED_TASKS="$tasks" GPUSCHED_PIDFILE="$pidfile"
                     setsid -w /bin/bash -c '
                       IFS="," read -ra ts <<< "$GPUSCHED_TASKS"
@@ -582,7 +778,8 @@ class LiveNodeManagerIT {
                     exit 0 ;;
                   *) echo "unsupported container-executor operation $op" >&2; exit 1 ;;
                 esac
-                """.replace("LOG", work.resolve("container-executor.log").toString()).replace("CGROUP", cg);
+                """.replace("LOG", work.resolve("container-executor.log").toString()).replace("CGROUP", cg)
+                .replace("PIDS", work.resolve("launcher-pids").toString());
         Files.writeString(exe, script);
         Files.setPosixFilePermissions(exe, PosixFilePermissions.fromString("rwxr-xr-x"));
         return exe;
