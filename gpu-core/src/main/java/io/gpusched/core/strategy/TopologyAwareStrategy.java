@@ -618,6 +618,7 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
             if (work + 5L * c * c > budget) {
                 exhausted = true;
                 haveFrontier = false;
+                restarts();
                 rootFrontier();
                 return answer();
             }
@@ -651,6 +652,7 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
             Arrays.fill(linB, 0);
             branch(0, 0, 0, 0, 0);
             if (exhausted) {
+                restarts();
                 rootBound();
             }
             return answer();
@@ -1031,8 +1033,42 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
             setBest(m);
         }
 
-        /** Incumbent: the required devices, then one device at a time by the best marginal gain. */
+        /**
+         * Incumbent: the required devices, then one device at a time by the best marginal gain. When the search ends
+         * early, {@link #restarts()} runs it again from every class as its first free choice (a plain greedy's first
+         * pick decides much of a small set) where that fits an eighth of the budget, and keeps the best.
+         */
         private void greedy() {
+            setBest(greedyFrom(-1));
+        }
+
+        /** A search that ended early: the greedy again from every class (see {@link #greedy()}) may find better. */
+        private void restarts() {
+            int need = k;
+            for (int j = 0; j < c; j++) {
+                need -= lo[j];
+            }
+            if (need < 2 || 2L * c * c * need > budget / 8) {
+                return;
+            }
+            for (int seed = 0; seed < c; seed++) {
+                if (lo[seed] >= cap[seed]) {
+                    continue;
+                }
+                int[] m = greedyFrom(seed);
+                long[] v = value(m);
+                work += need;
+                if (gt(v[0], v[1], v[2], bA, bB, bC)) {
+                    bA = v[0];
+                    bB = v[1];
+                    bC = v[2];
+                    bestCounts = m;
+                }
+            }
+        }
+
+        /** @return the greedy's counts, its first free choice forced to class {@code seed} (-1: none forced) */
+        private int[] greedyFrom(int seed) {
             int[] m = lo.clone();
             long[] sA = new long[c];
             long[] sB = new long[c];
@@ -1046,25 +1082,31 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
                     }
                 }
             }
+            boolean first = true;
             while (chosen < k) {
                 int pick = -1;
                 long ga = 0;
                 long gb = 0;
                 long gc = 0;
-                for (int j = 0; j < c; j++) {
-                    if (m[j] >= cap[j]) {
-                        continue;
-                    }
-                    long a = nA[j] + sA[j];
-                    long b = nB[j] + sB[j];
-                    long cc = -(posPrefix[j][m[j] + 1] - posPrefix[j][m[j]]);
-                    if (pick < 0 || gt(a, b, cc, ga, gb, gc)) {
-                        pick = j;
-                        ga = a;
-                        gb = b;
-                        gc = cc;
+                if (first && seed >= 0) {
+                    pick = seed;
+                } else {
+                    for (int j = 0; j < c; j++) {
+                        if (m[j] >= cap[j]) {
+                            continue;
+                        }
+                        long a = nA[j] + sA[j];
+                        long b = nB[j] + sB[j];
+                        long cc = -(posPrefix[j][m[j] + 1] - posPrefix[j][m[j]]);
+                        if (pick < 0 || gt(a, b, cc, ga, gb, gc)) {
+                            pick = j;
+                            ga = a;
+                            gb = b;
+                            gc = cc;
+                        }
                     }
                 }
+                first = false;
                 m[pick]++;
                 chosen++;
                 for (int l = 0; l < c; l++) {
@@ -1073,7 +1115,7 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
                 }
                 work += 2L * c;
             }
-            setBest(m);
+            return m;
         }
 
         private void setBest(int[] m) {
