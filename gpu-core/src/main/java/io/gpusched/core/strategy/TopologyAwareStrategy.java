@@ -40,7 +40,8 @@ import java.util.Objects;
  * blocks (classes with one score to every other class, such as the packages of one NUMA node) a knapsack per block and
  * every split over the blocks is exact and fast. Elsewhere: a greedy start, improved by swaps (local search), then a
  * branch and bound bounded by the best possible gain of the devices still to add. Every search spends at most its
- * work budget ({@link #DEFAULT_WORK_BUDGET} units by default, deterministic: about one unit per class looked at; see
+ * work budget ({@link #DEFAULT_WORK_BUDGET} units by default, deterministic, set-up included: about one unit per table
+ * entry or class looked at; see
  * docs/PERFORMANCE.md for what that costs in time); a search that ends early returns the best set found with an upper
  * bound on the optimum from the unexplored branches, and {@link #choose} says so ({@link PlacementQuality}). The
  * budget {@link #EXACT} searches to the end (offline use).
@@ -52,9 +53,10 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
     /** Configuration name of the {@link Objective#REMAINING} objective. */
     public static final String REMAINING_NAME = "topology-remaining";
     /**
-     * Default work budget of one search. Measured here (docs/PERFORMANCE.md, issue 23): it keeps the search exact on
-     * every test corpus, but the slowest call on irregular 64 to 1,024-device nodes takes tens of ms on the loaded
-     * 2-core machine, above the 10 ms goal; 250,000 units is closer in time and loses exactness on those corpora.
+     * Default work budget of one search (set-up included). Measured here (docs/PERFORMANCE.md, issue 23): a unit costs
+     * about 2-3 ns of CPU, so a search spends at most about 4-8 ms of CPU on irregular 64 to 1,024-device nodes; it
+     * keeps the search exact on every test corpus. The slowest call in wall time on the loaded 2-core machine is still
+     * above the 10 ms goal.
      */
     public static final long DEFAULT_WORK_BUDGET = 2_000_000;
     /** The work budget that means none: the search runs until its answer is proven optimal. */
