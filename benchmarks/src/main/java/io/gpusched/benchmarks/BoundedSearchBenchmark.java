@@ -13,6 +13,8 @@ import io.gpusched.core.SchedulingView;
 import io.gpusched.core.strategy.PairScore;
 import io.gpusched.core.strategy.TopologyAwareStrategy;
 import io.gpusched.core.strategy.TopologyAwareStrategy.Objective;
+import java.lang.management.ManagementFactory;
+import java.lang.management.ThreadMXBean;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -182,7 +184,7 @@ public class BoundedSearchBenchmark {
     public static void main(String[] args) {
         int[] sizes = args.length > 0 ? Arrays.stream(args).mapToInt(Integer::parseInt).toArray()
                 : new int[] {64, 128, 256, 1024};
-        java.lang.management.ThreadMXBean mx = java.lang.management.ManagementFactory.getThreadMXBean();
+        ThreadMXBean mx = ManagementFactory.getThreadMXBean();
         for (int n : sizes) {
             List<Case> cases = corpus(n);
             for (Objective o : Objective.values()) {

@@ -17,6 +17,7 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
 import java.util.Random;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
@@ -24,8 +25,8 @@ import java.util.concurrent.locks.ReentrantLock;
  * other allocate, release and renew of the process waits for), measured by swapping that lock for one that times each
  * outermost hold. In-memory scheduler, one thread, the topology strategy; per node: warm-up, then 1,000 allocate +
  * release rounds; prints median, p99 and max of the hold during allocate and of allocate's own time. Uses only public
- * API and reflection on the fields {@code DefaultGpuScheduler.ledger} and {@code Ledger.lock}, so the same source can be
- * compiled against an older gpu-core (the decide-under-lock baseline) and run there. Run:
+ * API and reflection on the fields {@code DefaultGpuScheduler.ledger} and {@code Ledger.lock}, so the same source can
+ * be compiled against an older gpu-core (the decide-under-lock baseline) and run there. Run:
  * <pre>
  * java -cp benchmarks/target/benchmarks.jar io.gpusched.benchmarks.LockHoldBenchmark
  * </pre>
@@ -63,7 +64,7 @@ public final class LockHoldBenchmark {
         }
 
         @Override
-        public boolean tryLock(long timeout, java.util.concurrent.TimeUnit unit) throws InterruptedException {
+        public boolean tryLock(long timeout, TimeUnit unit) throws InterruptedException {
             boolean got = super.tryLock(timeout, unit);
             if (got) {
                 started();
