@@ -60,10 +60,21 @@ public final class AllocationStrategies {
         return new ThermalAwareStrategy(base, maxAge);
     }
 
-    /** @return the strategy {@code gpu.strategy} names, with the configuration's sample age for {@code thermal} */
+    /**
+     * @return the strategy {@code gpu.strategy} names, with the configuration's sample age for {@code thermal} and its
+     *         {@code gpu.placement.work_budget} for every strategy that runs the topology search
+     */
     public static AllocationStrategy fromConfig(GpuConfig config) {
+        long budget = config.workBudget();
         if (ThermalAwareStrategy.NAME.equals(config.strategy())) {
-            return thermalAware(topologyAware(), config.sampleMaxAge());
+            return thermalAware(new TopologyAwareStrategy(TopologyAwareStrategy.Objective.SET, budget),
+                    config.sampleMaxAge());
+        }
+        if (TopologyAwareStrategy.NAME.equals(config.strategy())) {
+            return new TopologyAwareStrategy(TopologyAwareStrategy.Objective.SET, budget);
+        }
+        if (TopologyAwareStrategy.REMAINING_NAME.equals(config.strategy())) {
+            return new TopologyAwareStrategy(TopologyAwareStrategy.Objective.REMAINING, budget);
         }
         return byName(config.strategy());
     }

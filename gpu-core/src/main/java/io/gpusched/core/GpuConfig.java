@@ -2,6 +2,7 @@ package io.gpusched.core;
 
 import io.gpusched.core.internal.Durations;
 import io.gpusched.core.internal.StrictYaml;
+import io.gpusched.core.strategy.TopologyAwareStrategy;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -28,6 +29,7 @@ import java.util.Set;
  *   drain: {timeout: 5m}                           # released GPUs with processes left past this are quarantined
  *   rate_limit: {per_owner_per_second: 0, burst: 0} # 0: no limit; over it: RATE_LIMITED
  *   thermal: {max_sample_age: 30s}                 # older samples are ignored by the thermal strategy
+ *   placement: {work_budget: 2000000}              # topology search budget (units, >= 1000) or exact
  *   state_dir: /var/lib/gpusched                   # node ledger shared by the node's processes; unset: in memory
  * </pre>
  * Unknown keys are rejected with their path named.
@@ -46,6 +48,9 @@ import java.util.Set;
  * @param stateDir          {@code gpu.state_dir}: the node ledger's directory (see {@link
  * GpuScheduler.Builder#stateDir}); empty: the
  *                          scheduler keeps its state in memory only
+ * @param workBudget        {@code gpu.placement.work_budget}: work units one topology search may spend (at least
+ *                          1,000; {@link io.gpusched.core.strategy.TopologyAwareStrategy#EXACT} for none, written
+ *                          {@code exact})
  */
 public record GpuConfig(
         boolean enabled,
@@ -59,11 +64,13 @@ public record GpuConfig(
         double rateLimitPerSecond,
         int rateLimitBurst,
         Duration sampleMaxAge,
-        Optional<Path> stateDir) {
+        Optional<Path> stateDir,
+        long workBudget) {
 
     private static final Set<String> ROOT_KEYS = Set.of("gpu");
     private static final Set<String> GPU_KEYS = Set.of("enabled", "strategy", "backends", "cuda_paths",
-            "max_gpus_per_request", "allow_sharing", "leases", "drain", "rate_limit", "thermal", "state_dir");
+            "max_gpus_per_request", "allow_sharing", "leases", "drain", "rate_limit", "thermal", "state_dir",
+            "placement");
 
     /** @throws GpuConfigException naming the invalid setting */
     public GpuConfig {
@@ -89,6 +96,10 @@ public record GpuConfig(
         if (rateLimitPerSecond < 0 || rateLimitBurst < 0 || (rateLimitPerSecond > 0 && rateLimitBurst < 1)) {
             throw new GpuConfigException("gpu.rate_limit: per_owner_per_second must be >= 0 and, when set, burst"
                     + " >= 1; got " + rateLimitPerSecond + " and " + rateLimitBurst);
+        }
+        if (workBudget < TopologyAwareStrategy.MIN_WORK_BUDGET) {
+            throw new GpuConfigException("gpu.placement.work_budget: " + workBudget + " is too small; valid: "
+                    + TopologyAwareStrategy.WORK_BUDGET_VALUES);
         }
         if (maxGpusPerRequest < 0) {
             throw new GpuConfigException("gpu.max_gpus_per_request: must be >= 0 (0 = no limit), was "
@@ -138,6 +149,8 @@ public record GpuConfig(
                 rate.integer("burst", 0, 0, Integer.MAX_VALUE));
         StrictYaml thermal = gpu.child("thermal").onlyKeys(Set.of("max_sample_age"));
         b.sampleMaxAge(thermal.parsed("max_sample_age", Durations::parse, b.sampleMaxAge));
+        StrictYaml placement = gpu.child("placement").onlyKeys(Set.of("work_budget"));
+        b.workBudget(placement.parsed("work_budget", TopologyAwareStrategy::parseWorkBudget, b.workBudget));
         List<Path> paths = new ArrayList<>();
         List<String> given = gpu.strings("cuda_paths");
         for (int i = 0; i < given.size(); i++) {
@@ -192,7 +205,7 @@ public record GpuConfig(
      */
     public GpuConfig withStrategy(String name) {
         return new GpuConfig(enabled, name, backends, cudaPaths, maxGpusPerRequest, allowSharing, releaseOnExpiry,
-                drainTimeout, rateLimitPerSecond, rateLimitBurst, sampleMaxAge, stateDir);
+                drainTimeout, rateLimitPerSecond, rateLimitBurst, sampleMaxAge, stateDir, workBudget);
     }
 
     /**
@@ -201,7 +214,7 @@ public record GpuConfig(
      */
     public GpuConfig withBackends(List<String> names) {
         return new GpuConfig(enabled, strategy, List.copyOf(names), cudaPaths, maxGpusPerRequest, allowSharing,
-                releaseOnExpiry, drainTimeout, rateLimitPerSecond, rateLimitBurst, sampleMaxAge, stateDir);
+                releaseOnExpiry, drainTimeout, rateLimitPerSecond, rateLimitBurst, sampleMaxAge, stateDir, workBudget);
     }
 
     /** @return a builder with the defaults */
@@ -223,6 +236,7 @@ public record GpuConfig(
         private int rateLimitBurst;
         private Duration sampleMaxAge = Duration.ofSeconds(30);
         private Path stateDir;
+        private long workBudget = TopologyAwareStrategy.DEFAULT_WORK_BUDGET;
 
         private Builder() {
         }
@@ -239,6 +253,11 @@ public record GpuConfig(
         }
         /** @return this */
         public Builder sampleMaxAge(Duration v) { sampleMaxAge = v; return this; }
+        /**
+         * @param v work units one topology search may spend ({@code gpu.placement.work_budget}), at least 1,000, or
+         *          {@link TopologyAwareStrategy#EXACT} @return this
+         */
+        public Builder workBudget(long v) { workBudget = v; return this; }
         /** @param v the node ledger's directory ({@code gpu.state_dir}); null: none @return this */
         public Builder stateDir(Path v) { stateDir = v; return this; }
 
@@ -259,7 +278,7 @@ public record GpuConfig(
         public GpuConfig build() {
             return new GpuConfig(enabled, strategy, backends, cudaPaths, maxGpusPerRequest, allowSharing,
                     releaseOnExpiry, drainTimeout, rateLimitPerSecond, rateLimitBurst, sampleMaxAge,
-                    Optional.ofNullable(stateDir));
+                    Optional.ofNullable(stateDir), workBudget);
         }
     }
 }

@@ -55,6 +55,16 @@ public final class ThermalAwareStrategy implements AllocationStrategy {
 
     @Override
     public List<Integer> select(GpuRequest request, SchedulingView view) {
+        return choose(request, view).devices();
+    }
+
+    /**
+     * The base's choice on the re-ranked view, with the base's certificate passed through: the thermal ranks only
+     * reorder the candidates (the base's last tie-break), so "proven optimal" and "within X %" keep their meaning for
+     * the base's objective.
+     */
+    @Override
+    public Choice choose(GpuRequest request, SchedulingView view) {
         Instant oldest = view.now().minus(maxAge);
         Map<Integer, Integer> tempRank = ranks(view.candidates(), oldest, true);
         Map<Integer, Integer> utilRank = ranks(view.candidates(), oldest, false);
@@ -65,7 +75,7 @@ public final class ThermalAwareStrategy implements AllocationStrategy {
                 ? Comparator.comparing((DeviceState d) -> !d.isShared()).thenComparing(heat).thenComparing(temp)
                         .thenComparing(util)
                 : heat.thenComparing(util).thenComparing(temp);
-        return base.select(request, SchedulingView.reordered(view, order));
+        return base.choose(request, SchedulingView.reordered(view, order));
     }
 
     private static boolean fresh(DeviceState d, Instant oldest) {

@@ -40,7 +40,8 @@ import java.util.Objects;
  * blocks (classes with one score to every other class, such as the packages of one NUMA node) a knapsack per block and
  * every split over the blocks is exact and fast. Elsewhere: a greedy start, improved by swaps (local search), then a
  * branch and bound bounded by the best possible gain of the devices still to add. Every search spends at most its
- * work budget ({@link #DEFAULT_WORK_BUDGET} units by default, deterministic: about one unit per class looked at; see
+ * work budget ({@link #DEFAULT_WORK_BUDGET} units by default, deterministic, set-up included: about one unit per table
+ * entry or class looked at; see
  * docs/PERFORMANCE.md for what that costs in time); a search that ends early returns the best set found with an upper
  * bound on the optimum from the unexplored branches, and {@link #choose} says so ({@link PlacementQuality}). The
  * budget {@link #EXACT} searches to the end (offline use).
@@ -52,13 +53,19 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
     /** Configuration name of the {@link Objective#REMAINING} objective. */
     public static final String REMAINING_NAME = "topology-remaining";
     /**
-     * Default work budget of one search. Measured here (docs/PERFORMANCE.md, issue 23): it keeps the search exact on
-     * every test corpus, but the slowest call on irregular 64 to 1,024-device nodes takes tens of ms on the loaded
-     * 2-core machine, above the 10 ms goal; 250,000 units is closer in time and loses exactness on those corpora.
+     * Default work budget of one search (set-up included). Measured here (docs/PERFORMANCE.md, issue 23): a unit costs
+     * about 2-3 ns of CPU, so a search spends at most about 4-8 ms of CPU on irregular 64 to 1,024-device nodes; it
+     * keeps the search exact on every test corpus. The slowest call in wall time on the loaded 2-core machine is still
+     * above the 10 ms goal.
      */
     public static final long DEFAULT_WORK_BUDGET = 2_000_000;
     /** The work budget that means none: the search runs until its answer is proven optimal. */
     public static final long EXACT = Long.MAX_VALUE;
+    /** Smallest work budget accepted. */
+    public static final long MIN_WORK_BUDGET = 1_000;
+    /** What a work budget may be, in words (for error messages). */
+    public static final String WORK_BUDGET_VALUES = "a whole number of work units >= 1000 (default 2000000; about 2 to"
+            + " 3 ns each on a loaded 2-core machine), or \"exact\" for no budget";
     /** Most splits of a request over blocks of classes enumerated by the block search. */
     static final int BLOCK_COMPOSITIONS = 20_000;
     /**
@@ -80,7 +87,9 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
 
     private final Objective objective;
     private final long workBudget;
-    private volatile TopologyScores scores;
+    private volatile TopologyScores[] scores = new TopologyScores[0];
+    /** Topologies whose scores a strategy keeps. */
+    static final int TOPOLOGIES_KEPT = 8;
 
     /** The {@link Objective#SET} objective, {@link #DEFAULT_WORK_BUDGET}. */
     public TopologyAwareStrategy() {
@@ -99,11 +108,36 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
      */
     public TopologyAwareStrategy(Objective objective, long workBudget) {
         this.objective = Objects.requireNonNull(objective, "objective");
-        if (workBudget < 1_000) {
+        if (workBudget < MIN_WORK_BUDGET) {
             throw new IllegalArgumentException("work budget " + workBudget + " is too small: give at least 1,000 units"
                     + " (default " + DEFAULT_WORK_BUDGET + ", or TopologyAwareStrategy.EXACT for no budget)");
         }
         this.workBudget = workBudget;
+    }
+
+    /**
+     * Reads a work budget as written in configuration ({@code gpu.placement.work_budget}).
+     *
+     * @param text {@code exact} (any case) or a whole number of work units of at least 1,000
+     * @return the budget ({@link #EXACT} for {@code exact})
+     * @throws IllegalArgumentException naming the text and {@link #WORK_BUDGET_VALUES what is valid}
+     */
+    public static long parseWorkBudget(String text) {
+        String t = text == null ? "" : text.strip();
+        if (t.equalsIgnoreCase("exact")) {
+            return EXACT;
+        }
+        long v;
+        try {
+            v = Long.parseLong(t);
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException("\"" + t.replace("\0", "\\0") + "\" is not a work budget; valid: "
+                    + WORK_BUDGET_VALUES);
+        }
+        if (v < MIN_WORK_BUDGET) {
+            throw new IllegalArgumentException(v + " is too small; valid: " + WORK_BUDGET_VALUES);
+        }
+        return v;
     }
 
     /** @return the objective */
@@ -185,12 +219,22 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
         return out;
     }
 
+    /**
+     * The scores of a topology, kept for the last {@link #TOPOLOGIES_KEPT} topologies (one strategy may serve several
+     * nodes, such as a console or a benchmark; a node's topology is read once, so a snapshot keeps its instance).
+     */
     private TopologyScores scores(GpuTopology topology) {
-        TopologyScores s = scores;
-        if (s == null || s.topology != topology) {
-            s = new TopologyScores(topology);
-            scores = s;
+        TopologyScores[] kept = scores;
+        for (TopologyScores s : kept) {
+            if (s.topology == topology) {
+                return s;
+            }
         }
+        TopologyScores s = new TopologyScores(topology);
+        TopologyScores[] next = new TopologyScores[Math.min(TOPOLOGIES_KEPT, kept.length + 1)];
+        next[0] = s;
+        System.arraycopy(kept, 0, next, 1, next.length - 1);
+        scores = next;
         return s;
     }
 
@@ -229,6 +273,14 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
         private long frontierWork;
         private boolean loose;
         private boolean haveFrontier;
+        /** Whether {@link #rootBound()} ran, and its bound (twice an upper bound on A). */
+        private boolean haveRootBound;
+        private long rootBoundA2;
+        private final TopologyScores ts;
+        /** Static class of each class (in the search's order after {@link #order()}). */
+        private final int[] staticOf;
+        /** Largest factor between a pair score and its weight in A (REMAINING: 2, both ends free). */
+        private final long pairFactorA;
         private long fA;
         private long fB;
         private long fC;
@@ -247,6 +299,7 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
         private long[] gB;
         private long[] gC;
         private boolean[] used;
+        private int[] sel;
         private long retA;
         private long retB;
         private long retC;
@@ -273,7 +326,10 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
 
         private boolean localSearch = true;
 
-        /** For tests: pool = candidates, no budget; when the tighter bound is built, whether blocks may answer. */
+        /**
+         * For tests: pool = candidates, no budget; when the tighter bound is built, whether the exact shortcuts (blocks,
+         * at most two devices to choose) may answer instead of the branch and bound.
+         */
         Search(TopologyScores ts, List<DeviceState> pool, List<Integer> required, List<DeviceState> devices, int k,
                Objective objective, int tightAfter, boolean blockSearch) {
             this(ts, pool, identity(pool.size()), required, devices, k, objective, EXACT, tightAfter, blockSearch);
@@ -295,6 +351,8 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
             this.pool = pool;
             this.k = k;
             this.budget = budget;
+            this.ts = ts;
+            this.pairFactorA = objective == Objective.REMAINING ? 2 : 1;
             int sc = ts.classes;
             int[] freeCount = new int[sc];
             for (DeviceState d : devices) {
@@ -332,6 +390,7 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
                 size[dynClass[key]]++;
             }
             c = dc;
+            this.staticOf = Arrays.copyOf(staticOf, c);
             members = new int[c][];
             cap = new int[c];
             lo = new int[c];
@@ -358,32 +417,23 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
             for (int j = 0; j < c; j++) {
                 cap[j] = Math.min(members[j].length, k);
             }
+            long[] deg = new long[c];
             try {
+                // a member's affinity to the free devices, per static class (its own twin term included once)
+                long[] rowFree = freeRows(ts, freeCount, staticOf, c);
                 // affinity of a member of each class to every free device but itself
-                long[] deg = new long[c];
                 long maxNode = 0;
                 for (int j = 0; j < c; j++) {
-                    long s = 0;
                     int x = staticOf[j];
-                    for (int y = 0; y < sc; y++) {
-                        s = Math.addExact(s, Math.multiplyExact((long) freeCount[y], ts.classScore[x * sc + y]));
-                    }
-                    if (freeOf[j]) {
-                        s -= ts.classScore[x * sc + x];
-                    }
-                    deg[j] = s;
-                    maxNode = Math.max(maxNode, s);
+                    deg[j] = freeOf[j] ? rowFree[x] - ts.classScore[x * sc + x] : rowFree[x];
+                    maxNode = Math.max(maxNode, deg[j]);
                 }
                 long total2 = 0;
                 for (int x = 0; x < sc; x++) {
-                    long row = 0;
-                    for (int y = 0; y < sc; y++) {
-                        row = Math.addExact(row, Math.multiplyExact((long) freeCount[y], ts.classScore[x * sc + y]));
-                    }
                     if (freeCount[x] > 0) {
-                        row -= ts.classScore[x * sc + x];
+                        total2 = Math.addExact(total2, Math.multiplyExact((long) freeCount[x],
+                                rowFree[x] - ts.classScore[x * sc + x]));
                     }
-                    total2 = Math.addExact(total2, Math.multiplyExact((long) freeCount[x], row));
                 }
                 offsetA = objective == Objective.REMAINING ? total2 / 2 : 0;
                 // every sum the search forms (doubled bounds included) stays below this
@@ -405,27 +455,23 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
             posPrefix = new long[c][];
             pA = new long[c * c];
             pB = new long[c * c];
+            work += 2L * c * c + n; // two c x c tables
             for (int j = 0; j < c; j++) {
-                long deg = 0;
                 int x = staticOf[j];
-                for (int y = 0; y < sc; y++) {
-                    deg += (long) freeCount[y] * ts.classScore[x * sc + y];
-                }
-                if (freeOf[j]) {
-                    deg -= ts.classScore[x * sc + x];
-                }
                 if (objective == Objective.SET) {
-                    nB[j] = -deg;
+                    nB[j] = -deg[j];
                 } else {
-                    nA[j] = freeOf[j] ? -deg : 0;
+                    nA[j] = freeOf[j] ? -deg[j] : 0;
                 }
                 posPrefix[j] = new long[cap[j] + 1];
                 for (int m = 0; m < cap[j]; m++) {
                     posPrefix[j][m + 1] = posPrefix[j][m] + candPos[members[j][m]];
                 }
+                int row = x * sc;
+                boolean fj = freeOf[j];
                 for (int l = 0; l < c; l++) {
-                    long s = ts.classScore[x * sc + staticOf[l]];
-                    int ends = (freeOf[j] ? 1 : 0) + (freeOf[l] ? 1 : 0);
+                    long s = ts.classScore[row + staticOf[l]];
+                    int ends = (fj ? 1 : 0) + (freeOf[l] ? 1 : 0);
                     if (objective == Objective.SET) {
                         pA[j * c + l] = s;
                         pB[j * c + l] = s * ends;
@@ -467,12 +513,80 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
             }
         }
 
+        /**
+         * Per static class that the pool or the free devices use: a member's affinity to every free device, its own twin
+         * term counted once ({@code sum_y free_y x classScore[x][y]}). Where fewer classes hold non-free devices than
+         * free ones, the topology's full rows minus the non-free devices (cheaper on a mostly free node); else the free
+         * devices added up with checked arithmetic. Charges the work it does.
+         *
+         * @throws ArithmeticException when a sum leaves a long
+         */
+        private long[] freeRows(TopologyScores ts, int[] freeCount, int[] staticOf, int c) {
+            int sc = ts.classes;
+            boolean[] need = new boolean[sc];
+            for (int j = 0; j < c; j++) {
+                need[staticOf[j]] = true;
+            }
+            int nFree = 0;
+            int nHeld = 0;
+            for (int y = 0; y < sc; y++) {
+                if (freeCount[y] > 0) {
+                    need[y] = true;
+                    nFree++;
+                }
+                if (ts.classSize[y] > freeCount[y]) {
+                    nHeld++;
+                }
+            }
+            boolean subtract = ts.fullRow != null && nHeld < nFree;
+            int[] cols = new int[subtract ? nHeld : nFree];
+            long[] weight = new long[cols.length];
+            int q = 0;
+            for (int y = 0; y < sc; y++) {
+                int w = subtract ? ts.classSize[y] - freeCount[y] : freeCount[y];
+                if (w > 0) {
+                    cols[q] = y;
+                    weight[q++] = w;
+                }
+            }
+            long[] out = new long[sc];
+            int rows = 0;
+            for (int x = 0; x < sc; x++) {
+                if (!need[x]) {
+                    continue;
+                }
+                rows++;
+                int base = x * sc;
+                if (subtract) {
+                    // every term is at most the full row, which fits: no overflow
+                    long s = ts.fullRow[x];
+                    for (int i = 0; i < cols.length; i++) {
+                        s -= weight[i] * ts.classScore[base + cols[i]];
+                    }
+                    out[x] = s;
+                } else {
+                    long s = 0;
+                    for (int i = 0; i < cols.length; i++) {
+                        s = Math.addExact(s, Math.multiplyExact(weight[i], ts.classScore[base + cols[i]]));
+                    }
+                    out[x] = s;
+                }
+            }
+            work += (long) rows * cols.length + sc;
+            return out;
+        }
+
         /** @return proven optimal, or the gap to the upper bound the unexplored branches leave */
         PlacementQuality quality() {
             if (!exhausted) {
                 return PlacementQuality.optimal();
             }
-            long ub2 = haveFrontier ? Math.max(fA, 2 * bA) : 2 * bA;
+            long ub2 = haveFrontier ? fA : Long.MAX_VALUE;
+            if (haveRootBound) {
+                // two upper bounds on the optimum (the unexplored branches', the root's tighter one): the smaller holds
+                ub2 = Math.min(ub2, rootBoundA2);
+            }
+            ub2 = Math.max(ub2 == Long.MAX_VALUE ? 2 * bA : ub2, 2 * bA);
             long ubA = Math.floorDiv(ub2, 2);
             long gap = ubA - bA;
             long denom = ubA + offsetA;
@@ -494,13 +608,19 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
                 exactByBlocks = true;
                 return answer();
             }
+            if (blockSearchAllowed && need <= 2 && (long) c * c / 2 + work <= budget) {
+                pairSearch(need);
+                return answer();
+            }
             greedy();
             if (localSearch) {
                 localSearch();
             }
-            if (work > budget) {
+            // the branch and bound's own set-up (order, suffix maxima) costs about 5 c^2: only when the budget has it
+            if (work + 5L * c * c > budget) {
                 exhausted = true;
                 haveFrontier = false;
+                restarts();
                 rootFrontier();
                 return answer();
             }
@@ -515,8 +635,9 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
                         ma = smA[(t + 1) * c + j];
                         mb = smB[(t + 1) * c + j];
                         if (t != j || cap[j] >= 2) {
-                            long a = pA[j * c + t];
-                            long b = pB[j * c + t];
+                            // pair weights are symmetric: row t, read in order
+                            long a = pA[t * c + j];
+                            long b = pB[t * c + j];
                             if (ma == Long.MIN_VALUE || gt(a, b, 0, ma, mb, 0)) {
                                 ma = a;
                                 mb = b;
@@ -527,44 +648,135 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
                     smB[t * c + j] = mb;
                 }
             }
-            work += (long) c * c;
+            work += 2L * c * c;
             Arrays.fill(counts, 0);
             Arrays.fill(linA, 0);
             Arrays.fill(linB, 0);
             branch(0, 0, 0, 0, 0);
+            if (exhausted) {
+                restarts();
+                rootBound();
+            }
             return answer();
         }
 
-        /** Budget ran out before the branch and bound: the frontier is the root (one bound of the whole search). */
+        /** Budget ran out before the branch and bound: the only bound is the root's (the whole search unexplored). */
         private void rootFrontier() {
-            prepareBranchAndBound();
-            for (int t = c; t >= 0; t--) {
+            rootBound();
+        }
+
+        /**
+         * Twice an upper bound on the first key (A) of any answer, into {@link #rootBoundA2}: every device brings at
+         * most twice its node weight plus its k - 1 best partner weights (within the class capacities; the pairs among
+         * the k devices sum to half of that over the devices), and an answer is at most the k best devices by that.
+         * The partners come from the pool's own rows where the 3 c^2 units a selection per class costs are at most an
+         * eighth of the budget (always with {@link #EXACT}), else from the topology's table of best partners among all its devices (looser:
+         * it counts held devices too), else each partner is taken at the largest pair weight.
+         */
+        private void rootBound() {
+            long[] g = new long[c];
+            int[] gw = new int[c];
+            boolean rows = budget == EXACT || 3L * c * c <= budget / 8;
+            long[] prefix = k > 1 && !rows ? ts.partnerPrefix() : null;
+            if (k <= 1 || !rows && prefix == null) {
+                // no pair, or neither the exact rows nor the table: each partner at most the largest pair weight
+                long maxPair = pairFactorA * ts.maxScore;
                 for (int j = 0; j < c; j++) {
-                    long ma = Long.MIN_VALUE;
-                    long mb = Long.MIN_VALUE;
-                    if (t < c) {
-                        ma = smA[(t + 1) * c + j];
-                        mb = smB[(t + 1) * c + j];
-                        if (t != j || cap[j] >= 2) {
-                            long a = pA[j * c + t];
-                            long b = pB[j * c + t];
-                            if (ma == Long.MIN_VALUE || gt(a, b, 0, ma, mb, 0)) {
-                                ma = a;
-                                mb = b;
-                            }
+                    g[j] = 2 * nA[j] + (k - 1) * maxPair;
+                    gw[j] = cap[j];
+                }
+                work += c;
+            } else if (prefix != null) {
+                // the topology's table: a member's k - 1 best partners among all devices, a superset of the pool
+                int n = ts.indices.length;
+                int m = Math.min(k - 1, n - 1);
+                for (int j = 0; j < c; j++) {
+                    g[j] = 2 * nA[j] + pairFactorA * prefix[staticOf[j] * n + m];
+                    gw[j] = cap[j];
+                }
+                work += c;
+            } else {
+                // the pool's own rows: a selection per class
+                long[] vals = new long[c];
+                int[] wts = new int[c];
+                for (int j = 0; j < c; j++) {
+                    int len = 0;
+                    for (int l = 0; l < c; l++) {
+                        int w = l == j ? cap[j] - 1 : cap[l];
+                        if (w > 0) {
+                            vals[len] = pA[j * c + l];
+                            wts[len++] = w;
                         }
                     }
-                    smA[t * c + j] = ma;
-                    smB[t * c + j] = mb;
+                    g[j] = 2 * nA[j] + topSum(vals, wts, len, k - 1);
+                    gw[j] = cap[j];
                 }
+                work += 3L * c * c;
             }
-            if (bound2(0, k)) {
-                record(retA, retB, retC);
+            rootBoundA2 = topSum(g, gw, c, k);
+            haveRootBound = true;
+        }
+
+        /**
+         * The sum of the {@code units} largest values, value i available {@code w[i]} times (all of them when fewer):
+         * a weighted selection (quickselect, three-way partition around the middle element), expected linear time.
+         * Reorders the first {@code len} entries of both arrays.
+         */
+        static long topSum(long[] v, int[] w, int len, long units) {
+            long sum = 0;
+            int lo = 0;
+            int hi = len;
+            while (units > 0 && lo < hi) {
+                long pivot = v[lo + (hi - lo) / 2];
+                // [lo, gt) > pivot, [gt, i) == pivot, [lt, hi) < pivot
+                int gtEnd = lo;
+                int i = lo;
+                int ltStart = hi;
+                while (i < ltStart) {
+                    if (v[i] > pivot) {
+                        swap(v, w, i++, gtEnd++);
+                    } else if (v[i] < pivot) {
+                        swap(v, w, i, --ltStart);
+                    } else {
+                        i++;
+                    }
+                }
+                long wg = 0;
+                long sg = 0;
+                for (int x = lo; x < gtEnd; x++) {
+                    wg += w[x];
+                    sg += v[x] * w[x];
+                }
+                if (wg >= units) {
+                    hi = gtEnd;
+                    continue;
+                }
+                sum += sg;
+                units -= wg;
+                long weq = 0;
+                for (int x = gtEnd; x < ltStart; x++) {
+                    weq += w[x];
+                }
+                long take = Math.min(units, weq);
+                sum += pivot * take;
+                units -= take;
+                lo = ltStart;
             }
+            return sum;
+        }
+
+        private static void swap(long[] v, int[] w, int a, int b) {
+            long tv = v[a];
+            v[a] = v[b];
+            v[b] = tv;
+            int tw = w[a];
+            w[a] = w[b];
+            w[b] = tw;
         }
 
         private long blockWork() {
-            long w = (long) BLOCK_COMPOSITIONS * Math.max(1, nb);
+            // the splits' recursion: at most about nb nodes per composition, and a cross update per device placed
+            long w = compositions(nb, k) * (Math.max(1, nb) + (long) k * nb) + (long) nb * nb;
             for (int j = 0; j < c; j++) {
                 w += (long) (cap[j] + 1) * (k + 1);
             }
@@ -582,6 +794,7 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
             gB = new long[c];
             gC = new long[c];
             used = new boolean[c];
+            sel = new int[c];
         }
 
         private List<Integer> answer() {
@@ -718,21 +931,146 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
                 split[b] = m;
                 long addA = value[b][0][m] + crossA[b] * m;
                 long addB = value[b][1][m] + crossB[b] * m;
-                for (int b2 = b + 1; b2 < nb; b2++) {
-                    crossA[b2] += xA[b * nb + b2] * m;
-                    crossB[b2] += xB[b * nb + b2] * m;
+                if (m > 0) {
+                    for (int b2 = b + 1; b2 < nb; b2++) {
+                        crossA[b2] += xA[b * nb + b2] * m;
+                        crossB[b2] += xB[b * nb + b2] * m;
+                    }
+                    work += nb - b;
                 }
+                work++;
                 splits(b + 1, left - m, va + addA, vb + addB, vc + value[b][2][m], split, bestSplit, value, ok, xA, xB,
                         crossA, crossB);
-                for (int b2 = b + 1; b2 < nb; b2++) {
-                    crossA[b2] -= xA[b * nb + b2] * m;
-                    crossB[b2] -= xB[b * nb + b2] * m;
+                if (m > 0) {
+                    for (int b2 = b + 1; b2 < nb; b2++) {
+                        crossA[b2] -= xA[b * nb + b2] * m;
+                        crossB[b2] -= xB[b * nb + b2] * m;
+                    }
                 }
             }
         }
 
-        /** Incumbent: the required devices, then one device at a time by the best marginal gain. */
+        /**
+         * Exact where at most two devices are chosen beyond the required ones: every class, and every pair of classes
+         * (about c^2 / 2 units).
+         */
+        private void pairSearch(int need) {
+            int[] m = lo.clone();
+            long[] sA = new long[c];
+            long[] sB = new long[c];
+            for (int j = 0; j < c; j++) {
+                if (m[j] > 0) {
+                    for (int l = 0; l < c; l++) {
+                        sA[l] += pA[l * c + j] * m[j];
+                        sB[l] += pB[l * c + j] * m[j];
+                    }
+                    work += c;
+                }
+            }
+            // gain of one more member of class j
+            long[] gA1 = new long[c];
+            long[] gB1 = new long[c];
+            long[] gC1 = new long[c];
+            for (int j = 0; j < c; j++) {
+                if (m[j] < cap[j]) {
+                    gA1[j] = nA[j] + sA[j];
+                    gB1[j] = nB[j] + sB[j];
+                    gC1[j] = -(posPrefix[j][m[j] + 1] - posPrefix[j][m[j]]);
+                }
+            }
+            int bestJ = -1;
+            int bestL = -1;
+            long ba = 0;
+            long bb = 0;
+            long bc = 0;
+            for (int j = 0; j < c && need > 0; j++) {
+                if (m[j] >= cap[j]) {
+                    continue;
+                }
+                if (need == 1) {
+                    if (bestJ < 0 || gt(gA1[j], gB1[j], gC1[j], ba, bb, bc)) {
+                        bestJ = j;
+                        ba = gA1[j];
+                        bb = gB1[j];
+                        bc = gC1[j];
+                    }
+                    continue;
+                }
+                if (m[j] + 2 <= cap[j]) {
+                    long a = 2 * gA1[j] + pA[j * c + j];
+                    long b = 2 * gB1[j] + pB[j * c + j];
+                    long cc = -(posPrefix[j][m[j] + 2] - posPrefix[j][m[j]]);
+                    if (bestJ < 0 || gt(a, b, cc, ba, bb, bc)) {
+                        bestJ = j;
+                        bestL = j;
+                        ba = a;
+                        bb = b;
+                        bc = cc;
+                    }
+                }
+                int row = j * c;
+                for (int l = j + 1; l < c; l++) {
+                    if (m[l] >= cap[l]) {
+                        continue;
+                    }
+                    long a = gA1[j] + gA1[l] + pA[row + l];
+                    long b = gB1[j] + gB1[l] + pB[row + l];
+                    long cc = gC1[j] + gC1[l];
+                    if (bestJ < 0 || gt(a, b, cc, ba, bb, bc)) {
+                        bestJ = j;
+                        bestL = l;
+                        ba = a;
+                        bb = b;
+                        bc = cc;
+                    }
+                }
+                work += c - j;
+            }
+            if (bestJ >= 0) {
+                m[bestJ]++;
+            }
+            if (bestL >= 0) {
+                m[bestL]++;
+            }
+            setBest(m);
+        }
+
+        /**
+         * Incumbent: the required devices, then one device at a time by the best marginal gain. When the search ends
+         * early, {@link #restarts()} runs it again from every class as its first free choice (a plain greedy's first
+         * pick decides much of a small set) where that fits an eighth of the budget, and keeps the best.
+         */
         private void greedy() {
+            setBest(greedyFrom(-1));
+        }
+
+        /** A search that ended early: the greedy again from every class (see {@link #greedy()}) may find better. */
+        private void restarts() {
+            int need = k;
+            for (int j = 0; j < c; j++) {
+                need -= lo[j];
+            }
+            if (need < 2 || 2L * c * c * need > budget / 8) {
+                return;
+            }
+            for (int seed = 0; seed < c; seed++) {
+                if (lo[seed] >= cap[seed]) {
+                    continue;
+                }
+                int[] m = greedyFrom(seed);
+                long[] v = value(m);
+                work += need;
+                if (gt(v[0], v[1], v[2], bA, bB, bC)) {
+                    bA = v[0];
+                    bB = v[1];
+                    bC = v[2];
+                    bestCounts = m;
+                }
+            }
+        }
+
+        /** @return the greedy's counts, its first free choice forced to class {@code seed} (-1: none forced) */
+        private int[] greedyFrom(int seed) {
             int[] m = lo.clone();
             long[] sA = new long[c];
             long[] sB = new long[c];
@@ -746,25 +1084,31 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
                     }
                 }
             }
+            boolean first = true;
             while (chosen < k) {
                 int pick = -1;
                 long ga = 0;
                 long gb = 0;
                 long gc = 0;
-                for (int j = 0; j < c; j++) {
-                    if (m[j] >= cap[j]) {
-                        continue;
-                    }
-                    long a = nA[j] + sA[j];
-                    long b = nB[j] + sB[j];
-                    long cc = -(posPrefix[j][m[j] + 1] - posPrefix[j][m[j]]);
-                    if (pick < 0 || gt(a, b, cc, ga, gb, gc)) {
-                        pick = j;
-                        ga = a;
-                        gb = b;
-                        gc = cc;
+                if (first && seed >= 0) {
+                    pick = seed;
+                } else {
+                    for (int j = 0; j < c; j++) {
+                        if (m[j] >= cap[j]) {
+                            continue;
+                        }
+                        long a = nA[j] + sA[j];
+                        long b = nB[j] + sB[j];
+                        long cc = -(posPrefix[j][m[j] + 1] - posPrefix[j][m[j]]);
+                        if (pick < 0 || gt(a, b, cc, ga, gb, gc)) {
+                            pick = j;
+                            ga = a;
+                            gb = b;
+                            gc = cc;
+                        }
                     }
                 }
+                first = false;
                 m[pick]++;
                 chosen++;
                 for (int l = 0; l < c; l++) {
@@ -773,7 +1117,7 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
                 }
                 work += 2L * c;
             }
-            setBest(m);
+            return m;
         }
 
         private void setBest(int[] m) {
@@ -873,12 +1217,22 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
             long va = 0;
             long vb = 0;
             long vc = 0;
+            // the classes that give devices: at most k of them (a pass over all pairs would cost c^2)
+            int[] nz = new int[c];
+            int q = 0;
             for (int j = 0; j < c; j++) {
+                if (m[j] > 0) {
+                    nz[q++] = j;
+                }
+            }
+            for (int x = 0; x < q; x++) {
+                int j = nz[x];
                 long tri = (long) m[j] * (m[j] - 1) / 2;
                 va += nA[j] * m[j] + pA[j * c + j] * tri;
                 vb += nB[j] * m[j] + pB[j * c + j] * tri;
                 vc -= posPrefix[j][m[j]];
-                for (int l = j + 1; l < c; l++) {
+                for (int y = x + 1; y < q; y++) {
+                    int l = nz[y];
                     va += pA[j * c + l] * m[j] * m[l];
                     vb += pB[j * c + l] * m[j] * m[l];
                 }
@@ -904,7 +1258,7 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
                     }
                 }
             }
-            work += (long) c * c;
+            work += 3L * c * c; // the keys, and both tables copied in the new order
             int[] inc = bestCounts;
             Arrays.sort(ord, (a, b) -> {
                 if (inc[a] != inc[b]) {
@@ -932,6 +1286,7 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
             long[] prb = new long[c * c];
             long[] mpos = new long[c];
             int[] bc = new int[c];
+            int[] so = new int[c];
             for (int j = 0; j < c; j++) {
                 int o = perm[j];
                 mem[j] = members[o];
@@ -942,6 +1297,7 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
                 pp[j] = posPrefix[o];
                 bc[j] = bestCounts[o];
                 mpos[j] = minPos[o];
+                so[j] = staticOf[o];
                 for (int l = 0; l < c; l++) {
                     pra[j * c + l] = pA[o * c + perm[l]];
                     prb[j * c + l] = pB[o * c + perm[l]];
@@ -956,6 +1312,7 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
             System.arraycopy(pra, 0, pA, 0, c * c);
             System.arraycopy(prb, 0, pB, 0, c * c);
             System.arraycopy(mpos, 0, minPos, 0, c);
+            System.arraycopy(so, 0, staticOf, 0, c);
             bestCounts = bc;
         }
 
@@ -1064,10 +1421,12 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
         /** Builds the tighter bound's tables, unless they would exceed {@link #TIGHT_BOUND_ENTRIES}. */
         private void buildTopPairs() {
             long entries = (long) c * c * k;
-            if (entries > TIGHT_BOUND_ENTRIES || work + entries > budget) {
+            // the table, a sort per class and at least k scanned partners per (t, j); the scans are charged as they go
+            long sortCost = (long) c * c * (64 - Long.numberOfLeadingZeros(c));
+            if (entries > TIGHT_BOUND_ENTRIES || work + 2 * entries + sortCost > budget) {
                 return;
             }
-            work += entries;
+            work += entries + sortCost;
             long[] ta = new long[(int) entries];
             long[] tb = new long[(int) entries];
             Integer[] byWeight = new Integer[c];
@@ -1084,7 +1443,8 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
                     int u = 0;
                     long sa = 0;
                     long sb = 0;
-                    for (int x = 0; x < c && u < k - 1; x++) {
+                    int x = 0;
+                    for (; x < c && u < k - 1; x++) {
                         int l = byWeight[x];
                         if (l < t) {
                             continue;
@@ -1098,6 +1458,7 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
                             tb[base + u] = sb;
                         }
                     }
+                    work += x;
                     // fewer than k - 1 partners left: larger u are infeasible; the last sum still bounds them
                     for (int v = u + 1; v < k; v++) {
                         ta[base + v] = sa;
@@ -1119,6 +1480,8 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
          * @return false when r devices do not fit in classes t..c-1
          */
         private boolean bound2(int t, int r) {
+            // a pass over the classes left (a table look-up each, when the tighter tables exist: about 4 units)
+            work += (topA != null && r > 1 ? 4L : 1L) * (c - t);
             for (int j = t; j < c; j++) {
                 long a = 2 * (linA[j] + nA[j]);
                 long b = 2 * (linB[j] + nB[j]);
@@ -1143,6 +1506,23 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
             long tb = 0;
             long tc = 0;
             int left = r;
+            if (r > 8) {
+                // many to pick: a selection (expected linear) instead of r scans
+                int len = 0;
+                long units = 0;
+                for (int j = t; j < c; j++) {
+                    if (cap[j] > 0) {
+                        sel[len++] = j;
+                        units += cap[j];
+                    }
+                }
+                work += 3L * (c - t);
+                if (units < r) {
+                    return false;
+                }
+                selectTop(len, r);
+                return true;
+            }
             while (left > 0) {
                 int pick = -1;
                 for (int j = t; j < c; j++) {
@@ -1165,6 +1545,69 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
             retB = tb;
             retC = tc;
             return true;
+        }
+
+        /**
+         * Into retA..retC: the lexicographic sum of the {@code r} best units by (gA, gB, gC) among the classes
+         * {@code sel[0..len)}, class j available {@code cap[j]} times (at least r units in all): a three-way quickselect,
+         * the same sums as picking the best class r times (equal keys add equal amounts, whichever is taken).
+         */
+        private void selectTop(int len, int r) {
+            long ta = 0;
+            long tb = 0;
+            long tc = 0;
+            long units = r;
+            int lo = 0;
+            int hi = len;
+            while (units > 0 && lo < hi) {
+                int p = sel[lo + (hi - lo) / 2];
+                long pa = gA[p];
+                long pb = gB[p];
+                long pc = gC[p];
+                int gtEnd = lo;
+                int i = lo;
+                int ltStart = hi;
+                while (i < ltStart) {
+                    int j = sel[i];
+                    if (gt(gA[j], gB[j], gC[j], pa, pb, pc)) {
+                        sel[i++] = sel[gtEnd];
+                        sel[gtEnd++] = j;
+                    } else if (gt(pa, pb, pc, gA[j], gB[j], gC[j])) {
+                        sel[i] = sel[--ltStart];
+                        sel[ltStart] = j;
+                    } else {
+                        i++;
+                    }
+                }
+                long wg = 0;
+                for (int x = lo; x < gtEnd; x++) {
+                    wg += cap[sel[x]];
+                }
+                if (wg >= units) {
+                    hi = gtEnd;
+                    continue;
+                }
+                for (int x = lo; x < gtEnd; x++) {
+                    int j = sel[x];
+                    ta += gA[j] * cap[j];
+                    tb += gB[j] * cap[j];
+                    tc += gC[j] * cap[j];
+                }
+                units -= wg;
+                long weq = 0;
+                for (int x = gtEnd; x < ltStart; x++) {
+                    weq += cap[sel[x]];
+                }
+                long take = Math.min(units, weq);
+                ta += pa * take;
+                tb += pb * take;
+                tc += pc * take;
+                units -= take;
+                lo = ltStart;
+            }
+            retA = ta;
+            retB = tb;
+            retC = tc;
         }
     }
 }

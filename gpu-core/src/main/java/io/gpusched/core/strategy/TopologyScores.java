@@ -36,6 +36,17 @@ final class TopologyScores {
     final int[] blockOf;
     /** Number of blocks. */
     final int blocks;
+    /** Devices in each class. */
+    final int[] classSize;
+    /**
+     * Per class x: {@code sum_y classSize[y] x classScore[x][y]}, a member's scores to every device with its own twin
+     * term counted once more, so that a search gets a member's affinity to the free devices by subtracting the few
+     * that are not free; null when a sum would leave a long (the search then adds up the free devices itself).
+     */
+    final long[] fullRow;
+    /** Largest table {@link #partnerPrefix()} builds (entries: classes x devices). */
+    static final long PARTNER_TABLE_ENTRIES = 1L << 21;
+    private volatile long[] partnerPrefix;
 
     TopologyScores(GpuTopology topology) {
         this.topology = topology;
@@ -106,6 +117,68 @@ final class TopologyScores {
         }
         blockOf = blocks(classScore, c);
         blocks = Arrays.stream(blockOf).max().orElse(-1) + 1;
+        classSize = new int[c];
+        for (int a = 0; a < n; a++) {
+            classSize[classOf[a]]++;
+        }
+        fullRow = fullRows(classScore, classSize, c);
+    }
+
+    /**
+     * Per class x and m in 0..n-1, at {@code x * n + m}: the sum of the m largest scores of a class-x member to the
+     * other devices of the topology. A bound for any pool (a subset of the topology), built once per topology on first
+     * use (a sort of one row per class); null where it would exceed {@link #PARTNER_TABLE_ENTRIES} entries or a sum
+     * would leave a long.
+     */
+    long[] partnerPrefix() {
+        long[] t = partnerPrefix;
+        if (t != null || fullRow == null || (long) classes * indices.length > PARTNER_TABLE_ENTRIES) {
+            return t;
+        }
+        int n = indices.length;
+        int[] rep = new int[classes];
+        Arrays.fill(rep, -1);
+        for (int a = 0; a < n; a++) {
+            if (rep[classOf[a]] < 0) {
+                rep[classOf[a]] = a;
+            }
+        }
+        t = new long[classes * n];
+        long[] row = new long[n];
+        for (int x = 0; x < classes; x++) {
+            int a = rep[x];
+            int q = 0;
+            for (int b = 0; b < n; b++) {
+                if (b != a) {
+                    row[q++] = score[a * n + b];
+                }
+            }
+            Arrays.sort(row, 0, q);
+            long sum = 0;
+            for (int m = 1; m <= q; m++) {
+                sum += row[q - m]; // at most the full row, which fits
+                t[x * n + m] = sum;
+            }
+        }
+        partnerPrefix = t;
+        return t;
+    }
+
+    /** @return per class, the size-weighted sum of its class scores; null if one leaves a long */
+    private static long[] fullRows(long[] cs, int[] size, int c) {
+        long[] out = new long[c];
+        try {
+            for (int x = 0; x < c; x++) {
+                long s = 0;
+                for (int y = 0; y < c; y++) {
+                    s = Math.addExact(s, Math.multiplyExact((long) size[y], cs[x * c + y]));
+                }
+                out[x] = s;
+            }
+        } catch (ArithmeticException e) {
+            return null;
+        }
+        return out;
     }
 
     /** @return blocks of classes: twins among classes, the score within a class ignored */
