@@ -40,7 +40,13 @@ class LocalClusterTest {
                 .set("spark.resources.discoveryPlugin", GpuschedDiscoveryPlugin.class.getName())
                 .set("spark.gpusched.stateDir", state.toString())
                 .set("spark.gpusched.inventory", "simulated:dgx1-v100")
-                .set("spark.ui.enabled", "false").set("spark.driver.host", "127.0.0.1");
+                .set("spark.ui.enabled", "false").set("spark.driver.host", "127.0.0.1")
+                // no executor is ever launched (each asks 2 cores, a Worker has 1): in a test JVM an executor
+                // cannot start ("Cannot find any build directories"), and after 10 failed executors the Master
+                // removes the application; SparkContext.stop() then fails in the scheduler backend ("Could not
+                // find AppClient") before it stops the local cluster, so its Workers (and their GPUs) stay up.
+                // That is what CI saw; this test is about the Workers, so it keeps executors out of it.
+                .set("spark.executor.cores", "2");
         SparkContext sc = new SparkContext(conf);
         try {
             List<Set<Integer>> held = awaitHoldings(state, 2);
@@ -60,7 +66,8 @@ class LocalClusterTest {
 
     /**
      * @return what this JVM's process-wide holdings are and which RPC dispatcher threads are still alive, with
-     *         their stacks: what to read when the Workers' GPUs did not come back (CI once saw that, not reproduced)
+     *         their stacks: what to read when the Workers' GPUs did not come back (as when the application had been
+     *         removed before the SparkContext stopped: the local cluster was never stopped)
      */
     private static String diagnosis() {
         StringBuilder b = new StringBuilder("held in this JVM: " + ProcessGpus.held() + "; live dispatcher threads:");
