@@ -43,7 +43,7 @@ import org.junit.jupiter.api.io.TempDir;
  * {@code RELEASED} by the TaskManager itself.
  */
 class FlinkStandaloneIT {
-    private static final long WAIT_S = 90;
+    private static final long WAIT_S = 180;
     private static final Path REPOSITORY = Path.of("..").toAbsolutePath().normalize();
     private static final String REGISTERED = "Successful registration at resource manager";
     /**
@@ -344,7 +344,7 @@ class FlinkStandaloneIT {
                         + log(names.get(p)));
             }
             if (System.nanoTime() > end) {
-                throw new AssertionError("timed out waiting until " + what);
+                throw new AssertionError("timed out waiting until " + what + "; log: " + log(names.get(p)));
             }
             Thread.sleep(200);
         }
