@@ -39,7 +39,8 @@ import org.slf4j.LoggerFactory;
  * and, when the count of healthy ones changes, calls {@code updateNodeResource} with the node's current capacity
  * and the new GPU count (no overcommit timeout: running containers are never preempted). It needs the
  * ResourceManager's admin ACL ({@code yarn.admin.acl}, {@code *} by default) for the NodeManager's user. A failed
- * update is logged and tried again on the next tick.
+ * update is logged and tried again on the next tick. Its two RPC proxies (client and admin protocol) are kept while
+ * it runs, and opened again only after a failure: while GPUs are missing it reads the ResourceManager every tick.
  */
 final class CapacityFollower implements AutoCloseable, GpuHealthListener {
     private static final Logger LOG = LoggerFactory.getLogger(CapacityFollower.class);
@@ -55,6 +56,11 @@ final class CapacityFollower implements AutoCloseable, GpuHealthListener {
     private boolean closed;
     private Thread thread;
     private volatile long updates;
+    private volatile long polls;
+    private volatile long proxiesOpened;
+    /** Kept across ticks (each new proxy is a connection and two INFO lines in the NodeManager's log). */
+    private ApplicationClientProtocol client;
+    private ResourceManagerAdministrationProtocol admin;
 
     CapacityFollower(Configuration conf, String resourceName, GpuInventory inventory, List<GpuDevice> registered,
                      Duration interval) {
@@ -88,6 +94,16 @@ final class CapacityFollower implements AutoCloseable, GpuHealthListener {
         return updates;
     }
 
+    /** @return how often the ResourceManager's value was read */
+    long polls() {
+        return polls;
+    }
+
+    /** @return how many RPC proxies to the ResourceManager were opened */
+    long proxiesOpened() {
+        return proxiesOpened;
+    }
+
     @Override
     public void onHealthChange(GpuDevice device, GpuHealth health) {
         synchronized (lock) {
@@ -112,6 +128,14 @@ final class CapacityFollower implements AutoCloseable, GpuHealthListener {
     }
 
     private void run() {
+        try {
+            follow();
+        } finally {
+            stopProxies();
+        }
+    }
+
+    private void follow() {
         while (true) {
             synchronized (lock) {
                 if (closed) {
@@ -147,6 +171,7 @@ final class CapacityFollower implements AutoCloseable, GpuHealthListener {
                         atRm = want;
                     }
                 } catch (Exception e) {
+                    stopProxies();
                     LOG.warn("gpusched: could not set {} = {} for this node at the ResourceManager (tried again in {}"
                             + " ms): {}", resourceName, want, interval.toMillis(), e.toString());
                 }
@@ -156,27 +181,37 @@ final class CapacityFollower implements AutoCloseable, GpuHealthListener {
 
     /** @return whether the ResourceManager's value differed and was set */
     private boolean push(int count) throws Exception {
-        YarnConfiguration yc = new YarnConfiguration(conf);
-        ApplicationClientProtocol client = ClientRMProxy.createRMProxy(yc, ApplicationClientProtocol.class);
-        ResourceManagerAdministrationProtocol admin =
-                ClientRMProxy.createRMProxy(yc, ResourceManagerAdministrationProtocol.class);
-        try {
-            NodeReport mine = myNode(client.getClusterNodes(GetClusterNodesRequest.newInstance(
-                    EnumSet.of(NodeState.RUNNING, NodeState.UNHEALTHY, NodeState.NEW))).getNodeReports());
-            Resource cap = Resource.newInstance(mine.getCapability());
-            long before = cap.getResourceValue(resourceName);
-            if (before == count) {
-                return false;
-            }
-            cap.setResourceValue(resourceName, count);
-            admin.updateNodeResource(UpdateNodeResourceRequest.newInstance(
-                    Map.of(mine.getNodeId(), ResourceOption.newInstance(cap, -1))));
-            LOG.info("gpusched: node {} now offers {} = {} (was {}): healthy GPUs of those registered", mine.getNodeId(),
-                    resourceName, count, before);
-            return true;
-        } finally {
+        if (client == null || admin == null) {
+            stopProxies();
+            YarnConfiguration yc = new YarnConfiguration(conf);
+            client = ClientRMProxy.createRMProxy(yc, ApplicationClientProtocol.class);
+            admin = ClientRMProxy.createRMProxy(yc, ResourceManagerAdministrationProtocol.class);
+            proxiesOpened += 2;
+        }
+        polls++;
+        NodeReport mine = myNode(client.getClusterNodes(GetClusterNodesRequest.newInstance(
+                EnumSet.of(NodeState.RUNNING, NodeState.UNHEALTHY, NodeState.NEW))).getNodeReports());
+        Resource cap = Resource.newInstance(mine.getCapability());
+        long before = cap.getResourceValue(resourceName);
+        if (before == count) {
+            return false;
+        }
+        cap.setResourceValue(resourceName, count);
+        admin.updateNodeResource(UpdateNodeResourceRequest.newInstance(
+                Map.of(mine.getNodeId(), ResourceOption.newInstance(cap, -1))));
+        LOG.info("gpusched: node {} now offers {} = {} (was {}): healthy GPUs of those registered", mine.getNodeId(),
+                resourceName, count, before);
+        return true;
+    }
+
+    private void stopProxies() {
+        if (client != null) {
             org.apache.hadoop.ipc.RPC.stopProxy(client);
+            client = null;
+        }
+        if (admin != null) {
             org.apache.hadoop.ipc.RPC.stopProxy(admin);
+            admin = null;
         }
     }
 

@@ -144,6 +144,38 @@ class CapacityFollowerTest {
         }
     }
 
+    /**
+     * While a GPU is missing the follower reads the ResourceManager every tick (a re-registration would bring back
+     * the start-time count); it does so over the proxies it opened once, not over a new connection per tick (the
+     * live NodeManager logged two "Connecting to ResourceManager" lines per tick).
+     */
+    @Test
+    void whileAGpuIsLostTheFollowerPollsOverOneConnection() throws Exception {
+        YarnConfiguration pc = new YarnConfiguration(conf);
+        pc.set(GpuschedDevicePlugin.KEY_STATE_DIR, tmp.resolve("ledger").toString());
+        pc.set(GpuschedDevicePlugin.KEY_HEALTH_INTERVAL_MS, "20");
+        pc.set(GpuschedDevicePlugin.KEY_NODE_ID, node.toString());
+        try (SimulatedGpuInventory inv = (SimulatedGpuInventory) GpuInventories.simulated("dgx1-v100")) {
+            GpuschedDevicePlugin p = new GpuschedDevicePlugin(inv, pc);
+            try {
+                assertThat(p.getDevices()).hasSize(8);
+                inv.setHealth(2, GpuHealth.unhealthy("XID 79: GPU has fallen off the bus"));
+                awaitGpus(7);
+                CapacityFollower f = p.capacityFollower();
+                long from = f.polls();
+                long deadline = System.nanoTime() + 30_000_000_000L;
+                while (f.polls() < from + 10 && System.nanoTime() < deadline) {
+                    Thread.sleep(20);
+                }
+                assertThat(f.polls()).as("the ResourceManager is read every tick while a GPU is missing")
+                        .isGreaterThanOrEqualTo(from + 10);
+                assertThat(f.proxiesOpened()).as("proxies opened over " + f.polls() + " reads").isEqualTo(2);
+            } finally {
+                p.close();
+            }
+        }
+    }
+
     private void awaitGpus(long want) throws Exception {
         long deadline = System.nanoTime() + 30_000_000_000L;
         long have;
