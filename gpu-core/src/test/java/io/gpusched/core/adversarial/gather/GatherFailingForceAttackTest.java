@@ -19,6 +19,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.stream.Collectors;
 import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -31,6 +32,7 @@ import org.junit.jupiter.api.io.TempDir;
  * allocations are as before less the acknowledged releases,
  * and once space is freed the same scheduler commits again. Needs root and {@code mount -t tmpfs} (skipped otherwise).
  */
+@Tag("adversarial")
 @Timeout(value = 90, unit = TimeUnit.SECONDS)
 class GatherFailingForceAttackTest {
 
@@ -124,12 +126,14 @@ class GatherFailingForceAttackTest {
                 for (Thread th : ts) {
                     th.join();
                 }
-                System.out.printf("full disk under 8 threads: %d failed, %d acknowledged %s%n", failed.get(),
-                        late.size(), late);
+                System.out.printf("full disk under 8 threads: %d failed, %d acknowledged %s, %d releases false;"
+                        + " live now %s, held before %s%n", failed.get(), late.size(), late, notHeld.get(), ids(s),
+                        before);
                 assertTrue(late.stream().allMatch(a -> a.startsWith("R ")),
                         "allocations acknowledged while no allocation record could be written: " + late);
                 assertEquals(160, failed.get() + late.size() + notHeld.get(), "changes failed, acknowledged or no-ops");
-                assertEquals(notHeld.get() > 0, !late.isEmpty(), "a release returned false only after one was made");
+                assertEquals(0, notHeld.get() > 0 && late.isEmpty() ? notHeld.get() : 0,
+                        "releases of a held allocation that returned false (none was made) while the disk was full");
                 TreeSet<String> expected = new TreeSet<>(before);
                 late.forEach(r -> expected.remove(r.substring(2)));
                 assertEquals(expected, ids(s), "live allocations after the failed batches");

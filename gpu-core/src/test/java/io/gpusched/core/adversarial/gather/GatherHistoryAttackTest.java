@@ -12,7 +12,7 @@ import java.util.Collections;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -24,6 +24,7 @@ import org.junit.jupiter.params.provider.ValueSource;
  * (which parses the ledger file itself): no GPU granted exclusively twice while held, every acknowledged change in the
  * file, nothing else of this process's in it; and with 8 threads, fewer forces than changes.
  */
+@Tag("adversarial")
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
 class GatherHistoryAttackTest {
 

@@ -1,7 +1,6 @@
 package io.gpusched.core.adversarial.gather;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.gpusched.core.Allocation;
@@ -23,6 +22,7 @@ import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -33,6 +33,7 @@ import org.junit.jupiter.api.io.TempDir;
  * committing thread holds) and requires every change to complete: a hang is caught by the {@link Timeout} hang guard
  * (not a speed check); the file is then checked by {@link History}.
  */
+@Tag("adversarial")
 @Timeout(value = 90, unit = TimeUnit.SECONDS)
 class GatherLivenessAttackTest {
 
