@@ -1,0 +1,193 @@
+package io.gpusched.cli.adversarial.review24e;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.gpusched.cli.GpuschedCommand;
+import io.gpusched.core.GpuInventories;
+import io.gpusched.core.sim.SimulatedGpuInventory;
+import io.gpusched.yarn.GpuschedDevicePlugin;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Collectors;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.yarn.server.nodemanager.api.deviceplugin.Device;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * review24e: one state directory shared by an engine plug-in (the YARN device plug-in, in this JVM, as the
+ * NodeManager holds it) and the {@code gpusched} command in separate processes (child JVMs, as a user or a container
+ * runs it). The CLI must see the engine's holdings, never be granted the engine's GPUs, and {@code gpusched env}
+ * must answer exactly for the container the plug-in recorded, refusing unknown, odd and released ids.
+ */
+class EngineAndCliOneLedgerReview24eTest {
+
+    private static final ObjectMapper JSON = new ObjectMapper();
+
+    @TempDir
+    Path tmp;
+
+    record Result(int exit, String out) {
+    }
+
+    private Path state() throws Exception {
+        Path s = Files.createDirectories(tmp.resolve("state"));
+        Files.setPosixFilePermissions(s, PosixFilePermissions.fromString("rwx------"));
+        return s;
+    }
+
+    /** Runs {@code gpusched --state-dir D --simulate dgx1-v100 args...} in a child JVM. */
+    private static Result cli(Path state, String... args) throws Exception {
+        List<String> cmd = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+                "-XX:TieredStopAtLevel=1", "-cp", System.getProperty("java.class.path"),
+                GpuschedCommand.class.getName(), "--state-dir", state.toString(), "--simulate", "dgx1-v100"));
+        cmd.addAll(List.of(args));
+        ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true);
+        pb.environment().remove("CONTAINER_ID");
+        Process p = pb.start();
+        p.getOutputStream().close();
+        byte[] out = p.getInputStream().readAllBytes();
+        assertTrue(p.waitFor(120, TimeUnit.SECONDS), "gpusched " + String.join(" ", args) + " did not end");
+        return new Result(p.exitValue(), new String(out, StandardCharsets.UTF_8));
+    }
+
+    private static Configuration conf(Path state) {
+        Configuration c = new Configuration(false);
+        c.set(GpuschedDevicePlugin.KEY_STATE_DIR, state.toString());
+        c.set(GpuschedDevicePlugin.KEY_HEALTH_INTERVAL_MS, "0");
+        return c;
+    }
+
+    private static Map<String, String> env(String container) {
+        Map<String, String> e = new HashMap<>();
+        e.put("CONTAINER_ID", container);
+        return e;
+    }
+
+    private static Set<Integer> indices(SimulatedGpuInventory inv, Set<Device> ds) {
+        Set<Integer> out = new TreeSet<>();
+        for (Device d : ds) {
+            out.add(inv.devices().stream().filter(g -> g.minor().orElse(-1) == d.getMinorNumber()).findFirst()
+                    .orElseThrow().index());
+        }
+        return out;
+    }
+
+    /** Every GPU index that {@code status --json} shows as held, read from the JSON without trusting its layout. */
+    private static Set<Integer> heldIn(JsonNode status) {
+        Set<Integer> out = new TreeSet<>();
+        for (JsonNode a : status.path("allocations")) {
+            JsonNode ds = a.has("devices") ? a.get("devices") : a.path("gpus");
+            for (JsonNode d : ds) {
+                out.add(d.isInt() ? d.asInt() : d.path("index").asInt());
+            }
+        }
+        return out;
+    }
+
+    @Test
+    void cliSeesTheContainersGpusAndIsNeverGrantedThem() throws Exception {
+        Path state = state();
+        String container = "container_1700000000000_0001_01_000002";
+        try (SimulatedGpuInventory inv = GpuInventories.simulated("dgx1-v100")) {
+            GpuschedDevicePlugin p = new GpuschedDevicePlugin(inv, conf(state));
+            try {
+                Set<Device> all = p.getDevices();
+                Set<Integer> yarn = indices(inv, p.allocateDevices(all, 3, env(container)));
+                assertEquals(3, yarn.size());
+
+                Result status = cli(state, "--json", "status");
+                assertEquals(0, status.exit(), status.out());
+                JsonNode st = JSON.readTree(status.out().substring(status.out().indexOf('{')));
+                assertEquals(yarn, heldIn(st), "status lists the container's GPUs as held: " + status.out());
+                assertTrue(status.out().contains(container), "status names the container: " + status.out());
+
+                Result env = cli(state, "env", "--container", container);
+                assertEquals(0, env.exit(), env.out());
+                String cvd = env.out().lines().filter(l -> l.startsWith("export CUDA_VISIBLE_DEVICES=")).findFirst()
+                        .orElseThrow(() -> new AssertionError("no CUDA_VISIBLE_DEVICES: " + env.out()));
+                Set<String> uuids = yarn.stream().map(i -> inv.devices().get(i).uuid()).collect(Collectors.toSet());
+                Set<String> shown = Set.of(cvd.substring(cvd.indexOf('=') + 1).replace("'", "").split(","));
+                assertEquals(uuids, shown, env.out());
+
+                Result tooMany = cli(state, "allocate", "--gpu=6");
+                assertNotEquals(0, tooMany.exit(), "6 GPUs asked, 5 free: " + tooMany.out());
+                assertTrue(tooMany.out().contains("INSUFFICIENT_GPUS"), tooMany.out());
+
+                Result five = cli(state, "--json", "allocate", "--gpu=5");
+                assertEquals(0, five.exit(), five.out());
+                Result after = cli(state, "--json", "status");
+                Set<Integer> held = heldIn(JSON.readTree(after.out().substring(after.out().indexOf('{'))));
+                assertEquals(Set.of(0, 1, 2, 3, 4, 5, 6, 7), held, "8 held in all, none twice: " + after.out());
+            } finally {
+                p.close();
+            }
+        }
+    }
+
+    /**
+     * {@code gpusched env} is meant for {@code eval "$(gpusched env ...)"}: an unknown id, an id with shell or line
+     * characters, and an empty id are refused with a non-zero exit and nothing a shell would run on stdout.
+     */
+    @Test
+    void envRefusesUnknownAndOddContainerIdsPrintingNothingToEval() throws Exception {
+        Path state = state();
+        try (SimulatedGpuInventory inv = GpuInventories.simulated("dgx1-v100")) {
+            GpuschedDevicePlugin p = new GpuschedDevicePlugin(inv, conf(state));
+            try {
+                p.allocateDevices(p.getDevices(), 2, env("container_1700000000000_0001_01_000002"));
+            } finally {
+                p.close();
+            }
+        }
+        for (String id : List.of("container_1700000000000_0001_01_000099", "container_1;touch /tmp/x",
+                "container_1\nexport CUDA_VISIBLE_DEVICES=0,1,2,3", "$(id)", "", "../../etc/passwd",
+                "container_1700000000000_0001_01_00000")) {
+            Result r = cli(state, "env", "--container", id);
+            assertNotEquals(0, r.exit(), "id " + JSON.writeValueAsString(id) + " accepted: " + r.out());
+            assertTrue(r.out().lines().noneMatch(l -> l.startsWith("export ")),
+                    "id " + JSON.writeValueAsString(id) + " printed export lines: " + r.out());
+        }
+    }
+
+    /**
+     * A container whose GPUs YARN handed out again (to another container) has no GPUs any more: {@code gpusched env}
+     * for the old id must not print the GPUs that now belong to the new container.
+     */
+    @Test
+    void envForAFinishedContainerDoesNotPrintItsSuccessorsGpus() throws Exception {
+        Path state = state();
+        String old = "container_1700000000000_0001_01_000002";
+        String successor = "container_1700000000000_0001_01_000003";
+        try (SimulatedGpuInventory inv = GpuInventories.simulated("dgx1-v100")) {
+            GpuschedDevicePlugin p = new GpuschedDevicePlugin(inv, conf(state));
+            try {
+                Set<Device> all = p.getDevices();
+                Set<Integer> first = indices(inv, p.allocateDevices(all, 8, env(old)));
+                assertEquals(8, first.size());
+                // the old container finished; YARN offers all 8 again to the successor
+                Set<Integer> second = indices(inv, p.allocateDevices(all, 8, env(successor)));
+                assertEquals(8, second.size());
+                Result r = cli(state, "env", "--container", old);
+                assertNotEquals(0, r.exit(), "the finished container still 'has' GPUs: " + r.out());
+                Result s = cli(state, "env", "--container", successor);
+                assertEquals(0, s.exit(), s.out());
+            } finally {
+                p.close();
+            }
+        }
+    }
+}
