@@ -25,6 +25,7 @@ import org.apache.spark.SparkConf;
 import org.apache.spark.resource.ResourceID;
 import org.apache.spark.resource.ResourceInformation;
 import org.apache.spark.resource.ResourceRequest;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -35,6 +36,7 @@ import org.junit.jupiter.api.io.TempDir;
  * on the same state directory; each test has its own state directory (holdings of one JVM are keyed per component,
  * so each test releases what it took through the documented plug-in before it ends).
  */
+@Tag("adversarial")
 class SparkComponentsReview24eTest {
 
     @TempDir

@@ -21,6 +21,7 @@ import java.util.TreeSet;
 import java.util.stream.Collectors;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.yarn.server.nodemanager.api.deviceplugin.Device;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -30,6 +31,7 @@ import org.junit.jupiter.api.io.TempDir;
  * {@code $GPUSCHED_SIMULATED_HEALTH}, followed by the inventory); other processes' holdings are made with a second,
  * independent scheduler on the same state directory, and every expectation is computed here.
  */
+@Tag("adversarial")
 class YarnHealthAndLedgerReview24eTest {
 
     @TempDir

@@ -24,6 +24,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.stream.Collectors;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.yarn.server.nodemanager.api.deviceplugin.Device;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -33,6 +34,7 @@ import org.junit.jupiter.api.io.TempDir;
  * runs it). The CLI must see the engine's holdings, never be granted the engine's GPUs, and {@code gpusched env}
  * must answer exactly for the container the plug-in recorded, refusing unknown, odd and released ids.
  */
+@Tag("adversarial")
 class EngineAndCliOneLedgerReview24eTest {
 
     private static final ObjectMapper JSON = new ObjectMapper();
@@ -40,7 +42,7 @@ class EngineAndCliOneLedgerReview24eTest {
     @TempDir
     Path tmp;
 
-    record Result(int exit, String out) {
+    record Result(int exit, String out, String err) {
     }
 
     private Path state() throws Exception {
@@ -55,13 +57,21 @@ class EngineAndCliOneLedgerReview24eTest {
                 "-XX:TieredStopAtLevel=1", "-cp", System.getProperty("java.class.path"),
                 GpuschedCommand.class.getName(), "--state-dir", state.toString(), "--simulate", "dgx1-v100"));
         cmd.addAll(List.of(args));
-        ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true);
+        ProcessBuilder pb = new ProcessBuilder(cmd).redirectError(ProcessBuilder.Redirect.PIPE);
         pb.environment().remove("CONTAINER_ID");
         Process p = pb.start();
         p.getOutputStream().close();
+        java.util.concurrent.CompletableFuture<byte[]> err = java.util.concurrent.CompletableFuture.supplyAsync(() -> {
+            try {
+                return p.getErrorStream().readAllBytes();
+            } catch (java.io.IOException e) {
+                throw new java.io.UncheckedIOException(e);
+            }
+        });
         byte[] out = p.getInputStream().readAllBytes();
         assertTrue(p.waitFor(120, TimeUnit.SECONDS), "gpusched " + String.join(" ", args) + " did not end");
-        return new Result(p.exitValue(), new String(out, StandardCharsets.UTF_8));
+        return new Result(p.exitValue(), new String(out, StandardCharsets.UTF_8),
+                new String(err.get(), StandardCharsets.UTF_8));
     }
 
     private static Configuration conf(Path state) {
@@ -86,13 +96,12 @@ class EngineAndCliOneLedgerReview24eTest {
         return out;
     }
 
-    /** Every GPU index that {@code status --json} shows as held, read from the JSON without trusting its layout. */
+    /** Every GPU index that {@code status --json} lists under an allocation's {@code deviceIndices}. */
     private static Set<Integer> heldIn(JsonNode status) {
         Set<Integer> out = new TreeSet<>();
         for (JsonNode a : status.path("allocations")) {
-            JsonNode ds = a.has("devices") ? a.get("devices") : a.path("gpus");
-            for (JsonNode d : ds) {
-                out.add(d.isInt() ? d.asInt() : d.path("index").asInt());
+            for (JsonNode d : a.path("deviceIndices")) {
+                out.add(d.asInt());
             }
         }
         return out;
@@ -110,13 +119,13 @@ class EngineAndCliOneLedgerReview24eTest {
                 assertEquals(3, yarn.size());
 
                 Result status = cli(state, "--json", "status");
-                assertEquals(0, status.exit(), status.out());
+                assertEquals(0, status.exit(), status.out() + status.err());
                 JsonNode st = JSON.readTree(status.out().substring(status.out().indexOf('{')));
                 assertEquals(yarn, heldIn(st), "status lists the container's GPUs as held: " + status.out());
                 assertTrue(status.out().contains(container), "status names the container: " + status.out());
 
                 Result env = cli(state, "env", "--container", container);
-                assertEquals(0, env.exit(), env.out());
+                assertEquals(0, env.exit(), env.out() + env.err());
                 String cvd = env.out().lines().filter(l -> l.startsWith("export CUDA_VISIBLE_DEVICES=")).findFirst()
                         .orElseThrow(() -> new AssertionError("no CUDA_VISIBLE_DEVICES: " + env.out()));
                 Set<String> uuids = yarn.stream().map(i -> inv.devices().get(i).uuid()).collect(Collectors.toSet());
@@ -125,10 +134,10 @@ class EngineAndCliOneLedgerReview24eTest {
 
                 Result tooMany = cli(state, "allocate", "--gpu=6");
                 assertNotEquals(0, tooMany.exit(), "6 GPUs asked, 5 free: " + tooMany.out());
-                assertTrue(tooMany.out().contains("INSUFFICIENT_GPUS"), tooMany.out());
+                assertTrue(tooMany.err().contains("INSUFFICIENT_GPUS"), tooMany.err());
 
                 Result five = cli(state, "--json", "allocate", "--gpu=5");
-                assertEquals(0, five.exit(), five.out());
+                assertEquals(0, five.exit(), five.out() + five.err());
                 Result after = cli(state, "--json", "status");
                 Set<Integer> held = heldIn(JSON.readTree(after.out().substring(after.out().indexOf('{'))));
                 assertEquals(Set.of(0, 1, 2, 3, 4, 5, 6, 7), held, "8 held in all, none twice: " + after.out());
@@ -159,7 +168,7 @@ class EngineAndCliOneLedgerReview24eTest {
             Result r = cli(state, "env", "--container", id);
             assertNotEquals(0, r.exit(), "id " + JSON.writeValueAsString(id) + " accepted: " + r.out());
             assertTrue(r.out().lines().noneMatch(l -> l.startsWith("export ")),
-                    "id " + JSON.writeValueAsString(id) + " printed export lines: " + r.out());
+                    "id " + JSON.writeValueAsString(id) + " printed export lines on stdout (what eval runs): " + r.out());
         }
     }
 
