@@ -63,7 +63,9 @@ class FlinkDropInJarReview24eIT {
 
         List<String> cp = new ArrayList<>();
         for (String e : System.getProperty("java.class.path").split(File.pathSeparator)) {
-            boolean gpusched = e.contains("/io/gpusched/") || e.endsWith("/classes") || e.contains("gpusched-");
+            // gpusched's own modules: this repository's build outputs (classes, module jars) and any installed copy
+            boolean gpusched = e.contains("/io/gpusched/")
+                    || Path.of(e).toAbsolutePath().normalize().startsWith(Path.of("..").toAbsolutePath().normalize());
             boolean tool = e.matches(".*/(junit|opentest4j|apiguardian|assertj|byte-buddy|mockito)[^/]*/.*");
             if (!gpusched && !tool) {
                 cp.add(e);

@@ -166,8 +166,12 @@ class YarnDropInJarReview24eIT {
             throws Exception {
         List<String> cp = new ArrayList<>();
         for (String e : System.getProperty("java.class.path").split(File.pathSeparator)) {
-            boolean gpusched = e.contains("/io/gpusched/") || e.endsWith("/classes") || e.contains("gpusched-");
-            boolean tool = e.matches(".*/(junit|opentest4j|apiguardian|assertj|byte-buddy|jmh|mockito)[^/]*/.*");
+            // gpusched's own modules: this repository's build outputs (classes, module jars) and any installed copy
+            boolean gpusched = e.contains("/io/gpusched/")
+                    || Path.of(e).toAbsolutePath().normalize().startsWith(Path.of("..").toAbsolutePath().normalize());
+            boolean tool = e.matches(".*/(junit|opentest4j|apiguardian|assertj|byte-buddy|jmh|mockito)[^/]*/.*")
+                    // libraries the jar must bring itself (relocated, or JNA whole), not take from this test's path
+                    || e.contains("/net/java/dev/jna/") || e.contains("/org/yaml/snakeyaml/");
             if (!gpusched && !tool) {
                 cp.add(e);
             }
