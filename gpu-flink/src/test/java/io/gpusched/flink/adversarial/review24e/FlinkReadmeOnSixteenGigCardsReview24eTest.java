@@ -10,7 +10,6 @@ import java.nio.file.attribute.PosixFilePermissions;
 import java.util.Set;
 import org.apache.flink.api.common.externalresource.ExternalResourceInfo;
 import org.apache.flink.configuration.Configuration;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -28,8 +27,6 @@ class FlinkReadmeOnSixteenGigCardsReview24eTest {
     Path tmp;
 
     @Test
-    @Disabled("defect: README's Flink block lists 'memory-per-gpu: 16GB' under 'optional, with defaults'; pasted on a"
-            + " node of 16 GB cards (16160 MiB each) the TaskManager gets no GPU")
     void readmeBlockAsPastedServesANodeOfSixteenGigCards() throws Exception {
         Path state = Files.createDirectories(tmp.resolve("state"));
         Files.setPosixFilePermissions(state, PosixFilePermissions.fromString("rwx------"));

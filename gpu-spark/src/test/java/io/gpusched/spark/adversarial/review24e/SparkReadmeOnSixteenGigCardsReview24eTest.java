@@ -14,7 +14,6 @@ import org.apache.spark.SparkConf;
 import org.apache.spark.resource.ResourceID;
 import org.apache.spark.resource.ResourceInformation;
 import org.apache.spark.resource.ResourceRequest;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -33,8 +32,6 @@ class SparkReadmeOnSixteenGigCardsReview24eTest {
     Path tmp;
 
     @Test
-    @Disabled("defect: README's Spark block lists 'spark.gpusched.memoryPerGpu 16g' under 'optional, with defaults';"
-            + " pasted on a node of 16 GB cards (16160 MiB each) every executor is refused")
     void readmeExecutorBlockAsPastedServesANodeOfSixteenGigCards() throws Exception {
         Path state = Files.createDirectories(tmp.resolve("state"));
         Files.setPosixFilePermissions(state, PosixFilePermissions.fromString("rwx------"));
