@@ -28,6 +28,7 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Random;
 import java.util.Set;
 import java.util.TreeSet;
 import java.util.concurrent.BlockingQueue;
@@ -50,7 +51,13 @@ import org.junit.jupiter.api.io.TempDir;
  * has it, and a refusal happens only when the request does not fit in the GPUs nobody holds. At checkpoints the
  * live holdings of the history must be exactly what {@code gpusched status --json} lists, what the console's
  * {@code /api/v1/allocations} lists, and what the ledger file holds, read here by its documented format at the
- * documented place ({@code $GPUSCHED_STATE_DIR/simulated/dgx1-v100/ledger}); holders' pids included.
+ * documented place ({@code $GPUSCHED_STATE_DIR/simulated/dgx1-v100/ledger}); holders' pids included (status
+ * names none).
+ *
+ * <p>The steps: the node filled by all five kinds, each kind then refused; a Worker stopped, a TaskManager killed,
+ * the command's release, the engines refilling; the command releasing the library's allocation; ten seeded random
+ * steps ({@code -Dgpusched.everymember.seed=N} repeats a run; the seed is printed and named in a failure); everyone
+ * giving back, the whole node granted once more, and nothing left.
  */
 class OneNodeEveryMemberIT {
     private static final ObjectMapper JSON = new ObjectMapper();
@@ -68,6 +75,7 @@ class OneNodeEveryMemberIT {
     private final List<Member> members = new ArrayList<>();
     private final History history = new History();
     private final Map<Integer, String> uuidByIndex = new HashMap<>();
+    private final Map<String, Giver> givers = new LinkedHashMap<>();
 
     @AfterEach
     void stopAll() throws InterruptedException {
@@ -116,7 +124,7 @@ class OneNodeEveryMemberIT {
         Member sparkA = spark.start("spark-worker-a", 2);
         String cli1 = cliAlloc(1);
         Member flinkA = flink.start("flink-tm-a", 2);
-        String cli2 = cliAlloc(1);
+        cliAlloc(1);
         assertThat(history.held()).as("five holdings from five kinds of process").hasSize(5);
         assertThat(history.busy()).isEqualTo(8);
         // now every kind is refused, and says so
@@ -130,16 +138,42 @@ class OneNodeEveryMemberIT {
         spark.stop(sparkA);
         flink.kill(flinkA);
         cliRelease(cli1);
-        Member flinkC = flink.start("flink-tm-c", 4);
-        Member sparkC = spark.start("spark-worker-c", 1);
+        flink.start("flink-tm-c", 4);
+        spark.start("spark-worker-c", 1);
         assertThat(history.busy()).as("the node full again").isEqualTo(8);
         checkpoint(allocations, "after a stop, a kill and a release, refilled");
 
-        // the command releases the library's allocation (one ledger); everyone else gives back
+        // the command releases the library's allocation (one ledger)
         cliRelease(lib1);
-        flink.stop(flinkC);
-        spark.stop(sparkC);
-        cliRelease(cli2);
+
+        // a seeded random stretch: any kind of member asks, gives back, or (an engine) is killed
+        long seed = Long.getLong("gpusched.everymember.seed", System.nanoTime());
+        System.out.println("random stretch: -Dgpusched.everymember.seed=" + seed + " repeats it");
+        history.seed = seed;
+        Random rnd = new Random(seed);
+        for (int step = 0; step < 10; step++) {
+            if (!givers.isEmpty() && rnd.nextInt(5) < 2) {
+                List<Giver> live = new ArrayList<>(givers.values());
+                Giver g = live.get(rnd.nextInt(live.size()));
+                (g.kill() != null && rnd.nextInt(3) == 0 ? g.kill() : g.stop()).run();
+            } else {
+                int n = 1 + rnd.nextInt(3);
+                switch (rnd.nextInt(4)) {
+                    case 0 -> libAlloc(lib, n);
+                    case 1 -> cliAlloc(n);
+                    case 2 -> spark.start("spark-worker-r" + step, n);
+                    default -> flink.start("flink-tm-r" + step, n);
+                }
+            }
+        }
+
+        // everyone gives back; then the whole node can be had again (a killed holder's GPUs reclaimed)
+        for (Giver g : new ArrayList<>(givers.values())) {
+            g.stop().run();
+        }
+        String whole = cliAlloc(8);
+        assertThat(whole).as("nothing leaked: the whole node is free").isNotNull();
+        cliRelease(whole);
         checkpoint(allocations, "all given back");
         assertThat(history.held()).isEmpty();
         lib.send("EXIT");
@@ -155,17 +189,35 @@ class OneNodeEveryMemberIT {
 
     // ---------------------------------------------------------------------------------------------- members
 
+    /** An action that ends a holding. */
+    @FunctionalInterface
+    private interface Step {
+        void run() throws Exception;
+    }
+
+    /** How a live holding is given back: {@code stop}, and for an engine member also {@code kill} (else null). */
+    private record Giver(Step stop, Step kill) {
+    }
+
     private String libAlloc(Member lib, int n) throws Exception {
         lib.send("ALLOC " + n);
         String line = lib.awaitLine("MEMBER ");
         if (line.startsWith("MEMBER GRANTED ")) {
             String[] f = line.split(" ");
             history.grant("library", f[2], lib.process.pid(), indices(f[3]));
+            givers.put(f[2], new Giver(() -> libRelease(lib, f[2]), null));
             return f[2];
         }
         assertThat(line).as("the library's answer").startsWith("MEMBER REFUSED INSUFFICIENT_GPUS");
         history.refuse("library", n);
         return null;
+    }
+
+    private void libRelease(Member lib, String id) throws Exception {
+        lib.send("RELEASE " + id);
+        assertThat(lib.awaitLine("MEMBER ")).isEqualTo("MEMBER RELEASED " + id + " true");
+        history.release("library", id);
+        givers.remove(id);
     }
 
     private String cliAlloc(int n) throws Exception {
@@ -176,6 +228,7 @@ class OneNodeEveryMemberIT {
             j.get("devices").forEach(d -> got.add(d.asInt()));
             String id = j.get("id").asText();
             history.grant("cli", id, -1, got);
+            givers.put(id, new Giver(() -> cliRelease(id), null));
             return id;
         }
         assertThat(c.out).as("gpusched allocate refused").contains("INSUFFICIENT_GPUS");
@@ -187,6 +240,7 @@ class OneNodeEveryMemberIT {
         Cli c = cli("release", id);
         assertThat(c.exit).as("gpusched release " + id + ": " + c.out).isZero();
         history.release("cli", id);
+        givers.remove(id);
     }
 
     private record Cli(int exit, String out) {
@@ -226,6 +280,7 @@ class OneNodeEveryMemberIT {
                 Set<Integer> got = indices(line.split(" ")[2]);
                 assertThat(got).as(label + " got what it asked for").hasSize(amount);
                 history.grant(label, key(m), m.process.pid(), got);
+                givers.put(key(m), new Giver(() -> stop(m), () -> kill(m)));
             } else {
                 m.refusal = line;
                 history.refuse(label, amount);
@@ -242,6 +297,7 @@ class OneNodeEveryMemberIT {
             assertThat(m.process.waitFor(WAIT_S, TimeUnit.SECONDS)).as(m.name + " stops").isTrue();
             if (m.refusal == null) {
                 history.release(m.name, key(m));
+                givers.remove(key(m));
             }
         }
 
@@ -250,6 +306,7 @@ class OneNodeEveryMemberIT {
             m.process.destroyForcibly();
             assertThat(m.process.waitFor(WAIT_S, TimeUnit.SECONDS)).isTrue();
             history.release(m.name + ":killed", key(m));
+            givers.remove(key(m));
         }
 
         private String key(Member m) {
@@ -430,6 +487,7 @@ class OneNodeEveryMemberIT {
         }
 
         final List<Event> events = new ArrayList<>();
+        long seed;
         private final Map<String, Holding> live = new LinkedHashMap<>();
 
         void grant(String member, String key, long pid, Set<Integer> gpus) {
@@ -462,7 +520,7 @@ class OneNodeEveryMemberIT {
             Map<String, Set<Integer>> held = new LinkedHashMap<>();
             for (int i = 0; i < events.size(); i++) {
                 Event e = events.get(i);
-                String at = "event " + i + " " + e + " in " + events;
+                String at = "event " + i + " " + e + " in " + events + " (random stretch seed " + seed + ")";
                 switch (e.kind()) {
                     case "GRANT" -> {
                         for (Map.Entry<String, Set<Integer>> h : held.entrySet()) {
