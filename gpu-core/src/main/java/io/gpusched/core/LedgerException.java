@@ -19,6 +19,11 @@ public class LedgerException extends GpuException {
         CORRUPT,
         /** The ledger was written by a newer gpusched format; it is not read. */
         NEWER_FORMAT,
+        /**
+         * A reader cannot read the ledger: its user may not read the state directory or the ledger file, or there is
+         * no ledger where it looked.
+         */
+        UNREADABLE,
         /** The state directory or a ledger file may be written by other users; it is not trusted. */
         INSECURE_PERMISSIONS,
         /** The ledger describes another node (a simulated node and a real one, or other GPUs); it is not opened. */

@@ -62,9 +62,19 @@ final class NodeIdentity {
         List<String> warnings = new ArrayList<>();
         ledger.underLock(() -> {
             migrateLegacy(ledger.directory(), inventory.backend(), warnings);
-            checkOrRecord(ledger.directory(), inventory);
+            checkOrRecord(ledger.directory(), inventory, true);
         });
         return warnings;
+    }
+
+    /**
+     * Checks, without the lock and without writing, that {@code dir} describes {@code inventory}'s node: what a reader
+     * ({@link NodeLedgerView}) checks. A directory without a node record is checked by the GPUs its ledger names.
+     *
+     * @throws LedgerException {@code NODE_MISMATCH}, or {@code CORRUPT} for an unreadable node record
+     */
+    static void verify(Path dir, GpuInventory inventory) {
+        checkOrRecord(dir, inventory, false);
     }
 
     /** @return the directory name the 0.1 CLI gave this backend's ledger */
@@ -164,7 +174,8 @@ final class NodeIdentity {
         return whole;
     }
 
-    private static void checkOrRecord(Path dir, GpuInventory inventory) {
+    /** @param write whether to record the node (a writer, under the lock) or only compare (a reader) */
+    private static void checkOrRecord(Path dir, GpuInventory inventory, boolean write) {
         Path f = dir.resolve(FILE);
         boolean simulated = inventory.backend().startsWith(GpuInventories.SIMULATED_PREFIX);
         Set<String> gpus = gpus(inventory.devices());
@@ -174,7 +185,9 @@ final class NodeIdentity {
             if (Files.isRegularFile(ledgerFile, LinkOption.NOFOLLOW_LINKS)) {
                 checkLedgerWithoutIdentity(dir, ledgerFile, inventory);
             }
-            record(dir, f, inventory.backend(), simulated, gpus);
+            if (write) {
+                record(dir, f, inventory.backend(), simulated, gpus);
+            }
             return;
         }
         if (!Files.isRegularFile(f, LinkOption.NOFOLLOW_LINKS)) {
@@ -182,7 +195,11 @@ final class NodeIdentity {
                     + "regular file (a link, a directory, a FIFO or a device); remove it (it is written again from this"
                     + " node)", null);
         }
-        NodeLedger.checkNotWritableByOthers(f, "node identity file");
+        if (write) {
+            NodeLedger.checkNotWritableByOthers(f, "node identity file");
+        } else {
+            NodeLedger.checkForReader(f, dir, "node identity file");
+        }
         JsonNode n;
         try {
             long size = Files.size(f);
@@ -237,7 +254,7 @@ final class NodeIdentity {
                     + "node keeps its own state directory; give this process its node's directory, or remove " + f
                     + " and the ledger if that node is gone", null);
         }
-        if (!had.equals(gpus) && !gpus.isEmpty()) {
+        if (write && !had.equals(gpus) && !gpus.isEmpty()) {
             LOG.info("state directory {} was recorded for {}; this process sees {} (a GPU lost, added or "
                     + "repartitioned): same node, recorded as it is now", dir, there, here);
             record(dir, f, inventory.backend(), simulated, gpus); // the identity follows the GPUs the node has

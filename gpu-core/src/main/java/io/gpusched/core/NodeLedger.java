@@ -8,12 +8,15 @@ import java.nio.channels.FileLock;
 import java.nio.charset.CharacterCodingException;
 import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.AccessDeniedException;
 import java.nio.file.Files;
+import java.nio.file.LinkOption;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.BasicFileAttributes;
+import java.nio.file.attribute.PosixFileAttributes;
 import java.nio.file.attribute.PosixFilePermission;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.security.SecureRandom;
@@ -98,7 +101,10 @@ final class NodeLedger {
     private final Path dir;
     private final Path file;
     private final long compactAt;
+    /** Null for a reader ({@link #reader}): it takes no lock. */
     private final DirLock dirLock;
+    /** A reader opens the ledger file for reading only, takes no lock, and leaves a torn tail where it is. */
+    private final boolean readOnly;
     private final List<String> warnings = new ArrayList<>();
     private FileChannel channel;
     private final java.util.concurrent.atomic.AtomicLong forces = new java.util.concurrent.atomic.AtomicLong();
@@ -120,6 +126,7 @@ final class NodeLedger {
         this.dir = dir.toAbsolutePath().normalize();
         this.file = this.dir.resolve(FILE);
         this.compactAt = compactAt;
+        this.readOnly = false;
         prepareDirectory(this.dir);
         Path lockFile = this.dir.resolve(LOCK);
         synchronized (LOCKS) {
@@ -140,6 +147,169 @@ final class NodeLedger {
             release();
             throw e;
         }
+    }
+
+    /** A reader: no directory created, no lock file, the ledger opened read-only; see {@link #read}. */
+    private NodeLedger(Path dir, boolean readOnly) {
+        this.dir = dir.toAbsolutePath().normalize();
+        this.file = this.dir.resolve(FILE);
+        this.compactAt = Long.MAX_VALUE;
+        this.readOnly = readOnly;
+        this.dirLock = null;
+    }
+
+    /** How often a reader reads again when the file changed under it (an append, a cut, a compaction). */
+    static final int READ_TRIES = 5;
+
+    /**
+     * Reads the ledger of {@code dir} as it is, without the node's lock and without writing anything: for processes
+     * that only learn which GPUs are whose (a YARN container, as another user than the ledger's writers). The file is
+     * opened read-only, not through a symbolic link; a last line without its newline (a writer mid-append, or a crash)
+     * is left unread; a damaged complete record is refused as {@link Kind#CORRUPT}, unless the file changed meanwhile
+     * (then it is read again). Readers need only read access: the directory readable and searchable, the file readable.
+     *
+     * @param dir      the state directory
+     * @param initial  the node's devices, nothing allocated
+     * @param warnings receives what was left unread
+     * @return the state the ledger records
+     * @throws LedgerException {@code UNREADABLE}, {@code INSECURE_PERMISSIONS}, {@code CORRUPT}, {@code NEWER_FORMAT}
+     */
+    static NodeState read(Path dir, NodeState initial, List<String> warnings) {
+        NodeLedger r = new NodeLedger(dir, true);
+        r.checkForReader();
+        LedgerException last = null;
+        for (int tries = 0; tries < READ_TRIES; tries++) {
+            Object before = r.identity();
+            NodeState s;
+            try {
+                s = r.reload(initial, null, false);
+            } catch (LedgerException e) {
+                if (e.kind() != Kind.CORRUPT || Objects.equals(before, r.identity())) {
+                    throw e;
+                }
+                last = e; // read while a writer cut a torn tail and appended: read again
+                continue;
+            } finally {
+                r.closeChannel();
+            }
+            if (Objects.equals(before, r.identity()) || tries == READ_TRIES - 1) {
+                synchronized (r.warnings) {
+                    warnings.addAll(r.warnings);
+                }
+                return s;
+            }
+            synchronized (r.warnings) {
+                r.warnings.clear(); // replaced or grown meanwhile: read the newer file
+            }
+        }
+        throw last;
+    }
+
+    /** @return the file's identity and size, or null when it cannot be read */
+    private Object identity() {
+        try {
+            BasicFileAttributes a = Files.readAttributes(file, BasicFileAttributes.class, LinkOption.NOFOLLOW_LINKS);
+            return List.of(String.valueOf(a.fileKey()), a.size(), a.lastModifiedTime().toMillis());
+        } catch (IOException e) {
+            return null;
+        }
+    }
+
+    /**
+     * A reader's checks: the directory exists and is writable by its owner only; the ledger is a regular file (not a
+     * link), writable by its owner only, owned by the directory's owner, by root or by this process's user. Unlike a
+     * writer, a reader may be another user than the directory's owner (a YARN container is never the NodeManager's
+     * user): whoever owns the directory it was told to read is the one it trusts, and nobody else may have written.
+     */
+    private void checkForReader() {
+        PosixFileAttributes d;
+        try {
+            d = Files.readAttributes(dir, PosixFileAttributes.class);
+        } catch (NoSuchFileException e) {
+            throw new LedgerException(Kind.UNREADABLE, dir, "the state directory " + dir + " does not exist: no"
+                    + " process of this node has written a node ledger there; give the directory the node's writers"
+                    + " use (GPUSCHED_STATE_DIR, --state-dir, gpusched.yarn.state-dir)", null);
+        } catch (AccessDeniedException e) {
+            throw denied(dir);
+        } catch (UnsupportedOperationException e) {
+            d = null;
+        } catch (IOException e) {
+            throw io("cannot read the state directory " + dir, dir, e);
+        }
+        if (d != null) {
+            if (!d.isDirectory()) {
+                throw new LedgerException(Kind.UNREADABLE, dir, "the state directory " + dir + " is not a directory;"
+                        + " give the directory that holds the node ledger", null);
+            }
+            checkNotWritableByOthers(dir, d.permissions(), "state directory");
+        }
+        PosixFileAttributes f;
+        try {
+            f = Files.readAttributes(file, PosixFileAttributes.class, LinkOption.NOFOLLOW_LINKS);
+        } catch (NoSuchFileException e) {
+            throw new LedgerException(Kind.UNREADABLE, file, "there is no node ledger " + file + ": no process of"
+                    + " this node has allocated GPUs with this state directory; give the directory the node's writers"
+                    + " use (GPUSCHED_STATE_DIR, --state-dir, gpusched.yarn.state-dir)", null);
+        } catch (AccessDeniedException e) {
+            throw denied(dir);
+        } catch (UnsupportedOperationException e) {
+            return;
+        } catch (IOException e) {
+            throw io("cannot read " + file, file, e);
+        }
+        if (!f.isRegularFile()) {
+            throw new LedgerException(Kind.INSECURE_PERMISSIONS, file, "the node ledger " + file + " is not a regular"
+                    + " file (" + (f.isSymbolicLink() ? "a symbolic link" : "a directory, FIFO or device") + "); it is"
+                    + " not read: a ledger is the regular file its writers create", null);
+        }
+        checkNotWritableByOthers(file, f.permissions(), "ledger");
+        checkReaderOwner(file, dir, "node ledger");
+    }
+
+    /**
+     * A reader's owner rule for a file of the state directory {@code dir}: owned by the directory's owner, by root, or
+     * by this process's user (a writer's rule, {@link #checkNotWritableByOthers(Path, String)}, allows only the last
+     * two).
+     */
+    static void checkReaderOwner(Path p, Path dir, String what) {
+        int owner = uid(p);
+        int dirOwner = uid(dir);
+        int me = uid(Path.of("/proc/self"));
+        if (owner >= 0 && owner != 0 && owner != me && owner != dirOwner) {
+            throw new LedgerException(Kind.INSECURE_PERMISSIONS, p, "the " + what + " " + p + " is owned by uid "
+                    + owner + ", neither the owner of its directory (uid " + dirOwner + ") nor root; another user may"
+                    + " have written it, so it is not read: run chown " + dirOwner + " " + p, null);
+        }
+    }
+
+    /** A reader's checks of a file of the state directory {@code dir}: writable by its owner only, owned as above. */
+    static void checkForReader(Path p, Path dir, String what) {
+        try {
+            checkNotWritableByOthers(p, Files.getPosixFilePermissions(p, LinkOption.NOFOLLOW_LINKS), what);
+        } catch (UnsupportedOperationException | NoSuchFileException e) {
+            return;
+        } catch (IOException e) {
+            throw io("cannot read the permissions of " + p, p, e);
+        }
+        checkReaderOwner(p, dir, what);
+    }
+
+    /** @return the owner of {@code p} (not following a link), or -1 where the file system does not say */
+    private static int uid(Path p) {
+        try {
+            return (Integer) Files.getAttribute(p, "unix:uid", LinkOption.NOFOLLOW_LINKS);
+        } catch (UnsupportedOperationException | IllegalArgumentException | IOException e) {
+            return -1;
+        }
+    }
+
+    private LedgerException denied(Path p) {
+        int me = uid(Path.of("/proc/self"));
+        return new LedgerException(Kind.UNREADABLE, p, "cannot read the node ledger " + file + " as uid " + me
+                + ": permission denied; readers need the state directory readable and searchable and the ledger"
+                + " readable (writers keep them writable by their owner only): chmod 0755 " + dir + " and chmod 0644 "
+                + file + ", or give the readers' group access (chgrp <group> " + dir + " " + file + "; chmod 0750 "
+                + dir + "; chmod 0640 " + file + ")", null);
     }
 
     /**
@@ -219,6 +389,8 @@ final class NodeLedger {
             try {
                 Files.createDirectories(dir, PosixFilePermissions.asFileAttribute(
                         PosixFilePermissions.fromString("rwxr-xr-x")));
+                // the umask may have narrowed the mode: readers (a YARN container's user) need to read the ledger
+                Files.setPosixFilePermissions(dir, PosixFilePermissions.fromString("rwxr-xr-x"));
             } catch (IOException e) {
                 throw io("cannot create the state directory " + dir, dir, e);
             }
@@ -237,6 +409,12 @@ final class NodeLedger {
         } catch (IOException e) {
             throw io("cannot read the permissions of " + p, p, e);
         }
+        checkNotWritableByOthers(p, perms, what);
+        checkOwner(p, what);
+    }
+
+    /** @throws LedgerException {@code INSECURE_PERMISSIONS} when {@code perms} let its group or others write */
+    private static void checkNotWritableByOthers(Path p, Set<PosixFilePermission> perms, String what) {
         if (perms.contains(PosixFilePermission.GROUP_WRITE) || perms.contains(PosixFilePermission.OTHERS_WRITE)) {
             String mode = PosixFilePermissions.toString(perms);
             throw new LedgerException(Kind.INSECURE_PERMISSIONS, p, "the " + what + " " + p + " is writable by "
@@ -244,7 +422,6 @@ final class NodeLedger {
                     + mode + "); the node ledger decides who gets which GPU, so it must be writable by its owner only:"
                     + " run chmod go-w " + p, null);
         }
-        checkOwner(p, what);
     }
 
     /** The owner of a ledger path must be this process's user or root: any other owner may rewrite it. */
@@ -311,6 +488,9 @@ final class NodeLedger {
      * an interrupt still closed is run again on a reopened channel ({@link #onChannel}), so a transaction is whole.
      */
     private void withLock(Runnable r) {
+        if (readOnly) {
+            throw new IllegalStateException("a reader of " + file + " takes no lock and changes nothing");
+        }
         boolean interrupted = Thread.interrupted();
         dirLock.jvm.lock();
         try {
@@ -361,10 +541,17 @@ final class NodeLedger {
                 if (tries >= INTERRUPT_RETRIES || channel == null) {
                     throw e;
                 }
-                // the node's lock is held (its own channel), so nobody replaces the file meanwhile
-                channel = FileChannel.open(file, StandardOpenOption.READ, StandardOpenOption.WRITE);
+                // the node's lock is held (its own channel), so nobody replaces the file meanwhile; a reader holds
+                // none, and compares the file's identity before and after (see read)
+                channel = openFile();
             }
         }
+    }
+
+    /** @return the ledger file opened for reading and writing, or for reading only (not through a link) by a reader */
+    private FileChannel openFile() throws IOException {
+        return readOnly ? FileChannel.open(file, StandardOpenOption.READ, LinkOption.NOFOLLOW_LINKS)
+                : FileChannel.open(file, StandardOpenOption.READ, StandardOpenOption.WRITE);
     }
 
     private NodeState catchUp(NodeState current, List<AllocationEvent> events) {
@@ -393,8 +580,10 @@ final class NodeLedger {
     private NodeState reload(NodeState like, List<AllocationEvent> events, boolean diff) {
         closeChannel();
         try {
-            channel = FileChannel.open(file, StandardOpenOption.READ, StandardOpenOption.WRITE);
+            channel = openFile();
             fileKey = Files.readAttributes(file, BasicFileAttributes.class).fileKey();
+        } catch (AccessDeniedException e) {
+            throw readOnly ? denied(file) : io("cannot open the node ledger " + file, file, e);
         } catch (IOException e) {
             throw io("cannot open the node ledger " + file, file, e);
         }
@@ -497,6 +686,15 @@ final class NodeLedger {
                 .onUnmappableCharacter(CodingErrorAction.REPORT);
         while (pos < end) {
             int nl = indexOf(b, pos, end, (byte) '\n');
+            if (nl < 0 && readOnly) {
+                String w = "the node ledger " + file + " ends with an incomplete record at offset " + (from + pos)
+                        + " (" + (end - pos) + " bytes: a write in progress, or one cut short by a crash); not read";
+                LOG.debug(w);
+                synchronized (warnings) {
+                    warnings.add(w);
+                }
+                break;
+            }
             if (nl < 0) {
                 long at = from + pos;
                 String w = "the node ledger " + file + " ended with an incomplete record at offset " + at + " ("
@@ -666,6 +864,8 @@ final class NodeLedger {
                 c.write(b);
             }
             c.force(true);
+            // the umask may have narrowed the mode: readers (a YARN container's user) need to read the ledger
+            Files.setPosixFilePermissions(tmp, PosixFilePermissions.fromString("rw-r--r--"));
         } catch (IOException e) {
             try {
                 Files.deleteIfExists(tmp);

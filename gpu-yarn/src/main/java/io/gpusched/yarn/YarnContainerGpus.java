@@ -1,10 +1,22 @@
 package io.gpusched.yarn;
 
 import io.gpusched.core.Allocation;
+import io.gpusched.core.BackendUnavailableException;
+import io.gpusched.core.GpuConfig;
+import io.gpusched.core.GpuConfigException;
+import io.gpusched.core.GpuException;
+import io.gpusched.core.GpuInventory;
 import io.gpusched.core.GpuScheduler;
+import io.gpusched.core.LedgerException;
+import io.gpusched.core.NodeLedgerView;
+import io.gpusched.core.host.InventorySpec;
+import io.gpusched.core.host.StateDirectory;
 import io.gpusched.cuda.CudaEnvironment;
 import io.gpusched.cuda.CudaEnvironmentResolver;
 import io.gpusched.cuda.CudaRequirement;
+import java.io.PrintStream;
+import java.nio.file.Path;
+import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.regex.Pattern;
@@ -12,11 +24,13 @@ import java.util.regex.Pattern;
 /**
  * Which GPUs a YARN container was given, read from the node ledger where {@link GpuschedDevicePlugin} records them.
  * YARN hands a device plugin's environment only to Docker containers; a default-runtime container learns its GPUs
- * here, by its {@code CONTAINER_ID} (the {@code gpusched env} command does the same):
+ * here, by its {@code CONTAINER_ID} (the {@code gpusched env} command does the same). A container runs as another user
+ * than the NodeManager, so it reads the ledger without its lock and without writing ({@link NodeLedgerView}):
  *
  * <pre>{@code
- * try (GpuNode node = GpuNode.builder().inventory("auto").build()) {
- *     Map<String, String> env = YarnContainerGpus.environment(node.scheduler(), System.getenv("CONTAINER_ID"),
+ * try (GpuInventory inv = InventorySpec.parse("auto").open(GpuConfig.defaults())) {
+ *     NodeLedgerView ledger = NodeLedgerView.read(StateDirectory.forNode(Optional.empty(), inv), inv);
+ *     Map<String, String> env = YarnContainerGpus.environment(ledger, System.getenv("CONTAINER_ID"),
  *             CudaEnvironmentResolver.builder().build()).orElseThrow();
  * }
  * }</pre>
@@ -31,7 +45,7 @@ public final class YarnContainerGpus {
     }
 
     /**
-     * @param ledger      a scheduler over the node ledger the NodeManager's plugin writes
+     * @param ledger      a scheduler over the node ledger the NodeManager's plugin writes (caught up first)
      * @param containerId a YARN container id ({@code container_1700000000000_0001_01_000002})
      * @return the container's live allocation, or empty when the ledger has none for it (finished, or never given
      *         GPUs)
@@ -40,9 +54,23 @@ public final class YarnContainerGpus {
     public static Optional<Allocation> find(GpuScheduler ledger, String containerId) {
         check(containerId);
         ledger.refresh();
-        return ledger.allocations().stream()
-                .filter(a -> containerId.equals(a.request().labels().get(LABEL)))
-                .findFirst();
+        return find(ledger.allocations(), containerId);
+    }
+
+    /**
+     * @param ledger      the node ledger the NodeManager's plugin writes, as read by the container (no lock, no write)
+     * @param containerId a YARN container id ({@code container_1700000000000_0001_01_000002})
+     * @return the container's live allocation, or empty when the ledger has none for it (finished, or never given
+     *         GPUs)
+     * @throws IllegalArgumentException when {@code containerId} is not a YARN container id
+     */
+    public static Optional<Allocation> find(NodeLedgerView ledger, String containerId) {
+        check(containerId);
+        return find(ledger.allocations(), containerId);
+    }
+
+    private static Optional<Allocation> find(List<Allocation> live, String containerId) {
+        return live.stream().filter(a -> containerId.equals(a.request().labels().get(LABEL))).findFirst();
     }
 
     /**
@@ -52,10 +80,16 @@ public final class YarnContainerGpus {
      */
     public static Optional<Map<String, String>> environment(GpuScheduler ledger, String containerId,
                                                             CudaEnvironmentResolver resolver) {
-        return find(ledger, containerId).map(a -> {
-            CudaEnvironment ce = resolver.resolve(a, CudaRequirement.NONE);
-            return environment(ce);
-        });
+        return find(ledger, containerId).map(a -> environment(resolver.resolve(a, CudaRequirement.NONE)));
+    }
+
+    /**
+     * @return the job environment of the container's GPUs, or empty when the ledger has no allocation for it
+     * @throws IllegalArgumentException when {@code containerId} is not a YARN container id
+     */
+    public static Optional<Map<String, String>> environment(NodeLedgerView ledger, String containerId,
+                                                            CudaEnvironmentResolver resolver) {
+        return find(ledger, containerId).map(a -> environment(resolver.resolve(a, CudaRequirement.NONE)));
     }
 
     /**
@@ -76,43 +110,70 @@ public final class YarnContainerGpus {
      * Prints a container's environment as {@code export} lines, for containers without the gpusched command:
      * {@code eval "$(java -cp gpusched-yarn-<version>.jar:slf4j-api.jar io.gpusched.yarn.YarnContainerGpus)"}.
      * Arguments: {@code [--inventory SPEC] [--state-dir DIR] [CONTAINER_ID]} (defaults: {@code auto}, the
-     * {@link io.gpusched.core.host.StateDirectory} rule, {@code $CONTAINER_ID}). Exit 3 when the ledger has no GPUs
-     * for the container, 2 on bad arguments.
+     * {@link io.gpusched.core.host.StateDirectory} rule, {@code $CONTAINER_ID}). It only reads the ledger
+     * ({@link NodeLedgerView}), so it runs as any user who may read the state directory. Exit 2 on bad arguments, 3
+     * when the ledger has no GPUs for the container, 4 when the node cannot be read (no GPU backend; the ledger
+     * absent, unreadable by this user, not trusted or damaged), each with one line on standard error.
      *
      * @param args the arguments
      */
     public static void main(String[] args) {
         String inventory = "auto";
-        Optional<java.nio.file.Path> dir = Optional.empty();
+        Optional<Path> dir = Optional.empty();
         String id = System.getenv("CONTAINER_ID");
+        InventorySpec spec;
         try {
             for (int i = 0; i < args.length; i++) {
                 switch (args[i]) {
                     case "--inventory" -> inventory = args[++i];
-                    case "--state-dir" -> dir = Optional.of(java.nio.file.Path.of(args[++i]));
+                    case "--state-dir" -> dir = Optional.of(Path.of(args[++i]));
                     default -> id = args[i];
                 }
             }
             check(id);
-        } catch (IllegalArgumentException | ArrayIndexOutOfBoundsException e) {
-            System.err.println("gpusched: " + (e instanceof IllegalArgumentException ? e.getMessage()
-                    : "an option lacks its value") + "; usage: YarnContainerGpus [--inventory SPEC] [--state-dir DIR]"
+            spec = InventorySpec.parse(inventory);
+        } catch (IllegalArgumentException | ArrayIndexOutOfBoundsException | GpuConfigException e) {
+            System.err.println("gpusched: " + (e instanceof ArrayIndexOutOfBoundsException ? "an option lacks its value"
+                    : e.getMessage()) + "; usage: YarnContainerGpus [--inventory SPEC] [--state-dir DIR]"
                     + " [CONTAINER_ID]");
-            System.exit(2);
+            System.exit(EXIT_USAGE);
             return;
         }
-        try (io.gpusched.core.host.GpuNode node = io.gpusched.core.host.GpuNode.builder().inventory(inventory)
-                .stateDir(dir).maintenanceInterval(java.time.Duration.ZERO).auditLogging(false).build()) {
-            Optional<Allocation> a = find(node.scheduler(), id);
+        int code = print(spec, dir, id, System.out, System.err);
+        if (code != 0) {
+            System.exit(code);
+        }
+    }
+
+    /** Exit code of {@link #main} on bad arguments. */
+    static final int EXIT_USAGE = 2;
+    /** Exit code of {@link #main} when the ledger has no GPUs for the container. */
+    static final int EXIT_NO_GPUS = 3;
+    /** Exit code of {@link #main} when the node cannot be read (backend, ledger). */
+    static final int EXIT_UNREADABLE = 4;
+
+    /** What {@link #main} does once its arguments are read; @return its exit code */
+    static int print(InventorySpec spec, Optional<Path> dir, String id, PrintStream out, PrintStream err) {
+        try (GpuInventory inv = spec.open(GpuConfig.defaults())) {
+            Path stateDir = StateDirectory.forNode(dir, inv);
+            Optional<Allocation> a = find(NodeLedgerView.read(stateDir, inv), id);
             if (a.isEmpty()) {
-                System.err.println("gpusched: container " + id + " has no GPUs in the node ledger "
-                        + node.stateDirectory().orElseThrow());
-                System.exit(3);
-                return;
+                err.println("gpusched: container " + id + " has no GPUs in the node ledger " + stateDir);
+                return EXIT_NO_GPUS;
             }
-            System.out.println("# " + id + ": GPUs " + a.get().deviceIndices() + " (" + a.get().id() + ")");
+            out.println("# " + id + ": GPUs " + a.get().deviceIndices() + " (" + a.get().id() + ")");
             environment(CudaEnvironmentResolver.builder().build().resolve(a.get(), CudaRequirement.NONE))
-                    .forEach((k, v) -> System.out.println("export " + k + "='" + v.replace("'", "'\\''") + "'"));
+                    .forEach((k, v) -> out.println("export " + k + "='" + v.replace("'", "'\\''") + "'"));
+            return 0;
+        } catch (LedgerException e) {
+            err.println("gpusched: " + e.kind() + ": " + e.getMessage());
+            return EXIT_UNREADABLE;
+        } catch (BackendUnavailableException e) {
+            err.println("gpusched: no GPU backend is available here: " + e.getMessage());
+            return EXIT_UNREADABLE;
+        } catch (GpuException e) {
+            err.println("gpusched: " + e.getMessage());
+            return EXIT_UNREADABLE;
         }
     }
 

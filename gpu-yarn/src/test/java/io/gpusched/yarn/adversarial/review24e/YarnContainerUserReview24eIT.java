@@ -22,7 +22,6 @@ import java.util.stream.Stream;
 import org.apache.hadoop.conf.Configuration;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Assumptions;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
@@ -66,9 +65,7 @@ class YarnContainerUserReview24eIT {
     }
 
     @Test
-    @Disabled("defect: no mode of the state directory lets a default-runtime container running as another user than"
-            + " the NodeManager read its GPUs (0700/0750/0755: AccessDeniedException on ledger.lock; 0770/0777:"
-            + " refused as writable by others); YarnContainerGpus then dies with a stack trace, exit 1")
+    // review24e defect 4, fixed: the container reads the ledger read-only (NodeLedgerView)
     void aContainerRunningAsAnotherUserReadsItsGpus() throws Exception {
         Assumptions.assumeTrue(root(), "needs root: the container's side runs as the user nobody");
         Path setpriv = setpriv();

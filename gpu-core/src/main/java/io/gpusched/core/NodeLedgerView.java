@@ -1,0 +1,91 @@
+package io.gpusched.core;
+
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Objects;
+
+/**
+ * The allocations a node ledger records, read once without taking the node's lock and without writing anything: for
+ * processes that only need to learn which GPUs are whose, such as a YARN container running as another user than the
+ * NodeManager that wrote the ledger. A reader needs read access only (the state directory readable and searchable,
+ * the {@code ledger} file readable); it makes the same checks of the directory and file a writer makes except that it
+ * may be another user (see {@link LedgerException.Kind#UNREADABLE} and {@code INSECURE_PERMISSIONS}).
+ *
+ * <pre>{@code
+ * NodeLedgerView v = NodeLedgerView.read(Path.of("/var/lib/gpusched"), inventory);
+ * v.allocations().forEach(a -> System.out.println(a.id() + " " + a.deviceIndices()));
+ * }</pre>
+ *
+ * <p>The view is what the ledger held when it was read: a record a writer was appending meanwhile (an incomplete last
+ * line) is not in it, and nothing is released on its behalf (an expired lease or a dead holder stays listed until a
+ * writer records its release).
+ */
+public final class NodeLedgerView {
+    private final Path file;
+    private final long sequence;
+    private final List<Allocation> allocations;
+    private final List<String> warnings;
+
+    private NodeLedgerView(Path file, long sequence, List<Allocation> allocations, List<String> warnings) {
+        this.file = file;
+        this.sequence = sequence;
+        this.allocations = List.copyOf(allocations);
+        this.warnings = List.copyOf(warnings);
+    }
+
+    /**
+     * Reads the node ledger in {@code stateDir} (used as it is; see {@link io.gpusched.core.host.StateDirectory} for the
+     * rule that finds a node's directory) and checks that it describes {@code inventory}'s node.
+     *
+     * @param stateDir  the state directory
+     * @param inventory the node's inventory: the ledger names GPUs by UUID, the allocations carry its devices
+     * @return the live allocations as the ledger records them
+     * @throws LedgerException {@code UNREADABLE} when this process's user cannot read the directory or the ledger, or
+     *                         there is none (naming the path and the modes that would work); {@code
+     *                         INSECURE_PERMISSIONS}, {@code CORRUPT}, {@code NEWER_FORMAT}, {@code NODE_MISMATCH} as
+     *                         for a scheduler over the directory
+     */
+    public static NodeLedgerView read(Path stateDir, GpuInventory inventory) {
+        Objects.requireNonNull(stateDir, "stateDir");
+        Objects.requireNonNull(inventory, "inventory");
+        List<DeviceState> idle = new ArrayList<>();
+        for (GpuDevice d : inventory.devices()) {
+            idle.add(DeviceState.idle(d, GpuHealth.HEALTHY));
+        }
+        List<String> warnings = new ArrayList<>();
+        NodeState s = NodeLedger.read(stateDir, new NodeState(idle), warnings);
+        NodeIdentity.verify(stateDir.toAbsolutePath().normalize(), inventory);
+        warnings.addAll(s.problems);
+        return new NodeLedgerView(stateDir.toAbsolutePath().normalize().resolve(NodeLedger.FILE), s.sequence,
+                new ArrayList<>(s.live.values()), warnings);
+    }
+
+    /** @return the ledger file read */
+    public Path file() {
+        return file;
+    }
+
+    /** @return the sequence of the last record read (0 for a ledger without records) */
+    public long sequence() {
+        return sequence;
+    }
+
+    /** @return the live allocations, in the order they were made */
+    public List<Allocation> allocations() {
+        return allocations;
+    }
+
+    /**
+     * @return what the view could not show: an incomplete last record left unread, GPUs an allocation holds that the
+     *         inventory does not have (such an allocation lists only the devices the inventory has)
+     */
+    public List<String> warnings() {
+        return warnings;
+    }
+
+    @Override
+    public String toString() {
+        return "NodeLedgerView[" + file + ", sequence " + sequence + ", " + allocations.size() + " allocations]";
+    }
+}
