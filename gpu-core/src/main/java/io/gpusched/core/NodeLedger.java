@@ -274,7 +274,7 @@ final class NodeLedger {
     static void checkReaderOwner(Path p, Path dir, String what) {
         int owner = uid(p);
         int dirOwner = uid(dir);
-        int me = uid(Path.of("/proc/self"));
+        int me = myUid();
         if (owner >= 0 && owner != 0 && owner != me && owner != dirOwner) {
             throw new LedgerException(Kind.INSECURE_PERMISSIONS, p, "the " + what + " " + p + " is owned by uid "
                     + owner + ", neither the owner of its directory (uid " + dirOwner + ") nor root; another user may"
@@ -303,8 +303,17 @@ final class NodeLedger {
         }
     }
 
+    /** @return this process's user ({@code /proc/self} is a link to a directory the process owns), or -1 */
+    private static int myUid() {
+        try {
+            return (Integer) Files.getAttribute(Path.of("/proc/self"), "unix:uid");
+        } catch (UnsupportedOperationException | IllegalArgumentException | IOException e) {
+            return -1;
+        }
+    }
+
     private LedgerException denied(Path p) {
-        int me = uid(Path.of("/proc/self"));
+        int me = myUid();
         return new LedgerException(Kind.UNREADABLE, p, "cannot read the node ledger " + file + " as uid " + me
                 + ": permission denied; readers need the state directory readable and searchable and the ledger"
                 + " readable (writers keep them writable by their owner only): chmod 0755 " + dir + " and chmod 0644 "

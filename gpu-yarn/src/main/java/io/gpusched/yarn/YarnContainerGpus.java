@@ -165,6 +165,10 @@ public final class YarnContainerGpus {
             environment(CudaEnvironmentResolver.builder().build().resolve(a.get(), CudaRequirement.NONE))
                     .forEach((k, v) -> out.println("export " + k + "='" + v.replace("'", "'\\''") + "'"));
             return 0;
+        } catch (IllegalArgumentException e) { // an inventory spec naming no known profile or file
+            err.println("gpusched: " + e.getMessage() + "; usage: YarnContainerGpus [--inventory SPEC] [--state-dir"
+                    + " DIR] [CONTAINER_ID]");
+            return EXIT_USAGE;
         } catch (LedgerException e) {
             err.println("gpusched: " + e.kind() + ": " + e.getMessage());
             return EXIT_UNREADABLE;

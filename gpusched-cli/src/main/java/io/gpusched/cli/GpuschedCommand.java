@@ -115,6 +115,11 @@ public final class GpuschedCommand implements Callable<Integer> {
         return Node.open(simulate(), config(), stateDir(), strategy, Optional.empty());
     }
 
+    /** Reads the node ledger with the global options, without a scheduler (no lock, nothing written). */
+    public Node.Read readLedger() {
+        return Node.read(simulate(), config(), stateDir());
+    }
+
     /** Opens the node with a listener for the scheduler's audit events. */
     public Node open(Optional<String> strategy, AllocationListener listener) {
         return Node.open(simulate(), config(), stateDir(), strategy, Optional.of(listener));

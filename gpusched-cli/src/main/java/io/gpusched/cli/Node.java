@@ -5,6 +5,7 @@ import io.gpusched.core.BackendUnavailableException;
 import io.gpusched.core.GpuConfig;
 import io.gpusched.core.GpuInventory;
 import io.gpusched.core.GpuScheduler;
+import io.gpusched.core.NodeLedgerView;
 import io.gpusched.core.host.GpuNode;
 import io.gpusched.core.host.InventorySpec;
 import io.gpusched.core.host.StateDirectory;
@@ -51,8 +52,7 @@ public final class Node implements AutoCloseable {
         try {
             node = b.build();
         } catch (BackendUnavailableException e) {
-            throw new CliException("no GPU backend is available here (" + String.join("; ", e.causes())
-                    + "); use --simulate dgx1-v100 (or another profile) to try gpusched without GPUs");
+            throw noBackend(e);
         }
         try {
             node.scheduler().updateMetrics(node.inventory().sample());
@@ -61,6 +61,44 @@ public final class Node implements AutoCloseable {
             throw e;
         }
         return new Node(config, node);
+    }
+
+    private static CliException noBackend(BackendUnavailableException e) {
+        return new CliException("no GPU backend is available here (" + String.join("; ", e.causes())
+                + "); use --simulate dgx1-v100 (or another profile) to try gpusched without GPUs");
+    }
+
+    /**
+     * What {@link #read} found: the configuration, the state directory and the ledger as read.
+     *
+     * @param config         the configuration
+     * @param stateDirectory the node ledger's state directory
+     * @param ledger         the ledger's allocations
+     */
+    public record Read(GpuConfig config, Path stateDirectory, NodeLedgerView ledger) {
+    }
+
+    /**
+     * Reads the node ledger without opening a scheduler: no lock taken, nothing written, so any user who may read the
+     * state directory can (a YARN container is never the NodeManager's user). Same options and directory rule as
+     * {@link #open}.
+     *
+     * @throws CliException when no backend is available
+     * @throws io.gpusched.core.LedgerException when the ledger cannot be read (naming the path and what would work)
+     */
+    public static Read read(Optional<String> simulate, Optional<Path> configFile, Optional<Path> stateDir) {
+        GpuConfig config = configFile.map(GpuConfig::load).orElse(GpuConfig.defaults());
+        InventorySpec spec = simulate.map(InventorySpec::simulated).orElse(InventorySpec.AUTO);
+        GpuInventory inv;
+        try {
+            inv = spec.open(config);
+        } catch (BackendUnavailableException e) {
+            throw noBackend(e);
+        }
+        try (inv) {
+            Path dir = StateDirectory.forNode(stateDir.or(config::stateDir), inv);
+            return new Read(config, dir, NodeLedgerView.read(dir, inv));
+        }
     }
 
     /** @return the configuration */

@@ -1,6 +1,7 @@
 package io.gpusched.cli.commands;
 
 import io.gpusched.cli.Node;
+import io.gpusched.core.GpuConfig;
 import io.gpusched.cuda.CudaEnvironment;
 import io.gpusched.cuda.CudaEnvironmentResolver;
 import io.gpusched.cuda.CudaSearch;
@@ -11,8 +12,12 @@ final class CudaOutput {
     private CudaOutput() {
     }
     static CudaEnvironmentResolver resolver(Node n) {
+        return resolver(n.config());
+    }
+
+    static CudaEnvironmentResolver resolver(GpuConfig config) {
         return CudaEnvironmentResolver.builder()
-                .search(CudaSearch.host(n.config().cudaPaths())).build();
+                .search(CudaSearch.host(config.cudaPaths())).build();
     }
 
     static void printEnvironment(PrintStream out, CudaEnvironment env) {

@@ -11,7 +11,6 @@ import io.gpusched.cuda.CudaRequirement;
 import io.gpusched.yarn.YarnContainerGpus;
 import java.util.LinkedHashMap;
 import java.util.Map;
-import java.util.Optional;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
@@ -43,34 +42,34 @@ public final class EnvCommand implements Callable<Integer> {
                     + " $CONTAINER_ID)", 2);
         }
         YarnContainerGpus.check(id);
-        try (Node node = root.open(Optional.empty())) {
-            Allocation a = YarnContainerGpus.find(node.scheduler(), id).orElseThrow(() -> new CliException(
-                    "container " + id + " has no GPUs in the node ledger " + node.stateDirectory()
-                            + " (it asked for none, it has finished, or the NodeManager's gpusched.yarn.state-dir"
-                            + " is another directory: pass it with --state-dir)", NO_GPUS));
-            CudaEnvironment ce = CudaOutput.resolver(node).resolve(a, CudaRequirement.NONE);
-            Map<String, String> vars = new LinkedHashMap<>(ce.variables());
-            if (root.json()) {
-                ObjectMapper m = new ObjectMapper();
-                ObjectNode o = m.createObjectNode();
-                o.put("container", id);
-                o.put("allocation", a.id());
-                a.deviceIndices().forEach(o.putArray("gpus")::add);
-                a.deviceUuids().forEach(o.putArray("uuids")::add);
-                ObjectNode env = o.putObject("env");
-                vars.forEach(env::put);
-                ce.pathPrepends().forEach((k, v) -> env.put(k, String.join(":", v)));
-                root.out().println(o.toString());
-                return 0;
-            }
-            root.out().println("# " + id + ": GPUs " + a.deviceIndices() + " (" + a.id() + ")");
-            vars.forEach((k, v) -> root.out().println("export " + k + "=" + quote(v)));
-            ce.pathPrepends().forEach((k, v) -> {
-                if (!v.isEmpty()) {
-                    root.out().println("export " + k + "=" + quote(String.join(":", v)) + "${" + k + ":+:$" + k + "}");
-                }
-            });
+        // read only (no lock, nothing written): a container is never the NodeManager's user
+        Node.Read node = root.readLedger();
+        Allocation a = YarnContainerGpus.find(node.ledger(), id).orElseThrow(() -> new CliException(
+                "container " + id + " has no GPUs in the node ledger " + node.stateDirectory()
+                        + " (it asked for none, it has finished, or the NodeManager's gpusched.yarn.state-dir"
+                        + " is another directory: pass it with --state-dir)", NO_GPUS));
+        CudaEnvironment ce = CudaOutput.resolver(node.config()).resolve(a, CudaRequirement.NONE);
+        Map<String, String> vars = new LinkedHashMap<>(ce.variables());
+        if (root.json()) {
+            ObjectMapper m = new ObjectMapper();
+            ObjectNode o = m.createObjectNode();
+            o.put("container", id);
+            o.put("allocation", a.id());
+            a.deviceIndices().forEach(o.putArray("gpus")::add);
+            a.deviceUuids().forEach(o.putArray("uuids")::add);
+            ObjectNode env = o.putObject("env");
+            vars.forEach(env::put);
+            ce.pathPrepends().forEach((k, v) -> env.put(k, String.join(":", v)));
+            root.out().println(o.toString());
+            return 0;
         }
+        root.out().println("# " + id + ": GPUs " + a.deviceIndices() + " (" + a.id() + ")");
+        vars.forEach((k, v) -> root.out().println("export " + k + "=" + quote(v)));
+        ce.pathPrepends().forEach((k, v) -> {
+            if (!v.isEmpty()) {
+                root.out().println("export " + k + "=" + quote(String.join(":", v)) + "${" + k + ":+:$" + k + "}");
+            }
+        });
         return 0;
     }
 
