@@ -35,8 +35,8 @@ public final class NodeLedgerView {
     }
 
     /**
-     * Reads the node ledger in {@code stateDir} (used as it is; see {@link io.gpusched.core.host.StateDirectory} for the
-     * rule that finds a node's directory) and checks that it describes {@code inventory}'s node.
+     * Reads the node ledger in {@code stateDir} (used as it is; see {@link io.gpusched.core.host.StateDirectory} for
+     * the rule that finds a node's directory) and checks that it describes {@code inventory}'s node.
      *
      * @param stateDir  the state directory
      * @param inventory the node's inventory: the ledger names GPUs by UUID, the allocations carry its devices
