@@ -79,6 +79,24 @@ class EnvCommandTest {
     }
 
     @Test
+    void envOnlyReadsTheLedgerAndAMissingOneIsOneLineNamingIt() throws Exception {
+        record(CID, 1);
+        Files.delete(state.resolve("ledger.lock")); // a reader takes no lock: it neither needs nor creates the file
+        byte[] before = Files.readAllBytes(state.resolve("ledger"));
+        CliRunner.Result r = new CliRunner(state).run("--simulate", "dgx1-v100", "env", "--container", CID);
+        assertThat(r.exit()).as(r.err()).isZero();
+        assertThat(Files.exists(state.resolve("ledger.lock"))).as("env created the lock file").isFalse();
+        assertThat(Files.readAllBytes(state.resolve("ledger"))).isEqualTo(before);
+
+        Path empty = Files.createDirectory(state.resolve("empty"));
+        CliRunner.Result none = new CliRunner(empty).run("--simulate", "dgx1-v100", "env", "--container", CID);
+        assertThat(none.exit()).isEqualTo(2);
+        assertThat(none.err().lines().filter(l -> !l.isBlank()).toList()).singleElement().asString()
+                .startsWith("gpusched: UNREADABLE: ").contains(empty.resolve("ledger").toString());
+        assertThat(empty).as("a reader creates nothing").isEmptyDirectory();
+    }
+
+    @Test
     void withoutContainerIdTheDefaultIsTheEnvironmentsAndItsAbsenceIsSaid() {
         Assumptions.assumeTrue(System.getenv("CONTAINER_ID") == null, "this JVM runs inside a YARN container");
         CliRunner.Result r = new CliRunner(state).run("--simulate", "dgx1-v100", "env");
