@@ -396,10 +396,16 @@ final class NodeLedger {
     private static void prepareDirectory(Path dir) {
         if (!Files.isDirectory(dir)) {
             try {
+                Path first = dir; // the outermost directory this call creates
+                while (first.getParent() != null && !Files.exists(first.getParent())) {
+                    first = first.getParent();
+                }
                 Files.createDirectories(dir, PosixFilePermissions.asFileAttribute(
                         PosixFilePermissions.fromString("rwxr-xr-x")));
-                // the umask may have narrowed the mode: readers (a YARN container's user) need to read the ledger
-                Files.setPosixFilePermissions(dir, PosixFilePermissions.fromString("rwxr-xr-x"));
+                // the umask may have narrowed the modes: readers (a YARN container's user) need to reach the ledger
+                for (Path p = dir; p != null && p.startsWith(first); p = p.getParent()) {
+                    Files.setPosixFilePermissions(p, PosixFilePermissions.fromString("rwxr-xr-x"));
+                }
             } catch (IOException e) {
                 throw io("cannot create the state directory " + dir, dir, e);
             }
