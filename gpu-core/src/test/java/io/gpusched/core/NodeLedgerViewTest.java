@@ -225,6 +225,30 @@ class NodeLedgerViewTest {
     }
 
     @Test
+    void aWriterUnderANarrowUmaskStillLeavesTheLedgerReadableByOthers(@TempDir Path tmp) throws Exception {
+        Path sh = Path.of("/bin/sh");
+        assumeTrue(Files.isExecutable(sh), "needs /bin/sh to start the writer under umask 077");
+        Files.setPosixFilePermissions(tmp, PosixFilePermissions.fromString("rwxr-xr-x"));
+        Path dir = tmp.resolve("base").resolve("simulated").resolve("state");
+        Path log = tmp.resolve("child.log");
+        // a writer (a NodeManager started with umask 077) creates the state directory and the ledger
+        Process p = new ProcessBuilder(sh.toString(), "-c", "umask 077; exec \"$0\" \"$@\"",
+                Path.of(System.getProperty("java.home"), "bin", "java").toString(), "-cp",
+                System.getProperty("java.class.path"), LedgerChild.class.getName(), dir.toString(), "1", "0",
+                log.toString()).redirectErrorStream(true).start();
+        String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        assertThat(p.waitFor(60, java.util.concurrent.TimeUnit.SECONDS)).isTrue();
+        assertThat(p.exitValue()).as(out).isZero();
+        for (Path d = dir; !d.equals(tmp); d = d.getParent()) {
+            assertThat(PosixFilePermissions.toString(Files.getPosixFilePermissions(d))).as(d.toString())
+                    .isEqualTo("rwxr-xr-x");
+        }
+        assertThat(PosixFilePermissions.toString(Files.getPosixFilePermissions(dir.resolve(NodeLedger.FILE))))
+                .isEqualTo("rw-r--r--");
+        assertThat(NodeLedgerView.read(dir, inventory()).allocations()).isEmpty();
+    }
+
+    @Test
     void anotherNodesLedgerIsRefused(@TempDir Path tmp) {
         Path dir = tmp.resolve("state");
         try (GpuScheduler s = writer(dir)) {
