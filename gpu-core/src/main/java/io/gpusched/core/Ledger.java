@@ -94,7 +94,9 @@ final class Ledger implements AutoCloseable {
     private volatile Thread gathering;
     /** Moving average of a batch's time under the lock (catch-up, decide, append, force), in ns; leader only. */
     private volatile long batchNanos;
-    /** When not negative, how long a leader waits for the previous batch's threads (tests: long, to make it certain). */
+    /**
+     * When not negative, how long a leader waits for the previous batch's threads (tests: long, to make it certain).
+     */
     private volatile long gatherOverrideNanos = -1;
     /** Guarded by lock. */
     private NodeState state;

@@ -4,6 +4,7 @@ import io.gpusched.core.DeviceState.Pool;
 import io.gpusched.core.GpuAllocationException.Reason;
 import java.time.Instant;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collections;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -124,7 +125,7 @@ final class Placement {
             }
         }
         if (chosen == null) {
-            throw new GpuException("strategy " + strategy.name() + " returned " + java.util.Arrays.toString(picked)
+            throw new GpuException("strategy " + strategy.name() + " returned " + Arrays.toString(picked)
                     + " for " + request.describe() + "; it must return " + request.count() + " distinct indices out of "
                     + indices(candidates) + (request.requiredDevices().isEmpty() ? ""
                     : ", including the required " + request.requiredDevices())

@@ -19,9 +19,9 @@ import org.apache.flink.configuration.Configuration;
  * {@code state-dir} (node ledger; default: the {@link StateDirectory} rule, {@code $GPUSCHED_STATE_DIR}, else
  * {@code /var/lib/gpusched} for root, else {@code ~/.local/state/gpusched}, a simulated node under
  * {@code <base>/simulated/<profile>}), {@code inventory} (an {@link InventorySpec}: {@code auto},
- * {@code simulated:<profile or YAML path>}, or provider names such as {@code nvml,procfs}), {@code strategy} ({@code topology},
- * {@code packing}, {@code spreading}, {@code thermal}) and {@code memory-per-gpu} ({@code 16GB}, {@code 16g},
- * {@code 16384} MiB).
+ * {@code simulated:<profile or YAML path>}, or provider names such as {@code nvml,procfs}), {@code strategy} ({@code
+ * topology}, {@code packing}, {@code spreading}, {@code thermal}) and {@code memory-per-gpu} ({@code 16GB}, {@code
+ * 16g}, {@code 16384} MiB).
  *
  * @param stateDir     the node ledger's directory given explicitly; empty for the {@link StateDirectory} rule
  * @param inventory    which inventory

@@ -25,8 +25,8 @@ import org.slf4j.LoggerFactory;
  * ({@code spark.executor.resource.gpu.amount}), and a driver asking for GPUs ({@code spark.driver.resource.gpu.amount})
  * discovers its own.
  *
- * <p>What a holding is keyed by, per JVM (see {@link ProcessGpus}): the driver and the executor once per JVM (Spark runs
- * one active SparkContext per JVM, and an executor backend is a JVM of its own), so a component asking again gets
+ * <p>What a holding is keyed by, per JVM (see {@link ProcessGpus}): the driver and the executor once per JVM (Spark
+ * runs one active SparkContext per JVM, and an executor backend is a JVM of its own), so a component asking again gets
  * back what it holds; a Worker per Worker instance, because {@code local-cluster[N,...]} runs N Workers in one JVM
  * with one shared {@code SparkConf}: each Worker discovers in its own RPC environment's dispatcher thread (its
  * {@code onStart}), and that thread, which lives exactly as long as the Worker's RPC environment, names the holding.
@@ -107,7 +107,8 @@ public class GpuschedDiscoveryPlugin implements ResourceDiscoveryPlugin {
             try {
                 discovering.join();
                 if (ProcessGpus.release(key)) {
-                    LOG.info("gpusched: the Worker of {} stopped (its dispatcher thread ended); its GPUs are back", key);
+                    LOG.info("gpusched: the Worker of {} stopped (its dispatcher thread ended); its GPUs are back",
+                            key);
                 }
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();

@@ -31,7 +31,8 @@ import org.apache.spark.SparkConf;
  * {@code 16GB}, {@code 16384} MiB)</td></tr>
  * <tr><td>{@code spark.gpusched.addresses}</td><td>{@code index}</td><td>{@code index} or {@code uuid}: how the
  * GPUs are named in Spark's resource addresses</td></tr>
- * <tr><td>{@code spark.gpusched.resourceName}</td><td>{@code gpu}</td><td>the Spark resource this plugin serves</td></tr>
+ * <tr><td>{@code spark.gpusched.resourceName}</td><td>{@code gpu}</td><td>the Spark resource this plugin
+ * serves</td></tr>
  * </table>
  *
  * @param resourceName  the Spark resource served

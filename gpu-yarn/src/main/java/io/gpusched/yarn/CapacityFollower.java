@@ -14,6 +14,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.ipc.RPC;
 import org.apache.hadoop.yarn.api.ApplicationClientProtocol;
 import org.apache.hadoop.yarn.api.protocolrecords.GetClusterNodesRequest;
 import org.apache.hadoop.yarn.api.records.NodeId;
@@ -206,16 +207,18 @@ final class CapacityFollower implements AutoCloseable, GpuHealthListener {
 
     private void stopProxies() {
         if (client != null) {
-            org.apache.hadoop.ipc.RPC.stopProxy(client);
+            RPC.stopProxy(client);
             client = null;
         }
         if (admin != null) {
-            org.apache.hadoop.ipc.RPC.stopProxy(admin);
+            RPC.stopProxy(admin);
             admin = null;
         }
     }
 
-    /** @return this NodeManager's node among the ResourceManager's, by {@link GpuschedDevicePlugin#KEY_NODE_ID} or host */
+    /**
+     * @return this NodeManager's node among the ResourceManager's, by {@link GpuschedDevicePlugin#KEY_NODE_ID} or host
+     */
     NodeReport myNode(List<NodeReport> nodes) throws Exception {
         String given = conf.getTrimmed(GpuschedDevicePlugin.KEY_NODE_ID, "");
         if (!given.isEmpty()) {

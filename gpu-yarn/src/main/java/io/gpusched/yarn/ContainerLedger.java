@@ -6,6 +6,7 @@ import io.gpusched.core.GpuInventory;
 import io.gpusched.core.GpuRequest;
 import io.gpusched.core.host.GpuNode;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
@@ -34,7 +35,7 @@ final class ContainerLedger implements AutoCloseable {
 
     ContainerLedger(GpuInventory inventory, Optional<Path> stateDir) {
         this.node = GpuNode.builder().inventory(inventory).stateDir(stateDir)
-                .maintenanceInterval(java.time.Duration.ZERO).auditLogging(false).build();
+                .maintenanceInterval(Duration.ZERO).auditLogging(false).build();
     }
 
     /** @return the node ledger's state directory */

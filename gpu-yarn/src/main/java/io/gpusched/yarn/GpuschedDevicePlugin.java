@@ -7,18 +7,22 @@ import io.gpusched.core.DeviceState;
 import io.gpusched.core.GpuConfig;
 import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuHealth;
+import io.gpusched.core.GpuInventories;
 import io.gpusched.core.GpuInventory;
 import io.gpusched.core.GpuRequest;
 import io.gpusched.core.GpuTopology;
+import io.gpusched.core.GpuVendor;
 import io.gpusched.core.MemorySize;
 import io.gpusched.core.SchedulingView;
-import io.gpusched.cuda.CudaEnvironment;
-import io.gpusched.cuda.CudaEnvironmentResolver;
-import io.gpusched.cuda.CudaRequirement;
 import io.gpusched.core.devices.DeviceNode;
 import io.gpusched.core.devices.GpuDeviceNodes;
 import io.gpusched.core.host.InventorySpec;
+import io.gpusched.cuda.CudaEnvironment;
+import io.gpusched.cuda.CudaEnvironmentResolver;
+import io.gpusched.cuda.CudaRequirement;
+import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -30,6 +34,7 @@ import java.util.Objects;
 import java.util.Optional;
 import java.util.Set;
 import java.util.TreeSet;
+import java.util.regex.Pattern;
 import org.apache.hadoop.conf.Configurable;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.yarn.server.nodemanager.api.deviceplugin.Device;
@@ -58,6 +63,10 @@ import org.slf4j.LoggerFactory;
  * and declare the resource ({@code nvidia.com/gpu} by default) in {@code resource-types.xml}. Settings are read from
  * the NodeManager's configuration (the framework builds the plugin through {@code ReflectionUtils.newInstance}, which
  * calls {@link #setConf}); see the {@code KEY_*} constants.
+ *
+ * <p>Why it is over 500 lines: Hadoop's two interfaces (device discovery and scheduling) and the runtime spec are
+ * one class by YARN's contract (the NodeManager instantiates one class by name); the keys it reads, documented
+ * here, take a third of it. Capacity, container records and the placement cache are types of their own.
  */
 public class GpuschedDevicePlugin implements DevicePlugin, DevicePluginScheduler, Configurable {
 
@@ -65,16 +74,20 @@ public class GpuschedDevicePlugin implements DevicePlugin, DevicePluginScheduler
     public static final String KEY_RESOURCE_NAME = "gpusched.yarn.resource-name";
     /** Default resource name, the one YARN's own NVIDIA plugin registers. */
     public static final String DEFAULT_RESOURCE_NAME = "nvidia.com/gpu";
-    /** Where the GPUs come from: {@code auto} (detect the node; default) or {@code simulated:<profile or YAML path>}. */
+    /**
+     * Where the GPUs come from: {@code auto} (detect the node; default) or {@code simulated:<profile or YAML path>}.
+     */
     public static final String KEY_INVENTORY = "gpusched.yarn.inventory";
-    /** Strategy among the offered GPUs: {@code topology} (default), {@code packing}, {@code spreading}, {@code thermal}. */
+    /**
+     * Strategy among the offered GPUs: {@code topology} (default), {@code packing}, {@code spreading}, {@code thermal}.
+     */
     public static final String KEY_STRATEGY = "gpusched.yarn.strategy";
     /** How {@code CUDA_VISIBLE_DEVICES} names GPUs: {@code uuids} (default) or {@code indices}. */
     public static final String KEY_DEVICE_NAMING = "gpusched.yarn.device-naming";
     /**
      * Docker container runtime the container runs with; default {@code runc} (the device nodes and volumes are mounted
-     * by this plugin); {@code nvidia} hands the devices to the NVIDIA runtime as well. It must be in container-executor's
-     * {@code docker.allowed.runtimes}.
+     * by this plugin); {@code nvidia} hands the devices to the NVIDIA runtime as well. It must be in
+     * container-executor's {@code docker.allowed.runtimes}.
      */
     public static final String KEY_DOCKER_RUNTIME = "gpusched.yarn.docker.container-runtime";
     /**
@@ -105,8 +118,9 @@ public class GpuschedDevicePlugin implements DevicePlugin, DevicePluginScheduler
 
     private static final Logger LOG = LoggerFactory.getLogger(GpuschedDevicePlugin.class);
     /** YARN's rule for resource type names (ResourceUtils in Hadoop 3.4): an optional DNS-like prefix, then a name. */
-    private static final java.util.regex.Pattern RESOURCE_NAME = java.util.regex.Pattern.compile(
-            "^(((\\p{Alnum}([\\p{Alnum}-]*\\p{Alnum})?\\.)*\\p{Alnum}([\\p{Alnum}-]*\\p{Alnum})?)/)?\\p{Alpha}([\\w.-]*)$");
+    private static final Pattern RESOURCE_NAME = Pattern.compile(
+            "^(((\\p{Alnum}([\\p{Alnum}-]*\\p{Alnum})?\\.)*\\p{Alnum}([\\p{Alnum}-]*\\p{Alnum})?)/)?"
+                    + "\\p{Alpha}([\\w.-]*)$");
 
     private Configuration conf = new Configuration(false);
     private GpuInventory inventory;
@@ -236,7 +250,7 @@ public class GpuschedDevicePlugin implements DevicePlugin, DevicePluginScheduler
             return;
         }
         capacity = new CapacityFollower(getConf(), resourceName(), n.inventory, registered,
-                java.time.Duration.ofMillis(ms));
+                Duration.ofMillis(ms));
         capacity.start();
     }
 
@@ -386,7 +400,7 @@ public class GpuschedDevicePlugin implements DevicePlugin, DevicePluginScheduler
             out.add("/dev/" + devRoot.relativize(d.path()));
         }
         for (DeviceNode d : plan.controlNodes()) {
-            if (java.nio.file.Files.exists(d.path())) {
+            if (Files.exists(d.path())) {
                 out.add("/dev/" + devRoot.relativize(d.path()));
             }
         }
@@ -394,12 +408,12 @@ public class GpuschedDevicePlugin implements DevicePlugin, DevicePluginScheduler
     }
 
     static String devPath(GpuDevice d, Path devRoot) {
-        return devRoot.resolve(d.vendor() == io.gpusched.core.GpuVendor.AMD ? "dri/renderD" + minorOf(d)
+        return devRoot.resolve(d.vendor() == GpuVendor.AMD ? "dri/renderD" + minorOf(d)
                 : "nvidia" + minorOf(d)).toString();
     }
 
     static int major(GpuDevice d) {
-        return d.vendor() == io.gpusched.core.GpuVendor.AMD ? GpuDeviceNodes.DRM_MAJOR : GpuDeviceNodes.NVIDIA_MAJOR;
+        return d.vendor() == GpuVendor.AMD ? GpuDeviceNodes.DRM_MAJOR : GpuDeviceNodes.NVIDIA_MAJOR;
     }
 
     static int minorOf(GpuDevice d) {
@@ -429,7 +443,7 @@ public class GpuschedDevicePlugin implements DevicePlugin, DevicePluginScheduler
         } catch (RuntimeException e) {
             throw new IllegalArgumentException(KEY_INVENTORY + " = \"" + spec + "\": " + e.getMessage()
                     + "; expected auto, simulated:<profile or YAML path> (profiles: "
-                    + io.gpusched.core.GpuInventories.simulatedProfiles() + ") or provider names such as nvml", e);
+                    + GpuInventories.simulatedProfiles() + ") or provider names such as nvml", e);
         }
     }
 

@@ -16,6 +16,7 @@ import io.gpusched.cuda.CudaEnvironmentResolver;
 import io.gpusched.cuda.CudaRequirement;
 import java.io.PrintStream;
 import java.nio.file.Path;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
@@ -97,7 +98,7 @@ public final class YarnContainerGpus {
      *         its own to extend); this class loads no Hadoop class, so hosts without Hadoop (the CLI) may use it
      */
     public static Map<String, String> environment(CudaEnvironment ce) {
-        Map<String, String> out = new java.util.LinkedHashMap<>(ce.variables());
+        Map<String, String> out = new LinkedHashMap<>(ce.variables());
         ce.pathPrepends().forEach((k, dirs) -> {
             if (!dirs.isEmpty()) {
                 out.put(k, String.join(":", dirs));

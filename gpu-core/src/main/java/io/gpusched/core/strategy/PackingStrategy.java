@@ -4,6 +4,7 @@ import io.gpusched.core.AllocationStrategy;
 import io.gpusched.core.DeviceState;
 import io.gpusched.core.GpuRequest;
 import io.gpusched.core.GpuTopology;
+import io.gpusched.core.PcieLevel;
 import io.gpusched.core.SchedulingView;
 import io.gpusched.core.SharingMode;
 import java.util.ArrayList;
@@ -25,7 +26,7 @@ public final class PackingStrategy implements AllocationStrategy {
     public static final String NAME = "packing";
 
     /** Pair score at or above which two GPUs count as close partners (a link, or one PCIe switch). */
-    static final int CLOSE = PairScore.pcie(io.gpusched.core.PcieLevel.SINGLE);
+    static final int CLOSE = PairScore.pcie(PcieLevel.SINGLE);
 
     @Override
     public String name() {

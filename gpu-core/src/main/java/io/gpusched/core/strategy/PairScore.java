@@ -2,6 +2,7 @@ package io.gpusched.core.strategy;
 
 import io.gpusched.core.GpuTopology;
 import io.gpusched.core.PcieLevel;
+import java.util.List;
 
 /**
  * How well two GPUs talk to each other: 100 per NVLink/XGMI link plus a PCIe term (same board 60, one switch 50,
@@ -25,7 +26,7 @@ public final class PairScore {
     }
 
     /** @return the score of a set: the sum of {@link #exact} over its pairs */
-    public static long ofSet(GpuTopology topology, java.util.List<Integer> set) {
+    public static long ofSet(GpuTopology topology, List<Integer> set) {
         long s = 0;
         for (int a = 0; a < set.size(); a++) {
             for (int b = a + 1; b < set.size(); b++) {

@@ -69,8 +69,10 @@ public final class ThermalAwareStrategy implements AllocationStrategy {
         Map<Integer, Integer> tempRank = ranks(view.candidates(), oldest, true);
         Map<Integer, Integer> utilRank = ranks(view.candidates(), oldest, false);
         Comparator<DeviceState> heat = Comparator.comparingInt((DeviceState d) -> fresh(d, oldest) ? 0 : 1);
-        Comparator<DeviceState> temp = Comparator.comparingInt(d -> tempRank.getOrDefault(d.index(), Integer.MAX_VALUE));
-        Comparator<DeviceState> util = Comparator.comparingInt(d -> utilRank.getOrDefault(d.index(), Integer.MAX_VALUE));
+        Comparator<DeviceState> temp =
+                Comparator.comparingInt(d -> tempRank.getOrDefault(d.index(), Integer.MAX_VALUE));
+        Comparator<DeviceState> util =
+                Comparator.comparingInt(d -> utilRank.getOrDefault(d.index(), Integer.MAX_VALUE));
         Comparator<DeviceState> order = request.hint().orElse(WorkloadHint.TRAINING) == WorkloadHint.INFERENCE
                 ? Comparator.comparing((DeviceState d) -> !d.isShared()).thenComparing(heat).thenComparing(temp)
                         .thenComparing(util)

@@ -19,18 +19,19 @@ import java.util.Objects;
  * <ul>
  *   <li>{@link Objective#SET} ({@value #NAME}): the set that talks best, the largest sum of pair scores over its pairs;
  *       among equals, the one with the least affinity (sum of pair scores) to the GPUs that stay free, that is free
- *       GPUs not in the set (a 1-GPU request takes a GPU whose partners are busy rather than break an intact pair);</li>
+ *       GPUs not in the set (a 1-GPU request takes a GPU whose partners are busy rather than break an intact
+ *       pair);</li>
  *   <li>{@link Objective#REMAINING} ({@value #REMAINING_NAME}): what is left for the next job: the largest sum of the
  *       set's own pair scores and those left among the free GPUs (equivalently, the set that cuts the least link score
  *       to what stays free); among equals, the set's own score. This is go-gpuallocator's best-effort objective
  *       whenever the remaining GPUs form one group (at most {@code 2 x count} free GPUs); see docs/PERFORMANCE.md.</li>
  * </ul>
- * The last tie-break, for both, is candidate order (the smallest sum of positions in {@link SchedulingView#candidates()},
- * also when a NUMA preference or a shared request narrows the pool searched). Required devices
- * ({@link GpuRequest#requiredDevices()}) are always in the answer and the rest is chosen by the same objective, so it is
- * best connected to them. Explicit device ids are returned as asked; a NUMA preference restricts the search to that
- * node when it can hold the request; shared requests prefer GPUs already shared and always use the {@link Objective#SET}
- * objective (a shared GPU stays usable by others).
+ * The last tie-break, for both, is candidate order (the smallest sum of positions in {@link
+ * SchedulingView#candidates()}, also when a NUMA preference or a shared request narrows the pool searched). Required
+ * devices ({@link GpuRequest#requiredDevices()}) are always in the answer and the rest is chosen by the same objective,
+ * so it is best connected to them. Explicit device ids are returned as asked; a NUMA preference restricts the search to
+ * that node when it can hold the request; shared requests prefer GPUs already shared and always use the {@link
+ * Objective#SET} objective (a shared GPU stays usable by others).
  *
  * <p>Every key is kept in its own {@code long} (no folding), and a request whose sums could leave a long (pair scores
  * of billions times thousands of GPUs) is refused with {@code INVALID_REQUEST} rather than answered wrongly.
@@ -45,6 +46,10 @@ import java.util.Objects;
  * docs/PERFORMANCE.md for what that costs in time); a search that ends early returns the best set found with an upper
  * bound on the optimum from the unexplored branches, and {@link #choose} says so ({@link PlacementQuality}). The
  * budget {@link #EXACT} searches to the end (offline use).
+ *
+ * <p>Why it is over 500 lines: the search (greedy start, local search, the pair and block shortcuts, the branch and
+ * bound with its two bounds) works on one set of per-class arrays in its inner {@code Search}, all charged to one
+ * budget; moving the phases into types of their own that share those arrays is still to do (issue 22).
  */
 public final class TopologyAwareStrategy implements AllocationStrategy {
 
@@ -315,8 +320,8 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
         private boolean exactByBlocks;
 
         /**
-         * For tests that measure the branch and bound itself: pool = candidates, no budget, the greedy incumbent without
-         * the local search (so the search nodes counted are those of the branch and bound from a plain start).
+         * For tests that measure the branch and bound itself: pool = candidates, no budget, the greedy incumbent
+         * without the local search (so the search nodes counted are those of the branch and bound from a plain start).
          */
         Search(TopologyScores ts, List<DeviceState> pool, List<Integer> required, List<DeviceState> devices, int k,
                Objective objective) {
@@ -327,8 +332,8 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
         private boolean localSearch = true;
 
         /**
-         * For tests: pool = candidates, no budget; when the tighter bound is built, whether the exact shortcuts (blocks,
-         * at most two devices to choose) may answer instead of the branch and bound.
+         * For tests: pool = candidates, no budget; when the tighter bound is built, whether the exact shortcuts
+         * (blocks, at most two devices to choose) may answer instead of the branch and bound.
          */
         Search(TopologyScores ts, List<DeviceState> pool, List<Integer> required, List<DeviceState> devices, int k,
                Objective objective, int tightAfter, boolean blockSearch) {
@@ -514,10 +519,10 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
         }
 
         /**
-         * Per static class that the pool or the free devices use: a member's affinity to every free device, its own twin
-         * term counted once ({@code sum_y free_y x classScore[x][y]}). Where fewer classes hold non-free devices than
-         * free ones, the topology's full rows minus the non-free devices (cheaper on a mostly free node); else the free
-         * devices added up with checked arithmetic. Charges the work it does.
+         * Per static class that the pool or the free devices use: a member's affinity to every free device, its own
+         * twin term counted once ({@code sum_y free_y x classScore[x][y]}). Where fewer classes hold non-free devices
+         * than free ones, the topology's full rows minus the non-free devices (cheaper on a mostly free node); else the
+         * free devices added up with checked arithmetic. Charges the work it does.
          *
          * @throws ArithmeticException when a sum leaves a long
          */
@@ -670,8 +675,8 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
          * most twice its node weight plus its k - 1 best partner weights (within the class capacities; the pairs among
          * the k devices sum to half of that over the devices), and an answer is at most the k best devices by that.
          * The partners come from the pool's own rows where the 3 c^2 units a selection per class costs are at most an
-         * eighth of the budget (always with {@link #EXACT}), else from the topology's table of best partners among all its devices (looser:
-         * it counts held devices too), else each partner is taken at the largest pair weight.
+         * eighth of the budget (always with {@link #EXACT}), else from the topology's table of best partners among all
+         * its devices (looser: it counts held devices too), else each partner is taken at the largest pair weight.
          */
         private void rootBound() {
             long[] g = new long[c];
@@ -1472,10 +1477,10 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
 
         /**
          * Twice an upper bound (lexicographic) on what r more devices from classes t..c-1 can add, into retA..retC:
-         * each brings at most its linear gain from what is fixed, its node weight, its first position, and half its best
-         * pair weights to the r - 1 others (the pairs among new devices sum to half the sum over the devices of their
-         * pairs to the others): its r - 1 best partners once the tighter tables exist, else r - 1 times its best one.
-         * The r best by that, within the class capacities, lower limits relaxed.
+         * each brings at most its linear gain from what is fixed, its node weight, its first position, and half its
+         * best pair weights to the r - 1 others (the pairs among new devices sum to half the sum over the devices of
+         * their pairs to the others): its r - 1 best partners once the tighter tables exist, else r - 1 times its best
+         * one. The r best by that, within the class capacities, lower limits relaxed.
          *
          * @return false when r devices do not fit in classes t..c-1
          */
@@ -1549,8 +1554,9 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
 
         /**
          * Into retA..retC: the lexicographic sum of the {@code r} best units by (gA, gB, gC) among the classes
-         * {@code sel[0..len)}, class j available {@code cap[j]} times (at least r units in all): a three-way quickselect,
-         * the same sums as picking the best class r times (equal keys add equal amounts, whichever is taken).
+         * {@code sel[0..len)}, class j available {@code cap[j]} times (at least r units in all): a three-way
+         * quickselect, the same sums as picking the best class r times (equal keys add equal amounts, whichever is
+         * taken).
          */
         private void selectTop(int len, int r) {
             long ta = 0;

@@ -184,7 +184,7 @@ final class TopologyScores {
     /** @return blocks of classes: twins among classes, the score within a class ignored */
     private static int[] blocks(long[] cs, int c) {
         int[] block = new int[c];
-        java.util.Arrays.fill(block, -1);
+        Arrays.fill(block, -1);
         int b = 0;
         for (int x = 0; x < c; x++) {
             if (block[x] >= 0) {
