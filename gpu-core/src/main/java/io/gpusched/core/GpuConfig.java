@@ -150,7 +150,8 @@ public record GpuConfig(
         StrictYaml thermal = gpu.child("thermal").onlyKeys(Set.of("max_sample_age"));
         b.sampleMaxAge(thermal.parsed("max_sample_age", Durations::parse, b.sampleMaxAge));
         StrictYaml placement = gpu.child("placement").onlyKeys(Set.of("work_budget"));
-        b.workBudget(placement.parsed("work_budget", TopologyAwareStrategy::parseWorkBudget, b.workBudget));
+        b.workBudget(placement.parsed("work_budget", TopologyAwareStrategy::parseWorkBudget, b.workBudget,
+                TopologyAwareStrategy.WORK_BUDGET_VALUES));
         List<Path> paths = new ArrayList<>();
         List<String> given = gpu.strings("cuda_paths");
         for (int i = 0; i < given.size(); i++) {

@@ -281,6 +281,20 @@ public final class StrictYaml {
      * @return the parsed value, or {@code fallback} when absent
      */
     public <T> T parsed(String key, Function<String, T> parser, T fallback) {
+        return parsed(key, parser, fallback, null);
+    }
+
+    /**
+     * As {@link #parsed(String, Function, Object)}; a list or mapping in place of the scalar is refused naming
+     * {@code valid}, what the key takes.
+     *
+     * @param valid what the key takes, for the refusal of a list or mapping; null to say nothing more
+     */
+    public <T> T parsed(String key, Function<String, T> parser, T fallback, String valid) {
+        Object v = map.get(key);
+        if (valid != null && (v instanceof Map || v instanceof List)) {
+            throw error(pathOf(key), "must be a single value, was " + describe(v) + "; valid: " + valid);
+        }
         String s = string(key, null);
         if (s == null) {
             return fallback;

@@ -134,6 +134,9 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
         }
         long v;
         try {
+            if (!t.matches("-?[0-9]+")) { // Long.parseLong takes any script's digits; the sibling keys take ASCII only
+                throw new NumberFormatException(t);
+            }
             v = Long.parseLong(t);
         } catch (NumberFormatException e) {
             throw new IllegalArgumentException("\"" + t.replace("\0", "\\0") + "\" is not a work budget; valid: "
