@@ -7,6 +7,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.gpusched.core.GpuAllocationException.Reason;
 import io.gpusched.core.sim.SimulatedGpuInventory;
+import io.gpusched.core.testing.ManualClock;
 import java.time.Clock;
 import java.time.Instant;
 import java.time.ZoneOffset;
@@ -195,7 +196,7 @@ class GpuSchedulerTest {
 
     @Test
     void rateLimitedPerOwnerOnTheSchedulerClock() {
-        MutableClock clock = new MutableClock(CLOCK.instant());
+        ManualClock clock = new ManualClock(CLOCK.instant());
         GpuScheduler s = GpuScheduler.builder().inventory(dgx).clock(clock).auditLogging(false)
                 .config(GpuConfig.builder().rateLimit(2, 2).build()).build();
         GpuRequest alice = GpuRequests.fromCliFlags("--owner=alice", "--shared=1GB");

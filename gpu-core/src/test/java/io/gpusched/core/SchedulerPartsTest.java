@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.Assertions.catchThrowableOfType;
 
 import io.gpusched.core.GpuAllocationException.Reason;
+import io.gpusched.core.testing.ManualClock;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
@@ -89,7 +90,7 @@ class SchedulerPartsTest {
     /** Only granted allocations spend tokens: a refusal for another reason leaves the owner's budget alone. */
     @Test
     void refusalsSpendNoRateLimitTokens() {
-        MutableClock clock = new MutableClock(Instant.parse("2026-03-01T00:00:00Z"));
+        ManualClock clock = new ManualClock(Instant.parse("2026-03-01T00:00:00Z"));
         GpuScheduler s = GpuScheduler.builder().inventory(inventory(List.of(dev(0, true), dev(1, true))))
                 .strategy(firstOr(null)).config(GpuConfig.builder().rateLimit(1, 2).build()).clock(clock)
                 .auditLogging(false).maintenanceInterval(Duration.ZERO).build();

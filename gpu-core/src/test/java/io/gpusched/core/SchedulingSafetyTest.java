@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.gpusched.core.sim.SimulatedGpuInventory;
+import io.gpusched.core.testing.ManualClock;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.List;
@@ -17,7 +18,7 @@ import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
 class SchedulingSafetyTest {
-    final MutableClock clock = new MutableClock(Instant.parse("2026-03-01T00:00:00Z"));
+    final ManualClock clock = new ManualClock(Instant.parse("2026-03-01T00:00:00Z"));
     final List<AllocationEvent> events = new CopyOnWriteArrayList<>();
 
     SimulatedGpuInventory node(boolean processes) {

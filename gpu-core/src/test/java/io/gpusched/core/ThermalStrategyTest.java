@@ -3,13 +3,14 @@ package io.gpusched.core;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpusched.core.sim.SimulatedGpuInventory;
+import io.gpusched.core.testing.ManualClock;
 import java.time.Duration;
 import org.junit.jupiter.api.Test;
 
 class ThermalStrategyTest {
 
     /** 4 GPUs on one NUMA node; 0 and 1 NVLinked when {@code linked}. */
-    static SimulatedGpuInventory node(MutableClock clock, boolean linked) {
+    static SimulatedGpuInventory node(ManualClock clock, boolean linked) {
         SimulatedGpuInventory.Builder b = SimulatedGpuInventory.builder("thermal").clock(clock);
         for (int i = 0; i < 4; i++) {
             b.device(GpuDevice.builder().index(i).uuid("GPU-t-" + i).vendor(GpuVendor.NVIDIA).name("NVIDIA L4")
@@ -21,7 +22,7 @@ class ThermalStrategyTest {
         return b.build();
     }
 
-    static GpuScheduler thermal(SimulatedGpuInventory inv, MutableClock clock) {
+    static GpuScheduler thermal(SimulatedGpuInventory inv, ManualClock clock) {
         return GpuScheduler.builder().inventory(inv).clock(clock).auditLogging(false)
                 .maintenanceInterval(Duration.ZERO)
                 .config(GpuConfig.builder().strategy("thermal").sampleMaxAge(Duration.ofSeconds(30)).build()).build();
@@ -29,7 +30,7 @@ class ThermalStrategyTest {
 
     @Test
     void coolestWinsAmongTopologyEquals() {
-        MutableClock clock = new MutableClock(java.time.Instant.parse("2026-01-01T00:00:00Z"));
+        ManualClock clock = new ManualClock(java.time.Instant.parse("2026-01-01T00:00:00Z"));
         SimulatedGpuInventory inv = node(clock, true);
         GpuScheduler s = thermal(inv, clock);
         int[] temps = {30, 30, 80, 50};
@@ -48,7 +49,7 @@ class ThermalStrategyTest {
 
     @Test
     void topologyComesFirstThermalOnlyBreaksTies() {
-        MutableClock clock = new MutableClock(java.time.Instant.parse("2026-01-01T00:00:00Z"));
+        ManualClock clock = new ManualClock(java.time.Instant.parse("2026-01-01T00:00:00Z"));
         SimulatedGpuInventory inv = node(clock, true);
         GpuScheduler s = thermal(inv, clock);
         inv.setMetrics(0, 0, MemorySize.ZERO, 90, 100);
@@ -62,7 +63,7 @@ class ThermalStrategyTest {
 
     /** Training request, 4 unlinked GPUs, equal utilization: who gets one GPU at these temperatures. */
     static int coolest(int t0, int t1, int t2, int t3) {
-        MutableClock clock = new MutableClock(java.time.Instant.parse("2026-01-01T00:00:00Z"));
+        ManualClock clock = new ManualClock(java.time.Instant.parse("2026-01-01T00:00:00Z"));
         SimulatedGpuInventory inv = node(clock, false);
         GpuScheduler s = thermal(inv, clock);
         int[] t = {t0, t1, t2, t3};
@@ -91,7 +92,7 @@ class ThermalStrategyTest {
 
     @Test
     void staleSamplesRankAfterFreshOnes() {
-        MutableClock clock = new MutableClock(java.time.Instant.parse("2026-01-01T00:00:00Z"));
+        ManualClock clock = new ManualClock(java.time.Instant.parse("2026-01-01T00:00:00Z"));
         SimulatedGpuInventory inv = node(clock, false);
         GpuScheduler s = thermal(inv, clock);
         for (int i = 0; i < 4; i++) {
@@ -110,7 +111,7 @@ class ThermalStrategyTest {
 
     @Test
     void inferencePacksOntoSharedGpus() {
-        MutableClock clock = new MutableClock(java.time.Instant.parse("2026-01-01T00:00:00Z"));
+        ManualClock clock = new ManualClock(java.time.Instant.parse("2026-01-01T00:00:00Z"));
         SimulatedGpuInventory inv = node(clock, false);
         GpuScheduler s = thermal(inv, clock);
         for (int i = 0; i < 4; i++) {

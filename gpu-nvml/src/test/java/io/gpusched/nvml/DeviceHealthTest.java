@@ -3,6 +3,7 @@ package io.gpusched.nvml;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpusched.core.GpuHealth;
+import io.gpusched.core.testing.ManualClock;
 import java.time.Clock;
 import java.time.Duration;
 import java.time.Instant;
@@ -18,7 +19,7 @@ class DeviceHealthTest {
     private static final int LOST = 15;
     private static final int UNKNOWN_ERROR = 999;
 
-    private final HandClock clock = new HandClock();
+    private final ManualClock clock = new ManualClock();
     private final List<String> described = new ArrayList<>();
     private final DeviceHealth health = new DeviceHealth(3, clock, RECOVERY, (call, status) -> {
         described.add(call + ":" + status);
@@ -88,27 +89,4 @@ class DeviceHealthTest {
         assertThat(health.get(0)).isEqualTo(pinned);
     }
 
-    /** A clock moved by hand. */
-    private static final class HandClock extends Clock {
-        private volatile Instant now = Instant.parse("2026-01-01T00:00:00Z");
-
-        @Override
-        public ZoneId getZone() {
-            return ZoneOffset.UTC;
-        }
-
-        @Override
-        public Clock withZone(ZoneId zone) {
-            return this;
-        }
-
-        @Override
-        public Instant instant() {
-            return now;
-        }
-
-        void advance(Duration d) {
-            now = now.plus(d);
-        }
-    }
 }

@@ -12,11 +12,12 @@ import io.gpusched.core.GpuMetrics;
 import io.gpusched.core.GpuProcess;
 import io.gpusched.core.GpuRequest;
 import io.gpusched.core.GpuRequests;
-import io.gpusched.core.GpuScheduler;
 import io.gpusched.core.GpuSample;
+import io.gpusched.core.GpuScheduler;
 import io.gpusched.core.GpuTopology;
 import io.gpusched.core.MemorySize;
 import io.gpusched.core.PcieLevel;
+import io.gpusched.core.testing.ManualClock;
 import io.gpusched.nvml.internal.NvmlBinding;
 import io.gpusched.nvml.internal.NvmlLayout;
 import java.nio.file.Files;
@@ -433,33 +434,10 @@ class NvmlFakeTest {
         }
     }
 
-    /** A clock the test moves. */
-    static final class MutableClock extends java.time.Clock {
-        private volatile java.time.Instant now = java.time.Instant.parse("2026-01-01T00:00:00Z");
-
-        void advance(Duration d) {
-            now = now.plus(d);
-        }
-
-        @Override
-        public java.time.ZoneId getZone() {
-            return java.time.ZoneOffset.UTC;
-        }
-
-        @Override
-        public java.time.Clock withZone(java.time.ZoneId zone) {
-            return this;
-        }
-
-        @Override
-        public java.time.Instant instant() {
-            return now;
-        }
-    }
 
     @Test
     void withTheWatcherOffSampleBringsALostGpuBackOnlyAfterAWholeRecoveryPeriodOfLiveAnswers() {
-        MutableClock clock = new MutableClock();
+        ManualClock clock = new ManualClock();
         FakeNvml.Control.fake_nvml_set_scenario(FakeNvml.DGX1);
         NvmlOptions o = options(Duration.ofSeconds(60)).withHealthWatch(false, Duration.ofMillis(50),
                 Duration.ofSeconds(60)).withClock(clock);

@@ -8,6 +8,7 @@ import io.gpusched.core.GpuInventories;
 import io.gpusched.core.GpuScheduler;
 import io.gpusched.core.MemorySize;
 import io.gpusched.core.sim.SimulatedGpuInventory;
+import io.gpusched.core.testing.ManualClock;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.URI;
@@ -35,29 +36,10 @@ import org.junit.jupiter.api.io.TempDir;
 class SampleHistoryTest {
     static final long T0 = Instant.parse("2026-01-01T00:00:00Z").toEpochMilli();
 
-    /** A clock the test moves. */
-    static final class TestClock extends Clock {
-        final AtomicLong millis = new AtomicLong(T0);
-
-        @Override
-        public ZoneOffset getZone() {
-            return ZoneOffset.UTC;
-        }
-
-        @Override
-        public Clock withZone(java.time.ZoneId zone) {
-            return this;
-        }
-
-        @Override
-        public Instant instant() {
-            return Instant.ofEpochMilli(millis.get());
-        }
-    }
 
     @TempDir
     Path state;
-    TestClock clock = new TestClock();
+    ManualClock clock = new ManualClock(Instant.ofEpochMilli(T0));
     SimulatedGpuInventory inventory;
     GpuScheduler scheduler;
     ConsoleServer console;
@@ -82,7 +64,7 @@ class SampleHistoryTest {
 
     /** tick n: GPU g reports util n % 100, memory n MiB + g, temperature 30 + g, power n + 0.5; the clock is at n s */
     void tick(int n) {
-        clock.millis.set(T0 + n * 1000L);
+        clock.setMillis(T0 + n * 1000L);
         for (int g = 0; g < 4; g++) {
             inventory.setMetrics(g, n % 100, MemorySize.ofMebibytes(n + g), 30 + g, n + 0.5);
         }
@@ -153,11 +135,11 @@ class SampleHistoryTest {
         assertThat(one.has("1")).isTrue();
 
         // the sampler pauses (no tick) while time goes on: points leave the window by time, not by count
-        clock.millis.set(T0 + 1500_000L + Duration.ofMinutes(6).toMillis());
+        clock.setMillis(T0 + 1500_000L + Duration.ofMinutes(6).toMillis());
         for (int g = 0; g < 4; g++) {
             assertThat(ticksOf(samples("").get(String.valueOf(g)), g)).isEqualTo(range(1260, 1500));
         }
-        clock.millis.set(T0 + 1500_000L + Duration.ofMinutes(10).toMillis() + 1);
+        clock.setMillis(T0 + 1500_000L + Duration.ofMinutes(10).toMillis() + 1);
         for (int g = 0; g < 4; g++) {
             assertThat(samples("").get(String.valueOf(g))).isEmpty();
         }
@@ -169,7 +151,7 @@ class SampleHistoryTest {
         assertThat(h.capacity()).isEqualTo(601); // ten minutes at 1 s, both ends included
         // a clock that stands still (or ticks far faster than the interval): the window holds everything, so only
         // the ring's bound keeps memory fixed; 5,000 ticks leave the newest 601
-        clock.millis.set(T0 + 1000);
+        clock.setMillis(T0 + 1000);
         for (int n = 0; n < 5000; n++) {
             for (int g = 0; g < 4; g++) {
                 inventory.setMetrics(g, n % 100, MemorySize.ofMebibytes(n), 40, 100);

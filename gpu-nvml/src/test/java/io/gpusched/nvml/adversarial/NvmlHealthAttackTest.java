@@ -11,6 +11,7 @@ import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuHealth;
 import io.gpusched.core.GpuRequest;
 import io.gpusched.core.GpuScheduler;
+import io.gpusched.core.testing.ManualClock;
 import io.gpusched.nvml.FakeNvml;
 import io.gpusched.nvml.NvmlInventory;
 import io.gpusched.nvml.NvmlOptions;
@@ -47,29 +48,6 @@ class NvmlHealthAttackTest {
     static Path lib;
     static Path sysfs;
 
-    /** A clock the test moves by hand. */
-    static final class HandClock extends Clock {
-        volatile Instant now = Instant.parse("2026-01-01T00:00:00Z");
-
-        @Override
-        public ZoneId getZone() {
-            return ZoneOffset.UTC;
-        }
-
-        @Override
-        public Clock withZone(ZoneId zone) {
-            return this;
-        }
-
-        @Override
-        public Instant instant() {
-            return now;
-        }
-
-        void advance(Duration d) {
-            now = now.plus(d);
-        }
-    }
 
     static synchronized void prepare() throws Exception {
         if (lib != null) {
@@ -135,7 +113,7 @@ class NvmlHealthAttackTest {
     @Test
     void gpuLostAtOpenIsLostFromDiscoveryAndNeverHandedOut() {
         FakeNvml.Control.fake_nvml_set_lost(3, 1);
-        try (NvmlInventory inv = NvmlInventory.open(opts(false, new HandClock()))) {
+        try (NvmlInventory inv = NvmlInventory.open(opts(false, new ManualClock()))) {
             assertThat(inv.devices()).hasSize(8);
             GpuDevice d3 = inv.devices().get(3);
             assertThat(inv.health(d3).state()).as("before any sample").isEqualTo(GpuHealth.State.LOST);
@@ -157,7 +135,7 @@ class NvmlHealthAttackTest {
     @Test
     void lostGpu0StillGivesASchedulerWithDrain() {
         FakeNvml.Control.fake_nvml_set_lost(0, 1);
-        try (NvmlInventory inv = NvmlInventory.open(opts(false, new HandClock()))) {
+        try (NvmlInventory inv = NvmlInventory.open(opts(false, new ManualClock()))) {
             assertThat(inv.processes(inv.devices().get(0))).isEmpty();
             List<AllocationEvent> ev = Collections.synchronizedList(new ArrayList<>());
             try (GpuScheduler s = scheduler(inv, ev)) {
@@ -176,7 +154,7 @@ class NvmlHealthAttackTest {
             "nvmlDeviceGetMinorNumber,999", "nvmlDeviceGetPciInfo_v3,10"})
     void identityFaultOnGpu0LeavesANodeWithASchedulerAndGpu0OutOfService(String fn, int code) {
         assertThat(FakeNvml.Control.fake_nvml_inject(fn, 0, code)).isZero();
-        try (NvmlInventory inv = NvmlInventory.open(opts(false, new HandClock()))) {
+        try (NvmlInventory inv = NvmlInventory.open(opts(false, new ManualClock()))) {
             GpuDevice d0 = inv.devices().get(0);
             assertThat(inv.health(d0).isHealthy()).isFalse();
             inv.sample();
@@ -194,7 +172,7 @@ class NvmlHealthAttackTest {
 
     @Test
     void staticAttributesAnsweringDoNotBringALostGpuBack() {
-        HandClock clock = new HandClock();
+        ManualClock clock = new ManualClock();
         try (NvmlInventory inv = NvmlInventory.open(opts(false, clock))) {
             GpuDevice d2 = inv.devices().get(2);
             FakeNvml.Control.fake_nvml_set_lost(2, 1);
@@ -214,7 +192,7 @@ class NvmlHealthAttackTest {
 
     @Test
     void oneCleanAnswerThenAFailureRestartsTheRecoveryPeriodWatcherOff() {
-        HandClock clock = new HandClock();
+        ManualClock clock = new ManualClock();
         try (NvmlInventory inv = NvmlInventory.open(opts(false, clock))) {
             GpuDevice d5 = inv.devices().get(5);
             FakeNvml.Control.fake_nvml_set_lost(5, 1);
@@ -244,7 +222,7 @@ class NvmlHealthAttackTest {
     @Test
     void closeWhileTheWatcherIsStuckInsideWaitNeverShutsDownUnderIt() throws Exception {
         FakeNvml.Control.fake_nvml_block_wait(1);
-        NvmlInventory inv = NvmlInventory.open(opts(true, new HandClock()));
+        NvmlInventory inv = NvmlInventory.open(opts(true, new ManualClock()));
         await(() -> FakeNvml.Control.fake_nvml_in_wait() > 0, "watcher inside nvmlEventSetWait_v2");
         Thread closer = new Thread(inv::close);
         closer.start();
@@ -264,7 +242,7 @@ class NvmlHealthAttackTest {
     void closeRacingSampleAndProcessesGivesOnlyResultsOrIllegalState() throws Exception {
         for (int round = 0; round < 30; round++) {
             FakeNvml.Control.fake_nvml_reset();
-            NvmlInventory inv = NvmlInventory.open(opts(round % 2 == 0, new HandClock()));
+            NvmlInventory inv = NvmlInventory.open(opts(round % 2 == 0, new ManualClock()));
             CyclicBarrier go = new CyclicBarrier(4);
             AtomicReference<Throwable> bad = new AtomicReference<>();
             List<Thread> ts = new ArrayList<>();
@@ -305,7 +283,7 @@ class NvmlHealthAttackTest {
     void migDevicesOfALostParentAreLostAtOpen() {
         FakeNvml.Control.fake_nvml_set_scenario(FakeNvml.MIG);
         FakeNvml.Control.fake_nvml_set_lost(0, 1);
-        try (NvmlInventory inv = NvmlInventory.open(opts(false, new HandClock()))) {
+        try (NvmlInventory inv = NvmlInventory.open(opts(false, new ManualClock()))) {
             assertThat(inv.devices()).isNotEmpty();
             for (GpuDevice d : inv.devices()) {
                 boolean ofGpu0 = d.index() == 0 || d.parentUuid().isPresent();
@@ -327,7 +305,7 @@ class NvmlHealthAttackTest {
     @Test
     void parentFaultAfterOpenReachesItsMigDevices() {
         FakeNvml.Control.fake_nvml_set_scenario(FakeNvml.MIG);
-        try (NvmlInventory inv = NvmlInventory.open(opts(false, new HandClock()))) {
+        try (NvmlInventory inv = NvmlInventory.open(opts(false, new ManualClock()))) {
             List<GpuDevice> migs = inv.devices().stream().filter(d -> d.parentUuid().isPresent()).toList();
             assertThat(migs).hasSize(2);
             migs.forEach(d -> assertThat(inv.health(d).isHealthy()).isTrue());
@@ -340,7 +318,7 @@ class NvmlHealthAttackTest {
     @Test
     void xidOnOneMigDeviceMarksThatMigDevice() throws Exception {
         FakeNvml.Control.fake_nvml_set_scenario(FakeNvml.MIG);
-        try (NvmlInventory inv = NvmlInventory.open(opts(true, new HandClock()))) {
+        try (NvmlInventory inv = NvmlInventory.open(opts(true, new ManualClock()))) {
             List<GpuDevice> migs = inv.devices().stream().filter(d -> d.parentUuid().isPresent()).toList();
             assertThat(migs).hasSize(2);
             CountDownLatch changed = new CountDownLatch(1);
@@ -358,7 +336,7 @@ class NvmlHealthAttackTest {
 
     @Test
     void heldGpuThatIsLostIsReportedAndNeverHandedOutAgain() {
-        try (NvmlInventory inv = NvmlInventory.open(opts(false, new HandClock()))) {
+        try (NvmlInventory inv = NvmlInventory.open(opts(false, new ManualClock()))) {
             List<AllocationEvent> ev = Collections.synchronizedList(new ArrayList<>());
             try (GpuScheduler s = scheduler(inv, ev)) {
                 Allocation a = s.allocate(GpuRequest.builder().deviceIndices(4).build());
@@ -380,7 +358,7 @@ class NvmlHealthAttackTest {
 
     @Test
     void lostBetweenOpenAndSchedulerIsSeenByTheScheduler() {
-        try (NvmlInventory inv = NvmlInventory.open(opts(false, new HandClock()))) {
+        try (NvmlInventory inv = NvmlInventory.open(opts(false, new ManualClock()))) {
             FakeNvml.Control.fake_nvml_set_lost(6, 1);
             inv.sample();
             List<AllocationEvent> ev = Collections.synchronizedList(new ArrayList<>());
@@ -396,7 +374,7 @@ class NvmlHealthAttackTest {
         com.sun.management.ThreadMXBean mx = (com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean();
         assumeTrue(mx.isThreadAllocatedMemorySupported(), "thread allocation counter unsupported");
         mx.setThreadAllocatedMemoryEnabled(true);
-        try (NvmlInventory inv = NvmlInventory.open(opts(false, new HandClock()))) {
+        try (NvmlInventory inv = NvmlInventory.open(opts(false, new ManualClock()))) {
             for (int i = 0; i < 5_000; i++) {
                 inv.sample();
             }
@@ -414,7 +392,7 @@ class NvmlHealthAttackTest {
 
     @Test
     void watcherAloneBringsALostGpuBackOnlyAfterTheWholePeriod() throws Exception {
-        HandClock clock = new HandClock();
+        ManualClock clock = new ManualClock();
         try (NvmlInventory inv = NvmlInventory.open(opts(true, clock))) {
             GpuDevice d2 = inv.devices().get(2);
             FakeNvml.Control.fake_nvml_set_lost(2, 1);
@@ -432,7 +410,7 @@ class NvmlHealthAttackTest {
 
     @Test
     void xidDuringRecoveryRestartsThePeriod() throws Exception {
-        HandClock clock = new HandClock();
+        ManualClock clock = new ManualClock();
         try (NvmlInventory inv = NvmlInventory.open(opts(true, clock))) {
             GpuDevice d1 = inv.devices().get(1);
             CountDownLatch first = new CountDownLatch(1);
@@ -459,7 +437,7 @@ class NvmlHealthAttackTest {
     void lostWholeGpuInMigScenarioLeavesTheMigDevicesOfTheOtherParentServed() {
         FakeNvml.Control.fake_nvml_set_scenario(FakeNvml.MIG);
         FakeNvml.Control.fake_nvml_set_lost(1, 1);
-        try (NvmlInventory inv = NvmlInventory.open(opts(false, new HandClock()))) {
+        try (NvmlInventory inv = NvmlInventory.open(opts(false, new ManualClock()))) {
             List<GpuDevice> migs = inv.devices().stream().filter(d -> d.parentUuid().isPresent()).toList();
             assertThat(migs).hasSize(2);
             inv.sample();
@@ -490,7 +468,7 @@ class NvmlHealthAttackTest {
         com.sun.management.ThreadMXBean mx = (com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean();
         assumeTrue(mx.isThreadAllocatedMemorySupported(), "thread allocation counter unsupported");
         mx.setThreadAllocatedMemoryEnabled(true);
-        try (NvmlInventory inv = NvmlInventory.open(opts(false, new HandClock()))) {
+        try (NvmlInventory inv = NvmlInventory.open(opts(false, new ManualClock()))) {
             long healthy = bytesPerSample(inv);
             FakeNvml.Control.fake_nvml_inject("nvmlDeviceGetTemperature", 3, 999);
             FakeNvml.Control.fake_nvml_set_lost(5, 1);
@@ -508,7 +486,7 @@ class NvmlHealthAttackTest {
             "nvmlDeviceGetMemoryInfo_v2,15"})
     void everyGpuFailingIdentityOrMemoryStillOpensAndHandsNothingOut(String fn, int code) {
         assertThat(FakeNvml.Control.fake_nvml_inject(fn, -1, code)).isZero();
-        try (NvmlInventory inv = NvmlInventory.open(opts(false, new HandClock()))) {
+        try (NvmlInventory inv = NvmlInventory.open(opts(false, new ManualClock()))) {
             assertThat(inv.devices()).hasSize(8);
             assertThat(inv.devices().stream().map(GpuDevice::uuid).distinct()).hasSize(8);
             inv.devices().forEach(d -> assertThat(inv.health(d).isHealthy()).as(d.toString()).isFalse());

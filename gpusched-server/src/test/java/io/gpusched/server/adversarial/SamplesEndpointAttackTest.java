@@ -8,6 +8,7 @@ import io.gpusched.core.GpuInventories;
 import io.gpusched.core.GpuScheduler;
 import io.gpusched.core.MemorySize;
 import io.gpusched.core.sim.SimulatedGpuInventory;
+import io.gpusched.core.testing.ManualClock;
 import io.gpusched.server.ConsoleServer;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
@@ -41,25 +42,6 @@ class SamplesEndpointAttackTest {
     static final long T0 = 1_700_000_000_000L;
     static final ObjectMapper JSON = new ObjectMapper();
 
-    /** A clock only the test moves. */
-    static final class MovableClock extends Clock {
-        final AtomicLong millis = new AtomicLong(T0);
-
-        @Override
-        public ZoneId getZone() {
-            return ZoneOffset.UTC;
-        }
-
-        @Override
-        public Clock withZone(ZoneId zone) {
-            return this;
-        }
-
-        @Override
-        public Instant instant() {
-            return Instant.ofEpochMilli(millis.get());
-        }
-    }
 
     @TempDir
     Path state;
@@ -67,7 +49,7 @@ class SamplesEndpointAttackTest {
     GpuScheduler scheduler;
     ConsoleServer server;
     RawHttp http;
-    final MovableClock clock = new MovableClock();
+    final ManualClock clock = new ManualClock(Instant.ofEpochMilli(T0));
 
     @BeforeEach
     void start() {
@@ -194,7 +176,7 @@ class SamplesEndpointAttackTest {
         awaitPoint(1, n -> n.path("t").asLong() == T0 && n.path("util").asDouble() == 10.0);
         long t1 = T0 + Duration.ofMinutes(5).toMillis();
         inventory.setMetrics(1, 50, MemorySize.ofGibibytes(3), 60, 200);
-        clock.millis.set(t1);
+        clock.setMillis(t1);
         awaitPoint(1, n -> n.path("t").asLong() == t1 && n.path("util").asDouble() == 50.0);
 
         // only GPU 1, and every key is a device of the node
@@ -216,7 +198,7 @@ class SamplesEndpointAttackTest {
 
         // ten minutes and a millisecond after T0: the T0 points are never served again, whatever window is asked
         long t2 = T0 + Duration.ofMinutes(10).toMillis() + 1;
-        clock.millis.set(t2);
+        clock.setMillis(t2);
         for (String q : List.of("?gpu=1", "?gpu=1&window=10m", "?gpu=1&window=1h", "?gpu=1&window=9999999999999h")) {
             JsonNode pts = samples(q).get("1");
             assertThat(times(pts)).as(q).doesNotContain(T0).contains(t1);
@@ -246,10 +228,10 @@ class SamplesEndpointAttackTest {
     @Test
     void clockSteppedBackStillServesOldestFirstAndNothingFromTheFuture() throws Exception {
         long later = T0 + Duration.ofMinutes(5).toMillis();
-        clock.millis.set(later);
+        clock.setMillis(later);
         awaitPoint(2, n -> n.path("t").asLong() == later);
         long back = T0 + Duration.ofMinutes(1).toMillis();
-        clock.millis.set(back);
+        clock.setMillis(back);
         awaitPoint(2, n -> n.path("t").asLong() == back);
         List<Long> t = times(samples("?gpu=2").get("2"));
         assertThat(t).as("oldest first after a clock step back").isSorted();

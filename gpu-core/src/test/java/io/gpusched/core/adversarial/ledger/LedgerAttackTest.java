@@ -15,6 +15,7 @@ import io.gpusched.core.GpuScheduler;
 import io.gpusched.core.HolderProcess;
 import io.gpusched.core.LedgerException;
 import io.gpusched.core.sim.NodeDescriptions;
+import io.gpusched.core.testing.ManualClock;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
@@ -811,33 +812,6 @@ class LedgerAttackTest {
     // ---------------------------------------------------------------------------------------------------------------
     // leases, clocks, waiting
 
-    /** A clock the test moves. */
-    static final class TestClock extends java.time.Clock {
-        private volatile java.time.Instant now;
-
-        TestClock(java.time.Instant now) {
-            this.now = now;
-        }
-
-        void set(java.time.Instant t) {
-            now = t;
-        }
-
-        @Override
-        public java.time.ZoneId getZone() {
-            return java.time.ZoneOffset.UTC;
-        }
-
-        @Override
-        public java.time.Clock withZone(java.time.ZoneId zone) {
-            return this;
-        }
-
-        @Override
-        public java.time.Instant instant() {
-            return now;
-        }
-    }
 
     private static GpuScheduler open(Path dir, java.time.Clock clock) {
         return GpuScheduler.builder()
@@ -852,7 +826,7 @@ class LedgerAttackTest {
     void aSubMillisecondLeaseSurvivesARestartWhileItHasNotEnded() throws Exception {
         Path dir = tmp.resolve("nanos");
         java.time.Instant t0 = java.time.Instant.parse("2026-01-01T00:00:00Z");
-        TestClock clock = new TestClock(t0);
+        ManualClock clock = new ManualClock(t0);
         String id;
         try (GpuScheduler a = open(dir, clock)) {
             id = a.allocate(GpuRequest.builder().count(1).exclusive().maxDuration(Duration.ofNanos(500)).build()).id();
@@ -868,7 +842,7 @@ class LedgerAttackTest {
     void aClockGoingBackwardsEndsNoLeaseEarly() throws Exception {
         Path dir = tmp.resolve("back");
         java.time.Instant t0 = java.time.Instant.parse("2026-01-01T12:00:00Z");
-        TestClock clock = new TestClock(t0);
+        ManualClock clock = new ManualClock(t0);
         try (GpuScheduler a = open(dir, clock); GpuScheduler b = open(dir, clock)) {
             Allocation x = a.allocate(GpuRequest.builder().count(1).exclusive().maxDuration(Duration.ofMinutes(10))
                     .build());

@@ -19,6 +19,7 @@ import io.gpusched.core.GpuScheduler;
 import io.gpusched.core.GpuVendor;
 import io.gpusched.core.MemorySize;
 import io.gpusched.core.SchedulingView;
+import io.gpusched.core.testing.ManualClock;
 import java.time.Clock;
 import java.time.Duration;
 import java.time.Instant;
@@ -60,24 +61,6 @@ class RefusalTruthAttackTest {
         long reserved;
     }
 
-    static final class MutableClock extends Clock {
-        volatile Instant now = Instant.parse("2026-01-01T00:00:00Z");
-
-        @Override
-        public ZoneOffset getZone() {
-            return ZoneOffset.UTC;
-        }
-
-        @Override
-        public Clock withZone(java.time.ZoneId zone) {
-            return this;
-        }
-
-        @Override
-        public Instant instant() {
-            return now;
-        }
-    }
 
     /** Takes the required devices, then candidates in order; records the candidates it was shown. */
     static final class TakeFirst implements AllocationStrategy {
@@ -304,7 +287,7 @@ class RefusalTruthAttackTest {
                 m.dev = d;
                 model.add(m);
             }
-            MutableClock clock = new MutableClock();
+            ManualClock clock = new ManualClock();
             TakeFirst strategy = new TakeFirst();
             GpuConfig config = GpuConfig.builder().drainTimeout(Duration.ofSeconds(10)).allowSharing(true).build();
             try (GpuScheduler s = GpuScheduler.builder().inventory(node).strategy(strategy).config(config).clock(clock)
@@ -318,7 +301,7 @@ class RefusalTruthAttackTest {
                         m.quarantined = true;
                     }
                 }
-                clock.now = clock.now.plusSeconds(11);
+                clock.advance(Duration.ofSeconds(11));
                 s.maintain();
                 // draining: released with a process left, within the timeout
                 for (M m : model) {
