@@ -1,4 +1,4 @@
-package io.gpusched.spark.standalone;
+package io.gpusched.core.testing;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -14,22 +14,28 @@ import java.util.Map;
  * Reads a node ledger's file by its documented format (a header line, then {@code <seq> <crc> <json>} lines) without
  * gpusched's reader or scheduler: which allocations are live (allocated and not yet released), with their holder pid
  * and GPU UUIDs, and how each ended. It never writes and never reclaims, so what it reports is what the engines'
- * processes themselves wrote.
+ * processes themselves wrote. Shared by the engines' deployed tests (gpu-core's test-jar).
  */
-final class LedgerReader {
+public final class LedgerReader {
 
     /** A live allocation: id, holder pid, GPU UUIDs. */
-    record Live(String id, long pid, List<String> uuids) {
+    public record Live(String id, long pid, List<String> uuids) {
     }
 
     /** An ended allocation: id, holder pid, cause ({@code RELEASED}, {@code RECLAIMED}, ...). */
-    record Ended(String id, long pid, String cause) {
+    public record Ended(String id, long pid, String cause) {
     }
 
-    final Map<String, Live> live = new LinkedHashMap<>();
-    final List<Ended> ended = new ArrayList<>();
+    /** Live allocations by id. */
+    public final Map<String, Live> live = new LinkedHashMap<>();
+    /** Ended allocations, in ledger order. */
+    public final List<Ended> ended = new ArrayList<>();
 
-    static LedgerReader read(Path stateDir) throws Exception {
+    /**
+     * @param stateDir the node's state directory (its {@code ledger} file is read; none: nothing live)
+     * @return what the file records
+     */
+    public static LedgerReader read(Path stateDir) throws Exception {
         LedgerReader r = new LedgerReader();
         Path file = stateDir.resolve("ledger");
         if (!Files.exists(file)) {
@@ -69,7 +75,7 @@ final class LedgerReader {
     }
 
     /** @return live GPU UUIDs by holder pid */
-    Map<Long, List<String>> byHolder() {
+    public Map<Long, List<String>> byHolder() {
         Map<Long, List<String>> out = new LinkedHashMap<>();
         live.values().forEach(l -> out.computeIfAbsent(l.pid(), k -> new ArrayList<>()).addAll(l.uuids()));
         return out;
