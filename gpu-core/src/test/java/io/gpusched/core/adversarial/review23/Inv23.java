@@ -24,6 +24,10 @@ final class Inv23 implements GpuInventory {
     private final GpuHealth[] health;
     private final List<GpuHealthListener> listeners = new CopyOnWriteArrayList<>();
     private final GpuTopology topology;
+    /** Devices that report a running process (a released one then drains). */
+    final java.util.Set<Integer> busy = java.util.concurrent.ConcurrentHashMap.newKeySet();
+    /** Whether this inventory lists processes at all (else a release frees at once, as without NVML). */
+    volatile boolean listsProcesses;
 
     Inv23(int n) {
         List<GpuDevice> ds = new ArrayList<>();
@@ -77,6 +81,15 @@ final class Inv23 implements GpuInventory {
         synchronized (health) {
             return health[devices.indexOf(device)];
         }
+    }
+
+    @Override
+    public java.util.Optional<List<io.gpusched.core.GpuProcess>> processes(GpuDevice device) {
+        if (!listsProcesses) {
+            return java.util.Optional.empty();
+        }
+        return java.util.Optional.of(busy.contains(device.index())
+                ? List.of(new io.gpusched.core.GpuProcess(4242, java.util.Optional.empty())) : List.of());
     }
 
     @Override

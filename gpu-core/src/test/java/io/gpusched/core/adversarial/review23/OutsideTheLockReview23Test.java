@@ -140,6 +140,35 @@ class OutsideTheLockReview23Test {
     }
 
     /**
+     * The slow pick is taken meanwhile and released while a process still runs on it: it is DRAINING at the commit,
+     * and never committed.
+     */
+    @ParameterizedTest
+    @ValueSource(booleans = {false, true})
+    void aPickDrainingMeanwhileIsNeverCommitted(boolean ledger) throws Exception {
+        Inv23 inv = new Inv23(8);
+        inv.listsProcesses = true;
+        GateStrategy g = gate();
+        ExecutorService pool = Executors.newSingleThreadExecutor();
+        try (GpuScheduler s = scheduler(inv, g, ledger)) {
+            Future<Allocation> slowOne = pool.submit(() -> s.allocate(slow(2)));
+            assertTrue(g.picked.await(60, TimeUnit.SECONDS));
+            List<Integer> pick = g.firstPick;
+            Allocation thief = s.allocate(GpuRequest.builder().count(2).requiredDevices(pick).owner("thief").build());
+            inv.busy.addAll(pick);
+            assertTrue(s.release(thief.id()));
+            assertEquals(io.gpusched.core.DeviceState.Pool.DRAINING, s.devices().stream()
+                    .filter(d -> d.index() == pick.get(0)).findFirst().orElseThrow().pool(), "precondition: draining");
+            g.gate.countDown();
+            Allocation a = slowOne.get(60, TimeUnit.SECONDS);
+            assertTrue(Collections.disjoint(a.deviceIndices(), pick), "committed draining " + pick + ": " + a);
+        } finally {
+            g.gate.countDown();
+            pool.shutdownNow();
+        }
+    }
+
+    /**
      * A device of the slow pick is freed meanwhile (it was held when the snapshot was taken: the pick cannot hold it)
      * and another is taken: the answer is a valid set, disjoint from every live allocation.
      */
