@@ -66,6 +66,8 @@ class PlacementCacheReview23Test {
             p.onDevicesReleased(first);
             assertEquals(first, p.allocateDevices(offer, 2, new HashMap<>()), "same offer, same answer");
             p.onDevicesReleased(first);
+            // YARN offers every GPU again (so none is a container's): the plug-in's own records on them are dropped
+            assertTrue(p.allocateDevices(offer, 7, new HashMap<>()).isEmpty(), "7 of 6");
             try (GpuScheduler s = GpuScheduler.builder().inventory(other).auditLogging(false)
                     .stateDir(tmp.resolve("state")).build()) {
                 Allocation taken = s.allocate(GpuRequest.builder().count(1).requiredDevices(0).owner("cli").build());
@@ -77,6 +79,7 @@ class PlacementCacheReview23Test {
                 // and when the other process lets it go, the best pair is back
                 assertTrue(s.release(taken.id()));
                 p.onDevicesReleased(again);
+                assertTrue(p.allocateDevices(offer, 7, new HashMap<>()).isEmpty(), "7 of 6");
                 assertEquals(Set.of(0, 1), minors(p.allocateDevices(offer, 2, new HashMap<>())),
                         "GPU 0 free again: the best pair");
             }
