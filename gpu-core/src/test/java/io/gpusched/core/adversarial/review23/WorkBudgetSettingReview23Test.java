@@ -8,7 +8,6 @@ import io.gpusched.core.GpuConfig;
 import io.gpusched.core.GpuConfigException;
 import io.gpusched.core.strategy.TopologyAwareStrategy;
 import io.gpusched.core.strategy.TopologyAwareStrategy.Objective;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -61,8 +60,6 @@ class WorkBudgetSettingReview23Test {
      * Sibling keys refuse non-ASCII digits ({@code gpu.max_gpus_per_request: '１２'} and
      * {@code gpu.rate_limit.per_owner_per_second: '٣'} are GpuConfigExceptions); the budget takes them.
      */
-    @Disabled("defect: gpu.placement.work_budget: '１０００' (fullwidth) and '١٠٠٠' (Arabic-Indic) are taken as 1000,"
-            + " where sibling numeric keys refuse non-ASCII digits")
     @ParameterizedTest
     @ValueSource(strings = {"'１０００'", "'١٠٠٠'", "'２０００００'"})
     void unicodeDigitsAreRefusedLikeEverySiblingKey(String value) {
@@ -71,8 +68,6 @@ class WorkBudgetSettingReview23Test {
     }
 
     /** The refusal of a list names the key, but not what would be valid. */
-    @Disabled("defect: gpu.placement.work_budget: [1000] is refused with \"must be a single value, was a list\":"
-            + " the message does not say what is valid (>= 1000 or exact)")
     @Test
     void aListSaysWhatIsValid() {
         GpuConfigException e = assertThrows(GpuConfigException.class, () -> parse("[1000]"));
