@@ -1,13 +1,11 @@
 package io.gpusched.rocm;
 
-import com.sun.jna.Native;
 import io.gpusched.rocm.internal.RocmSmiProbeMain;
 import java.io.File;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.io.UncheckedIOException;
-import java.net.URISyntaxException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
@@ -110,7 +108,7 @@ final class RocmSmiProbe {
         }
         cmd.add("-cp");
         try {
-            cmd.add(classpath());
+            cmd.add(RocmSmiProbeMain.classpath());
         } catch (IllegalStateException e) {
             return Optional.of("cannot run the ROCm SMI probe process (" + e.getMessage() + "); set"
                     + " -Dgpusched.rocm-smi.probe=false to call ROCm SMI after the KFD check alone");
@@ -196,26 +194,6 @@ final class RocmSmiProbe {
         @Override
         public void write(byte[] b, int off, int len) {
         }
-    }
-
-    /** @return our classes and JNA, from where they were loaded (works under application-server class loaders) */
-    static String classpath() {
-        List<String> parts = new ArrayList<>();
-        for (Class<?> c : List.of(RocmSmiProbeMain.class, Native.class)) {
-            try {
-                var src = c.getProtectionDomain().getCodeSource();
-                if (src == null || src.getLocation() == null) {
-                    throw new IllegalStateException("no code source for " + c.getName());
-                }
-                String path = Path.of(src.getLocation().toURI()).toString();
-                if (!parts.contains(path)) {
-                    parts.add(path);
-                }
-            } catch (URISyntaxException | SecurityException | IllegalArgumentException e) {
-                throw new IllegalStateException("cannot locate " + c.getName() + ": " + e.getMessage());
-            }
-        }
-        return String.join(File.pathSeparator, parts);
     }
 
     /**

@@ -1,6 +1,11 @@
 package io.gpusched.rocm.internal;
 
+import com.sun.jna.Native;
+import java.io.File;
+import java.net.URISyntaxException;
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Optional;
 import java.util.OptionalLong;
 
@@ -12,6 +17,26 @@ import java.util.OptionalLong;
  */
 public final class RocmSmiProbeMain {
     private RocmSmiProbeMain() {
+    }
+
+    /** @return our classes and JNA, from where they were loaded (works under application-server class loaders) */
+    public static String classpath() {
+        List<String> parts = new ArrayList<>();
+        for (Class<?> c : List.of(RocmSmiProbeMain.class, Native.class)) {
+            try {
+                var src = c.getProtectionDomain().getCodeSource();
+                if (src == null || src.getLocation() == null) {
+                    throw new IllegalStateException("no code source for " + c.getName());
+                }
+                String path = Path.of(src.getLocation().toURI()).toString();
+                if (!parts.contains(path)) {
+                    parts.add(path);
+                }
+            } catch (URISyntaxException | SecurityException | IllegalArgumentException e) {
+                throw new IllegalStateException("cannot locate " + c.getName() + ": " + e.getMessage());
+            }
+        }
+        return String.join(File.pathSeparator, parts);
     }
 
     /** @param args optional library path (empty string or none: the soname search) */
