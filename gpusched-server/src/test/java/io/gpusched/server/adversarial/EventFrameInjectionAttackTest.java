@@ -138,7 +138,12 @@ class EventFrameInjectionAttackTest {
             if (eol < 0) {
                 break;
             }
-            int n = Integer.parseInt(s.substring(i, eol).trim(), 16);
+            String size = s.substring(i, eol).trim();
+            if (size.isEmpty()) { // the CRLF that ends a chunk's data, where the read split the chunk from it
+                i = eol + 2;
+                continue;
+            }
+            int n = Integer.parseInt(size, 16);
             if (n == 0) {
                 break;
             }
