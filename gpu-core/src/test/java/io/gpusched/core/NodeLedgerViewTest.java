@@ -19,7 +19,7 @@ import org.junit.jupiter.api.io.TempDir;
 /**
  * {@link NodeLedgerView}: the ledger read without its lock and without writing, as a YARN container (another user
  * than the ledger's writer) reads it. The reader-as-another-user case itself runs in gpu-yarn's
- * {@code YarnContainerUserReview24eIT} and {@code YarnContainerGpusReadOnlyIT} (setpriv, as nobody).
+ * {@code YarnContainerUserIT} and {@code YarnContainerGpusReadOnlyIT} (setpriv, as nobody).
  */
 class NodeLedgerViewTest {
 

@@ -1,4 +1,4 @@
-package io.gpusched.yarn.adversarial.review24e;
+package io.gpusched.yarn.adversarial.dropin;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -21,14 +21,14 @@ import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
- * review24e: the YARN drop-in jar as a NodeManager's class loader sees it. README: "jackson and SnakeYAML relocated
+ * The YARN drop-in jar as a NodeManager's class loader sees it. README: "jackson and SnakeYAML relocated
  * under io.gpusched.shaded; Hadoop and slf4j come from the NodeManager. Put it alone into the NodeManager's lib
  * directory". Checked from the jar file itself (read here, with the JDK's multi-release view, as a class loader on
  * JDK 17 reads it) and from the NodeManager's own POM in the local Maven repository (what Hadoop's distribution puts
  * into {@code share/hadoop/yarn/lib}, the same directory).
  */
 @Tag("adversarial")
-class YarnDropInJarReview24eIT {
+class YarnDropInJarIT {
 
     static Path jar;
 

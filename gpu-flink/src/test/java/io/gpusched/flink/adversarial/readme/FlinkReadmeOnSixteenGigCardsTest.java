@@ -1,4 +1,4 @@
-package io.gpusched.flink.adversarial.review24e;
+package io.gpusched.flink.adversarial.readme;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -15,13 +15,13 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * review24e: README's Flink {@code config.yaml} block, pasted whole (its "optional, with defaults" lines included),
+ * README's Flink {@code config.yaml} block, pasted whole (its "optional, with defaults" lines included),
  * read by Flink's {@code GlobalConfiguration}, on a node of 16 GB cards: real cards report less than their nominal
  * size (a V100-SXM2-16GB reports 16160 MiB; this repository's captures: "32GB" V100S 32510 MiB, "24GB" A5000
  * 24564 MiB) while {@code memory-per-gpu: 16GB} is 16384 MiB.
  */
 @Tag("adversarial")
-class FlinkReadmeOnSixteenGigCardsReview24eTest {
+class FlinkReadmeOnSixteenGigCardsTest {
 
     @TempDir
     Path tmp;

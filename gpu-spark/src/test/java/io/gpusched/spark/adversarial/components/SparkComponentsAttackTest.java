@@ -1,4 +1,4 @@
-package io.gpusched.spark.adversarial.review24e;
+package io.gpusched.spark.adversarial.components;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -30,14 +30,14 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * review24e: the Spark discovery plug-in's per-component promises (GpuschedDiscoveryPlugin Javadoc, README "Spark")
+ * The Spark discovery plug-in's per-component promises (GpuschedDiscoveryPlugin Javadoc, README "Spark")
  * attacked in one JVM: components of different identities, the same identity twice, a Worker whose discovering
  * thread ends, amounts larger than the node, and give-back on stop. The ledger is read by an independent scheduler
  * on the same state directory; each test has its own state directory (holdings of one JVM are keyed per component,
  * so each test releases what it took through the documented plug-in before it ends).
  */
 @Tag("adversarial")
-class SparkComponentsReview24eTest {
+class SparkComponentsAttackTest {
 
     @TempDir
     Path tmp;

@@ -1,4 +1,4 @@
-package io.gpusched.yarn.adversarial.review24e;
+package io.gpusched.yarn.adversarial.dropin;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -26,7 +26,7 @@ import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
- * review24e: README's YARN default-runtime recipe with a container user who is not the NodeManager's. "A
+ * README's YARN default-runtime recipe with a container user who is not the NodeManager's. "A
  * default-runtime container gets no environment from YARN: the plugin records each container's GPUs in the node
  * ledger under its CONTAINER_ID, and the container reads them with gpusched env [...] the state directory must be
  * readable and writable by the containers' users." With the LinuxContainerExecutor, containers run as the
@@ -37,7 +37,7 @@ import org.junit.jupiter.api.Test;
  * of the modes a user could give it.
  */
 @Tag("adversarial")
-class YarnContainerUserReview24eIT {
+class YarnContainerUserIT {
 
     private static final String CONTAINER = "container_1700000000000_0001_01_000002";
     private Path base;
@@ -65,7 +65,7 @@ class YarnContainerUserReview24eIT {
     }
 
     @Test
-    // review24e defect 4, fixed: the container reads the ledger read-only (NodeLedgerView)
+    // a defect an adversarial review found, fixed: the container reads the ledger read-only (NodeLedgerView)
     void aContainerRunningAsAnotherUserReadsItsGpus() throws Exception {
         Assumptions.assumeTrue(root(), "needs root: the container's side runs as the user nobody");
         Path setpriv = setpriv();

@@ -1,4 +1,4 @@
-package io.gpusched.yarn.adversarial.review24e;
+package io.gpusched.yarn.adversarial.sharedledger;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
@@ -28,7 +28,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * review24e: one state directory shared by an engine plug-in (the YARN device plug-in, in this JVM, as the
+ * One state directory shared by an engine plug-in (the YARN device plug-in, in this JVM, as the
  * NodeManager holds it) and other processes of the node (child JVMs). The container side is the drop-in's
  * documented entry point {@code io.gpusched.yarn.YarnContainerGpus} (what {@code gpusched env} does; the
  * {@code gpusched} command itself is not on this module's class path, and gpusched-cli's has no Hadoop); the other
@@ -38,7 +38,7 @@ import org.junit.jupiter.api.io.TempDir;
  * stdout for {@code eval} to run.
  */
 @Tag("adversarial")
-class YarnAndOtherProcessesOneLedgerReview24eTest {
+class YarnAndOtherProcessesOneLedgerTest {
 
     private static final ObjectMapper JSON = new ObjectMapper();
 

@@ -1,4 +1,4 @@
-package io.gpusched.core.adversarial.review23;
+package io.gpusched.core.adversarial.topology;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -17,24 +17,24 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * Review 23: the certificate an allocation carries is the one the docs promise everywhere: {@code placement()}, the
+ * The certificate an allocation carries is the one the docs promise everywhere: {@code placement()}, the
  * ALLOCATED audit event's message, the status JSON, and another scheduler's view of the same ledger record.
  */
 @Tag("adversarial")
-class PlacementReportReview23Test {
+class CertificateEverywhereTest {
 
     @TempDir
     Path tmp;
 
     @Test
     void theCertificateReadsTheSameInEveryPlace() {
-        Inv23 inv = new Inv23(8);
+        PairedLinkInventory inv = new PairedLinkInventory(8);
         List<AllocationEvent> events = new CopyOnWriteArrayList<>();
         try (GpuScheduler s = GpuScheduler.builder().inventory(inv)
                 .strategy(AllocationStrategies.topologyAware(TopologyAwareStrategy.Objective.SET))
                 .auditLogging(false).listener(events::add).maintenanceInterval(java.time.Duration.ZERO)
                 .stateDir(tmp.resolve("state")).build();
-             GpuScheduler other = GpuScheduler.builder().inventory(new Inv23(8)).auditLogging(false)
+             GpuScheduler other = GpuScheduler.builder().inventory(new PairedLinkInventory(8)).auditLogging(false)
                      .maintenanceInterval(java.time.Duration.ZERO).stateDir(tmp.resolve("state")).build()) {
             Allocation a = s.allocate(GpuRequest.builder().count(2).owner("r23").build());
             assertEquals(List.of(0, 1), a.deviceIndices().stream().sorted().toList(), "the 4-link pair");

@@ -1,4 +1,4 @@
-package io.gpusched.flink.adversarial.review24e;
+package io.gpusched.flink.adversarial.dropin;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -16,14 +16,14 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * review24e: the Flink drop-in jar the way a TaskManager gets it. A child JVM whose class path is Flink's own (from
+ * The Flink drop-in jar the way a TaskManager gets it. A child JVM whose class path is Flink's own (from
  * Maven: no gpusched module, no test tool) reads a conf directory holding README's {@code config.yaml} block with
  * Flink's {@code GlobalConfiguration}, builds the plugin manager from {@code $FLINK_PLUGINS_DIR} where
  * {@code gpusched/} holds the drop-in jar alone, and asks for the external resource infos as
  * {@code TaskManagerRunner} does. README: "Put it, alone, in a plugin directory of every TaskManager".
  */
 @Tag("adversarial")
-class FlinkDropInJarReview24eIT {
+class FlinkDropInJarIT {
 
     @TempDir
     Path tmp;

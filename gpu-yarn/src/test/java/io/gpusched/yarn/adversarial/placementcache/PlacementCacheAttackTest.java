@@ -1,4 +1,4 @@
-package io.gpusched.yarn.adversarial.review23;
+package io.gpusched.yarn.adversarial.placementcache;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -26,12 +26,12 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * Review 23: the YARN plug-in's answers per offered set and count (issue 23's cache) after the world changed: a GPU
+ * The YARN plug-in's answers per offered set and count (issue 23's cache) after the world changed: a GPU
  * another process of the node took in the node ledger, an offer that shrank, a GPU that turned unhealthy and one that
  * came back. Every answer: the count asked, elements of the offer, healthy, none held by another process.
  */
 @Tag("adversarial")
-class PlacementCacheReview23Test {
+class PlacementCacheAttackTest {
 
     @TempDir
     Path tmp;

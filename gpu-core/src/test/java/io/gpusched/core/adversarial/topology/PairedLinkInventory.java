@@ -1,4 +1,4 @@
-package io.gpusched.core.adversarial.review23;
+package io.gpusched.core.adversarial.topology;
 
 import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuHealth;
@@ -15,11 +15,11 @@ import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 
 /**
- * Review 23's inventory: n devices where pairs (0,1), (2,3), ... have 4 NVLinks and every other pair none (so the
+ * An inventory of n devices where pairs (0,1), (2,3), ... have 4 NVLinks and every other pair none (so the
  * topology strategy's best pair is predictable: (0,1) first by candidate order), health the test changes (listeners
  * called on the caller's thread).
  */
-final class Inv23 implements GpuInventory {
+final class PairedLinkInventory implements GpuInventory {
     final List<GpuDevice> devices;
     private final GpuHealth[] health;
     private final List<GpuHealthListener> listeners = new CopyOnWriteArrayList<>();
@@ -29,10 +29,10 @@ final class Inv23 implements GpuInventory {
     /** Whether this inventory lists processes at all (else a release frees at once, as without NVML). */
     volatile boolean listsProcesses;
 
-    Inv23(int n) {
+    PairedLinkInventory(int n) {
         List<GpuDevice> ds = new ArrayList<>();
         for (int i = 0; i < n; i++) {
-            ds.add(Oracle23.device(i));
+            ds.add(BruteForceOracle.device(i));
         }
         devices = List.copyOf(ds);
         health = new GpuHealth[n];

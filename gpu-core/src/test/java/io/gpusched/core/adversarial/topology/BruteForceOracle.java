@@ -1,4 +1,4 @@
-package io.gpusched.core.adversarial.review23;
+package io.gpusched.core.adversarial.topology;
 
 import io.gpusched.core.DeviceState;
 import io.gpusched.core.GpuDevice;
@@ -18,14 +18,14 @@ import java.util.Optional;
 import java.util.Set;
 
 /**
- * Review 23's own exact oracle, written from the Javadoc of TopologyAwareStrategy only: a pair scores 100 per link plus
+ * An exact oracle of the tests' own, written from TopologyAwareStrategy's Javadoc only: a pair scores 100 per link plus
  * the PCIe term (INTERNAL 60 .. SYSTEM 10); SET maximizes (set score, -affinity to GPUs that stay free, -candidate
  * positions); REMAINING maximizes (set score + score among the GPUs that stay free, set score, -positions). Exclusive
  * requests on an all-free-or-held node only (no NUMA preference, no sharing), so the pool is the candidate list.
  * Arithmetic in {@link java.math.BigInteger}-free exact longs guarded by {@link Math#addExact}.
  */
-final class Oracle23 {
-    private Oracle23() {
+final class BruteForceOracle {
+    private BruteForceOracle() {
     }
 
     static long pcie(PcieLevel l) {

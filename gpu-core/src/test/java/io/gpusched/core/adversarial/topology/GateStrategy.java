@@ -1,4 +1,4 @@
-package io.gpusched.core.adversarial.review23;
+package io.gpusched.core.adversarial.topology;
 
 import io.gpusched.core.AllocationStrategy;
 import io.gpusched.core.DeviceState;

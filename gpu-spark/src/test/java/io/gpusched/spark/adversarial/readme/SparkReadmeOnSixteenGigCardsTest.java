@@ -1,4 +1,4 @@
-package io.gpusched.spark.adversarial.review24e;
+package io.gpusched.spark.adversarial.readme;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -19,14 +19,14 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * review24e: README's Spark-on-YARN/Kubernetes block, pasted whole (its "optional, with defaults" lines included), on
+ * README's Spark-on-YARN/Kubernetes block, pasted whole (its "optional, with defaults" lines included), on
  * a node of 16 GB cards. Real cards report less than their nominal size (this repository's nvidia-smi captures: a
  * "32GB" V100S reports 32510 MiB, a "24GB" RTX A5000 24564 MiB; a V100-SXM2-16GB reports 16160 MiB), while
  * {@code 16g} is 16384 MiB. The block is read with Spark's own properties loader; the node is a node description
  * whose GPUs report 16160 MiB.
  */
 @Tag("adversarial")
-class SparkReadmeOnSixteenGigCardsReview24eTest {
+class SparkReadmeOnSixteenGigCardsTest {
 
     @TempDir
     Path tmp;

@@ -1,4 +1,4 @@
-package io.gpusched.core.adversarial.review23;
+package io.gpusched.core.adversarial.input;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -14,12 +14,12 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
 /**
- * Review 23: {@code gpu.placement.work_budget} as a user writes it in YAML. Accepted: whole numbers >= 1,000 and
+ * {@code gpu.placement.work_budget} as a user writes it in YAML. Accepted: whole numbers >= 1,000 and
  * "exact"; everything else is a {@link GpuConfigException} naming the key and what is valid; the constructor refuses
  * budgets below 1,000 with {@link IllegalArgumentException}.
  */
 @Tag("adversarial")
-class WorkBudgetSettingReview23Test {
+class WorkBudgetSettingTest {
 
     static GpuConfig parse(String value) {
         return GpuConfig.parse("gpu:\n  placement: {work_budget: " + value + "}\n", "review23.yaml");

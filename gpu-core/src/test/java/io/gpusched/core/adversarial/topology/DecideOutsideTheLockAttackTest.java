@@ -1,4 +1,4 @@
-package io.gpusched.core.adversarial.review23;
+package io.gpusched.core.adversarial.topology;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -29,19 +29,19 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
 /**
- * Review 23: the strategy decides outside the scheduler's and the node's lock, and the commit re-validates. A
+ * The strategy decides outside the scheduler's and the node's lock, and the commit re-validates. A
  * {@link GateStrategy} holds one search ("slow") open after it has picked; meanwhile other threads (and another JVM)
  * allocate, release and change health. Judged by order (the others finish while the gate is still shut; the gate is
  * opened only after), and by checkers written here: the slow allocation never holds a device another live allocation
  * holds or one made unhealthy before it was committed.
  */
 @Tag("adversarial")
-class OutsideTheLockReview23Test {
+class DecideOutsideTheLockAttackTest {
 
     @TempDir
     Path tmp;
 
-    GpuScheduler scheduler(Inv23 inv, GateStrategy gate, boolean ledger) {
+    GpuScheduler scheduler(PairedLinkInventory inv, GateStrategy gate, boolean ledger) {
         GpuScheduler.Builder b = GpuScheduler.builder().inventory(inv).strategy(gate).auditLogging(false)
                 .maintenanceInterval(java.time.Duration.ZERO);
         if (ledger) {
@@ -62,7 +62,7 @@ class OutsideTheLockReview23Test {
     @ParameterizedTest
     @ValueSource(booleans = {false, true})
     void othersCompleteWhileOneSearchIsHeld(boolean ledger) throws Exception {
-        Inv23 inv = new Inv23(16);
+        PairedLinkInventory inv = new PairedLinkInventory(16);
         GateStrategy g = gate();
         ExecutorService pool = Executors.newFixedThreadPool(9);
         try (GpuScheduler s = scheduler(inv, g, ledger)) {
@@ -98,7 +98,7 @@ class OutsideTheLockReview23Test {
     @ParameterizedTest
     @ValueSource(booleans = {false, true})
     void aPickTakenMeanwhileIsNeverCommitted(boolean ledger) throws Exception {
-        Inv23 inv = new Inv23(8);
+        PairedLinkInventory inv = new PairedLinkInventory(8);
         GateStrategy g = gate();
         ExecutorService pool = Executors.newSingleThreadExecutor();
         try (GpuScheduler s = scheduler(inv, g, ledger)) {
@@ -122,7 +122,7 @@ class OutsideTheLockReview23Test {
     @ParameterizedTest
     @ValueSource(booleans = {false, true})
     void aPickMadeUnhealthyMeanwhileIsNeverCommitted(boolean ledger) throws Exception {
-        Inv23 inv = new Inv23(8);
+        PairedLinkInventory inv = new PairedLinkInventory(8);
         GateStrategy g = gate();
         ExecutorService pool = Executors.newSingleThreadExecutor();
         try (GpuScheduler s = scheduler(inv, g, ledger)) {
@@ -146,7 +146,7 @@ class OutsideTheLockReview23Test {
     @ParameterizedTest
     @ValueSource(booleans = {false, true})
     void aPickDrainingMeanwhileIsNeverCommitted(boolean ledger) throws Exception {
-        Inv23 inv = new Inv23(8);
+        PairedLinkInventory inv = new PairedLinkInventory(8);
         inv.listsProcesses = true;
         GateStrategy g = gate();
         ExecutorService pool = Executors.newSingleThreadExecutor();
@@ -175,7 +175,7 @@ class OutsideTheLockReview23Test {
     @ParameterizedTest
     @ValueSource(booleans = {false, true})
     void releaseAndAllocateBothRaceTheHeldSearch(boolean ledger) throws Exception {
-        Inv23 inv = new Inv23(8);
+        PairedLinkInventory inv = new PairedLinkInventory(8);
         GateStrategy g = gate();
         ExecutorService pool = Executors.newSingleThreadExecutor();
         try (GpuScheduler s = scheduler(inv, g, ledger)) {
@@ -208,7 +208,7 @@ class OutsideTheLockReview23Test {
     void twoProcessesOneLedgerWhileOneSearchIsHeld(int unused) throws Exception {
         Path state = tmp.resolve("state");
         Path childLog = tmp.resolve("child.log");
-        Inv23 inv = new Inv23(8);
+        PairedLinkInventory inv = new PairedLinkInventory(8);
         GateStrategy g = gate();
         ExecutorService pool = Executors.newSingleThreadExecutor();
         try (GpuScheduler s = scheduler(inv, g, true)) {
@@ -280,7 +280,7 @@ class OutsideTheLockReview23Test {
             Path state = Path.of(args[0]);
             int n = Integer.parseInt(args[2]);
             List<String> lines = new ArrayList<>();
-            try (GpuScheduler s = GpuScheduler.builder().inventory(new Inv23(8))
+            try (GpuScheduler s = GpuScheduler.builder().inventory(new PairedLinkInventory(8))
                     .strategy(AllocationStrategies.topologyAware()).auditLogging(false)
                     .maintenanceInterval(java.time.Duration.ZERO).stateDir(state).build()) {
                 for (int i = 0; i < n; i++) {

@@ -1,4 +1,4 @@
-package io.gpusched.yarn.adversarial.review24e;
+package io.gpusched.yarn.adversarial.sharedledger;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -26,13 +26,13 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * review24e: the YARN plug-in as the README describes it, attacked where health and the node ledger meet YARN's
+ * The YARN plug-in as the README describes it, attacked where health and the node ledger meet YARN's
  * offers. GPUs are lost and recovered through the documented mechanism for simulated nodes (the health file of
  * {@code $GPUSCHED_SIMULATED_HEALTH}, followed by the inventory); other processes' holdings are made with a second,
  * independent scheduler on the same state directory, and every expectation is computed here.
  */
 @Tag("adversarial")
-class YarnHealthAndLedgerReview24eTest {
+class YarnHealthAndLedgerTest {
 
     @TempDir
     Path tmp;

@@ -1,4 +1,4 @@
-package io.gpusched.core.adversarial.review23;
+package io.gpusched.core.adversarial.topology;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
@@ -29,14 +29,14 @@ import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
- * Review 23: every certificate the topology strategy gives is checked against {@link Oracle23}'s brute force, on nodes
+ * Every certificate the topology strategy gives is checked against {@link BruteForceOracle}'s brute force, on nodes
  * chosen to make bounds lie: link counts near the long's range, all-equal links, one heavy clique, partitions (twins),
  * required and held devices, k = 1, n - 1 and n; with the smallest budget (1,000 units), the default and EXACT.
  * "Proven optimal" must equal the brute force's full key (the Javadoc says tie-breaks included); "within X %" must
  * leave the primary key at least (100 - X) % of the optimum's.
  */
 @Tag("adversarial")
-class CertificateReview23Test {
+class CertificateBruteForceTest {
 
     static final java.util.concurrent.atomic.AtomicInteger PROVEN = new java.util.concurrent.atomic.AtomicInteger();
     static final java.util.concurrent.atomic.AtomicInteger WITHIN = new java.util.concurrent.atomic.AtomicInteger();
@@ -44,7 +44,7 @@ class CertificateReview23Test {
     /** Says how many claims of each kind the brute force checked (so a run that checked none shows it). */
     @org.junit.jupiter.api.AfterAll
     static void counts() {
-        System.out.println("review23 certificates checked against the brute force: proven optimal " + PROVEN
+        System.out.println("topology certificates checked against the brute force: proven optimal " + PROVEN
                 + ", within X % " + WITHIN);
     }
 
@@ -58,7 +58,7 @@ class CertificateReview23Test {
     static Node node(Random r, Shape shape, int n, int heldEvery) {
         List<GpuDevice> devs = new ArrayList<>();
         for (int i = 0; i < n; i++) {
-            devs.add(Oracle23.device(i));
+            devs.add(BruteForceOracle.device(i));
         }
         GpuTopology.Builder b = GpuTopology.builder(devs);
         int clique = Math.max(2, n / 3);
@@ -96,7 +96,7 @@ class CertificateReview23Test {
         List<DeviceState> all = new ArrayList<>();
         List<DeviceState> cands = new ArrayList<>();
         for (GpuDevice d : devs) {
-            DeviceState s = heldEvery > 0 && r.nextInt(heldEvery) == 0 ? Oracle23.held(d)
+            DeviceState s = heldEvery > 0 && r.nextInt(heldEvery) == 0 ? BruteForceOracle.held(d)
                     : DeviceState.idle(d, GpuHealth.HEALTHY);
             all.add(s);
             if (s.exclusiveHolder().isEmpty()) {
@@ -104,7 +104,7 @@ class CertificateReview23Test {
             }
         }
         Collections.shuffle(cands, r); // candidate order is the last tie-break: not the index order
-        return new Node(Oracle23.view(all, cands, t), shape + " n=" + n + " free=" + cands.size());
+        return new Node(BruteForceOracle.view(all, cands, t), shape + " n=" + n + " free=" + cands.size());
     }
 
     /** Checks one answer; returns whether its certificate was checked against the brute force. */
@@ -120,14 +120,14 @@ class CertificateReview23Test {
         }
         String where = node.what() + " " + o + " k=" + req.count() + " req=" + req.requiredDevices() + " via "
                 + s.name() + " got " + c.devices() + " " + c.quality().describe();
-        assertNull(Oracle23.invalid(req, v, c.devices()), where);
+        assertNull(BruteForceOracle.invalid(req, v, c.devices()), where);
         PlacementQuality q = c.quality();
         assertTrue(q.rated(), "topology must rate its choice: " + where);
         if (!oracle) {
             return false;
         }
-        long[] best = Oracle23.best(o, req, v);
-        long[] got = Oracle23.key(o, v, c.devices());
+        long[] best = BruteForceOracle.best(o, req, v);
+        long[] got = BruteForceOracle.key(o, v, c.devices());
         if (q.provenOptimal()) {
             PROVEN.incrementAndGet();
             assertEquals(Arrays.toString(best), Arrays.toString(got), "claims proven optimal: " + where);
@@ -175,7 +175,7 @@ class CertificateReview23Test {
                         rb.requiredDevices(req.stream().distinct().toList());
                     }
                     GpuRequest req = rb.build();
-                    boolean oracle = Oracle23.subsets(free, k) <= 20_000;
+                    boolean oracle = BruteForceOracle.subsets(free, k) <= 20_000;
                     for (Objective o : Objective.values()) {
                         for (long budget : BUDGETS) {
                             if (check(new TopologyAwareStrategy(o, budget), o, req, node, oracle)) {
@@ -245,7 +245,7 @@ class CertificateReview23Test {
                     if (viaThermal.devices().equals(viaBase.devices())) {
                         assertEquals(viaBase.quality(), viaThermal.quality(), "same set, other certificate");
                     }
-                    if (check(th, Objective.SET, req, node, Oracle23.subsets(free, k) <= 20_000)) {
+                    if (check(th, Objective.SET, req, node, BruteForceOracle.subsets(free, k) <= 20_000)) {
                         checked++;
                     }
                 }
@@ -260,7 +260,7 @@ class CertificateReview23Test {
         int n = 64;
         List<GpuDevice> devs = new ArrayList<>();
         for (int i = 0; i < n; i++) {
-            devs.add(Oracle23.device(i));
+            devs.add(BruteForceOracle.device(i));
         }
         GpuTopology.Builder b = GpuTopology.builder(devs);
         for (int i = 0; i < n; i++) {
@@ -270,13 +270,13 @@ class CertificateReview23Test {
         }
         GpuTopology t = b.build();
         List<DeviceState> all = devs.stream().map(d -> DeviceState.idle(d, GpuHealth.HEALTHY)).toList();
-        SchedulingView v = Oracle23.view(all, all, t);
+        SchedulingView v = BruteForceOracle.view(all, all, t);
         for (Objective o : Objective.values()) {
             for (int k : new int[] {1, 2, 32, 63, 64}) {
                 GpuRequest req = GpuRequest.builder().count(k).build();
                 try {
                     Choice c = new TopologyAwareStrategy(o, TopologyAwareStrategy.DEFAULT_WORK_BUDGET).choose(req, v);
-                    assertNull(Oracle23.invalid(req, v, c.devices()), o + " k=" + k);
+                    assertNull(BruteForceOracle.invalid(req, v, c.devices()), o + " k=" + k);
                     // every set is equal in SET's primary key; any claim other than optimal/0 % would be odd but legal
                     if (o == Objective.SET && c.quality().provenOptimal()) {
                         // ties by affinity: all equal; last by candidate order: the first k candidates
