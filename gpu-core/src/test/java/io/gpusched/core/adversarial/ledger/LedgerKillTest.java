@@ -155,7 +155,7 @@ class LedgerKillTest {
                 checker.release(checker.allocate(io.gpusched.core.GpuRequest.builder().count(4).exclusive().build())
                         .id());
             }
-            LedgerAttackTest.checkFile(dir.resolve("ledger"));
+            LedgerAttacks.checkFile(dir.resolve("ledger"));
         }
         assertTrue(everAcked.size() > 10, "children acknowledged work: " + everAcked.size());
         String header = Files.readAllLines(dir.resolve("ledger")).get(0);
