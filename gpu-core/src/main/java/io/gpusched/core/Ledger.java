@@ -338,12 +338,12 @@ final class Ledger implements AutoCloseable {
         }
     }
 
-    private void applyAll(Decision<?> d, List<AllocationEvent> out, List<NodeLedger.Entry> written) {
+    private void applyAll(Decision<?> d, List<AllocationEvent> out, List<LedgerCodec.Entry> written) {
         for (LedgerRecord r : d.records()) {
             long seq = state.sequence + 1;
             state.apply(seq, r, out);
             if (written != null) {
-                written.add(new NodeLedger.Entry(seq, r));
+                written.add(new LedgerCodec.Entry(seq, r));
             }
         }
     }
@@ -363,7 +363,7 @@ final class Ledger implements AutoCloseable {
                 out.addAll(caughtUp.events());
                 NodeState before = state.copy();
                 int eventsBefore = out.size();
-                List<NodeLedger.Entry> written = new ArrayList<>();
+                List<LedgerCodec.Entry> written = new ArrayList<>();
                 if (state.bound > 0) {
                     applyAll(housekeeping.decide(state, state.sequence + 1), out, written);
                 }
@@ -404,7 +404,7 @@ final class Ledger implements AutoCloseable {
         }
     }
 
-    private <T> void decideInto(Pending<T> p, List<AllocationEvent> out, List<NodeLedger.Entry> written) {
+    private <T> void decideInto(Pending<T> p, List<AllocationEvent> out, List<LedgerCodec.Entry> written) {
         try {
             Decision<T> d = p.change.decide(state, state.sequence + 1);
             applyAll(d, out, written);

@@ -1,5 +1,6 @@
 package io.gpusched.core;
 
+import java.io.IOException;
 import java.nio.file.Path;
 import java.util.Objects;
 
@@ -48,6 +49,15 @@ public class LedgerException extends GpuException {
         super(message, cause);
         this.kind = Objects.requireNonNull(kind, "kind");
         this.path = Objects.requireNonNull(path, "path");
+    }
+
+    /**
+     * @return {@code NO_SPACE} when the disk is full, else {@code IO}, naming {@code what} failed on {@code p} and
+     *         the cause
+     */
+    static LedgerException io(String what, Path p, IOException e) {
+        boolean full = String.valueOf(e.getMessage()).contains("No space left");
+        return new LedgerException(full ? Kind.NO_SPACE : Kind.IO, p, what + ": " + e, e);
     }
 
     /** @return what went wrong */

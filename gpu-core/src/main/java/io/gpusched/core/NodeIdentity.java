@@ -138,7 +138,7 @@ final class NodeIdentity {
                     + "remove " + sub + ", then start again", null);
         }
         try {
-            NodeLedger.checkNotWritableByOthers(old, "legacy ledger");
+            LedgerDirectorySecurity.checkNotWritableByOthers(old, "legacy ledger");
             Files.move(old, own, StandardCopyOption.ATOMIC_MOVE);
             fsyncDir(own.getParent());
             Files.writeString(sub.resolve(MOVED_NOTE), "The ledger that was here moved to " + own
@@ -154,12 +154,12 @@ final class NodeIdentity {
 
     private static boolean startsWithMagic(Path f) {
         try (FileChannel ch = FileChannel.open(f, StandardOpenOption.READ)) {
-            ByteBuffer b = ByteBuffer.allocate(NodeLedger.MAGIC.length() + 1);
+            ByteBuffer b = ByteBuffer.allocate(LedgerCodec.MAGIC.length() + 1);
             while (b.hasRemaining() && ch.read(b) > 0) {
                 // read the head
             }
             return new String(b.array(), 0, b.position(), StandardCharsets.US_ASCII)
-                    .equals(NodeLedger.MAGIC + " ");
+                    .equals(LedgerCodec.MAGIC + " ");
         } catch (IOException e) {
             return false;
         }
@@ -196,9 +196,9 @@ final class NodeIdentity {
                     + " node)", null);
         }
         if (write) {
-            NodeLedger.checkNotWritableByOthers(f, "node identity file");
+            LedgerDirectorySecurity.checkNotWritableByOthers(f, "node identity file");
         } else {
-            NodeLedger.checkForReader(f, dir, "node identity file");
+            LedgerDirectorySecurity.checkForReader(f, dir, "node identity file");
         }
         JsonNode n;
         try {

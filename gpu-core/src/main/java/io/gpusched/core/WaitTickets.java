@@ -57,7 +57,7 @@ final class WaitTickets {
         this.wallClock = wallClock;
         this.alive = alive;
         if (Files.isDirectory(dir)) {
-            NodeLedger.checkNotWritableByOthers(dir, "waiters directory");
+            LedgerDirectorySecurity.checkNotWritableByOthers(dir, "waiters directory");
         }
     }
 
@@ -169,7 +169,7 @@ final class WaitTickets {
                 throw new LedgerException(LedgerException.Kind.IO, dir, "cannot create " + dir + ": " + e, e);
             }
         }
-        NodeLedger.checkNotWritableByOthers(dir, "waiters directory");
+        LedgerDirectorySecurity.checkNotWritableByOthers(dir, "waiters directory");
         List<Ticket> all = present();
         long n = all.isEmpty() ? 1 : all.get(all.size() - 1).number() + 1;
         while (true) {

@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.Assumptions.assumeThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import io.gpusched.core.host.StateDirectory;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -327,9 +328,10 @@ class NodeLedgerTest {
 
     @Test
     void theDefaultStateDirectoryFollowsTheUser() {
-        assertThat(NodeLedger.defaultStateDir(true, "/x", "/root")).isEqualTo(Path.of("/var/lib/gpusched"));
-        assertThat(NodeLedger.defaultStateDir(false, "/home/u/.st", "/home/u")).isEqualTo(Path.of("/home/u/.st/gpusched"));
-        assertThat(NodeLedger.defaultStateDir(false, null, "/home/u"))
+        assertThat(StateDirectory.userDefault(true, "/x", Path.of("/root"))).isEqualTo(Path.of("/var/lib/gpusched"));
+        assertThat(StateDirectory.userDefault(false, "/home/u/.st", Path.of("/home/u")))
+                .isEqualTo(Path.of("/home/u/.st/gpusched"));
+        assertThat(StateDirectory.userDefault(false, null, Path.of("/home/u")))
                 .isEqualTo(Path.of("/home/u/.local/state/gpusched"));
     }
 }

@@ -64,7 +64,7 @@ class NodeLedgerViewTest {
             kept = allocate(s, "kept", 1, 3);
             s.release(allocate(s, "gone", 0).id());
         }
-        Files.delete(dir.resolve(NodeLedger.LOCK)); // a reader must not need (nor create) the lock file
+        Files.delete(dir.resolve(NodeLock.LOCK)); // a reader must not need (nor create) the lock file
         byte[] before = Files.readAllBytes(dir.resolve(NodeLedger.FILE));
 
         NodeLedgerView v = NodeLedgerView.read(dir, inventory());
@@ -77,7 +77,7 @@ class NodeLedgerViewTest {
         assertThat(v.sequence()).isEqualTo(3);
         assertThat(v.warnings()).isEmpty();
         assertThat(v.file()).isEqualTo(dir.toAbsolutePath().normalize().resolve(NodeLedger.FILE));
-        assertThat(Files.exists(dir.resolve(NodeLedger.LOCK))).as("the reader created the lock file").isFalse();
+        assertThat(Files.exists(dir.resolve(NodeLock.LOCK))).as("the reader created the lock file").isFalse();
         assertThat(Files.readAllBytes(dir.resolve(NodeLedger.FILE))).isEqualTo(before);
     }
 

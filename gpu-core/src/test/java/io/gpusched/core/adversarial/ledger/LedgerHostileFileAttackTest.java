@@ -136,7 +136,7 @@ class LedgerHostileFileAttackTest {
         CRC32C c = new CRC32C();
         c.update(body.getBytes(StandardCharsets.UTF_8));
         assertEquals(String.format("%08x", c.getValue()), h[h.length - 1], "the header's last field is the crc32c"
-                + " of the fields before it, as NodeLedger's Javadoc says: " + header);
+                + " of the fields before it, as LedgerCodec's Javadoc says: " + header);
         h[1] = "2";
         String body2 = String.join(" ", java.util.Arrays.copyOf(h, h.length - 1));
         c.reset();

@@ -1,0 +1,83 @@
+package io.gpusched.core;
+
+import static io.gpusched.core.LedgerException.io;
+
+import io.gpusched.core.LedgerException.Kind;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.nio.file.StandardOpenOption;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.util.Set;
+
+/**
+ * A new generation of the node ledger file: a header, then the whole state as one snapshot record, written to
+ * {@code ledger.new}, forced, and renamed over {@code ledger} (then the directory forced). Makes a new ledger's first
+ * file, and compacts a ledger grown past its threshold ({@link #COMPACT_AT} by default). Runs under the node's lock;
+ * every other process sees the file's identity change and reloads (see {@link NodeLedger}).
+ */
+final class LedgerCompaction {
+    /** Compact once the file is this large (bytes) by default; system property {@code gpusched.ledger.compactBytes}. */
+    static final long COMPACT_AT = 8L << 20;
+
+    private LedgerCompaction() {
+    }
+
+    /** @return the threshold set by {@code gpusched.ledger.compactBytes}, else {@link #COMPACT_AT} */
+    static long threshold() {
+        return Long.getLong("gpusched.ledger.compactBytes", COMPACT_AT);
+    }
+
+    /**
+     * Writes a new ledger file (header, then the state as one snapshot record) and renames it over the old.
+     *
+     * @param dir   the state directory
+     * @param file  the ledger file in it
+     * @param p     the node's id prefix
+     * @param gen   the new file's generation
+     * @param s     the state to keep, or null for a new, empty ledger
+     * @throws LedgerException {@code NO_SPACE} or {@code IO}; the old file is then as it was
+     */
+    static void writeGeneration(Path dir, Path file, String p, long gen, NodeState s) {
+        Path tmp = dir.resolve(NodeLedger.FILE + ".new");
+        StringBuilder sb = new StringBuilder();
+        sb.append(LedgerCodec.header(p, gen));
+        if (s != null) {
+            LedgerCodec.line(sb, s.sequence, LedgerRecord.toJson(s.toSnapshot()));
+        }
+        try (FileChannel c = FileChannel.open(tmp, Set.of(StandardOpenOption.CREATE, StandardOpenOption.WRITE,
+                StandardOpenOption.TRUNCATE_EXISTING), PosixFilePermissions.asFileAttribute(
+                PosixFilePermissions.fromString("rw-r--r--")))) {
+            ByteBuffer b = ByteBuffer.wrap(sb.toString().getBytes(StandardCharsets.UTF_8));
+            while (b.hasRemaining()) {
+                c.write(b);
+            }
+            c.force(true);
+            // the umask may have narrowed the mode: readers (a YARN container's user) need to read the ledger
+            Files.setPosixFilePermissions(tmp, PosixFilePermissions.fromString("rw-r--r--"));
+        } catch (IOException e) {
+            try {
+                Files.deleteIfExists(tmp);
+            } catch (IOException ignored) {
+                // best effort
+            }
+            boolean full = String.valueOf(e.getMessage()).contains("No space left");
+            throw new LedgerException(full ? Kind.NO_SPACE : Kind.IO, tmp, "cannot write " + tmp + ": "
+                    + e.getMessage(), e);
+        }
+        try {
+            Files.move(tmp, file, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
+            try (FileChannel d = FileChannel.open(dir, StandardOpenOption.READ)) {
+                d.force(true);
+            } catch (IOException ignored) {
+                // some file systems cannot sync a directory
+            }
+        } catch (IOException e) {
+            throw io("cannot rename " + tmp + " to " + file, file, e);
+        }
+    }
+}
