@@ -84,15 +84,15 @@ final class DefaultGpuScheduler implements GpuScheduler {
         this.placement = new Placement(strategy, inventory.topology());
         this.rateLimits = new RateLimits(config);
         Path stateDir = b.stateDir != null ? b.stateDir : config.stateDir().orElse(null);
-        NodeLedger file = null;
+        LedgerFile file = null;
         Ledger l;
         try {
-            file = stateDir == null ? null : new NodeLedger(stateDir);
+            file = stateDir == null ? null : new LedgerFile(stateDir);
             if (file != null) {
                 NodeIdentity.check(file, inventory);
             }
             this.tickets = file == null ? null : WaitTickets.of(file.directory()).orElse(null);
-            NodeLedger f = file;
+            LedgerFile f = file;
             WaitTickets t = tickets;
             this.waiters = new WaitQueue(f == null ? null : t == null ? f::stamp : () -> List.of(f.stamp(), t.stamp()),
                     this::holderGone);
@@ -538,7 +538,7 @@ final class DefaultGpuScheduler implements GpuScheduler {
 
     @Override
     public Optional<LedgerStatistics> ledgerStatistics() {
-        NodeLedger f = ledger.file();
+        LedgerFile f = ledger.file();
         return f == null ? Optional.empty() : Optional.of(f.statistics());
     }
 
@@ -548,7 +548,7 @@ final class DefaultGpuScheduler implements GpuScheduler {
     }
 
     /** @return the node ledger, or null (tests, benchmarks) */
-    NodeLedger ledgerFile() {
+    LedgerFile ledgerFile() {
         return ledger.file();
     }
 

@@ -11,7 +11,7 @@ import java.util.function.Function;
 
 /**
  * Runs every change of a scheduler as one transaction on its {@link NodeState}: in memory only, or against a
- * {@link NodeLedger} shared by every process of the node. With a ledger, changes that arrive while another is being
+ * {@link LedgerFile} shared by every process of the node. With a ledger, changes that arrive while another is being
  * written are decided together and share one OS-lock hold and one force to disk (group commit: they wait for the
  * batch in flight on a monitor of their own, not on the state lock it holds through its force); each is still
  * decided on the state left by the ones before it, so a refusal of one does not affect the others.
@@ -75,7 +75,7 @@ final class Ledger implements AutoCloseable {
         }
     }
 
-    private final NodeLedger file;
+    private final LedgerFile file;
     private final Change<Void> housekeeping;
     private final Consumer<List<AllocationEvent>> events;
     private final Runnable changed;
@@ -109,7 +109,7 @@ final class Ledger implements AutoCloseable {
      * @param events       receives the events of applied records (this process's and others'), outside the lock
      * @param changed      called (under the lock) after the state changed
      */
-    Ledger(NodeState initial, NodeLedger file, Change<Void> housekeeping, Consumer<List<AllocationEvent>> events,
+    Ledger(NodeState initial, LedgerFile file, Change<Void> housekeeping, Consumer<List<AllocationEvent>> events,
            Runnable changed) {
         this.file = file;
         this.housekeeping = housekeeping;
@@ -129,7 +129,7 @@ final class Ledger implements AutoCloseable {
     }
 
     /** @return the node ledger, or null */
-    NodeLedger file() {
+    LedgerFile file() {
         return file;
     }
 

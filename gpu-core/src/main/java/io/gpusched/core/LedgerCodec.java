@@ -14,7 +14,7 @@ import java.util.zip.CRC32C;
  * The node ledger's text format: a header line {@code gpusched-ledger <format> <node prefix> <generation> <crc32c>},
  * then one record per line, {@code <sequence> <crc32c of "<sequence> <json>", 8 hex digits> <json>}, the JSON being
  * {@link LedgerRecord}'s. Encodes records and headers; decodes them, refusing what is damaged with its offset.
- * Knows nothing of files, locks or ordering (see {@link NodeLedger}).
+ * Knows nothing of files, locks or ordering (see {@link LedgerFile}).
  */
 final class LedgerCodec {
     /** The format this version writes and reads. */

@@ -18,7 +18,7 @@ import java.util.Set;
  * A new generation of the node ledger file: a header, then the whole state as one snapshot record, written to
  * {@code ledger.new}, forced, and renamed over {@code ledger} (then the directory forced). Makes a new ledger's first
  * file, and compacts a ledger grown past its threshold ({@link #COMPACT_AT} by default). Runs under the node's lock;
- * every other process sees the file's identity change and reloads (see {@link NodeLedger}).
+ * every other process sees the file's identity change and reloads (see {@link LedgerFile}).
  */
 final class LedgerCompaction {
     /** Compact once the file is this large (bytes) by default; system property {@code gpusched.ledger.compactBytes}. */
@@ -43,7 +43,7 @@ final class LedgerCompaction {
      * @throws LedgerException {@code NO_SPACE} or {@code IO}; the old file is then as it was
      */
     static void writeGeneration(Path dir, Path file, String p, long gen, NodeState s) {
-        Path tmp = dir.resolve(NodeLedger.FILE + ".new");
+        Path tmp = dir.resolve(LedgerFile.FILE + ".new");
         StringBuilder sb = new StringBuilder();
         sb.append(LedgerCodec.header(p, gen));
         if (s != null) {

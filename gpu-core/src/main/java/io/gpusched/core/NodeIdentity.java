@@ -58,7 +58,7 @@ final class NodeIdentity {
      * @return warnings for the scheduler's recovery problems
      * @throws LedgerException {@code NODE_MISMATCH} or {@code LEGACY_LEDGER}
      */
-    static List<String> check(NodeLedger ledger, GpuInventory inventory) {
+    static List<String> check(LedgerFile ledger, GpuInventory inventory) {
         List<String> warnings = new ArrayList<>();
         ledger.underLock(() -> {
             migrateLegacy(ledger.directory(), inventory.backend(), warnings);
@@ -91,7 +91,7 @@ final class NodeIdentity {
                         || !Files.isDirectory(sub, LinkOption.NOFOLLOW_LINKS)) {
                     continue;
                 }
-                Path f = sub.resolve(NodeLedger.FILE);
+                Path f = sub.resolve(LedgerFile.FILE);
                 if (Files.isRegularFile(f, LinkOption.NOFOLLOW_LINKS) && startsWithMagic(f)) {
                     legacy.add(sub);
                 }
@@ -101,11 +101,11 @@ final class NodeIdentity {
                     + "of earlier versions: " + e.getMessage(), e);
         }
         String mine = legacyName(backend);
-        Path own = dir.resolve(NodeLedger.FILE);
+        Path own = dir.resolve(LedgerFile.FILE);
         for (Path sub : legacy) {
             if (!sub.getFileName().toString().equals(mine)) {
                 String w = "ledger of an earlier gpusched for backend \"" + sub.getFileName() + "\" found at "
-                        + sub.resolve(NodeLedger.FILE) + "; it is not this node's (" + backend + ") and is not used: "
+                        + sub.resolve(LedgerFile.FILE) + "; it is not this node's (" + backend + ") and is not used: "
                         + "release its allocations with that version, or remove " + sub;
                 LOG.warn("{}", w);
                 warnings.add(w);
@@ -119,7 +119,7 @@ final class NodeIdentity {
         if (parent != null && parent.getFileName() != null && parent.getFileName().toString().equals("simulated")
                 && parent.getParent() != null) {
             Path sibling = parent.getParent().resolve(mine);
-            Path f = sibling.resolve(NodeLedger.FILE);
+            Path f = sibling.resolve(LedgerFile.FILE);
             if (Files.isDirectory(sibling, LinkOption.NOFOLLOW_LINKS)
                     && Files.isRegularFile(f, LinkOption.NOFOLLOW_LINKS) && startsWithMagic(f)) {
                 adopt(sibling, own, backend, warnings);
@@ -129,7 +129,7 @@ final class NodeIdentity {
 
     /** Moves this node's legacy ledger {@code sub/ledger} to {@code own}, or refuses when {@code own} exists. */
     private static void adopt(Path sub, Path own, String backend, List<String> warnings) {
-        Path old = sub.resolve(NodeLedger.FILE);
+        Path old = sub.resolve(LedgerFile.FILE);
         if (Files.exists(own, LinkOption.NOFOLLOW_LINKS)) {
             throw new LedgerException(Kind.LEGACY_LEDGER, old, "two ledgers of this node (" + backend + "): "
                     + own + " and " + old + ", which an earlier gpusched command kept per backend. gpusched now "
@@ -180,7 +180,7 @@ final class NodeIdentity {
         boolean simulated = inventory.backend().startsWith(GpuInventories.SIMULATED_PREFIX);
         Set<String> gpus = gpus(inventory.devices());
         if (!Files.exists(f, LinkOption.NOFOLLOW_LINKS)) {
-            Path ledgerFile = dir.resolve(NodeLedger.FILE);
+            Path ledgerFile = dir.resolve(LedgerFile.FILE);
             // a FIFO or device is the ledger's to refuse
             if (Files.isRegularFile(ledgerFile, LinkOption.NOFOLLOW_LINKS)) {
                 checkLedgerWithoutIdentity(dir, ledgerFile, inventory);

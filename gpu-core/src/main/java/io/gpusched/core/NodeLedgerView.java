@@ -54,10 +54,10 @@ public final class NodeLedgerView {
             idle.add(DeviceState.idle(d, GpuHealth.HEALTHY));
         }
         List<String> warnings = new ArrayList<>();
-        NodeState s = NodeLedger.read(stateDir, new NodeState(idle), warnings);
+        NodeState s = LedgerFile.read(stateDir, new NodeState(idle), warnings);
         NodeIdentity.verify(stateDir.toAbsolutePath().normalize(), inventory);
         warnings.addAll(s.problems);
-        return new NodeLedgerView(stateDir.toAbsolutePath().normalize().resolve(NodeLedger.FILE), s.sequence,
+        return new NodeLedgerView(stateDir.toAbsolutePath().normalize().resolve(LedgerFile.FILE), s.sequence,
                 new ArrayList<>(s.live.values()), warnings);
     }
 

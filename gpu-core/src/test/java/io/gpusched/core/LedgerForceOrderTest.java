@@ -92,7 +92,7 @@ class LedgerForceOrderTest {
                 .redirectErrorStream(true).redirectOutput(tmp.resolve("child.out").toFile());
         pb.environment().put("LD_PRELOAD", so.toString());
         pb.environment().put("FSYNC_SHIM_LOG", log.toString());
-        pb.environment().put("FSYNC_SHIM_FILE", state.toAbsolutePath().normalize().resolve(NodeLedger.FILE)
+        pb.environment().put("FSYNC_SHIM_FILE", state.toAbsolutePath().normalize().resolve(LedgerFile.FILE)
                 .toString());
         pb.environment().put("FSYNC_SHIM_FORCE_DELAY_US", String.valueOf(forceDelayMicros));
         Process p = pb.start();

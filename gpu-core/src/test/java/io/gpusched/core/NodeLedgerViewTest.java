@@ -65,26 +65,26 @@ class NodeLedgerViewTest {
             s.release(allocate(s, "gone", 0).id());
         }
         Files.delete(dir.resolve(NodeLock.LOCK)); // a reader must not need (nor create) the lock file
-        byte[] before = Files.readAllBytes(dir.resolve(NodeLedger.FILE));
+        byte[] before = Files.readAllBytes(dir.resolve(LedgerFile.FILE));
 
         NodeLedgerView v = NodeLedgerView.read(dir, inventory());
 
         assertThat(v.allocations()).extracting(Allocation::id).containsExactly(kept.id())
-                .isEqualTo(liveByScan(dir.resolve(NodeLedger.FILE)));
+                .isEqualTo(liveByScan(dir.resolve(LedgerFile.FILE)));
         assertThat(v.allocations().get(0).deviceIndices()).containsExactly(1, 3);
         assertThat(v.allocations().get(0).deviceUuids()).isEqualTo(kept.deviceUuids());
         assertThat(v.allocations().get(0).request().labels()).containsEntry("job", "kept");
         assertThat(v.sequence()).isEqualTo(3);
         assertThat(v.warnings()).isEmpty();
-        assertThat(v.file()).isEqualTo(dir.toAbsolutePath().normalize().resolve(NodeLedger.FILE));
+        assertThat(v.file()).isEqualTo(dir.toAbsolutePath().normalize().resolve(LedgerFile.FILE));
         assertThat(Files.exists(dir.resolve(NodeLock.LOCK))).as("the reader created the lock file").isFalse();
-        assertThat(Files.readAllBytes(dir.resolve(NodeLedger.FILE))).isEqualTo(before);
+        assertThat(Files.readAllBytes(dir.resolve(LedgerFile.FILE))).isEqualTo(before);
     }
 
     @Test
     void aTornLastLineIsLeftUnreadAndUncutAndItsCompletionIsReadNextTime(@TempDir Path tmp) throws Exception {
         Path dir = tmp.resolve("state");
-        Path ledger = dir.resolve(NodeLedger.FILE);
+        Path ledger = dir.resolve(LedgerFile.FILE);
         Allocation first;
         Allocation second;
         try (GpuScheduler s = writer(dir)) {
@@ -152,7 +152,7 @@ class NodeLedgerViewTest {
             allocate(s, "a", 0);
             allocate(s, "b", 1);
         }
-        Path ledger = dir.resolve(NodeLedger.FILE);
+        Path ledger = dir.resolve(LedgerFile.FILE);
         String text = Files.readString(ledger);
         Files.writeString(ledger, text.replace("\"a\"", "\"A\"")); // checksum no longer matches
         assertThatThrownBy(() -> NodeLedgerView.read(dir, inventory())).isInstanceOfSatisfying(LedgerException.class,
@@ -182,10 +182,10 @@ class NodeLedgerViewTest {
         try (GpuScheduler s = writer(dir)) {
             allocate(s, "a", 0);
         }
-        Files.setPosixFilePermissions(dir.resolve(NodeLedger.FILE), PosixFilePermissions.fromString("---------"));
+        Files.setPosixFilePermissions(dir.resolve(LedgerFile.FILE), PosixFilePermissions.fromString("---------"));
         assertThatThrownBy(() -> NodeLedgerView.read(dir, inventory())).isInstanceOfSatisfying(LedgerException.class,
                 e -> assertThat(e.kind()).isEqualTo(LedgerException.Kind.UNREADABLE))
-                .hasMessageContaining(dir.resolve(NodeLedger.FILE).toString()).hasMessageContaining("permission denied")
+                .hasMessageContaining(dir.resolve(LedgerFile.FILE).toString()).hasMessageContaining("permission denied")
                 .hasMessageContaining("chmod 0644");
     }
 
@@ -195,7 +195,7 @@ class NodeLedgerViewTest {
         try (GpuScheduler s = writer(dir)) {
             allocate(s, "a", 0);
         }
-        Path ledger = dir.resolve(NodeLedger.FILE);
+        Path ledger = dir.resolve(LedgerFile.FILE);
         Files.setPosixFilePermissions(ledger, PosixFilePermissions.fromString("rw-rw-r--"));
         assertThatThrownBy(() -> NodeLedgerView.read(dir, inventory())).isInstanceOfSatisfying(LedgerException.class,
                 e -> assertThat(e.kind()).isEqualTo(LedgerException.Kind.INSECURE_PERMISSIONS))
@@ -243,7 +243,7 @@ class NodeLedgerViewTest {
             assertThat(PosixFilePermissions.toString(Files.getPosixFilePermissions(d))).as(d.toString())
                     .isEqualTo("rwxr-xr-x");
         }
-        assertThat(PosixFilePermissions.toString(Files.getPosixFilePermissions(dir.resolve(NodeLedger.FILE))))
+        assertThat(PosixFilePermissions.toString(Files.getPosixFilePermissions(dir.resolve(LedgerFile.FILE))))
                 .isEqualTo("rw-r--r--");
         assertThat(NodeLedgerView.read(dir, inventory()).allocations()).isEmpty();
     }

@@ -100,7 +100,7 @@ class LedgerHostileFileAttackTest {
     void aWorldWritableLockFileIsRefused() throws Exception {
         Path src = smallLedger(tmp, "src");
         Path lock = src.resolve("ledger.lock");
-        assertTrue(Files.exists(lock), "opening a ledger creates its lock file " + lock + " (NodeLedger's Javadoc)");
+        assertTrue(Files.exists(lock), "opening a ledger creates its lock file " + lock + " (LedgerFile's Javadoc)");
         Files.setPosixFilePermissions(lock, PosixFilePermissions.fromString("rw-rw-rw-"));
         try (GpuScheduler s = open(src)) {
             s.allocate(one());

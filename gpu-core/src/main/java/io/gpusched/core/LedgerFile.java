@@ -43,8 +43,8 @@ import org.slf4j.LoggerFactory;
  * checks the file's identity under the lock and reloads from the new file, so nobody writes into a replaced file.
  * Who may have written the directory and its files is {@link LedgerDirectorySecurity}'s to check.
  */
-final class NodeLedger {
-    private static final Logger LOG = LoggerFactory.getLogger(NodeLedger.class);
+final class LedgerFile {
+    private static final Logger LOG = LoggerFactory.getLogger(LedgerFile.class);
     static final String FILE = "ledger";
 
     /** The state after catching up, with the events of the records read. */
@@ -74,11 +74,11 @@ final class NodeLedger {
     private String prefix;
     private long generation;
 
-    NodeLedger(Path dir) {
+    LedgerFile(Path dir) {
         this(dir, LedgerCompaction.threshold());
     }
 
-    NodeLedger(Path dir, long compactAt) {
+    LedgerFile(Path dir, long compactAt) {
         this.dir = dir.toAbsolutePath().normalize();
         this.file = this.dir.resolve(FILE);
         this.compactAt = compactAt;
@@ -88,7 +88,7 @@ final class NodeLedger {
     }
 
     /** A reader: no directory created, no lock file, the ledger opened read-only; see {@link #read}. */
-    private NodeLedger(Path dir, boolean readOnly) {
+    private LedgerFile(Path dir, boolean readOnly) {
         this.dir = dir.toAbsolutePath().normalize();
         this.file = this.dir.resolve(FILE);
         this.compactAt = Long.MAX_VALUE;
@@ -113,7 +113,7 @@ final class NodeLedger {
      * @throws LedgerException {@code UNREADABLE}, {@code INSECURE_PERMISSIONS}, {@code CORRUPT}, {@code NEWER_FORMAT}
      */
     static NodeState read(Path dir, NodeState initial, List<String> warnings) {
-        NodeLedger r = new NodeLedger(dir, true);
+        LedgerFile r = new LedgerFile(dir, true);
         LedgerDirectorySecurity.checkForReader(r.dir, r.file);
         LedgerException last = null;
         for (int tries = 0; tries < READ_TRIES; tries++) {
@@ -505,6 +505,6 @@ final class NodeLedger {
 
     @Override
     public String toString() {
-        return "NodeLedger[" + file + ", prefix " + prefix + ", generation " + generation + "]";
+        return "LedgerFile[" + file + ", prefix " + prefix + ", generation " + generation + "]";
     }
 }
