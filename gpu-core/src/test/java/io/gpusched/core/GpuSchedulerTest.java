@@ -7,7 +7,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.gpusched.core.GpuAllocationException.Reason;
 import io.gpusched.core.sim.SimulatedGpuInventory;
-import io.gpusched.core.testing.ManualClock;
+import io.gpusched.testing.ManualClock;
 import java.time.Clock;
 import java.time.Instant;
 import java.time.ZoneOffset;

@@ -5,7 +5,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.Assertions.catchThrowableOfType;
 
 import io.gpusched.core.GpuAllocationException.Reason;
-import io.gpusched.core.testing.ManualClock;
+import io.gpusched.testing.ManualClock;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;

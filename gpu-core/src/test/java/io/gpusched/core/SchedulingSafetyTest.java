@@ -4,7 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.gpusched.core.sim.SimulatedGpuInventory;
-import io.gpusched.core.testing.ManualClock;
+import io.gpusched.testing.ManualClock;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.List;

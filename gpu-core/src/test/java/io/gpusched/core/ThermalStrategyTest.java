@@ -3,7 +3,7 @@ package io.gpusched.core;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpusched.core.sim.SimulatedGpuInventory;
-import io.gpusched.core.testing.ManualClock;
+import io.gpusched.testing.ManualClock;
 import java.time.Duration;
 import org.junit.jupiter.api.Test;
 

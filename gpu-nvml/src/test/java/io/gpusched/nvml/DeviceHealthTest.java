@@ -3,7 +3,7 @@ package io.gpusched.nvml;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpusched.core.GpuHealth;
-import io.gpusched.core.testing.ManualClock;
+import io.gpusched.testing.ManualClock;
 import java.time.Clock;
 import java.time.Duration;
 import java.time.Instant;

@@ -8,7 +8,7 @@ import io.gpusched.core.GpuInventories;
 import io.gpusched.core.GpuScheduler;
 import io.gpusched.core.MemorySize;
 import io.gpusched.core.sim.SimulatedGpuInventory;
-import io.gpusched.core.testing.ManualClock;
+import io.gpusched.testing.ManualClock;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.URI;

@@ -3,7 +3,7 @@ package io.gpusched.flink.standalone;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
-import io.gpusched.core.testing.LedgerReader;
+import io.gpusched.testing.LedgerReader;
 import java.io.File;
 import java.io.IOException;
 import java.net.ServerSocket;

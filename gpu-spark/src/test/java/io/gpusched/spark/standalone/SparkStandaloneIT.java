@@ -6,7 +6,7 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuInventories;
 import io.gpusched.core.GpuInventory;
-import io.gpusched.core.testing.LedgerReader;
+import io.gpusched.testing.LedgerReader;
 import java.io.File;
 import java.io.IOException;
 import java.net.ServerSocket;

@@ -12,7 +12,7 @@ import io.gpusched.core.GpuAllocationException;
 import io.gpusched.core.GpuRequest;
 import io.gpusched.core.GpuScheduler;
 import io.gpusched.core.sim.NodeDescriptions;
-import io.gpusched.core.testing.ManualClock;
+import io.gpusched.testing.ManualClock;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;

@@ -1,4 +1,4 @@
-package io.gpusched.core.testing;
+package io.gpusched.testing;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -14,7 +14,7 @@ import java.util.Map;
  * Reads a node ledger's file by its documented format (a header line, then {@code <seq> <crc> <json>} lines) without
  * gpusched's reader or scheduler: which allocations are live (allocated and not yet released), with their holder pid
  * and GPU UUIDs, and how each ended. It never writes and never reclaims, so what it reports is what the engines'
- * processes themselves wrote. Shared by the engines' deployed tests (gpu-core's test-jar).
+ * processes themselves wrote. Shared by the engines' deployed tests (the gpusched-testing module).
  */
 public final class LedgerReader {
 

@@ -1,4 +1,4 @@
-package io.gpusched.core.testing;
+package io.gpusched.testing;
 
 import java.time.Clock;
 import java.time.Duration;
@@ -7,7 +7,7 @@ import java.time.ZoneId;
 import java.time.ZoneOffset;
 
 /**
- * A clock tests move by hand, shared by every module's tests (gpu-core's test-jar): it starts at
+ * A clock tests move by hand, shared by every module's tests (the gpusched-testing module): it starts at
  * {@link #DEFAULT_START} or where told, and moves only when {@link #advance}, {@link #set} or {@link #setMillis} is
  * called. Safe to read from other threads.
  */

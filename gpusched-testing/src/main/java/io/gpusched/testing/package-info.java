@@ -1,0 +1,8 @@
+/**
+ * Test fixtures shared by every module's tests, in a module of their own (gpusched-testing, test scope, never
+ * published) that depends on no gpusched module, so that gpu-core's own tests can use them too:
+ * {@link io.gpusched.testing.ManualClock}, a clock tests move by hand, and {@link io.gpusched.testing.LedgerReader},
+ * an independent reader of the node ledger's file by its documented format (a checker: it shares no code with the
+ * ledger it checks).
+ */
+package io.gpusched.testing;
