@@ -20,6 +20,7 @@ import io.gpusched.core.AllocationListener;
 import io.gpusched.core.GpuAllocationException;
 import io.gpusched.core.GpuException;
 import io.gpusched.core.LedgerException;
+import io.gpusched.server.ConsoleServer;
 import java.io.PrintStream;
 import java.io.PrintWriter;
 import java.nio.file.Path;
@@ -34,7 +35,7 @@ import picocli.CommandLine.ScopeType;
 import picocli.CommandLine;
 
 /** The {@code gpusched} command. Errors are one line and a non-zero exit code; {@code --verbose} adds the trace. */
-@Command(name = "gpusched", mixinStandardHelpOptions = true, version = "gpusched 0.1.0",
+@Command(name = "gpusched", mixinStandardHelpOptions = true, versionProvider = GpuschedCommand.Version.class,
         description = "Discover, allocate and fence the GPUs of this node.",
         subcommands = {DemoCommand.class, ListCommand.class, TopoCommand.class, WatchCommand.class,
             AllocateCommand.class, ReleaseCommand.class, StatusCommand.class, RunCommand.class,
@@ -65,6 +66,17 @@ public final class GpuschedCommand implements Callable<Integer> {
 
     @CommandLine.Spec
     CommandLine.Model.CommandSpec spec;
+
+    /**
+     * {@code gpusched --version}: this build's version, from the build (Maven filters it into the console's resources,
+     * see {@link ConsoleServer#version()}), not a literal.
+     */
+    static final class Version implements CommandLine.IVersionProvider {
+        @Override
+        public String[] getVersion() {
+            return new String[] {"gpusched " + ConsoleServer.version()};
+        }
+    }
 
     PrintStream out = System.out;
     PrintStream err = System.err;

@@ -17,9 +17,12 @@ import java.util.List;
 import java.util.Map;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import javax.xml.parsers.DocumentBuilderFactory;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import org.w3c.dom.Element;
+import org.w3c.dom.Node;
 
 class GpuschedCommandTest {
     @TempDir
@@ -29,6 +32,29 @@ class GpuschedCommandTest {
     @BeforeEach
     void setUp() {
         cli = new CliRunner(dir.resolve("state"));
+    }
+
+    /**
+     * {@code gpusched --version} is the project's version as the root pom.xml says it (read here with the JDK's XML
+     * parser, not through the build), so a literal left in the code fails at the next version bump.
+     */
+    @Test
+    void versionIsTheProjectVersionFromThePom() throws Exception {
+        Path pom = Path.of("..", "pom.xml").toAbsolutePath().normalize();
+        assertThat(pom).isRegularFile();
+        DocumentBuilderFactory f = DocumentBuilderFactory.newInstance();
+        f.setFeature("http://apache.org/xml/features/disallow-doctype-decl", true);
+        Element project = f.newDocumentBuilder().parse(pom.toFile()).getDocumentElement();
+        String version = null;
+        for (Node n = project.getFirstChild(); n != null; n = n.getNextSibling()) {
+            if (n instanceof Element e && e.getTagName().equals("version")) {
+                version = e.getTextContent().trim();
+            }
+        }
+        assertThat(version).as("the root pom's <version>").isNotBlank();
+        CliRunner.Result r = cli.run("--version");
+        assertThat(r.exit()).isZero();
+        assertThat(r.out().strip()).isEqualTo("gpusched " + version);
     }
 
     @Test
