@@ -114,7 +114,8 @@ class BomCoversReactorTest {
             String prev = listed.put(child(d, "artifactId"), v);
             assertEquals(null, prev, "listed twice: " + child(d, "artifactId"));
         }
-        assertEquals(Set.of("gpusched-benchmarks", "gpusched-examples"), notForHosts,
+        // gpusched-testing: the test fixtures every module's tests share (test scope only)
+        assertEquals(Set.of("gpusched-benchmarks", "gpusched-examples", "gpusched-testing"), notForHosts,
                 "modules that skip deploy (and so stay out of the BOM)");
         for (String a : jars) {
             if (notForHosts.contains(a)) {
