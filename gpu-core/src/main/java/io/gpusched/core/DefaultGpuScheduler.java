@@ -14,7 +14,9 @@ import java.time.Clock;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
+import java.util.Collection;
 import java.util.HashMap;
+import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
@@ -468,6 +470,65 @@ final class DefaultGpuScheduler implements GpuScheduler {
             return Ledger.Decision.of(true, new Released(a.id(), Cause.RELEASED, clock.instant(), drain.drainOf(a),
                     Optional.empty()));
         });
+    }
+
+    @Override
+    public Allocation releaseAndAllocate(Collection<String> releaseIds, GpuRequest request) {
+        Objects.requireNonNull(releaseIds, "releaseIds");
+        Objects.requireNonNull(request, "request");
+        LinkedHashSet<String> ids = new LinkedHashSet<>(releaseIds.size() * 2);
+        for (String id : releaseIds) {
+            ids.add(Objects.requireNonNull(id, "an id in releaseIds is null"));
+        }
+        if (ids.isEmpty()) {
+            return allocate(request);
+        }
+        if (!drain.decided()) { // as release does: ask the released allocations' own GPUs, outside the lock
+            for (String id : ids) {
+                Allocation held = ledger.readLocal(s -> s.live.get(id));
+                if (held != null) {
+                    drain.decideIfUndecided(held.devices());
+                }
+            }
+        }
+        try {
+            return ledger.commit(releasing(List.copyOf(ids), decideAllocation(request, null, null)));
+        } catch (GpuAllocationException e) {
+            rejected(request, e);
+            throw e;
+        }
+    }
+
+    /**
+     * The releases of {@code ids}, then {@code then} decided on the state they leave (a copy: a change never modifies
+     * the state it is given), as one decision: its records are appended together or not at all. A refusal of
+     * {@code then}, or an id the node never issued, refuses the whole.
+     */
+    private <T> Ledger.Change<T> releasing(List<String> ids, Ledger.Change<T> then) {
+        return (state, seq) -> {
+            Instant now = clock.instant();
+            List<LedgerRecord> records = new ArrayList<>(ids.size() + 1);
+            for (String id : ids) {
+                Allocation a = state.live.get(id);
+                if (a != null) {
+                    records.add(new Released(a.id(), Cause.RELEASED, now, drain.drainOf(a), Optional.empty()));
+                } else if (!issued(id, state)) {
+                    throw new GpuAllocationException(Reason.UNKNOWN_ALLOCATION, "no allocation \"" + id
+                            + "\" was issued by this node (its ids look like " + idPrefix + "-N; " + state.live.size()
+                            + " live); nothing was released or allocated");
+                }
+            }
+            if (records.isEmpty()) {
+                return then.decide(state, seq);
+            }
+            NodeState after = state.copy();
+            for (int i = 0; i < records.size(); i++) {
+                after.apply(seq + i, records.get(i), null);
+            }
+            Ledger.Decision<T> d = then.decide(after, seq + records.size());
+            records.addAll(d.records());
+            return new Ledger.Decision<>(records, d.result(), d.undo());
+        };
     }
 
     @Override
