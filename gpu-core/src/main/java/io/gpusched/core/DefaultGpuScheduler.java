@@ -474,16 +474,45 @@ final class DefaultGpuScheduler implements GpuScheduler {
 
     @Override
     public Allocation releaseAndAllocate(Collection<String> releaseIds, GpuRequest request) {
-        Objects.requireNonNull(releaseIds, "releaseIds");
+        List<String> ids = distinctIds(releaseIds, "releaseIds");
         Objects.requireNonNull(request, "request");
-        LinkedHashSet<String> ids = new LinkedHashSet<>(releaseIds.size() * 2);
-        for (String id : releaseIds) {
-            ids.add(Objects.requireNonNull(id, "an id in releaseIds is null"));
-        }
         if (ids.isEmpty()) {
             return allocate(request);
         }
-        if (!drain.decided()) { // as release does: ask the released allocations' own GPUs, outside the lock
+        decideDrains(ids);
+        try {
+            return ledger.commit(releasing(ids, decideAllocation(request, null, null)));
+        } catch (GpuAllocationException e) {
+            rejected(request, e);
+            throw e;
+        }
+    }
+
+    @Override
+    public int releaseAll(Collection<String> allocationIds) {
+        List<String> ids = distinctIds(allocationIds, "allocationIds");
+        if (ids.isEmpty()) {
+            return 0;
+        }
+        decideDrains(ids);
+        return ledger.commit((state, seq) -> {
+            List<LedgerRecord> records = releases(ids, state);
+            return new Ledger.Decision<>(records, records.size());
+        });
+    }
+
+    private static List<String> distinctIds(Collection<String> ids, String what) {
+        Objects.requireNonNull(ids, what);
+        LinkedHashSet<String> out = new LinkedHashSet<>(ids.size() * 2);
+        for (String id : ids) {
+            out.add(Objects.requireNonNull(id, () -> "an id in " + what + " is null"));
+        }
+        return List.copyOf(out);
+    }
+
+    /** As {@link #release}: asks the released allocations' own GPUs whether they drain, outside the lock. */
+    private void decideDrains(List<String> ids) {
+        if (!drain.decided()) {
             for (String id : ids) {
                 Allocation held = ledger.readLocal(s -> s.live.get(id));
                 if (held != null) {
@@ -491,12 +520,26 @@ final class DefaultGpuScheduler implements GpuScheduler {
                 }
             }
         }
-        try {
-            return ledger.commit(releasing(List.copyOf(ids), decideAllocation(request, null, null)));
-        } catch (GpuAllocationException e) {
-            rejected(request, e);
-            throw e;
+    }
+
+    /**
+     * @return the release records of the live ones of {@code ids}; ids released before are skipped
+     * @throws GpuAllocationException UNKNOWN_ALLOCATION for an id the node never issued
+     */
+    private List<LedgerRecord> releases(List<String> ids, NodeState state) {
+        Instant now = clock.instant();
+        List<LedgerRecord> records = new ArrayList<>(ids.size() + 1);
+        for (String id : ids) {
+            Allocation a = state.live.get(id);
+            if (a != null) {
+                records.add(new Released(a.id(), Cause.RELEASED, now, drain.drainOf(a), Optional.empty()));
+            } else if (!issued(id, state)) {
+                throw new GpuAllocationException(Reason.UNKNOWN_ALLOCATION, "no allocation \"" + id
+                        + "\" was issued by this node (its ids look like " + idPrefix + "-N; " + state.live.size()
+                        + " live); nothing was released or allocated");
+            }
         }
+        return records;
     }
 
     /**
@@ -506,18 +549,7 @@ final class DefaultGpuScheduler implements GpuScheduler {
      */
     private <T> Ledger.Change<T> releasing(List<String> ids, Ledger.Change<T> then) {
         return (state, seq) -> {
-            Instant now = clock.instant();
-            List<LedgerRecord> records = new ArrayList<>(ids.size() + 1);
-            for (String id : ids) {
-                Allocation a = state.live.get(id);
-                if (a != null) {
-                    records.add(new Released(a.id(), Cause.RELEASED, now, drain.drainOf(a), Optional.empty()));
-                } else if (!issued(id, state)) {
-                    throw new GpuAllocationException(Reason.UNKNOWN_ALLOCATION, "no allocation \"" + id
-                            + "\" was issued by this node (its ids look like " + idPrefix + "-N; " + state.live.size()
-                            + " live); nothing was released or allocated");
-                }
-            }
+            List<LedgerRecord> records = releases(ids, state);
             if (records.isEmpty()) {
                 return then.decide(state, seq);
             }

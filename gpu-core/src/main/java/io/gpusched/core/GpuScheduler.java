@@ -168,6 +168,20 @@ public interface GpuScheduler extends AutoCloseable {
      * is allocated), and so does any later waiting allocate.
      */
     /**
+     * Releases allocations in one transaction: with a node ledger, one append forced to disk, or nothing.
+     *
+     * @param allocationIds allocations to release; an id released before is skipped
+     * @return how many were live and are now released
+     * @throws GpuAllocationException with {@code UNKNOWN_ALLOCATION} for an id the node never issued (nothing released)
+     * @throws LedgerException if the node ledger cannot record the releases (none happened)
+     * @throws UnsupportedOperationException from an implementation that cannot (the default)
+     */
+    default int releaseAll(Collection<String> allocationIds) {
+        throw new UnsupportedOperationException(getClass().getName() + " cannot release several allocations in one"
+                + " transaction; call release(id) for each");
+    }
+
+    /**
      * Releases allocations and allocates in one transaction: with a node ledger the releases and the new allocation
      * are one append, forced to disk once, so no process (and no restart after a crash) ever sees some of them
      * without the others. The allocation is decided on the state after the releases, so it may take their devices

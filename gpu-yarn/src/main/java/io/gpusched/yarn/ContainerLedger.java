@@ -121,12 +121,12 @@ final class ContainerLedger implements AutoCloseable {
         }
     }
 
-    /** Releases finished containers' records when no grant follows (the call declines). */
+    /** Releases finished containers' records when no grant follows (the call declines): one forced append. */
     synchronized void releaseFinished(List<String> finished) {
-        for (String id : finished) {
-            if (node.scheduler().release(id)) {
-                LOG.info("gpusched: finished container's record {} released (YARN offers its GPUs again)", id);
-            }
+        if (!finished.isEmpty()) {
+            int n = node.scheduler().releaseAll(finished);
+            LOG.info("gpusched: {} finished container record(s) of {} released (YARN offers their GPUs again)", n,
+                    finished);
         }
     }
 
