@@ -8,6 +8,7 @@ import io.gpusched.core.GpuAllocationException.Reason;
 import io.gpusched.core.testing.LedgerReader;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -26,7 +27,7 @@ class ReleaseAndAllocateTest {
 
     private GpuScheduler scheduler(GpuInventory inv) {
         return GpuScheduler.builder().inventory(inv).stateDir(state).auditLogging(false)
-                .maintenanceInterval(java.time.Duration.ZERO).build();
+                .maintenanceInterval(Duration.ZERO).build();
     }
 
     private static GpuRequest pinned(String job, Integer... gpus) {

@@ -27,7 +27,8 @@ import org.slf4j.LoggerFactory;
  * <p>The records are not bound to the NodeManager process: they survive a NodeManager restart with recovery, as the
  * containers do. YARN never tells a device plugin which container finished (Hadoop 3.4 calls
  * {@code onDevicesReleased} only from the Docker path, and without a container id), so a record is released when
- * YARN offers one of its GPUs again (YARN frees a container's devices when it completes).
+ * YARN offers one of its GPUs again (YARN frees a container's devices when it completes), in the same node-ledger
+ * transaction as the next container's record ({@link GpuScheduler#releaseAndAllocate}).
  */
 final class ContainerLedger implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(ContainerLedger.class);
@@ -108,11 +109,13 @@ final class ContainerLedger implements AutoCloseable {
         }
         try {
             Allocation a = node.scheduler().releaseAndAllocate(finished, b.build());
-            if (!finished.isEmpty()) {
-                LOG.info("gpusched: finished containers' records {} released (YARN offers their GPUs again)",
-                        finished);
+            if (LOG.isInfoEnabled()) { // no argument array per call when INFO is off
+                if (!finished.isEmpty()) {
+                    LOG.info("gpusched: finished containers' records {} released (YARN offers their GPUs again)",
+                            finished);
+                }
+                LOG.info("gpusched: container {} gets GPUs {} ({} in {})", cid, indices, a.id(), stateDirectory());
             }
-            LOG.info("gpusched: container {} gets GPUs {} ({} in {})", cid, indices, a.id(), stateDirectory());
             return true;
         } catch (GpuAllocationException e) {
             LOG.warn("gpusched: the node ledger refuses GPUs {} for container {}: {}", indices, cid, e.getMessage());

@@ -261,8 +261,11 @@ public class GpuschedDevicePlugin implements DevicePlugin, DevicePluginScheduler
     }
 
     /**
-     * Chooses {@code count} of the devices YARN offers. GPUs the inventory reports unhealthy now are left out of the
-     * offer; the strategy sees the rest of the node as busy.
+     * Chooses {@code count} of the devices YARN offers. GPUs the inventory reports unhealthy now, and GPUs other
+     * processes hold in the node ledger, are left out of the offer; the strategy sees the rest of the node as busy.
+     * The choice is recorded in the node ledger under the container id before it is returned; the records of finished
+     * containers (one of their GPUs is offered again) are released in the same transaction: at most one forced
+     * append per call.
      *
      * @return the chosen devices (elements of {@code availableDevices}), or an empty set when the healthy offer is too
      *         small; the framework then fails the container, and the reason is logged
