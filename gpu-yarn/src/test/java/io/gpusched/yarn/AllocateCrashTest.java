@@ -54,13 +54,7 @@ class AllocateCrashTest {
             try (BufferedReader out = new BufferedReader(new InputStreamReader(child.getInputStream(),
                     StandardCharsets.UTF_8))) {
                 for (String line; seen < target && (line = out.readLine()) != null; ) {
-                    if (line.startsWith("ACK ")) {
-                        String[] f = line.split(" ");
-                        Set<Integer> minors = new HashSet<>();
-                        for (String m : f[2].split(",")) {
-                            minors.add(Integer.parseInt(m));
-                        }
-                        acked.put(f[1], minors);
+                    if (ack(line, acked)) {
                         seen++;
                     }
                 }
@@ -70,14 +64,7 @@ class AllocateCrashTest {
                 assertThat(child.waitFor(30, TimeUnit.SECONDS)).isTrue();
                 // what the child printed before it died counts too: it was acknowledged
                 for (String line; (line = out.readLine()) != null; ) {
-                    if (line.startsWith("ACK ")) {
-                        String[] f = line.split(" ");
-                        Set<Integer> minors = new HashSet<>();
-                        for (String m : f[2].split(",")) {
-                            minors.add(Integer.parseInt(m));
-                        }
-                        acked.put(f[1], minors);
-                    }
+                    ack(line, acked);
                 }
             }
             assertThat(seen).as("round %d: the child granted before it was killed", round).isEqualTo(target);
@@ -97,6 +84,20 @@ class AllocateCrashTest {
         List<String> live = new ArrayList<>();
         end.live.values().forEach(l -> live.addAll(l.uuids()));
         assertThat(live).as("live at the end").doesNotHaveDuplicates();
+    }
+
+    /** @return whether {@code line} is the child's {@code ACK <container id> <minors>}, noted in {@code acked} */
+    private static boolean ack(String line, Map<String, Set<Integer>> acked) {
+        if (!line.startsWith("ACK ")) {
+            return false;
+        }
+        String[] f = line.split(" ");
+        Set<Integer> minors = new HashSet<>();
+        for (String m : f[2].split(",")) {
+            minors.add(Integer.parseInt(m));
+        }
+        acked.put(f[1], minors);
+        return true;
     }
 
     /**
