@@ -14,7 +14,9 @@ import java.time.Clock;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
+import java.util.Collection;
 import java.util.HashMap;
+import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
@@ -468,6 +470,97 @@ final class DefaultGpuScheduler implements GpuScheduler {
             return Ledger.Decision.of(true, new Released(a.id(), Cause.RELEASED, clock.instant(), drain.drainOf(a),
                     Optional.empty()));
         });
+    }
+
+    @Override
+    public Allocation releaseAndAllocate(Collection<String> releaseIds, GpuRequest request) {
+        List<String> ids = distinctIds(releaseIds, "releaseIds");
+        Objects.requireNonNull(request, "request");
+        if (ids.isEmpty()) {
+            return allocate(request);
+        }
+        decideDrains(ids);
+        try {
+            return ledger.commit(releasing(ids, decideAllocation(request, null, null)));
+        } catch (GpuAllocationException e) {
+            rejected(request, e);
+            throw e;
+        }
+    }
+
+    @Override
+    public int releaseAll(Collection<String> allocationIds) {
+        List<String> ids = distinctIds(allocationIds, "allocationIds");
+        if (ids.isEmpty()) {
+            return 0;
+        }
+        decideDrains(ids);
+        return ledger.commit((state, seq) -> {
+            List<LedgerRecord> records = releases(ids, state);
+            return new Ledger.Decision<>(records, records.size());
+        });
+    }
+
+    private static List<String> distinctIds(Collection<String> ids, String what) {
+        Objects.requireNonNull(ids, what);
+        LinkedHashSet<String> out = new LinkedHashSet<>(ids.size() * 2);
+        for (String id : ids) {
+            out.add(Objects.requireNonNull(id, () -> "an id in " + what + " is null"));
+        }
+        return List.copyOf(out);
+    }
+
+    /** As {@link #release}: asks the released allocations' own GPUs whether they drain, outside the lock. */
+    private void decideDrains(List<String> ids) {
+        if (!drain.decided()) {
+            for (String id : ids) {
+                Allocation held = ledger.readLocal(s -> s.live.get(id));
+                if (held != null) {
+                    drain.decideIfUndecided(held.devices());
+                }
+            }
+        }
+    }
+
+    /**
+     * @return the release records of the live ones of {@code ids}; ids released before are skipped
+     * @throws GpuAllocationException UNKNOWN_ALLOCATION for an id the node never issued
+     */
+    private List<LedgerRecord> releases(List<String> ids, NodeState state) {
+        Instant now = clock.instant();
+        List<LedgerRecord> records = new ArrayList<>(ids.size() + 1);
+        for (String id : ids) {
+            Allocation a = state.live.get(id);
+            if (a != null) {
+                records.add(new Released(a.id(), Cause.RELEASED, now, drain.drainOf(a), Optional.empty()));
+            } else if (!issued(id, state)) {
+                throw new GpuAllocationException(Reason.UNKNOWN_ALLOCATION, "no allocation \"" + id
+                        + "\" was issued by this node (its ids look like " + idPrefix + "-N; " + state.live.size()
+                        + " live); nothing was released or allocated");
+            }
+        }
+        return records;
+    }
+
+    /**
+     * The releases of {@code ids}, then {@code then} decided on the state they leave (a copy: a change never modifies
+     * the state it is given), as one decision: its records are appended together or not at all. A refusal of
+     * {@code then}, or an id the node never issued, refuses the whole.
+     */
+    private <T> Ledger.Change<T> releasing(List<String> ids, Ledger.Change<T> then) {
+        return (state, seq) -> {
+            List<LedgerRecord> records = releases(ids, state);
+            if (records.isEmpty()) {
+                return then.decide(state, seq);
+            }
+            NodeState after = state.copy();
+            for (int i = 0; i < records.size(); i++) {
+                after.apply(seq + i, records.get(i), null);
+            }
+            Ledger.Decision<T> d = then.decide(after, seq + records.size());
+            records.addAll(d.records());
+            return new Ledger.Decision<>(records, d.result(), d.undo());
+        };
     }
 
     @Override

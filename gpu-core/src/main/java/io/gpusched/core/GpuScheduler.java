@@ -4,6 +4,7 @@ import java.nio.file.Path;
 import java.time.Clock;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Collection;
 import java.util.List;
 import java.util.Objects;
 import java.util.Optional;
@@ -166,6 +167,42 @@ public interface GpuScheduler extends AutoCloseable {
      * waiting in {@link #allocate(GpuRequest, java.time.Duration)} wake and fail with a {@link GpuException} (nothing
      * is allocated), and so does any later waiting allocate.
      */
+    /**
+     * Releases allocations in one transaction: with a node ledger, one append forced to disk, or nothing.
+     *
+     * @param allocationIds allocations to release; an id released before is skipped
+     * @return how many were live and are now released
+     * @throws GpuAllocationException with {@code UNKNOWN_ALLOCATION} for an id the node never issued (nothing released)
+     * @throws LedgerException if the node ledger cannot record the releases (none happened)
+     * @throws UnsupportedOperationException from an implementation that cannot (the default)
+     */
+    default int releaseAll(Collection<String> allocationIds) {
+        throw new UnsupportedOperationException(getClass().getName() + " cannot release several allocations in one"
+                + " transaction; call release(id) for each");
+    }
+
+    /**
+     * Releases allocations and allocates in one transaction: with a node ledger the releases and the new allocation
+     * are one append, forced to disk once, so no process (and no restart after a crash) ever sees some of them
+     * without the others. The allocation is decided on the state after the releases, so it may take their devices
+     * (a pinned request for a finished job's GPUs, say). For hosts that learn of finished jobs only when they ask
+     * for the next one (YARN's device plug-in).
+     *
+     * @param releaseIds allocations to release first; an id released before is skipped (as {@link #release}
+     *                   answers false for it); may be empty
+     * @param request    what to allocate
+     * @return the new allocation
+     * @throws GpuAllocationException with {@code UNKNOWN_ALLOCATION} for an id the node never issued, or the
+     *                                request's refusal: in either case nothing was released and nothing allocated
+     * @throws LedgerException if the node ledger cannot record the change (none of it happened)
+     * @throws UnsupportedOperationException from an implementation that cannot do both in one transaction (the
+     *                                       default; gpusched's own scheduler can)
+     */
+    default Allocation releaseAndAllocate(Collection<String> releaseIds, GpuRequest request) {
+        throw new UnsupportedOperationException(getClass().getName() + " cannot release and allocate in one"
+                + " transaction; call release(id) for each, then allocate(request)");
+    }
+
     @Override
     void close();
 

@@ -4,6 +4,7 @@ import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuAllocationException;
 import io.gpusched.core.GpuInventory;
 import io.gpusched.core.GpuRequest;
+import io.gpusched.core.GpuScheduler;
 import io.gpusched.core.host.GpuNode;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -26,7 +27,8 @@ import org.slf4j.LoggerFactory;
  * <p>The records are not bound to the NodeManager process: they survive a NodeManager restart with recovery, as the
  * containers do. YARN never tells a device plugin which container finished (Hadoop 3.4 calls
  * {@code onDevicesReleased} only from the Docker path, and without a container id), so a record is released when
- * YARN offers one of its GPUs again (YARN frees a container's devices when it completes).
+ * YARN offers one of its GPUs again (YARN frees a container's devices when it completes), in the same node-ledger
+ * transaction as the next container's record ({@link GpuScheduler#releaseAndAllocate}).
  */
 final class ContainerLedger implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(ContainerLedger.class);
@@ -38,60 +40,96 @@ final class ContainerLedger implements AutoCloseable {
                 .maintenanceInterval(Duration.ZERO).auditLogging(false).build();
     }
 
+    /** @return the node's scheduler over the node ledger (tests, benchmarks) */
+    GpuScheduler scheduler() {
+        return node.scheduler();
+    }
+
     /** @return the node ledger's state directory */
     Path stateDirectory() {
         return node.stateDirectory().orElseThrow();
     }
 
     /**
-     * Releases the records of finished containers (one of their GPUs is offered again) and takes GPUs other
-     * processes hold out of the offer.
+     * Finds the records of finished containers (one of their GPUs is offered again) and takes GPUs other processes
+     * hold out of the offer. Nothing is written: the finished containers' records are released together with the
+     * next grant ({@link #record}), or by {@link #releaseFinished} when there is none.
      *
-     * @param offered device indices YARN offers; those held by other processes are removed
-     * @param refused where the removed ones are described
+     * @param offer the GPUs YARN offers; those held by other processes are removed from it, saying why
+     * @return the ids of the finished containers' records
      */
-    synchronized void reconcile(Set<Integer> offered, List<String> refused) {
+    synchronized List<String> reconcile(Offer offer) {
+        List<String> finished = List.of();
         for (Allocation a : node.scheduler().allocations()) {
-            boolean ours = a.request().labels().containsKey(YarnContainerGpus.LABEL);
-            if (ours) {
-                if (a.deviceIndices().stream().anyMatch(offered::contains)) {
-                    node.scheduler().release(a.id());
-                    LOG.info("gpusched: container {} finished (YARN offers its GPUs {} again); released {}",
-                            a.request().labels().get(YarnContainerGpus.LABEL), a.deviceIndices(), a.id());
+            List<Integer> held = a.deviceIndices();
+            if (a.request().labels().containsKey(YarnContainerGpus.LABEL)) {
+                for (int i : held) {
+                    if (offer.contains(i)) {
+                        if (finished.isEmpty()) {
+                            finished = new ArrayList<>(2);
+                        }
+                        finished.add(a.id());
+                        break;
+                    }
                 }
             } else {
-                for (int i : a.deviceIndices()) {
-                    if (offered.remove(i)) {
-                        refused.add("GPU " + i + " (held in the node ledger by " + a.id()
+                for (int i : held) {
+                    if (offer.contains(i)) {
+                        offer.remove(i, "GPU " + i + " (held in the node ledger by " + a.id()
                                 + a.owner().map(o -> " of " + o).orElse("") + ")");
                     }
                 }
             }
         }
+        return finished;
     }
 
     /**
-     * Records the chosen GPUs under the container id found in the launch environment.
+     * Releases the finished containers' records and records the chosen GPUs under the container id found in the
+     * launch environment, in one node-ledger transaction: one append, forced once; the grant is acknowledged only
+     * after it is durable.
      *
-     * @return false when the ledger refuses (another process took one of them meanwhile); the reason is logged
+     * @param finished records to release ({@link #reconcile})
+     * @return false when the ledger refuses (another process took one of them meanwhile); the reason is logged, and
+     *         the finished containers' records are released on their own
      */
-    synchronized boolean record(List<Integer> chosen, Map<String, String> env) {
+    synchronized boolean record(List<String> finished, int[] chosen, Map<String, String> env) {
         String cid = env == null ? null : env.get("CONTAINER_ID");
-        GpuRequest.Builder b = GpuRequest.builder().deviceIndices(new ArrayList<>(chosen)).owner("yarn");
+        List<Integer> indices = new ArrayList<>(chosen.length);
+        for (int i : chosen) {
+            indices.add(i);
+        }
+        GpuRequest.Builder b = GpuRequest.builder().deviceIndices(indices).owner("yarn");
         if (cid != null && !cid.isBlank()) {
             b.jobId(cid).label(YarnContainerGpus.LABEL, cid);
         } else {
             b.label(YarnContainerGpus.LABEL, "");
             LOG.warn("gpusched: the launch environment has no CONTAINER_ID; GPUs {} recorded without a container id",
-                    chosen);
+                    indices);
         }
         try {
-            Allocation a = node.scheduler().allocate(b.build());
-            LOG.info("gpusched: container {} gets GPUs {} ({} in {})", cid, chosen, a.id(), stateDirectory());
+            Allocation a = node.scheduler().releaseAndAllocate(finished, b.build());
+            if (LOG.isInfoEnabled()) { // no argument array per call when INFO is off
+                if (!finished.isEmpty()) {
+                    LOG.info("gpusched: finished containers' records {} released (YARN offers their GPUs again)",
+                            finished);
+                }
+                LOG.info("gpusched: container {} gets GPUs {} ({} in {})", cid, indices, a.id(), stateDirectory());
+            }
             return true;
         } catch (GpuAllocationException e) {
-            LOG.warn("gpusched: the node ledger refuses GPUs {} for container {}: {}", chosen, cid, e.getMessage());
+            LOG.warn("gpusched: the node ledger refuses GPUs {} for container {}: {}", indices, cid, e.getMessage());
+            releaseFinished(finished);
             return false;
+        }
+    }
+
+    /** Releases finished containers' records when no grant follows (the call declines): one forced append. */
+    synchronized void releaseFinished(List<String> finished) {
+        if (!finished.isEmpty()) {
+            int n = node.scheduler().releaseAll(finished);
+            LOG.info("gpusched: {} finished container record(s) of {} released (YARN offers their GPUs again)", n,
+                    finished);
         }
     }
 

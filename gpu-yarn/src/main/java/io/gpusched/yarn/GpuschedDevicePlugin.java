@@ -25,6 +25,7 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -260,8 +261,11 @@ public class GpuschedDevicePlugin implements DevicePlugin, DevicePluginScheduler
     }
 
     /**
-     * Chooses {@code count} of the devices YARN offers. GPUs the inventory reports unhealthy now are left out of the
-     * offer; the strategy sees the rest of the node as busy.
+     * Chooses {@code count} of the devices YARN offers. GPUs the inventory reports unhealthy now, and GPUs other
+     * processes hold in the node ledger, are left out of the offer; the strategy sees the rest of the node as busy.
+     * The choice is recorded in the node ledger under the container id before it is returned; the records of finished
+     * containers (one of their GPUs is offered again) are released in the same transaction: at most one forced
+     * append per call.
      *
      * @return the chosen devices (elements of {@code availableDevices}), or an empty set when the healthy offer is too
      *         small; the framework then fails the container, and the reason is logged
@@ -273,43 +277,85 @@ public class GpuschedDevicePlugin implements DevicePlugin, DevicePluginScheduler
         if (count <= 0) {
             return out;
         }
-        Map<Integer, Device> offered = new HashMap<>();
-        List<String> refused = new ArrayList<>();
-        for (Device dev : availableDevices) {
-            GpuDevice d = n.lookup(dev);
-            if (d == null) {
-                refused.add(dev.getDevPath() + " (not on this node's inventory " + n.inventory.backend() + ")");
-                continue;
-            }
-            GpuHealth h = n.inventory.health(d);
-            if (!h.isHealthy()) {
-                refused.add("GPU " + d.index() + " " + d.uuid() + " (" + h + ")");
-                continue;
-            }
-            offered.put(d.index(), dev);
-        }
-        n.ledger.reconcile(offered.keySet(), refused);
-        if (offered.size() < count) {
-            LOG.warn("gpusched: cannot place {} {}: YARN offers {} device(s), {} healthy and known; left out: {}",
-                    count, resourceName(), availableDevices.size(), offered.size(), refused);
+        Offer offer = n.offer(availableDevices);
+        List<String> finished = n.ledger.reconcile(offer);
+        int[] chosen = decide(n, offer, count, availableDevices.size());
+        if (chosen == null) {
+            n.ledger.releaseFinished(finished);
             return out;
         }
-        AllocationStrategy s = n.strategy;
-        GpuRequest request = GpuRequest.builder().count(count).owner("yarn").build();
-        List<Integer> chosen = n.placements.choose(offered.keySet(), count,
-                () -> s.select(request, new OfferView(n, offered.keySet())));
-        if (chosen.size() != count || !offered.keySet().containsAll(chosen) || Set.copyOf(chosen).size() != count) {
-            LOG.warn("gpusched: strategy {} returned {} for {} of offered {}; declining", s.name(), chosen, count,
-                    offered.keySet());
-            return out;
-        }
-        if (!n.ledger.record(chosen, env)) {
+        if (!n.ledger.record(finished, chosen, env)) {
             return out;
         }
         for (int i : chosen) {
-            out.add(offered.get(i));
+            out.add(offer.device(i));
         }
         return out;
+    }
+
+    /**
+     * The placement decision alone, with no ledger read or write: what Hadoop's own plug-in does per call (for the
+     * benchmark that compares the two; {@link #allocateDevices} is this plus the node ledger).
+     *
+     * @return the devices chosen among the healthy offered ones, or an empty set
+     */
+    Set<Device> decideOnly(Set<Device> availableDevices, int count) {
+        Node n = node();
+        Set<Device> out = new TreeSet<>();
+        if (count <= 0) {
+            return out;
+        }
+        Offer offer = n.offer(availableDevices);
+        int[] chosen = decide(n, offer, count, availableDevices.size());
+        if (chosen != null) {
+            for (int i : chosen) {
+                out.add(offer.device(i));
+            }
+        }
+        return out;
+    }
+
+    /** @return the strategy's (cached) choice among the offer's GPUs, or null (logged) when it declines */
+    int[] decide(Node n, Offer offer, int count, int askedOf) {
+        if (offer.size() < count) {
+            LOG.warn("gpusched: cannot place {} {}: YARN offers {} device(s), {} healthy and known; left out: {}",
+                    count, resourceName(), askedOf, offer.size(), offer.refused());
+            return null;
+        }
+        AllocationStrategy s = n.strategy;
+        int[] chosen = n.placements.choose(offer.bits(), count, () -> {
+            GpuRequest request = GpuRequest.builder().count(count).owner("yarn").build();
+            List<Integer> got = s.select(request, new OfferView(n, offer));
+            int[] a = new int[got.size()];
+            for (int i = 0; i < a.length; i++) {
+                a[i] = got.get(i);
+            }
+            return a;
+        });
+        if (!valid(chosen, offer, count)) {
+            LOG.warn("gpusched: strategy {} returned {} for {} of offered {}; declining", s.name(),
+                    Arrays.toString(chosen), count, offer.indices());
+            return null;
+        }
+        return chosen;
+    }
+
+    /** @return whether {@code chosen} is {@code count} distinct offered GPUs */
+    private static boolean valid(int[] chosen, Offer offer, int count) {
+        if (chosen.length != count) {
+            return false;
+        }
+        for (int i = 0; i < chosen.length; i++) {
+            if (!offer.contains(chosen[i])) {
+                return false;
+            }
+            for (int j = 0; j < i; j++) {
+                if (chosen[j] == chosen[i]) {
+                    return false;
+                }
+            }
+        }
+        return true;
     }
 
     /**
@@ -420,7 +466,8 @@ public class GpuschedDevicePlugin implements DevicePlugin, DevicePluginScheduler
         return d.minor().orElse(d.index());
     }
 
-    private Node node() {
+    /** @return this configuration's node (opened on first use) */
+    Node node() {
         Node n = node;
         if (n != null) {
             return n;
@@ -452,6 +499,8 @@ public class GpuschedDevicePlugin implements DevicePlugin, DevicePluginScheduler
         final GpuInventory inventory;
         final Map<Integer, GpuDevice> byMinor = new HashMap<>();
         final Map<String, GpuDevice> byBus = new HashMap<>();
+        /** One more than the largest device index (the size of an {@link Offer}). */
+        final int indices;
         final AllocationStrategy strategy;
         /** The strategy's answers per offered set and count (issue 23: as fast as Hadoop's table). */
         final PlacementCache placements = new PlacementCache(4_096);
@@ -461,10 +510,13 @@ public class GpuschedDevicePlugin implements DevicePlugin, DevicePluginScheduler
 
         Node(GpuInventory inventory, Configuration conf) {
             this.inventory = inventory;
+            int top = 0;
             for (GpuDevice d : inventory.devices()) {
                 byMinor.putIfAbsent(minorOf(d), d);
                 byBus.putIfAbsent(d.pciBusId().toLowerCase(Locale.ROOT), d);
+                top = Math.max(top, d.index() + 1);
             }
+            this.indices = top;
             String s = conf.getTrimmed(KEY_STRATEGY, "topology");
             try {
                 this.strategy = AllocationStrategies.fromConfig(GpuConfig.defaults().withStrategy(s));
@@ -484,6 +536,28 @@ public class GpuschedDevicePlugin implements DevicePlugin, DevicePluginScheduler
             this.ledger = new ContainerLedger(inventory, dir.isEmpty() ? Optional.empty() : Optional.of(Path.of(dir)));
         }
 
+        /**
+         * @return the offered devices this node knows and finds healthy now, by GPU index; the others are noted as
+         *         left out
+         */
+        Offer offer(Set<Device> availableDevices) {
+            Offer o = new Offer(indices);
+            for (Device dev : availableDevices) {
+                GpuDevice d = lookup(dev);
+                if (d == null) {
+                    o.refuse(dev.getDevPath() + " (not on this node's inventory " + inventory.backend() + ")");
+                    continue;
+                }
+                GpuHealth h = inventory.health(d);
+                if (!h.isHealthy()) {
+                    o.refuse("GPU " + d.index() + " " + d.uuid() + " (" + h + ")");
+                    continue;
+                }
+                o.add(d.index(), dev);
+            }
+            return o;
+        }
+
         /** @return the inventory device behind a YARN device: by minor number, else by bus id; null if unknown */
         GpuDevice lookup(Device dev) {
             GpuDevice d = byMinor.get(dev.getMinorNumber());
@@ -501,7 +575,7 @@ public class GpuschedDevicePlugin implements DevicePlugin, DevicePluginScheduler
         private final List<DeviceState> candidates;
         private final GpuTopology topology;
 
-        OfferView(Node n, Set<Integer> offered) {
+        OfferView(Node n, Offer offered) {
             List<DeviceState> all = new ArrayList<>();
             List<DeviceState> cands = new ArrayList<>();
             for (GpuDevice d : n.inventory.devices()) {

@@ -1,9 +1,7 @@
 package io.gpusched.yarn;
 
 import java.util.Arrays;
-import java.util.Collection;
 import java.util.LinkedHashMap;
-import java.util.List;
 import java.util.Map;
 import java.util.function.Supplier;
 
@@ -12,11 +10,22 @@ import java.util.function.Supplier;
  * and again, and the answer depends only on them (the offered devices are the free ones of the view, every other
  * device is held; the topology is static). Health is read before the key is made (an unhealthy device is never
  * offered to the strategy), so a health change reaches the cache as another key. Least recently used entries go past
- * {@code capacity}. Thread-safe.
+ * {@code capacity}. A lookup allocates one small key object; the answer is shared, never copied. Thread-safe.
  */
 final class PlacementCache {
 
-    private record Key(int count, int[] offered) {
+    /** An offered set (bits over device indices) and a count. */
+    private static final class Key {
+        final int count;
+        final long[] offered;
+        final int hash;
+
+        Key(int count, long[] offered) {
+            this.count = count;
+            this.offered = offered;
+            this.hash = 31 * count + Arrays.hashCode(offered);
+        }
+
         @Override
         public boolean equals(Object o) {
             return o instanceof Key k && k.count == count && Arrays.equals(k.offered, offered);
@@ -24,11 +33,11 @@ final class PlacementCache {
 
         @Override
         public int hashCode() {
-            return 31 * count + Arrays.hashCode(offered);
+            return hash;
         }
     }
 
-    private final Map<Key, List<Integer>> answers;
+    private final Map<Key, int[]> answers;
 
     /** @param capacity most entries kept */
     PlacementCache(int capacity) {
@@ -36,36 +45,30 @@ final class PlacementCache {
             private static final long serialVersionUID = 1L;
 
             @Override
-            protected boolean removeEldestEntry(Map.Entry<Key, List<Integer>> eldest) {
+            protected boolean removeEldestEntry(Map.Entry<Key, int[]> eldest) {
                 return size() > capacity;
             }
         };
     }
 
     /**
-     * @param offered healthy offered device indices
+     * @param offered the healthy offered device indices as bits ({@link Offer#bits()}); read, not kept
      * @param count   devices asked
-     * @param compute the strategy's answer when not cached; an empty answer (a decline) is not cached
-     * @return the cached or computed answer (unmodifiable)
+     * @param compute the strategy's answer (device indices) when not cached; an empty answer (a decline) is not cached
+     * @return the cached or computed answer; callers must not modify it
      */
-    List<Integer> choose(Collection<Integer> offered, int count, Supplier<List<Integer>> compute) {
-        int[] ids = new int[offered.size()];
-        int i = 0;
-        for (int x : offered) {
-            ids[i++] = x;
-        }
-        Arrays.sort(ids);
-        Key key = new Key(count, ids);
+    int[] choose(long[] offered, int count, Supplier<int[]> compute) {
+        Key probe = new Key(count, offered);
         synchronized (answers) {
-            List<Integer> hit = answers.get(key);
+            int[] hit = answers.get(probe);
             if (hit != null) {
                 return hit;
             }
         }
-        List<Integer> got = List.copyOf(compute.get());
-        if (!got.isEmpty()) {
+        int[] got = compute.get().clone();
+        if (got.length > 0) {
             synchronized (answers) {
-                answers.put(key, got);
+                answers.put(new Key(count, offered.clone()), got);
             }
         }
         return got;

@@ -1,13 +1,19 @@
 package io.gpusched.yarn;
 
 import io.gpusched.core.GpuInventories;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
 import java.util.TreeSet;
 import java.util.stream.Collectors;
+import java.util.stream.Stream;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.yarn.server.nodemanager.api.deviceplugin.Device;
 import org.apache.hadoop.yarn.server.nodemanager.api.deviceplugin.DevicePluginScheduler;
@@ -165,12 +171,20 @@ public final class YarnComparison {
         System.out.print(new YarnComparison().table());
     }
 
-
+    /** @return a new state directory, removed with what it holds when the JVM exits (a test, a benchmark fork) */
     private static String tempLedger() {
         try {
-            return java.nio.file.Files.createTempDirectory("gpusched-yarn").toString();
-        } catch (java.io.IOException e) {
-            throw new java.io.UncheckedIOException(e);
+            Path dir = Files.createTempDirectory("gpusched-yarn");
+            Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+                try (Stream<Path> all = Files.walk(dir)) {
+                    all.sorted(Comparator.reverseOrder()).forEach(f -> f.toFile().delete());
+                } catch (IOException | UncheckedIOException e) {
+                    System.err.println("could not remove " + dir + ": " + e);
+                }
+            }, "remove " + dir));
+            return dir.toString();
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
         }
     }
 }
