@@ -163,11 +163,6 @@ public interface GpuScheduler extends AutoCloseable {
     AllocationStrategy strategy();
 
     /**
-     * Stops the metrics poller and detaches from the inventory's health events; does not close the inventory. Threads
-     * waiting in {@link #allocate(GpuRequest, java.time.Duration)} wake and fail with a {@link GpuException} (nothing
-     * is allocated), and so does any later waiting allocate.
-     */
-    /**
      * Releases allocations in one transaction: with a node ledger, one append forced to disk, or nothing.
      *
      * @param allocationIds allocations to release; an id released before is skipped
@@ -203,6 +198,11 @@ public interface GpuScheduler extends AutoCloseable {
                 + " transaction; call release(id) for each, then allocate(request)");
     }
 
+    /**
+     * Stops the metrics poller and detaches from the inventory's health events; does not close the inventory. Threads
+     * waiting in {@link #allocate(GpuRequest, java.time.Duration)} wake and fail with a {@link GpuException} (nothing
+     * is allocated), and so does any later waiting allocate.
+     */
     @Override
     void close();
 

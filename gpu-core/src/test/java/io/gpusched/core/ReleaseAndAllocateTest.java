@@ -5,7 +5,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import io.gpusched.core.GpuAllocationException.Reason;
-import io.gpusched.core.testing.LedgerReader;
+import io.gpusched.testing.LedgerReader;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;

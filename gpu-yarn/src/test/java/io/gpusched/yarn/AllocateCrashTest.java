@@ -7,7 +7,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuInventories;
 import io.gpusched.core.GpuInventory;
-import io.gpusched.core.testing.LedgerReader;
+import io.gpusched.testing.LedgerReader;
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;

@@ -6,7 +6,7 @@ import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuInventories;
 import io.gpusched.core.LedgerStatistics;
 import io.gpusched.core.sim.SimulatedGpuInventory;
-import io.gpusched.core.testing.LedgerReader;
+import io.gpusched.testing.LedgerReader;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.HashMap;
