@@ -12,6 +12,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Objects;
+import java.util.concurrent.atomic.AtomicReference;
 
 /**
  * Picks GPUs by their links ({@link PairScore}: NVLink/XGMI links, then PCIe proximity), for one of two named
@@ -63,13 +64,13 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
      * keeps the search exact on every test corpus. The slowest call in wall time on the loaded 2-core machine is still
      * above the 10 ms goal.
      */
-    public static final long DEFAULT_WORK_BUDGET = 2_000_000;
+    public static final long DEFAULT_WORK_BUDGET = 1_000_000;
     /** The work budget that means none: the search runs until its answer is proven optimal. */
     public static final long EXACT = Long.MAX_VALUE;
     /** Smallest work budget accepted. */
     public static final long MIN_WORK_BUDGET = 1_000;
     /** What a work budget may be, in words (for error messages). */
-    public static final String WORK_BUDGET_VALUES = "a whole number of work units >= 1000 (default 2000000; about 2 to"
+    public static final String WORK_BUDGET_VALUES = "a whole number of work units >= 1000 (default 1000000; about 2 to"
             + " 3 ns each on a loaded 2-core machine), or \"exact\" for no budget";
     /** Most splits of a request over blocks of classes enumerated by the block search. */
     static final int BLOCK_COMPOSITIONS = 20_000;
@@ -81,6 +82,8 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
     static final int TIGHT_BOUND_AFTER = 2_048;
     /** Largest table (entries) the tighter bound may build; larger searches keep the plain bound. */
     static final int TIGHT_BOUND_ENTRIES = 1 << 21;
+    /** Work units the root bound's Lagrangian steps may spend when the budget is {@link #EXACT}. */
+    static final long LAGRANGE_EXACT_UNITS = 4_000_000;
 
     /** What the topology strategy maximizes. */
     public enum Objective {
@@ -93,6 +96,8 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
     private final Objective objective;
     private final long workBudget;
     private volatile TopologyScores[] scores = new TopologyScores[0];
+    /** The per-call tables of the last search, kept for the next ({@link SearchScratch}). */
+    private final AtomicReference<SearchScratch> spare = new AtomicReference<>();
     /** Topologies whose scores a strategy keeps. */
     static final int TOPOLOGIES_KEPT = 8;
 
@@ -203,10 +208,13 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
         }
         TopologyScores ts = scores(view.topology());
         Objective o = request.sharing() == SharingMode.SHARED ? Objective.SET : objective;
+        SearchScratch scratch = SearchScratch.take(spare);
         Search s = new Search(ts, pool, candidatePositions(ts, cands, pool), required, view.devices(), k, o,
-                workBudget, TIGHT_BOUND_AFTER, true);
+                workBudget, TIGHT_BOUND_AFTER, true, scratch);
         List<Integer> got = s.run();
-        return new Choice(got, got.isEmpty() ? PlacementQuality.unrated() : s.quality());
+        PlacementQuality q = got.isEmpty() ? PlacementQuality.unrated() : s.quality();
+        SearchScratch.give(spare, scratch);
+        return new Choice(got, q);
     }
 
     /** @return for each pool member, its position in the candidate list (the documented last tie-break) */
@@ -269,8 +277,9 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
         private final long[] nA;
         private final long[] nB;
         private final long[][] posPrefix;
-        private final long[] pA;
-        private final long[] pB;
+        private long[] pA;
+        private long[] pB;
+        private final SearchScratch scratch;
         private final List<DeviceState> pool;
         private final long budget;
         /** What A lacks of the objective's value (REMAINING: the score among all free devices), for the percentage. */
@@ -328,7 +337,8 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
          */
         Search(TopologyScores ts, List<DeviceState> pool, List<Integer> required, List<DeviceState> devices, int k,
                Objective objective) {
-            this(ts, pool, identity(pool.size()), required, devices, k, objective, EXACT, TIGHT_BOUND_AFTER, true);
+            this(ts, pool, identity(pool.size()), required, devices, k, objective, EXACT, TIGHT_BOUND_AFTER, true,
+                    new SearchScratch());
             this.localSearch = false;
         }
 
@@ -340,7 +350,8 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
          */
         Search(TopologyScores ts, List<DeviceState> pool, List<Integer> required, List<DeviceState> devices, int k,
                Objective objective, int tightAfter, boolean blockSearch) {
-            this(ts, pool, identity(pool.size()), required, devices, k, objective, EXACT, tightAfter, blockSearch);
+            this(ts, pool, identity(pool.size()), required, devices, k, objective, EXACT, tightAfter, blockSearch,
+                    new SearchScratch());
         }
 
         private static int[] identity(int n) {
@@ -351,9 +362,18 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
             return out;
         }
 
+        /** For tests: as the strategy's search, with tables of its own. */
         Search(TopologyScores ts, List<DeviceState> pool, int[] candPos, List<Integer> required,
                List<DeviceState> devices, int k, Objective objective, long budget, int tightAfter,
                boolean blockSearch) {
+            this(ts, pool, candPos, required, devices, k, objective, budget, tightAfter, blockSearch,
+                    new SearchScratch());
+        }
+
+        Search(TopologyScores ts, List<DeviceState> pool, int[] candPos, List<Integer> required,
+               List<DeviceState> devices, int k, Objective objective, long budget, int tightAfter,
+               boolean blockSearch, SearchScratch scratch) {
+            this.scratch = scratch;
             this.tightAfter = tightAfter;
             this.blockSearchAllowed = blockSearch;
             this.pool = pool;
@@ -461,8 +481,8 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
             nA = new long[c];
             nB = new long[c];
             posPrefix = new long[c][];
-            pA = new long[c * c];
-            pB = new long[c * c];
+            pA = scratch.table(SearchScratch.PAIR_A, c * c);
+            pB = scratch.table(SearchScratch.PAIR_B, c * c);
             work += 2L * c * c + n; // two c x c tables
             for (int j = 0; j < c; j++) {
                 int x = staticOf[j];
@@ -704,25 +724,119 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
                 }
                 work += c;
             } else {
-                // the pool's own rows: a selection per class
-                long[] vals = new long[c];
-                int[] wts = new int[c];
+                // the pool's own rows, with the pair weights split between their ends by a Lagrangian search
+                rootBoundA2 = lagrangianBound2(budget == EXACT ? LAGRANGE_EXACT_UNITS : budget / 8);
+                haveRootBound = true;
+                return;
+            }
+            rootBoundA2 = topSum(g, gw, c, k);
+            haveRootBound = true;
+        }
+
+        /**
+         * Twice an upper bound on A from the pool's own rows. For any split of each pair weight between its two ends
+         * ({@code s_jl + s_lj = 2 pair_jl}), twice an answer's A is the sum over its devices of {@code 2 node_j + sum of
+         * s_jl over its other devices}: each device brings at most {@code 2 node_j} plus its k - 1 best shares, and an
+         * answer at most the k best devices by that. The even split gives the plain bound (each device's k - 1 best
+         * partner weights); subgradient steps then move each pair's share away from an end that counts it while the
+         * other end does not (Polyak steps towards the incumbent), and the smallest bound is kept. Every split gives a
+         * valid bound, whatever the steps do, so the result holds; the steps only decide how tight. About 4 c^2 units a
+         * step, within {@code units} (the first, plain, step is always taken: 3 c^2).
+         */
+        private long lagrangianBound2(long units) {
+            long start = work;
+            long[] share = new long[c * c];
+            System.arraycopy(pA, 0, share, 0, c * c);
+            long[] h = new long[c];
+            long[] thr = new long[c];
+            long[] tie = new long[c];
+            long[] vals = new long[c];
+            int[] wts = new int[c];
+            int[] x = new int[c];
+            int[] y = new int[c * c];
+            long[] out = new long[2];
+            long best = Long.MAX_VALUE;
+            long target = 2 * bA;
+            double theta = 1.0;
+            int since = 0;
+            while (true) {
                 for (int j = 0; j < c; j++) {
                     int len = 0;
                     for (int l = 0; l < c; l++) {
                         int w = l == j ? cap[j] - 1 : cap[l];
                         if (w > 0) {
-                            vals[len] = pA[j * c + l];
+                            vals[len] = share[j * c + l];
                             wts[len++] = w;
                         }
                     }
-                    g[j] = 2 * nA[j] + topSum(vals, wts, len, k - 1);
-                    gw[j] = cap[j];
+                    h[j] = 2 * nA[j] + topSum(vals, wts, len, k - 1, out);
+                    thr[j] = out[0];
+                    tie[j] = out[1];
                 }
-                work += 3L * c * c;
+                for (int j = 0; j < c; j++) {
+                    vals[j] = h[j];
+                    wts[j] = cap[j];
+                }
+                long b2 = topSum(vals, wts, c, k, out);
+                work += 3L * c * c + 3L * c;
+                if (b2 < best) {
+                    best = b2;
+                    since = 0;
+                } else if (++since >= 3) {
+                    theta /= 2;
+                    since = 0;
+                }
+                if (best <= target || work - start + 4L * c * c > units || theta < 1e-3) {
+                    return best;
+                }
+                // the maximizer: x_j devices of class j among the k, and each class's chosen partners y_jl
+                long hTie = out[1];
+                for (int j = 0; j < c; j++) {
+                    if (h[j] > out[0]) {
+                        x[j] = cap[j];
+                    } else if (h[j] == out[0] && hTie > 0) {
+                        x[j] = (int) Math.min(hTie, cap[j]);
+                        hTie -= x[j];
+                    } else {
+                        x[j] = 0;
+                    }
+                    long t = tie[j];
+                    for (int l = 0; l < c; l++) {
+                        int w = l == j ? cap[j] - 1 : cap[l];
+                        long v = share[j * c + l];
+                        int yy = 0;
+                        if (w > 0 && v > thr[j]) {
+                            yy = w;
+                        } else if (w > 0 && v == thr[j] && t > 0) {
+                            yy = (int) Math.min(t, w);
+                            t -= yy;
+                        }
+                        y[j * c + l] = yy;
+                    }
+                }
+                double norm = 0;
+                for (int j = 0; j < c; j++) {
+                    for (int l = j + 1; l < c; l++) {
+                        double gr = (double) x[j] * y[j * c + l] - (double) x[l] * y[l * c + j];
+                        norm += gr * gr;
+                    }
+                }
+                work += 2L * c * c;
+                if (norm == 0) {
+                    return best;
+                }
+                double step = theta * (b2 - target) / norm;
+                for (int j = 0; j < c; j++) {
+                    for (int l = j + 1; l < c; l++) {
+                        long gr = (long) x[j] * y[j * c + l] - (long) x[l] * y[l * c + j];
+                        if (gr != 0) {
+                            long d = Math.round(step * gr);
+                            share[j * c + l] -= d;
+                            share[l * c + j] += d;
+                        }
+                    }
+                }
             }
-            rootBoundA2 = topSum(g, gw, c, k);
-            haveRootBound = true;
         }
 
         /**
@@ -731,6 +845,17 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
          * Reorders the first {@code len} entries of both arrays.
          */
         static long topSum(long[] v, int[] w, int len, long units) {
+            return topSum(v, w, len, units, null);
+        }
+
+        /**
+         * {@link #topSum(long[], int[], int, long)}, and where {@code out} is given: {@code out[0]} the smallest value
+         * taken and {@code out[1]} the units taken at that value (every larger value is taken whole; {@code
+         * Long.MIN_VALUE} and 0 when every unit was taken).
+         */
+        static long topSum(long[] v, int[] w, int len, long units, long[] out) {
+            long lastPivot = Long.MIN_VALUE;
+            long lastTake = 0;
             long sum = 0;
             int lo = 0;
             int hi = len;
@@ -768,7 +893,15 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
                 long take = Math.min(units, weq);
                 sum += pivot * take;
                 units -= take;
+                if (take > 0) {
+                    lastPivot = pivot;
+                    lastTake = take;
+                }
                 lo = ltStart;
+            }
+            if (out != null) {
+                out[0] = units > 0 ? Long.MIN_VALUE : lastPivot;
+                out[1] = units > 0 ? 0 : lastTake;
             }
             return sum;
         }
@@ -796,8 +929,8 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
             counts = new int[c];
             linA = new long[c];
             linB = new long[c];
-            smA = new long[c * (c + 1)];
-            smB = new long[c * (c + 1)];
+            smA = scratch.table(SearchScratch.SUFFIX_A, c * (c + 1));
+            smB = scratch.table(SearchScratch.SUFFIX_B, c * (c + 1));
             gA = new long[c];
             gB = new long[c];
             gC = new long[c];
@@ -968,10 +1101,7 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
             long[] sB = new long[c];
             for (int j = 0; j < c; j++) {
                 if (m[j] > 0) {
-                    for (int l = 0; l < c; l++) {
-                        sA[l] += pA[l * c + j] * m[j];
-                        sB[l] += pB[l * c + j] * m[j];
-                    }
+                    addPartner(sA, sB, j, m[j]);
                     work += c;
                 }
             }
@@ -1086,10 +1216,7 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
             for (int j = 0; j < c; j++) {
                 chosen += m[j];
                 if (m[j] > 0) {
-                    for (int l = 0; l < c; l++) {
-                        sA[l] += pA[l * c + j] * m[j];
-                        sB[l] += pB[l * c + j] * m[j];
-                    }
+                    addPartner(sA, sB, j, m[j]);
                 }
             }
             boolean first = true;
@@ -1119,13 +1246,22 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
                 first = false;
                 m[pick]++;
                 chosen++;
-                for (int l = 0; l < c; l++) {
-                    sA[l] += pA[l * c + pick];
-                    sB[l] += pB[l * c + pick];
-                }
+                addPartner(sA, sB, pick, 1);
                 work += 2L * c;
             }
             return m;
+        }
+
+        /**
+         * Adds {@code times} devices of class j to partial sums: {@code s[l] += times x pair(l, j)} for every class l.
+         * The pair tables are symmetric, so class j's row is read (in memory order) for its column.
+         */
+        private void addPartner(long[] sA, long[] sB, int j, long times) {
+            int row = j * c;
+            for (int l = 0; l < c; l++) {
+                sA[l] += pA[row + l] * times;
+                sB[l] += pB[row + l] * times;
+            }
         }
 
         private void setBest(int[] m) {
@@ -1147,10 +1283,7 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
             long[] sB = new long[c];
             for (int j = 0; j < c; j++) {
                 if (m[j] > 0) {
-                    for (int l = 0; l < c; l++) {
-                        sA[l] += pA[l * c + j] * m[j];
-                        sB[l] += pB[l * c + j] * m[j];
-                    }
+                    addPartner(sA, sB, j, m[j]);
                 }
             }
             work += (long) c * c / 4;
@@ -1176,10 +1309,8 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
                         if (gt(da, db, dcc, 0, 0, 0)) {
                             m[a]--;
                             m[b]++;
-                            for (int l = 0; l < c; l++) {
-                                sA[l] += pA[l * c + b] - pA[l * c + a];
-                                sB[l] += pB[l * c + b] - pB[l * c + a];
-                            }
+                            addPartner(sA, sB, b, 1);
+                            addPartner(sA, sB, a, -1);
                             work += c;
                             improved = true;
                             break;
@@ -1188,6 +1319,14 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
                 }
             }
             setBest(m);
+        }
+
+        /**
+         * For tests, after {@link #run()}: the root bound from the pool's rows (twice an upper bound on A) with
+         * {@code units} of Lagrangian steps (0: the plain, even split only).
+         */
+        long rowsBoundA2(long units) {
+            return lagrangianBound2(units);
         }
 
         /** @return the work units {@link #run()} spent */
@@ -1290,8 +1429,8 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
             long[] na = new long[c];
             long[] nbb = new long[c];
             long[][] pp = new long[c][];
-            long[] pra = new long[c * c];
-            long[] prb = new long[c * c];
+            long[] pra = scratch.table(SearchScratch.ORDER_A, c * c);
+            long[] prb = scratch.table(SearchScratch.ORDER_B, c * c);
             long[] mpos = new long[c];
             int[] bc = new int[c];
             int[] so = new int[c];
@@ -1317,8 +1456,13 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
             System.arraycopy(na, 0, nA, 0, c);
             System.arraycopy(nbb, 0, nB, 0, c);
             System.arraycopy(pp, 0, posPrefix, 0, c);
-            System.arraycopy(pra, 0, pA, 0, c * c);
-            System.arraycopy(prb, 0, pB, 0, c * c);
+            // the reordered tables become the pair tables; the old ones are the next search's reordering scratch
+            scratch.put(SearchScratch.ORDER_A, pA);
+            scratch.put(SearchScratch.ORDER_B, pB);
+            scratch.put(SearchScratch.PAIR_A, pra);
+            scratch.put(SearchScratch.PAIR_B, prb);
+            pA = pra;
+            pB = prb;
             System.arraycopy(mpos, 0, minPos, 0, c);
             System.arraycopy(so, 0, staticOf, 0, c);
             bestCounts = bc;
