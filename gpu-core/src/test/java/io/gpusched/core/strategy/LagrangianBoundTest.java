@@ -7,7 +7,7 @@ import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuHealth;
 import io.gpusched.core.GpuTopology;
 import io.gpusched.core.strategy.TopologyAwareStrategy.Objective;
-import io.gpusched.core.strategy.TopologyAwareStrategy.Search;
+
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
@@ -54,7 +54,7 @@ class LagrangianBoundTest {
                 continue;
             }
             int k = 3 + rnd.nextInt(pool.size() - 4);
-            Search s = new Search(new TopologyScores(t), pool, List.of(), all, k, objective);
+            PlacementSearch s = new PlacementSearch(new TopologyScores(t), pool, List.of(), all, k, objective);
             s.run();
             long best = bestA(t, objective, pool, k);
             long plain = s.rowsBoundA2(0);
