@@ -19,9 +19,6 @@ import java.util.List;
  * REMAINING: A = set score + score left among the free devices minus the free devices' total ({@code node =
  * -affinity}, {@code pair_A = 2s}), B = set score. Every phase charges its work to {@link #work}, against {@link
  * #budget}.
- *
- * <p>Why it is over 500 lines: the set-up (classes, the checked sums, the pair tables, blocks) is one computation
- * whose parts depend on each other; its Javadoc'd steps read top to bottom.
  */
 class SearchTables {
 
