@@ -174,12 +174,7 @@ class IncumbentSearch extends SearchTables {
         int[] m = lo.clone();
         long[] sA = new long[c];
         long[] sB = new long[c];
-        for (int j = 0; j < c; j++) {
-            if (m[j] > 0) {
-                addPartner(sA, sB, j, m[j]);
-                work += c;
-            }
-        }
+        work += (long) c * addPartners(sA, sB, m);
         // gain of one more member of class j
         long[] gA1 = new long[c];
         long[] gB1 = new long[c];
@@ -287,12 +282,10 @@ class IncumbentSearch extends SearchTables {
         int[] m = lo.clone();
         long[] sA = new long[c];
         long[] sB = new long[c];
+        addPartners(sA, sB, m);
         int chosen = 0;
         for (int j = 0; j < c; j++) {
             chosen += m[j];
-            if (m[j] > 0) {
-                addPartner(sA, sB, j, m[j]);
-            }
         }
         boolean first = true;
         while (chosen < k) {
@@ -335,11 +328,7 @@ class IncumbentSearch extends SearchTables {
         int[] m = bestCounts.clone();
         long[] sA = new long[c];
         long[] sB = new long[c];
-        for (int j = 0; j < c; j++) {
-            if (m[j] > 0) {
-                addPartner(sA, sB, j, m[j]);
-            }
-        }
+        addPartners(sA, sB, m);
         work += (long) c * c / 4;
         boolean improved = true;
         while (improved && work <= budget / 2) {

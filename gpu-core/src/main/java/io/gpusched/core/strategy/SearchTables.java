@@ -358,6 +358,23 @@ class SearchTables {
         }
     }
 
+    /**
+     * Adds the devices of counts {@code m} to partial sums ({@link #addPartner} per class that gives any); charges
+     * nothing (callers charge what their phase documents).
+     *
+     * @return the number of classes that give devices
+     */
+    int addPartners(long[] sA, long[] sB, int[] m) {
+        int given = 0;
+        for (int j = 0; j < c; j++) {
+            if (m[j] > 0) {
+                addPartner(sA, sB, j, m[j]);
+                given++;
+            }
+        }
+        return given;
+    }
+
     void setBest(int[] m) {
         long[] v = value(m);
         bA = v[0];
