@@ -20,7 +20,7 @@ import org.junit.jupiter.params.provider.EnumSource;
  * of the pool, enumerated here from the documented objective with the pair scores of {@link PairScore} (SET: the set's
  * score; REMAINING: the set's score plus what stays among the free devices minus the free devices' own score), never
  * with the search; it must never be above the plain bound (even split), and over the corpus it must be below it (the
- * steps tighten).
+ * steps tighten). The steps are charged to the work counter: within the units given, one step's overshoot at most.
  */
 class LagrangianBoundTest {
 
@@ -58,7 +58,13 @@ class LagrangianBoundTest {
             s.run();
             long best = bestA(t, objective, pool, k);
             long plain = s.rowsBoundA2(0);
+            long c = s.classLimits()[0].length;
+            // the steps are charged: 5 c^2 units hold the plain step (3 c^2) but not a step more (4 c^2 each)
+            assertThat(s.rowsBoundA2(5 * c * c)).as("no step beyond what the units pay for").isEqualTo(plain);
+            long before = s.workSpent();
             long stepped = s.rowsBoundA2(1_000_000);
+            assertThat(s.workSpent() - before).as("units spent by the steps").isBetween(3 * c * c, 1_000_000 + 7 * c * c
+                    + 3 * c);
             String what = objective + " try " + tr + " n " + n + " k " + k;
             assertThat(stepped).as(what + ": the bound holds").isGreaterThanOrEqualTo(2 * best);
             assertThat(plain).as(what + ": the plain bound holds").isGreaterThanOrEqualTo(2 * best);
