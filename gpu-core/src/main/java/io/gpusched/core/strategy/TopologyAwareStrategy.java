@@ -56,11 +56,11 @@ public final class TopologyAwareStrategy implements AllocationStrategy {
     /** Configuration name of the {@link Objective#REMAINING} objective. */
     public static final String REMAINING_NAME = "topology-remaining";
     /**
-     * Default work budget of one search (set-up included). Measured here (docs/PERFORMANCE.md, issue 23): the slowest
-     * call's thread CPU time is about 3-6 ms on irregular 64 to 1,024-device nodes (set-up that no answer skips can take
-     * a 1,024-device search past this budget); mean quality against the proven optimum is the same as at 2,000,000 on
-     * the benchmark's corpus (it falls at 500,000), and the search stays exact on every test corpus. The slowest call
-     * in wall time on the loaded 2-core machine is still above the 10 ms goal (preemption).
+     * Default work budget of one search (set-up included). Measured here (docs/PERFORMANCE.md, issue 23): the
+     * slowest call's thread CPU time is about 3-6 ms on irregular 64 to 1,024-device nodes (set-up that no answer skips
+     * can take a 1,024-device search past this budget); mean quality against the proven optimum is the same as at
+     * 2,000,000 on the benchmark's corpus (it falls at 500,000), and the search stays exact on every test corpus. The
+     * slowest call in wall time on the loaded 2-core machine is still above the 10 ms goal (preemption).
      */
     public static final long DEFAULT_WORK_BUDGET = 1_000_000;
     /** The work budget that means none: the search runs until its answer is proven optimal. */
