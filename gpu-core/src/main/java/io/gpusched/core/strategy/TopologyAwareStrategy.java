@@ -39,12 +39,13 @@ import java.util.concurrent.atomic.AtomicReference;
  * interchangeable, so the search chooses how many devices each class of twins gives. Where the classes fall into few
  * blocks (classes with one score to every other class, such as the packages of one NUMA node) a knapsack per block and
  * every split over the blocks is exact and fast. Elsewhere: a greedy start, improved by swaps (local search), then a
- * branch and bound bounded by the best possible gain of the devices still to add. Every search spends at most its
- * work budget ({@link #DEFAULT_WORK_BUDGET} units by default, deterministic, set-up included: about one unit per table
- * entry or class looked at; see
+ * branch and bound bounded by the best possible gain of the devices still to add. Every search spends its work
+ * budget ({@link #DEFAULT_WORK_BUDGET} units by default, deterministic, set-up included: about one unit per table entry
+ * or class looked at; set-up that no answer can skip is spent even where it alone passes the budget; see
  * docs/PERFORMANCE.md for what that costs in time); a search that ends early returns the best set found with an upper
- * bound on the optimum from the unexplored branches, and {@link #choose} says so ({@link PlacementQuality}). The
- * budget {@link #EXACT} searches to the end (offline use).
+ * bound on the optimum (the smaller of the unexplored branches' and a root bound with Lagrangian splits of the pair
+ * weights), and {@link #choose} says so ({@link PlacementQuality}). The budget {@link #EXACT} searches to the end
+ * (offline use).
  *
  * <p>The search itself is {@link PlacementSearch} (package-private), on the scores {@link TopologyScores} keeps per
  * topology.
