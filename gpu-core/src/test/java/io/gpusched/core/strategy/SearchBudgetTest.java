@@ -10,7 +10,7 @@ import io.gpusched.core.GpuVendor;
 import io.gpusched.core.MemorySize;
 import io.gpusched.core.PcieLevel;
 import io.gpusched.core.strategy.TopologyAwareStrategy.Objective;
-import io.gpusched.core.strategy.TopologyAwareStrategy.Search;
+
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
@@ -65,7 +65,7 @@ class SearchBudgetTest {
         for (Objective o : Objective.values()) {
             for (long budget : new long[] {1_000, 100_000, 300_000, 1_000_000}) {
                 for (int k : new int[] {2, 3, free / 16, free / 4, free / 2}) {
-                    Search s = new Search(ts, pool, pos, List.of(), all, k, o, budget,
+                    PlacementSearch s = new PlacementSearch(ts, pool, pos, List.of(), all, k, o, budget,
                             TopologyAwareStrategy.TIGHT_BOUND_AFTER, true);
                     List<Integer> got = s.run();
                     assertThat(got).hasSize(k).doesNotHaveDuplicates();

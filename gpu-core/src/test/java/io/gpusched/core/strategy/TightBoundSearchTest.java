@@ -10,7 +10,7 @@ import io.gpusched.core.GpuVendor;
 import io.gpusched.core.MemorySize;
 import io.gpusched.core.PcieLevel;
 import io.gpusched.core.strategy.TopologyAwareStrategy.Objective;
-import io.gpusched.core.strategy.TopologyAwareStrategy.Search;
+
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
@@ -70,7 +70,7 @@ class TightBoundSearchTest {
     }
 
     /** @return the best value over every count vector lo <= m <= cap with sum k, no pruning */
-    static long[] exhaustive(Search s, int k) {
+    static long[] exhaustive(PlacementSearch s, int k) {
         int[][] limits = s.classLimits();
         int[] m = new int[limits[0].length];
         long[][] best = {null};
@@ -78,7 +78,7 @@ class TightBoundSearchTest {
         return best[0];
     }
 
-    static void enumerate(Search s, int[] lo, int[] cap, int j, int left, int[] m, long[][] best) {
+    static void enumerate(PlacementSearch s, int[] lo, int[] cap, int j, int left, int[] m, long[][] best) {
         if (j == m.length) {
             if (left == 0) {
                 long[] v = s.value(m);
@@ -129,9 +129,10 @@ class TightBoundSearchTest {
                 required.add(pool.get(rnd.nextInt(pool.size())).index());
             }
             TopologyScores ts = new TopologyScores(t);
-            Search tight = new Search(ts, pool, required, all, k, objective, 0, false);
+            PlacementSearch tight = new PlacementSearch(ts, pool, required, all, k, objective, 0, false);
             List<Integer> got = tight.run();
-            Search plain = new Search(ts, pool, required, all, k, objective, Integer.MAX_VALUE, false);
+            PlacementSearch plain = new PlacementSearch(ts, pool, required, all, k, objective, Integer.MAX_VALUE,
+                    false);
             List<Integer> plainGot = plain.run();
             assertThat(tight.usedTightBound()).isTrue();
             assertThat(plain.usedTightBound()).isFalse();

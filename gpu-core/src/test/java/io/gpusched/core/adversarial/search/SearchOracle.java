@@ -10,9 +10,8 @@ import io.gpusched.core.MemorySize;
 import io.gpusched.core.PcieLevel;
 import io.gpusched.core.SchedulingView;
 import io.gpusched.core.SharingMode;
+import io.gpusched.core.strategy.SearchProbe;
 import io.gpusched.core.strategy.TopologyAwareStrategy.Objective;
-import java.lang.reflect.Constructor;
-import java.lang.reflect.Method;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -376,29 +375,11 @@ final class SearchOracle {
 
     /**
      * Search nodes the strategy's branch and bound visits for an exclusive request with no NUMA preference (pool =
-     * candidates), read by reflection, only to prove that a corpus reaches the tighter bound (never to judge an answer);
-     * -1 if the internals are not there any more.
+     * candidates), through the strategy package's test entry {@link SearchProbe}, only to prove that a corpus reaches
+     * the tighter bound (never to judge an answer).
      */
     static int searchNodes(Objective o, GpuRequest req, SchedulingView v) {
-        try {
-            Class<?> scoresC = Class.forName("io.gpusched.core.strategy.TopologyScores");
-            Constructor<?> sc = scoresC.getDeclaredConstructor(GpuTopology.class);
-            sc.setAccessible(true);
-            Object scores = sc.newInstance(v.topology());
-            Class<?> searchC = Class.forName("io.gpusched.core.strategy.TopologyAwareStrategy$Search");
-            Constructor<?> c = searchC.getDeclaredConstructor(scoresC, List.class, List.class, List.class, int.class,
-                    Objective.class);
-            c.setAccessible(true);
-            Object search = c.newInstance(scores, v.candidates(), req.requiredDevices(), v.devices(), req.count(), o);
-            Method run = searchC.getDeclaredMethod("run");
-            run.setAccessible(true);
-            run.invoke(search);
-            Method nodes = searchC.getDeclaredMethod("nodesVisited");
-            nodes.setAccessible(true);
-            return (Integer) nodes.invoke(search);
-        } catch (ReflectiveOperationException | RuntimeException e) {
-            return -1;
-        }
+        return SearchProbe.branchAndBoundNodes(o, req, v);
     }
 
     static String describe(GpuTopology t, SchedulingView v) {

@@ -25,7 +25,7 @@ import org.junit.jupiter.params.provider.EnumSource;
  * Attacks on the branch and bound's tighter bound (commit 818ed4a, built once a search passes 2,048 nodes): searches
  * big enough to pass that threshold (24 to 30 candidates with links between all of them, 5 to 8 GPUs asked), judged by
  * {@link SearchOracle}'s brute force over every subset. A bound that is not an upper bound prunes the optimum and shows
- * here as a key below the brute force's. Each corpus also counts, by reflection, how many of its searches passed
+ * here as a key below the brute force's. Each corpus also counts, through SearchProbe, how many of its searches passed
  * 2,048 nodes (so it is known to exercise the tighter bound), and asserts a share.
  */
 class TightBoundAttackTest {
