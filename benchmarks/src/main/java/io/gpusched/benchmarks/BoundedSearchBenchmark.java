@@ -128,7 +128,7 @@ public class BoundedSearchBenchmark {
             }
             SchedulingView v = view(List.copyOf(all), List.copyOf(cands), t);
             int free = cands.size();
-            for (int k : new int[] {2, Math.max(3, free / 16), Math.max(4, free / 8), free / 4, free / 2}) {
+            for (int k : new int[]{2, Math.max(3, free / 16), Math.max(4, free / 8), free / 4, free / 2}) {
                 out.add(new Case(v, GpuRequest.builder().count(k).build()));
             }
         }
@@ -191,7 +191,7 @@ public class BoundedSearchBenchmark {
      */
     public static void main(String[] args) {
         int[] sizes = args.length > 0 ? Arrays.stream(args).mapToInt(Integer::parseInt).toArray()
-                : new int[] {64, 128, 256, 1024};
+                : new int[]{64, 128, 256, 1024};
         ThreadMXBean mx = ManagementFactory.getThreadMXBean();
         for (int n : sizes) {
             List<Case> cases = corpus(n);

@@ -62,13 +62,13 @@ public final class DevicePluginBenchmark {
              GpuInventory inv = Nodes.named(node)) {
             Server kubelet = sockets.serve(dir.resolve("kubelet.sock"), ex,
                     new RegistrationGrpc.RegistrationImplBase() {
-                @Override
-                public void register(RegisterRequest r, StreamObserver<Empty> out) {
-                    registered.add(r);
-                    out.onNext(Empty.getDefaultInstance());
-                    out.onCompleted();
-                }
-            });
+                        @Override
+                        public void register(RegisterRequest r, StreamObserver<Empty> out) {
+                            registered.add(r);
+                            out.onNext(Empty.getDefaultInstance());
+                            out.onCompleted();
+                        }
+                    });
             DevicePluginConfig config = DevicePluginConfig.builder().pluginDirectory(dir)
                     .recoveryHold(Duration.ZERO).build();
             try (KubeletDevicePlugin plugin = KubeletDevicePlugin.start(inv, config)) {
@@ -85,7 +85,8 @@ public final class DevicePluginBenchmark {
                 Collections.shuffle(ids, new Random(k * 31L + n));
                 PreferredAllocationRequest req = PreferredAllocationRequest.newBuilder().addContainerRequests(
                         ContainerPreferredAllocationRequest.newBuilder().addAllAvailableDeviceIDs(ids)
-                                .setAllocationSize(k)).build();
+                                .setAllocationSize(k))
+                        .build();
                 for (int i = 0; i < Math.max(2000, calls / 2); i++) {
                     stub.getPreferredAllocation(req);
                 }

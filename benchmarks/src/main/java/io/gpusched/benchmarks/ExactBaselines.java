@@ -53,11 +53,11 @@ final class ExactBaselines {
                     damage += f == i ? 0 : PairScore.of(t, i, f);
                 }
             }
-            return new long[] {score, -damage, -pos};
+            return new long[]{score, -damage, -pos};
         }
         List<Integer> rest = new ArrayList<>(free);
         rest.removeAll(set);
-        return new long[] {score + PairScore.ofSet(t, rest), score, -pos};
+        return new long[]{score + PairScore.ofSet(t, rest), score, -pos};
     }
 
     static int compare(long[] x, long[] y) {

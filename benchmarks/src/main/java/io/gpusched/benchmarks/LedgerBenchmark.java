@@ -121,10 +121,10 @@ public final class LedgerBenchmark {
             }
             ratioThreads[r] = eight[r] / single[r];
             System.out.printf(Locale.ROOT, "round %d: record %d B, durable change %.1f us, bare append+force %.1f us"
-                            + " (x%.2f); 1 thread %.0f changes/s, 8 threads %.0f changes/s (x%.2f), %.1f records"
-                            + " per force, force"
-                            + " %.0f us%n", r, bytesPerChange, nsPerChange / 1e3, bare[r] / 1e3, ratioBare[r],
-                            single[r],
+                    + " (x%.2f); 1 thread %.0f changes/s, 8 threads %.0f changes/s (x%.2f), %.1f records"
+                    + " per force, force"
+                    + " %.0f us%n", r, bytesPerChange, nsPerChange / 1e3, bare[r] / 1e3, ratioBare[r],
+                    single[r],
                     eight[r], ratioThreads[r], batch[r], forceUs[r]);
         }
         System.out.println("durable change / bare append+force: " + summary(ratioBare));

@@ -137,7 +137,7 @@ public final class LockHoldBenchmark {
         s.close();
         Arrays.sort(hold);
         Arrays.sort(took);
-        return new double[] {hold[rounds / 2] / 1e3, hold[rounds * 99 / 100] / 1e3, hold[rounds - 1] / 1e3,
+        return new double[]{hold[rounds / 2] / 1e3, hold[rounds * 99 / 100] / 1e3, hold[rounds - 1] / 1e3,
             took[rounds / 2] / 1e3, took[rounds * 99 / 100] / 1e3};
     }
 
@@ -145,11 +145,11 @@ public final class LockHoldBenchmark {
     public static void main(String[] args) throws Exception {
         int rounds = args.length > 0 ? Integer.parseInt(args[0]) : 1000;
         List<Object[]> cases = new ArrayList<>();
-        cases.add(new Object[] {"dgx-h100", Nodes.named("dgx-h100"), 0, 2});
-        cases.add(new Object[] {"parts-64", Nodes.named("parts-64"), 8, 8});
+        cases.add(new Object[]{"dgx-h100", Nodes.named("dgx-h100"), 0, 2});
+        cases.add(new Object[]{"parts-64", Nodes.named("parts-64"), 8, 8});
         GpuInventory irr = irregular(256);
-        cases.add(new Object[] {"irregular-256", irr, 24, 16});
-        cases.add(new Object[] {"irregular-256", irr, 24, 64});
+        cases.add(new Object[]{"irregular-256", irr, 24, 16});
+        cases.add(new Object[]{"irregular-256", irr, 24, 64});
         for (Object[] c : cases) {
             double[] m = measure((GpuInventory) c[1], (Integer) c[2], (Integer) c[3], rounds);
             System.out.printf(Locale.ROOT, "%-14s k=%-3d hold median %9.1f us  p99 %9.1f us  max %9.1f us | allocate"

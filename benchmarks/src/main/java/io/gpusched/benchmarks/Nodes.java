@@ -87,7 +87,7 @@ final class Nodes {
     }
 
     static GpuInventory partitioned(String name, GpuVendor vendor, String model, int gpus, int per, int links,
-                                    int gib) {
+            int gib) {
         SimulatedGpuInventory.Builder b = SimulatedGpuInventory.builder(name);
         int n = gpus * per;
         for (int i = 0; i < n; i++) {

@@ -28,10 +28,10 @@ public final class PlacementQuality {
 
     public static void main(String[] args) {
         int missed = 0;
-        for (String node : new String[] {"mi300x-cpx-64", "h100-mig-56", "parts-64"}) {
+        for (String node : new String[]{"mi300x-cpx-64", "h100-mig-56", "parts-64"}) {
             GpuInventory inv = Nodes.named(node);
             List<PartitionedPlacementBenchmark.Case> cases = PartitionedPlacementBenchmark.corpus(inv, node.hashCode());
-            for (String s : new String[] {"topology", "topology-remaining"}) {
+            for (String s : new String[]{"topology", "topology-remaining"}) {
                 Report r = judge(inv, cases, s);
                 missed += r.notOptimal();
                 System.out.printf("%s %s: %d cases, %d not at the exact optimum; first-fit not optimal in %d%n", node,

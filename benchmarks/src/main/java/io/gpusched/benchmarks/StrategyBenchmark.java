@@ -43,7 +43,7 @@ public class StrategyBenchmark {
     public String node;
 
     @Param({"first-fit", "packing", "spreading", "topology", "topology-remaining", "thermal", "exact-set",
-            "exact-remaining", "partition"})
+        "exact-remaining", "partition"})
     public String strategy;
 
     private GpuInventory inventory;

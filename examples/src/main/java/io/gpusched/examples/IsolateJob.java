@@ -36,9 +36,10 @@ public final class IsolateJob {
                 System.out.println("fenced " + cg + " (" + f.mechanism() + "): " + f.rules());
                 List<String> argv = new ArrayList<>(List.of("sh", "-c",
                         "echo $$ > \"$0/cgroup.procs\" || exit 9; shift;"
-                        + " for f in /dev/null /dev/nvidia* \"$@\"; do [ -e \"$f\" ] || continue;"
-                        + " if err=$(dd if=$f of=/dev/null count=0 2>&1); then echo \"$f opens\"; else"
-                        + " echo \"$f: ${err##*: }\"; fi; done", cg.toString(), "--"));
+                                + " for f in /dev/null /dev/nvidia* \"$@\"; do [ -e \"$f\" ] || continue;"
+                                + " if err=$(dd if=$f of=/dev/null count=0 2>&1); then echo \"$f opens\"; else"
+                                + " echo \"$f: ${err##*: }\"; fi; done",
+                        cg.toString(), "--"));
                 argv.addAll(List.of(args));
                 Process p = new ProcessBuilder(argv).redirectErrorStream(true).start();
                 p.getOutputStream().close();

@@ -21,7 +21,7 @@ public final class SharedInference {
         try (GpuInventory node = GpuInventories.simulated("pcie-4xa10");
              GpuScheduler s = GpuScheduler.builder().inventory(node).auditLogging(false).build()) {
             CudaEnvironmentResolver cuda = CudaEnvironmentResolver.builder().installations(List.of()).build();
-            for (String service : new String[] {"embeddings", "reranker", "ocr", "asr", "llm-small"}) {
+            for (String service : new String[]{"embeddings", "reranker", "ocr", "asr", "llm-small"}) {
                 Allocation a = s.allocate(GpuRequest.builder().shared(MemorySize.parse("6GB"))
                         .hint(WorkloadHint.INFERENCE).jobId(service).build());
                 var env = cuda.resolve(a, CudaRequirement.NONE).variables();

@@ -17,11 +17,11 @@ public final class TopologyAwareAllocation {
     public static void main(String[] args) {
         try (GpuInventory node = GpuInventories.simulated("dgx1-v100")) {
             GpuTopology t = node.topology();
-            for (String name : new String[] {"spreading", "topology"}) {
+            for (String name : new String[]{"spreading", "topology"}) {
                 GpuScheduler s = GpuScheduler.builder().inventory(node).auditLogging(false)
                         .strategy(AllocationStrategies.byName(name)).build();
                 s.allocate(GpuRequest.builder().deviceIndices(0).build());
-                for (int k : new int[] {2, 4}) {
+                for (int k : new int[]{2, 4}) {
                     Allocation a = s.allocate(GpuRequest.builder().count(k).build());
                     int links = 0;
                     for (int i : a.deviceIndices()) {

@@ -63,7 +63,7 @@ class ExamplesTest {
                     String.valueOf(minor)).inheritIO().start();
             assertThat(mk.waitFor()).isZero();
         }
-        String out = run(() -> IsolateJob.main(new String[] {gpu0.toString(), gpu1.toString()}));
+        String out = run(() -> IsolateJob.main(new String[]{gpu0.toString(), gpu1.toString()}));
         assertThat(out).contains("fenced ").contains("/dev/null opens")
                 .contains(gpu0 + ": Operation not permitted")
                 .contains(gpu1 + ": No such device or address")

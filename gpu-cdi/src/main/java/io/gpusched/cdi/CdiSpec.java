@@ -53,7 +53,7 @@ public final class CdiSpec {
     private final List<String> notes;
 
     private CdiSpec(String kind, GpuVendor vendor, String backend, Map<String, Object> body, List<String> names,
-                    List<String> notes) {
+            List<String> notes) {
         this.kind = kind;
         this.vendor = vendor;
         this.backend = backend;
@@ -89,7 +89,7 @@ public final class CdiSpec {
     }
 
     private static CdiSpec build(String backend, GpuVendor vendor, List<GpuDevice> mine, List<GpuDevice> host,
-                                 CdiOptions o) {
+            CdiOptions o) {
         GpuDeviceNodes table = new GpuDeviceNodes(o.devRoot(), o.procRoot(), true);
         List<String> notes = new ArrayList<>();
         List<Map<String, Object>> devices = new ArrayList<>();
@@ -127,7 +127,7 @@ public final class CdiSpec {
                 if (!NAME.matcher(name).matches()) {
                     notes.add("device name \"" + name + "\" of GPU " + d.index() + " is not a valid CDI name"
                             + " (letters, digits, _ . : -): left out; use " + kindName(o.kind(vendor),
-                            String.valueOf(d.index())));
+                                    String.valueOf(d.index())));
                     continue;
                 }
                 if (names.contains(name)) {

@@ -30,7 +30,7 @@ import java.util.Map;
  * @param containerPaths where each of {@code deviceNodes} appears in the container
  */
 public record ContainerDevices(List<String> cdiNames, List<DeviceNode> deviceNodes, Map<String, String> environment,
-                               List<String> containerPaths) {
+        List<String> containerPaths) {
 
     /** Copies the lists. */
     public ContainerDevices {

@@ -19,7 +19,7 @@ import java.util.Optional;
  *                  for the snapshot the choice was made on, and as recorded in the node ledger
  */
 public record Allocation(String id, List<GpuDevice> devices, GpuRequest request, Instant createdAt,
-                         Optional<Instant> expiresAt, PlacementQuality placement) {
+        Optional<Instant> expiresAt, PlacementQuality placement) {
 
     /** An allocation without a lease, not rated. */
     public Allocation(String id, List<GpuDevice> devices, GpuRequest request, Instant createdAt) {
@@ -28,7 +28,7 @@ public record Allocation(String id, List<GpuDevice> devices, GpuRequest request,
 
     /** An allocation whose placement is not rated. */
     public Allocation(String id, List<GpuDevice> devices, GpuRequest request, Instant createdAt,
-                      Optional<Instant> expiresAt) {
+            Optional<Instant> expiresAt) {
         this(id, devices, request, createdAt, expiresAt, PlacementQuality.unrated());
     }
 

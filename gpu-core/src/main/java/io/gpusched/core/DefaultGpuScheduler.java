@@ -200,7 +200,7 @@ final class DefaultGpuScheduler implements GpuScheduler {
      * lock, on the latest state.
      */
     private Allocation commitAllocation(GpuRequest request, Waiter waiter) {
-        for (int attempt = 1; ; attempt++) {
+        for (int attempt = 1;; attempt++) {
             Placement.Pick pick = attempt <= PLACEMENT_ATTEMPTS ? pickOutsideLock(request) : null;
             try {
                 return ledger.commit(allocation(request, waiter, pick));
@@ -574,7 +574,7 @@ final class DefaultGpuScheduler implements GpuScheduler {
             if (a == null) {
                 throw new GpuAllocationException(Reason.UNKNOWN_ALLOCATION, "no live allocation \"" + allocationId
                         + "\" to renew" + (issued(allocationId, state) ? " (it was released)"
-                        : "; this node's ids look like " + idPrefix + "-N"));
+                                : "; this node's ids look like " + idPrefix + "-N"));
             }
             Instant until = clock.instant().plus(duration);
             return Ledger.Decision.of(a.withExpiry(Optional.of(until)), new Renewed(allocationId, until));
@@ -598,7 +598,8 @@ final class DefaultGpuScheduler implements GpuScheduler {
         for (Allocation a : expired) {
             events.add(new AllocationEvent(AllocationEvent.Type.EXPIRED, now, Optional.of(a.id()), a.owner(),
                     a.request().jobId(), a.deviceUuids(), Optional.empty(), "lease of " + a.id() + " ended at "
-                    + a.expiresAt().get() + (config.releaseOnExpiry() ? "; released" : "; stop the job and release")));
+                            + a.expiresAt().get()
+                            + (config.releaseOnExpiry() ? "; released" : "; stop the job and release")));
         }
         fire(events);
         if (config.releaseOnExpiry() && !expired.isEmpty()) {

@@ -260,12 +260,18 @@ public record GpuConfig(
          */
         public Builder workBudget(long v) { workBudget = v; return this; }
         /** @param v the node ledger's directory ({@code gpu.state_dir}); null: none @return this */
-        public Builder stateDir(Path v) { stateDir = v; return this; }
+        public Builder stateDir(Path v) {
+            stateDir = v;
+            return this;
+        }
 
         /** @return this */
         public Builder enabled(boolean v) { enabled = v; return this; }
         /** @return this */
-        public Builder strategy(String v) { strategy = Objects.requireNonNull(v, "strategy"); return this; }
+        public Builder strategy(String v) {
+            strategy = Objects.requireNonNull(v, "strategy");
+            return this;
+        }
         /** @return this */
         public Builder backends(List<String> v) { backends = List.copyOf(v); return this; }
         /** @return this */

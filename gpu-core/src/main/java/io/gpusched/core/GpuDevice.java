@@ -138,7 +138,11 @@ public record GpuDevice(
         /** @return this */
         public Builder memory(MemorySize v) { memory = v; memoryKnown = true; return this; }
         /** The backend could not read the memory size: memory is ZERO and {@code memoryKnown} false. @return this */
-        public Builder memoryUnknown() { memory = MemorySize.ZERO; memoryKnown = false; return this; }
+        public Builder memoryUnknown() {
+            memory = MemorySize.ZERO;
+            memoryKnown = false;
+            return this;
+        }
         /** @return this */
         public Builder computeCapability(ComputeCapability v) { computeCapability = v; return this; }
         /** @return this */
@@ -154,7 +158,10 @@ public record GpuDevice(
         /** @return this */
         public Builder parentUuid(String v) { parentUuid = v; return this; }
         /** @return this */
-        public Builder property(String key, String value) { properties.put(key, value); return this; }
+        public Builder property(String key, String value) {
+            properties.put(key, value);
+            return this;
+        }
         /** @return this */
         public Builder properties(Map<String, String> v) { properties.putAll(v); return this; }
 

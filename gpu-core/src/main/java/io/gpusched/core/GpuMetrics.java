@@ -40,7 +40,7 @@ public record GpuMetrics(
 
     /** @return metrics with every value present */
     public static GpuMetrics of(int index, double utilizationPercent, MemorySize memoryUsed, double temperatureCelsius,
-                                double powerWatts, Instant at) {
+            double powerWatts, Instant at) {
         return new GpuMetrics(index, OptionalDouble.of(utilizationPercent), Optional.of(memoryUsed),
                 OptionalDouble.of(temperatureCelsius), OptionalDouble.of(powerWatts), at);
     }

@@ -42,8 +42,8 @@ public record HolderProcess(long pid, long startTime) {
 
     /** Like {@link #of(long)} with another {@code /proc} root (tests). */
     public static HolderProcess of(long pid, Path procRoot) {
-        return startTimeOf(pid, procRoot).map(t -> new HolderProcess(pid, t)).orElseThrow(() ->
-                new IllegalArgumentException("process " + pid + " is not running (no readable "
+        return startTimeOf(pid, procRoot).map(t -> new HolderProcess(pid, t))
+                .orElseThrow(() -> new IllegalArgumentException("process " + pid + " is not running (no readable "
                         + procRoot.resolve(Long.toString(pid)).resolve("stat") + ")"));
     }
 

@@ -110,7 +110,7 @@ final class Ledger implements AutoCloseable {
      * @param changed      called (under the lock) after the state changed
      */
     Ledger(NodeState initial, LedgerFile file, Change<Void> housekeeping, Consumer<List<AllocationEvent>> events,
-           Runnable changed) {
+            Runnable changed) {
         this.file = file;
         this.housekeeping = housekeeping;
         this.events = events;
@@ -353,7 +353,7 @@ final class Ledger implements AutoCloseable {
         long seqBefore = state.sequence;
         NodeState stateBefore = state;
         List<Pending<?>> batch = new ArrayList<>();
-        for (Pending<?> q; (q = queue.poll()) != null; ) {
+        for (Pending<?> q; (q = queue.poll()) != null;) {
             batch.add(q);
         }
         lastBatch = batch.stream().map(q -> q.owner).distinct().toArray(Thread[]::new);

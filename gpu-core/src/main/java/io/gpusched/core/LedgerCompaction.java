@@ -50,8 +50,9 @@ final class LedgerCompaction {
             LedgerCodec.line(sb, s.sequence, LedgerRecord.toJson(s.toSnapshot()));
         }
         try (FileChannel c = FileChannel.open(tmp, Set.of(StandardOpenOption.CREATE, StandardOpenOption.WRITE,
-                StandardOpenOption.TRUNCATE_EXISTING), PosixFilePermissions.asFileAttribute(
-                PosixFilePermissions.fromString("rw-r--r--")))) {
+                StandardOpenOption.TRUNCATE_EXISTING),
+                PosixFilePermissions.asFileAttribute(
+                        PosixFilePermissions.fromString("rw-r--r--")))) {
             ByteBuffer b = ByteBuffer.wrap(sb.toString().getBytes(StandardCharsets.UTF_8));
             while (b.hasRemaining()) {
                 c.write(b);

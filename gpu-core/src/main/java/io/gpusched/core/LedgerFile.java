@@ -246,7 +246,7 @@ final class LedgerFile {
 
     /** Runs {@code op} on the ledger's channel; reopens the same file and runs it again when an interrupt closed it. */
     private <T> T onChannel(ChannelOp<T> op) throws IOException {
-        for (int tries = 0; ; tries++) {
+        for (int tries = 0;; tries++) {
             try {
                 return op.apply(channel);
             } catch (ClosedChannelException e) {
@@ -332,7 +332,7 @@ final class LedgerFile {
             if (!after.live.containsKey(a.id())) {
                 events.add(new AllocationEvent(AllocationEvent.Type.RELEASED, now, Optional.of(a.id()), a.owner(),
                         a.request().jobId(), a.deviceUuids(), Optional.empty(), a.request().describe()
-                        + " (released by another process)"));
+                                + " (released by another process)"));
             }
         }
         for (Allocation a : after.live.values()) {

@@ -42,7 +42,7 @@ sealed interface LedgerRecord {
      * @param placement the strategy's certificate (written only when rated)
      */
     record Allocated(String id, List<String> uuids, GpuRequest request, Instant createdAt,
-                     Optional<Instant> expiresAt, PlacementQuality placement) implements LedgerRecord {
+            Optional<Instant> expiresAt, PlacementQuality placement) implements LedgerRecord {
         public Allocated {
             uuids = List.copyOf(uuids);
             Objects.requireNonNull(placement, "placement");
@@ -63,7 +63,8 @@ sealed interface LedgerRecord {
      * @param deadHolder the holder that was gone, for {@link Cause#RECLAIMED}
      */
     record Released(String id, Cause cause, Instant at, List<String> drain, Optional<HolderProcess> deadHolder)
-            implements LedgerRecord {
+            implements
+                LedgerRecord {
         public Released {
             drain = List.copyOf(drain);
         }
@@ -87,7 +88,8 @@ sealed interface LedgerRecord {
      * @param since  since when
      */
     record PoolChanged(String uuid, Pool pool, Optional<String> reason, Optional<Instant> since)
-            implements LedgerRecord {
+            implements
+                LedgerRecord {
     }
 
     /**
@@ -192,7 +194,8 @@ sealed interface LedgerRecord {
                 }
                 yield new Allocated(id, uuids, request(n.path("request")), Instant.parse(text(n, "createdAt")),
                         n.hasNonNull("expiresAt") ? Optional.of(Instant.parse(n.get("expiresAt").asText()))
-                                : Optional.empty(), placement(n.path("placement")));
+                                : Optional.empty(),
+                        placement(n.path("placement")));
             }
             case "R" -> {
                 List<String> drain = new ArrayList<>();

@@ -122,15 +122,27 @@ public record MemorySize(long bytes) implements Comparable<MemorySize> {
     private static long unit(String suffix) {
         switch (suffix.toUpperCase(Locale.ROOT)) {
             case "":
-            case "M": case "MB": case "MI": case "MIB":
+            case "M":
+            case "MB":
+            case "MI":
+            case "MIB":
                 return MIB;
             case "B":
                 return 1;
-            case "K": case "KB": case "KI": case "KIB":
+            case "K":
+            case "KB":
+            case "KI":
+            case "KIB":
                 return KIB;
-            case "G": case "GB": case "GI": case "GIB":
+            case "G":
+            case "GB":
+            case "GI":
+            case "GIB":
                 return GIB;
-            case "T": case "TB": case "TI": case "TIB":
+            case "T":
+            case "TB":
+            case "TI":
+            case "TIB":
                 return TIB;
             default:
                 return 0;

@@ -269,7 +269,7 @@ final class NodeIdentity {
         Set<String> named = new TreeSet<>();
         try (BufferedReader r = Files.newBufferedReader(ledgerFile, StandardCharsets.UTF_8)) {
             long read = 0;
-            for (String line; (line = r.readLine()) != null && read < MAX_LEDGER_SCAN; ) {
+            for (String line; (line = r.readLine()) != null && read < MAX_LEDGER_SCAN;) {
                 read += line.length() + 1;
                 int brace = line.indexOf('{');
                 if (brace < 0) {

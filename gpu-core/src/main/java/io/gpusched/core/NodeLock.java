@@ -69,8 +69,9 @@ final class NodeLock {
             this.dirLock = LOCKS.computeIfAbsent(dir, d -> {
                 try {
                     return new DirLock(FileChannel.open(lockFile, Set.of(StandardOpenOption.CREATE,
-                            StandardOpenOption.WRITE), PosixFilePermissions.asFileAttribute(
-                            PosixFilePermissions.fromString("rw-r--r--"))));
+                            StandardOpenOption.WRITE),
+                            PosixFilePermissions.asFileAttribute(
+                                    PosixFilePermissions.fromString("rw-r--r--"))));
                 } catch (IOException e) {
                     throw io("cannot open the lock file " + lockFile, lockFile, e);
                 }
@@ -121,7 +122,7 @@ final class NodeLock {
     }
 
     private FileLock lockNode() {
-        for (int tries = 0; ; tries++) {
+        for (int tries = 0;; tries++) {
             try {
                 dirLock.reopen(lockFile);
                 return dirLock.channel.lock();

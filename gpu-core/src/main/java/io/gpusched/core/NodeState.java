@@ -116,7 +116,7 @@ final class NodeState {
             if (events != null) {
                 events.add(new AllocationEvent(AllocationEvent.Type.ALLOCATED, al.createdAt(), Optional.of(al.id()),
                         al.owner(), al.request().jobId(), al.deviceUuids(), Optional.empty(), al.request().describe()
-                        + (al.placement().rated() ? "; placement " + al.placement().describe() : "")));
+                                + (al.placement().rated() ? "; placement " + al.placement().describe() : "")));
             }
         } else if (r instanceof Released x) {
             Allocation al = live.remove(x.id());

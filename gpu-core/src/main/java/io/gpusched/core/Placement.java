@@ -128,7 +128,7 @@ final class Placement {
             throw new GpuException("strategy " + strategy.name() + " returned " + Arrays.toString(picked)
                     + " for " + request.describe() + "; it must return " + request.count() + " distinct indices out of "
                     + indices(candidates) + (request.requiredDevices().isEmpty() ? ""
-                    : ", including the required " + request.requiredDevices())
+                            : ", including the required " + request.requiredDevices())
                     + " (a bug in the strategy; nothing was allocated)");
         }
         return chosen;
@@ -188,8 +188,8 @@ final class Placement {
                     + all.size() + (all.size() == 1 ? " GPU" : " GPUs") + " in all, so it can never be served here");
         }
         for (int req : r.requiredDevices()) {
-            DeviceState d = all.stream().filter(x -> x.index() == req).findFirst().orElseThrow(() ->
-                    new GpuAllocationException(Reason.UNKNOWN_DEVICE, "required GPU index " + req
+            DeviceState d = all.stream().filter(x -> x.index() == req).findFirst()
+                    .orElseThrow(() -> new GpuAllocationException(Reason.UNKNOWN_DEVICE, "required GPU index " + req
                             + " is not on this node; its GPU indices are " + indices(all)));
             checkOne(r, d);
         }
@@ -206,16 +206,19 @@ final class Placement {
             long free = matching.stream().filter(d -> d.isIdle() && d.isAllocatable()).count();
             throw new GpuAllocationException(Reason.INSUFFICIENT_MEMORY, r.describe() + " requested; "
                     + free + " free, " + (roomy.isEmpty() ? "none has" : "only " + roomy.size() + " of "
-                    + matching.size() + " matching have") + " enough memory (the largest has "
+                            + matching.size() + " matching have")
+                    + " enough memory (the largest has "
                     + largest.toHumanString() + ")" + (unknown > 0 ? "; the memory size of " + unknown
-                    + " GPU(s) is unknown (the backend could not read it), so they take no memory-constrained request"
-                    : ""));
+                            + " GPU(s) is unknown (the backend could not read it),"
+                            + " so they take no memory-constrained request"
+                            : ""));
         }
         List<DeviceState> usable = filter(roomy, d -> d.health().isHealthy() && d.pool() != Pool.QUARANTINED);
         if (usable.size() < n) {
             String sick = roomy.stream().filter(d -> !d.health().isHealthy() || d.pool() == Pool.QUARANTINED)
                     .map(d -> "GPU " + d.index() + " " + (d.health().isHealthy() ? "quarantined: "
-                            + d.poolReason().orElse("") : d.health().toString())).collect(Collectors.joining(", "));
+                            + d.poolReason().orElse("") : d.health().toString()))
+                    .collect(Collectors.joining(", "));
             throw new GpuAllocationException(Reason.DEVICE_UNHEALTHY, r.describe() + " requested; only "
                     + usable.size() + " of " + roomy.size() + " suitable GPUs are healthy (" + sick + ")");
         }
@@ -236,14 +239,14 @@ final class Placement {
         List<DeviceState> out = new ArrayList<>();
         if (!r.deviceIndices().isEmpty()) {
             for (int i : r.deviceIndices()) {
-                out.add(all.stream().filter(x -> x.index() == i).findFirst().orElseThrow(() ->
-                        new GpuAllocationException(Reason.UNKNOWN_DEVICE, "GPU index " + i
+                out.add(all.stream().filter(x -> x.index() == i).findFirst()
+                        .orElseThrow(() -> new GpuAllocationException(Reason.UNKNOWN_DEVICE, "GPU index " + i
                                 + " is not on this node; its GPU indices are " + indices(all))));
             }
         } else {
             for (String u : r.deviceUuids()) {
-                out.add(all.stream().filter(x -> x.device().uuid().equals(u)).findFirst().orElseThrow(() ->
-                        new GpuAllocationException(Reason.UNKNOWN_DEVICE, "GPU " + u + " is not on this node; its"
+                out.add(all.stream().filter(x -> x.device().uuid().equals(u)).findFirst().orElseThrow(
+                        () -> new GpuAllocationException(Reason.UNKNOWN_DEVICE, "GPU " + u + " is not on this node; its"
                                 + " GPUs are " + all.stream().map(d -> d.device().uuid()).toList())));
             }
         }
@@ -263,7 +266,8 @@ final class Placement {
             throw new GpuAllocationException(Reason.INSUFFICIENT_MEMORY, which + (d.device().memoryKnown()
                     ? " has " + d.device().memory().toHumanString()
                     : "'s memory size is unknown (the backend could not read it), so it takes no request with a"
-                    + " memory constraint") + "; " + r.describe() + " requested");
+                            + " memory constraint")
+                    + "; " + r.describe() + " requested");
         }
         if (!d.health().isHealthy()) {
             throw new GpuAllocationException(Reason.DEVICE_UNHEALTHY, which + " is " + d.health());
@@ -279,7 +283,7 @@ final class Placement {
         if (!isAvailable(r, d)) {
             throw new GpuAllocationException(Reason.DEVICE_BUSY, which + " is busy: " + holders(List.of(d))
                     + (r.sharing() == SharingMode.SHARED ? "; " + d.reservableMemory().toHumanString()
-                    + " reservable" : ""));
+                            + " reservable" : ""));
         }
     }
 
@@ -355,7 +359,8 @@ final class Placement {
 
     /** The immutable view handed to strategies. */
     private record View(List<DeviceState> devices, List<DeviceState> candidates, GpuTopology topology, Instant now)
-            implements SchedulingView {
+            implements
+                SchedulingView {
 
         @Override
         public DeviceState device(int index) {

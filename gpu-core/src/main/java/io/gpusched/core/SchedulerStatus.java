@@ -17,8 +17,8 @@ import java.util.Map;
  * @param notes       things to know about this scheduler's behaviour (e.g. no drain), and recovery problems
  */
 public record SchedulerStatus(String backend, boolean enabled, String strategy, String at,
-                              List<Device> devices, List<Held> allocations, boolean drainSupported,
-                              List<String> notes) {
+        List<Device> devices, List<Held> allocations, boolean drainSupported,
+        List<String> notes) {
 
     /**
      * One device.
@@ -41,9 +41,9 @@ public record SchedulerStatus(String backend, boolean enabled, String strategy, 
      * @param poolReason         why draining or quarantined, or null
      */
     public record Device(int index, String uuid, String name, String vendor, long memoryTotalBytes,
-                         long reservableBytes, String health, String healthReason, String heldBy,
-                         List<String> sharedBy, Double utilizationPercent, Long memoryUsedBytes,
-                         Double temperatureCelsius, Double powerWatts, String pool, String poolReason) {
+            long reservableBytes, String health, String healthReason, String heldBy,
+            List<String> sharedBy, Double utilizationPercent, Long memoryUsedBytes,
+            Double temperatureCelsius, Double powerWatts, String pool, String poolReason) {
     }
 
     /**
@@ -63,7 +63,7 @@ public record SchedulerStatus(String backend, boolean enabled, String strategy, 
      *                          "not rated"
      */
     public record Held(String id, String owner, String jobId, List<Integer> deviceIndices, List<String> deviceUuids,
-                       String sharing, Long sharedMemoryBytes, String createdAt, Map<String, String> labels,
-                       String expiresAt, String placement) {
+            String sharing, Long sharedMemoryBytes, String createdAt, Map<String, String> labels,
+            String expiresAt, String placement) {
     }
 }

@@ -14,7 +14,7 @@ final class Statuses {
     }
 
     static SchedulerStatus of(String backend, boolean enabled, String strategy, Instant at, List<DeviceState> devs,
-                              List<Allocation> allocs, boolean drainSupported, List<String> notes) {
+            List<Allocation> allocs, boolean drainSupported, List<String> notes) {
         Map<Integer, List<String>> sharedBy = new HashMap<>();
         for (Allocation a : allocs) {
             if (a.sharing() == SharingMode.SHARED) {

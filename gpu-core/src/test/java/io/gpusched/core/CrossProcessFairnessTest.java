@@ -162,7 +162,7 @@ class CrossProcessFairnessTest {
             assertThat(b.exitValue()).as("B: %s", Files.readString(tmp.resolve("b.log.out"))).isZero();
             assertThat(tickets(dir)).as("no ticket is left behind").isEmpty();
         } finally {
-            for (Process p : new Process[] {a, b}) {
+            for (Process p : new Process[]{a, b}) {
                 if (p != null) {
                     p.destroyForcibly();
                 }
@@ -218,7 +218,8 @@ class CrossProcessFairnessTest {
                     .isEmpty();
             assertThat(grantsBetween(logC, mark, granted))
                     .as("c.log granted at most its one earlier ticket between A's wait (%d) and A's grant (%d)", mark,
-                            granted).hasSizeLessThanOrEqualTo(1);
+                            granted)
+                    .hasSizeLessThanOrEqualTo(1);
             // after the mark: the test's release, at most B's release of a GPU it held then, at most C's grant and
             // release, then A's grant
             assertThat(granted).isLessThanOrEqualTo(mark + 5);
@@ -286,7 +287,7 @@ class CrossProcessFairnessTest {
             assertThat(test.tryAllocate(GpuRequest.builder().owner("test").count(2).build()))
                     .as("the node is free again").isPresent();
         } finally {
-            for (Process p : new Process[] {k, a}) {
+            for (Process p : new Process[]{k, a}) {
                 if (p != null) {
                     p.destroyForcibly();
                 }

@@ -147,7 +147,8 @@ class DecideOutsideTheLockTest {
             assertThat(stolen.get().deviceIndices()).containsExactlyInAnyOrderElementsOf(strategy.firstPick.get());
             assertThat(got.deviceIndices()).as("the victim's GPUs").doesNotContainAnyElementsOf(
                     stolen.get().deviceIndices()).hasSize(4);
-            assertThat(strategy.calls.get()).as("decided again after the snapshot went stale").isGreaterThanOrEqualTo(2);
+            assertThat(strategy.calls.get()).as("decided again after the snapshot went stale")
+                    .isGreaterThanOrEqualTo(2);
             assertThat(((DefaultGpuScheduler) victim).staleSnapshots()).isGreaterThanOrEqualTo(1);
             if (durable) {
                 LedgerHistory h = LedgerHistory.check(tmp.resolve("state").resolve("ledger"),

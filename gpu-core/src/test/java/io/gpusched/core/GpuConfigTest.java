@@ -57,7 +57,8 @@ class GpuConfigTest {
                 .hasMessageContaining("gpu.max_gpus_per_request");
         assertThatThrownBy(() -> GpuConfig.parse("gpu: {backends: {a: 1}}", "g.yaml"))
                 .hasMessageContaining("gpu.backends: must be a list");
-        assertThatThrownBy(() -> GpuConfig.parse("gpu: [1, 2]", "g.yaml")).hasMessageContaining("gpu must be a mapping");
+        assertThatThrownBy(() -> GpuConfig.parse("gpu: [1, 2]", "g.yaml"))
+                .hasMessageContaining("gpu must be a mapping");
         assertThatThrownBy(() -> GpuConfig.parse("gpu: {enabled: true, enabled: false}", "g.yaml"))
                 .hasMessageContaining("not valid YAML");
         assertThatThrownBy(() -> GpuConfig.load(Path.of("/nonexistent/gpusched.yaml")))

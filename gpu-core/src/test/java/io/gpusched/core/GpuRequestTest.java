@@ -40,7 +40,8 @@ class GpuRequestTest {
                 .hasMessageContaining("twice");
         assertThatThrownBy(() -> new GpuRequest(1, Optional.empty(), Optional.empty(), Optional.empty(),
                 Optional.empty(), List.of(), List.of(), SharingMode.SHARED, Optional.empty(), Optional.empty(),
-                Optional.empty(), Map.of(), Optional.empty(), java.util.OptionalInt.empty(), Optional.empty(), List.of(),
+                Optional.empty(), Map.of(), Optional.empty(), java.util.OptionalInt.empty(), Optional.empty(),
+                List.of(),
                 Optional.empty()))
                 .hasMessageContaining("needs a memory reservation");
         assertThatThrownBy(() -> new GpuRequest(1, Optional.empty(), Optional.empty(), Optional.empty(),

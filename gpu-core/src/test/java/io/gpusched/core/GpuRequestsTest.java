@@ -92,7 +92,8 @@ class GpuRequestsTest {
     @Test
     void resourceErrorsNameTheKey() {
         assertThatThrownBy(() -> GpuRequests.fromResources(Map.of("gpu_cnt", 1)))
-                .hasMessageContaining("unknown GPU resource key \"resources.gpu_cnt\"").hasMessageContaining("gpu_count");
+                .hasMessageContaining("unknown GPU resource key \"resources.gpu_cnt\"")
+                .hasMessageContaining("gpu_count");
         assertThatThrownBy(() -> GpuRequests.fromResources(Map.of("gpu_count", -1)))
                 .hasMessageContaining("resources.gpu_count");
         assertThatThrownBy(() -> GpuRequests.fromResources(Map.of("gpu_count", 1.5)))
@@ -109,7 +110,7 @@ class GpuRequestsTest {
 
     @Property
     void cliRoundTripOfCountAndMemory(@ForAll @IntRange(min = 1, max = 64) int count,
-                                      @ForAll @IntRange(min = 1, max = 1 << 20) int mib) {
+            @ForAll @IntRange(min = 1, max = 1 << 20) int mib) {
         GpuRequest r = GpuRequests.fromCliFlags("--gpu=" + count, "--gpu-memory=" + MemorySize.ofMebibytes(mib));
         assertThat(r.count()).isEqualTo(count);
         assertThat(r.minMemory()).contains(MemorySize.ofMebibytes(mib));

@@ -213,8 +213,10 @@ class GpuSchedulerTest {
     @Test
     void noPlacementWhenTheStrategyDeclines() {
         AllocationStrategy never = new AllocationStrategy() {
-            @Override public String name() { return "never"; }
-            @Override public List<Integer> select(GpuRequest request, SchedulingView view) { return List.of(); }
+            @Override
+            public String name() { return "never"; }
+            @Override
+            public List<Integer> select(GpuRequest request, SchedulingView view) { return List.of(); }
         };
         GpuScheduler s = GpuScheduler.builder().inventory(dgx).strategy(never).build();
         assertThat(refused(s, GpuRequest.builder().build(), Reason.NO_PLACEMENT).getMessage())
@@ -224,8 +226,10 @@ class GpuSchedulerTest {
     @Test
     void aBuggyStrategyIsCaughtAndChangesNothing() {
         AllocationStrategy dup = new AllocationStrategy() {
-            @Override public String name() { return "dup"; }
-            @Override public List<Integer> select(GpuRequest request, SchedulingView view) { return List.of(0, 0); }
+            @Override
+            public String name() { return "dup"; }
+            @Override
+            public List<Integer> select(GpuRequest request, SchedulingView view) { return List.of(0, 0); }
         };
         GpuScheduler s = GpuScheduler.builder().inventory(dgx).strategy(dup).build();
         assertThatThrownBy(() -> s.allocate(GpuRequest.builder().count(2).build()))
@@ -260,7 +264,9 @@ class GpuSchedulerTest {
     void listenersHearEveryEventAndCannotBreakTheScheduler() {
         List<AllocationEvent> seen = new ArrayList<>();
         GpuScheduler s = GpuScheduler.builder().inventory(dgx).clock(CLOCK)
-                .listener(e -> { throw new IllegalStateException("listener bug"); })
+                .listener(e -> {
+                    throw new IllegalStateException("listener bug");
+                })
                 .listener(seen::add).build();
         Allocation a = s.allocate(GpuRequests.fromCliFlags("--owner=bob", "--job=j1"));
         assertThatThrownBy(() -> s.allocate(GpuRequests.fromCliFlags("--gpu=9", "--owner=bob")));
@@ -315,15 +321,20 @@ class GpuSchedulerTest {
         // sample was handed to the scheduler: waiting for that call is an observed fact, not a time budget.
         java.util.concurrent.CountDownLatch twoSamples = new java.util.concurrent.CountDownLatch(2);
         GpuInventory counting = new GpuInventory() {
-            @Override public String backend() { return dgx.backend(); }
-            @Override public List<GpuDevice> devices() { return dgx.devices(); }
-            @Override public GpuTopology topology() { return dgx.topology(); }
-            @Override public GpuSample sample() {
+            @Override
+            public String backend() { return dgx.backend(); }
+            @Override
+            public List<GpuDevice> devices() { return dgx.devices(); }
+            @Override
+            public GpuTopology topology() { return dgx.topology(); }
+            @Override
+            public GpuSample sample() {
                 GpuSample sample = dgx.sample();
                 twoSamples.countDown();
                 return sample;
             }
-            @Override public void close() { }
+            @Override
+            public void close() {}
         };
         try (GpuScheduler s = GpuScheduler.builder().inventory(counting)
                 .metricsPollInterval(java.time.Duration.ofMillis(5)).build()) {

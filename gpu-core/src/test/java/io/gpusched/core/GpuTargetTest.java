@@ -30,7 +30,7 @@ class GpuTargetTest {
 
     @ParameterizedTest
     @ValueSource(strings = {"", "::", "node1::", "node1::a", "node1::1,,2", "node1::1,1", "node1::-1", "-node::1",
-            "no de::1", "node1:0", "node1::0;1"})
+        "no de::1", "node1:0", "node1::0;1"})
     void rejectsMalformedTargets(String text) {
         assertThatThrownBy(() -> GpuTarget.parse(text)).isInstanceOf(IllegalArgumentException.class)
                 .hasMessageContaining("target");
@@ -38,7 +38,7 @@ class GpuTargetTest {
 
     @Property
     void roundTrips(@ForAll("hosts") String host,
-                    @ForAll @Size(min = 1, max = 16) @UniqueElements List<@IntRange(max = 4096) Integer> indices) {
+            @ForAll @Size(min = 1, max = 16) @UniqueElements List<@IntRange(max = 4096) Integer> indices) {
         GpuTarget t = new GpuTarget(Optional.of(host), indices);
         assertThat(GpuTarget.parse(t.toString())).isEqualTo(t);
     }

@@ -92,7 +92,8 @@ class GroupCommitGatherTest {
             Thread threadA = a.submit(Thread::currentThread).get();
             long before = forces(s);
             Future<Allocation> again = a.submit(() -> s.allocate(one()));
-            await("A, leading the next batch, waits for B (its batch-mate) to queue", () -> s.ledger().gathering() == threadA);
+            await("A, leading the next batch, waits for B (its batch-mate) to queue",
+                    () -> s.ledger().gathering() == threadA);
             assertThat(again).as("A is not written before B has queued").isNotDone();
             Allocation fromB = b.submit(() -> s.allocate(one())).get(60, TimeUnit.SECONDS);
             Allocation fromA = again.get(60, TimeUnit.SECONDS);

@@ -68,9 +68,9 @@ class HostileInputTest {
 
     @ParameterizedTest
     @ValueSource(strings = {"gpu:\n  max_gpus_per_request: !!int four\n", "gpu:\n  max_gpus_per_request: !!int 0x\n",
-            "gpu:\n  strategy: !!binary '???'\n", "gpu:\n  enabled: !!bool maybe\n",
-            "gpu:\n  backends: !!set {nvml, procfs}\n", "gpu:\n  strategy: !!timestamp 2001-12-14\n",
-            "gpu:\n  rate_limit: {per_owner_per_second: !!float zero}\n"})
+        "gpu:\n  strategy: !!binary '???'\n", "gpu:\n  enabled: !!bool maybe\n",
+        "gpu:\n  backends: !!set {nvml, procfs}\n", "gpu:\n  strategy: !!timestamp 2001-12-14\n",
+        "gpu:\n  rate_limit: {per_owner_per_second: !!float zero}\n"})
     void taggedScalarsAreConfigErrors(String yaml) {
         assertThatThrownBy(() -> GpuConfig.parse(yaml, "c.yaml")).isExactlyInstanceOf(GpuConfigException.class)
                 .hasMessageStartingWith("c.yaml: ");
@@ -87,7 +87,7 @@ class HostileInputTest {
 
     @ParameterizedTest
     @ValueSource(strings = {"memory: !!int four", "memory: !!binary '???'", "memory: !!int 0x",
-            "memory: 1GiB, numa_node: !!bool maybe"})
+        "memory: 1GiB, numa_node: !!bool maybe"})
     void taggedScalarsInNodeDescriptionsAreConfigErrors(String field) {
         String yaml = "node: n\ndefaults: {vendor: NVIDIA, name: x}\ndevices:\n  - {index: 0, pci_bus_id: a, "
                 + field + "}\n";

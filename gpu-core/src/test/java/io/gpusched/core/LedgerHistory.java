@@ -71,7 +71,7 @@ final class LedgerHistory {
                         h.reclaimedHolder.put(id, n.get("holder").get(0).asLong());
                     }
                 }
-                default -> { }
+                default -> {}
             }
             h.checkInvariants(seq, memoryByUuid);
         }

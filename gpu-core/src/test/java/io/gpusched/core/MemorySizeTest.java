@@ -18,16 +18,16 @@ class MemorySizeTest {
 
     @ParameterizedTest
     @CsvSource({
-            "8GB, 8589934592", "8G, 8589934592", "8GiB, 8589934592", "8 gib, 8589934592",
-            "4096MB, 4294967296", "4096M, 4294967296", "4096, 4294967296", "4096MiB, 4294967296",
-            "1.5GiB, 1610612736", "512B, 512", "2K, 2048", "1T, 1099511627776", "0, 0", "0.5M, 524288"})
+        "8GB, 8589934592", "8G, 8589934592", "8GiB, 8589934592", "8 gib, 8589934592",
+        "4096MB, 4294967296", "4096M, 4294967296", "4096, 4294967296", "4096MiB, 4294967296",
+        "1.5GiB, 1610612736", "512B, 512", "2K, 2048", "1T, 1099511627776", "0, 0", "0.5M, 524288"})
     void parsesTheFormsUsersWrite(String text, long bytes) {
         assertThat(MemorySize.parse(text).bytes()).isEqualTo(bytes);
     }
 
     @ParameterizedTest
     @ValueSource(strings = {"", "  ", "-1", "-8GB", "8XB", "GB", "8 G B", "1.5.2", "0.3B", "abc", "8e3", "1,5G",
-            "99999999999999999999T", "9999999999T"})
+        "99999999999999999999T", "9999999999T"})
     void rejectsGarbageNamingTheInputAndTheForms(String text) {
         assertThatThrownBy(() -> MemorySize.parse(text))
                 .isInstanceOf(IllegalArgumentException.class)

@@ -94,7 +94,8 @@ class MultiProcessLedgerTest {
         }
         for (int i = 0; i < 4; i++) {
             Path log = tmp.resolve("k" + i + ".log");
-            while (!Files.exists(log) || Files.readAllLines(log).stream().filter(l -> l.startsWith("A ")).count() < 40) {
+            while (!Files.exists(log)
+                    || Files.readAllLines(log).stream().filter(l -> l.startsWith("A ")).count() < 40) {
                 assertThat(children.get(i).isAlive()).as("child %d runs: %s", i, Files.exists(log)
                         ? Files.readAllLines(log) : "no log").isTrue();
                 Thread.sleep(20);
@@ -141,7 +142,7 @@ class MultiProcessLedgerTest {
                         released.add(f[1]);
                         unboundLive.remove(f[1]);
                     }
-                    default -> { }
+                    default -> {}
                 }
             }
         }

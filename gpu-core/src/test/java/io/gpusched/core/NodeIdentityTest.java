@@ -125,7 +125,8 @@ class NodeIdentityTest {
             id = old.allocate(GpuRequest.builder().count(8).build()).id();
         }
         Files.delete(legacy.resolve("node"));
-        Path now = io.gpusched.core.host.StateDirectory.forNode(java.util.Optional.empty(), "simulated:dgx1-v100", base);
+        Path now =
+                io.gpusched.core.host.StateDirectory.forNode(java.util.Optional.empty(), "simulated:dgx1-v100", base);
         try (GpuScheduler s = open(GpuInventories.simulated("dgx1-v100"), now)) {
             assertThat(s.allocation(id)).isPresent();
             assertThat(s.tryAllocate(GpuRequest.builder().count(1).build())).as("GPU 0 is not granted twice").isEmpty();

@@ -50,7 +50,7 @@ class NodeLedgerViewTest {
                     live.clear();
                     n.path("live").forEach(x -> live.add(x.path("id").asText()));
                 }
-                default -> { }
+                default -> {}
             }
         }
         return List.copyOf(live);

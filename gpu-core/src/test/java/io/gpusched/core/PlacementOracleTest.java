@@ -169,12 +169,12 @@ class PlacementOracleTest {
                         s = s.withShared(1 + rnd.nextInt(2), MemorySize.ofGibibytes(1 + rnd.nextInt(14)));
                     }
                 }
-                default -> { }
+                default -> {}
             }
             switch (rnd.nextInt(12)) {
                 case 0 -> s = s.withPool(Pool.DRAINING, Optional.of("exiting"), Optional.of(Instant.EPOCH));
                 case 1 -> s = s.withPool(Pool.QUARANTINED, Optional.of("kept processes"), Optional.of(Instant.EPOCH));
-                default -> { }
+                default -> {}
             }
             out.add(s);
         }
@@ -192,7 +192,7 @@ class PlacementOracleTest {
             case 1 -> b.modelPattern(rnd.nextBoolean() ? "*a100*" : "*H100*");
             case 2 -> b.minComputeCapability(new ComputeCapability(8, rnd.nextInt(2) * 5));
             case 3 -> b.minMemory(MemorySize.ofGibibytes(8L << rnd.nextInt(4)));
-            default -> { }
+            default -> {}
         }
         if (rnd.nextInt(4) == 0) {
             b.shared(MemorySize.ofGibibytes(1 + rnd.nextInt(20)));
@@ -227,7 +227,7 @@ class PlacementOracleTest {
             case 2 -> out.set(rnd.nextInt(out.size()), node.get(rnd.nextInt(node.size())).index()); // maybe not free
             case 3 -> out.set(rnd.nextInt(out.size()), null);
             case 4 -> out.set(rnd.nextInt(out.size()), 999);
-            default -> { }
+            default -> {}
         }
         return out;
     }

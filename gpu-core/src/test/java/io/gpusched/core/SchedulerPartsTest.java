@@ -39,7 +39,8 @@ class SchedulerPartsTest {
 
             @Override
             public List<Integer> select(GpuRequest r, SchedulingView v) {
-                return fixed != null ? fixed : v.candidates().stream().limit(r.count()).map(DeviceState::index).toList();
+                return fixed != null ? fixed
+                        : v.candidates().stream().limit(r.count()).map(DeviceState::index).toList();
             }
         };
     }

@@ -119,8 +119,8 @@ class SchedulingSafetyTest {
         Allocation all = s.allocate(GpuRequest.builder().count(4).build());
         ExecutorService pool = Executors.newFixedThreadPool(2);
         try {
-            Future<Allocation> big = pool.submit(() ->
-                    s.allocate(GpuRequest.builder().count(3).owner("first").build(), Duration.ofMinutes(5)));
+            Future<Allocation> big = pool.submit(
+                    () -> s.allocate(GpuRequest.builder().count(3).owner("first").build(), Duration.ofMinutes(5)));
             awaitWaiting(s, 1);
             Future<Allocation> small = pool.submit(() -> s.allocate(GpuRequest.builder().count(2).owner("second")
                     .build(), Duration.ofMinutes(5)));

@@ -87,7 +87,8 @@ class ThermalStrategyTest {
         assertThat(coolest(47, 44, 41, 90)).isEqualTo(0);
         // a gap above the tolerance anywhere in the chain splits it
         assertThat(coolest(52, 44, 41, 90)).as("52 is 8 above 44: 41 and 44 rank first, index order").isEqualTo(1);
-        assertThat(io.gpusched.core.strategy.ThermalAwareStrategy.TEMP_BAND).as("the tolerance written for").isEqualTo(5);
+        assertThat(io.gpusched.core.strategy.ThermalAwareStrategy.TEMP_BAND).as("the tolerance written for")
+                .isEqualTo(5);
     }
 
     @Test

@@ -59,7 +59,7 @@ class TopologyExactnessTest {
                     }
                 }
             }
-            return new long[] {score, -damage, -pos};
+            return new long[]{score, -damage, -pos};
         }
         List<Integer> rest = new ArrayList<>(free);
         rest.removeAll(set);
@@ -69,7 +69,7 @@ class TopologyExactnessTest {
                 left += pair(t, rest.get(a), rest.get(b));
             }
         }
-        return new long[] {score + left, score, -pos};
+        return new long[]{score + left, score, -pos};
     }
 
     static int compare(long[] x, long[] y) {
@@ -110,7 +110,7 @@ class TopologyExactnessTest {
     }
 
     static List<Integer> run(Objective o, List<GpuDevice> devices, GpuTopology t, Set<Integer> busy, int k,
-                             List<Integer> required) {
+            List<Integer> required) {
         SchedulingView view = StrategyFakes.view(devices, t, busy);
         GpuRequest.Builder rb = GpuRequest.builder().count(k);
         if (!required.isEmpty()) {
@@ -139,7 +139,8 @@ class TopologyExactnessTest {
         return b.build();
     }
 
-    static void subsets(List<Integer> from, int k, int start, List<Integer> cur, java.util.function.Consumer<List<Integer>> f) {
+    static void subsets(List<Integer> from, int k, int start, List<Integer> cur,
+            java.util.function.Consumer<List<Integer>> f) {
         if (cur.size() == k) {
             f.accept(cur);
             return;
@@ -219,7 +220,7 @@ class TopologyExactnessTest {
         GpuTopology.Builder b = GpuTopology.builder(devices);
         int[] linkChoices = {0, 1, 2, 4, 7, 18};
         PcieLevel[] levels = {PcieLevel.SINGLE, PcieLevel.MULTIPLE, PcieLevel.HOSTBRIDGE, PcieLevel.NODE,
-                PcieLevel.SYSTEM};
+            PcieLevel.SYSTEM};
         for (int g = 0; g < gpus; g++) {
             for (int h = g; h < gpus; h++) {
                 int links = uniform ? (per == 8 ? 1 : 18) : linkChoices[rnd.nextInt(linkChoices.length)];
@@ -345,7 +346,7 @@ class TopologyExactnessTest {
     }
 
     static void enumerate(int g, int left, int[] m, int[] lo, List<List<Integer>> members,
-                          java.util.function.Consumer<int[]> f) {
+            java.util.function.Consumer<int[]> f) {
         if (g == m.length) {
             if (left == 0) {
                 f.accept(m);

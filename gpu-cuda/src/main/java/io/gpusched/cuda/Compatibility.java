@@ -14,7 +14,7 @@ import java.util.Optional;
  *                         {@link Verdict#NEEDS_FORWARD_COMPAT}
  */
 public record Compatibility(Verdict verdict, String message, Optional<DriverVersion> requiredDriver,
-                            Optional<Path> forwardCompatDir) {
+        Optional<Path> forwardCompatDir) {
 
     /** Verdicts, best first. */
     public enum Verdict {
@@ -55,7 +55,7 @@ public record Compatibility(Verdict verdict, String message, Optional<DriverVers
      * @param dataCenter   whether the GPUs are data-centre parts (forward compatibility needs them)
      */
     public static Compatibility judge(CompatibilityTable table, CudaVersion toolkit, DriverVersion driver,
-                                      Optional<CudaVersion> driverCuda, Optional<Path> compatDir, boolean dataCenter) {
+            Optional<CudaVersion> driverCuda, Optional<Path> compatDir, boolean dataCenter) {
         Optional<DriverVersion> min = table.minimumDriver(toolkit);
         Optional<CudaVersion> nativeCuda = driverCuda.or(() -> table.newestNativeToolkit(driver));
         String cuda = "CUDA " + toolkit.majorMinor();
@@ -114,7 +114,8 @@ public record Compatibility(Verdict verdict, String message, Optional<DriverVers
                 .map(f -> " (or >= " + f + " with minor version compatibility)").orElse("")
                 : !dataCenter ? " (its compat/ libraries work only on data-centre GPUs)"
                 : " (its compat/ libraries need driver >= " + forwardFloor.map(Object::toString).orElse("?")
-                + ", and gpusched claims forward compatibility for CUDA " + toolkit.major() + " only from there)";
+                        + ", and gpusched claims forward compatibility for CUDA " + toolkit.major()
+                        + " only from there)";
         return new Compatibility(Verdict.INCOMPATIBLE, cuda + " " + needs + why + "; this host has driver " + driver
                 + ". Upgrade the driver or use an older CUDA.", min, Optional.empty());
     }

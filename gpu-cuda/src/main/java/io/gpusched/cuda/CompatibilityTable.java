@@ -20,7 +20,7 @@ public final class CompatibilityTable {
     private final Map<Integer, DriverVersion> forwardFloors;
 
     private CompatibilityTable(Map<CudaVersion, DriverVersion> toolkits, Map<Integer, DriverVersion> floors,
-                               Map<Integer, DriverVersion> forwardFloors) {
+            Map<Integer, DriverVersion> forwardFloors) {
         this.toolkits = toolkits;
         this.floors = floors;
         this.forwardFloors = forwardFloors;

@@ -22,8 +22,8 @@ import java.util.TreeMap;
  * @param notes         things the host should know (no driver known, no installation, …)
  */
 public record CudaEnvironment(Map<String, String> variables, Map<String, List<String>> pathPrepends,
-                              List<Mount> mounts, Optional<CudaInstallation> installation,
-                              Optional<Compatibility> compatibility, List<String> notes) {
+        List<Mount> mounts, Optional<CudaInstallation> installation,
+        Optional<Compatibility> compatibility, List<String> notes) {
 
     /** Variables that select devices: never taken from the job's own environment. */
     public static final List<String> DEVICE_SELECTORS = List.of("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",

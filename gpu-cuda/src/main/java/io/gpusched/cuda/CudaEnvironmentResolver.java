@@ -73,7 +73,7 @@ public final class CudaEnvironmentResolver {
      */
     Optional<DriverVersion> driverFor(Allocation a) {
         return driver.or(() -> a.devices().stream().map(GpuDevice::driverVersion).flatMap(Optional::stream)
-                        .filter(v -> v.matches("[0-9.]+")).findFirst().map(DriverVersion::parse))
+                .filter(v -> v.matches("[0-9.]+")).findFirst().map(DriverVersion::parse))
                 .or(() -> NvidiaDriver.loadedVersion(procRoot).map(DriverVersion::parse));
     }
 
@@ -245,8 +245,10 @@ public final class CudaEnvironmentResolver {
             }
             throw new CudaResolutionException("no CUDA installation satisfies " + r + "; found "
                     + (installations.isEmpty() ? "none" : installations.stream()
-                    .map(i -> i.root() + " (" + CudaInstallations.describe(i) + (i.hasRuntime() ? "" : ", no runtime")
-                            + ")").collect(Collectors.joining(", ")))
+                            .map(i -> i.root() + " (" + CudaInstallations.describe(i)
+                                    + (i.hasRuntime() ? "" : ", no runtime")
+                                    + ")")
+                            .collect(Collectors.joining(", ")))
                     + (passedOver.isEmpty() ? "" : "; " + String.join("; ", passedOver))
                     + ". Install it, or add its path to gpu.cuda_paths.");
         }
@@ -265,7 +267,7 @@ public final class CudaEnvironmentResolver {
             }
             throw new CudaResolutionException("no CUDA installation satisfying " + r + " runs on this driver: "
                     + pool.stream().map(i -> i.root() + ": " + verdicts.get(i).message())
-                    .collect(Collectors.joining("; "))
+                            .collect(Collectors.joining("; "))
                     + (passedOver.isEmpty() ? "" : "; " + String.join("; ", passedOver)));
         }
         // installations listed before the chosen one are newer: say why they lost

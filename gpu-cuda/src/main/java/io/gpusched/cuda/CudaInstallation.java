@@ -22,10 +22,10 @@ import java.util.Optional;
  * @param problems          what could not be read (reported, not fatal)
  */
 public record CudaInstallation(Path root, List<Path> aliases, Optional<CudaVersion> version,
-                               Optional<VersionSource> versionSource, Optional<CudaVersion> runtimeApiVersion,
-                               Optional<Path> libraryDir, Optional<Path> runtimeLibrary, Optional<Path> nvcc,
-                               List<String> libraries, Optional<Path> compatDir, boolean pipLayout,
-                               List<String> problems) {
+        Optional<VersionSource> versionSource, Optional<CudaVersion> runtimeApiVersion,
+        Optional<Path> libraryDir, Optional<Path> runtimeLibrary, Optional<Path> nvcc,
+        List<String> libraries, Optional<Path> compatDir, boolean pipLayout,
+        List<String> problems) {
 
     /** Where a version was read, most trusted first. */
     public enum VersionSource {

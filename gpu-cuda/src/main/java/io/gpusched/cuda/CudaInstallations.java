@@ -246,7 +246,7 @@ public final class CudaInstallations {
 
     /** pip layouts: {@code dist-info/} inside the root (CUDA 13 wheels laid out as a toolkit) or beside it. */
     private static Optional<CudaVersion> pipVersion(Path root, List<String> problems) {
-        for (Path dir : new Path[] {root.resolve("dist-info"), root, root.getParent()}) {
+        for (Path dir : new Path[]{root.resolve("dist-info"), root, root.getParent()}) {
             if (dir == null || !Files.isDirectory(dir)) {
                 continue;
             }
@@ -271,7 +271,7 @@ public final class CudaInstallations {
 
     /** Reads a version file (bounded, lenient UTF-8); a problem, never an exception, when it is bad. */
     private static Optional<CudaVersion> read(Path file, Function<String, Optional<CudaVersion>> parser,
-                                              List<String> problems) {
+            List<String> problems) {
         if (!Files.isRegularFile(file)) {
             return Optional.empty();
         }

@@ -15,7 +15,7 @@ import java.util.regex.Pattern;
  * @param installation a preferred installation root (or alias)
  */
 public record CudaRequirement(Optional<CudaVersion> minimum, Optional<CudaVersion> exact, boolean majorOnly,
-                              Optional<Path> installation) {
+        Optional<Path> installation) {
 
     /** No requirement: the newest compatible installation, or none. */
     public static final CudaRequirement NONE =

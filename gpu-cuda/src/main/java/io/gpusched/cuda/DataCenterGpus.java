@@ -58,7 +58,7 @@ public final class DataCenterGpus {
         try (InputStream in = DataCenterGpus.class.getResourceAsStream(resource);
              BufferedReader r = new BufferedReader(new InputStreamReader(
                      Objects.requireNonNull(in, resource), StandardCharsets.UTF_8))) {
-            for (String line; (line = r.readLine()) != null; ) {
+            for (String line; (line = r.readLine()) != null;) {
                 String t = line.strip();
                 if (!t.isEmpty() && !t.startsWith("#")) {
                     out.add(words(t));

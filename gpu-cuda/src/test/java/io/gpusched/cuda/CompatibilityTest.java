@@ -20,18 +20,18 @@ class CompatibilityTest {
 
     @ParameterizedTest
     @CsvSource({
-            "13.0, 535.261.03, INCOMPATIBLE",
-            "13.0, 580.65.06, COMPATIBLE",
-            "13.0, 590.44.01, COMPATIBLE",
-            "12.4, 525.60.13, COMPATIBLE_MINOR_VERSION",
-            "12.4, 550.54.14, COMPATIBLE",
-            "12.4, 520.61.05, INCOMPATIBLE",
-            "11.8, 450.80.02, COMPATIBLE_MINOR_VERSION",
-            "11.8, 450.51.05, INCOMPATIBLE",
-            "10.2, 440.33, COMPATIBLE",
-            "10.2, 418.39, INCOMPATIBLE",
-            "13.1, 580.82.07, COMPATIBLE_MINOR_VERSION",
-            "12.0, 580.65.06, COMPATIBLE"})
+        "13.0, 535.261.03, INCOMPATIBLE",
+        "13.0, 580.65.06, COMPATIBLE",
+        "13.0, 590.44.01, COMPATIBLE",
+        "12.4, 525.60.13, COMPATIBLE_MINOR_VERSION",
+        "12.4, 550.54.14, COMPATIBLE",
+        "12.4, 520.61.05, INCOMPATIBLE",
+        "11.8, 450.80.02, COMPATIBLE_MINOR_VERSION",
+        "11.8, 450.51.05, INCOMPATIBLE",
+        "10.2, 440.33, COMPATIBLE",
+        "10.2, 418.39, INCOMPATIBLE",
+        "13.1, 580.82.07, COMPATIBLE_MINOR_VERSION",
+        "12.0, 580.65.06, COMPATIBLE"})
     void verdictsFollowTheTableAndTheMinorVersionRule(String toolkit, String driver, Verdict expected) {
         assertThat(judge(toolkit, driver).verdict()).isEqualTo(expected);
     }
@@ -71,10 +71,10 @@ class CompatibilityTest {
     /** NVIDIA's "CUDA Toolkit and Corresponding Driver Versions", Linux x86_64, GA rows, typed from the notes. */
     @ParameterizedTest
     @CsvSource({"9.0, 384.81", "9.1, 390.46", "9.2, 396.26", "10.0, 410.48", "10.1, 418.39", "10.2, 440.33",
-            "11.0, 450.51.05", "11.1, 455.23", "11.2, 460.27.03", "11.3, 465.19.01", "11.4, 470.42.01",
-            "11.5, 495.29.05", "11.6, 510.39.01", "11.7, 515.43.04", "11.8, 520.61.05", "12.0, 525.60.13",
-            "12.1, 530.30.02", "12.2, 535.54.03", "12.3, 545.23.06", "12.4, 550.54.14", "12.5, 555.42.02",
-            "12.6, 560.28.03", "12.8, 570.26", "12.9, 575.51.03", "13.0, 580.65.06"})
+        "11.0, 450.51.05", "11.1, 455.23", "11.2, 460.27.03", "11.3, 465.19.01", "11.4, 470.42.01",
+        "11.5, 495.29.05", "11.6, 510.39.01", "11.7, 515.43.04", "11.8, 520.61.05", "12.0, 525.60.13",
+        "12.1, 530.30.02", "12.2, 535.54.03", "12.3, 545.23.06", "12.4, 550.54.14", "12.5, 555.42.02",
+        "12.6, 560.28.03", "12.8, 570.26", "12.9, 575.51.03", "13.0, 580.65.06"})
     void theTableHoldsNvidiasMinimumDriversFromCuda9(String toolkit, String driver) {
         assertThat(TABLE.minimumDriver(CudaVersion.parse(toolkit))).contains(DriverVersion.parse(driver));
         assertThat(judge(toolkit, driver).verdict()).isEqualTo(Verdict.COMPATIBLE);
@@ -121,14 +121,14 @@ class CompatibilityTest {
 
     @ParameterizedTest
     @CsvSource({"NVIDIA A2, true", "NVIDIA A10, true", "NVIDIA A10G, true", "NVIDIA A16, true", "NVIDIA A30, true",
-            "NVIDIA A40, true", "NVIDIA A100-SXM4-80GB, true", "NVIDIA A100 80GB PCIe, true",
-            "NVIDIA A100-SXM4-40GB MIG 3g.20gb, true", "NVIDIA H100 80GB HBM3, true", "NVIDIA H100 NVL, true",
-            "NVIDIA H200, true", "NVIDIA H20, true", "NVIDIA H800, true", "NVIDIA L4, true", "NVIDIA L40, true",
-            "NVIDIA L40S, true", "NVIDIA B200, true", "NVIDIA GB200, true", "NVIDIA GH200 480GB, true",
-            "Tesla V100-SXM2-16GB, true", "Tesla T4, true", "Tesla K80, true",
-            "NVIDIA GeForce RTX 4090, false", "NVIDIA GeForce GTX 1080 Ti, false", "NVIDIA RTX A6000, false",
-            "Quadro RTX 8000, false", "NVIDIA TITAN RTX, false", "NVIDIA RTX 6000 Ada Generation, false",
-            "NVIDIA RTX A1000 Laptop GPU, false", "NVIDIA GeForce RTX 3080 Ti Laptop GPU, false"})
+        "NVIDIA A40, true", "NVIDIA A100-SXM4-80GB, true", "NVIDIA A100 80GB PCIe, true",
+        "NVIDIA A100-SXM4-40GB MIG 3g.20gb, true", "NVIDIA H100 80GB HBM3, true", "NVIDIA H100 NVL, true",
+        "NVIDIA H200, true", "NVIDIA H20, true", "NVIDIA H800, true", "NVIDIA L4, true", "NVIDIA L40, true",
+        "NVIDIA L40S, true", "NVIDIA B200, true", "NVIDIA GB200, true", "NVIDIA GH200 480GB, true",
+        "Tesla V100-SXM2-16GB, true", "Tesla T4, true", "Tesla K80, true",
+        "NVIDIA GeForce RTX 4090, false", "NVIDIA GeForce GTX 1080 Ti, false", "NVIDIA RTX A6000, false",
+        "Quadro RTX 8000, false", "NVIDIA TITAN RTX, false", "NVIDIA RTX 6000 Ada Generation, false",
+        "NVIDIA RTX A1000 Laptop GPU, false", "NVIDIA GeForce RTX 3080 Ti Laptop GPU, false"})
     void dataCentreGpusAreData(String name, boolean dataCentre) {
         assertThat(DataCenterGpus.isDataCenter(name)).as(name).isEqualTo(dataCentre);
     }

@@ -68,7 +68,7 @@ class CudaEnvironmentResolverTest {
         assertThat(env.mounts()).extracting(CudaEnvironment.Mount::source).contains(chosen.root(),
                 libs.resolve("libcuda.so.580.65.06"), libs.resolve("libcuda.so.1"),
                 libs.resolve("libnvidia-ml.so.580.65.06")).doesNotContain(libs.resolve("libnvidia-ml.so.535.0.0"),
-                libs.resolve("libnvidia-ml.so.1"));
+                        libs.resolve("libnvidia-ml.so.1"));
         assertThat(env.mounts()).allSatisfy(m -> assertThat(m.readOnly()).isTrue());
         Map<String, String> job = env.applyTo(Map.of("CUDA_VISIBLE_DEVICES", "0,1,2,3", "NVIDIA_VISIBLE_DEVICES",
                 "all", "PATH", "/usr/bin", "HOME", "/home/u"));
@@ -130,7 +130,8 @@ class CudaEnvironmentResolverTest {
         assertThat(at.installation().orElseThrow().version().orElseThrow().majorMinor())
                 .isEqualTo(new CudaVersion(12, 4, 0));
         assertThatThrownBy(() -> resolver("580.65.06").resolve(a, CudaRequirement.parse(">=14.0")))
-                .isInstanceOf(CudaResolutionException.class).hasMessageContaining("no CUDA installation satisfies CUDA >=14.0")
+                .isInstanceOf(CudaResolutionException.class)
+                .hasMessageContaining("no CUDA installation satisfies CUDA >=14.0")
                 .hasMessageContaining("cuda-12.4");
     }
 
@@ -138,7 +139,8 @@ class CudaEnvironmentResolverTest {
     void anOldDriverGetsMinorVersionCompatibilityOrARefusalThatSaysWhy() {
         Allocation a = allocate("dgx1-v100", "--gpu=1");
         CudaEnvironment env = resolver("525.60.13").resolve(a, CudaRequirement.parse(">=12.1"));
-        assertThat(env.compatibility().orElseThrow().verdict()).isEqualTo(Compatibility.Verdict.COMPATIBLE_MINOR_VERSION);
+        assertThat(env.compatibility().orElseThrow().verdict())
+                .isEqualTo(Compatibility.Verdict.COMPATIBLE_MINOR_VERSION);
         assertThat(env.notes()).anySatisfy(n -> assertThat(n).contains("minor version compatibility"));
         assertThatThrownBy(() -> resolver("418.39").resolve(a, CudaRequirement.parse("12")))
                 .isInstanceOf(CudaResolutionException.class).hasMessageContaining("runs on this driver")
@@ -170,10 +172,10 @@ class CudaEnvironmentResolverTest {
     @Test
     void migDevicesAreNamedByTheirMigUuid() {
         SimulatedGpuInventory inv = SimulatedGpuInventory.builder("mig").device(GpuDevice.builder().index(1)
-                        .uuid("MIG-4a1b2c3d-0000-4000-8000-000000000001").vendor(GpuVendor.NVIDIA)
-                        .name("NVIDIA A100-SXM4-80GB MIG 3g.40gb").memory(MemorySize.ofGibibytes(40))
-                        .pciBusId("00000000:07:00.0").parentUuid("GPU-4a1b2c3d-0000-4000-8000-000000000000")
-                        .driverVersion("580.65.06").build()).build();
+                .uuid("MIG-4a1b2c3d-0000-4000-8000-000000000001").vendor(GpuVendor.NVIDIA)
+                .name("NVIDIA A100-SXM4-80GB MIG 3g.40gb").memory(MemorySize.ofGibibytes(40))
+                .pciBusId("00000000:07:00.0").parentUuid("GPU-4a1b2c3d-0000-4000-8000-000000000000")
+                .driverVersion("580.65.06").build()).build();
         Allocation a = GpuScheduler.builder().inventory(inv).auditLogging(false).build()
                 .allocate(GpuRequest.builder().build());
         CudaEnvironment env = CudaEnvironmentResolver.builder().installations(installations)

@@ -29,7 +29,7 @@ import org.apache.flink.configuration.Configuration;
  * @param memoryPerGpu minimum memory per GPU
  */
 public record FlinkGpuSettings(Optional<Path> stateDir, InventorySpec inventory, String strategy,
-                               Optional<MemorySize> memoryPerGpu) {
+        Optional<MemorySize> memoryPerGpu) {
 
     private static ConfigOption<String> key(String k) {
         return ConfigOptions.key(k).stringType().noDefaultValue();

@@ -41,12 +41,12 @@ public final class BpfDeviceProgram {
      */
     public static BpfDeviceProgram of(List<DeviceRule> rules, boolean defaultAllow) {
         List<Insn> p = new ArrayList<>();
-        p.add(new Insn(LDX_W_MEM, 2, 1, 0, 0));        // r2 = ctx->access_type
-        p.add(new Insn(MOV64_X, 3, 2, 0, 0));          // r3 = r2
-        p.add(new Insn(AND64_K, 3, 0, 0, 0xFFFF));     // r3 &= 0xFFFF      (type)
-        p.add(new Insn(RSH64_K, 2, 0, 0, 16));         // r2 >>= 16         (access)
-        p.add(new Insn(LDX_W_MEM, 4, 1, 4, 0));        // r4 = ctx->major
-        p.add(new Insn(LDX_W_MEM, 5, 1, 8, 0));        // r5 = ctx->minor
+        p.add(new Insn(LDX_W_MEM, 2, 1, 0, 0)); // r2 = ctx->access_type
+        p.add(new Insn(MOV64_X, 3, 2, 0, 0)); // r3 = r2
+        p.add(new Insn(AND64_K, 3, 0, 0, 0xFFFF)); // r3 &= 0xFFFF      (type)
+        p.add(new Insn(RSH64_K, 2, 0, 0, 16)); // r2 >>= 16         (access)
+        p.add(new Insn(LDX_W_MEM, 4, 1, 4, 0)); // r4 = ctx->major
+        p.add(new Insn(LDX_W_MEM, 5, 1, 8, 0)); // r5 = ctx->minor
         for (DeviceRule r : rules) {
             List<Insn> block = new ArrayList<>();
             List<Integer> jumps = new ArrayList<>();
@@ -55,10 +55,10 @@ public final class BpfDeviceProgram {
                 block.add(new Insn(JNE_K, 3, 0, 0, r.type() == 'c' ? 2 : 1));
             }
             if (r.accessBits() != 7) {
-                block.add(new Insn(MOV64_X, 6, 2, 0, 0));                 // r6 = access
+                block.add(new Insn(MOV64_X, 6, 2, 0, 0)); // r6 = access
                 block.add(new Insn(AND64_K, 6, 0, 0, ~r.accessBits() & 7)); // r6 &= ~allowed
                 jumps.add(block.size());
-                block.add(new Insn(JNE_K, 6, 0, 0, 0));                   // asked for more than the rule covers
+                block.add(new Insn(JNE_K, 6, 0, 0, 0)); // asked for more than the rule covers
             }
             if (r.major() != DeviceRule.ANY) {
                 jumps.add(block.size());

@@ -293,8 +293,9 @@ public final class CgroupDeviceIsolator implements DeviceIsolator {
         }
         throw new IsolationException("cgroup path " + cgroup + " is not inside "
                 + (candidates.isEmpty() ? "a usable hierarchy" : candidates.stream()
-                .map(c -> (c.v2() ? "cgroup2 at " : "the v1 devices hierarchy at ") + c.path())
-                .reduce((a, b) -> a + " or " + b).orElse("")) + " (mechanism " + mechanism + ")");
+                        .map(c -> (c.v2() ? "cgroup2 at " : "the v1 devices hierarchy at ") + c.path())
+                        .reduce((a, b) -> a + " or " + b).orElse(""))
+                + " (mechanism " + mechanism + ")");
     }
 
     /** Probes once whether the kernel takes {@code BPF_F_REPLACE}; caches the answer. */

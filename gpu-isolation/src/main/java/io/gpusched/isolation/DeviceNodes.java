@@ -1,8 +1,8 @@
 package io.gpusched.isolation;
 
+import io.gpusched.core.Allocation;
 import io.gpusched.core.devices.DeviceNode;
 import io.gpusched.core.devices.GpuDeviceNodes;
-import io.gpusched.core.Allocation;
 import io.gpusched.isolation.internal.Libc;
 import io.gpusched.isolation.internal.Sys;
 import java.io.IOException;
@@ -230,7 +230,7 @@ public final class DeviceNodes {
 
     /** @param throughFdLink p is a /proc/self/fd link to follow (to the inode the fd holds) */
     static boolean sameCharDevice(Path p, DeviceNode n, boolean throughFdLink) throws IOException {
-        LinkOption[] o = throughFdLink ? new LinkOption[0] : new LinkOption[] {LinkOption.NOFOLLOW_LINKS};
+        LinkOption[] o = throughFdLink ? new LinkOption[0] : new LinkOption[]{LinkOption.NOFOLLOW_LINKS};
         int m = (Integer) Files.getAttribute(p, "unix:mode", o);
         long rdev = (Long) Files.getAttribute(p, "unix:rdev", o);
         return (m & 0xF000) == Libc.S_IFCHR && rdev == Libc.makedev(n.major(), n.minor());

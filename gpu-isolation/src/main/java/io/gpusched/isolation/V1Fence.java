@@ -1,7 +1,7 @@
 package io.gpusched.isolation;
 
-import io.gpusched.core.devices.DeviceNode;
 import io.gpusched.core.Allocation;
+import io.gpusched.core.devices.DeviceNode;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -325,7 +325,7 @@ final class V1Fence extends AbstractFence {
             Map<Key, Integer> out = new LinkedHashMap<>();
             for (Key k : keys) {
                 int denied = 0;
-                for (int bit : new int[] {R, W, M}) {
+                for (int bit : new int[]{R, W, M}) {
                     try {
                         Files.writeString(child.resolve("devices.allow"), k.line(bit));
                     } catch (IOException e) {
@@ -443,10 +443,11 @@ final class V1Fence extends AbstractFence {
         try {
             State ps = parse(Files.readAllLines(d.file("..").resolve("devices.list")), parent);
             rule = ps.defaultAllow() ? "denies it (a deny exception; its devices.list does not show it: it is"
-                    + " default-allow)" : "has no rule allowing '" + line + "' (its devices.list: "
-                    + String.join(", ", ps.exceptions().entrySet().stream().limit(12)
-                    .map(e -> e.getKey().line(e.getValue())).toList())
-                    + (ps.exceptions().size() > 12 ? ", ..." : "") + ")";
+                    + " default-allow)"
+                    : "has no rule allowing '" + line + "' (its devices.list: "
+                            + String.join(", ", ps.exceptions().entrySet().stream().limit(12)
+                                    .map(e -> e.getKey().line(e.getValue())).toList())
+                            + (ps.exceptions().size() > 12 ? ", ..." : "") + ")";
         } catch (IOException | RuntimeException e) {
             rule = "refuses it (its devices.list could not be read: " + e.getMessage() + ")";
         }
@@ -461,7 +462,7 @@ final class V1Fence extends AbstractFence {
             if (now.defaultAllow() || !now.exceptions().equals(expected)) {
                 throw new IsolationException("read-back of " + cgroup.resolve("devices.list") + " shows "
                         + (now.defaultAllow() ? "a *:* rwm" : now.exceptions().size() + " rules differing from the "
-                        + expected.size() + " expected: " + describeDiff(expected, now.exceptions())));
+                                + expected.size() + " expected: " + describeDiff(expected, now.exceptions())));
             }
             return;
         }

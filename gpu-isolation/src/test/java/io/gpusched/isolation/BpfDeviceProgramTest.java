@@ -13,25 +13,25 @@ class BpfDeviceProgramTest {
         BpfDeviceProgram p = BpfDeviceProgram.of(List.of(DeviceRule.allowChar(195, 1, "rw"),
                 DeviceRule.denyChar(195, DeviceRule.ANY, "rwm")), true);
         assertThat(p.listing()).containsExactly(
-                "61 2 1 0 0",      // r2 = *(u32 *)(r1 + 0)   access_type, read whole
-                "bf 3 2 0 0",      // r3 = r2
-                "57 3 0 0 65535",  // r3 &= 0xFFFF            type
-                "77 2 0 0 16",     // r2 >>= 16               access
-                "61 4 1 4 0",      // r4 = major
-                "61 5 1 8 0",      // r5 = minor
-                "55 3 0 7 2",      // if type != char skip the 7 left in this block
-                "bf 6 2 0 0",      // r6 = access
-                "57 6 0 0 1",      // r6 &= ~rw (only mknod left)
-                "55 6 0 4 0",      // asked for mknod: skip
-                "55 4 0 3 195",    // major
-                "55 5 0 2 1",      // minor
-                "b7 0 0 0 1",      // allow
+                "61 2 1 0 0", // r2 = *(u32 *)(r1 + 0)   access_type, read whole
+                "bf 3 2 0 0", // r3 = r2
+                "57 3 0 0 65535", // r3 &= 0xFFFF            type
+                "77 2 0 0 16", // r2 >>= 16               access
+                "61 4 1 4 0", // r4 = major
+                "61 5 1 8 0", // r5 = minor
+                "55 3 0 7 2", // if type != char skip the 7 left in this block
+                "bf 6 2 0 0", // r6 = access
+                "57 6 0 0 1", // r6 &= ~rw (only mknod left)
+                "55 6 0 4 0", // asked for mknod: skip
+                "55 4 0 3 195", // major
+                "55 5 0 2 1", // minor
+                "b7 0 0 0 1", // allow
                 "95 0 0 0 0",
-                "55 3 0 3 2",      // deny block: char
-                "55 4 0 2 195",    // major 195, any minor, any access
-                "b7 0 0 0 0",      // deny
+                "55 3 0 3 2", // deny block: char
+                "55 4 0 2 195", // major 195, any minor, any access
+                "b7 0 0 0 0", // deny
                 "95 0 0 0 0",
-                "b7 0 0 0 1",      // default: leave to the host
+                "b7 0 0 0 1", // default: leave to the host
                 "95 0 0 0 0");
         assertThat(p.bytes()).hasSize(20 * 8);
         assertThat(p.bytes()[0]).isEqualTo((byte) 0x61);
@@ -68,9 +68,9 @@ class BpfDeviceProgramTest {
                 new DeviceRule(false, 'b', 8, DeviceRule.ANY, "w"), DeviceRule.allowChar(10, 200, "rwm"),
                 DeviceRule.denyChar(DeviceRule.ANY, DeviceRule.ANY, "m"));
         BpfDeviceProgram p = BpfDeviceProgram.of(rules, true);
-        for (char type : new char[] {'c', 'b'}) {
-            for (int major : new int[] {8, 10, 11}) {
-                for (int minor : new int[] {7, 200, 3}) {
+        for (char type : new char[]{'c', 'b'}) {
+            for (int major : new int[]{8, 10, 11}) {
+                for (int minor : new int[]{7, 200, 3}) {
                     for (String access : List.of("r", "w", "m", "rw", "rwm")) {
                         boolean expected = true;
                         for (DeviceRule r : rules) {

@@ -136,7 +136,8 @@ final class CgroupBed implements AutoCloseable {
 
     /** Makes a cgroup under {@code parent}; removed (children first) on close. */
     Path cgroup(Path parent) throws IOException {
-        Path cg = Files.createDirectory(parent.resolve("gpusched-test-" + UUID.randomUUID().toString().substring(0, 8)));
+        Path cg =
+                Files.createDirectory(parent.resolve("gpusched-test-" + UUID.randomUUID().toString().substring(0, 8)));
         cgroups.add(cg);
         return cg;
     }

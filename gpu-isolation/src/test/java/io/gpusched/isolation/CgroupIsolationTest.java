@@ -1,12 +1,12 @@
 package io.gpusched.isolation;
 
-import io.gpusched.core.devices.DeviceNode;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuScheduler;
+import io.gpusched.core.devices.DeviceNode;
 import io.gpusched.core.sim.SimulatedGpuInventory;
 import io.gpusched.isolation.internal.Bpf;
 import io.gpusched.isolation.internal.Libc;

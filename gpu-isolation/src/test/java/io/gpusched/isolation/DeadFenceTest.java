@@ -74,7 +74,7 @@ class DeadFenceTest {
         Bpf bpf = new Bpf(libc);
         int cgFd = libc.open(cg.toString(), Libc.O_DIR_CLOEXEC);
         try {
-            for (int gpu : new int[] {2, 3}) {
+            for (int gpu : new int[]{2, 3}) {
                 List<DeviceRule> rules = List.of(DeviceRule.allowChar(195, gpu, "rw"),
                         DeviceRule.allowChar(195, 255, "rw"), DeviceRule.denyChar(195, DeviceRule.ANY, "rwm"));
                 int fd = bpf.loadDeviceProgram(BpfDeviceProgram.of(rules, true).bytes(),

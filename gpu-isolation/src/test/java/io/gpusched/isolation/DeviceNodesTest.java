@@ -1,9 +1,9 @@
 package io.gpusched.isolation;
 
-import io.gpusched.core.devices.GpuDeviceNodes;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.gpusched.core.devices.GpuDeviceNodes;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.Path;

@@ -1,17 +1,17 @@
 package io.gpusched.isolation;
 
-import io.gpusched.core.devices.DevicePlan;
-import io.gpusched.core.devices.GpuDeviceNodes;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuDevice;
+import io.gpusched.core.GpuInventories;
 import io.gpusched.core.GpuRequest;
 import io.gpusched.core.GpuScheduler;
 import io.gpusched.core.GpuVendor;
 import io.gpusched.core.MemorySize;
-import io.gpusched.core.GpuInventories;
+import io.gpusched.core.devices.DevicePlan;
+import io.gpusched.core.devices.GpuDeviceNodes;
 import io.gpusched.core.sim.SimulatedGpuInventory;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -68,7 +68,8 @@ class GpuDeviceNodesTest {
         Allocation a = Fixtures.gpus(s, 0);
         DevicePlan p = new GpuDeviceNodes(dir.resolve("dev"), proc, false).plan(a, host.devices());
         assertThat(p.allowed()).extracting(n -> n.path().toString().replace(dir.resolve("dev") + "/", "") + "="
-                + n.major() + ":" + n.minor()).containsExactly("dri/renderD130=226:130", "dri/card2=226:2", "kfd=511:0");
+                + n.major() + ":" + n.minor())
+                .containsExactly("dri/renderD130=226:130", "dri/card2=226:2", "kfd=511:0");
         assertThat(p.denied()).hasSize(14).allSatisfy(n -> assertThat(n.major()).isEqualTo(226));
         assertThat(p.denied()).extracting(n -> n.path().getFileName().toString()).contains("renderD128", "card0")
                 .doesNotContain("renderD130", "card2");
@@ -87,8 +88,9 @@ class GpuDeviceNodesTest {
         b.device(GpuDevice.builder().index(1).uuid("0xa1").vendor(GpuVendor.AMD).name("MI210")
                 .memory(MemorySize.ofGibibytes(64)).pciBusId("0000:26:00.0").minor(131).build());
         SimulatedGpuInventory host = b.build();
-        DevicePlan p = new GpuDeviceNodes(dir.resolve("dev"), proc, false).plan(Fixtures.gpus(Fixtures.scheduler(host), 0),
-                host.devices());
+        DevicePlan p =
+                new GpuDeviceNodes(dir.resolve("dev"), proc, false).plan(Fixtures.gpus(Fixtures.scheduler(host), 0),
+                        host.devices());
         assertThat(p.allowed()).extracting(n -> n.path().getFileName() + "=" + n.minor())
                 .containsExactly("renderD130=130", "card5=5", "kfd=0");
         assertThat(p.denied()).extracting(n -> n.path().getFileName() + "=" + n.minor())

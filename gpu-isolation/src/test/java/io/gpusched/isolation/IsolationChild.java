@@ -120,7 +120,8 @@ public final class IsolationChild {
                     INT.setVolatile(b, BREACHES, breaches);
                     if (breaches <= 5) {
                         firstBreaches.append("BREACH ").append(nodes.get(n)).append(" seq ").append(s1).append("..")
-                                .append(s2).append(" permitted ").append(Integer.toBinaryString(permitted)).append('\n');
+                                .append(s2).append(" permitted ").append(Integer.toBinaryString(permitted))
+                                .append('\n');
                     }
                 }
             }

@@ -208,7 +208,8 @@ class RacerTest {
         long breaches = field(racer, "breaches");
         long racing = field(racer, "during-a-change");
         System.out.println("RACER-FIGURES " + s + ": updates=" + updates + " revoke+fence cycles=" + cycles
-                + " opens tried=" + tried + " (during a change: " + racing + ") breaches=" + breaches + " | " + racer.replace('\n', ' '));
+                + " opens tried=" + tried + " (during a change: " + racing + ") breaches=" + breaches + " | "
+                + racer.replace('\n', ' '));
         assertThat(breaches).as(racer).isZero();
         assertThat(racing).as("some opens raced a change: %s", racer).isPositive();
         long[] passed = perNode(racer, "passed");
@@ -242,7 +243,7 @@ class RacerTest {
         board.publish(ALL);
         bed.track(iso.fence(cg, gpu1));
         board.publish(mask(gpu1));
-        for (int i = 0; ; i++) {
+        for (int i = 0;; i++) {
             try {
                 CgroupBed.write(cg, "devices.allow", "a");
                 break;

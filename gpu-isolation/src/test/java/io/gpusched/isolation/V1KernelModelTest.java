@@ -100,7 +100,11 @@ class V1KernelModelTest {
                             + (mc.admits('c', devs[d][0], devs[d][1], V1Fence.W) ? "w" : "");
                     model.put(bed.nodes.get(d), acc.isEmpty() ? CgroupBed.NONE : acc);
                 }
-                assertThat(seen).as(what + ": opens from the child; model child " + (mc.allow ? "allow " : "deny ") + mc.ex.stream().map(V1KernelModel.Ex::line).toList() + " parent " + (mp.allow ? "allow " : "deny ") + mp.ex.stream().map(V1KernelModel.Ex::line).toList()).isEqualTo(model);
+                assertThat(seen)
+                        .as(what + ": opens from the child; model child " + (mc.allow ? "allow " : "deny ")
+                                + mc.ex.stream().map(V1KernelModel.Ex::line).toList() + " parent "
+                                + (mp.allow ? "allow " : "deny ") + mp.ex.stream().map(V1KernelModel.Ex::line).toList())
+                        .isEqualTo(model);
             }
         }
         assertThat(refused).as("the sequence exercised refusals too").isPositive();
@@ -120,7 +124,7 @@ class V1KernelModelTest {
     /** @return every (major, minor, bit) the cgroup admits over a small universe */
     static Set<String> admitted(V1KernelModel.Cg cg) {
         Set<String> out = new TreeSet<>();
-        for (int major : new int[] {195, 226, 1}) {
+        for (int major : new int[]{195, 226, 1}) {
             for (int minor = 0; minor < 5; minor++) {
                 for (int bit : BITS) {
                     if (cg.admits('c', major, minor, bit)) {

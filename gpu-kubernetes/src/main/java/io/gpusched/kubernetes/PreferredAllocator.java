@@ -46,7 +46,7 @@ public final class PreferredAllocator {
      * @param objective  what to maximize
      */
     public PreferredAllocator(AdvertisedResource resource, List<GpuDevice> node, GpuTopology topology,
-                              TopologyAwareStrategy.Objective objective) {
+            TopologyAwareStrategy.Objective objective) {
         for (AdvertisedResource.Entry e : resource.devices()) {
             byId.put(e.id(), e);
         }
@@ -158,7 +158,7 @@ public final class PreferredAllocator {
     }
 
     private static List<String> spread(List<AdvertisedResource.Entry> avail, List<AdvertisedResource.Entry> must,
-                                       int size) {
+            int size) {
         List<String> out = new ArrayList<>(size);
         Set<String> taken = new HashSet<>();
         for (AdvertisedResource.Entry e : must) {
@@ -188,7 +188,8 @@ public final class PreferredAllocator {
 
     /** A strategy's view: every node device (held unless offered), the offered ones as candidates. */
     private record View(List<DeviceState> devices, List<DeviceState> candidates, GpuTopology topology)
-            implements SchedulingView {
+            implements
+                SchedulingView {
         @Override
         public DeviceState device(int index) {
             for (DeviceState d : devices) {

@@ -32,7 +32,7 @@ public final class ResourcePlan {
      * @return the resources, each with at least one id, in order of first device
      */
     public static List<AdvertisedResource> plan(List<GpuDevice> devices, DevicePluginConfig config,
-                                                 List<String> notes) {
+            List<String> notes) {
         Map<String, List<AdvertisedResource.Entry>> byName = new LinkedHashMap<>();
         for (GpuDevice d : devices) {
             Optional<String> resource = resourceOf(d, config, notes);

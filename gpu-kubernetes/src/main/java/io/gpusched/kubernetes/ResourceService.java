@@ -49,7 +49,7 @@ final class ResourceService extends DevicePluginGrpc.DevicePluginImplBase {
     private volatile ListAndWatchResponse current;
 
     ResourceService(AdvertisedResource resource, PreferredAllocator allocator, AllocateResponder responder,
-                    ListAndWatchResponse initial) {
+            ListAndWatchResponse initial) {
         this.resource = resource;
         this.allocator = allocator;
         this.responder = responder;
@@ -107,7 +107,7 @@ final class ResourceService extends DevicePluginGrpc.DevicePluginImplBase {
 
     @Override
     public void getPreferredAllocation(PreferredAllocationRequest request,
-                                       StreamObserver<PreferredAllocationResponse> out) {
+            StreamObserver<PreferredAllocationResponse> out) {
         PreferredAllocationResponse.Builder b = PreferredAllocationResponse.newBuilder();
         try {
             for (int i = 0; i < request.getContainerRequestsCount(); i++) {

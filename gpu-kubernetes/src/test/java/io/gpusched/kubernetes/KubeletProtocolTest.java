@@ -250,7 +250,8 @@ class KubeletProtocolTest {
         for (int i = 2; i < 9; i++) {
             b.device(GpuDevice.builder().index(i).uuid("MIG-" + i + "0000000-0000-0000-0000-000000000000")
                     .vendor(GpuVendor.NVIDIA).name(i < 6 ? "NVIDIA A100-SXM4-80GB MIG 1g.10gb"
-                            : "NVIDIA A100-SXM4-80GB MIG 2g.20gb").memory(MemorySize.parse(i < 6 ? "10GB" : "20GB"))
+                            : "NVIDIA A100-SXM4-80GB MIG 2g.20gb")
+                    .memory(MemorySize.parse(i < 6 ? "10GB" : "20GB"))
                     .pciBusId("00000000:02:00.0").numaNode(1).minor(2).parentUuid(parent).build());
         }
         b.links(0, 1, 12);
@@ -268,10 +269,12 @@ class KubeletProtocolTest {
             // an id of one resource is unknown to the other
             assertThatThrownBy(() -> kubelet.client("nvidia.com/gpu").allocate(AllocateRequest.newBuilder()
                     .addContainerRequests(ContainerAllocateRequest.newBuilder().addDevicesIds(inv.devices().get(3)
-                            .uuid())).build())).satisfies(e -> assertThat(status(e)).isEqualTo(Status.Code.INVALID_ARGUMENT));
+                            .uuid()))
+                    .build())).satisfies(e -> assertThat(status(e)).isEqualTo(Status.Code.INVALID_ARGUMENT));
             ContainerAllocateResponse mig = kubelet.client("nvidia.com/mig-1g.10gb").allocate(AllocateRequest
                     .newBuilder().addContainerRequests(ContainerAllocateRequest.newBuilder()
-                            .addDevicesIds(inv.devices().get(3).uuid())).build()).getContainerResponses(0);
+                            .addDevicesIds(inv.devices().get(3).uuid()))
+                    .build()).getContainerResponses(0);
             assertThat(mig.getEnvsMap()).containsEntry("NVIDIA_VISIBLE_DEVICES", inv.devices().get(3).uuid());
         }
     }
@@ -295,7 +298,8 @@ class KubeletProtocolTest {
                     preferred(List.of("x".repeat(10_000)), List.of(), 1));
             for (PreferredAllocationRequest r : bad) {
                 String what = r.toString();
-                assertThatThrownBy(() -> c.getPreferredAllocation(r)).as(what.substring(0, Math.min(300, what.length())))
+                assertThatThrownBy(() -> c.getPreferredAllocation(r))
+                        .as(what.substring(0, Math.min(300, what.length())))
                         .satisfies(e -> assertThat(status(e)).isEqualTo(Status.Code.INVALID_ARGUMENT));
             }
             assertThatThrownBy(() -> c.allocate(AllocateRequest.newBuilder().addContainerRequests(
@@ -338,7 +342,8 @@ class KubeletProtocolTest {
             String u0 = inv.devices().get(0).uuid();
             ContainerAllocateResponse c = kubelet.client("nvidia.com/gpu").allocate(AllocateRequest.newBuilder()
                     .addContainerRequests(ContainerAllocateRequest.newBuilder().addDevicesIds(u0 + "::0")
-                            .addDevicesIds(u0 + "::2")).build()).getContainerResponses(0);
+                            .addDevicesIds(u0 + "::2"))
+                    .build()).getContainerResponses(0);
             assertThat(c.getEnvsMap()).containsEntry("NVIDIA_VISIBLE_DEVICES", u0);
         }
         assertThat(DevicePluginConfig.builder().replicas(2).build().sharingWarning()).get().asString()

@@ -12,13 +12,13 @@ import java.util.regex.Pattern;
 import javax.xml.XMLConstants;
 import javax.xml.parsers.DocumentBuilder;
 import javax.xml.parsers.DocumentBuilderFactory;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 import org.w3c.dom.Document;
 import org.w3c.dom.Element;
 import org.w3c.dom.Node;
 import org.w3c.dom.NodeList;
 import org.xml.sax.InputSource;
-import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
 
 /**
  * A tolerant parser for {@code nvidia-smi -q -x} (DTD v8 to v13): values of {@code N/A}, {@code [N/A]} or
@@ -41,7 +41,7 @@ public final class NvidiaSmiXml {
      * @param memoryUsedMib     framebuffer used
      */
     public record Mig(int index, int gpuInstanceId, int computeInstanceId, Optional<String> uuid,
-                      OptionalLong memoryTotalMib, OptionalLong memoryUsedMib) {
+            OptionalLong memoryTotalMib, OptionalLong memoryUsedMib) {
     }
 
     /**
@@ -60,8 +60,8 @@ public final class NvidiaSmiXml {
      * @param migs           MIG devices
      */
     public record Gpu(String pciBusId, String name, String uuid, OptionalInt minor, OptionalLong memoryTotalMib,
-                      OptionalLong memoryUsedMib, OptionalDouble utilization, OptionalDouble temperature,
-                      OptionalDouble powerWatts, boolean migEnabled, List<Mig> migs) {
+            OptionalLong memoryUsedMib, OptionalDouble utilization, OptionalDouble temperature,
+            OptionalDouble powerWatts, boolean migEnabled, List<Mig> migs) {
     }
 
     /**
@@ -73,7 +73,7 @@ public final class NvidiaSmiXml {
      * @param gpus          the {@code <gpu>} elements, in document (= nvidia-smi index) order
      */
     public record Report(Optional<String> driverVersion, Optional<String> cudaVersion, OptionalInt attachedGpus,
-                         List<Gpu> gpus) {
+            List<Gpu> gpus) {
     }
 
     private NvidiaSmiXml() {

@@ -19,7 +19,7 @@ import java.util.Set;
  * @param clock          clock for health timing
  */
 public record NvmlOptions(Optional<Path> library, Path sysfsRoot, Set<Long> ignoredXids, boolean watchHealth,
-                          Duration eventWait, Duration recoveryAfter, Clock clock) {
+        Duration eventWait, Duration recoveryAfter, Clock clock) {
 
     /** XIDs caused by applications (illegal address, MMU fault from user code, …): ignored by default. */
     public static final Set<Long> APPLICATION_XIDS = Set.of(13L, 31L, 43L, 45L, 68L, 109L);

@@ -28,8 +28,8 @@ final class NvmlTopology {
      * ({@code faults}, by NVML index).
      */
     static GpuTopology read(NvmlSession session, List<RawDevice> raw, List<GpuDevice> devs,
-                            NvmlSession.Discovery found, Set<Integer> suspects,
-                            BiConsumer<Integer, NvmlSession.Fault> faults) {
+            NvmlSession.Discovery found, Set<Integer> suspects,
+            BiConsumer<Integer, NvmlSession.Fault> faults) {
         int gpus = found.gpuCount();
         long[] gpuHandles = found.gpuHandles();
         boolean[] ask = new boolean[gpus];

@@ -124,8 +124,9 @@ class NvidiaSmiXmlTest {
 
     @Test
     void exitCodesAndTimeoutsAreCauses(@TempDir Path dir) throws Exception {
-        Path bin = script(dir, "echo \"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\"\n"
-                + "exit 9");
+        Path bin =
+                script(dir, "echo \"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\"\n"
+                        + "exit 9");
         assertThat(new NvidiaSmiInventoryProvider(Optional.of(bin), Duration.ofSeconds(20)).unavailabilityCause())
                 .contains("nvidia-smi driver not loaded (exit 9: NVIDIA-SMI has failed because it couldn't"
                         + " communicate with the NVIDIA driver.)");

@@ -404,7 +404,8 @@ class NvmlFakeTest {
             assertThat(inv.processes(inv.devices().get(0))).isEmpty();
             assertThat(inv.health(inv.devices().get(0)).state()).isEqualTo(GpuHealth.State.LOST);
             assertThat(inv.health(inv.devices().get(0)).reason())
-                    .hasValueSatisfying(r -> assertThat(r).startsWith("nvmlDeviceGetComputeRunningProcesses_v3: NVML 15"));
+                    .hasValueSatisfying(
+                            r -> assertThat(r).startsWith("nvmlDeviceGetComputeRunningProcesses_v3: NVML 15"));
             assertThat(inv.processes(inv.devices().get(1))).hasValue(List.of());
             try (GpuScheduler s = GpuScheduler.builder().inventory(inv).auditLogging(false).build()) {
                 assertThat(s.allocate(GpuRequest.builder().count(1).build()).deviceIndices()).doesNotContain(0);
@@ -433,7 +434,6 @@ class NvmlFakeTest {
             assertThat(events).hasSize(2);
         }
     }
-
 
     @Test
     void withTheWatcherOffSampleBringsALostGpuBackOnlyAfterAWholeRecoveryPeriodOfLiveAnswers() {

@@ -67,7 +67,7 @@ class NvmlFaultInjectionTest {
 
     /** What one run shows through the public API. */
     record Observed(List<GpuDevice> devices, Map<Integer, GpuHealth> health, Map<Integer, List<Double>> metrics,
-                    Map<Integer, Optional<List<GpuProcess>>> processes, GpuTopology topology) {
+            Map<Integer, Optional<List<GpuProcess>>> processes, GpuTopology topology) {
     }
 
     static synchronized void prepare() throws Exception {
@@ -84,7 +84,7 @@ class NvmlFaultInjectionTest {
             Files.writeString(d.resolve("numa_node"), bus.compareTo("80") < 0 ? "0\n" : "1\n");
         }
         lib = built;
-        for (int scenario : new int[] {FakeNvml.DGX1, FakeNvml.MIG}) {
+        for (int scenario : new int[]{FakeNvml.DGX1, FakeNvml.MIG}) {
             FakeNvml.Control.fake_nvml_reset();
             FakeNvml.Control.fake_nvml_set_scenario(scenario);
             try (NvmlInventory inv = NvmlInventory.open(options())) {

@@ -41,7 +41,8 @@ class Wsl2Test {
         assertThat(p.options().library()).as("no WSL NVML: the default search").isEmpty();
         String cause = p.unavailabilityCause().orElse("");
         if (!cause.isEmpty()) { // on a host with a real NVML the probe may still work
-            assertThat(cause).contains("WSL2 (" + root.resolve("dev/dxg")).contains("libnvidia-ml.so.1, which is absent")
+            assertThat(cause).contains("WSL2 (" + root.resolve("dev/dxg"))
+                    .contains("libnvidia-ml.so.1, which is absent")
                     .contains("no per-GPU device node").contains("nvmlDeviceGetMinorNumber");
         }
     }

@@ -47,7 +47,7 @@ public final class KfdSysfsInventory implements GpuInventory {
     private final Clock clock;
 
     private KfdSysfsInventory(Path sysfsRoot, List<GpuDevice> devices, GpuTopology topology, List<String> problems,
-                              Clock clock) {
+            Clock clock) {
         this.sysfsRoot = sysfsRoot;
         this.devices = List.copyOf(devices);
         this.topology = topology;
@@ -61,8 +61,8 @@ public final class KfdSysfsInventory implements GpuInventory {
      * @throws io.gpusched.core.BackendUnavailableException when there is no topology or no GPU node
      */
     public static KfdSysfsInventory open(Path sysfsRoot, Clock clock) {
-        KfdTopology t = KfdTopology.read(sysfsRoot).orElseThrow(() ->
-                new BackendUnavailableException("no KFD topology at "
+        KfdTopology t =
+                KfdTopology.read(sysfsRoot).orElseThrow(() -> new BackendUnavailableException("no KFD topology at "
                         + sysfsRoot.resolve("class/kfd/kfd/topology/nodes") + " (amdgpu not loaded)"));
         return from(t, sysfsRoot, clock);
     }
@@ -180,7 +180,7 @@ public final class KfdSysfsInventory implements GpuInventory {
      * links than any of them has to another package, so they are always each other's closest peers.
      */
     private static GpuTopology links(List<GpuDevice> devices, List<KfdTopology.Node> nodes,
-                                     Map<Integer, Integer> indexOfNode) {
+            Map<Integer, Integer> indexOfNode) {
         int n = devices.size();
         long[][] weight = new long[n][n];
         long wmax = 0;
@@ -195,7 +195,7 @@ public final class KfdSysfsInventory implements GpuInventory {
                     continue;
                 }
                 long w = l.weight() > 0 ? l.weight() : 1;
-                for (int[] p : new int[][] {{a, b}, {b, a}}) {
+                for (int[] p : new int[][]{{a, b}, {b, a}}) {
                     weight[p[0]][p[1]] = weight[p[0]][p[1]] == 0 ? w : Math.min(weight[p[0]][p[1]], w);
                 }
                 wmax = Math.max(wmax, w);
@@ -238,7 +238,7 @@ public final class KfdSysfsInventory implements GpuInventory {
     }
 
     private static GpuDevice device(int index, KfdTopology.Node n, Map<Long, Integer> perUnique, Path sysfs,
-                                    KfdTopology t, List<String> problems) {
+            KfdTopology t, List<String> problems) {
         long loc = n.get("location_id").getAsLong();
         long domain = n.get("domain").orElse(0);
         int render = (int) n.get("drm_render_minor").getAsLong();
@@ -300,7 +300,8 @@ public final class KfdSysfsInventory implements GpuInventory {
         }
         problems.add("KFD GPU node " + n.id() + ": memory size unknown (" + (seen.isEmpty()
                 ? "no mem_banks/0 size_in_bytes and no local_mem_size" : String.join(", ", seen)
-                + ", expected 1.." + MAX_MEMORY_BYTES + " bytes") + "); memory-constrained requests cannot use it");
+                        + ", expected 1.." + MAX_MEMORY_BYTES + " bytes")
+                + "); memory-constrained requests cannot use it");
         return OptionalLong.empty();
     }
 

@@ -52,7 +52,7 @@ public final class KfdTopology {
      * @param ioLinks    its io_links
      */
     public record Node(int id, Map<String, Long> properties, OptionalLong gpuId, OptionalLong memBank0,
-                       List<IoLink> ioLinks) {
+            List<IoLink> ioLinks) {
         /** @return a property, if present */
         public OptionalLong get(String key) {
             Long v = properties.get(key);

@@ -59,7 +59,7 @@ public final class RocmSmiInventory implements GpuInventory {
      *                          loading it
      */
     public static RocmSmiInventory open(Optional<Path> library, Path sysfsRoot, Path devRoot, Clock clock,
-                                        boolean initWithoutDriver) {
+            boolean initWithoutDriver) {
         return open(library, sysfsRoot, devRoot, clock, initWithoutDriver, Guard.DEFAULT);
     }
 
@@ -76,7 +76,7 @@ public final class RocmSmiInventory implements GpuInventory {
     }
 
     static RocmSmiInventory open(Optional<Path> library, Path sysfsRoot, Path devRoot, Clock clock,
-                                 boolean initWithoutDriver, Guard guard) {
+            boolean initWithoutDriver, Guard guard) {
         if (!initWithoutDriver && KfdSanity.noDriverAtAll(sysfsRoot, devRoot)) {
             throw new BackendUnavailableException(KfdSanity.driverState(sysfsRoot, devRoot)
                     + ", no /dev/kfd and no /sys/class/drm; rsmi_init not called");
@@ -111,7 +111,7 @@ public final class RocmSmiInventory implements GpuInventory {
             RocmSmiBinding.release();
             throw e instanceof BackendUnavailableException b ? b
                     : new BackendUnavailableException("ROCm SMI initialized but reading devices failed: "
-                    + e.getMessage(), List.of(), e);
+                            + e.getMessage(), List.of(), e);
         }
     }
 
@@ -125,7 +125,8 @@ public final class RocmSmiInventory implements GpuInventory {
         if (n == 0) {
             throw new BackendUnavailableException("ROCm SMI reports no GPU (rsmi_num_monitor_devices = 0)"
                     + kfd.map(k -> k.gpuNodes().isEmpty() ? "" : " although the KFD topology lists "
-                    + k.gpuNodes().size() + " GPU node(s); the amd-sysfs provider may still serve them").orElse(""));
+                            + k.gpuNodes().size() + " GPU node(s); the amd-sysfs provider may still serve them")
+                            .orElse(""));
         }
         Map<String, Integer> smiByKey = new HashMap<>();
         List<GpuDevice> fromSmi = new ArrayList<>();

@@ -42,7 +42,7 @@ public final class RocmSmiInventoryProvider implements GpuInventoryProvider {
     }
 
     RocmSmiInventoryProvider(Optional<Path> library, Path sysfsRoot, Path devRoot, boolean initWithoutDriver,
-                             RocmSmiInventory.Guard guard) {
+            RocmSmiInventory.Guard guard) {
         this.library = library;
         this.sysfsRoot = sysfsRoot;
         this.devRoot = devRoot;

@@ -29,7 +29,7 @@ final class KfdFixtures {
 
     /** A GPU node; links are "type:to" pairs. */
     static Path gpu(Path sys, int id, long locationId, int render, String unique, String hive, long gfx,
-                    long bankBytes, String... links) throws IOException {
+            long bankBytes, String... links) throws IOException {
         Path n = Files.createDirectories(nodes(sys).resolve(String.valueOf(id)));
         Files.writeString(n.resolve("properties"), "cpu_cores_count 0\nsimd_count 416\nmem_banks_count 1\n"
                 + "io_links_count " + links.length + "\ngfx_target_version " + gfx + "\nvendor_id 4098\n"

@@ -61,7 +61,8 @@ class KfdMutationTest {
 
     @Test
     void noMutationOfACapturedTreeKillsTheProcess(@TempDir Path tmp) throws Exception {
-        assumeTrue(KfdNamespace.unavailableReason().isEmpty(), () -> "skipped: " + KfdNamespace.unavailableReason().get());
+        assumeTrue(KfdNamespace.unavailableReason().isEmpty(),
+                () -> "skipped: " + KfdNamespace.unavailableReason().get());
         Optional<Path> bare = KfdNamespace.bareProbe(tmp);
         boolean full = "full".equals(System.getProperty("gpusched.kfd.mutations"));
         // caches/<n> beyond the first: neither librocm_smi 5.2.3 (seen with strace) nor gpusched opens them, and each
@@ -81,8 +82,8 @@ class KfdMutationTest {
         trees.put("mi300-cpx", new Tree(captures.resolve("topo-mi300-cpx/topology"), x -> true));
         trees.put("mi308-cpx", new Tree(captures.resolve("topology-parsing-mi308/topology"), full ? x -> true
                 : fewCaches.and(x -> !x.equals("nodes"))
-                .and(x -> !x.startsWith("nodes/") || x.matches("nodes/2(/.*)?"))
-                .and(x -> !x.matches("nodes/2/io_links/.*") || x.matches("nodes/2/io_links/(0|1|10)(/.*)?"))));
+                        .and(x -> !x.startsWith("nodes/") || x.matches("nodes/2(/.*)?"))
+                        .and(x -> !x.matches("nodes/2/io_links/.*") || x.matches("nodes/2/io_links/(0|1|10)(/.*)?"))));
         assertThat(trees).as("own trees under " + own.toAbsolutePath()).hasSizeGreaterThanOrEqualTo(5);
         Tally all = new Tally();
         StringBuilder report = new StringBuilder();
@@ -134,7 +135,7 @@ class KfdMutationTest {
             int ended = next - 1;
             boolean done = false;
             try (BufferedReader r = new BufferedReader(new InputStreamReader(p.getInputStream()))) {
-                for (String line; (line = r.readLine()) != null; ) {
+                for (String line; (line = r.readLine()) != null;) {
                     String[] f = line.split(" ", 4);
                     switch (f[0]) {
                         case "begin" -> begun = Integer.parseInt(f[1]);
@@ -152,7 +153,8 @@ class KfdMutationTest {
                                 t.bareByExit.merge(rc, 1, Integer::sum);
                             } else if (!rc.equals("-")) {
                                 t.refusedNeedlessly++;
-                                t.needless.add(name + " " + ms.get(Integer.parseInt(f[1])).line() + " (bare exit " + rc + ")");
+                                t.needless.add(
+                                        name + " " + ms.get(Integer.parseInt(f[1])).line() + " (bare exit " + rc + ")");
                             }
                         }
                         case "done" -> done = true;

@@ -64,7 +64,8 @@ final class KfdNamespace {
     static List<String> java(String main, String... args) {
         String cp = System.getProperty("surefire.test.class.path", System.getProperty("java.class.path"));
         List<String> cmd = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
-                "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Dorg.slf4j.simpleLogger.defaultLogLevel=error",
+                "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                "-Dorg.slf4j.simpleLogger.defaultLogLevel=error",
                 "-cp", cp, main));
         cmd.addAll(List.of(args));
         return cmd;

@@ -121,7 +121,8 @@ class KfdSysfsInventoryTest {
         Files.writeString(KfdFixtures.nodes(sys).resolve("3/properties"), "");
         KfdSysfsInventory inv = KfdSysfsInventory.open(sys, CLOCK);
         assertThat(inv.devices()).hasSize(7);
-        assertThat(inv.problems()).anySatisfy(p -> assertThat(p).contains("3/properties: empty although gpu_id is 1003"));
+        assertThat(inv.problems())
+                .anySatisfy(p -> assertThat(p).contains("3/properties: empty although gpu_id is 1003"));
         Files.writeString(KfdFixtures.nodes(sys).resolve("3/properties"), "not a property\n");
         assertThat(KfdSysfsInventory.open(sys, CLOCK).problems())
                 .anySatisfy(p -> assertThat(p).contains("3/properties: no readable property"));
@@ -267,7 +268,8 @@ class KfdSysfsInventoryTest {
                     continue;
                 }
                 int score = PairScore.of(t, a.index(), b.index());
-                if (packageOf(nodes, a.properties().get("kfd.node")).equals(packageOf(nodes, b.properties().get("kfd.node")))) {
+                if (packageOf(nodes, a.properties().get("kfd.node"))
+                        .equals(packageOf(nodes, b.properties().get("kfd.node")))) {
                     closestSame = Math.min(closestSame, score);
                 } else {
                     bestOther = Math.max(bestOther, score);
@@ -276,7 +278,7 @@ class KfdSysfsInventoryTest {
             assertThat(closestSame).as("device %s: its farthest sibling beats any other package", a.index())
                     .isGreaterThan(bestOther);
         }
-        for (int count : new int[] {2, 4, perPackage}) {
+        for (int count : new int[]{2, 4, perPackage}) {
             try (GpuScheduler s = GpuScheduler.builder().inventory(inv).strategy(AllocationStrategies.topologyAware())
                     .build()) {
                 for (int job = 0; job < Math.min(3, inv.devices().size() / count); job++) {
@@ -307,8 +309,9 @@ class KfdSysfsInventoryTest {
     @Test
     void capturedTrees() {
         Path shared = captures();
-        KfdSysfsInventory mi210 = KfdSysfsInventory.from(KfdTopology.readNodes(shared.resolve("topo-mi210-xgmi-pcie/nodes")),
-                shared, CLOCK);
+        KfdSysfsInventory mi210 =
+                KfdSysfsInventory.from(KfdTopology.readNodes(shared.resolve("topo-mi210-xgmi-pcie/nodes")),
+                        shared, CLOCK);
         assertThat(mi210.devices()).hasSize(8);
         assertThat(mi210.devices().get(0).pciBusId()).isEqualTo("0000:03:00.0");
         assertThat(mi210.topology().linkCount(0, 3)).isEqualTo(1);

@@ -28,7 +28,8 @@ class RocmSmiFakeTest {
 
     @BeforeAll
     static void build() throws Exception {
-        assumeTrue(FakeRocmSmi.unavailableReason().isEmpty(), () -> "skipped: " + FakeRocmSmi.unavailableReason().get());
+        assumeTrue(FakeRocmSmi.unavailableReason().isEmpty(),
+                () -> "skipped: " + FakeRocmSmi.unavailableReason().get());
         lib = FakeRocmSmi.build(dir);
         FakeRocmSmi.Control.bind(lib);
     }

@@ -32,7 +32,8 @@ class RocmSmiRealLibraryTest {
                         .contains("amdgpu is not loaded"));
         assertThat(new RocmSmiInventoryProvider(Optional.of(real), Path.of("/sys"), Path.of("/dev"), true)
                 .unavailabilityCause()).hasValueSatisfying(c -> assertThat(c).contains("(8)"));
-        assertThat(new RocmSmiInventoryProvider().unavailabilityCause()).as("by default, quiet on a host without amdgpu")
+        assertThat(new RocmSmiInventoryProvider().unavailabilityCause())
+                .as("by default, quiet on a host without amdgpu")
                 .hasValueSatisfying(c -> assertThat(c).contains("rsmi_init not called"));
         assertThatThrownBy(GpuInventories::detect).isInstanceOf(BackendUnavailableException.class)
                 .hasMessageContaining("rocm-smi: amdgpu is not loaded")
@@ -46,7 +47,8 @@ class RocmSmiRealLibraryTest {
 
     @Test
     void aNodeWithoutIoLinksKillsTheBareLibraryButNotTheProvider(@TempDir Path tmp) throws Exception {
-        assumeTrue(KfdNamespace.unavailableReason().isEmpty(), () -> "skipped: " + KfdNamespace.unavailableReason().get());
+        assumeTrue(KfdNamespace.unavailableReason().isEmpty(),
+                () -> "skipped: " + KfdNamespace.unavailableReason().get());
         Path tree = mi308(tmp);
         KfdChild.deleteTree(tree.resolve("nodes/5/io_links"));
         String main = KfdChild.class.getName();
@@ -59,7 +61,8 @@ class RocmSmiRealLibraryTest {
         assertThat(guarded.exit()).as(guarded.stderr()).isZero();
         assertThat(guarded.stdout()).contains("cause: KFD node 5 has no io_links directory").contains("SIGABRT");
 
-        KfdNamespace.Result probeOnly = KfdNamespace.run(tree, KfdNamespace.java(main, "provider", "false", "true"), 180);
+        KfdNamespace.Result probeOnly =
+                KfdNamespace.run(tree, KfdNamespace.java(main, "provider", "false", "true"), 180);
         assertThat(probeOnly.exit()).as("the child probe alone saves the host; %s", probeOnly.stderr()).isZero();
         assertThat(probeOnly.stdout()).contains("cause: ROCm SMI killed its probe process (exit 134 = SIGABRT)")
                 .contains("Assertion `io_link_dir != nullptr' failed").contains("not called in this process");
@@ -71,12 +74,14 @@ class RocmSmiRealLibraryTest {
 
     @Test
     void theRealLibraryReportingNoGpuMakesTheProviderUnavailable(@TempDir Path tmp) throws Exception {
-        assumeTrue(KfdNamespace.unavailableReason().isEmpty(), () -> "skipped: " + KfdNamespace.unavailableReason().get());
+        assumeTrue(KfdNamespace.unavailableReason().isEmpty(),
+                () -> "skipped: " + KfdNamespace.unavailableReason().get());
         KfdNamespace.Result r = KfdNamespace.run(mi308(tmp),
                 KfdNamespace.java(KfdChild.class.getName(), "provider", "true", "true"), 180);
         assertThat(r.exit()).as(r.stderr()).isZero();
         assertThat(r.stdout()).as("no DRM card in the namespace: ROCm SMI counts 0 devices over 32 KFD GPU nodes")
-                .contains("cause: ROCm SMI reports no GPU (rsmi_num_monitor_devices = 0) although the KFD topology lists"
-                        + " 32 GPU node(s)");
+                .contains(
+                        "cause: ROCm SMI reports no GPU (rsmi_num_monitor_devices = 0) although the KFD topology lists"
+                                + " 32 GPU node(s)");
     }
 }

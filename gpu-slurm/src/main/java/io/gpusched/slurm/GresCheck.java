@@ -108,7 +108,7 @@ final class GresCheck {
     }
 
     private static void linkDrift(List<String> drift, String at, String key, List<Integer> want, List<String> wantOrder,
-                                  GresRecord a, List<String> haveOrder) {
+            GresRecord a, List<String> haveOrder) {
         if (a.links().isEmpty()) {
             drift.add("missing Links for " + at + ": the node's are " + join(want));
             return;

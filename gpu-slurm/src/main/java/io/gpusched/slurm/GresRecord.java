@@ -23,8 +23,8 @@ import java.util.TreeSet;
  * @param line          line number in the file it was read from (0 for a generated record)
  */
 public record GresRecord(Optional<String> type, List<String> files, boolean multipleFiles,
-                         Optional<SortedSet<Integer>> cores, Optional<List<Integer>> links, List<String> flags,
-                         OptionalLong count, int line) {
+        Optional<SortedSet<Integer>> cores, Optional<List<Integer>> links, List<String> flags,
+        OptionalLong count, int line) {
 
     /** Copies the lists. */
     public GresRecord {

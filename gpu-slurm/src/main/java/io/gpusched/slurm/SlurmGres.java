@@ -97,7 +97,7 @@ public final class SlurmGres {
      * @return the GRES
      */
     public static SlurmGres of(String backend, List<GpuDevice> devices, GpuTopology topology,
-                               Function<GpuDevice, GpuHealth> health, Options options) {
+            Function<GpuDevice, GpuHealth> health, Options options) {
         GpuDeviceNodes table = new GpuDeviceNodes(options.devRoot(), options.procRoot(), false);
         List<GpuDevice> sorted = new ArrayList<>(devices);
         sorted.sort(Comparator.comparing((GpuDevice d) -> d.pciBusId().toLowerCase(Locale.ROOT))
@@ -135,7 +135,7 @@ public final class SlurmGres {
             if (cores && (d.numaNode().isEmpty() || options.cpus().cores(d.numaNode().getAsInt()).isEmpty())) {
                 comments.add("Cores= left out on every line: GPU " + d.index() + (d.numaNode().isEmpty()
                         ? " has no NUMA node" : " is on NUMA node " + d.numaNode().getAsInt() + ", which this host's"
-                        + " CPU layout (" + options.cpus().describe() + ") does not have"));
+                                + " CPU layout (" + options.cpus().describe() + ") does not have"));
                 cores = false;
             }
         }
@@ -184,7 +184,7 @@ public final class SlurmGres {
             switch (n.role()) {
                 case "gpu", "render" -> out.add(n.path().toString());
                 case "mig-cap" -> out.add(n.path().toString());
-                default -> { } // DRM card nodes: Slurm names AMD GPUs by their render node, as its rsmi plug-in does
+                default -> {} // DRM card nodes: Slurm names AMD GPUs by their render node, as its rsmi plug-in does
             }
         }
         if (d.isPartition() && d.vendor() == GpuVendor.NVIDIA && out.size() < 3) {

@@ -43,7 +43,7 @@ import org.apache.spark.SparkConf;
  * @param addressByUuid whether addresses are UUIDs rather than indices
  */
 public record SparkGpuSettings(String resourceName, Optional<Path> stateDir, InventorySpec inventory, String strategy,
-                               Optional<MemorySize> memoryPerGpu, boolean addressByUuid) {
+        Optional<MemorySize> memoryPerGpu, boolean addressByUuid) {
 
     /** Key prefix of every setting. */
     public static final String PREFIX = "spark.gpusched.";

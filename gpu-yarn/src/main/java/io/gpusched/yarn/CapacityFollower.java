@@ -64,7 +64,7 @@ final class CapacityFollower implements AutoCloseable, GpuHealthListener {
     private ResourceManagerAdministrationProtocol admin;
 
     CapacityFollower(Configuration conf, String resourceName, GpuInventory inventory, List<GpuDevice> registered,
-                     Duration interval) {
+            Duration interval) {
         this.conf = new Configuration(conf);
         this.resourceName = resourceName;
         this.inventory = inventory;

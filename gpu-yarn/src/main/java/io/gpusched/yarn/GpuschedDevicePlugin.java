@@ -373,7 +373,7 @@ public class GpuschedDevicePlugin implements DevicePlugin, DevicePluginScheduler
             if (d == null) {
                 throw new IllegalArgumentException("device " + dev + " is not on this node's inventory "
                         + n.inventory.backend() + "; known: " + n.inventory.devices().stream()
-                        .map(g -> devPath(g, n.devRoot)).toList());
+                                .map(g -> devPath(g, n.devRoot)).toList());
             }
             gpus.add(d);
         }

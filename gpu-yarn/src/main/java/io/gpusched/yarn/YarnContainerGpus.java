@@ -80,7 +80,7 @@ public final class YarnContainerGpus {
      * @throws IllegalArgumentException when {@code containerId} is not a YARN container id
      */
     public static Optional<Map<String, String>> environment(GpuScheduler ledger, String containerId,
-                                                            CudaEnvironmentResolver resolver) {
+            CudaEnvironmentResolver resolver) {
         return find(ledger, containerId).map(a -> environment(resolver.resolve(a, CudaRequirement.NONE)));
     }
 
@@ -89,7 +89,7 @@ public final class YarnContainerGpus {
      * @throws IllegalArgumentException when {@code containerId} is not a YARN container id
      */
     public static Optional<Map<String, String>> environment(NodeLedgerView ledger, String containerId,
-                                                            CudaEnvironmentResolver resolver) {
+            CudaEnvironmentResolver resolver) {
         return find(ledger, containerId).map(a -> environment(resolver.resolve(a, CudaRequirement.NONE)));
     }
 

@@ -31,7 +31,7 @@ public final class AllocateCrashChild {
         long pid = ProcessHandle.current().pid();
         System.out.println("READY");
         System.out.flush();
-        for (long n = 0; ; n++) {
+        for (long n = 0;; n++) {
             int mask = 1 + rnd.nextInt(255);
             Set<Device> offer = new TreeSet<>();
             for (int i = 0; i < 8; i++) {

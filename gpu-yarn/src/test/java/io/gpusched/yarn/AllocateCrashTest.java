@@ -53,7 +53,7 @@ class AllocateCrashTest {
             int seen = 0;
             try (BufferedReader out = new BufferedReader(new InputStreamReader(child.getInputStream(),
                     StandardCharsets.UTF_8))) {
-                for (String line; seen < target && (line = out.readLine()) != null; ) {
+                for (String line; seen < target && (line = out.readLine()) != null;) {
                     if (ack(line, acked)) {
                         seen++;
                     }
@@ -63,7 +63,7 @@ class AllocateCrashTest {
                 child.toHandle().destroyForcibly(); // SIGKILL, the streams stay open to read what is left
                 assertThat(child.waitFor(30, TimeUnit.SECONDS)).isTrue();
                 // what the child printed before it died counts too: it was acknowledged
-                for (String line; (line = out.readLine()) != null; ) {
+                for (String line; (line = out.readLine()) != null;) {
                     ack(line, acked);
                 }
             }
@@ -146,7 +146,7 @@ class AllocateCrashTest {
                     }
                 }
                 case "S" -> throw new IllegalStateException("a compaction snapshot in a short test ledger: " + line);
-                default -> { }
+                default -> {}
             }
         }
         return granted;

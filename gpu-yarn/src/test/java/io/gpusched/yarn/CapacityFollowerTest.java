@@ -3,8 +3,8 @@ package io.gpusched.yarn;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpusched.core.GpuHealth;
-import io.gpusched.core.sim.SimulatedGpuInventory;
 import io.gpusched.core.GpuInventories;
+import io.gpusched.core.sim.SimulatedGpuInventory;
 import java.io.IOException;
 import java.net.InetAddress;
 import java.net.ServerSocket;

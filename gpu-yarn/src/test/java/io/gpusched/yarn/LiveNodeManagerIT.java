@@ -133,7 +133,8 @@ class LiveNodeManagerIT {
     static void cluster() throws Exception {
         Assumptions.assumeTrue(Files.isDirectory(DEVICES_CGROUP.resolve("devices.deny").getParent())
                 && Files.exists(DEVICES_CGROUP.resolve("devices.deny")),
-                "needs the cgroup v1 devices controller at " + DEVICES_CGROUP + " (YARN 3.4 fences devices only there)");
+                "needs the cgroup v1 devices controller at " + DEVICES_CGROUP
+                        + " (YARN 3.4 fences devices only there)");
         Assumptions.assumeTrue(Integer.valueOf(0).equals(Files.getAttribute(Path.of("/proc/self"), "unix:uid")),
                 "needs root: the test container-executor writes devices cgroups and makes device nodes");
         try (Stream<Path> s = Files.list(Path.of("target"))) {
@@ -558,7 +559,7 @@ class LiveNodeManagerIT {
                     live.clear();
                     r.get("live").forEach(a -> live.put(a.get("id").asText(), a));
                 }
-                default -> { }
+                default -> {}
             }
         }
         Map<String, Set<Integer>> out = new LinkedHashMap<>();
@@ -707,79 +708,81 @@ class LiveNodeManagerIT {
     private static Path containerExecutor() throws IOException {
         Path exe = work.resolve("container-executor");
         String cg = DEVICES_CGROUP.resolve(hierarchy).toString();
-        String script = """
-                #!/bin/bash
-                echo "$@" >> LOG
-                case "$1" in
-                  --checksetup|--mount-cgroups) exit 0 ;;
-                  --module-devices)
-                    shift; cid=""; excluded=""
-                    while [ $# -gt 0 ]; do
-                      case "$1" in
-                        --container_id) cid="$2"; shift 2 ;;
-                        --excluded_devices) excluded="$2"; shift 2 ;;
-                        --allowed_devices) shift 2 ;;
-                        *) shift ;;
-                      esac
-                    done
-                    d="CGROUP/$cid"
-                    [ -d "$d" ] || mkdir -p "$d" || exit 1
-                    IFS=',' read -ra rules <<< "$excluded"
-                    for r in "${rules[@]}"; do
-                      t="${r%%-*}"; rest="${r#*-}"; num="${rest%-*}"; perm="${rest##*-}"
-                      echo "$t $num $perm" > "$d/devices.deny" || exit 1
-                    done
-                    exit 0 ;;
-                esac
-                user="$1"; yarnuser="$2"; op="$3"; shift 3
-                case "$op" in
-                  0)
-                    appid="$1"; locid="$2"; tokens="$3"; localdirs="$4"; logdirs="$5"; shift 5
-                    IFS=',' read -ra lo <<< "$localdirs"
-                    for l in "${lo[@]}"; do mkdir -p "$l/usercache/$user/appcache/$appid" "$l/usercache/$user/filecache"; done
-                    IFS=',' read -ra ld <<< "$logdirs"
-                    for l in "${ld[@]}"; do mkdir -p "$l/$appid"; done
-                    app="${lo[0]}/usercache/$user/appcache/$appid"
-                    cp "$tokens" "$app/" && cd "$app" && exec "$@"
-                    exit 1 ;;
-                  1)
-                    appid="$1"; cid="$2"; workdir="$3"; script="$4"; tokens="$5"; shift 5
-                    if [ "$1" = "--https" ]; then shift 3; else shift 1; fi
-                    pidfile="$1"; localdirs="$2"; logdirs="$3"; resources="$4"
-                    mkdir -p "$workdir" || exit 1
-                    IFS=',' read -ra ld <<< "$logdirs"
-                    for l in "${ld[@]}"; do mkdir -p "$l/$appid/$cid"; done
-                    IFS=',' read -ra lo <<< "$localdirs"
-                    for l in "${lo[@]}"; do mkdir -p "$l/usercache/$user/appcache/$appid/$cid"; done
-                    cp "$script" "$workdir/launch_container.sh" && cp "$tokens" "$workdir/container_tokens" || exit 1
-                    tasks=""
-                    case "$resources" in cgroups=*) tasks="${resources#cgroups=}" ;; esac
-                    cd "$workdir"
-                    echo $$ >> PIDS
-                    export GPUSCHED_TASKS="$tasks" GPUSCHED_PIDFILE="$pidfile"
-                    setsid -w /bin/bash -c '
-                      IFS="," read -ra ts <<< "$GPUSCHED_TASKS"
-                      for t in "${ts[@]}"; do [ "$t" = none ] || echo $$ > "$t" || exit 1; done
-                      echo $$ > "$GPUSCHED_PIDFILE.tmp" && mv "$GPUSCHED_PIDFILE.tmp" "$GPUSCHED_PIDFILE"
-                      unset GPUSCHED_TASKS GPUSCHED_PIDFILE
-                      exec /bin/bash launch_container.sh'
-                    rc=$?
-                    echo "$rc" > "$pidfile.exitcode.tmp" && mv "$pidfile.exitcode.tmp" "$pidfile.exitcode"
-                    exit $rc ;;
-                  2)
-                    pid="$1"; sig="$2"
-                    kill -0 "$pid" 2>/dev/null || exit 9
-                    [ "$sig" = 0 ] && exit 0
-                    kill -"$sig" -- -"$pid" 2>/dev/null || kill -"$sig" "$pid" 2>/dev/null
-                    exit 0 ;;
-                  3)
-                    target="$1"; shift
-                    if [ $# -eq 0 ]; then rm -rf -- "$target"; else for b in "$@"; do rm -rf -- "$b/$target"; done; fi
-                    exit 0 ;;
-                  *) echo "unsupported container-executor operation $op" >&2; exit 1 ;;
-                esac
-                """.replace("LOG", work.resolve("container-executor.log").toString()).replace("CGROUP", cg)
-                .replace("PIDS", work.resolve("launcher-pids").toString());
+        String script =
+                """
+                        #!/bin/bash
+                        echo "$@" >> LOG
+                        case "$1" in
+                          --checksetup|--mount-cgroups) exit 0 ;;
+                          --module-devices)
+                            shift; cid=""; excluded=""
+                            while [ $# -gt 0 ]; do
+                              case "$1" in
+                                --container_id) cid="$2"; shift 2 ;;
+                                --excluded_devices) excluded="$2"; shift 2 ;;
+                                --allowed_devices) shift 2 ;;
+                                *) shift ;;
+                              esac
+                            done
+                            d="CGROUP/$cid"
+                            [ -d "$d" ] || mkdir -p "$d" || exit 1
+                            IFS=',' read -ra rules <<< "$excluded"
+                            for r in "${rules[@]}"; do
+                              t="${r%%-*}"; rest="${r#*-}"; num="${rest%-*}"; perm="${rest##*-}"
+                              echo "$t $num $perm" > "$d/devices.deny" || exit 1
+                            done
+                            exit 0 ;;
+                        esac
+                        user="$1"; yarnuser="$2"; op="$3"; shift 3
+                        case "$op" in
+                          0)
+                            appid="$1"; locid="$2"; tokens="$3"; localdirs="$4"; logdirs="$5"; shift 5
+                            IFS=',' read -ra lo <<< "$localdirs"
+                            for l in "${lo[@]}"; do mkdir -p "$l/usercache/$user/appcache/$appid" "$l/usercache/$user/filecache"; done
+                            IFS=',' read -ra ld <<< "$logdirs"
+                            for l in "${ld[@]}"; do mkdir -p "$l/$appid"; done
+                            app="${lo[0]}/usercache/$user/appcache/$appid"
+                            cp "$tokens" "$app/" && cd "$app" && exec "$@"
+                            exit 1 ;;
+                          1)
+                            appid="$1"; cid="$2"; workdir="$3"; script="$4"; tokens="$5"; shift 5
+                            if [ "$1" = "--https" ]; then shift 3; else shift 1; fi
+                            pidfile="$1"; localdirs="$2"; logdirs="$3"; resources="$4"
+                            mkdir -p "$workdir" || exit 1
+                            IFS=',' read -ra ld <<< "$logdirs"
+                            for l in "${ld[@]}"; do mkdir -p "$l/$appid/$cid"; done
+                            IFS=',' read -ra lo <<< "$localdirs"
+                            for l in "${lo[@]}"; do mkdir -p "$l/usercache/$user/appcache/$appid/$cid"; done
+                            cp "$script" "$workdir/launch_container.sh" && cp "$tokens" "$workdir/container_tokens" || exit 1
+                            tasks=""
+                            case "$resources" in cgroups=*) tasks="${resources#cgroups=}" ;; esac
+                            cd "$workdir"
+                            echo $$ >> PIDS
+                            export GPUSCHED_TASKS="$tasks" GPUSCHED_PIDFILE="$pidfile"
+                            setsid -w /bin/bash -c '
+                              IFS="," read -ra ts <<< "$GPUSCHED_TASKS"
+                              for t in "${ts[@]}"; do [ "$t" = none ] || echo $$ > "$t" || exit 1; done
+                              echo $$ > "$GPUSCHED_PIDFILE.tmp" && mv "$GPUSCHED_PIDFILE.tmp" "$GPUSCHED_PIDFILE"
+                              unset GPUSCHED_TASKS GPUSCHED_PIDFILE
+                              exec /bin/bash launch_container.sh'
+                            rc=$?
+                            echo "$rc" > "$pidfile.exitcode.tmp" && mv "$pidfile.exitcode.tmp" "$pidfile.exitcode"
+                            exit $rc ;;
+                          2)
+                            pid="$1"; sig="$2"
+                            kill -0 "$pid" 2>/dev/null || exit 9
+                            [ "$sig" = 0 ] && exit 0
+                            kill -"$sig" -- -"$pid" 2>/dev/null || kill -"$sig" "$pid" 2>/dev/null
+                            exit 0 ;;
+                          3)
+                            target="$1"; shift
+                            if [ $# -eq 0 ]; then rm -rf -- "$target"; else for b in "$@"; do rm -rf -- "$b/$target"; done; fi
+                            exit 0 ;;
+                          *) echo "unsupported container-executor operation $op" >&2; exit 1 ;;
+                        esac
+                        """
+                        .replace("LOG", work.resolve("container-executor.log").toString()).replace("CGROUP", cg)
+                        .replace("PIDS", work.resolve("launcher-pids").toString());
         Files.writeString(exe, script);
         Files.setPosixFilePermissions(exe, PosixFilePermissions.fromString("rwxr-xr-x"));
         return exe;

@@ -69,7 +69,7 @@ public final class YarnAllocatePhases {
     }
 
     private static void round(GpuschedDevicePlugin p, GpuschedDevicePlugin.Node n, YarnComparison c,
-                              List<Set<Device>> offers, boolean split, Samples out) {
+            List<Set<Device>> offers, boolean split, Samples out) {
         GpuScheduler s = n.ledger.scheduler();
         LedgerStatistics before = s.ledgerStatistics().orElseThrow();
         for (int i = 0; i < offers.size(); i++) {
@@ -95,7 +95,7 @@ public final class YarnAllocatePhases {
                 throw new IllegalStateException("case " + c.corpus.get(i) + " refused by the ledger");
             }
             long t4 = System.nanoTime();
-            out.calls.add(new long[] {t1 - t0, t2 - t1, t3 - t2, t4 - t3, t4 - t0});
+            out.calls.add(new long[]{t1 - t0, t2 - t1, t3 - t2, t4 - t3, t4 - t0});
             out.releases += finished.size();
         }
         out.forces += s.ledgerStatistics().orElseThrow().forces() - before.forces();

@@ -153,7 +153,8 @@ public final class YarnComparison {
             tc += a.cases();
             go += a.optimal();
             ho += b.optimal();
-            sb.append(String.format(Locale.ROOT, "| %d | %d | %.2f | %.2f | %d (%.1f%%) | %d | %.2f | %d (%.1f%%) | %d |%n",
+            sb.append(String.format(Locale.ROOT,
+                    "| %d | %d | %.2f | %.2f | %d (%.1f%%) | %d | %.2f | %d (%.1f%%) | %d |%n",
                     a.count(), a.cases(), a.meanBest(), a.meanLinks(), a.optimal(), 100.0 * a.optimal() / a.cases(),
                     a.worstGap(), b.meanLinks(), b.optimal(), 100.0 * b.optimal() / b.cases(), b.worstGap()));
         }

@@ -174,7 +174,8 @@ class YarnDeviceFrameworkTest {
 
         handler.postComplete(a.getContainerId());
         assertThat(dmm.getAvailableDevices(GPU)).as("A's GPUs are back").isEqualTo(6);
-        assertThat(cgroupCalls).anyMatch(c -> c.startsWith("deleteCGroup") && c.contains(a.getContainerId().toString()));
+        assertThat(cgroupCalls)
+                .anyMatch(c -> c.startsWith("deleteCGroup") && c.contains(a.getContainerId().toString()));
     }
 
     @Test
@@ -336,6 +337,6 @@ class YarnDeviceFrameworkTest {
 
     @SuppressWarnings("unchecked")
     private static <T> T proxy(Class<T> type, InvocationHandler h) {
-        return (T) Proxy.newProxyInstance(type.getClassLoader(), new Class<?>[] {type}, h);
+        return (T) Proxy.newProxyInstance(type.getClassLoader(), new Class<?>[]{type}, h);
     }
 }

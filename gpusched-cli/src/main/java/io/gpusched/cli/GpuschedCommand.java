@@ -29,10 +29,10 @@ import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.Callable;
+import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.ScopeType;
-import picocli.CommandLine;
 
 /** The {@code gpusched} command. Errors are one line and a non-zero exit code; {@code --verbose} adds the trace. */
 @Command(name = "gpusched", mixinStandardHelpOptions = true, versionProvider = GpuschedCommand.Version.class,
@@ -74,7 +74,7 @@ public final class GpuschedCommand implements Callable<Integer> {
     static final class Version implements CommandLine.IVersionProvider {
         @Override
         public String[] getVersion() {
-            return new String[] {"gpusched " + ConsoleServer.version()};
+            return new String[]{"gpusched " + ConsoleServer.version()};
         }
     }
 

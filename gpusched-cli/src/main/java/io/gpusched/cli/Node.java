@@ -41,7 +41,7 @@ public final class Node implements AutoCloseable {
      * @throws CliException when no backend is available (naming each cause and the --simulate way out)
      */
     public static Node open(Optional<String> simulate, Optional<Path> configFile, Optional<Path> stateDir,
-                            Optional<String> strategy, Optional<AllocationListener> listener) {
+            Optional<String> strategy, Optional<AllocationListener> listener) {
         GpuConfig loaded = configFile.map(GpuConfig::load).orElse(GpuConfig.defaults());
         GpuConfig config = strategy.map(loaded::withStrategy).orElse(loaded);
         GpuNode.Builder b = GpuNode.builder()

@@ -15,9 +15,9 @@ public final class Tables {
     /** @return one row per device: index, name, memory, CC/arch, PCI bus id, NUMA node, UUID */
     public static String devices(List<GpuDevice> devices) {
         List<String[]> rows = new ArrayList<>();
-        rows.add(new String[] {"IDX", "NAME", "MEMORY", "CC/ARCH", "PCI BUS ID", "NUMA", "MINOR", "UUID"});
+        rows.add(new String[]{"IDX", "NAME", "MEMORY", "CC/ARCH", "PCI BUS ID", "NUMA", "MINOR", "UUID"});
         for (GpuDevice d : devices) {
-            rows.add(new String[] {
+            rows.add(new String[]{
                 String.valueOf(d.index()), d.name(), d.memory().toHumanString(),
                 d.computeCapability().map(Object::toString).orElse(d.architecture().orElse("-")),
                 d.pciBusId(),

@@ -36,7 +36,7 @@ public final class WatchView {
         }
         sb.append(title).append('\n');
         List<String[]> rows = new ArrayList<>();
-        rows.add(new String[] {"GPU", "UTIL", "", "MEMORY", "TEMP", "POWER", "HEALTH", "HELD BY"});
+        rows.add(new String[]{"GPU", "UTIL", "", "MEMORY", "TEMP", "POWER", "HEALTH", "HELD BY"});
         List<Boolean> changed = new ArrayList<>();
         changed.add(false);
         for (DeviceState d : devices) {
@@ -52,7 +52,7 @@ public final class WatchView {
                     ? String.format(Locale.ROOT, "%.0f W", m.powerWatts().getAsDouble()) : "-";
             String health = d.health().toString() + (d.pool() == DeviceState.Pool.IN_POOL ? "" : " " + d.pool());
             String holder = d.exclusiveHolder().orElse(d.isShared() ? "shared x" + d.sharedHolders() : "-");
-            rows.add(new String[] {String.valueOf(d.index()), util < 0 ? "-" : String.format(Locale.ROOT, "%3.0f%%",
+            rows.add(new String[]{String.valueOf(d.index()), util < 0 ? "-" : String.format(Locale.ROOT, "%3.0f%%",
                     util),
                 bar, mem, temp, power, health, holder});
             String before = previous.get(d.index());

@@ -32,7 +32,7 @@ public final class WorkflowPlanner {
      * @param refusal    why it would not get any, when refused
      */
     public record Step(int stage, String job, Optional<GpuRequest> request, List<Integer> gpus,
-                       Optional<String> refusal) {
+            Optional<String> refusal) {
     }
 
     private WorkflowPlanner() {

@@ -61,14 +61,16 @@ class ConsoleBrowserTest {
     void hostileTextRendersAsText(@TempDir Path dir) throws Exception {
         assumeTrue(Files.isExecutable(CHROMIUM) && Files.isExecutable(CHROMEDRIVER),
                 "skipped: needs Debian's chromium and chromium-driver (.ci/install-test-deps installs them)");
-        String deviceName = "<img src=x onerror=\"window.__xss='name'\"><script>window.__xss='name2'</script><b>GPU</b>";
+        String deviceName =
+                "<img src=x onerror=\"window.__xss='name'\"><script>window.__xss='name2'</script><b>GPU</b>";
         String owner = "<img src=x onerror=\"window.__xss='owner'\">";
         String job = "<script>window.__xss='job'</script>";
         String label = "<svg onload=\"window.__xss='label'\"></svg><iframe src=\"javascript:window.__xss=1\">";
         String reason = "<img src=x onerror=\"window.__xss='health'\"> XID 79";
         Path node = Files.writeString(dir.resolve("node.yaml"), "node: hostile\ndriver_version: \"535.1\"\n"
                 + "defaults: {vendor: NVIDIA, memory: 16GiB, name: \"" + deviceName.replace("\\", "\\\\")
-                .replace("\"", "\\\"") + "\"}\ndevices:\n  - {index: 0, pci_bus_id: \"00000000:10:00.0\"}\n"
+                        .replace("\"", "\\\"")
+                + "\"}\ndevices:\n  - {index: 0, pci_bus_id: \"00000000:10:00.0\"}\n"
                 + "  - {index: 1, pci_bus_id: \"00000000:11:00.0\"}\n");
         SimulatedGpuInventory inventory = GpuInventories.simulated(node.toString());
         assertThat(inventory.devices().get(0).name()).isEqualTo(deviceName);
@@ -109,7 +111,8 @@ class ConsoleBrowserTest {
                         + "svgOnload: document.querySelectorAll('svg[onload], [onerror]').length,"
                         + "scripts: Array.from(document.scripts).map(s => s.getAttribute('src')).join(','),"
                         + "flag: typeof window.__xss};");
-                assertThat((java.util.Map<String, Object>) injected).as("elements and flags the payloads would have made")
+                assertThat((java.util.Map<String, Object>) injected)
+                        .as("elements and flags the payloads would have made")
                         .containsEntry("img", 0L).containsEntry("iframe", 0L).containsEntry("b", 0L)
                         .containsEntry("svgOnload", 0L).containsEntry("scripts", "/app.js")
                         .containsEntry("flag", "undefined");
@@ -152,7 +155,7 @@ class ConsoleBrowserTest {
                         .allMatch(c -> c.getText().contains("Tesla V100-SXM2-32GB") && c.getText().contains("GiB")));
                 wait.until(b -> b.findElement(By.id("live")).getText().equals("live"));
                 // sparklines of a page just opened hold points sampled before it was opened
-                for (String metric : new String[] {"util", "memUsed", "temp", "power"}) {
+                for (String metric : new String[]{"util", "memUsed", "temp", "power"}) {
                     wait.until(b -> {
                         var svg = b.findElement(By.cssSelector("#gpu-0 svg[data-metric=" + metric + "]"));
                         String from = svg.getAttribute("data-from");
@@ -190,7 +193,8 @@ class ConsoleBrowserTest {
                 Files.createDirectories(shot.getParent());
                 Files.write(shot, browser.getScreenshotAs(OutputType.BYTES));
                 browser.manage().window().setSize(new org.openqa.selenium.Dimension(390, 1600));
-                Files.write(Path.of("target", "console-screenshot-phone.png"), browser.getScreenshotAs(OutputType.BYTES));
+                Files.write(Path.of("target", "console-screenshot-phone.png"),
+                        browser.getScreenshotAs(OutputType.BYTES));
                 assertThat(Files.size(shot)).isGreaterThan(10_000);
             } finally {
                 browser.quit();

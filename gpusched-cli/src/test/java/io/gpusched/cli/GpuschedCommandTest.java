@@ -4,13 +4,13 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.gpusched.cli.WatchView;
 import io.gpusched.core.AllocationStrategies;
 import io.gpusched.core.DeviceState;
 import io.gpusched.core.GpuHealth;
 import io.gpusched.core.GpuInventories;
 import io.gpusched.core.GpuScheduler;
 import io.gpusched.core.sim.SimulatedGpuInventory;
-import io.gpusched.cli.WatchView;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
@@ -136,10 +136,13 @@ class GpuschedCommandTest {
     void errorsAreOneLineAndNonZero() {
         CliRunner.Result big = cli.run("--simulate", "dgx1-v100", "allocate", "--gpu=99");
         assertThat(big.exit()).isEqualTo(2);
-        assertThat(big.err().strip()).startsWith("gpusched: NODE_TOO_SMALL: 99 GPUs requested; this node has 8 GPUs in all").doesNotContain("\n");
+        assertThat(big.err().strip())
+                .startsWith("gpusched: NODE_TOO_SMALL: 99 GPUs requested; this node has 8 GPUs in all")
+                .doesNotContain("\n");
         CliRunner.Result unknown = cli.run("--simulate", "dgx1-v100", "release", "nope-1");
         assertThat(unknown.exit()).isEqualTo(2);
-        assertThat(unknown.err().strip()).startsWith("gpusched: UNKNOWN_ALLOCATION: no allocation \"nope-1\"").doesNotContain("\tat ");
+        assertThat(unknown.err().strip()).startsWith("gpusched: UNKNOWN_ALLOCATION: no allocation \"nope-1\"")
+                .doesNotContain("\tat ");
         CliRunner.Result verbose = cli.run("--simulate", "dgx1-v100", "--verbose", "release", "nope-1");
         assertThat(verbose.err()).contains("\tat ");
         CliRunner.Result badFlag = cli.run("--simulate", "dgx1-v100", "allocate", "--gpu-memory=lots");

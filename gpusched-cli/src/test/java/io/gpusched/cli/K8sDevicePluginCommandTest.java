@@ -12,8 +12,8 @@ import io.grpc.stub.StreamObserver;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.util.concurrent.BlockingQueue;
-import java.util.concurrent.Executors;
 import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
@@ -31,14 +31,15 @@ class K8sDevicePluginCommandTest {
         BlockingQueue<RegisterRequest> registered = new LinkedBlockingQueue<>();
         ExecutorService ex = Executors.newCachedThreadPool();
         try (UnixSockets sockets = new UnixSockets("test-kubelet")) {
-            Server kubelet = sockets.serve(dir.resolve("kubelet.sock"), ex, new RegistrationGrpc.RegistrationImplBase() {
-                @Override
-                public void register(RegisterRequest r, StreamObserver<Empty> out) {
-                    registered.add(r);
-                    out.onNext(Empty.getDefaultInstance());
-                    out.onCompleted();
-                }
-            });
+            Server kubelet =
+                    sockets.serve(dir.resolve("kubelet.sock"), ex, new RegistrationGrpc.RegistrationImplBase() {
+                        @Override
+                        public void register(RegisterRequest r, StreamObserver<Empty> out) {
+                            registered.add(r);
+                            out.onNext(Empty.getDefaultInstance());
+                            out.onCompleted();
+                        }
+                    });
             Process p = ChildCli.start(dir.resolve("state"), "k8s-device-plugin", "--inventory", "simulated:dgx-h100",
                     "--device-plugin-dir", dir.toString());
             java.io.ByteArrayOutputStream output = new java.io.ByteArrayOutputStream();

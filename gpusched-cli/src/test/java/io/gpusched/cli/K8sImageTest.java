@@ -20,8 +20,9 @@ class K8sImageTest {
     static final Path TAR = Path.of("target/gpusched-image.tar");
     static final String IMAGE = "localhost/gpusched/gpusched:0.1.0-SNAPSHOT";
     /** What this sandbox needs (runc may not raise rlimits here); harmless elsewhere. */
-    static final List<String> RUN = List.of("podman", "run", "--rm", "--runtime", "runc", "--ulimit", "nofile=1024:1024",
-            "--ulimit", "nproc=1024:1024", "--network", "none");
+    static final List<String> RUN =
+            List.of("podman", "run", "--rm", "--runtime", "runc", "--ulimit", "nofile=1024:1024",
+                    "--ulimit", "nproc=1024:1024", "--network", "none");
 
     static String run(int seconds, List<String> cmd) throws Exception {
         Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
@@ -33,14 +34,16 @@ class K8sImageTest {
 
     @Test
     void theImageLoadsInPodmanAndThePluginStartsInIt() throws Exception {
-        assumeTrue(Files.isRegularFile(TAR), "no " + TAR.toAbsolutePath() + ": build it with deploy/kubernetes/build-image.sh");
+        assumeTrue(Files.isRegularFile(TAR),
+                "no " + TAR.toAbsolutePath() + ": build it with deploy/kubernetes/build-image.sh");
         assumeTrue(Files.isExecutable(Path.of("/usr/bin/podman")), "podman is not installed");
         String loaded = run(300, List.of("podman", "load", "-i", TAR.toString()));
         assumeTrue(loaded.contains("Loaded image"), "podman cannot load images here: " + loaded);
         List<String> help = new ArrayList<>(RUN);
         help.addAll(List.of(IMAGE, "k8s-device-plugin", "--help"));
         String h = run(120, help);
-        assumeTrue(!h.contains("OCI runtime") && !h.contains("runc create failed"), "podman cannot run containers: " + h);
+        assumeTrue(!h.contains("OCI runtime") && !h.contains("runc create failed"),
+                "podman cannot run containers: " + h);
         assertThat(h).contains("--device-plugin-dir").contains("--replicas").endsWith("exit 0");
 
         Path dir = Files.createTempDirectory("gpusched-k8s-image");

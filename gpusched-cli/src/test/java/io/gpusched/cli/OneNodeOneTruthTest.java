@@ -104,7 +104,8 @@ class OneNodeOneTruthTest {
                     .stateDir(dir).listen(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0))
                     .refresh(lib.scheduler()::refresh).build().start()) {
                 HttpResponse<String> r = HttpClient.newHttpClient().send(HttpRequest.newBuilder(
-                        URI.create(console.url() + "/api/v1/allocations")).build(), HttpResponse.BodyHandlers.ofString());
+                        URI.create(console.url() + "/api/v1/allocations")).build(),
+                        HttpResponse.BodyHandlers.ofString());
                 assertThat(r.statusCode()).isEqualTo(200);
                 assertThat(r.body()).as("the console lists the CLI's allocation").contains(cliAlloc.get("id").asText());
             }

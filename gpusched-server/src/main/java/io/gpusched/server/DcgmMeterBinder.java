@@ -81,9 +81,9 @@ public final class DcgmMeterBinder implements MeterBinder {
     }
 
     private void gauge(MeterRegistry registry, String name, String help, Tags tags, int index,
-                       ToDoubleFunction<DeviceState> value) {
+            ToDoubleFunction<DeviceState> value) {
         Gauge.builder(name, this, self -> self.devices.get().stream().filter(s -> s.index() == index).findFirst()
-                        .map(value::applyAsDouble).orElse(Double.NaN))
+                .map(value::applyAsDouble).orElse(Double.NaN))
                 .description(help).tags(tags).register(registry);
     }
 

@@ -27,7 +27,7 @@ import java.util.Optional;
  * @param cudaProblems  problems met while looking for CUDA
  */
 public record DoctorReport(List<Provider> providers, Isolation isolation, String driver, List<Cuda> cuda,
-                           List<String> cudaProblems) {
+        List<String> cudaProblems) {
 
     /**
      * One inventory provider.
@@ -65,7 +65,7 @@ public record DoctorReport(List<Provider> providers, Isolation isolation, String
      * @param verdict       compatibility with the loaded driver, or why it cannot be judged
      */
     public record Cuda(String root, List<String> aliases, String version, String versionSource, boolean runtime,
-                       boolean nvcc, String verdict) {
+            boolean nvcc, String verdict) {
     }
 
     /**

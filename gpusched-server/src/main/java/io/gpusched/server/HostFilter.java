@@ -65,7 +65,7 @@ final class HostFilter extends Filter {
         String host = hosts.get(0);
         return hostAccepted(host, remote, allowed, localName) ? null
                 : "Host " + SampleHistory.printable(host) + " is not served here (DNS rebinding guard); accepted: "
-                + acceptedHosts();
+                        + acceptedHosts();
     }
 
     /** @return the accepted Host names, in words, for the refusal */

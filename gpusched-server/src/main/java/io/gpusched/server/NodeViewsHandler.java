@@ -35,7 +35,7 @@ final class NodeViewsHandler implements HttpHandler {
     private final String version;
 
     NodeViewsHandler(GpuScheduler scheduler, NodeWatcher watcher, SseHub sse, String hostname, Path stateDir,
-                     List<Path> cudaPaths, String version) {
+            List<Path> cudaPaths, String version) {
         this.scheduler = scheduler;
         this.inventory = scheduler.inventory();
         this.watcher = watcher;

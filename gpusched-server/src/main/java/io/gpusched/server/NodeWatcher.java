@@ -9,8 +9,8 @@ import io.gpusched.core.GpuScheduler;
 import java.time.Clock;
 import java.time.Duration;
 import java.util.ArrayDeque;
-import java.util.Deque;
 import java.util.ArrayList;
+import java.util.Deque;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -38,7 +38,7 @@ final class NodeWatcher {
     private String lastState = "";
 
     NodeWatcher(GpuScheduler scheduler, GpuInventory inventory, Runnable refresh, SseHub sse, Clock clock,
-                Duration interval, Duration window) {
+            Duration interval, Duration window) {
         this.scheduler = scheduler;
         this.inventory = inventory;
         this.refresh = refresh;

@@ -46,7 +46,7 @@ public final class SchedulerMeterBinder implements MeterBinder, AllocationListen
         Gauge.builder("gpusched.allocations.live", scheduler, s -> s.allocations().size())
                 .description("Allocations live on the node").register(registry);
         Gauge.builder("gpusched.devices.allocatable", scheduler,
-                        s -> s.devices().stream().filter(d -> d.isAllocatable()).count())
+                s -> s.devices().stream().filter(d -> d.isAllocatable()).count())
                 .description("Devices healthy, in the pool and not held exclusively").register(registry);
         for (GpuAllocationException.Reason r : GpuAllocationException.Reason.values()) {
             Counter c = Counter.builder("gpusched.refusals").tag("reason", r.name())
@@ -56,13 +56,13 @@ public final class SchedulerMeterBinder implements MeterBinder, AllocationListen
         }
         if (scheduler.ledgerStatistics().isPresent()) {
             FunctionTimer.builder("gpusched.ledger.force", scheduler,
-                            s -> s.ledgerStatistics().map(LedgerStatistics::forces).orElse(0L),
-                            s -> s.ledgerStatistics().map(LedgerStatistics::forceNanos).orElse(0L),
-                            TimeUnit.NANOSECONDS)
+                    s -> s.ledgerStatistics().map(LedgerStatistics::forces).orElse(0L),
+                    s -> s.ledgerStatistics().map(LedgerStatistics::forceNanos).orElse(0L),
+                    TimeUnit.NANOSECONDS)
                     .description("Appends forced to the node ledger and the time spent forcing them")
                     .register(registry);
             Gauge.builder("gpusched.ledger.force.max", scheduler,
-                            s -> s.ledgerStatistics().map(l -> l.forceNanosMax() / 1e9).orElse(Double.NaN))
+                    s -> s.ledgerStatistics().map(l -> l.forceNanosMax() / 1e9).orElse(Double.NaN))
                     .baseUnit("seconds").description("The slowest single force of the node ledger")
                     .register(registry);
         }

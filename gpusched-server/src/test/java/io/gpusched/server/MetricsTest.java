@@ -91,7 +91,8 @@ class MetricsTest {
                 assertThat(text).contains("# TYPE " + name + " gauge");
             }
             assertThat(gpu1).containsEntry("DCGM_FI_DEV_GPU_UTIL", 73.0).containsEntry("DCGM_FI_DEV_FB_USED", 6144.0)
-                    .containsEntry("DCGM_FI_DEV_FB_FREE", 24.0 * 1024 - 6144).containsEntry("DCGM_FI_DEV_GPU_TEMP", 66.0)
+                    .containsEntry("DCGM_FI_DEV_FB_FREE", 24.0 * 1024 - 6144)
+                    .containsEntry("DCGM_FI_DEV_GPU_TEMP", 66.0)
                     .containsEntry("DCGM_FI_DEV_POWER_USAGE", 150.0);
             assertThat(text).contains("gpusched_allocations_live 1.0")
                     .containsPattern("gpusched_refusals_total\\{reason=\"(INSUFFICIENT_GPUS|NODE_TOO_SMALL)\"} 1.0");

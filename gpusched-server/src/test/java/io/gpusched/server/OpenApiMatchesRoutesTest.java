@@ -51,10 +51,10 @@ class OpenApiMatchesRoutesTest {
                     }
                     sb.append((char) ch);
                 }
-                return new String[] {sb.substring(9, 12), ""};
+                return new String[]{sb.substring(9, 12), ""};
             }
             String all = new String(in.readAllBytes(), StandardCharsets.UTF_8);
-            return new String[] {all.substring(9, 12), all.substring(all.indexOf("\r\n\r\n") + 4)};
+            return new String[]{all.substring(9, 12), all.substring(all.indexOf("\r\n\r\n") + 4)};
         }
     }
 
@@ -80,9 +80,9 @@ class OpenApiMatchesRoutesTest {
             // each documented operation, over HTTP, answers with one of its documented statuses
             String id = s.allocate(GpuRequests.fromCliFlags("--gpu=1")).id();
             List<String> checked = new ArrayList<>();
-            for (Iterator<Map.Entry<String, JsonNode>> it = api.get("paths").fields(); it.hasNext(); ) {
+            for (Iterator<Map.Entry<String, JsonNode>> it = api.get("paths").fields(); it.hasNext();) {
                 Map.Entry<String, JsonNode> p = it.next();
-                for (Iterator<Map.Entry<String, JsonNode>> ops = p.getValue().fields(); ops.hasNext(); ) {
+                for (Iterator<Map.Entry<String, JsonNode>> ops = p.getValue().fields(); ops.hasNext();) {
                     Map.Entry<String, JsonNode> op = ops.next();
                     if (op.getKey().equals("parameters")) { // shared by the path's operations, not one
                         continue;

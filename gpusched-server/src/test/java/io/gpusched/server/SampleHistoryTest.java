@@ -36,7 +36,6 @@ import org.junit.jupiter.api.io.TempDir;
 class SampleHistoryTest {
     static final long T0 = Instant.parse("2026-01-01T00:00:00Z").toEpochMilli();
 
-
     @TempDir
     Path state;
     ManualClock clock = new ManualClock(Instant.ofEpochMilli(T0));

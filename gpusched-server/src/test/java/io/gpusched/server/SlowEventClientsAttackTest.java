@@ -218,7 +218,7 @@ class SlowEventClientsAttackTest {
             assertThat(slowMax).isLessThan(goodBytes);
             assertThat(console.eventHub().queuedBytes()).isLessThanOrEqualTo(SseHub.MAX_QUEUED_BYTES);
             System.out.printf("slow-client attack: %d rounds (%d allocate+release each); %d slow clients dropped;"
-                            + " good client read %d bytes, a slow one at most %d; largest client queue %d bytes%n",
+                    + " good client read %d bytes, a slow one at most %d; largest client queue %d bytes%n",
                     rounds, 5, console.eventHub().dropped(), goodBytes, slowMax,
                     console.eventHub().maxClientQueuedBytes());
         } finally {

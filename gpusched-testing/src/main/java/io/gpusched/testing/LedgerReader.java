@@ -61,7 +61,7 @@ public final class LedgerReader {
                     Live l = r.live.remove(n.get("id").asText());
                     r.ended.add(new Ended(n.get("id").asText(), l == null ? -1 : l.pid(), n.get("cause").asText()));
                 }
-                default -> { }
+                default -> {}
             }
         }
         return r;

@@ -56,7 +56,7 @@ class CdiAdversarialTest {
 
     static void keys(JsonNode n, Set<String> allowed, String where) {
         assertThat(n.isObject()).as(where + " is an object").isTrue();
-        for (Iterator<String> it = n.fieldNames(); it.hasNext(); ) {
+        for (Iterator<String> it = n.fieldNames(); it.hasNext();) {
             String k = it.next();
             assertThat(allowed).as("unknown field %s at %s", k, where).contains(k);
         }

@@ -13,7 +13,7 @@ import java.util.List;
  * @param notes        optional nodes skipped, and why
  */
 public record DevicePlan(List<DeviceNode> allowed, List<DeviceNode> denied, List<Integer> vendorMajors,
-                         List<String> notes) {
+        List<String> notes) {
 
     /** Copies the lists. */
     public DevicePlan {

@@ -30,7 +30,7 @@ public final class GpuNode implements AutoCloseable {
     private final Optional<Path> stateDirectory;
 
     private GpuNode(InventorySpec spec, GpuInventory inventory, boolean ownsInventory, GpuScheduler scheduler,
-                    Optional<Path> stateDirectory) {
+            Optional<Path> stateDirectory) {
         this.spec = spec;
         this.inventory = inventory;
         this.ownsInventory = ownsInventory;

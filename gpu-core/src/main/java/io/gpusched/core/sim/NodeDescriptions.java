@@ -147,7 +147,7 @@ public final class NodeDescriptions {
             for (String k : props.keys()) {
                 g.property(k, props.string(k, ""));
             }
-            placement.put(index, new String[] {d.string("pcie_switch", null), d.string("host_bridge", null)});
+            placement.put(index, new String[]{d.string("pcie_switch", null), d.string("host_bridge", null)});
             try {
                 b.device(g.build());
             } catch (IllegalArgumentException e) {
@@ -207,7 +207,7 @@ public final class NodeDescriptions {
     }
 
     private static void derivePcie(SimulatedGpuInventory.Builder b, Map<Integer, String[]> placement,
-                                   Map<Integer, Integer> numa) {
+            Map<Integer, Integer> numa) {
         List<Integer> idx = placement.keySet().stream().sorted().toList();
         for (int i = 0; i < idx.size(); i++) {
             for (int j = i + 1; j < idx.size(); j++) {
@@ -237,7 +237,7 @@ public final class NodeDescriptions {
     }
 
     private static <T> T optional(StrictYaml d, StrictYaml defaults, String key,
-                                  Function<String, T> f) {
+            Function<String, T> f) {
         return d.has(key) ? d.parsed(key, f, null) : defaults.parsed(key, f, null);
     }
 

@@ -129,7 +129,7 @@ public final class SimulatedGpuInventory implements GpuInventory {
      * @param powerWatts         power draw
      */
     public synchronized void setMetrics(int index, double utilizationPercent, MemorySize memoryUsed,
-                                        double temperatureCelsius, double powerWatts) {
+            double temperatureCelsius, double powerWatts) {
         int p = position(index);
         if (utilizationPercent < 0 || utilizationPercent > 100) {
             throw new IllegalArgumentException("utilization must be 0..100, was " + utilizationPercent);
@@ -308,13 +308,13 @@ public final class SimulatedGpuInventory implements GpuInventory {
 
         /** @param a device index @param b device index @param count NVLink/XGMI links @return this */
         public Builder links(int a, int b, int count) {
-            links.add(new int[] {a, b, count});
+            links.add(new int[]{a, b, count});
             return this;
         }
 
         /** @param a device index @param b device index @param level PCIe level between them @return this */
         public Builder pcie(int a, int b, PcieLevel level) {
-            pcie.add(new Object[] {a, b, level});
+            pcie.add(new Object[]{a, b, level});
             return this;
         }
 

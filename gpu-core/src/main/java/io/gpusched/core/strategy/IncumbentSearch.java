@@ -15,8 +15,8 @@ import java.util.List;
 class IncumbentSearch extends SearchTables {
 
     IncumbentSearch(TopologyScores ts, List<DeviceState> pool, int[] candPos, List<Integer> required,
-                        List<DeviceState> devices, int k, Objective objective, long budget, int tightAfter,
-                        boolean blockSearch, SearchScratch scratch) {
+            List<DeviceState> devices, int k, Objective objective, long budget, int tightAfter,
+            boolean blockSearch, SearchScratch scratch) {
         super(ts, pool, candPos, required, devices, k, objective, budget, tightAfter, blockSearch, scratch);
     }
 
@@ -129,7 +129,7 @@ class IncumbentSearch extends SearchTables {
     }
 
     void splits(int b, int left, long va, long vb, long vc, int[] split, int[] bestSplit,
-                        long[][][] value, boolean[][] ok, long[] xA, long[] xB, long[] crossA, long[] crossB) {
+            long[][][] value, boolean[][] ok, long[] xA, long[] xB, long[] crossA, long[] crossB) {
         if (b == nb) {
             if (left == 0 && (!haveBest || gt(va, vb, vc, bA, bB, bC))) {
                 haveBest = true;

@@ -60,7 +60,7 @@ public final class PackingStrategy implements AllocationStrategy {
 
     /** The smallest NUMA group that holds n candidates including every required device; else all candidates. */
     private static List<DeviceState> bestFitGroup(List<DeviceState> candidates, GpuTopology topology, int n,
-                                                  List<Integer> required) {
+            List<Integer> required) {
         Map<Integer, List<DeviceState>> groups = new TreeMap<>();
         for (DeviceState d : candidates) {
             groups.computeIfAbsent(topology.numaNode(d.index()).orElse(-1), k -> new ArrayList<>()).add(d);

@@ -23,7 +23,7 @@ final class PlacementSearch extends BranchAndBound {
      * without the local search (so the search nodes counted are those of the branch and bound from a plain start).
      */
     PlacementSearch(TopologyScores ts, List<DeviceState> pool, List<Integer> required, List<DeviceState> devices, int k,
-           Objective objective) {
+            Objective objective) {
         this(ts, pool, identity(pool.size()), required, devices, k, objective, EXACT, TIGHT_BOUND_AFTER, true,
                 new SearchScratch());
         this.localSearch = false;
@@ -34,22 +34,22 @@ final class PlacementSearch extends BranchAndBound {
      * (blocks, at most two devices to choose) may answer instead of the branch and bound.
      */
     PlacementSearch(TopologyScores ts, List<DeviceState> pool, List<Integer> required, List<DeviceState> devices, int k,
-           Objective objective, int tightAfter, boolean blockSearch) {
+            Objective objective, int tightAfter, boolean blockSearch) {
         this(ts, pool, identity(pool.size()), required, devices, k, objective, EXACT, tightAfter, blockSearch,
                 new SearchScratch());
     }
 
     /** For tests: as the strategy's search, with tables of its own. */
     PlacementSearch(TopologyScores ts, List<DeviceState> pool, int[] candPos, List<Integer> required,
-           List<DeviceState> devices, int k, Objective objective, long budget, int tightAfter,
-           boolean blockSearch) {
+            List<DeviceState> devices, int k, Objective objective, long budget, int tightAfter,
+            boolean blockSearch) {
         this(ts, pool, candPos, required, devices, k, objective, budget, tightAfter, blockSearch,
                 new SearchScratch());
     }
 
     PlacementSearch(TopologyScores ts, List<DeviceState> pool, int[] candPos, List<Integer> required,
-           List<DeviceState> devices, int k, Objective objective, long budget, int tightAfter,
-           boolean blockSearch, SearchScratch scratch) {
+            List<DeviceState> devices, int k, Objective objective, long budget, int tightAfter,
+            boolean blockSearch, SearchScratch scratch) {
         super(ts, pool, candPos, required, devices, k, objective, budget, tightAfter, blockSearch, scratch);
     }
 
@@ -152,7 +152,7 @@ final class PlacementSearch extends BranchAndBound {
 
     /** @return the value (A, B, C) of the answer {@link #run()} chose, in the search's own weights */
     long[] bestValue() {
-        return new long[] {bA, bB, bC};
+        return new long[]{bA, bB, bC};
     }
 
     /** @return search nodes {@link #run()} visited (0 when the block search answered) */
@@ -172,6 +172,6 @@ final class PlacementSearch extends BranchAndBound {
 
     /** @return per class (in the search's order after {@link #run()}): fewest and most devices it may give */
     int[][] classLimits() {
-        return new int[][] {lo.clone(), cap.clone()};
+        return new int[][]{lo.clone(), cap.clone()};
     }
 }

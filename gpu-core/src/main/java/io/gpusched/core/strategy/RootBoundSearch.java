@@ -16,8 +16,8 @@ import java.util.List;
 class RootBoundSearch extends IncumbentSearch {
 
     RootBoundSearch(TopologyScores ts, List<DeviceState> pool, int[] candPos, List<Integer> required,
-                        List<DeviceState> devices, int k, Objective objective, long budget, int tightAfter,
-                        boolean blockSearch, SearchScratch scratch) {
+            List<DeviceState> devices, int k, Objective objective, long budget, int tightAfter,
+            boolean blockSearch, SearchScratch scratch) {
         super(ts, pool, candPos, required, devices, k, objective, budget, tightAfter, blockSearch, scratch);
     }
 

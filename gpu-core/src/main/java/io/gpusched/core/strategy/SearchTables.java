@@ -89,8 +89,8 @@ class SearchTables {
     boolean localSearch = true;
 
     SearchTables(TopologyScores ts, List<DeviceState> pool, int[] candPos, List<Integer> required,
-           List<DeviceState> devices, int k, Objective objective, long budget, int tightAfter,
-           boolean blockSearch, SearchScratch scratch) {
+            List<DeviceState> devices, int k, Objective objective, long budget, int tightAfter,
+            boolean blockSearch, SearchScratch scratch) {
         this.scratch = scratch;
         this.tightAfter = tightAfter;
         this.blockSearchAllowed = blockSearch;
@@ -409,7 +409,7 @@ class SearchTables {
                 vb += pB[j * c + l] * m[j] * m[l];
             }
         }
-        return new long[] {va, vb, vc};
+        return new long[]{va, vb, vc};
     }
 
     /** @return whether (a1, b1, c1) is lexicographically larger than (a2, b2, c2) */

@@ -97,7 +97,7 @@ public final class ThermalAwareStrategy implements AllocationStrategy {
             GpuMetrics m = d.metrics().get();
             OptionalDouble v = temperature ? m.temperatureCelsius() : m.utilizationPercent();
             if (v.isPresent()) {
-                readings.add(new double[] {v.getAsDouble(), d.index()});
+                readings.add(new double[]{v.getAsDouble(), d.index()});
             }
         }
         readings.sort(Comparator.comparingDouble(r -> r[0]));

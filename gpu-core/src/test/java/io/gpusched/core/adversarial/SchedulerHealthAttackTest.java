@@ -40,7 +40,7 @@ class SchedulerHealthAttackTest {
         final List<GpuDevice> devices;
         final GpuHealth[] health;
         final List<GpuHealthListener> listeners = new CopyOnWriteArrayList<>();
-        volatile BiConsumer<HostileInventory, GpuDevice> onHealthRead = (i, d) -> { };
+        volatile BiConsumer<HostileInventory, GpuDevice> onHealthRead = (i, d) -> {};
         /** Answers processes(): by default every device lists none (drain supported). */
         volatile java.util.function.Function<GpuDevice, Optional<List<io.gpusched.core.GpuProcess>>> processes =
                 d -> Optional.of(List.of());
@@ -144,7 +144,7 @@ class SchedulerHealthAttackTest {
                 }
             };
             try (GpuScheduler s = scheduler(inv)) {
-                inv.onHealthRead = (self, d) -> { };
+                inv.onHealthRead = (self, d) -> {};
                 assertThat(fired[0]).as("victim %d: the hook ran", v).isTrue();
                 assertThatThrownBy(() -> s.allocate(GpuRequest.builder().deviceIndices(v).build()))
                         .as("victim %d", v).isInstanceOf(GpuAllocationException.class);
@@ -203,7 +203,7 @@ class SchedulerHealthAttackTest {
     /** GPU 0 lost (its process list empty, or throwing) must not turn drain off for the node. */
     @Test
     void lostGpu0DoesNotTurnDrainOffForTheNode() {
-        for (boolean throwing : new boolean[] {false, true}) {
+        for (boolean throwing : new boolean[]{false, true}) {
             HostileInventory inv = new HostileInventory(IntStream.range(0, 3).mapToObj(i -> device(i, true)).toList());
             inv.change(0, GpuHealth.lost("GPU_IS_LOST"));
             inv.processes = d -> {
@@ -227,7 +227,7 @@ class SchedulerHealthAttackTest {
      */
     @Test
     void drainIsDecidedOnceAGpuComesBackAfterAllWereLostAtBuild() {
-        for (boolean throwing : new boolean[] {false, true}) {
+        for (boolean throwing : new boolean[]{false, true}) {
             HostileInventory inv = new HostileInventory(IntStream.range(0, 2).mapToObj(i -> device(i, true)).toList());
             inv.change(0, GpuHealth.lost("GPU_IS_LOST"));
             inv.change(1, GpuHealth.lost("GPU_IS_LOST"));

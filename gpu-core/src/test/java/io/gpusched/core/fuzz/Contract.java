@@ -63,7 +63,7 @@ public final class Contract {
      * @throws Violation for any other exception, or a message that does not name the input or what is valid
      */
     public static <T> T expect(Class<? extends RuntimeException> documented, String input,
-                               Predicate<String> namesInput, Supplier<T> parser) {
+            Predicate<String> namesInput, Supplier<T> parser) {
         try {
             return parser.get();
         } catch (RuntimeException e) {

@@ -14,7 +14,8 @@ public final class MemorySizeFuzzer {
     public static void fuzzerTestOneInput(byte[] input) {
         String s = Contract.text(input);
         MemorySize m = Contract.expect(IllegalArgumentException.class, s,
-                msg -> msg.contains(s.length() <= 64 ? s : s.substring(0, 64)) || (s.isBlank() && msg.contains("blank")),
+                msg -> msg.contains(s.length() <= 64 ? s : s.substring(0, 64))
+                        || (s.isBlank() && msg.contains("blank")),
                 () -> MemorySize.parse(s));
         if (m != null) {
             Contract.check(m.bytes() >= 0, "negative size " + m.bytes(), s);

@@ -13,8 +13,10 @@ class StateDirectoryTest {
     @Test
     void baseFollowsEnvironmentThenUser() {
         Path home = Path.of("/home/u");
-        assertThat(StateDirectory.base(Map.of("GPUSCHED_STATE_DIR", "/srv/g"), false, home)).isEqualTo(Path.of("/srv/g"));
-        assertThat(StateDirectory.base(Map.of("GPUSCHED_STATE_DIR", "/srv/g"), true, home)).isEqualTo(Path.of("/srv/g"));
+        assertThat(StateDirectory.base(Map.of("GPUSCHED_STATE_DIR", "/srv/g"), false, home))
+                .isEqualTo(Path.of("/srv/g"));
+        assertThat(StateDirectory.base(Map.of("GPUSCHED_STATE_DIR", "/srv/g"), true, home))
+                .isEqualTo(Path.of("/srv/g"));
         assertThat(StateDirectory.base(Map.of("GPUSCHED_STATE_DIR", " "), true, home))
                 .isEqualTo(Path.of("/var/lib/gpusched"));
         assertThat(StateDirectory.base(Map.of(), true, home)).isEqualTo(Path.of("/var/lib/gpusched"));

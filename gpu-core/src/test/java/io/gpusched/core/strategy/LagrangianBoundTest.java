@@ -7,7 +7,6 @@ import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuHealth;
 import io.gpusched.core.GpuTopology;
 import io.gpusched.core.strategy.TopologyAwareStrategy.Objective;
-
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;

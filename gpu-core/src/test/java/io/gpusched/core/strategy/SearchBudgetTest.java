@@ -10,7 +10,6 @@ import io.gpusched.core.GpuVendor;
 import io.gpusched.core.MemorySize;
 import io.gpusched.core.PcieLevel;
 import io.gpusched.core.strategy.TopologyAwareStrategy.Objective;
-
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
@@ -63,8 +62,8 @@ class SearchBudgetTest {
         }
         int runs = 0;
         for (Objective o : Objective.values()) {
-            for (long budget : new long[] {1_000, 100_000, 300_000, 1_000_000}) {
-                for (int k : new int[] {2, 3, free / 16, free / 4, free / 2}) {
+            for (long budget : new long[]{1_000, 100_000, 300_000, 1_000_000}) {
+                for (int k : new int[]{2, 3, free / 16, free / 4, free / 2}) {
                     PlacementSearch s = new PlacementSearch(ts, pool, pos, List.of(), all, k, o, budget,
                             TopologyAwareStrategy.TIGHT_BOUND_AFTER, true);
                     List<Integer> got = s.run();

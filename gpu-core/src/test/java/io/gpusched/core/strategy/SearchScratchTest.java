@@ -53,7 +53,7 @@ class SearchScratchTest {
                 }
             }
             SchedulingView v = view(List.copyOf(all), List.copyOf(free), t);
-            for (int k : new int[] {2, 3, free.size() / 4, free.size() / 2}) {
+            for (int k : new int[]{2, 3, free.size() / 4, free.size() / 2}) {
                 cases.add(new Case(v, GpuRequest.builder().count(k).build()));
             }
         }

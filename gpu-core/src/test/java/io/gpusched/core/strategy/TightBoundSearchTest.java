@@ -10,7 +10,6 @@ import io.gpusched.core.GpuVendor;
 import io.gpusched.core.MemorySize;
 import io.gpusched.core.PcieLevel;
 import io.gpusched.core.strategy.TopologyAwareStrategy.Objective;
-
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;

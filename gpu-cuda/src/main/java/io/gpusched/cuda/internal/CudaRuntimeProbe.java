@@ -23,7 +23,7 @@ public final class CudaRuntimeProbe {
             NativeLibrary lib = NativeLibrary.getInstance(libcudart.toAbsolutePath().toString());
             Function f = lib.getFunction("cudaRuntimeGetVersion");
             IntByReference out = new IntByReference();
-            int rc = f.invokeInt(new Object[] {out});
+            int rc = f.invokeInt(new Object[]{out});
             return rc == 0 && out.getValue() > 0 ? OptionalInt.of(out.getValue()) : OptionalInt.empty();
         } catch (UnsatisfiedLinkError | RuntimeException e) {
             return OptionalInt.empty();

@@ -50,7 +50,7 @@ public final class VersionFiles {
         if (n == null) {
             return Optional.empty();
         }
-        for (JsonNode v : new JsonNode[] {n.path("cuda_cudart").path("version"), n.path("cuda").path("version")}) {
+        for (JsonNode v : new JsonNode[]{n.path("cuda_cudart").path("version"), n.path("cuda").path("version")}) {
             if (v.isTextual()) {
                 return Optional.of(parse(v.asText(), "version.json"));
             }

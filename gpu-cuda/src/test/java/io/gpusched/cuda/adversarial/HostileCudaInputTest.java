@@ -7,8 +7,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
-import io.gpusched.cuda.Compatibility.Verdict;
 import io.gpusched.cuda.Compatibility;
+import io.gpusched.cuda.Compatibility.Verdict;
 import io.gpusched.cuda.CompatibilityTable;
 import io.gpusched.cuda.CudaInstallation;
 import io.gpusched.cuda.CudaInstallations;
@@ -101,7 +101,8 @@ class HostileCudaInputTest {
             // CudaRequirement.toString() is a description ("CUDA 12.x"), not documented to parse back
             Object r = valueOrIae(() -> CudaRequirement.parse(s), "CudaRequirement " + what);
             if (r instanceof CudaRequirement cr) {
-                cr.minimum().or(cr::exact).ifPresent(named -> assertTrue(cr.accepts(named), "accepts what it names: " + what));
+                cr.minimum().or(cr::exact)
+                        .ifPresent(named -> assertTrue(cr.accepts(named), "accepts what it names: " + what));
             }
             Object d = valueOrIae(() -> DriverVersion.parse(s), "DriverVersion " + what);
             if (d instanceof DriverVersion dv) {
@@ -115,7 +116,8 @@ class HostileCudaInputTest {
     @Test
     void unicodeAndSignedVersionsAreRefused() {
         for (String s : List.of("\u0661\u0662.\u0664", "\uFF11\uFF12.4", "-12", "+12.4", "12.4\u0000", "abc")) {
-            assertTrue(valueOrIae(() -> CudaVersion.parse(s), s) instanceof IllegalArgumentException, "CudaVersion " + s);
+            assertTrue(valueOrIae(() -> CudaVersion.parse(s), s) instanceof IllegalArgumentException,
+                    "CudaVersion " + s);
         }
         for (String s : List.of("\u0661\u0662.\u0664", "\uFF11\uFF12.4", "-12", "+12.4", "abc", "1\u00002.4")) {
             assertTrue(valueOrIae(() -> DriverVersion.parse(s), s) instanceof IllegalArgumentException, "Driver " + s);
@@ -288,7 +290,7 @@ class HostileCudaInputTest {
         Path b = cudaRoot("cuda-deep");
         Files.writeString(b.resolve("version.json"), "[".repeat(200_000) + "]".repeat(200_000));
         Path c = cudaRoot("cuda-badutf8");
-        Files.write(c.resolve("version.json"), new byte[] {'{', (byte) 0xff, (byte) 0xfe, 0, '"', (byte) 0xc3});
+        Files.write(c.resolve("version.json"), new byte[]{'{', (byte) 0xff, (byte) 0xfe, 0, '"', (byte) 0xc3});
         Path d = cudaRoot("cuda-bignum");
         Files.writeString(d.resolve("version.json"),
                 "{\"cuda\": {\"version\": \"99999999999.4.1\"}, \"cuda_cudart\": {\"version\": \"12.99999999999\"}}");
@@ -374,7 +376,7 @@ class HostileCudaInputTest {
         Files.write(di.resolve("METADATA"), utf16);
         Path di2 = site.resolve("nvidia_cuda_runtime_cu12-\u0661\u0662.4.127.dist-info");
         Files.createDirectories(di2);
-        Files.write(di2.resolve("METADATA"), new byte[] {(byte) 0xff, (byte) 0xfe, 'V', 0, (byte) 0x80});
+        Files.write(di2.resolve("METADATA"), new byte[]{(byte) 0xff, (byte) 0xfe, 'V', 0, (byte) 0x80});
         Path di3 = site.resolve("nvidia_cuda_runtime_cu12-99999999999.0.dist-info");
         Files.createDirectories(di3);
         Files.writeString(di3.resolve("METADATA"), "Version: " + "9".repeat(1_000_000) + "\n");

@@ -54,7 +54,7 @@ class FlinkDriverAttackTest {
 
     private static int held(Path state) {
         try (GpuInventory inv = GpuInventories.simulated("dgx1-v100");
-                GpuScheduler s = GpuScheduler.builder().inventory(inv).stateDir(state).build()) {
+             GpuScheduler s = GpuScheduler.builder().inventory(inv).stateDir(state).build()) {
             s.refresh();
             return s.allocations().stream().mapToInt(a -> a.devices().size()).sum();
         }
@@ -131,8 +131,8 @@ class FlinkDriverAttackTest {
     @Test
     void badParametersNameTheKeyAndWhatIsValid() throws Exception {
         Path state = state();
-        for (String[] kv : new String[][] {{"strategy", "bogus", "topology"}, {"memory-per-gpu", "lots", "16"},
-                {"inventory", "bogus", "auto"}}) {
+        for (String[] kv : new String[][]{{"strategy", "bogus", "topology"}, {"memory-per-gpu", "lots", "16"},
+            {"inventory", "bogus", "auto"}}) {
             Configuration p = new Configuration();
             p.setString("state-dir", state.toString());
             p.setString("inventory", "simulated:dgx1-v100");

@@ -191,7 +191,7 @@ public final class Bpf {
         while (len < name.length && name[len] != 0) {
             len++;
         }
-        return new Object[] {info.getInt(PROG_INFO_ID), new String(name, 0, len, StandardCharsets.US_ASCII)};
+        return new Object[]{info.getInt(PROG_INFO_ID), new String(name, 0, len, StandardCharsets.US_ASCII)};
     }
 
     /** Closes an fd, ignoring errors. */

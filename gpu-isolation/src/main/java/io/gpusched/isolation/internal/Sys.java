@@ -177,7 +177,7 @@ public final class Sys {
     /** @return {dev, inode} of what an fd refers to (through its /proc/self/fd link) */
     public static long[] identity(int fd) throws IOException {
         Path p = fdPath(fd);
-        return new long[] {(Long) Files.getAttribute(p, "unix:dev"), (Long) Files.getAttribute(p, "unix:ino")};
+        return new long[]{(Long) Files.getAttribute(p, "unix:dev"), (Long) Files.getAttribute(p, "unix:ino")};
     }
 
     /** O_RDWR | O_CREAT (same on x86_64 and the generic layout). */

@@ -134,7 +134,8 @@ final class Adv {
             Files.createDirectories(dev.resolve("dri"));
             Files.createDirectories(proc);
             Files.writeString(proc.resolve("devices"),
-                    "Character devices:\n  1 mem\n195 nvidia-frontend\n226 drm\n" + KFD_MAJOR + " kfd\n\nBlock devices:\n"
+                    "Character devices:\n  1 mem\n195 nvidia-frontend\n226 drm\n" + KFD_MAJOR
+                            + " kfd\n\nBlock devices:\n"
                             + "  7 loop\n");
             for (int i = 0; i < 4; i++) {
                 mknod(nv(i), 195, i);

@@ -411,7 +411,7 @@ class V1AttackTest {
         CgroupDeviceIsolator amd = host.amd().mechanism(CgroupDeviceIsolator.Mechanism.V1).build();
         List<GpuDevice> ad = Adv.amdDevices();
         List<Path> nodes = List.of(host.render(0), host.render(1), host.card(0), host.card(1), host.kfd());
-        for (boolean containerHost : new boolean[] {false, true}) {
+        for (boolean containerHost : new boolean[]{false, true}) {
             Path cg = cg();
             if (containerHost) {
                 container(cg, "c 226:* rwm", "c " + Adv.KFD_MAJOR + ":* rwm");

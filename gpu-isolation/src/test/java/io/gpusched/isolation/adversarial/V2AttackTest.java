@@ -107,7 +107,7 @@ class V2AttackTest {
 
         Fence f = iso.fence(job, alloc(nv, 0));
         assertEquals(List.of(host.nv(0)), nvOpen(job));
-        for (int[] refused : new int[][] {{0, 2}, {3}, {1, 3}}) {
+        for (int[] refused : new int[][]{{0, 2}, {3}, {1, 3}}) {
             IsolationException u = assertThrows(IsolationException.class, () -> f.update(alloc(nv, refused)));
             String gpu = "GPU " + refused[refused.length - 1] + " GPU-adv-" + refused[refused.length - 1];
             assertTrue(u.getMessage().contains(gpu) && u.getMessage().contains(job.toString())
@@ -141,7 +141,8 @@ class V2AttackTest {
     static void killedChildFences(Adv.Host host, Path cg, String mechanism, int gpu) throws Exception {
         Path java = Path.of(System.getProperty("java.home"), "bin", "java");
         Process p = new ProcessBuilder(java.toString(), "-cp", System.getProperty("java.class.path"),
-                AdvChild.class.getName(), host.dev.toString(), host.proc.toString(), cg.toString(), mechanism, String.valueOf(gpu))
+                AdvChild.class.getName(), host.dev.toString(), host.proc.toString(), cg.toString(), mechanism,
+                String.valueOf(gpu))
                 .redirectErrorStream(true).start();
         try {
             var in = new java.io.BufferedReader(new java.io.InputStreamReader(p.getInputStream()));

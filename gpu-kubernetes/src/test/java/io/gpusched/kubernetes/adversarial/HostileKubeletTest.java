@@ -79,7 +79,8 @@ class HostileKubeletTest {
 
     @BeforeEach
     void epoll() throws Exception {
-        assumeTrue(Epoll.isAvailable(), "Unix domain sockets need Netty's epoll transport: " + Epoll.unavailabilityCause());
+        assumeTrue(Epoll.isAvailable(),
+                "Unix domain sockets need Netty's epoll transport: " + Epoll.unavailabilityCause());
         dir = Files.createDirectories(tmp.resolve("device-plugins"));
     }
 
@@ -451,7 +452,8 @@ class HostileKubeletTest {
             for (var e : bad.entrySet()) {
                 got.put(e.getKey(), codeOf(() -> s.getPreferredAllocation(e.getValue())));
             }
-            assertThat(got).allSatisfy((name, code) -> assertThat(code).as(name).isEqualTo(Status.Code.INVALID_ARGUMENT));
+            assertThat(got)
+                    .allSatisfy((name, code) -> assertThat(code).as(name).isEqualTo(Status.Code.INVALID_ARGUMENT));
             // still serving correctly
             PreferredAllocationResponse ok = s.getPreferredAllocation(pref(all, List.of(), 8));
             assertThat(new HashSet<>(ok.getContainerResponses(0).getDeviceIDsList())).isEqualTo(new HashSet<>(all));
@@ -562,7 +564,8 @@ class HostileKubeletTest {
             for (var e : bad.entrySet()) {
                 got.put(e.getKey(), codeOf(() -> s.allocate(e.getValue())));
             }
-            assertThat(got).allSatisfy((name, code) -> assertThat(code).as(name).isEqualTo(Status.Code.INVALID_ARGUMENT));
+            assertThat(got)
+                    .allSatisfy((name, code) -> assertThat(code).as(name).isEqualTo(Status.Code.INVALID_ARGUMENT));
         }
     }
 
@@ -625,7 +628,8 @@ class HostileKubeletTest {
             try {
                 List<Future<List<String>>> fs = new ArrayList<>();
                 for (int c = 0; c < 16; c++) {
-                    ManagedChannel ch = NettyChannelBuilder.forAddress(new DomainSocketAddress(dir.resolve(EP).toString()))
+                    ManagedChannel ch = NettyChannelBuilder
+                            .forAddress(new DomainSocketAddress(dir.resolve(EP).toString()))
                             .eventLoopGroup(k.group).channelType(EpollDomainSocketChannel.class).usePlaintext().build();
                     own.add(ch);
                     int seed = c;
@@ -646,7 +650,8 @@ class HostileKubeletTest {
                             long got = score(t, ans.stream().map(all::indexOf).toList());
                             long best = bestScore(t, avail, Set.of(), size);
                             if (ans.size() != size || !a.containsAll(ans) || got != best) {
-                                problems.add(avail + " size " + size + " -> " + ans + " score " + got + " best " + best);
+                                problems.add(
+                                        avail + " size " + size + " -> " + ans + " score " + got + " best " + best);
                             }
                             AllocateResponse r;
                             try {

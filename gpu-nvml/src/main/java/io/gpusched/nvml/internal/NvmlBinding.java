@@ -2,9 +2,9 @@ package io.gpusched.nvml.internal;
 
 import com.sun.jna.Native;
 import com.sun.jna.NativeLibrary;
-import java.nio.file.Files;
 import java.lang.reflect.Method;
 import java.lang.reflect.Modifier;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.EnumMap;

@@ -15,7 +15,7 @@ public final class NvmlPoller {
     public static final long ABSENT = Long.MIN_VALUE;
     /** The calls of a sweep, as {@link #failedCall(int)} names them. */
     static final String[] CALLS = {"nvmlDeviceGetUtilizationRates", "nvmlDeviceGetMemoryInfo_v2",
-            "nvmlDeviceGetMemoryInfo", "nvmlDeviceGetTemperature", "nvmlDeviceGetPowerUsage"};
+        "nvmlDeviceGetMemoryInfo", "nvmlDeviceGetTemperature", "nvmlDeviceGetPowerUsage"};
 
     private final long[] handles;
     private final Memory[] blocks;

@@ -103,10 +103,10 @@ public final class NvmlSession implements AutoCloseable {
      *                          unreadable), if so
      */
     public record RawDevice(long handle, int nvmlIndex, int migSlot, Optional<String> uuid, Optional<String> name,
-                            Optional<String> serial, OptionalLong memoryTotal, int ccMajor, int ccMinor,
-                            Optional<String> pciBusId, OptionalInt minor, Optional<Boolean> persistence,
-                            boolean migEnabled, Optional<String> parentUuid, int gpuInstanceId,
-                            int computeInstanceId, Optional<Fault> fault, Optional<String> pinnedBecause) {
+            Optional<String> serial, OptionalLong memoryTotal, int ccMajor, int ccMinor,
+            Optional<String> pciBusId, OptionalInt minor, Optional<Boolean> persistence,
+            boolean migEnabled, Optional<String> parentUuid, int gpuInstanceId,
+            int computeInstanceId, Optional<Fault> fault, Optional<String> pinnedBecause) {
     }
 
     /**
@@ -386,7 +386,8 @@ public final class NvmlSession implements AutoCloseable {
             int minorCc = -1;
             if (!r.stopped() && nvml.has(Fn.COMPUTE_CAPABILITY) && r.saw("nvmlDeviceGetCudaComputeCapability",
                     NvmlBinding.ComputeCapability.nvmlDeviceGetCudaComputeCapability(h, addr(scratch),
-                            addr(scratch) + 4), false) == 0) {
+                            addr(scratch) + 4),
+                    false) == 0) {
                 major = scratch.getInt(0);
                 minorCc = scratch.getInt(4);
             }
@@ -535,8 +536,8 @@ public final class NvmlSession implements AutoCloseable {
             List<long[]> out = new ArrayList<>((int) count);
             for (int i = 0; i < count; i++) {
                 long base = (long) i * NvmlLayout.PROCESS_SIZE;
-                out.add(new long[] {infos.getInt(base + NvmlLayout.PROCESS_PID) & 0xFFFFFFFFL,
-                        infos.getLong(base + NvmlLayout.PROCESS_USED_MEMORY)});
+                out.add(new long[]{infos.getInt(base + NvmlLayout.PROCESS_PID) & 0xFFFFFFFFL,
+                    infos.getLong(base + NvmlLayout.PROCESS_USED_MEMORY)});
             }
             return Optional.of(out);
         }

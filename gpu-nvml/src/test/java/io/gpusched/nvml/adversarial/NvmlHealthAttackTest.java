@@ -48,7 +48,6 @@ class NvmlHealthAttackTest {
     static Path lib;
     static Path sysfs;
 
-
     static synchronized void prepare() throws Exception {
         if (lib != null) {
             return;
@@ -149,9 +148,9 @@ class NvmlHealthAttackTest {
 
     @ParameterizedTest
     @CsvSource({"nvmlDeviceGetHandleByIndex_v2,15", "nvmlDeviceGetHandleByIndex_v2,999",
-            "nvmlDeviceGetUUID,15", "nvmlDeviceGetUUID,10", "nvmlDeviceGetName,15", "nvmlDeviceGetName,999",
-            "nvmlDeviceGetSerial,10", "nvmlDeviceGetSerial,15", "nvmlDeviceGetMemoryInfo_v2,15",
-            "nvmlDeviceGetMinorNumber,999", "nvmlDeviceGetPciInfo_v3,10"})
+        "nvmlDeviceGetUUID,15", "nvmlDeviceGetUUID,10", "nvmlDeviceGetName,15", "nvmlDeviceGetName,999",
+        "nvmlDeviceGetSerial,10", "nvmlDeviceGetSerial,15", "nvmlDeviceGetMemoryInfo_v2,15",
+        "nvmlDeviceGetMinorNumber,999", "nvmlDeviceGetPciInfo_v3,10"})
     void identityFaultOnGpu0LeavesANodeWithASchedulerAndGpu0OutOfService(String fn, int code) {
         assertThat(FakeNvml.Control.fake_nvml_inject(fn, 0, code)).isZero();
         try (NvmlInventory inv = NvmlInventory.open(opts(false, new ManualClock()))) {
@@ -483,7 +482,7 @@ class NvmlHealthAttackTest {
 
     @ParameterizedTest
     @CsvSource({"nvmlDeviceGetUUID,15", "nvmlDeviceGetUUID,999", "nvmlDeviceGetHandleByIndex_v2,10",
-            "nvmlDeviceGetMemoryInfo_v2,15"})
+        "nvmlDeviceGetMemoryInfo_v2,15"})
     void everyGpuFailingIdentityOrMemoryStillOpensAndHandsNothingOut(String fn, int code) {
         assertThat(FakeNvml.Control.fake_nvml_inject(fn, -1, code)).isZero();
         try (NvmlInventory inv = NvmlInventory.open(opts(false, new ManualClock()))) {

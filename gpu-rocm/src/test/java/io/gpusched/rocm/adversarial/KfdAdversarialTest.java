@@ -86,7 +86,7 @@ class KfdAdversarialTest {
 
     @ParameterizedTest
     @ValueSource(strings = {"4294967295", "2147483648", "1048576", "-1", "18446744073709551615", "18446744073709551616",
-            "99999999999999999999999", "0x81", "1e3", "129 130", "", "\u0000129"})
+        "99999999999999999999999", "0x81", "1e3", "129 130", "", "\u0000129"})
     void badRenderMinorSkipsOnlyThatNode(String minor) {
         AdvTree t = base();
         t.gpu(2, AdvTree.gpuProps(0x20, 0, 0, "2002", "").replace("drm_render_minor 0\n",
@@ -94,13 +94,14 @@ class KfdAdversarialTest {
         t.bank(2, "size_in_bytes 51539607552\n");
         KfdSysfsInventory inv = open(t);
         assertGoodNodeServed(inv);
-        assertTrue(byNode(inv, 2).isEmpty(), "node 2 with drm_render_minor '" + minor + "' served as " + byNode(inv, 2));
+        assertTrue(byNode(inv, 2).isEmpty(),
+                "node 2 with drm_render_minor '" + minor + "' served as " + byNode(inv, 2));
         assertTrue(mentionsNode(inv.problems(), 2), "node 2 skipped silently: " + inv.problems());
     }
 
     @ParameterizedTest
     @ValueSource(strings = {"18446744073709551615", "9223372036854775808", "9223372036854775807", "0", "-5", "abc",
-            "17592186044417", "0x1000000000", ""})
+        "17592186044417", "0x1000000000", ""})
     void unbelievableLocalMemSizeWithoutBanksIsUnknown(String size) {
         AdvTree t = base();
         t.gpu(2, AdvTree.gpuProps(0x20, 0, 129, "2002", "").replace("local_mem_size 0\n",
@@ -116,14 +117,15 @@ class KfdAdversarialTest {
 
     @ParameterizedTest
     @ValueSource(strings = {"size_in_bytes 0\n", "size_in_bytes 18446744073709551615\n", "size_in_bytes -1\n",
-            "size_in_bytes 1e9\n", "", "size_in_bytes\n", "size_in_bytes 12 34\n"})
+        "size_in_bytes 1e9\n", "", "size_in_bytes\n", "size_in_bytes 12 34\n"})
     void unbelievableBankSizeIsUnknown(String bank) {
         AdvTree t = base();
         t.gpu(2, AdvTree.gpuProps(0x20, 0, 129, "2002", ""), 40002);
         t.bank(2, bank);
         KfdSysfsInventory inv = open(t);
         assertGoodNodeServed(inv);
-        byNode(inv, 2).ifPresent(d -> assertFalse(d.memoryKnown(), "bank '" + bank.strip() + "' read as " + d.memory()));
+        byNode(inv, 2)
+                .ifPresent(d -> assertFalse(d.memoryKnown(), "bank '" + bank.strip() + "' read as " + d.memory()));
         assertTrue(mentionsNode(inv.problems(), 2), "no problem recorded for node 2: " + inv.problems());
     }
 
@@ -236,7 +238,7 @@ class KfdAdversarialTest {
                 Files.delete(n.resolve("properties"));
                 Files.createSymbolicLink(n.resolve("properties"), Paths.get("/nonexistent/kfd/properties"));
             }
-            case "nul-bytes" -> Files.write(n.resolve("properties"), new byte[] {0, 0, 0, '\n', 0, 's', 0});
+            case "nul-bytes" -> Files.write(n.resolve("properties"), new byte[]{0, 0, 0, '\n', 0, 's', 0});
             case "binary-garbage" -> {
                 byte[] b = new byte[8192];
                 new java.util.Random(13).nextBytes(b);
@@ -256,7 +258,7 @@ class KfdAdversarialTest {
     /** Files no kernel writes: a sparse giant, an endless device, a FIFO nobody writes to. */
     @ParameterizedTest
     @ValueSource(strings = {"sparse-properties", "sparse-gpu_id", "sparse-bank", "sparse-io_link", "zero-properties",
-            "fifo-properties", "fifo-gpu_id", "fifo-bank", "fifo-io_link"})
+        "fifo-properties", "fifo-gpu_id", "fifo-bank", "fifo-io_link"})
     void filesNoKernelWritesNeitherHangNorExhaustTheHeap(String attack) throws Exception {
         AdvTree t = base();
         t.gpu(2, 0x20, 129);
@@ -304,7 +306,7 @@ class KfdAdversarialTest {
     void lyingDrmMetricsStayOnTheirDevice(String v) throws IOException {
         AdvTree t = base();
         t.gpu(2, 0x20, 129);
-        for (int minor : new int[] {128, 129}) {
+        for (int minor : new int[]{128, 129}) {
             Path dev = t.root.resolve("class/drm/renderD" + minor + "/device");
             Path hw = dev.resolve("hwmon/hwmon0");
             Files.createDirectories(hw);
@@ -397,7 +399,8 @@ class KfdAdversarialTest {
                         continue;
                     }
                     assertTrue(compareCloseness(topo, a.index(), s.index(), o.index()) > 0,
-                            "sibling " + s.index() + " of " + a.index() + " (links " + topo.linkCount(a.index(), s.index())
+                            "sibling " + s.index() + " of " + a.index() + " (links "
+                                    + topo.linkCount(a.index(), s.index())
                                     + ", " + topo.pcieLevel(a.index(), s.index()) + ") not closer than "
                                     + o.index() + " (links " + topo.linkCount(a.index(), o.index()) + ", "
                                     + topo.pcieLevel(a.index(), o.index()) + ")");

@@ -66,7 +66,8 @@ class CliAdversarialTest {
         assertThat(lines).filteredOn(l -> l.contains("missing File=/dev/nvidia5")).hasSize(1);
         assertThat(lines).filteredOn(l -> l.contains("wrong Type") && l.contains("/dev/nvidia3")).hasSize(1);
         assertThat(lines).filteredOn(l -> l.contains("wrong count")).hasSize(1);
-        Files.write(tmp.resolve("bin.conf"), new byte[] {'N', 'a', 'm', 'e', '=', 'g', 'p', 'u', ' ', 0, (byte) 0xff, '\n'});
+        Files.write(tmp.resolve("bin.conf"),
+                new byte[]{'N', 'a', 'm', 'e', '=', 'g', 'p', 'u', ' ', 0, (byte) 0xff, '\n'});
         Result b = run("--simulate", "dgx1-v100", "export", "slurm", "--check", "bin.conf", "--cores", "none");
         assertThat(b.rc()).isEqualTo(2);
         assertThat(b.err()).contains("bin.conf");

@@ -178,7 +178,8 @@ class GresAdversarialTest {
 
     @Test
     void sameBytesUnderTurkishLocaleAndOtherTimeZone() {
-        String d = dev(0, ", name: AMD INSTINCT MI210, vendor: AMD") + dev(1, ", name: AMD INSTINCT MI210, vendor: AMD");
+        String d =
+                dev(0, ", name: AMD INSTINCT MI210, vendor: AMD") + dev(1, ", name: AMD INSTINCT MI210, vendor: AMD");
         String before;
         try (SimulatedGpuInventory inv = node(d, "links: [[0, 1, 1]]\n")) {
             before = gres(inv, TWO).gresConf() + gres(inv, TWO).nodeLine("n1");
@@ -261,7 +262,8 @@ class GresAdversarialTest {
         List<String> e = check(g, good + "Name=gpu Type=v100 File=/dev/nvidia9\n", null);
         assertThat(e).anySatisfy(x -> assertThat(x).containsIgnoringCase("extra").contains("/dev/nvidia9"));
         // wrong Links on one line only (symmetry broken): at least one line naming that device
-        String badLinks = good.replace("File=/dev/nvidia0 Links=-1,1,1,2,2,0,0,0", "File=/dev/nvidia0 Links=-1,1,1,2,2,0,0,3");
+        String badLinks =
+                good.replace("File=/dev/nvidia0 Links=-1,1,1,2,2,0,0,0", "File=/dev/nvidia0 Links=-1,1,1,2,2,0,0,3");
         assertThat(badLinks).isNotEqualTo(good);
         List<String> l = check(g, badLinks, null);
         assertThat(l).isNotEmpty().allSatisfy(x -> assertThat(x).containsIgnoringCase("links"));
@@ -336,8 +338,9 @@ class GresAdversarialTest {
             SlurmGres g = gres(inv, CpuLayout.unknown());
             assertThat(check(g, "AutoDetect=off\nName=gpu Type=a10 File=/dev/nvidia[0-3] Flags=nvidia_gpu_env\n", null))
                     .isEmpty();
-            List<String> r = check(g, "AutoDetect=off\nName=gpu Type=a10 File=/dev/nvidia[0-2,5] Flags=nvidia_gpu_env\n",
-                    null);
+            List<String> r =
+                    check(g, "AutoDetect=off\nName=gpu Type=a10 File=/dev/nvidia[0-2,5] Flags=nvidia_gpu_env\n",
+                            null);
             assertThat(r).anySatisfy(x -> assertThat(x).containsIgnoringCase("missing").contains("/dev/nvidia3"));
             assertThat(r).anySatisfy(x -> assertThat(x).containsIgnoringCase("extra").contains("/dev/nvidia5"));
             List<String> cnt = check(g,

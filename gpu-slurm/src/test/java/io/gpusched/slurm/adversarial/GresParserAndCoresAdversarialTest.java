@@ -124,7 +124,8 @@ class GresParserAndCoresAdversarialTest {
 
     static SlurmGres a10() {
         try (GpuInventory inv = GpuInventories.simulated("pcie-4xa10")) {
-            return SlurmGres.of(inv, new SlurmGres.Options(Path.of("/dev"), Path.of("/nonexistent"), CpuLayout.unknown()));
+            return SlurmGres.of(inv,
+                    new SlurmGres.Options(Path.of("/dev"), Path.of("/nonexistent"), CpuLayout.unknown()));
         }
     }
 

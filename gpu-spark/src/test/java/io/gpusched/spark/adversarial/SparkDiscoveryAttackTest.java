@@ -54,7 +54,7 @@ class SparkDiscoveryAttackTest {
 
     private static int held(Path state) {
         try (GpuInventory inv = GpuInventories.simulated("dgx1-v100");
-                GpuScheduler s = GpuScheduler.builder().inventory(inv).stateDir(state).build()) {
+             GpuScheduler s = GpuScheduler.builder().inventory(inv).stateDir(state).build()) {
             s.refresh();
             return s.allocations().stream().mapToInt(a -> a.devices().size()).sum();
         }
@@ -81,8 +81,8 @@ class SparkDiscoveryAttackTest {
         assertTrue(sec >= 0, "README has a Spark section");
         int secEnd = text.indexOf("\n### ", sec + 1);
         int blocks = 0;
-        for (int start = text.indexOf("```\n", sec); start >= 0 && start < secEnd;
-                start = text.indexOf("```\n", text.indexOf("```", start + 4) + 3)) {
+        for (int start = text.indexOf("```\n", sec); start >= 0 && start < secEnd; start =
+                text.indexOf("```\n", text.indexOf("```", start + 4) + 3)) {
             int end = text.indexOf("```", start + 4);
             String block = text.substring(start + 4, end);
             if (!block.contains("spark.resources.discoveryPlugin")) {

@@ -191,7 +191,7 @@ class SparkStandaloneIT {
         return out.toString().replace("/var/lib/gpusched", state.toString())
                 .replaceAll("(?m)^(spark\\.gpusched\\.inventory\\s+)auto", "$1simulated:dgx1-v100")
                 + (out.toString().contains("spark.gpusched.inventory") ? ""
-                : "spark.gpusched.inventory             simulated:dgx1-v100\n");
+                        : "spark.gpusched.inventory             simulated:dgx1-v100\n");
     }
 
     /** @return whether a class path entry is part of what Spark brings (not gpusched, not the test tools) */

@@ -60,7 +60,8 @@ class YarnPluginAttackTest {
     private static Configuration conf() {
         Configuration c = new Configuration(false);
         try {
-            c.set(GpuschedDevicePlugin.KEY_STATE_DIR, java.nio.file.Files.createTempDirectory("gpusched-yarn").toString());
+            c.set(GpuschedDevicePlugin.KEY_STATE_DIR,
+                    java.nio.file.Files.createTempDirectory("gpusched-yarn").toString());
         } catch (java.io.IOException e) {
             throw new java.io.UncheckedIOException(e);
         }
@@ -323,10 +324,12 @@ class YarnPluginAttackTest {
                 "yarn.scheduler.capacity.resource-calculator")) {
             assertNotNull(Class.forName(c.get(key)), key);
         }
-        assertEquals(GpuschedDevicePlugin.class.getName(), c.get("yarn.nodemanager.pluggable-device-framework.device-classes"));
+        assertEquals(GpuschedDevicePlugin.class.getName(),
+                c.get("yarn.nodemanager.pluggable-device-framework.device-classes"));
         assertEquals("true", c.get("yarn.nodemanager.pluggable-device-framework.enabled"));
         assertEquals("nvidia.com/gpu", c.get("yarn.resource-types"));
-        assertTrue(c.get("yarn.nodemanager.admin-env").contains("GPUSCHED_STATE_DIR="), c.get("yarn.nodemanager.admin-env"));
+        assertTrue(c.get("yarn.nodemanager.admin-env").contains("GPUSCHED_STATE_DIR="),
+                c.get("yarn.nodemanager.admin-env"));
         for (String key : List.of(GpuschedDevicePlugin.KEY_RESOURCE_NAME, GpuschedDevicePlugin.KEY_INVENTORY,
                 GpuschedDevicePlugin.KEY_STRATEGY, GpuschedDevicePlugin.KEY_DEVICE_NAMING,
                 GpuschedDevicePlugin.KEY_DOCKER_RUNTIME, GpuschedDevicePlugin.KEY_STATE_DIR,

@@ -32,11 +32,13 @@ public final class AllocateCommand implements Callable<Integer> {
     String strategy;
 
     @Option(names = "--cuda", paramLabel = "REQ", description = "CUDA requirement for the printed environment"
-            + " (>=12.1, 12.4, 12)") String cuda;
+            + " (>=12.1, 12.4, 12)")
+    String cuda;
 
     @Option(names = "--format", paramLabel = "env|docker|cdi", description = "print only what a runtime needs for"
             + " this allocation: env (KEY=VALUE lines), docker (--device and -e flags) or cdi (CDI --device names and"
-            + " -e flags, for a spec written by gpusched export cdi)") String format;
+            + " -e flags, for a spec written by gpusched export cdi)")
+    String format;
 
     @Override
     public Integer call() {

@@ -50,7 +50,7 @@ public final class DoctorCommand implements Callable<Integer> {
         out.println("  cgroup v2:         " + (iso.v2Root() == null ? "not mounted" : iso.v2Root()));
         out.println("  " + (iso.available() ? "[ok]  available (" + iso.mechanism() + " by default)"
                 : "[--]  unavailable: " + iso.cause() + "\n        -> run as root on a host with a cgroup v1 devices"
-                + " hierarchy or cgroup2, or use gpusched run --no-isolation"));
+                        + " hierarchy or cgroup2, or use gpusched run --no-isolation"));
         out.println("CUDA (driver " + (r.driver() == null ? "not loaded" : r.driver()) + "):");
         if (r.cuda().isEmpty()) {
             out.println("  none found in /usr/local/cuda*, /opt/cuda, /usr/lib/cuda, CUDA_HOME, CUDA_PATH"

@@ -47,7 +47,8 @@ public final class EnvCommand implements Callable<Integer> {
         Allocation a = YarnContainerGpus.find(node.ledger(), id).orElseThrow(() -> new CliException(
                 "container " + id + " has no GPUs in the node ledger " + node.stateDirectory()
                         + " (it asked for none, it has finished, or the NodeManager's gpusched.yarn.state-dir"
-                        + " is another directory: pass it with --state-dir)", NO_GPUS));
+                        + " is another directory: pass it with --state-dir)",
+                NO_GPUS));
         CudaEnvironment ce = CudaOutput.resolver(node.config()).resolve(a, CudaRequirement.NONE);
         Map<String, String> vars = new LinkedHashMap<>(ce.variables());
         if (root.json()) {

@@ -51,7 +51,8 @@ public final class ExportCdiCommand implements Callable<Integer> {
             List<Path> mounts = n.inventory().devices().stream().filter(d -> d.vendor() == GpuVendor.NVIDIA)
                     .map(GpuDevice::driverVersion).flatMap(Optional::stream).findFirst()
                     .map(v -> CudaOutput.resolver(n).driverLibraryMounts(v).stream().map(CudaEnvironment.Mount::source)
-                            .toList()).orElse(List.of());
+                            .toList())
+                    .orElse(List.of());
             CdiOptions o = new CdiOptions(nvidiaKind, amdKind, devRoot, Path.of("/proc"), mounts);
             specs = CdiSpec.of(n.inventory(), o);
         }

@@ -19,7 +19,8 @@ import picocli.CommandLine.ParentCommand;
 
 /** {@code gpusched export slurm}: the node's gres.conf, its slurm.conf lines, or a check of an existing gres.conf. */
 @Command(name = "slurm", description = {"Print this node's Slurm gres.conf (or, with --slurm-conf, the slurm.conf"
-        + " lines it needs).", "With --check FILE, compare FILE with the node: one line per drift, exit 1 if any."})
+        + " lines it needs).",
+    "With --check FILE, compare FILE with the node: one line per drift, exit 1 if any."})
 public final class ExportSlurmCommand implements Callable<Integer> {
     @ParentCommand
     ExportCommand export;

@@ -52,7 +52,7 @@ public final class K8sDevicePluginCommand implements Callable<Integer> {
 
     @Option(names = "--replicas", defaultValue = "1",
             description = "time-slicing: advertise each GPU N times. Containers"
-            + " sharing a GPU get NO memory isolation and no fault isolation (default ${DEFAULT-VALUE}: none)")
+                    + " sharing a GPU get NO memory isolation and no fault isolation (default ${DEFAULT-VALUE}: none)")
     int replicas;
 
     @Option(names = "--cdi", description = "answer Allocate with CDI device names (<kind>=<uuid>) instead of device"
@@ -83,8 +83,8 @@ public final class K8sDevicePluginCommand implements Callable<Integer> {
 
     @Option(names = "--inventory", paramLabel = "SPEC", defaultValue = "auto",
             description = "which GPUs: auto (the best"
-            + " available backend), simulated:<profile|node.yaml>, or provider names in order, e.g. nvml,procfs"
-            + " (default ${DEFAULT-VALUE}; the global --simulate P is simulated:P)")
+                    + " available backend), simulated:<profile|node.yaml>, or provider names in order, e.g. nvml,procfs"
+                    + " (default ${DEFAULT-VALUE}; the global --simulate P is simulated:P)")
     String inventorySpec;
 
     @Option(names = "--retry", defaultValue = "30s", description = "wait between tries when no GPU backend is available"
@@ -101,7 +101,7 @@ public final class K8sDevicePluginCommand implements Callable<Integer> {
         DevicePluginConfig config = config();
         // Netty warns on every accepted Unix-socket connection that SO_KEEPALIVE (which gRPC's server sets) does not
         // apply to it; on a device plug-in that is one WARN per kubelet call
-        for (String bootstrap : new String[] {"ServerBootstrap", "Bootstrap"}) {
+        for (String bootstrap : new String[]{"ServerBootstrap", "Bootstrap"}) {
             String key = "org.slf4j.simpleLogger.log.io.grpc.netty.shaded.io.netty.bootstrap." + bootstrap;
             if (System.getProperty(key) == null) {
                 System.setProperty(key, "error");

@@ -36,10 +36,10 @@ public final class ListCommand implements Callable<Integer> {
 
     static String table(List<DeviceState> devices) {
         List<String[]> rows = new ArrayList<>();
-        rows.add(new String[] {"IDX", "NAME", "MEMORY USED/TOTAL", "UTIL", "TEMP", "POWER", "HEALTH", "HELD BY"});
+        rows.add(new String[]{"IDX", "NAME", "MEMORY USED/TOTAL", "UTIL", "TEMP", "POWER", "HEALTH", "HELD BY"});
         for (DeviceState d : devices) {
             Optional<GpuMetrics> m = d.metrics();
-            rows.add(new String[] {String.valueOf(d.index()), d.device().name(),
+            rows.add(new String[]{String.valueOf(d.index()), d.device().name(),
                 m.flatMap(GpuMetrics::memoryUsed).map(x -> x.toHumanString()).orElse("?") + " / "
                         + d.device().memory().toHumanString(),
                 m.filter(x -> x.utilizationPercent().isPresent()).map(x -> String.format(Locale.ROOT, "%.0f%%",

@@ -54,9 +54,9 @@ public final class PlanCommand implements Callable<Integer> {
                 return 0;
             }
             List<String[]> rows = new ArrayList<>();
-            rows.add(new String[] {"STAGE", "JOB", "ASKS", "GETS"});
+            rows.add(new String[]{"STAGE", "JOB", "ASKS", "GETS"});
             for (WorkflowPlanner.Step s : steps) {
-                rows.add(new String[] {String.valueOf(s.stage()), s.job(),
+                rows.add(new String[]{String.valueOf(s.stage()), s.job(),
                     s.request().map(GpuRequest::describe).orElse("no GPU"),
                     s.request().isEmpty() ? "-" : s.refusal().map(r -> "refused: " + r)
                             .orElse("GPUs " + s.gpus())});

@@ -8,18 +8,28 @@ import picocli.CommandLine.Option;
 
 /** The request flags shared by allocate and run; turned into {@link GpuRequests#fromCliFlags} input. */
 public final class RequestFlags {
-    @Option(names = "--gpu", paramLabel = "N", description = "GPU count") Integer gpu;
-    @Option(names = "--gpu-memory", paramLabel = "SIZE", description = "minimum memory per GPU (8GB)") String memory;
-    @Option(names = "--min-cc", paramLabel = "X.Y", description = "minimum compute capability") String minCc;
-    @Option(names = "--vendor", description = "nvidia or amd") String vendor;
-    @Option(names = "--model", paramLabel = "GLOB", description = "GPU name glob (*A100*)") String model;
-    @Option(names = "--devices", paramLabel = "I,J", description = "explicit GPU indices") String devices;
+    @Option(names = "--gpu", paramLabel = "N", description = "GPU count")
+    Integer gpu;
+    @Option(names = "--gpu-memory", paramLabel = "SIZE", description = "minimum memory per GPU (8GB)")
+    String memory;
+    @Option(names = "--min-cc", paramLabel = "X.Y", description = "minimum compute capability")
+    String minCc;
+    @Option(names = "--vendor", description = "nvidia or amd")
+    String vendor;
+    @Option(names = "--model", paramLabel = "GLOB", description = "GPU name glob (*A100*)")
+    String model;
+    @Option(names = "--devices", paramLabel = "I,J", description = "explicit GPU indices")
+    String devices;
     @Option(names = "--target", paramLabel = "HOST::I,J", description = "host and GPU indices (node1::0,2)")
     String target;
-    @Option(names = "--shared", paramLabel = "SIZE", description = "share GPUs, reserving SIZE on each") String shared;
-    @Option(names = "--owner", description = "who asks (default: $USER)") String owner;
-    @Option(names = "--job", description = "job id") String job;
-    @Option(names = "--label", paramLabel = "K=V", description = "label, repeatable") List<String> labels;
+    @Option(names = "--shared", paramLabel = "SIZE", description = "share GPUs, reserving SIZE on each")
+    String shared;
+    @Option(names = "--owner", description = "who asks (default: $USER)")
+    String owner;
+    @Option(names = "--job", description = "job id")
+    String job;
+    @Option(names = "--label", paramLabel = "K=V", description = "label, repeatable")
+    List<String> labels;
     @Option(names = "--lease", paramLabel = "DURATION", description = "allocation expires after this (2h)")
     String lease;
 
@@ -49,4 +59,3 @@ public final class RequestFlags {
         }
     }
 }
-

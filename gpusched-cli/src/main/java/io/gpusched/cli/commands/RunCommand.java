@@ -38,7 +38,8 @@ public final class RunCommand implements Callable<Integer> {
     @Option(names = "--strategy", description = "packing, spreading, topology, topology-remaining or thermal")
     String strategy;
 
-    @Option(names = "--cuda", paramLabel = "REQ", description = "CUDA requirement (>=12.1, 12.4, 12)") String cuda;
+    @Option(names = "--cuda", paramLabel = "REQ", description = "CUDA requirement (>=12.1, 12.4, 12)")
+    String cuda;
 
     @Option(names = "--no-isolation", description = "run without a cgroup fence (when isolation is unavailable)")
     boolean noIsolation;

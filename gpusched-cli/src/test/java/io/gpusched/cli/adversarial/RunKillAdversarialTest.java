@@ -26,7 +26,7 @@ class RunKillAdversarialTest {
         long child = -1;
         BufferedReader r = new BufferedReader(new InputStreamReader(run.getInputStream(), StandardCharsets.UTF_8));
         StringBuilder seen = new StringBuilder();
-        for (String line; (line = r.readLine()) != null; ) {
+        for (String line; (line = r.readLine()) != null;) {
             seen.append(line).append('\n');
             if (line.startsWith("CHILD=")) {
                 child = Long.parseLong(line.substring(6).trim());

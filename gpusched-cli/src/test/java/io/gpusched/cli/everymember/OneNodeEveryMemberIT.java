@@ -456,7 +456,7 @@ class OneNodeEveryMemberIT {
                     n.get("live").forEach(x -> live.put(x.get("id").asText(), x));
                 }
                 case "R" -> live.remove(n.get("id").asText());
-                default -> { }
+                default -> {}
             }
         }
         Map<Integer, String> byIndex = uuidByIndex;

@@ -94,7 +94,8 @@ class ConsoleAttackTest {
 
     Resp req(String method, String path, String body, String... headers) throws IOException {
         byte[] b = body == null ? new byte[0] : body.getBytes(StandardCharsets.UTF_8);
-        StringBuilder sb = new StringBuilder(method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n");
+        StringBuilder sb =
+                new StringBuilder(method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n");
         for (String h : headers) {
             sb.append(h).append("\r\n");
         }
@@ -115,13 +116,13 @@ class ConsoleAttackTest {
     @Test
     void noChangeWithoutTheExactToken() throws Exception {
         String body = "{\"flags\": [\"--gpu=1\"]}";
-        List<String[]> bad = List.of(new String[0], new String[] {"Authorization: Bearer "},
-                new String[] {"Authorization: Bearer"}, new String[] {"Authorization: Bearer " + token + "x"},
-                new String[] {"Authorization: Bearer " + token.substring(0, token.length() - 1)},
-                new String[] {"Authorization: Basic " + token}, new String[] {"Authorization: " + token},
-                new String[] {"Authorization: Bearer  " + token + " extra"},
-                new String[] {"Cookie: token=" + token}, new String[] {"X-Auth-Token: " + token},
-                new String[] {"Origin: http://evil.example", "Cookie: session=" + token});
+        List<String[]> bad = List.of(new String[0], new String[]{"Authorization: Bearer "},
+                new String[]{"Authorization: Bearer"}, new String[]{"Authorization: Bearer " + token + "x"},
+                new String[]{"Authorization: Bearer " + token.substring(0, token.length() - 1)},
+                new String[]{"Authorization: Basic " + token}, new String[]{"Authorization: " + token},
+                new String[]{"Authorization: Bearer  " + token + " extra"},
+                new String[]{"Cookie: token=" + token}, new String[]{"X-Auth-Token: " + token},
+                new String[]{"Origin: http://evil.example", "Cookie: session=" + token});
         for (String[] h : bad) {
             Resp r = req("POST", "/api/v1/allocations", body, h);
             assertThat(r.status()).as("POST with %s", List.of(h)).isEqualTo(401);
@@ -178,8 +179,9 @@ class ConsoleAttackTest {
                 + "\r\nContent-Length: 999999999999\r\n\r\n{}").getBytes(StandardCharsets.ISO_8859_1));
         assertThat(lie.status()).isBetween(400, 499);
         // chunked without length, over the cap
-        StringBuilder chunked = new StringBuilder("POST /api/v1/allocations HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
-                + auth() + "\r\nTransfer-Encoding: chunked\r\n\r\n");
+        StringBuilder chunked =
+                new StringBuilder("POST /api/v1/allocations HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+                        + auth() + "\r\nTransfer-Encoding: chunked\r\n\r\n");
         for (int i = 0; i < 40; i++) {
             chunked.append("400\r\n").append("x".repeat(0x400)).append("\r\n");
         }
@@ -206,7 +208,8 @@ class ConsoleAttackTest {
     void pathTraversalServesNothingOutsideTheAssets() throws Exception {
         Files.writeString(state.resolve("secret.txt"), "TOPSECRET");
         for (String p : List.of("/../../../../etc/passwd", "/%2e%2e/%2e%2e/%2e%2e/etc/passwd",
-                "/api/v1/../../../../etc/passwd", "/static/../../../../etc/passwd", "/static/%2e%2e%2f%2e%2e%2fetc/passwd",
+                "/api/v1/../../../../etc/passwd", "/static/../../../../etc/passwd",
+                "/static/%2e%2e%2f%2e%2e%2fetc/passwd",
                 "/assets/..%2f..%2f..%2f..%2fetc%2fpasswd", "/..%5c..%5c..%5cetc/passwd", "/%252e%252e/etc/passwd",
                 "/console.token", "/" + ApiToken.FILE_NAME, "/../" + ApiToken.FILE_NAME, "/secret.txt",
                 "/static/" + state.resolve("secret.txt"), "/index.html/../../etc/passwd", "//etc/passwd",
@@ -231,17 +234,20 @@ class ConsoleAttackTest {
             assertThat(r.header("Set-Cookie")).as(m).isNull();
         }
         // text/plain form POST (no preflight) from another origin: no token, so no change
-        assertThat(raw(("POST /api/v1/allocations HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nOrigin: http://evil"
-                + "\r\nContent-Type: text/plain\r\nContent-Length: 22\r\n\r\n{\"flags\": [\"--gpu=1\"]}")
-                .getBytes(StandardCharsets.ISO_8859_1)).status()).isEqualTo(401);
+        assertThat(
+                raw(("POST /api/v1/allocations HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nOrigin: http://evil"
+                        + "\r\nContent-Type: text/plain\r\nContent-Length: 22\r\n\r\n{\"flags\": [\"--gpu=1\"]}")
+                        .getBytes(StandardCharsets.ISO_8859_1)).status())
+                .isEqualTo(401);
         assertThat(scheduler.allocations()).isEmpty();
     }
 
     @Test
     void htmlInOwnerJobAndLabelsIsEscapedInEveryAnswer() throws Exception {
         String evil = "<script>alert(1)</script>";
-        Resp ok = req("POST", "/api/v1/allocations", "{\"flags\": [\"--gpu=1\", \"--owner=" + "<script>alert(1)</script>"
-                + "\", \"--job=<img src=x onerror=alert(2)>\", \"--label=k=</script><b>\"]}", auth());
+        Resp ok =
+                req("POST", "/api/v1/allocations", "{\"flags\": [\"--gpu=1\", \"--owner=" + "<script>alert(1)</script>"
+                        + "\", \"--job=<img src=x onerror=alert(2)>\", \"--label=k=</script><b>\"]}", auth());
         assertThat(ok.status()).as(ok.body()).isBetween(200, 201);
         // JSON carries the text as data, typed so that no browser sniffs it as HTML
         for (String p : List.of("/api/v1/allocations", "/api/v1/audit")) {
@@ -300,7 +306,8 @@ class ConsoleAttackTest {
     @Test
     void listenBeyondLoopbackNeedsAllowRemoteAndIpv6LoopbackWorks() throws Exception {
         assertThatThrownBy(() -> ConsoleServer.builder().scheduler(scheduler).inventory(inventory).stateDir(state)
-                .listen(new InetSocketAddress("0.0.0.0", 0)).build().start()).isInstanceOf(IllegalArgumentException.class);
+                .listen(new InetSocketAddress("0.0.0.0", 0)).build().start())
+                .isInstanceOf(IllegalArgumentException.class);
         assertThatThrownBy(() -> ConsoleServer.builder().scheduler(scheduler).inventory(inventory).stateDir(state)
                 .listen(new InetSocketAddress("::", 0)).build().start()).isInstanceOf(IllegalArgumentException.class);
         InetAddress v6;

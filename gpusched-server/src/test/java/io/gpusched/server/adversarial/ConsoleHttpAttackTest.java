@@ -108,8 +108,9 @@ class ConsoleHttpAttackTest {
 
     @Test
     void nonLoopbackHostIsRefusedForChangesEvenWithTheToken() throws Exception {
-        RawHttp.Resp r = http.reqHost("POST", "/api/v1/allocations", "evil.example:" + port, "{\"flags\": [\"--gpu=1\"]}",
-                auth());
+        RawHttp.Resp r =
+                http.reqHost("POST", "/api/v1/allocations", "evil.example:" + port, "{\"flags\": [\"--gpu=1\"]}",
+                        auth());
         assertThat(r.status()).as("POST with Host: evil.example -> %s", r).isIn(400, 403, 421);
         assertThat(scheduler.allocations()).isEmpty();
     }
@@ -140,7 +141,8 @@ class ConsoleHttpAttackTest {
         String id = scheduler.allocate(GpuRequests.fromCliFlags("--gpu=1", "--owner=o")).id();
         String path = "/api/v1/allocations/" + id;
         // method override headers and parameters are not methods
-        for (String h : List.of("X-HTTP-Method-Override: DELETE", "X-HTTP-Method: DELETE", "X-Method-Override: DELETE")) {
+        for (String h : List.of("X-HTTP-Method-Override: DELETE", "X-HTTP-Method: DELETE",
+                "X-Method-Override: DELETE")) {
             RawHttp.Resp r = http.req("GET", path, null, h);
             assertThat(r.status()).as("GET with %s", h).isEqualTo(200);
             r = http.req("POST", path, "{}", h, auth());
@@ -214,7 +216,7 @@ class ConsoleHttpAttackTest {
         List<String> bodies = List.of(deep.toString(), deepFlags.toString(), deepRes.toString(),
                 "{\"resources\": {\"gpu_count\": 1e400}}", "{\"resources\": {\"gpu_count\": 99999999999999999999999}}",
                 "{\"resources\": {\"gpu_count\": -1}}", "{\"resources\": {\"gpu_count\": 1.5}}",
-"{\"resources\": {\"gpu_count\": true}}",
+                "{\"resources\": {\"gpu_count\": true}}",
                 "{\"resources\": {\"gpu_count\": null, \"gpu_memory\": \"8GB\"}}",
                 "{\"resources\": {\"gpu_count\": [1]}}", "{\"resources\": {\"gpu_count\": {\"a\": 1}}}",
                 "{\"resources\": {\"gpu_count\": 1, \"gpu_count\": 2}}",
@@ -230,7 +232,7 @@ class ConsoleHttpAttackTest {
                 "{\"flags\": [\"--gpu=1\"], \"resources\": {\"gpu_count\": 1}}",
                 "{\"flags\": [\"--gpu=1\"]} {\"flags\": [\"--gpu=1\"]}", "{\"flags\": [\"--gpu=1\"]",
                 "{\"flags\": [\"--gpu=1\",]}", "{'flags': ['--gpu=1']}", "{\"flags\": [\"--gpu=1\"]} //",
-"null", "", " ", "\"--gpu=1\"", "[\"--gpu=1\"]", "1", "{}",
+                "null", "", " ", "\"--gpu=1\"", "[\"--gpu=1\"]", "1", "{}",
                 "{\"\": 1}", "flags=--gpu%3D1", "{\"resources\": {}}", "{\"resources\": []}",
                 "{\"resources\": {\"gpu_count\": 1, \"gpu_vendor\": \"\\ud800\"}}",
                 "{\"flags\": [\"--gpu=1\", \"--gpu-model=" + "(".repeat(3000) + "\"]}");
@@ -247,10 +249,11 @@ class ConsoleHttpAttackTest {
         // invalid UTF-8 inside a string
         ByteArrayOutputStream raw = new ByteArrayOutputStream();
         byte[] head = ("POST /api/v1/allocations HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n" + auth()
-                + "\r\nContent-Type: application/json\r\nContent-Length: 25\r\n\r\n").getBytes(StandardCharsets.US_ASCII);
+                + "\r\nContent-Type: application/json\r\nContent-Length: 25\r\n\r\n")
+                .getBytes(StandardCharsets.US_ASCII);
         raw.writeBytes(head);
         raw.writeBytes("{\"flags\": [\"--owner=".getBytes(StandardCharsets.US_ASCII));
-        raw.writeBytes(new byte[] {(byte) 0xff, (byte) 0xfe, '"', ']'});
+        raw.writeBytes(new byte[]{(byte) 0xff, (byte) 0xfe, '"', ']'});
         raw.writeBytes("}".getBytes(StandardCharsets.US_ASCII));
         RawHttp.Resp bad = http.send(raw.toByteArray());
         if (bad.status() < 400 || bad.status() >= 500) {
@@ -329,7 +332,8 @@ class ConsoleHttpAttackTest {
         try {
             System.setErr(new PrintStream(captured, true, StandardCharsets.UTF_8));
             // the scheme is case-insensitive (RFC 7235) and surrounding blanks are no part of the token
-            for (String a : List.of("bearer " + token, "BEARER " + token, "Bearer " + token + " ", "Bearer  " + token)) {
+            for (String a : List.of("bearer " + token, "BEARER " + token, "Bearer " + token + " ",
+                    "Bearer  " + token)) {
                 RawHttp.Resp r = http.req("POST", "/api/v1/allocations", body, "Authorization: " + a);
                 answers.add(r);
                 assertThat(r.status()).as("Authorization: %s", a).isEqualTo(201);
@@ -337,10 +341,11 @@ class ConsoleHttpAttackTest {
             assertThat(scheduler.allocations()).hasSize(4);
             // the token anywhere but the Authorization header: refused
             String half = token.substring(0, token.length() / 2);
-            List<String[]> wrong = List.of(new String[] {"Authorization: Bearer " + token.toUpperCase()},
-                    new String[] {"Authorization: Bearer" + token}, new String[] {"Authorization: Bearer " + half}, new String[] {"Authorization: Bearer " + token + half},
-                    new String[] {"Authorization: Token " + token}, new String[] {"Proxy-Authorization: Bearer " + token},
-                    new String[] {"Authorization: Bearer " + "\u00e1" + token.substring(1)});
+            List<String[]> wrong = List.of(new String[]{"Authorization: Bearer " + token.toUpperCase()},
+                    new String[]{"Authorization: Bearer" + token}, new String[]{"Authorization: Bearer " + half},
+                    new String[]{"Authorization: Bearer " + token + half},
+                    new String[]{"Authorization: Token " + token}, new String[]{"Proxy-Authorization: Bearer " + token},
+                    new String[]{"Authorization: Bearer " + "\u00e1" + token.substring(1)});
             for (String[] w : wrong) {
                 if (token.equals(token.toUpperCase()) && w[0].endsWith(token.toUpperCase())) {
                     continue;
@@ -432,10 +437,10 @@ class ConsoleHttpAttackTest {
             List<Socket> socks = new ArrayList<>();
             for (int i = 0; i < 40; i++) {
                 String[] h = switch (i % 5) {
-                    case 0 -> new String[] {"Last-Event-ID: -1"};
-                    case 1 -> new String[] {"Last-Event-ID: 99999999999999999999999999999"};
-                    case 2 -> new String[] {"Last-Event-ID: " + "x".repeat(8000)};
-                    case 3 -> new String[] {"Last-Event-ID: \u00ff\u00fe%00'\"<script>"};
+                    case 0 -> new String[]{"Last-Event-ID: -1"};
+                    case 1 -> new String[]{"Last-Event-ID: 99999999999999999999999999999"};
+                    case 2 -> new String[]{"Last-Event-ID: " + "x".repeat(8000)};
+                    case 3 -> new String[]{"Last-Event-ID: \u00ff\u00fe%00'\"<script>"};
                     default -> new String[0];
                 };
                 socks.add(openStream(h));

@@ -111,8 +111,9 @@ class ConsoleLimitsAttackTest {
             int granted = 0;
             int limited = 0;
             for (int i = 0; i < 8; i++) {
-                RawHttp.Resp r = http.req("POST", "/api/v1/allocations", "{\"flags\": [\"--gpu=1\", \"--owner=alice\"]}",
-                        auth);
+                RawHttp.Resp r =
+                        http.req("POST", "/api/v1/allocations", "{\"flags\": [\"--gpu=1\", \"--owner=alice\"]}",
+                                auth);
                 if (r.status() == 201) {
                     granted++;
                     assertThat(http.req("DELETE", r.header("Location"), null, auth).status()).isEqualTo(200);

@@ -42,7 +42,6 @@ class SamplesEndpointAttackTest {
     static final long T0 = 1_700_000_000_000L;
     static final ObjectMapper JSON = new ObjectMapper();
 
-
     @TempDir
     Path state;
     SimulatedGpuInventory inventory;
@@ -209,7 +208,7 @@ class SamplesEndpointAttackTest {
     /** every point within [now - window, now], oldest first, with the value set for its time */
     static void check(JsonNode points, long now, Duration window) {
         long prev = Long.MIN_VALUE;
-        for (Iterator<JsonNode> it = points.elements(); it.hasNext(); ) {
+        for (Iterator<JsonNode> it = points.elements(); it.hasNext();) {
             JsonNode p = it.next();
             long t = p.get("t").asLong();
             assertThat(t).as("point %s within window %s of %s", p, window, now)

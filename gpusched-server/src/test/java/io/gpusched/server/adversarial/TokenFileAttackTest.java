@@ -38,7 +38,7 @@ class TokenFileAttackTest {
 
     @Test
     void aTokenInADirectoryOthersCanWriteIsRefused(@TempDir Path dir) throws Exception {
-        for (String mode : new String[] {"rwxrwx---", "rwx---rwx", "rwxrwxrwx"}) {
+        for (String mode : new String[]{"rwxrwx---", "rwx---rwx", "rwxrwxrwx"}) {
             Path state = Files.createDirectory(dir.resolve("state-" + mode));
             Files.setPosixFilePermissions(state, PosixFilePermissions.fromString(mode));
             assertThatThrownBy(() -> ApiToken.loadOrCreate(state)).as(mode).hasMessageContaining(state.toString());
@@ -47,7 +47,7 @@ class TokenFileAttackTest {
 
     @Test
     void aTokenFileOthersCanReadOrWriteIsRefused(@TempDir Path dir) throws Exception {
-        for (String mode : new String[] {"rw-r-----", "rw----r--", "rw--w----", "rw-rw-rw-"}) {
+        for (String mode : new String[]{"rw-r-----", "rw----r--", "rw--w----", "rw-rw-rw-"}) {
             Path state = Files.createDirectory(dir.resolve("s-" + mode));
             Files.setPosixFilePermissions(state, PosixFilePermissions.fromString("rwx------"));
             Path f = Files.writeString(state.resolve(ApiToken.FILE_NAME), "b".repeat(64));

@@ -84,7 +84,7 @@ class AckOrderAttackTest {
                 java.util.regex.Matcher id = java.util.regex.Pattern.compile("\"id\"\\s*:\\s*\"([^\"]+)\"")
                         .matcher(line);
                 if (op.find() && id.find()) {
-                    m.put(op.group(1) + " " + id.group(1), new long[] {start, i + 1});
+                    m.put(op.group(1) + " " + id.group(1), new long[]{start, i + 1});
                 }
             }
             header = false;
@@ -107,7 +107,7 @@ class AckOrderAttackTest {
             String l = lines.get(i);
             if (l.startsWith("W ")) {
                 String[] f = l.split(" ");
-                writes.add(new long[] {i, Long.parseLong(f[2]), Long.parseLong(f[4])});
+                writes.add(new long[]{i, Long.parseLong(f[2]), Long.parseLong(f[4])});
             } else if (l.startsWith("F ")) {
                 if (l.endsWith(" 0")) {
                     lastForceOk = i;

@@ -160,7 +160,7 @@ class InterruptedChangeAttackTest {
             // error must have left no record.
             assertEquals(new java.util.TreeSet<>(acked), new java.util.TreeSet<>(LedgerReplay.replay(
                     dir.resolve("ledger")).live()), "file vs acknowledged allocations (" + errors.size() + " errors,"
-                    + " first: " + (errors.isEmpty() ? "none" : errors.get(0)) + ")");
+                            + " first: " + (errors.isEmpty() ? "none" : errors.get(0)) + ")");
             // Whatever the interrupted callers got, an uninterrupted caller afterwards is served.
             Allocation after;
             try {

@@ -76,7 +76,7 @@ class GatherFailingForceAttackTest {
                     // the disk is full to the last page
                 }
                 // tmpfs is page-granular: the ledger's last page still has room; use it up one allocation at a time
-                for (int fails = 0; fails < 20; ) {
+                for (int fails = 0; fails < 20;) {
                     try {
                         Allocation a = s.allocate(Work.one());
                         acks.add("A " + a.id() + " " + String.join(",", a.deviceUuids()));

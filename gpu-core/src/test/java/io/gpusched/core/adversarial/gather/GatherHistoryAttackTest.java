@@ -110,7 +110,8 @@ class GatherHistoryAttackTest {
                 for (int i = 0; i < 6000 && !Files.exists(ready) && child.isAlive(); i++) {
                     Thread.sleep(10);
                 }
-                assertTrue(Files.exists(ready), "the child did not start: " + Files.readString(dir.resolve("child.log")));
+                assertTrue(Files.exists(ready),
+                        "the child did not start: " + Files.readString(dir.resolve("child.log")));
                 Files.writeString(Path.of(childAcks + ".go"), "go");
                 acks = new ArrayList<>(run(s, 8, 30));
                 assertTrue(child.waitFor(100, TimeUnit.SECONDS), "the child did not finish (hang guard)");

@@ -77,7 +77,8 @@ final class History {
                     for (String d : devs) {
                         String other = holder.get(d);
                         if (other != null) {
-                            h.violations.add("seq " + seq + ": " + id + " granted " + d + " held exclusively by " + other);
+                            h.violations
+                                    .add("seq " + seq + ": " + id + " granted " + d + " held exclusively by " + other);
                         }
                         if (exclusive) {
                             holder.put(d, id);

@@ -65,7 +65,7 @@ class HostileConfigFileTest {
         Files.writeString(big, "# " + "x".repeat(4 * 1024 * 1024) + "\ngpu: {}\n");
         l.add(big);
         Path bytes = tmp.resolve("bytes.yaml");
-        Files.write(bytes, new byte[] {'g', 'p', 'u', ':', ' ', (byte) 0xff, (byte) 0xfe, (byte) 0xc3, '\n'});
+        Files.write(bytes, new byte[]{'g', 'p', 'u', ':', ' ', (byte) 0xff, (byte) 0xfe, (byte) 0xc3, '\n'});
         l.add(bytes);
         Path utf16 = tmp.resolve("utf16.yaml");
         Files.write(utf16, "gpu:\n  enabled: false\n".getBytes(java.nio.charset.StandardCharsets.UTF_16));

@@ -85,10 +85,10 @@ class HostileParserInputTest {
 
     @ParameterizedTest
     @ValueSource(strings = {"\u0664GB", "\u0664\u0660\u0669\u0666", "\uFF14GB", "4\uFF27\uFF22", "1e3GB", "1E3",
-            "-0", "-0GB", "+4GB", "0x10GB", "4 GB GB", "9223372036854775807GB", "9223372036854775807MiB",
-            "9223372036854775807B", "9223372036854775808B", "1.5B", "0.0000000000000000000000001GiB",
-            "99999999999999999999999999999999999999999999999999GiB", "NaNGB", "InfinityGB", "4GB\u0000", "\uFEFF4GB",
-            "4\u00A0GB", "4_096MB", "4,096MB", ".GB", "GB", "4..5GB", "", " ", "\t", "\n"})
+        "-0", "-0GB", "+4GB", "0x10GB", "4 GB GB", "9223372036854775807GB", "9223372036854775807MiB",
+        "9223372036854775807B", "9223372036854775808B", "1.5B", "0.0000000000000000000000001GiB",
+        "99999999999999999999999999999999999999999999999999GiB", "NaNGB", "InfinityGB", "4GB\u0000", "\uFEFF4GB",
+        "4\u00A0GB", "4_096MB", "4,096MB", ".GB", "GB", "4..5GB", "", " ", "\t", "\n"})
     void memorySizeHostile(String text) {
         Object o = returnsOrThrows(IllegalArgumentException.class, () -> MemorySize.parse(text), "\"" + text + "\"");
         if (o instanceof MemorySize m) {
@@ -99,7 +99,7 @@ class HostileParserInputTest {
 
     @ParameterizedTest
     @ValueSource(strings = {"\u0664GB", "\uFF14GB", "4\uFF27\uFF22", "1e3GB", "-0GB", "\uFEFF4GB", "0x10GB",
-            "9223372036854775807GB", "9223372036854775808B", "99999999999999999999999999999999999999999999999GiB"})
+        "9223372036854775807GB", "9223372036854775808B", "99999999999999999999999999999999999999999999999GiB"})
     void memorySizeRefusesNonAsciiNumbersAndOverflow(String text) {
         throwsExactly(IllegalArgumentException.class, () -> MemorySize.parse(text), "\"" + text + "\"");
     }
@@ -116,12 +116,12 @@ class HostileParserInputTest {
 
     @ParameterizedTest
     @ValueSource(strings = {"--gpu=+2", "--gpu= 2", "--gpu=2 ", "-gpu=2", "--gpu", "--gpu=", "", " ", "--",
-            "--gpu=\u0662", "--gpu=\uFF12", "--gpu=2e0", "--gpu=0x2", "--gpu=99999999999", "--gpu=-1",
-            "--gpu-memory=\u0664GB", "--gpu-memory=1e3GB", "--target=node::", "--target=::0,,1",
-            "--target=node::99999999999", "--gpu=2|--gpu=2", "--gpu=2|--gpus=2", "--label=a=1|--label=a=2",
-            "--label=a=1|--label=a=1", "--target=n::0|--target=n::0", "--target=n::0|--target=m::1",
-            "--gpu=1|--|--gpu=2", "--|--gpu=2", "--gpu=1|--", "--shared=0", "--lease=0s", "--label", "--label=",
-            "--label==", "--label==v", "--gpu=2|extra", "--gpu|--gpu", "\u0000", "--gpu=\u0000"})
+        "--gpu=\u0662", "--gpu=\uFF12", "--gpu=2e0", "--gpu=0x2", "--gpu=99999999999", "--gpu=-1",
+        "--gpu-memory=\u0664GB", "--gpu-memory=1e3GB", "--target=node::", "--target=::0,,1",
+        "--target=node::99999999999", "--gpu=2|--gpu=2", "--gpu=2|--gpus=2", "--label=a=1|--label=a=2",
+        "--label=a=1|--label=a=1", "--target=n::0|--target=n::0", "--target=n::0|--target=m::1",
+        "--gpu=1|--|--gpu=2", "--|--gpu=2", "--gpu=1|--", "--shared=0", "--lease=0s", "--label", "--label=",
+        "--label==", "--label==v", "--gpu=2|extra", "--gpu|--gpu", "\u0000", "--gpu=\u0000"})
     void cliFlagsHostile(String joined) {
         List<String> args = List.of(joined.split("\\|", -1));
         returnsOrThrows(IllegalArgumentException.class, () -> GpuRequests.fromCliFlags(args), args.toString());
@@ -129,11 +129,11 @@ class HostileParserInputTest {
 
     @ParameterizedTest
     @ValueSource(strings = {"--gpu=+2", "-gpu=2", "--gpu", "--gpu=", "--gpu=\u0662", "--gpu=\uFF12",
-            "--gpu=2e0", "--gpu=0x2", "--gpu=99999999999", "--gpu=-1", "--gpu-memory=\u0664GB",
-            "--target=node::", "--target=::0,,1", "--target=node::99999999999", "--gpu=2|--gpu=2",
-            "--gpu=2|--gpus=2", "--label=a=1|--label=a=2", "--label=a=1|--label=a=1",
-            "--target=n::0|--target=n::0", "--target=n::0|--target=m::1", "--shared=0", "--lease=0s",
-            "--gpu|--gpu", "--gpu=\u0000"})
+        "--gpu=2e0", "--gpu=0x2", "--gpu=99999999999", "--gpu=-1", "--gpu-memory=\u0664GB",
+        "--target=node::", "--target=::0,,1", "--target=node::99999999999", "--gpu=2|--gpu=2",
+        "--gpu=2|--gpus=2", "--label=a=1|--label=a=2", "--label=a=1|--label=a=1",
+        "--target=n::0|--target=n::0", "--target=n::0|--target=m::1", "--shared=0", "--lease=0s",
+        "--gpu|--gpu", "--gpu=\u0000"})
     void cliFlagsRefused(String joined) {
         List<String> args = List.of(joined.split("\\|", -1));
         Throwable e = throwsExactly(IllegalArgumentException.class, () -> GpuRequests.fromCliFlags(args),
@@ -214,9 +214,9 @@ class HostileParserInputTest {
 
     @ParameterizedTest
     @ValueSource(strings = {"node::", "::0", "node::0,,1", "node::-1", "node::99999999999", "node::+1", "node:: 1",
-            "node::1 ", "node::0,0", "node::\u0661", "node::\uFF11", "::", ":::0", "node:::0", "node::0::1",
-            "node::0,", ",", "", " ", "\u0000", "node\u0000::0", "node::0x1", "no de::0", "node::1e2",
-            "node::2147483648"})
+        "node::1 ", "node::0,0", "node::\u0661", "node::\uFF11", "::", ":::0", "node:::0", "node::0::1",
+        "node::0,", ",", "", " ", "\u0000", "node\u0000::0", "node::0x1", "no de::0", "node::1e2",
+        "node::2147483648"})
     void targetsHostile(String text) {
         Object o = returnsOrThrows(IllegalArgumentException.class, () -> GpuTarget.parse(text), "\"" + text + "\"");
         if (o instanceof GpuTarget t) {
@@ -228,7 +228,7 @@ class HostileParserInputTest {
 
     @ParameterizedTest
     @ValueSource(strings = {"node::", "node::0,,1", "node::-1", "node::99999999999", "node::\u0661", "node::\uFF11",
-            "node::0,", "node::+1", "node::2147483648", "node::0,0"})
+        "node::0,", "node::+1", "node::2147483648", "node::0,0"})
     void targetsRefused(String text) {
         throwsExactly(IllegalArgumentException.class, () -> GpuTarget.parse(text), "\"" + text + "\"");
     }
@@ -376,7 +376,7 @@ class HostileParserInputTest {
 
     @Test
     void gpuConfigDeepNestingIsTypedNotStackOverflow() {
-        for (int depth : new int[] {1_000, 10_000, 100_000}) {
+        for (int depth : new int[]{1_000, 10_000, 100_000}) {
             String y = "gpu:\n  backends: " + "[".repeat(depth) + "]".repeat(depth) + "\n";
             throwsExactly(GpuConfigException.class, () -> GpuConfig.parse(y, "deep.yaml"), "depth " + depth);
             String m = "gpu: " + "{a: ".repeat(depth) + "1" + "}".repeat(depth) + "\n";

@@ -27,7 +27,7 @@ class WorkBudgetSettingTest {
 
     @ParameterizedTest
     @ValueSource(strings = {"0", "999", "-1", "-1000", "99999999999999999999", "1.5e6", "'twelve'", "''",
-            "'exact!'", "'0x3e8'", "'1000 units'", "'exactly'", "'1000.0'"})
+        "'exact!'", "'0x3e8'", "'1000 units'", "'exactly'", "'1000.0'"})
     void refusedWithTheKeyNamed(String value) {
         GpuConfigException e = assertThrows(GpuConfigException.class, () -> parse(value), value);
         assertTrue(e.getMessage().contains("gpu.placement.work_budget"), value + ": " + e.getMessage());

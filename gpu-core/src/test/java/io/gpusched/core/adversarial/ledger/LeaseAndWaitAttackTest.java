@@ -113,12 +113,12 @@ class LeaseAndWaitAttackTest {
             }
         };
         try (GpuScheduler other = open(dir);
-                GpuScheduler s = GpuScheduler.builder()
-                        .inventory(NodeDescriptions.profile("pcie-4xa10"))
-                        .stateDir(dir)
-                        .strategy(boom)
-                        .maintenanceInterval(Duration.ZERO)
-                        .build()) {
+             GpuScheduler s = GpuScheduler.builder()
+                     .inventory(NodeDescriptions.profile("pcie-4xa10"))
+                     .stateDir(dir)
+                     .strategy(boom)
+                     .maintenanceInterval(Duration.ZERO)
+                     .build()) {
             List<Allocation> all = new ArrayList<>();
             for (int i = 0; i < 4; i++) {
                 all.add(other.allocate(one()));

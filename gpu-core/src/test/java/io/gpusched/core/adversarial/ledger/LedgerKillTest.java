@@ -74,7 +74,7 @@ class LedgerKillTest {
                 Thread t = new Thread(() -> {
                     try (BufferedReader r = new BufferedReader(
                             new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8))) {
-                        for (String line; (line = r.readLine()) != null; ) {
+                        for (String line; (line = r.readLine()) != null;) {
                             log.add(line);
                             if (log.size() >= target) {
                                 l.countDown();
@@ -113,7 +113,7 @@ class LedgerKillTest {
                         }
                         case "REL" -> state.put(f[1], "releasing");
                         case "DONE" -> state.put(f[1], "done");
-                        default -> { }
+                        default -> {}
                     }
                 }
                 for (Map.Entry<String, String> e : state.entrySet()) {

@@ -55,7 +55,7 @@ class LedgerReplacedAttackTest {
                     for (List<Integer> d : seenByB.values()) {
                         taken.addAll(d);
                     }
-                    for (Allocation x; (x = b.tryAllocate(one()).orElse(null)) != null; ) {
+                    for (Allocation x; (x = b.tryAllocate(one()).orElse(null)) != null;) {
                         for (int d : x.deviceIndices()) {
                             assertTrue(taken.add(d), "device " + d + " handed out twice after the delete");
                         }

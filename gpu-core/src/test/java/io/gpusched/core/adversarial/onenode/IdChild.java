@@ -20,7 +20,7 @@ public final class IdChild {
     public static void main(String[] args) throws Exception {
         try (GpuScheduler s = Nodes.open(GpuInventories.simulated("dgx1-v100"), Path.of(args[0]));
              BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
-            for (String line; (line = in.readLine()) != null; ) {
+            for (String line; (line = in.readLine()) != null;) {
                 int sp = line.indexOf(' ');
                 String op = line.substring(0, sp);
                 String id = line.substring(sp + 1);

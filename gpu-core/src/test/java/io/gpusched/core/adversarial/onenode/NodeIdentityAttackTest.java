@@ -10,8 +10,8 @@ import io.gpusched.core.GpuInventories;
 import io.gpusched.core.GpuInventory;
 import io.gpusched.core.GpuRequest;
 import io.gpusched.core.GpuScheduler;
-import io.gpusched.core.LedgerException.Kind;
 import io.gpusched.core.LedgerException;
+import io.gpusched.core.LedgerException.Kind;
 import java.io.RandomAccessFile;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -267,7 +267,7 @@ class NodeIdentityAttackTest {
         try (GpuScheduler s = Nodes.open(GpuInventories.simulated("dgx1-v100"), dir)) {
             s.allocate(GpuRequest.builder().count(1).build());
         }
-        for (String backend : new String[] {"simulated", "Simulated:dgx1-v100", "simulated-dgx1-v100", "nvml"}) {
+        for (String backend : new String[]{"simulated", "Simulated:dgx1-v100", "simulated-dgx1-v100", "nvml"}) {
             GpuInventory real = Nodes.real(GpuInventories.simulated("dgx1-v100"), backend);
             assertThatThrownBy(() -> Nodes.open(real, dir).close()).as(backend)
                     .isInstanceOfSatisfying(LedgerException.class,

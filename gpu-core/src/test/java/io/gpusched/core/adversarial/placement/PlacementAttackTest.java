@@ -512,7 +512,8 @@ class PlacementAttackTest {
             int k = 2 + r.nextInt(Math.min(cands.length - 1, 16));
             List<Integer> shuffled = new ArrayList<>(Arrays.stream(cands).boxed().toList());
             java.util.Collections.shuffle(shuffled, r);
-            List<Integer> required = List.copyOf(shuffled.subList(0, trial % 3 == 0 ? 0 : 1 + r.nextInt(Math.min(3, k))));
+            List<Integer> required =
+                    List.copyOf(shuffled.subList(0, trial % 3 == 0 ? 0 : 1 + r.nextInt(Math.min(3, k))));
             int[] free = new int[pkgs];
             int[] req = new int[pkgs];
             for (int c : cands) {
@@ -535,7 +536,8 @@ class PlacementAttackTest {
             List<Integer> set = AllocationStrategies.byName("topology").select(request, v);
             assertEquals(best[0], setScore(node.topology(), set), desc + ": topology gave " + set);
             List<Integer> rem = AllocationStrategies.byName("topology-remaining").select(request, v);
-            assertEquals(best[1], remainingValue(node.topology(), cands, rem), desc + ": topology-remaining gave " + rem);
+            assertEquals(best[1], remainingValue(node.topology(), cands, rem),
+                    desc + ": topology-remaining gave " + rem);
             List<Integer> naive = new ArrayList<>(required);
             for (int c : cands) {
                 if (naive.size() < k && !naive.contains(c)) {
@@ -595,12 +597,14 @@ class PlacementAttackTest {
             }
             java.util.Collections.shuffle(idx, r);
             int k = 1 + r.nextInt(idx.size());
-            GpuRequest.Builder b = GpuRequest.builder().count(k).requiredDevices(idx.get(0)).preferredNuma(r.nextInt(2));
+            GpuRequest.Builder b =
+                    GpuRequest.builder().count(k).requiredDevices(idx.get(0)).preferredNuma(r.nextInt(2));
             if (r.nextBoolean()) {
                 b.shared(MemorySize.parse("4GB"));
             }
             if (r.nextInt(3) > 0) {
-                b.hint(r.nextBoolean() ? io.gpusched.core.WorkloadHint.TRAINING : io.gpusched.core.WorkloadHint.INFERENCE);
+                b.hint(r.nextBoolean() ? io.gpusched.core.WorkloadHint.TRAINING
+                        : io.gpusched.core.WorkloadHint.INFERENCE);
             }
             GpuRequest req = b.build();
             for (AllocationStrategy s : builtIns()) {

@@ -121,7 +121,8 @@ class RequiredThroughSchedulerAttackTest {
                 for (int unknown : List.of(8, 60000)) {
                     GpuAllocationException u = assertThrows(GpuAllocationException.class,
                             () -> s.allocate(GpuRequest.builder().count(2).requiredDevices(unknown).build()));
-                    assertEquals(GpuAllocationException.Reason.UNKNOWN_DEVICE, u.reason(), name + ": " + u.getMessage());
+                    assertEquals(GpuAllocationException.Reason.UNKNOWN_DEVICE, u.reason(),
+                            name + ": " + u.getMessage());
                     assertTrue(u.getMessage().contains(String.valueOf(unknown)), u.getMessage());
                 }
                 // none of the refusals took anything: the 6 healthy free devices are all still there

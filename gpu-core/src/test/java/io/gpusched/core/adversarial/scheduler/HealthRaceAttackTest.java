@@ -134,8 +134,9 @@ class HealthRaceAttackTest {
                     while (!done.get()) {
                         int d = rnd.nextInt(GPUS);
                         if (open[d] == null) {
-                            node.change(d, rnd.nextBoolean() ? GpuHealth.lost("XID 79") : GpuHealth.unhealthy("XID 48"));
-                            open[d] = new long[] {order.incrementAndGet(), Long.MAX_VALUE};
+                            node.change(d,
+                                    rnd.nextBoolean() ? GpuHealth.lost("XID 79") : GpuHealth.unhealthy("XID 48"));
+                            open[d] = new long[]{order.incrementAndGet(), Long.MAX_VALUE};
                             sick.get(d).add(open[d]);
                         } else {
                             open[d][1] = order.incrementAndGet(); // recovery begins now (before the listener call)
@@ -219,7 +220,7 @@ class HealthRaceAttackTest {
     }
 
     private static void record(Allocation a, Map<String, String> exclusive, AtomicLongArray reserved,
-                               AtomicLongArray count, ConcurrentLinkedQueue<String> violations) {
+            AtomicLongArray count, ConcurrentLinkedQueue<String> violations) {
         if (a.deviceIndices().size() != new java.util.HashSet<>(a.deviceIndices()).size()) {
             violations.add(a.id() + " holds a device twice: " + a.deviceIndices());
         }
@@ -248,7 +249,7 @@ class HealthRaceAttackTest {
     }
 
     private static void forget(Allocation a, Map<String, String> exclusive, AtomicLongArray reserved,
-                               AtomicLongArray count) {
+            AtomicLongArray count) {
         for (int i = 0; i < a.devices().size(); i++) {
             int idx = a.devices().get(i).index();
             if (a.sharedMemory().isEmpty()) {

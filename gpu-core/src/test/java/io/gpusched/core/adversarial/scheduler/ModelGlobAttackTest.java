@@ -114,7 +114,8 @@ class ModelGlobAttackTest {
             return false;
         }
         return j < s.length() && (p.charAt(i) == '?'
-                || Character.toLowerCase(p.charAt(i)) == Character.toLowerCase(s.charAt(j))) && glob(p, i + 1, s, j + 1);
+                || Character.toLowerCase(p.charAt(i)) == Character.toLowerCase(s.charAt(j)))
+                && glob(p, i + 1, s, j + 1);
     }
 
     @Test
@@ -135,9 +136,9 @@ class ModelGlobAttackTest {
                 for (int round = 0; round < 3; round++) {
                     for (int k = 0; k < perThread; k++) {
                         String[] pats = {"*M" + tt + "." + k + "*", "m" + tt + "?" + k + "(x)", "[" + tt + "]*" + k,
-                                "*a100*"};
+                            "*a100*"};
                         String[] names = {"GPU M" + tt + "." + k + " pro", "M" + tt + "_" + k + "(X)",
-                                "[" + tt + "]abc" + k, "m" + tt + "x" + k + "(x)", "NVIDIA A100", "GPU M" + tt + "x" + k};
+                            "[" + tt + "]abc" + k, "m" + tt + "x" + k + "(x)", "NVIDIA A100", "GPU M" + tt + "x" + k};
                         for (String p : pats) {
                             GpuRequest r = GpuRequest.builder().modelPattern(p).build();
                             for (String n : names) {

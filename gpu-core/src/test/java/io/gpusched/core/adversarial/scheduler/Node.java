@@ -38,7 +38,8 @@ final class Node implements GpuInventory {
     static Node uniform(int n) {
         List<GpuDevice> ds = new ArrayList<>();
         for (int i = 0; i < n; i++) {
-            ds.add(device(i, "NVIDIA A100-SXM4-80GB", GpuVendor.NVIDIA, MemorySize.ofGibibytes(80), new ComputeCapability(8, 0)));
+            ds.add(device(i, "NVIDIA A100-SXM4-80GB", GpuVendor.NVIDIA, MemorySize.ofGibibytes(80),
+                    new ComputeCapability(8, 0)));
         }
         return new Node(ds);
     }

@@ -46,9 +46,10 @@ import org.junit.jupiter.api.Test;
 class RefusalTruthAttackTest {
 
     private static final String[] NAMES = {"NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3", "AMD Instinct MI300X",
-            "A100(80GB)", "[x] weird.name", "Tesla V100-PCIE-16GB", "a100(80gb)", "A1000"};
-    private static final String[] PATTERNS = {"*a100*", "*A100(80GB)*", "[x]*", "*.*", "A100(80GB)", "nvidia h100?80gb*",
-            "?", "*MI300*", "tesla*", "a100?80gb?", "A1000", "*", "*(*", "[x] weird?name"};
+        "A100(80GB)", "[x] weird.name", "Tesla V100-PCIE-16GB", "a100(80gb)", "A1000"};
+    private static final String[] PATTERNS =
+            {"*a100*", "*A100(80GB)*", "[x]*", "*.*", "A100(80GB)", "nvidia h100?80gb*",
+                "?", "*MI300*", "tesla*", "a100?80gb?", "A1000", "*", "*(*", "[x] weird?name"};
 
     /** The test's own model of one device. */
     static final class M {
@@ -60,7 +61,6 @@ class RefusalTruthAttackTest {
         int shared;
         long reserved;
     }
-
 
     /** Takes the required devices, then candidates in order; records the candidates it was shown. */
     static final class TakeFirst implements AllocationStrategy {
@@ -117,7 +117,7 @@ class RefusalTruthAttackTest {
         return r.vendor().map(v -> v == d.vendor()).orElse(true)
                 && r.modelPattern().map(p -> glob(p, d.name())).orElse(true)
                 && r.minComputeCapability().map(min -> d.computeCapability().map(cc -> cc.major() > min.major()
-                || cc.major() == min.major() && cc.minor() >= min.minor()).orElse(false)).orElse(true);
+                        || cc.major() == min.major() && cc.minor() >= min.minor()).orElse(false)).orElse(true);
     }
 
     static boolean memory(GpuRequest r, GpuDevice d) {
@@ -212,7 +212,8 @@ class RefusalTruthAttackTest {
 
     private static GpuDevice randomDevice(Random rnd, int index) {
         String name = NAMES[rnd.nextInt(NAMES.length)];
-        GpuVendor vendor = name.startsWith("AMD") ? GpuVendor.AMD : rnd.nextInt(5) == 0 ? GpuVendor.AMD : GpuVendor.NVIDIA;
+        GpuVendor vendor =
+                name.startsWith("AMD") ? GpuVendor.AMD : rnd.nextInt(5) == 0 ? GpuVendor.AMD : GpuVendor.NVIDIA;
         MemorySize mem = rnd.nextInt(6) == 0 ? null : MemorySize.ofGibibytes(8L << rnd.nextInt(5));
         ComputeCapability cc = rnd.nextInt(4) == 0 ? null : new ComputeCapability(6 + rnd.nextInt(4), rnd.nextInt(3));
         return Node.device(index, name, vendor, mem, cc);

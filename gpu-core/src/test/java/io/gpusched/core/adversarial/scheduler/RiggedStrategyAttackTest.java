@@ -156,17 +156,17 @@ class RiggedStrategyAttackTest {
             assertThat(held.deviceIndices()).containsExactly(5);
             List<Object> before = observable(s);
             List<List<Integer>> bad = new ArrayList<>();
-            bad.add(List.of(0, 0));                 // duplicate
+            bad.add(List.of(0, 0)); // duplicate
             bad.add(java.util.Arrays.asList(0, null)); // null element
-            bad.add(List.of(0, 5));                 // a device that is not a candidate (held)
-            bad.add(List.of(0, 77));                // not on the node
-            bad.add(List.of(0, -1));                // negative
-            bad.add(List.of(0, 1, 2));              // too many
-            bad.add(List.of(0));                    // too few
-            bad.add(List.of(0, 1));                 // misses the required 4 (asked below)
+            bad.add(List.of(0, 5)); // a device that is not a candidate (held)
+            bad.add(List.of(0, 77)); // not on the node
+            bad.add(List.of(0, -1)); // negative
+            bad.add(List.of(0, 1, 2)); // too many
+            bad.add(List.of(0)); // too few
+            bad.add(List.of(0, 1)); // misses the required 4 (asked below)
             List raw = new ArrayList();
             raw.add(0);
-            raw.add(1L);                            // heap pollution: a Long where an Integer belongs
+            raw.add(1L); // heap pollution: a Long where an Integer belongs
             bad.add(raw);
             for (List<Integer> pick : bad) {
                 rigged.answer = (r, v) -> pick;
@@ -240,8 +240,9 @@ class RiggedStrategyAttackTest {
             Allocation a = s.allocate(GpuRequest.builder().count(1).build());
             Allocation b = s.allocate(GpuRequest.builder().count(1).build());
             // every kind of change after the views were handed out
-            s.updateMetrics(new GpuSample(Instant.now(), List.of(GpuMetrics.of(0, 99, MemorySize.ofGibibytes(1), 80, 300,
-                    Instant.now()))));
+            s.updateMetrics(
+                    new GpuSample(Instant.now(), List.of(GpuMetrics.of(0, 99, MemorySize.ofGibibytes(1), 80, 300,
+                            Instant.now()))));
             node.change(2, GpuHealth.lost("fell off the bus"));
             s.release(a.id());
             s.allocate(GpuRequest.builder().count(1).build());

@@ -72,7 +72,8 @@ class BudgetAndEdgesAttackTest {
             List<DeviceState> cands = new ArrayList<>();
             for (GpuDevice d : devs) {
                 DeviceState s = heldIds.contains(d.index()) ? SearchOracle.held(d)
-                        : sharedIds.contains(d.index()) ? SearchOracle.shared(d) : DeviceState.idle(d, GpuHealth.HEALTHY);
+                        : sharedIds.contains(d.index()) ? SearchOracle.shared(d)
+                        : DeviceState.idle(d, GpuHealth.HEALTHY);
                 all.add(s);
                 if (!heldIds.contains(d.index())) {
                     cands.add(s);
@@ -131,7 +132,8 @@ class BudgetAndEdgesAttackTest {
             Collections.shuffle(candIds, r);
             int mode = tr % 3;
             int k = mode == 0 ? 1 : mode == 1 ? cands.size() : 1 + r.nextInt(cands.size());
-            List<Integer> required = mode == 2 ? candIds.subList(0, k) : candIds.subList(0, r.nextInt(Math.min(k, 3) + 1));
+            List<Integer> required =
+                    mode == 2 ? candIds.subList(0, k) : candIds.subList(0, r.nextInt(Math.min(k, 3) + 1));
             GpuRequest req = GpuRequest.builder().count(k).requiredDevices(required).build();
             SchedulingView v = SearchOracle.view(all, cands, t);
             TightBoundAttackTest.judge("edge mode " + mode + " try " + tr, o, req, v);

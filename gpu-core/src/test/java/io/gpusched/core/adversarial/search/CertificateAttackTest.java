@@ -39,7 +39,7 @@ class CertificateAttackTest {
 
     /** A node of {@code gpus} GPUs split into partitions (twins: one score to every other device). */
     static SchedulingView node(Random r, int gpus, List<GpuDevice> devs, List<DeviceState> all, List<DeviceState> cands,
-                               boolean sharedRequest) {
+            boolean sharedRequest) {
         List<Integer> gpuOf = new ArrayList<>();
         int idx = 0;
         for (int g = 0; g < gpus; g++) {
@@ -150,7 +150,7 @@ class CertificateAttackTest {
         }
         System.out.printf("certificates %s budget %d gpus %d-%d: %d tries, %d judged exactly, %d ended early%n", o,
                 budget, gpusLo, gpusHi, tries, checked, early);
-        return new int[] {tries, checked, early};
+        return new int[]{tries, checked, early};
     }
 
     /** 12 to 20 GPUs (up to about 35 devices with partitions), k 2 to 6, the smallest budget: most end early; every claim holds. */

@@ -61,7 +61,7 @@ class ExtremeScoresAttackTest {
     @ParameterizedTest
     @EnumSource(Objective.class)
     void linkCountsUpToOneHundredThousandHold(Objective o) {
-        corpus(o, new int[] {1_000, 10_000, 100_000}, 20, 18, 22, 8, 11);
+        corpus(o, new int[]{1_000, 10_000, 100_000}, 20, 18, 22, 8, 11);
     }
 
     /**
@@ -74,7 +74,7 @@ class ExtremeScoresAttackTest {
     @ParameterizedTest
     @EnumSource(Objective.class)
     void linkCountsOfMillionsDoNotWrap(Objective o) {
-        corpus(o, new int[] {1_000_000, 2_000_000, 4_000_000, 10_000_000}, 40, 6, 12, 2, 5);
+        corpus(o, new int[]{1_000_000, 2_000_000, 4_000_000, 10_000_000}, 40, 6, 12, 2, 5);
     }
 
     /**
@@ -97,7 +97,8 @@ class ExtremeScoresAttackTest {
         SchedulingView v = SearchOracle.view(all, all, t);
         GpuRequest req = GpuRequest.builder().count(2).build();
         assertEquals(List.of(0, 1), SearchOracle.best(o, req, v).set());
-        assertEquals(List.of(0, 1), SearchOracle.sorted(new io.gpusched.core.strategy.TopologyAwareStrategy(o).select(req, v)));
+        assertEquals(List.of(0, 1),
+                SearchOracle.sorted(new io.gpusched.core.strategy.TopologyAwareStrategy(o).select(req, v)));
     }
 
     /**
@@ -159,17 +160,17 @@ class ExtremeScoresAttackTest {
         long r1 = per - m1;
         if (o == Objective.SET) {
             long affinity = m0 * (w * r0 + x * r1) + m1 * (w * r1 + x * r0);
-            return new long[] {score, -affinity, -pos};
+            return new long[]{score, -affinity, -pos};
         }
         long left = w * (r0 * (r0 - 1) / 2 + r1 * (r1 - 1) / 2) + x * r0 * r1;
-        return new long[] {score + left, score, -pos};
+        return new long[]{score + left, score, -pos};
     }
 
     /** 512 GPUs (2 x 256), k 100 to 300: holds (the position key is dropped, nothing wraps). */
     @ParameterizedTest
     @EnumSource(Objective.class)
     void hundredsOfGpusHold(Objective o) {
-        for (int k : new int[] {100, 200, 256, 300}) {
+        for (int k : new int[]{100, 200, 256, 300}) {
             twoNumaNodes(o, 256, k);
         }
     }

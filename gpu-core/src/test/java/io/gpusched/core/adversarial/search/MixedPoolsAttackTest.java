@@ -125,7 +125,7 @@ class MixedPoolsAttackTest {
             }
             done++;
         }
-        return new int[] {done, past};
+        return new int[]{done, past};
     }
 
     @ParameterizedTest

@@ -37,7 +37,7 @@ class PartitionNodesAttackTest {
 
     /** Exact best key by counts per group; {@code stayFree} as in {@link SearchOracle#key}. */
     static long[] bestByCounts(Objective strategyObjective, GpuRequest req, SchedulingView v, int per,
-                               boolean stayFree) {
+            boolean stayFree) {
         Objective o = req.sharing() == SharingMode.SHARED ? Objective.SET : strategyObjective;
         List<DeviceState> pool = SearchOracle.pool(req, v);
         GpuTopology t = v.topology();
@@ -136,7 +136,7 @@ class PartitionNodesAttackTest {
         long[] best;
 
         Counts(Objective o, long[][] s, long[] deg, boolean[] fr, long[][] posPrefix, int[] lo, int[] cap, int k,
-               long freeTotal, boolean stayFree) {
+                long freeTotal, boolean stayFree) {
             this.o = o;
             this.s = s;
             this.deg = deg;
@@ -163,8 +163,8 @@ class PartitionNodesAttackTest {
                     return;
                 }
                 long[] key = o == Objective.SET
-                        ? new long[] {score, -(sumDeg - (stayFree ? inner : 0)), -pos}
-                        : new long[] {score + freeTotal - degFr + ff, score, -pos};
+                        ? new long[]{score, -(sumDeg - (stayFree ? inner : 0)), -pos}
+                        : new long[]{score + freeTotal - degFr + ff, score, -pos};
                 if (best == null || SearchOracle.compare(key, best) > 0) {
                     best = key;
                 }
@@ -263,7 +263,8 @@ class PartitionNodesAttackTest {
             List<DeviceState> cands = new ArrayList<>();
             for (GpuDevice d : devs) {
                 DeviceState s = heldIds.contains(d.index()) ? SearchOracle.held(d)
-                        : sharedIds.contains(d.index()) ? SearchOracle.shared(d) : DeviceState.idle(d, GpuHealth.HEALTHY);
+                        : sharedIds.contains(d.index()) ? SearchOracle.shared(d)
+                        : DeviceState.idle(d, GpuHealth.HEALTHY);
                 all.add(s);
                 if (!heldIds.contains(d.index()) && (shared || !sharedIds.contains(d.index()))) {
                     cands.add(s);
@@ -315,7 +316,7 @@ class PartitionNodesAttackTest {
         }
         assertTrue(naiveBeaten >= tries / 2, "the naive answer (required, then first candidates) is optimal too often "
                 + "for the comparison to bite: beaten in " + naiveBeaten + " of " + tries);
-        return new int[] {tries, past};
+        return new int[]{tries, past};
     }
 
     /** The count enumeration agrees with the subset brute force on small partition nodes (the oracle checked). */
@@ -345,13 +346,14 @@ class PartitionNodesAttackTest {
             int k = 1 + r.nextInt(Math.min(7, cands.size()));
             List<Integer> candIds = new ArrayList<>(cands.stream().map(DeviceState::index).toList());
             Collections.shuffle(candIds, r);
-            GpuRequest.Builder rb = GpuRequest.builder().count(k).requiredDevices(candIds.subList(0, r.nextInt(Math.min(k, 3) + 1)));
+            GpuRequest.Builder rb =
+                    GpuRequest.builder().count(k).requiredDevices(candIds.subList(0, r.nextInt(Math.min(k, 3) + 1)));
             if (shared) {
                 rb.shared(MemorySize.ofGibibytes(1));
             }
             GpuRequest req = rb.build();
             SchedulingView v = SearchOracle.view(all, cands, t);
-            for (boolean stay : new boolean[] {false, true}) {
+            for (boolean stay : new boolean[]{false, true}) {
                 long[] byCounts = bestByCounts(o, req, v, per, stay);
                 long[] bySubsets = SearchOracle.best(o, req, v, stay).key();
                 if (SearchOracle.compare(byCounts, bySubsets) != 0) {

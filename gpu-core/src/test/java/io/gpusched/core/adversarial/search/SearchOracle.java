@@ -73,7 +73,8 @@ final class SearchOracle {
             int numa = req.preferredNuma().getAsInt();
             List<DeviceState> local = pool.stream().filter(d -> required.contains(d.index())
                     || (v.topology().numaNode(d.index()).isPresent()
-                    && v.topology().numaNode(d.index()).getAsInt() == numa)).toList();
+                            && v.topology().numaNode(d.index()).getAsInt() == numa))
+                    .toList();
             if (local.size() >= req.count()) {
                 pool = local;
             }
@@ -121,7 +122,7 @@ final class SearchOracle {
                     }
                 }
             }
-            return new long[] {score, -affinity, -pos};
+            return new long[]{score, -affinity, -pos};
         }
         if (o == Objective.SET) {
             long affinity = 0;
@@ -130,7 +131,7 @@ final class SearchOracle {
                     affinity += pair(t, i, f);
                 }
             }
-            return new long[] {score, -affinity, -pos};
+            return new long[]{score, -affinity, -pos};
         }
         long left = 0;
         for (int a = 0; a < stay.size(); a++) {
@@ -138,7 +139,7 @@ final class SearchOracle {
                 left += pair(t, stay.get(a), stay.get(b));
             }
         }
-        return new long[] {score + left, score, -pos};
+        return new long[]{score + left, score, -pos};
     }
 
     static int compare(long[] x, long[] y) {
@@ -233,7 +234,7 @@ final class SearchOracle {
         final boolean stayFree;
 
         Enum(Objective o, long[][] s, long[] deg, boolean[] fr, long[] pos, boolean[] req, int k, long freeTotal,
-             boolean stayFree) {
+                boolean stayFree) {
             this.stayFree = stayFree;
             this.o = o;
             this.s = s;
@@ -269,10 +270,10 @@ final class SearchOracle {
                 leaves++;
                 long[] key;
                 if (o == Objective.SET) {
-                    key = new long[] {score, -(sumDeg - (stayFree ? inner : 0)), -ps};
+                    key = new long[]{score, -(sumDeg - (stayFree ? inner : 0)), -ps};
                 } else {
                     long left = freeTotal - degFr + ff;
-                    key = new long[] {score + left, score, -ps};
+                    key = new long[]{score + left, score, -ps};
                 }
                 if (bestKey == null || compare(key, bestKey) > 0) {
                     bestKey = key;

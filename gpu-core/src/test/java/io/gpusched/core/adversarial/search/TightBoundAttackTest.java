@@ -75,7 +75,7 @@ class TightBoundAttackTest {
      * k from kLo..kHi, 0 to 3 required devices; a third of the tries hand the candidates over in a shuffled order. Returns {tries, tries past 2,048 search nodes}.
      */
     static int[] corpus(String what, Objective o, long seed, int tries, int nLo, int nHi, int kLo, int kHi,
-                        int maxHeld, LinkDraw links) {
+            int maxHeld, LinkDraw links) {
         Random r = new Random(seed);
         int past = 0;
         int done = 0;
@@ -129,7 +129,7 @@ class TightBoundAttackTest {
             }
             done++;
         }
-        return new int[] {done, past};
+        return new int[]{done, past};
     }
 
     /** Links between every two devices: 1 to 12 with probability 1/2, random PCIe level. */

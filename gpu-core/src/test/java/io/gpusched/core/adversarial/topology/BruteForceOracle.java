@@ -119,7 +119,7 @@ final class BruteForceOracle {
                     aff = Math.addExact(aff, pair(t, i, f));
                 }
             }
-            return new long[] {score, -aff, -pos};
+            return new long[]{score, -aff, -pos};
         }
         long left = 0;
         for (int a = 0; a < stay.size(); a++) {
@@ -127,7 +127,7 @@ final class BruteForceOracle {
                 left = Math.addExact(left, pair(t, stay.get(a), stay.get(b)));
             }
         }
-        return new long[] {Math.addExact(score, left), score, -pos};
+        return new long[]{Math.addExact(score, left), score, -pos};
     }
 
     static int compare(long[] x, long[] y) {
@@ -157,7 +157,7 @@ final class BruteForceOracle {
     }
 
     private static void enumerate(List<Integer> rest, int from, int need, List<Integer> cur,
-                                  java.util.function.Consumer<List<Integer>> out) {
+            java.util.function.Consumer<List<Integer>> out) {
         if (need == 0) {
             out.accept(cur);
             return;

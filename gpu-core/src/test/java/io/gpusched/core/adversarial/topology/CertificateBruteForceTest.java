@@ -235,7 +235,7 @@ class CertificateBruteForceTest {
             Node node = node(r, round % 2 == 0 ? Shape.RANDOM : Shape.HEAVY_CLIQUE, 6 + r.nextInt(8), 4);
             int free = node.view().candidates().size();
             for (int k = 1; k <= free; k++) {
-                for (long budget : new long[] {1_000, TopologyAwareStrategy.EXACT}) {
+                for (long budget : new long[]{1_000, TopologyAwareStrategy.EXACT}) {
                     TopologyAwareStrategy base = new TopologyAwareStrategy(Objective.SET, budget);
                     ThermalAwareStrategy th = new ThermalAwareStrategy(base, Duration.ofSeconds(30));
                     GpuRequest req = GpuRequest.builder().count(k).build();
@@ -272,7 +272,7 @@ class CertificateBruteForceTest {
         List<DeviceState> all = devs.stream().map(d -> DeviceState.idle(d, GpuHealth.HEALTHY)).toList();
         SchedulingView v = BruteForceOracle.view(all, all, t);
         for (Objective o : Objective.values()) {
-            for (int k : new int[] {1, 2, 32, 63, 64}) {
+            for (int k : new int[]{1, 2, 32, 63, 64}) {
                 GpuRequest req = GpuRequest.builder().count(k).build();
                 try {
                     Choice c = new TopologyAwareStrategy(o, TopologyAwareStrategy.DEFAULT_WORK_BUDGET).choose(req, v);

@@ -215,7 +215,7 @@ class DecideOutsideTheLockAttackTest {
             Future<long[]> slowOne = pool.submit(() -> {
                 Allocation a = s.allocate(slow(2));
                 long end = System.nanoTime();
-                return new long[] {end, a.deviceIndices().get(0), a.deviceIndices().get(1)};
+                return new long[]{end, a.deviceIndices().get(0), a.deviceIndices().get(1)};
             });
             assertTrue(g.picked.await(60, TimeUnit.SECONDS));
             String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
@@ -241,12 +241,12 @@ class DecideOutsideTheLockAttackTest {
                 long from = Long.parseLong(f[0]);
                 long until = Long.parseLong(f[1]);
                 for (int i = 2; i < f.length; i++) {
-                    grants.add(new long[] {Integer.parseInt(f[i]), from, until});
+                    grants.add(new long[]{Integer.parseInt(f[i]), from, until});
                 }
             }
             assertEquals(101, Files.readAllLines(childLog).size());
             for (int i = 0; i < 2; i++) {
-                grants.add(new long[] {slowGrant[1 + i], slowGrant[0], Long.MAX_VALUE});
+                grants.add(new long[]{slowGrant[1 + i], slowGrant[0], Long.MAX_VALUE});
             }
             assertTrue(gateOpen < slowGrant[0]);
             for (int i = 0; i < grants.size(); i++) {

@@ -43,8 +43,9 @@ final class V1Cgroup implements AutoCloseable {
         dir = Files.createTempDirectory("r25-");
         dev = Files.createDirectories(dir.resolve("dev"));
         proc = Files.createDirectories(dir.resolve("proc"));
-        Files.writeString(proc.resolve("devices"), "Character devices:\n  1 mem\n195 nvidia-frontend\n\nBlock devices:\n"
-                + "  7 loop\n");
+        Files.writeString(proc.resolve("devices"),
+                "Character devices:\n  1 mem\n195 nvidia-frontend\n\nBlock devices:\n"
+                        + "  7 loop\n");
         for (int i = 0; i < 4; i++) {
             run("mknod", "-m", "0666", dev.resolve("nvidia" + i).toString(), "c", "195", String.valueOf(i));
         }

@@ -68,9 +68,11 @@ class V1CgroupAttackTest {
 
     /** Starts the project's child JVM that fences {@code cg} for {@code gpu} and stalls after write n (0: after). */
     Process killedFencer(Path cg, Path state, int gpu, int stallAfter) throws Exception {
-        Process child = new ProcessBuilder(V1Cgroup.child("fence", cg.toString(), bed.dev.toString(), bed.proc.toString(),
-                String.valueOf(gpu), "V1", state.toString(), String.valueOf(stallAfter))).redirectErrorStream(true)
-                .start();
+        Process child =
+                new ProcessBuilder(V1Cgroup.child("fence", cg.toString(), bed.dev.toString(), bed.proc.toString(),
+                        String.valueOf(gpu), "V1", state.toString(), String.valueOf(stallAfter)))
+                        .redirectErrorStream(true)
+                        .start();
         children.add(child);
         BufferedReader r = new BufferedReader(new InputStreamReader(child.getInputStream(), StandardCharsets.UTF_8));
         StringBuilder seen = new StringBuilder();
@@ -237,9 +239,10 @@ class V1CgroupAttackTest {
         List<List<String>> outs = new ArrayList<>();
         List<Thread> readers = new ArrayList<>();
         for (int c = 0; c < n; c++) {
-            Process p = new ProcessBuilder(V1Cgroup.child("fencer", cg.toString(), bed.dev.toString(), bed.proc.toString(),
-                    "V1", state.toString(), go.toString(), String.valueOf(rounds), String.valueOf(100 + c)))
-                    .redirectErrorStream(true).start();
+            Process p =
+                    new ProcessBuilder(V1Cgroup.child("fencer", cg.toString(), bed.dev.toString(), bed.proc.toString(),
+                            "V1", state.toString(), go.toString(), String.valueOf(rounds), String.valueOf(100 + c)))
+                            .redirectErrorStream(true).start();
             children.add(p);
             List<String> out = Collections.synchronizedList(new ArrayList<>());
             outs.add(out);
@@ -310,7 +313,7 @@ class V1CgroupAttackTest {
         List<Path> records = files(state, "v1-");
         assertThat(records).as("a record of the dead fence: %s", files(state, "")).isNotEmpty();
         for (Path r : records) {
-            Files.write(r, new byte[] {0, (byte) 0xff, '{', '\n', 'x', '9', '9', ':'});
+            Files.write(r, new byte[]{0, (byte) 0xff, '{', '\n', 'x', '9', '9', ':'});
         }
         Map<String, String> dead = bed.probe(cg);
         Throwable t = catchThrowable(() -> track(iso.fence(cg, V1Cgroup.alloc(2))));

@@ -64,7 +64,7 @@ class SparkComponentsAttackTest {
     /** GPU indices held in the ledger, read by a scheduler of its own. */
     private static List<Integer> held(Path state) {
         try (GpuInventory inv = GpuInventories.simulated("dgx1-v100");
-                GpuScheduler s = GpuScheduler.builder().inventory(inv).stateDir(state).build()) {
+             GpuScheduler s = GpuScheduler.builder().inventory(inv).stateDir(state).build()) {
             s.refresh();
             List<Integer> out = new ArrayList<>();
             for (Allocation a : s.allocations()) {
@@ -169,7 +169,8 @@ class SparkComponentsAttackTest {
         java.util.concurrent.CountDownLatch stopA = new java.util.concurrent.CountDownLatch(1);
         Thread ta = new Thread(() -> {
             try {
-                a.set(new GpuschedDiscoveryPlugin().discoverResource(req("spark.worker", 4), conf(state)).orElseThrow());
+                a.set(new GpuschedDiscoveryPlugin().discoverResource(req("spark.worker", 4), conf(state))
+                        .orElseThrow());
                 stopA.await();
             } catch (Throwable x) {
                 err.set(x);
@@ -177,7 +178,8 @@ class SparkComponentsAttackTest {
         }, "dispatcher-event-loop-review24e-a");
         Thread tb = new Thread(() -> {
             try {
-                b.set(new GpuschedDiscoveryPlugin().discoverResource(req("spark.worker", 4), conf(state)).orElseThrow());
+                b.set(new GpuschedDiscoveryPlugin().discoverResource(req("spark.worker", 4), conf(state))
+                        .orElseThrow());
                 stopB.await();
             } catch (Throwable x) {
                 err.set(x);

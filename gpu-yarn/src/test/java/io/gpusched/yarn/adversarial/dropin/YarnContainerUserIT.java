@@ -104,8 +104,8 @@ class YarnContainerUserIT {
                 .lookupPrincipalByGroupName(groupOfNobody());
         List<String> outcomes = new ArrayList<>();
         boolean served = false;
-        for (String[] mode : new String[][] {{"rwx------", "rw-r--r--"}, {"rwxr-x---", "rw-r-----"},
-                {"rwxr-xr-x", "rw-r--r--"}, {"rwxrwx---", "rw-rw----"}, {"rwxrwxrwx", "rw-rw-rw-"}}) {
+        for (String[] mode : new String[][]{{"rwx------", "rw-r--r--"}, {"rwxr-x---", "rw-r-----"},
+            {"rwxr-xr-x", "rw-r--r--"}, {"rwxrwx---", "rw-rw----"}, {"rwxrwxrwx", "rw-rw-rw-"}}) {
             Files.getFileAttributeView(state, PosixFileAttributeView.class).setGroup(nogroup);
             Files.setPosixFilePermissions(state, PosixFilePermissions.fromString(mode[0]));
             try (Stream<Path> s = Files.list(state)) {
@@ -125,7 +125,8 @@ class YarnContainerUserIT {
             Process proc = pb.redirectErrorStream(true).start();
             String out = new String(proc.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
             assertTrue(proc.waitFor(60, TimeUnit.SECONDS));
-            boolean ok = proc.exitValue() == 0 && out.lines().anyMatch(l -> l.startsWith("export CUDA_VISIBLE_DEVICES="));
+            boolean ok =
+                    proc.exitValue() == 0 && out.lines().anyMatch(l -> l.startsWith("export CUDA_VISIBLE_DEVICES="));
             served |= ok;
             outcomes.add(mode[0] + "/" + mode[1] + ": exit " + proc.exitValue() + ", "
                     + out.lines().filter(l -> !l.startsWith("SLF4J")).findFirst().orElse(""));

@@ -89,8 +89,8 @@ class YarnDropInJarIT {
             }
         }
         org.junit.jupiter.api.Assumptions.assumeTrue(snakeyaml != null, "no SnakeYAML 2.x jar on the class path");
-        try (java.net.URLClassLoader l = new java.net.URLClassLoader(new java.net.URL[] {jar.toUri().toURL(),
-                snakeyaml.toUri().toURL()}, ClassLoader.getPlatformClassLoader())) {
+        try (java.net.URLClassLoader l = new java.net.URLClassLoader(new java.net.URL[]{jar.toUri().toURL(),
+            snakeyaml.toUri().toURL()}, ClassLoader.getPlatformClassLoader())) {
             Class<?> c;
             try {
                 c = Class.forName("org.yaml.snakeyaml.internal.Logger", false, l);
@@ -215,7 +215,8 @@ class YarnDropInJarIT {
     @Test
     void manifestCarriesTheJarsVersion() throws Exception {
         String version = jar.getFileName().toString().replaceFirst("^gpusched-yarn-", "").replaceFirst("\\.jar$", "");
-        try (JarFile jf = new JarFile(jar.toFile()); InputStream in = jf.getInputStream(jf.getEntry(JarFile.MANIFEST_NAME))) {
+        try (JarFile jf = new JarFile(jar.toFile());
+             InputStream in = jf.getInputStream(jf.getEntry(JarFile.MANIFEST_NAME))) {
             java.util.jar.Manifest mf = new java.util.jar.Manifest(in);
             assertEquals(version, mf.getMainAttributes().getValue("Implementation-Version"));
         }

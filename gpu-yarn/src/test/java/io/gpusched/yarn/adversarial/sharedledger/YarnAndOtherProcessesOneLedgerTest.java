@@ -71,7 +71,8 @@ class YarnAndOtherProcessesOneLedgerTest {
             }
         });
         byte[] out = p.getInputStream().readAllBytes();
-        assertTrue(p.waitFor(120, TimeUnit.SECONDS), cls.getSimpleName() + " " + String.join(" ", args) + " did not end");
+        assertTrue(p.waitFor(120, TimeUnit.SECONDS),
+                cls.getSimpleName() + " " + String.join(" ", args) + " did not end");
         return new Result(p.exitValue(), new String(out, StandardCharsets.UTF_8),
                 new String(err.get(), StandardCharsets.UTF_8));
     }
@@ -160,7 +161,8 @@ class YarnAndOtherProcessesOneLedgerTest {
                 assertEquals(0, status.exit(), status.out() + status.err());
                 JsonNode st = JSON.readTree(status.out().substring(status.out().indexOf('{')));
                 assertEquals(yarn, heldIn(st), "status lists the container's GPUs as held: " + status.out());
-                assertTrue(status.out().contains(container), "the other process sees the container id: " + status.out());
+                assertTrue(status.out().contains(container),
+                        "the other process sees the container id: " + status.out());
 
                 Result env = env(state, container);
                 assertEquals(0, env.exit(), env.out() + env.err());
@@ -206,7 +208,8 @@ class YarnAndOtherProcessesOneLedgerTest {
             Result r = env(state, id);
             assertNotEquals(0, r.exit(), "id " + JSON.writeValueAsString(id) + " accepted: " + r.out());
             assertTrue(r.out().lines().noneMatch(l -> l.startsWith("export ")),
-                    "id " + JSON.writeValueAsString(id) + " printed export lines on stdout (what eval runs): " + r.out());
+                    "id " + JSON.writeValueAsString(id) + " printed export lines on stdout (what eval runs): "
+                            + r.out());
         }
     }
 

@@ -117,8 +117,8 @@ class YarnHealthAndLedgerTest {
     void aCachedAnswerNeverHandsOutGpusTheCliTookMeanwhile() throws Exception {
         Path state = state();
         try (SimulatedGpuInventory inv = GpuInventories.simulated("dgx1-v100");
-                SimulatedGpuInventory cliInv = GpuInventories.simulated("dgx1-v100");
-                GpuScheduler cli = GpuScheduler.builder().inventory(cliInv).stateDir(state).build()) {
+             SimulatedGpuInventory cliInv = GpuInventories.simulated("dgx1-v100");
+             GpuScheduler cli = GpuScheduler.builder().inventory(cliInv).stateDir(state).build()) {
             GpuschedDevicePlugin p = new GpuschedDevicePlugin(inv, conf(state));
             try {
                 Set<Device> all = p.getDevices();
@@ -134,7 +134,8 @@ class YarnHealthAndLedgerTest {
                 }
                 Set<Integer> want = minors(first).stream().map(m -> indexOfMinor(inv, m))
                         .collect(Collectors.toCollection(TreeSet::new));
-                Allocation held = cli.allocate(GpuRequest.builder().deviceIndices(List.copyOf(want)).owner("cli").build());
+                Allocation held =
+                        cli.allocate(GpuRequest.builder().deviceIndices(List.copyOf(want)).owner("cli").build());
                 assertEquals(want, new TreeSet<>(held.deviceIndices()));
                 Set<Device> third = p.allocateDevices(all, 2, env("container_1_0001_01_000004"));
                 assertEquals(2, third.size(), "six GPUs are free: " + minors(third));
