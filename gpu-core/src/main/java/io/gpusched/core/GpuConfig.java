@@ -29,7 +29,7 @@ import java.util.Set;
  *   drain: {timeout: 5m}                           # released GPUs with processes left past this are quarantined
  *   rate_limit: {per_owner_per_second: 0, burst: 0} # 0: no limit; over it: RATE_LIMITED
  *   thermal: {max_sample_age: 30s}                 # older samples are ignored by the thermal strategy
- *   placement: {work_budget: 2000000}              # topology search budget (units, >= 1000) or exact
+ *   placement: {work_budget: 1000000}              # topology search budget (units, >= 1000) or exact
  *   state_dir: /var/lib/gpusched                   # node ledger shared by the node's processes; unset: in memory
  * </pre>
  * Unknown keys are rejected with their path named.
