@@ -227,6 +227,8 @@ class CompactionKilledMidwayAttackTest {
                 }
             }
         }
+        System.out.println("compaction kill loop: " + kills + " kills, " + holds.size() + " grants, generation up to "
+                + maxGeneration);
         assertTrue(holds.size() >= 3 * rounds, "the children did work: " + holds.size() + " grants");
         assertTrue(maxGeneration > 10, "the ledger was compacted many times: generation " + maxGeneration);
         assertEquals(3 * rounds, kills);
