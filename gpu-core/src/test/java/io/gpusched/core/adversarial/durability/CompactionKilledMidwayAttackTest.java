@@ -116,7 +116,7 @@ class CompactionKilledMidwayAttackTest {
                     n.get("live").forEach(x -> put(live, x));
                 }
                 case "R" -> assertTrue(live.remove(n.get("id").asText()) != null, "release of a non-live id: " + l);
-                default -> { }
+                default -> {}
             }
         }
         return new Parsed(generation, live, records);
@@ -153,7 +153,7 @@ class CompactionKilledMidwayAttackTest {
                 Thread t = new Thread(() -> {
                     try (BufferedReader r = new BufferedReader(
                             new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8))) {
-                        for (String line; (line = r.readLine()) != null; ) {
+                        for (String line; (line = r.readLine()) != null;) {
                             log.add(line);
                         }
                     } catch (Exception e) {
@@ -191,7 +191,7 @@ class CompactionKilledMidwayAttackTest {
                         case "REL" -> holds.get(f[1]).releaseStart = Long.parseLong(f[2]);
                         case "DONE" -> holds.get(f[1]).releaseReturned = true;
                         case "LOST" -> fail("a held allocation's release returned false: " + line);
-                        default -> { }
+                        default -> {}
                     }
                 }
             }

@@ -72,7 +72,7 @@ class CompactionOnAFullDiskAttackTest {
                 case "A" -> live.put(n.get("id").asText(), uuids(n));
                 case "S" -> n.get("live").forEach(x -> live.put(x.get("id").asText(), uuids(x)));
                 case "R" -> assertTrue(live.remove(n.get("id").asText()) != null, "released a non-live id");
-                default -> { }
+                default -> {}
             }
         }
         return live;
@@ -151,14 +151,16 @@ class CompactionOnAFullDiskAttackTest {
                         assertEquals(LedgerException.Kind.NO_SPACE, e.kind(), e.getMessage());
                         noSpace++;
                     }
-                    assertEquals(model, liveInFile(file, gen), "step " + step + ": the file holds what was acknowledged");
+                    assertEquals(model, liveInFile(file, gen),
+                            "step " + step + ": the file holds what was acknowledged");
                     assertFalse(Files.exists(dir.resolve("ledger.new")), "a failed compaction left ledger.new");
                     if (changed && gen[0] == lastGen) {
                         stuck++; // the change stands, its compaction failed for want of space
                     }
                     lastGen = gen[0];
                     Map<String, List<String>> seen = new TreeMap<>();
-                    for (Allocation x : NodeLedgerView.read(dir, NodeDescriptions.profile("pcie-4xa10")).allocations()) {
+                    for (Allocation x : NodeLedgerView.read(dir, NodeDescriptions.profile("pcie-4xa10"))
+                            .allocations()) {
                         seen.put(x.id(), x.deviceUuids());
                     }
                     assertEquals(model, seen, "step " + step + ": a reader sees the same allocations");

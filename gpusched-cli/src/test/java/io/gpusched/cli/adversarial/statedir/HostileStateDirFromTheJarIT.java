@@ -116,8 +116,9 @@ class HostileStateDirFromTheJarIT {
     }
 
     @Test
-    @Disabled("defect: `gpusched --state-dir D allocate` hangs forever (killed after 60 s, no output) when D/ledger.lock"
-            + " is a FIFO: NodeLock opens the lock file O_WRONLY|O_CREAT, which blocks until a reader opens the FIFO")
+    @Disabled("defect: `gpusched --state-dir D allocate` hangs forever (killed after 60 s, no output) when"
+            + " D/ledger.lock is a FIFO: NodeLock opens the lock file O_WRONLY|O_CREAT, which blocks until a reader"
+            + " opens the FIFO")
     void aFifoInPlaceOfTheLockFileIsRefused() throws Exception {
         Path dir = newLedger(tmp.resolve("lockfifo"));
         Files.delete(dir.resolve("ledger.lock"));
