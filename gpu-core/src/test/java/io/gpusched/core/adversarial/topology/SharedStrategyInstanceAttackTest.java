@@ -24,8 +24,8 @@ import org.junit.jupiter.api.Test;
  * host that builds its strategy once and hands it to every scheduler): since the split the strategy keeps per-topology
  * scores and a spare of the search's tables between calls. Each thread drives two schedulers of the same node in
  * lockstep with the same random requests and releases, one with the shared instance and one with an instance of its
- * own used by nobody else; every answer (the devices, or the refusal's reason) must be the same. Nothing is asked of the
- * strategy but what a scheduler asks; the comparison is the test's.
+ * own used by nobody else; every answer (the devices, or the refusal's reason) must be the same. Nothing is asked of
+ * the strategy but what a scheduler asks; the comparison is the test's.
  */
 @Tag("adversarial")
 class SharedStrategyInstanceAttackTest {
