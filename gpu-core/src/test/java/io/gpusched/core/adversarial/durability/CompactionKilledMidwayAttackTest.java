@@ -6,8 +6,10 @@ import static org.junit.jupiter.api.Assertions.fail;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuRequest;
 import io.gpusched.core.GpuScheduler;
+import io.gpusched.core.NodeLedgerView;
 import io.gpusched.core.sim.NodeDescriptions;
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
@@ -23,8 +25,11 @@ import java.util.List;
 import java.util.Map;
 import java.util.Random;
 import java.util.Set;
+import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.zip.CRC32C;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
@@ -39,7 +44,8 @@ import org.junit.jupiter.api.io.TempDir;
  * the file is always a valid ledger; every acknowledged allocation whose release was not begun is live in it; none
  * whose release returned is; no GPU is live in two allocations; no id is issued twice; and no GPU was granted to one
  * allocation while another provably held it (the grant's whole call lies between the holder's acknowledgement and the
- * start of its release, on the machine's monotonic clock).
+ * start of its release, on the machine's monotonic clock). Meanwhile a thread of the test reads the read-only view
+ * ({@link NodeLedgerView}) again and again: it must never fail nor show a GPU in two allocations.
  */
 @Tag("adversarial")
 class CompactionKilledMidwayAttackTest {
@@ -137,6 +143,7 @@ class CompactionKilledMidwayAttackTest {
         Map<String, Hold> holds = new LinkedHashMap<>();
         long maxGeneration = 0;
         int kills = 0;
+        AtomicInteger views = new AtomicInteger();
         int rounds = 6;
         for (int round = 0; round < rounds; round++) {
             int n = 3;
@@ -172,11 +179,37 @@ class CompactionKilledMidwayAttackTest {
                 assertTrue(logs.get(c).stream().anyMatch(l -> l.startsWith("ACK")), "child " + c + " of round "
                         + round + " acknowledged an allocation: " + logs.get(c));
             }
+            // meanwhile a reader takes the read-only view again and again, without the lock
+            AtomicBoolean reading = new AtomicBoolean(true);
+            ConcurrentLinkedQueue<String> readProblems = new ConcurrentLinkedQueue<>();
+            Thread reader = new Thread(() -> {
+                while (reading.get()) {
+                    try {
+                        NodeLedgerView v = NodeLedgerView.read(dir, NodeDescriptions.profile("pcie-4xa10"));
+                        Set<Integer> gpus = new HashSet<>();
+                        for (Allocation a : v.allocations()) {
+                            for (int d : a.deviceIndices()) {
+                                if (!gpus.add(d)) {
+                                    readProblems.add("GPU " + d + " twice in a view: " + v.allocations());
+                                }
+                            }
+                        }
+                        views.incrementAndGet();
+                    } catch (RuntimeException e) {
+                        readProblems.add(e.toString());
+                    }
+                }
+            });
+            reader.start();
             for (int c = 0; c < n; c++) {
                 Thread.sleep(50 + rnd.nextInt(400));
                 ps.get(c).destroyForcibly();
                 kills++;
             }
+            reading.set(false);
+            reader.join();
+            assertEquals(List.of(), new ArrayList<>(readProblems), "round " + round + ": the read-only view while"
+                    + " processes compacted and were killed");
             for (int c = 0; c < n; c++) {
                 ps.get(c).waitFor();
                 readers.get(c).join();
@@ -228,9 +261,10 @@ class CompactionKilledMidwayAttackTest {
             }
         }
         System.out.println("compaction kill loop: " + kills + " kills, " + holds.size() + " grants, generation up to "
-                + maxGeneration);
+                + maxGeneration + ", " + views + " views read meanwhile");
         assertTrue(holds.size() >= 3 * rounds, "the children did work: " + holds.size() + " grants");
-        assertTrue(maxGeneration > 10, "the ledger was compacted many times: generation " + maxGeneration);
+        assertTrue(maxGeneration > 10, "the ledger was compacted many times: generation " + maxGeneration + ", " + views
+                + " views read meanwhile");
         assertEquals(3 * rounds, kills);
     }
 
