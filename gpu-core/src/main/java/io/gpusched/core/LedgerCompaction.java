@@ -8,6 +8,7 @@ import java.nio.ByteBuffer;
 import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
+import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
@@ -49,8 +50,17 @@ final class LedgerCompaction {
         if (s != null) {
             LedgerCodec.line(sb, s.sequence, LedgerRecord.toJson(s.toSnapshot()));
         }
-        try (FileChannel c = FileChannel.open(tmp, Set.of(StandardOpenOption.CREATE, StandardOpenOption.WRITE,
-                StandardOpenOption.TRUNCATE_EXISTING),
+        try {
+            // whatever is there is a leftover of a failed compaction, or planted: removed (a link itself, never its
+            // target), then created new, so a FIFO cannot block this change under the node's lock and a link cannot
+            // point the write elsewhere
+            Files.deleteIfExists(tmp);
+        } catch (IOException e) {
+            throw new LedgerException(Kind.IO, tmp, "cannot remove " + tmp + " (left by an earlier compaction, or not"
+                    + " a regular file) to compact the ledger: " + e.getMessage(), e);
+        }
+        try (FileChannel c = FileChannel.open(tmp, Set.of(StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE,
+                LinkOption.NOFOLLOW_LINKS),
                 PosixFilePermissions.asFileAttribute(
                         PosixFilePermissions.fromString("rw-r--r--")))) {
             ByteBuffer b = ByteBuffer.wrap(sb.toString().getBytes(StandardCharsets.UTF_8));

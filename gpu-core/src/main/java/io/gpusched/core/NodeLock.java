@@ -7,6 +7,7 @@ import java.nio.channels.ClosedChannelException;
 import java.nio.channels.FileChannel;
 import java.nio.channels.FileLock;
 import java.nio.channels.FileLockInterruptionException;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.PosixFilePermissions;
@@ -44,7 +45,7 @@ final class NodeLock {
         /** Opens the lock file again after an interrupt closed the channel (holding no lock: closing dropped it). */
         void reopen(Path lockFile) throws IOException {
             if (!channel.isOpen()) {
-                channel = FileChannel.open(lockFile, StandardOpenOption.CREATE, StandardOpenOption.WRITE);
+                channel = open(lockFile);
             }
         }
     }
@@ -63,15 +64,18 @@ final class NodeLock {
      * @throws LedgerException when it cannot be opened, or others may write it
      */
     NodeLock(Path dir) {
-        this.dir = dir;
         this.lockFile = dir.resolve(LOCK);
+        try {
+            // one JVM-wide lock per directory, whatever name it is given (a link to it, a relative path): closing
+            // one of two channels on the same file would drop this process's fcntl lock held through the other
+            this.dir = dir.toRealPath();
+        } catch (IOException e) {
+            throw io("cannot resolve the state directory " + dir, dir, e);
+        }
         synchronized (LOCKS) {
-            this.dirLock = LOCKS.computeIfAbsent(dir, d -> {
+            this.dirLock = LOCKS.computeIfAbsent(this.dir, d -> {
                 try {
-                    return new DirLock(FileChannel.open(lockFile, Set.of(StandardOpenOption.CREATE,
-                            StandardOpenOption.WRITE),
-                            PosixFilePermissions.asFileAttribute(
-                                    PosixFilePermissions.fromString("rw-r--r--"))));
+                    return new DirLock(open(lockFile));
                 } catch (IOException e) {
                     throw io("cannot open the lock file " + lockFile, lockFile, e);
                 }
@@ -83,6 +87,33 @@ final class NodeLock {
         } catch (LedgerException e) {
             release();
             throw e;
+        }
+    }
+
+    /**
+     * Opens (creating, mode 0644) the lock file for reading and writing: unlike a write-only open, that never waits
+     * for a FIFO's reader (this runs under {@link #LOCKS}), and anything but a regular file is refused.
+     */
+    private static FileChannel open(Path lockFile) throws IOException {
+        refuseIrregular(lockFile);
+        FileChannel c = FileChannel.open(lockFile, Set.of(StandardOpenOption.CREATE, StandardOpenOption.READ,
+                StandardOpenOption.WRITE),
+                PosixFilePermissions.asFileAttribute(
+                        PosixFilePermissions.fromString("rw-r--r--")));
+        try {
+            refuseIrregular(lockFile);
+        } catch (LedgerException e) {
+            c.close();
+            throw e;
+        }
+        return c;
+    }
+
+    private static void refuseIrregular(Path lockFile) {
+        if (Files.exists(lockFile) && !Files.isRegularFile(lockFile)) {
+            throw new LedgerException(LedgerException.Kind.INSECURE_PERMISSIONS, lockFile, "the lock file "
+                    + lockFile + " is not a regular file (a directory, FIFO or device); it is not used: remove it,"
+                    + " and the next writer creates it", null);
         }
     }
 

@@ -13,7 +13,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.CountDownLatch;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -33,9 +32,6 @@ class StateDirectoryAliasAttackTest {
     Path tmp;
 
     @Test
-    @Disabled("defect: a state directory reached through a symbolic link and through its own name in one JVM gets two"
-            + " JVM-wide locks (NodeLock.LOCKS is keyed by the normalized path, not the real one): concurrent changes"
-            + " fail with an untyped java.nio.channels.OverlappingFileLockException")
     void twoNamesOfOneStateDirectoryInOneJvmShareTheNodesLock() throws Exception {
         Path real = tmp.resolve("real");
         try (GpuScheduler s = LedgerAttacks.open(real)) {

@@ -19,7 +19,6 @@ import java.nio.file.attribute.PosixFilePermissions;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -118,9 +117,6 @@ class StateDirectorySideFilesAttackTest {
     }
 
     @Test
-    @Disabled("defect: a FIFO at <state dir>/ledger.lock hangs GpuScheduler.builder().stateDir(..).build() forever"
-            + " (NodeLock opens it O_WRONLY|O_CREAT, which blocks until a reader comes) inside"
-            + " synchronized(NodeLock.LOCKS), so every other scheduler of the JVM on any directory blocks too")
     void aFifoInPlaceOfTheLockFileIsRefusedWithoutHangingTheJvmsOtherSchedulers() throws Exception {
         Path dir = smallLedger(tmp, "fifo-lock");
         Files.delete(dir.resolve("ledger.lock"));
@@ -136,9 +132,6 @@ class StateDirectorySideFilesAttackTest {
     }
 
     @Test
-    @Disabled("defect: a FIFO at <state dir>/ledger.new hangs the change that compacts the ledger forever, holding the"
-            + " node's lock (LedgerCompaction opens ledger.new O_WRONLY|O_CREAT|O_TRUNC, following what is there), so"
-            + " no process of the node can change anything; compaction failing is documented as a warning only")
     void aFifoInPlaceOfTheCompactionsNewFileDoesNotHangTheNode() throws Exception {
         Path dir = tmp.resolve("fifo-new");
         // a scheduler that compacts after every change (the documented threshold property, read when it opens)

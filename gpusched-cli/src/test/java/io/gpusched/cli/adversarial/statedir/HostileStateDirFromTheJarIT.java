@@ -11,7 +11,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.zip.CRC32C;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -116,9 +115,6 @@ class HostileStateDirFromTheJarIT {
     }
 
     @Test
-    @Disabled("defect: `gpusched --state-dir D allocate` hangs forever (killed after 60 s, no output) when"
-            + " D/ledger.lock is a FIFO: NodeLock opens the lock file O_WRONLY|O_CREAT, which blocks until a reader"
-            + " opens the FIFO")
     void aFifoInPlaceOfTheLockFileIsRefused() throws Exception {
         Path dir = newLedger(tmp.resolve("lockfifo"));
         Files.delete(dir.resolve("ledger.lock"));
