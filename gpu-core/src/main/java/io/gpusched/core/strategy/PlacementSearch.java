@@ -85,7 +85,9 @@ final class PlacementSearch extends BranchAndBound {
             exactByBlocks = true;
             return answer();
         }
-        if (blockSearchAllowed && need <= 2 && (long) c * c / 2 + work <= budget) {
+        // at most two devices to choose: the exact pair scan, whatever the budget (c^2/2 units, less than the
+        // tables no answer skips; a greedy answer can be half the optimum on a large node)
+        if (blockSearchAllowed && need <= 2) {
             pairSearch(need);
             return answer();
         }
