@@ -1,6 +1,7 @@
 package io.gpusched.yarn;
 
 import io.gpusched.core.Allocation;
+import io.gpusched.core.DeviceState;
 import io.gpusched.core.GpuAllocationException;
 import io.gpusched.core.GpuInventory;
 import io.gpusched.core.GpuRequest;
@@ -52,8 +53,9 @@ final class ContainerLedger implements AutoCloseable {
 
     /**
      * Finds the records of finished containers (one of their GPUs is offered again) and takes GPUs other processes
-     * hold out of the offer. Nothing is written: the finished containers' records are released together with the
-     * next grant ({@link #record}), or by {@link #releaseFinished} when there is none.
+     * hold, or that are draining or quarantined, out of the offer. Nothing is written: the finished containers'
+     * records are released together with the next grant ({@link #record}), or by {@link #releaseFinished} when
+     * there is none.
      *
      * @param offer the GPUs YARN offers; those held by other processes are removed from it, saying why
      * @return the ids of the finished containers' records
@@ -81,6 +83,13 @@ final class ContainerLedger implements AutoCloseable {
                 }
             }
         }
+        for (DeviceState d : node.scheduler().devices()) {
+            if (d.pool() != DeviceState.Pool.IN_POOL && offer.contains(d.index())) {
+                // a released GPU whose processes have not exited (or were kept past the drain timeout)
+                offer.remove(d.index(), "GPU " + d.index() + " (" + d.pool() + d.poolReason().map(r -> ": " + r)
+                        .orElse("") + ")");
+            }
+        }
         return finished;
     }
 
@@ -90,10 +99,11 @@ final class ContainerLedger implements AutoCloseable {
      * after it is durable.
      *
      * @param finished records to release ({@link #reconcile})
-     * @return false when the ledger refuses (another process took one of them meanwhile); the reason is logged, and
-     *         the finished containers' records are released on their own
+     * @param last     whether the caller will not decide again (a refusal is then logged as a warning)
+     * @return false when the ledger refuses (another process took one of them meanwhile, or a finished container's
+     *         GPU is draining); the reason is logged, and the finished containers' records are released on their own
      */
-    synchronized boolean record(List<String> finished, int[] chosen, Map<String, String> env) {
+    synchronized boolean record(List<String> finished, int[] chosen, Map<String, String> env, boolean last) {
         String cid = env == null ? null : env.get("CONTAINER_ID");
         List<Integer> indices = new ArrayList<>(chosen.length);
         for (int i : chosen) {
@@ -118,7 +128,14 @@ final class ContainerLedger implements AutoCloseable {
             }
             return true;
         } catch (GpuAllocationException e) {
-            LOG.warn("gpusched: the node ledger refuses GPUs {} for container {}: {}", indices, cid, e.getMessage());
+            if (last) {
+                LOG.warn("gpusched: the node ledger refuses GPUs {} for container {}: {}", indices, cid,
+                        e.getMessage());
+            } else {
+                LOG.info("gpusched: the node ledger refuses GPUs {} for container {} ({}); deciding again", indices,
+                        cid, e.getMessage());
+            }
+            // released now, so that the next decision sees their GPUs as they are (free, or draining)
             releaseFinished(finished);
             return false;
         }

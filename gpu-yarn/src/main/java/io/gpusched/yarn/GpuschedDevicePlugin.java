@@ -277,21 +277,30 @@ public class GpuschedDevicePlugin implements DevicePlugin, DevicePluginScheduler
         if (count <= 0) {
             return out;
         }
-        Offer offer = n.offer(availableDevices);
-        List<String> finished = n.ledger.reconcile(offer);
-        int[] chosen = decide(n, offer, count, availableDevices.size());
-        if (chosen == null) {
-            n.ledger.releaseFinished(finished);
-            return out;
+        for (int attempt = 1;; attempt++) {
+            Offer offer = n.offer(availableDevices);
+            List<String> finished = n.ledger.reconcile(offer);
+            int[] chosen = decide(n, offer, count, availableDevices.size());
+            if (chosen == null) {
+                n.ledger.releaseFinished(finished);
+                return out;
+            }
+            boolean last = attempt == RECORD_TRIES;
+            if (n.ledger.record(finished, chosen, env, last)) {
+                for (int i : chosen) {
+                    out.add(offer.device(i));
+                }
+                return out;
+            }
+            if (last) {
+                return out;
+            }
+            // another process took a GPU of the pick after the ledger read: decide again on the state it left
         }
-        if (!n.ledger.record(finished, chosen, env)) {
-            return out;
-        }
-        for (int i : chosen) {
-            out.add(offer.device(i));
-        }
-        return out;
     }
+
+    /** How often a pick the node ledger refuses (another process took one of its GPUs meanwhile) is decided again. */
+    static final int RECORD_TRIES = 3;
 
     /**
      * The placement decision alone, with no ledger read or write: what Hadoop's own plug-in does per call (for the

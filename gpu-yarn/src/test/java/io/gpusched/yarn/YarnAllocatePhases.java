@@ -91,7 +91,7 @@ public final class YarnAllocatePhases {
                 List<Integer> idx = Arrays.stream(chosen).boxed().toList();
                 s.allocate(GpuRequest.builder().deviceIndices(idx).owner("yarn").jobId("c" + i)
                         .label(YarnContainerGpus.LABEL, "c" + i).build());
-            } else if (!n.ledger.record(finished, chosen, Map.of("CONTAINER_ID", "c" + i))) {
+            } else if (!n.ledger.record(finished, chosen, Map.of("CONTAINER_ID", "c" + i), true)) {
                 throw new IllegalStateException("case " + c.corpus.get(i) + " refused by the ledger");
             }
             long t4 = System.nanoTime();
