@@ -261,9 +261,10 @@ class IncumbentSearch extends SearchTables {
         for (int j = 0; j < c; j++) {
             need -= lo[j];
         }
-        if (need >= 2) {
-            // from the best pair too (c^2/2 units, less than the tables): a plain greedy's first pick by node weight
-            // misses a pair far better linked than any other (on 1,024 devices, k = 3: half the optimum)
+        if (need >= 2 && 2L * need * c <= budget / 8) {
+            // from the best pair too (c^2/2 units, less than the tables, then a second greedy within an eighth of the
+            // budget): a plain greedy's first pick by node weight misses a pair far better linked than any other (on
+            // 1,024 devices, k = 3: half the optimum); a large set depends less on its first pick
             int[] m = greedyFrom(bestAdditions(lo.clone(), 2));
             long[] v = value(m);
             if (gt(v[0], v[1], v[2], bA, bB, bC)) {
