@@ -1,0 +1,254 @@
+package io.gpusched.yarn.adversarial.combinedcommit;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.gpusched.core.Allocation;
+import io.gpusched.core.GpuDevice;
+import io.gpusched.core.GpuHealth;
+import io.gpusched.core.GpuHealthListener;
+import io.gpusched.core.GpuInventories;
+import io.gpusched.core.GpuInventory;
+import io.gpusched.core.GpuProcess;
+import io.gpusched.core.GpuRequest;
+import io.gpusched.core.GpuSample;
+import io.gpusched.core.GpuScheduler;
+import io.gpusched.core.GpuTopology;
+import io.gpusched.testing.LedgerReader;
+import io.gpusched.yarn.GpuschedDevicePlugin;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.concurrent.atomic.AtomicReference;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.yarn.server.nodemanager.api.deviceplugin.Device;
+import org.junit.jupiter.api.Disabled;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The YARN plug-in's combined commit refused midway: one GPU the plug-in chose is taken by another process of the node
+ * after the plug-in read the ledger and while its strategy decides (a hook in the inventory, called by the plug-in's
+ * view of the offer, makes another scheduler on the same ledger allocate it), so the one transaction of "finished
+ * containers' releases + the new grant" is refused by the ledger. What the docs promise: {@code releaseAndAllocate}'s
+ * refusal releases nothing; the plug-in's {@code allocateDevices} returns the chosen devices "or an empty set", and
+ * the README says a finished container's record is released when YARN offers one of its GPUs again. Checked here, from
+ * the ledger file ({@link LedgerReader}) and the other process's own view: the taken GPU is never handed to YARN, no
+ * GPU is held twice, the other process keeps its allocation, and the finished containers' records end all together or
+ * stay all live (never some of them).
+ */
+@Tag("adversarial")
+class MidwayRefusalAttackTest {
+
+    @TempDir
+    Path state;
+
+    /**
+     * Forwards to a simulated DGX-1; runs {@link #hook} once when the plug-in's view of an offer (built while its strategy
+     * decides, after the ledger was read) asks the topology or a device's health.
+     */
+    static final class HookedInventory implements GpuInventory {
+        final GpuInventory base;
+        final AtomicReference<Runnable> hook = new AtomicReference<>();
+        volatile int fired;
+
+        HookedInventory(GpuInventory base) {
+            this.base = base;
+        }
+
+        @Override
+        public String backend() {
+            return base.backend();
+        }
+
+        @Override
+        public List<GpuDevice> devices() {
+            return base.devices();
+        }
+
+        @Override
+        public GpuTopology topology() {
+            fireInOfferView();
+            return base.topology();
+        }
+
+        private void fireInOfferView() {
+            boolean inOfferView = StackWalker.getInstance().walk(s -> s.anyMatch(
+                    f -> f.getClassName().endsWith("$OfferView")));
+            if (inOfferView) {
+                Runnable h = hook.getAndSet(null);
+                if (h != null) {
+                    fired++;
+                    h.run();
+                }
+            }
+        }
+
+        @Override
+        public GpuSample sample() {
+            return base.sample();
+        }
+
+        @Override
+        public GpuHealth health(GpuDevice device) {
+            fireInOfferView();
+            return base.health(device);
+        }
+
+        @Override
+        public Optional<List<GpuProcess>> processes(GpuDevice device) {
+            return base.processes(device);
+        }
+
+        @Override
+        public void addHealthListener(GpuHealthListener listener) {
+            base.addHealthListener(listener);
+        }
+
+        @Override
+        public void removeHealthListener(GpuHealthListener listener) {
+            base.removeHealthListener(listener);
+        }
+
+        @Override
+        public void close() {
+            base.close();
+        }
+    }
+
+    private static Set<Device> offer(Map<Integer, Device> byMinor, int... minors) {
+        Set<Device> out = new TreeSet<>();
+        for (int m : minors) {
+            out.add(byMinor.get(m));
+        }
+        return out;
+    }
+
+    private static Set<Integer> minors(Set<Device> ds) {
+        Set<Integer> out = new TreeSet<>();
+        ds.forEach(d -> out.add(d.getMinorNumber()));
+        return out;
+    }
+
+    @Test
+    void aChosenGpuTakenWhileDecidingIsNeverGrantedAndTheFinishedRecordsEndTogether() throws Exception {
+        Configuration conf = new Configuration(false);
+        conf.set(GpuschedDevicePlugin.KEY_STATE_DIR, state.toString());
+        conf.set(GpuschedDevicePlugin.KEY_HEALTH_INTERVAL_MS, "0");
+        try (GpuInventory otherInv = GpuInventories.simulated("dgx1-v100");
+             HookedInventory inv = new HookedInventory(GpuInventories.simulated("dgx1-v100"));
+             GpuScheduler other = GpuScheduler.builder().inventory(otherInv).stateDir(state).auditLogging(false)
+                     .maintenanceInterval(Duration.ZERO).build()) {
+            GpuschedDevicePlugin p = new GpuschedDevicePlugin(inv, conf);
+            Map<Integer, Device> byMinor = new HashMap<>();
+            p.getDevices().forEach(d -> byMinor.put(d.getMinorNumber(), d));
+            Map<String, Integer> indexOfUuid = new HashMap<>();
+            inv.devices().forEach(d -> indexOfUuid.put(d.uuid(), d.index()));
+
+            Set<Device> c1 = p.allocateDevices(offer(byMinor, 0, 1), 2, Map.of("CONTAINER_ID", "container_1_0001_01_000001"));
+            Set<Device> c2 = p.allocateDevices(offer(byMinor, 2, 3), 2, Map.of("CONTAINER_ID", "container_1_0001_01_000002"));
+            assertThat(minors(c1)).containsExactly(0, 1);
+            assertThat(minors(c2)).containsExactly(2, 3);
+            LedgerReader before = LedgerReader.read(state);
+            List<String> finished = before.live.keySet().stream().toList();
+            assertThat(finished).hasSize(2);
+
+            // both containers finished: YARN offers 0-4 and asks for all 5; while the plug-in decides, another
+            // process of the node takes GPU 4
+            AtomicReference<Allocation> taken = new AtomicReference<>();
+            inv.hook.set(() -> taken.set(other.allocate(GpuRequest.builder().deviceIndices(List.of(4))
+                    .owner("cli").jobId("intruder").build())));
+            Set<Device> got = p.allocateDevices(offer(byMinor, 0, 1, 2, 3, 4), 5,
+                    Map.of("CONTAINER_ID", "container_1_0001_01_000003"));
+            assertThat(inv.fired).as("the hook ran inside the plug-in's decision").isEqualTo(1);
+            assertThat(taken.get()).isNotNull();
+            assertThat(minors(got)).as("GPU 4 is the other process's now").doesNotContain(4);
+            assertThat(got).as("5 GPUs cannot be granted with GPU 4 taken").isEmpty();
+
+            LedgerReader after = LedgerReader.read(state);
+            List<String> gpusLive = after.live.values().stream().flatMap(l -> l.uuids().stream()).toList();
+            assertThat(gpusLive).as("live GPUs in the ledger file").doesNotHaveDuplicates();
+            assertThat(after.live).as("the other process keeps GPU 4").containsKey(taken.get().id());
+            other.refresh();
+            assertThat(other.allocation(taken.get().id())).isPresent();
+            long stillLive = finished.stream().filter(after.live::containsKey).count();
+            assertThat(stillLive).as("finished records %s: all released or all live, never some (live now: %s)",
+                    finished, after.live.keySet()).isIn(0L, (long) finished.size());
+            // the README: released when YARN offers their GPUs again, even when no grant follows
+            assertThat(stillLive).as("finished containers' records after a refused grant").isZero();
+
+            // and the next call, with the other process's GPU out of the offer as YARN would still offer it, grants
+            Set<Device> next = p.allocateDevices(offer(byMinor, 0, 1, 2, 3, 4), 4,
+                    Map.of("CONTAINER_ID", "container_1_0001_01_000004"));
+            assertThat(minors(next)).containsExactly(0, 1, 2, 3);
+            p.close();
+        }
+    }
+
+    /**
+     * The same race where the offer has room to spare: YARN offers all 8 GPUs for 4, another process takes one of the
+     * 4 the strategy picks (learnt from a twin plug-in on another ledger: the choice is deterministic) while the
+     * plug-in decides. Seven healthy offered GPUs are left, so "the healthy offer is too small" (the only documented
+     * reason for an empty answer) does not hold, and issue 23 asks a commit that finds its pick invalidated to decide
+     * again (bounded) rather than fail. The container must get 4 GPUs without the taken one.
+     */
+    @Test
+    @Disabled("defect: allocateDevices returns an empty set (the container fails) when another process takes one GPU of"
+            + " its pick between its ledger read and its commit, with 7 healthy offered GPUs left for 4: no re-decision")
+    void aChosenGpuTakenWhileDecidingWithRoomToSpareStillGrants() throws Exception {
+        Configuration twinConf = new Configuration(false);
+        twinConf.set(GpuschedDevicePlugin.KEY_STATE_DIR, state.resolve("twin").toString());
+        twinConf.set(GpuschedDevicePlugin.KEY_HEALTH_INTERVAL_MS, "0");
+        Set<Integer> wouldPick;
+        try (GpuInventory twinInv = GpuInventories.simulated("dgx1-v100")) {
+            GpuschedDevicePlugin twin = new GpuschedDevicePlugin(twinInv, twinConf);
+            Map<Integer, Device> byMinor = new HashMap<>();
+            twin.getDevices().forEach(d -> byMinor.put(d.getMinorNumber(), d));
+            wouldPick = minors(twin.allocateDevices(offer(byMinor, 0, 1, 2, 3, 4, 5, 6, 7), 4,
+                    Map.of("CONTAINER_ID", "container_2_0001_01_000001")));
+            twin.close();
+        }
+        assertThat(wouldPick).hasSize(4);
+        int victim = wouldPick.iterator().next();
+
+        Configuration conf = new Configuration(false);
+        conf.set(GpuschedDevicePlugin.KEY_STATE_DIR, state.resolve("node").toString());
+        conf.set(GpuschedDevicePlugin.KEY_HEALTH_INTERVAL_MS, "0");
+        try (GpuInventory otherInv = GpuInventories.simulated("dgx1-v100");
+             HookedInventory inv = new HookedInventory(GpuInventories.simulated("dgx1-v100"));
+             GpuScheduler other = GpuScheduler.builder().inventory(otherInv).stateDir(state.resolve("node"))
+                     .auditLogging(false).maintenanceInterval(Duration.ZERO).build()) {
+            GpuschedDevicePlugin p = new GpuschedDevicePlugin(inv, conf);
+            Map<Integer, Device> byMinor = new HashMap<>();
+            p.getDevices().forEach(d -> byMinor.put(d.getMinorNumber(), d));
+            // the NodeManager has a finished container's record too: it must end with the grant
+            Set<Device> old = p.allocateDevices(offer(byMinor, victim), 1,
+                    Map.of("CONTAINER_ID", "container_2_0001_01_000002"));
+            assertThat(minors(old)).containsExactly(victim);
+            String oldId = LedgerReader.read(state.resolve("node")).live.keySet().iterator().next();
+
+            // while the plug-in decides, another process takes a GPU of the pick other than the finished one's
+            AtomicReference<Allocation> taken = new AtomicReference<>();
+            int victim2 = wouldPick.stream().filter(i -> i != victim).findFirst().orElseThrow();
+            inv.hook.set(() -> taken.set(other.allocate(GpuRequest.builder().deviceIndices(List.of(victim2))
+                    .owner("cli").jobId("intruder").build())));
+            Set<Device> got = p.allocateDevices(offer(byMinor, 0, 1, 2, 3, 4, 5, 6, 7), 4,
+                    Map.of("CONTAINER_ID", "container_2_0001_01_000003"));
+            assertThat(inv.fired).as("the hook ran inside the plug-in's decision").isEqualTo(1);
+            assertThat(taken.get()).isNotNull();
+            assertThat(minors(got)).as("never the other process's GPU").doesNotContain(victim2);
+            LedgerReader after = LedgerReader.read(state.resolve("node"));
+            assertThat(after.live.values().stream().flatMap(l -> l.uuids().stream()).toList())
+                    .doesNotHaveDuplicates();
+            assertThat(after.live).as("the finished container's record ends either way").doesNotContainKey(oldId);
+            assertThat(got).as("7 healthy offered GPUs left for 4: the pick %s lost GPU %d to another process",
+                    wouldPick, victim2).hasSize(4);
+            p.close();
+        }
+    }
+}
