@@ -34,13 +34,14 @@ import org.junit.jupiter.params.provider.EnumSource;
  * the largest values short of {@link TopologyAwareStrategy#EXACT} (where "work + cost > budget" or "budget / 8" style
  * arithmetic could overflow). Shapes: a heavy pair far from a heavier clique (the best pair is in no best larger set),
  * a hub linked to everyone (best affinity, no partner), two equal cliques (ties to the candidate order), a chain with
- * rising weights. "Proven optimal" must equal the brute force's whole key (tie-breaks included, as the Javadoc says);
+ * rising weights, link counts near the int range on a quarter of the pairs and 0-3 on the rest. "Proven optimal" must equal the brute force's whole key (tie-breaks included, as the Javadoc says);
  * "within X %" must hold for the primary key.
  */
 @Tag("adversarial")
 class DeceptiveNodesCertificateTest {
 
-    static final long[] BUDGETS = {1_000, 1_001, 3_000, Long.MAX_VALUE / 2 + 1, Long.MAX_VALUE - 1,
+    static final long[] BUDGETS = {1_000, 1_001, 3_000, 10_000, 40_000, 150_000, Long.MAX_VALUE / 2 + 1,
+            Long.MAX_VALUE - 1,
             TopologyAwareStrategy.EXACT};
     static int proven;
     static int within;
@@ -51,7 +52,7 @@ class DeceptiveNodesCertificateTest {
                 + ", within X % " + within);
     }
 
-    enum Shape { FAR_HEAVY_PAIR, HUB, TWIN_CLIQUES, RISING_CHAIN }
+    enum Shape { FAR_HEAVY_PAIR, HUB, TWIN_CLIQUES, RISING_CHAIN, HUGE_AND_TINY }
 
     static SchedulingView node(Shape shape, Random r, int n) {
         List<GpuDevice> devs = new ArrayList<>();
@@ -80,6 +81,8 @@ class DeceptiveNodesCertificateTest {
                         links = (i < h) == (j < h) ? 6 : r.nextInt(5) == 0 ? 1 : 0;
                         lvl = (i < h) == (j < h) ? PcieLevel.SINGLE : PcieLevel.SYSTEM;
                     }
+                    case HUGE_AND_TINY -> // near the int range on a few pairs, 0-3 elsewhere: the Lagrangian's shares
+                        links = r.nextInt(4) == 0 ? Integer.MAX_VALUE - r.nextInt(1_000_000) : r.nextInt(4);
                     default -> {
                         links = j == i + 1 ? 1 + i : r.nextInt(6) == 0 ? 1 : 0;
                     }
