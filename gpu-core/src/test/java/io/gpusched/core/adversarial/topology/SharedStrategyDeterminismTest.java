@@ -92,6 +92,36 @@ class SharedStrategyDeterminismTest {
         org.junit.jupiter.api.Assertions.assertTrue(unproven > 0, "no search ran out of its budget: nothing tested");
     }
 
+    /**
+     * Since round 3 a strategy lends its search tables from one call to the next ({@code SearchScratch}): a strategy
+     * that just searched a 1,024-device node (large tables, other contents) answers a small node, then a mid-size one,
+     * then the large one again, exactly as fresh strategies do, for both objectives and budgets that run out.
+     */
+    @Test
+    void aStrategyThatSearchedOtherSizesAnswersAsAFreshOne() {
+        int[] sizes = {1024, 24, 256, 40, 1024, 96, 512, 24};
+        List<SchedulingView> views = new ArrayList<>();
+        for (int i = 0; i < sizes.length; i++) {
+            views.add(irregular(sizes[i], 2330 + i % 4)); // sizes 24 and 1024 repeat with the same seed: same node
+        }
+        for (Objective o : Objective.values()) {
+            for (long budget : new long[] {5_000, TopologyAwareStrategy.DEFAULT_WORK_BUDGET}) {
+                TopologyAwareStrategy shared = new TopologyAwareStrategy(o, budget);
+                for (int i = 0; i < sizes.length; i++) {
+                    SchedulingView v = views.get(i);
+                    int free = v.candidates().size();
+                    for (int k : new int[] {2, Math.max(3, free / 8), Math.max(4, free / 3)}) {
+                        GpuRequest req = GpuRequest.builder().count(k).build();
+                        String alone = answer(new TopologyAwareStrategy(o, budget).choose(req, v));
+                        String after = answer(shared.choose(req, v));
+                        assertEquals(alone, after, o + " budget " + budget + " n=" + sizes[i] + " (call " + i
+                                + " of the shared strategy) k=" + k);
+                    }
+                }
+            }
+        }
+    }
+
     @Test
     @Timeout(value = 120, unit = TimeUnit.SECONDS)
     void eightThreadsOnOneStrategyGetTheSingleThreadedAnswers() throws Exception {
