@@ -180,12 +180,12 @@ class CombinedReleaseAttackTest {
             long seq = Long.parseLong(id.substring(dash + 1));
             long firstSeq = Long.parseLong(first.id().substring(first.id().lastIndexOf('-') + 1));
             List<String> bad = List.of(
-                    prefix + "-" + (firstSeq + 1),   // the sequence of first's release record
-                    prefix + "-0" + seq,             // a's number with a leading zero
-                    prefix + "-" + (seq + 1000),     // a number not reached
-                    "Z" + prefix + "-" + seq,        // another prefix
-                    prefix + "-" + seq + " ",        // a's id with a trailing blank
-                    "",                               // empty
+                    prefix + "-" + (firstSeq + 1), // the sequence of first's release record
+                    prefix + "-0" + seq, // a's number with a leading zero
+                    prefix + "-" + (seq + 1000), // a number not reached
+                    "Z" + prefix + "-" + seq, // another prefix
+                    prefix + "-" + seq + " ", // a's id with a trailing blank
+                    "", // empty
                     prefix + "--" + seq);
             for (String x : bad) {
                 byte[] before = ledger();
@@ -261,7 +261,7 @@ class CombinedReleaseAttackTest {
                         List<String> rel = mine == null ? List.of() : List.of(mine);
                         try {
                             Allocation got = s.releaseAndAllocate(rel, req);
-                            grants.add(new String[] {mine == null ? "" : mine, got.id()});
+                            grants.add(new String[]{mine == null ? "" : mine, got.id()});
                             mine = got.id();
                         } catch (GpuAllocationException e) {
                             if (!e.reason().isTransient()) {
@@ -339,7 +339,7 @@ class CombinedReleaseAttackTest {
                         holder.remove(u);
                     }
                 }
-                default -> { }
+                default -> {}
             }
         }
         return at;

@@ -41,8 +41,8 @@ import org.junit.jupiter.params.provider.EnumSource;
 class DeceptiveNodesCertificateTest {
 
     static final long[] BUDGETS = {1_000, 1_001, 3_000, 10_000, 40_000, 150_000, Long.MAX_VALUE / 2 + 1,
-            Long.MAX_VALUE - 1,
-            TopologyAwareStrategy.EXACT};
+        Long.MAX_VALUE - 1,
+        TopologyAwareStrategy.EXACT};
     static int proven;
     static int within;
 
@@ -115,7 +115,7 @@ class DeceptiveNodesCertificateTest {
             SchedulingView v = node(shape, r, n);
             List<Integer> cands = SubsetOracle.indices(v.candidates());
             int f = cands.size();
-            for (int k : new int[] {1, 2, 3, 4, f / 3, f / 2, f - 1, f}) {
+            for (int k : new int[]{1, 2, 3, 4, f / 3, f / 2, f - 1, f}) {
                 if (k < 1 || k > f || subsets(f, k) > 60_000) {
                     continue;
                 }

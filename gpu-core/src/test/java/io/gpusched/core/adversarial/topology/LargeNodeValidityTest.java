@@ -127,7 +127,7 @@ class LargeNodeValidityTest {
 
     @ParameterizedTest
     @CsvSource({"512,SET,2000000", "512,REMAINING,2000000", "1024,SET,2000000", "1024,REMAINING,2000000",
-            "1024,SET,1000", "1024,REMAINING,1000"})
+        "1024,SET,1000", "1024,REMAINING,1000"})
     void everyAnswerIsAValidSetOnLargeIrregularNodes(int n, Objective o, long budget) {
         IrregularInventory inv = new IrregularInventory(n, 2328 + n);
         Random r = new Random(n * 31L + o.ordinal() + budget);

@@ -70,10 +70,10 @@ class SharedStrategyDeterminismTest {
     @Test
     void aWarmStrategyAnswersAsAFreshOne() {
         int unproven = 0;
-        for (int n : new int[] {256, 1024}) {
+        for (int n : new int[]{256, 1024}) {
             SchedulingView v = irregular(n, 2326 + n);
             for (Objective o : Objective.values()) {
-                for (int k : new int[] {n / 16, n / 8}) {
+                for (int k : new int[]{n / 16, n / 8}) {
                     GpuRequest req = GpuRequest.builder().count(k).build();
                     Choice freshChoice = new TopologyAwareStrategy(o).choose(req, v);
                     unproven += freshChoice.quality().provenOptimal() ? 0 : 1;
@@ -105,12 +105,12 @@ class SharedStrategyDeterminismTest {
             views.add(irregular(sizes[i], 2330 + i % 4)); // sizes 24 and 1024 repeat with the same seed: same node
         }
         for (Objective o : Objective.values()) {
-            for (long budget : new long[] {5_000, TopologyAwareStrategy.DEFAULT_WORK_BUDGET}) {
+            for (long budget : new long[]{5_000, TopologyAwareStrategy.DEFAULT_WORK_BUDGET}) {
                 TopologyAwareStrategy shared = new TopologyAwareStrategy(o, budget);
                 for (int i = 0; i < sizes.length; i++) {
                     SchedulingView v = views.get(i);
                     int free = v.candidates().size();
-                    for (int k : new int[] {2, Math.max(3, free / 8), Math.max(4, free / 3)}) {
+                    for (int k : new int[]{2, Math.max(3, free / 8), Math.max(4, free / 3)}) {
                         GpuRequest req = GpuRequest.builder().count(k).build();
                         String alone = answer(new TopologyAwareStrategy(o, budget).choose(req, v));
                         String after = answer(shared.choose(req, v));

@@ -66,7 +66,7 @@ class ForcesFromOutsideAttackTest {
         int done = -1;
         try (BufferedReader out = new BufferedReader(new InputStreamReader(child.getInputStream(),
                 StandardCharsets.UTF_8))) {
-            for (String line; (line = out.readLine()) != null; ) {
+            for (String line; (line = out.readLine()) != null;) {
                 if (line.startsWith("ACK ") || line.startsWith("DECLINED ")) {
                     String cid = line.split(" ")[1];
                     long n = Long.parseLong(cid.substring(cid.lastIndexOf('_') + 1));

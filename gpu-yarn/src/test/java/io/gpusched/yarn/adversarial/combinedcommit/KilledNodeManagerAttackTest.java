@@ -96,7 +96,7 @@ class KilledNodeManagerAttackTest {
                     int seen = 0;
                     try (BufferedReader out = new BufferedReader(new InputStreamReader(child.getInputStream(),
                             StandardCharsets.UTF_8))) {
-                        for (String line; seen < target && (line = out.readLine()) != null; ) {
+                        for (String line; seen < target && (line = out.readLine()) != null;) {
                             if (ack(line, acked)) {
                                 seen++;
                             }
@@ -104,7 +104,7 @@ class KilledNodeManagerAttackTest {
                         LockSupport.parkNanos(rnd.nextInt(3_000_000)); // somewhere in the next call
                         child.toHandle().destroyForcibly();
                         assertThat(child.waitFor(30, TimeUnit.SECONDS)).isTrue();
-                        for (String line; (line = out.readLine()) != null; ) {
+                        for (String line; (line = out.readLine()) != null;) {
                             ack(line, acked);
                         }
                     }

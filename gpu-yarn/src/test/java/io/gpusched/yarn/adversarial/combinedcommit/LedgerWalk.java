@@ -67,7 +67,7 @@ final class LedgerWalk {
                     }
                 }
                 case "S" -> throw new IllegalStateException("a compaction snapshot in a short test ledger: " + line);
-                default -> { }
+                default -> {}
             }
         }
         return w;

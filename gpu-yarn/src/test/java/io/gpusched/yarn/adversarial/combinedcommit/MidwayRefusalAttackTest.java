@@ -150,8 +150,10 @@ class MidwayRefusalAttackTest {
             Map<String, Integer> indexOfUuid = new HashMap<>();
             inv.devices().forEach(d -> indexOfUuid.put(d.uuid(), d.index()));
 
-            Set<Device> c1 = p.allocateDevices(offer(byMinor, 0, 1), 2, Map.of("CONTAINER_ID", "container_1_0001_01_000001"));
-            Set<Device> c2 = p.allocateDevices(offer(byMinor, 2, 3), 2, Map.of("CONTAINER_ID", "container_1_0001_01_000002"));
+            Set<Device> c1 =
+                    p.allocateDevices(offer(byMinor, 0, 1), 2, Map.of("CONTAINER_ID", "container_1_0001_01_000001"));
+            Set<Device> c2 =
+                    p.allocateDevices(offer(byMinor, 2, 3), 2, Map.of("CONTAINER_ID", "container_1_0001_01_000002"));
             assertThat(minors(c1)).containsExactly(0, 1);
             assertThat(minors(c2)).containsExactly(2, 3);
             LedgerReader before = LedgerReader.read(state);
