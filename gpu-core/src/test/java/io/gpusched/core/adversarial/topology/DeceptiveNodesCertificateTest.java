@@ -20,6 +20,7 @@ import io.gpusched.core.strategy.TopologyAwareStrategy.Objective;
 import java.math.BigDecimal;
 import java.math.BigInteger;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collections;
 import java.util.List;
 import java.util.Random;
@@ -156,7 +157,7 @@ class DeceptiveNodesCertificateTest {
         if (q.provenOptimal()) {
             proven++;
             assertArrayEquals(best, got, "claims proven optimal (tie-breaks included): " + where + "; brute force "
-                    + java.util.Arrays.toString(best) + " vs " + java.util.Arrays.toString(got));
+                    + Arrays.toString(best) + " vs " + Arrays.toString(got));
         } else {
             within++;
             double x = q.withinPercent();

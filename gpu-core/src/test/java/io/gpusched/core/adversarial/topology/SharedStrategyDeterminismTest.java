@@ -2,6 +2,7 @@ package io.gpusched.core.adversarial.topology;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.gpusched.core.AllocationStrategy.Choice;
 import io.gpusched.core.DeviceState;
@@ -89,7 +90,7 @@ class SharedStrategyDeterminismTest {
                 }
             }
         }
-        org.junit.jupiter.api.Assertions.assertTrue(unproven > 0, "no search ran out of its budget: nothing tested");
+        assertTrue(unproven > 0, "no search ran out of its budget: nothing tested");
     }
 
     /**
