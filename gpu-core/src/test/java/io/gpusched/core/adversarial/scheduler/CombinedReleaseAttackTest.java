@@ -33,6 +33,7 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Function;
+import java.util.stream.Stream;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -144,6 +145,49 @@ class CombinedReleaseAttackTest {
                 assertThat(setup.allocation(a.id())).isEmpty();
                 assertThat(setup.allocation(b.id())).isEmpty();
             }
+        }
+    }
+
+    /**
+     * The README's node queue: "While any live ticket exists, only the waiter holding the oldest one may allocate:
+     * every other allocation on the node ... is refused with INSUFFICIENT_GPUS". A waiter (another scheduler on the
+     * ledger) waits for the whole node; {@code releaseAndAllocate} of GPUs that are free once its releases are done
+     * is refused, and the refusal must release nothing (the waiter is not served by a half-done call); then
+     * {@code releaseAll} of the same ids serves the waiter.
+     */
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void aWaiterAheadRefusesTheCombinedCallWhichReleasesNothing() throws Exception {
+        try (SimulatedGpuInventory i1 = GpuInventories.simulated("dgx1-v100");
+             SimulatedGpuInventory i2 = GpuInventories.simulated("dgx1-v100");
+             GpuScheduler s = scheduler(i1, null, null);
+             GpuScheduler waiterSide = scheduler(i2, null, null)) {
+            List<String> ids = new ArrayList<>();
+            for (int i = 0; i < 8; i++) {
+                ids.add(s.allocate(pinned("j" + i, i)).id());
+            }
+            ExecutorService pool = Executors.newSingleThreadExecutor();
+            Future<Allocation> waiter = pool.submit(() -> waiterSide.allocate(GpuRequest.builder().count(8)
+                    .owner("waiter").build(), Duration.ofSeconds(40)));
+            Path tickets = state.resolve("waiters");
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+            while (!hasEntry(tickets)) {
+                assertThat(System.nanoTime()).as("the waiter's ticket").isLessThan(deadline);
+                Thread.sleep(5);
+            }
+            byte[] before = ledger();
+            assertThatThrownBy(() -> s.releaseAndAllocate(List.of(ids.get(0), ids.get(1)), GpuRequest.builder()
+                    .count(2).owner("late").build())).isInstanceOf(GpuAllocationException.class)
+                    .satisfies(e -> assertEquals(Reason.INSUFFICIENT_GPUS, ((GpuAllocationException) e).reason(),
+                            e.getMessage()));
+            assertArrayEquals(before, ledger(), "refused behind the waiter: the ledger file changed");
+            assertThat(s.allocation(ids.get(0))).isPresent();
+            assertThat(waiter.isDone()).as("the waiter is not served by a refused call").isFalse();
+            assertEquals(8, s.releaseAll(ids));
+            Allocation served = waiter.get(30, TimeUnit.SECONDS);
+            assertThat(served.deviceIndices()).hasSize(8);
+            pool.shutdown();
+            assertNoGpuGrantedTwice(state);
         }
     }
 
@@ -292,6 +336,15 @@ class CombinedReleaseAttackTest {
                             .isLessThan(line.get(g[1]));
                 }
             }
+        }
+    }
+
+    private static boolean hasEntry(Path dir) throws Exception {
+        if (!Files.isDirectory(dir)) {
+            return false;
+        }
+        try (Stream<Path> entries = Files.list(dir)) {
+            return entries.findAny().isPresent();
         }
     }
 
