@@ -23,6 +23,7 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
 import java.util.TreeSet;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicReference;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.yarn.server.nodemanager.api.deviceplugin.Device;
@@ -56,6 +57,8 @@ class MidwayRefusalAttackTest {
         final GpuInventory base;
         final AtomicReference<Runnable> hook = new AtomicReference<>();
         volatile int fired;
+        /** When set, the processes each GPU reports (as NVML lists them); else the base's answer (none listed). */
+        volatile Map<Integer, List<GpuProcess>> processes;
 
         HookedInventory(GpuInventory base) {
             this.base = base;
@@ -102,7 +105,8 @@ class MidwayRefusalAttackTest {
 
         @Override
         public Optional<List<GpuProcess>> processes(GpuDevice device) {
-            return base.processes(device);
+            Map<Integer, List<GpuProcess>> p = processes;
+            return p == null ? base.processes(device) : Optional.of(p.getOrDefault(device.index(), List.of()));
         }
 
         @Override
@@ -188,6 +192,44 @@ class MidwayRefusalAttackTest {
             Set<Device> next = p.allocateDevices(offer(byMinor, 0, 1, 2, 3, 4), 4,
                     Map.of("CONTAINER_ID", "container_1_0001_01_000004"));
             assertThat(minors(next)).containsExactly(0, 1, 2, 3);
+            p.close();
+        }
+    }
+
+    /**
+     * No race at all: a finished container's process still holds its GPU when YARN offers it again (a CUDA context
+     * that has not let go yet), so the README's drain rule ("a released GPU stays DRAINING until no process is left")
+     * keeps it out, and the plug-in's pick (the best pair, cached from before) contains it. YARN offers all 8 GPUs for
+     * 2: six healthy, undrained GPUs besides the pair are free, so an empty answer ("the healthy offer is too small")
+     * fails a container that had room. The container must get 2 GPUs, not the draining one.
+     */
+    @Test
+    @Disabled("defect: allocateDevices returns an empty set when its (cached) pick holds a finished container's GPU that"
+            + " still drains (a process left on it), with 6 other free GPUs offered for 2, and again on every later call"
+            + " with that offer until the drain ends: draining GPUs stay in the offer, no re-decision")
+    void aFinishedContainersGpuStillDrainingIsLeftOutNotTheWholeCall() throws Exception {
+        Configuration conf = new Configuration(false);
+        conf.set(GpuschedDevicePlugin.KEY_STATE_DIR, state.toString());
+        conf.set(GpuschedDevicePlugin.KEY_HEALTH_INTERVAL_MS, "0");
+        try (HookedInventory inv = new HookedInventory(GpuInventories.simulated("dgx1-v100"))) {
+            Map<Integer, List<GpuProcess>> procs = new ConcurrentHashMap<>();
+            inv.processes = procs; // an inventory that lists processes (NVML): released GPUs drain
+            GpuschedDevicePlugin p = new GpuschedDevicePlugin(inv, conf);
+            Map<Integer, Device> byMinor = new HashMap<>();
+            p.getDevices().forEach(d -> byMinor.put(d.getMinorNumber(), d));
+            Set<Device> all = offer(byMinor, 0, 1, 2, 3, 4, 5, 6, 7);
+            // the best pair of the whole node, as the plug-in picks it (and caches it for this offer and count)
+            Set<Integer> best = minors(p.allocateDevices(all, 2, Map.of("CONTAINER_ID", "container_3_0001_01_000001")));
+            assertThat(best).hasSize(2);
+            int lingering = best.iterator().next();
+            // that container finished; a process of it is still on one of its GPUs
+            procs.put(lingering, List.of(new GpuProcess(4242, Optional.empty())));
+            Set<Device> got = p.allocateDevices(all, 2, Map.of("CONTAINER_ID", "container_3_0001_01_000002"));
+            assertThat(minors(got)).as("never the draining GPU %d", lingering).doesNotContain(lingering);
+            LedgerReader after = LedgerReader.read(state);
+            assertThat(after.live.values().stream().flatMap(l -> l.uuids().stream()).toList())
+                    .doesNotHaveDuplicates();
+            assertThat(got).as("8 offered, GPU %d draining: 7 left for 2", lingering).hasSize(2);
             p.close();
         }
     }
