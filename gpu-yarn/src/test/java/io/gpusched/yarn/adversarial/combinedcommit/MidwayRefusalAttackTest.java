@@ -27,7 +27,6 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicReference;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.yarn.server.nodemanager.api.deviceplugin.Device;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -204,9 +203,6 @@ class MidwayRefusalAttackTest {
      * fails a container that had room. The container must get 2 GPUs, not the draining one.
      */
     @Test
-    @Disabled("defect: allocateDevices returns an empty set when its (cached) pick holds a finished container's GPU that"
-            + " still drains (a process left on it), with 6 other free GPUs offered for 2, and again on every later call"
-            + " with that offer until the drain ends: draining GPUs stay in the offer, no re-decision")
     void aFinishedContainersGpuStillDrainingIsLeftOutNotTheWholeCall() throws Exception {
         Configuration conf = new Configuration(false);
         conf.set(GpuschedDevicePlugin.KEY_STATE_DIR, state.toString());
@@ -242,8 +238,6 @@ class MidwayRefusalAttackTest {
      * again (bounded) rather than fail. The container must get 4 GPUs without the taken one.
      */
     @Test
-    @Disabled("defect: allocateDevices returns an empty set (the container fails) when another process takes one GPU of"
-            + " its pick between its ledger read and its commit, with 7 healthy offered GPUs left for 4: no re-decision")
     void aChosenGpuTakenWhileDecidingWithRoomToSpareStillGrants() throws Exception {
         Configuration twinConf = new Configuration(false);
         twinConf.set(GpuschedDevicePlugin.KEY_STATE_DIR, state.resolve("twin").toString());
