@@ -99,9 +99,10 @@ final class ContainerLedger implements AutoCloseable {
      * after it is durable.
      *
      * @param finished records to release ({@link #reconcile})
-     * @param last     whether the caller will not decide again (a refusal is then logged as a warning)
+     * @param last     whether the caller will not decide again: a refusal then releases the finished containers'
+     *                 records on their own (otherwise nothing is written, and they stay for the next try)
      * @return false when the ledger refuses (another process took one of them meanwhile, or a finished container's
-     *         GPU is draining); the reason is logged, and the finished containers' records are released on their own
+     *         GPU drains once released); the reason is logged
      */
     synchronized boolean record(List<String> finished, int[] chosen, Map<String, String> env, boolean last) {
         String cid = env == null ? null : env.get("CONTAINER_ID");
@@ -131,14 +132,28 @@ final class ContainerLedger implements AutoCloseable {
             if (last) {
                 LOG.warn("gpusched: the node ledger refuses GPUs {} for container {}: {}", indices, cid,
                         e.getMessage());
+                releaseFinished(finished);
             } else {
                 LOG.info("gpusched: the node ledger refuses GPUs {} for container {} ({}); deciding again", indices,
                         cid, e.getMessage());
             }
-            // released now, so that the next decision sees their GPUs as they are (free, or draining)
-            releaseFinished(finished);
             return false;
         }
+    }
+
+    /** @return the GPUs among {@code chosen} that the records {@code finished} hold */
+    synchronized Set<Integer> devicesOf(List<String> finished, int[] chosen) {
+        Set<Integer> out = new HashSet<>();
+        for (String id : finished) {
+            node.scheduler().allocation(id).ifPresent(a -> {
+                for (int i : chosen) {
+                    if (a.deviceIndices().contains(i)) {
+                        out.add(i);
+                    }
+                }
+            });
+        }
+        return out;
     }
 
     /** Releases finished containers' records when no grant follows (the call declines): one forced append. */

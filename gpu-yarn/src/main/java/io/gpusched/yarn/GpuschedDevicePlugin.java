@@ -277,9 +277,16 @@ public class GpuschedDevicePlugin implements DevicePlugin, DevicePluginScheduler
         if (count <= 0) {
             return out;
         }
+        Set<Integer> suspect = Set.of();
         for (int attempt = 1;; attempt++) {
             Offer offer = n.offer(availableDevices);
             List<String> finished = n.ledger.reconcile(offer);
+            for (int i : suspect) {
+                if (offer.contains(i)) {
+                    offer.remove(i, "GPU " + i + " (a finished container's, refused in this call's pick: it may still"
+                            + " be draining)");
+                }
+            }
             int[] chosen = decide(n, offer, count, availableDevices.size());
             if (chosen == null) {
                 n.ledger.releaseFinished(finished);
@@ -295,7 +302,10 @@ public class GpuschedDevicePlugin implements DevicePlugin, DevicePluginScheduler
             if (last) {
                 return out;
             }
-            // another process took a GPU of the pick after the ledger read: decide again on the state it left
+            // refused, nothing written: another process took a GPU of the pick after the ledger read (the next
+            // reconcile sees it), or a finished container's GPU in the pick drains once released (left out next);
+            // the finished records stay for the next try's transaction, so a call still forces at most once
+            suspect = n.ledger.devicesOf(finished, chosen);
         }
     }
 

@@ -30,7 +30,6 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicReference;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.yarn.server.nodemanager.api.deviceplugin.Device;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -224,9 +223,6 @@ class MidwayRefusalAttackTest {
      * in the grant's append.
      */
     @Test
-    @Disabled("defect: when the ledger refuses the first pick, allocateDevices releases the finished containers' records"
-            + " in an append of their own and grants on the second decision in another: 2 forced appends in one call"
-            + " (docs: at most one, the releases in the grant's transaction)")
     void aGrantDecidedAgainIsStillOneForcedAppendWithTheFinishedRecords() throws Exception {
         int elsewhere = 7; // held by another process all along (so the offer the plug-in sees is 0-6)
         // the pair the plug-in picks for 2 of that offer, learnt from a twin on another ledger (deterministic)
