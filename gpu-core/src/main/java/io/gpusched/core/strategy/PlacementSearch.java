@@ -67,7 +67,8 @@ final class PlacementSearch extends BranchAndBound {
         long ubA = Math.floorDiv(ub2, 2);
         long gap = ubA - bA;
         long denom = ubA + offsetA;
-        double pct = gap <= 0 || denom <= 0 ? 0 : Math.min(100, 100.0 * gap / denom);
+        // rounded up by far more than the division's error (about 1e-16 relative), so the claim is never below the gap
+        double pct = gap <= 0 || denom <= 0 ? 0 : Math.min(100, 100.0 * gap / denom * (1 + 1e-12));
         return PlacementQuality.within(pct);
     }
 
