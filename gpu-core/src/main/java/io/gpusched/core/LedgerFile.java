@@ -42,6 +42,10 @@ import org.slf4j.LoggerFactory;
  * is compacted under the lock into a new file ({@link LedgerCompaction}) renamed over the old one; every process
  * checks the file's identity under the lock and reloads from the new file, so nobody writes into a replaced file.
  * Who may have written the directory and its files is {@link LedgerDirectorySecurity}'s to check.
+ *
+ * <p>Why it is about 500 lines: opening (four ways a file found there is refused), catching up and the torn-tail
+ * rule, the append with its rollback, and the lock-free reads for readers share the file's identity and position
+ * fields; the codec, the lock, compaction and directory security are types of their own.
  */
 final class LedgerFile {
     private static final Logger LOG = LoggerFactory.getLogger(LedgerFile.class);
