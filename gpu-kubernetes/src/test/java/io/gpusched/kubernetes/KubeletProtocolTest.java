@@ -55,6 +55,15 @@ class KubeletProtocolTest {
                 .devRoot(dir.resolve("dev")).procRoot(dir.resolve("proc"));
     }
 
+    /** @return the plugin's count of registrations once it reaches {@code n}, or after 30 s, whatever it is then */
+    static int awaitRegistrations(KubeletDevicePlugin plugin, int n) throws InterruptedException {
+        long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
+        while (plugin.registrations() < n && System.nanoTime() < deadline) {
+            Thread.sleep(5);
+        }
+        return plugin.registrations();
+    }
+
     static Path kubeletDir(Path dir) throws java.io.IOException {
         return Files.createDirectories(dir.resolve("device-plugins"));
     }
@@ -73,7 +82,8 @@ class KubeletProtocolTest {
             // the stand-in dialled back before answering: the options it got are the ones the kubelet uses
             assertThat(r.options()).isEqualTo(r.request().getOptions());
             assertThat(dir.resolve("device-plugins/gpusched-nvidia.com-gpu.sock")).exists();
-            assertThat(plugin.registrations()).isEqualTo(1);
+            // the stand-in has the request before the plugin has the answer that it counts
+            assertThat(awaitRegistrations(plugin, 1)).isEqualTo(1);
             ListAndWatchResponse list = kubelet.watch("nvidia.com/gpu").next();
             assertThat(list.getDevicesList()).hasSize(8).allSatisfy(d -> {
                 assertThat(d.getHealth()).isEqualTo("Healthy");
@@ -234,7 +244,7 @@ class KubeletProtocolTest {
                         preferred(ids(inv, 0, 2, 3), List.of(), 2));
                 assertThat(p.getContainerResponses(0).getDeviceIDsList()).hasSize(2);
             }
-            assertThat(plugin.registrations()).isEqualTo(3);
+            assertThat(awaitRegistrations(plugin, 3)).isEqualTo(3);
         }
     }
 
