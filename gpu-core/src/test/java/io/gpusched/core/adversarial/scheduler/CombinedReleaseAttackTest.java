@@ -170,9 +170,8 @@ class CombinedReleaseAttackTest {
             Future<Allocation> waiter = pool.submit(() -> waiterSide.allocate(GpuRequest.builder().count(8)
                     .owner("waiter").build(), Duration.ofSeconds(40)));
             Path tickets = state.resolve("waiters");
-            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+            // the waiter's ticket appears; a waiter that never queues is caught by the test's @Timeout
             while (!hasEntry(tickets)) {
-                assertThat(System.nanoTime()).as("the waiter's ticket").isLessThan(deadline);
                 Thread.sleep(5);
             }
             byte[] before = ledger();
