@@ -9,6 +9,7 @@ import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.OptionalInt;
+import java.util.OptionalLong;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.regex.Pattern;
 
@@ -34,6 +35,10 @@ import java.util.regex.Pattern;
  * @param requiredDevices      device indices that must be part of the answer, which holds {@code count} devices in all
  *                             ("these, plus the best connected others"); empty: no constraint
  * @param holder               the process the allocation is bound to: it is reclaimed once that process is gone
+ * @param ownerUid             the owner's Unix uid, where the kernel vouched for it (the node service sets it from the
+ *                             caller's peer credentials; a request's own claim never does)
+ * @param jobCgroup            the cgroup directory of the job using the allocation (an absolute path), so that a
+ *                             reclaim can end the job's processes before its GPUs are handed out again
  */
 public record GpuRequest(
         int count,
@@ -52,7 +57,20 @@ public record GpuRequest(
         OptionalInt preferredNuma,
         Optional<Duration> maxDuration,
         List<Integer> requiredDevices,
-        Optional<HolderProcess> holder) {
+        Optional<HolderProcess> holder,
+        OptionalLong ownerUid,
+        Optional<String> jobCgroup) {
+
+    /** The request without an owner uid or job cgroup (the form of gpusched 0.1). */
+    public GpuRequest(int count, Optional<MemorySize> minMemory, Optional<ComputeCapability> minComputeCapability,
+            Optional<GpuVendor> vendor, Optional<String> modelPattern, List<Integer> deviceIndices,
+            List<String> deviceUuids, SharingMode sharing, Optional<MemorySize> sharedMemory, Optional<String> owner,
+            Optional<String> jobId, Map<String, String> labels, Optional<WorkloadHint> hint, OptionalInt preferredNuma,
+            Optional<Duration> maxDuration, List<Integer> requiredDevices, Optional<HolderProcess> holder) {
+        this(count, minMemory, minComputeCapability, vendor, modelPattern, deviceIndices, deviceUuids, sharing,
+                sharedMemory, owner, jobId, labels, hint, preferredNuma, maxDuration, requiredDevices, holder,
+                OptionalLong.empty(), Optional.empty());
+    }
 
     /** @throws IllegalArgumentException on a contradiction (see {@link Builder#build()}) */
     public GpuRequest {
@@ -72,6 +90,12 @@ public record GpuRequest(
         Objects.requireNonNull(maxDuration, "maxDuration");
         requiredDevices = List.copyOf(requiredDevices);
         Objects.requireNonNull(holder, "holder");
+        Objects.requireNonNull(ownerUid, "ownerUid");
+        Objects.requireNonNull(jobCgroup, "jobCgroup");
+        if (ownerUid.isPresent()) {
+            checkUid(ownerUid.getAsLong());
+        }
+        jobCgroup.ifPresent(GpuRequest::checkCgroup);
         if (maxDuration.isPresent() && (maxDuration.get().isNegative() || maxDuration.get().isZero())) {
             throw new IllegalArgumentException("a lease must be positive, was " + maxDuration.get());
         }
@@ -184,7 +208,50 @@ public record GpuRequest(
         }
         return new GpuRequest(count, minMemory, minComputeCapability, vendor, modelPattern, deviceIndices, deviceUuids,
                 sharing, sharedMemory, owner, Optional.of(job.trim()), labels, hint, preferredNuma, maxDuration,
-                requiredDevices, holder);
+                requiredDevices, holder, ownerUid, jobCgroup);
+    }
+
+    /** @return a copy bound to this holder process (replacing any holder) */
+    public GpuRequest withHolder(HolderProcess h) {
+        Objects.requireNonNull(h, "holder");
+        return new GpuRequest(count, minMemory, minComputeCapability, vendor, modelPattern, deviceIndices, deviceUuids,
+                sharing, sharedMemory, owner, jobId, labels, hint, preferredNuma, maxDuration, requiredDevices,
+                Optional.of(h), ownerUid, jobCgroup);
+    }
+
+    /**
+     * @param name the owner's user name
+     * @param uid  the owner's uid, as the kernel vouched for it
+     * @return a copy owned by this user (replacing any owner the request named)
+     */
+    public GpuRequest withOwner(String name, long uid) {
+        return new GpuRequest(count, minMemory, minComputeCapability, vendor, modelPattern, deviceIndices, deviceUuids,
+                sharing, sharedMemory, Optional.of(Builder.requireText(name, "owner")), jobId, labels, hint,
+                preferredNuma, maxDuration, requiredDevices, holder, OptionalLong.of(checkUid(uid)), jobCgroup);
+    }
+
+    /** @return a copy that records the cgroup directory of the job using it (replacing any) */
+    public GpuRequest withJobCgroup(String cgroupDir) {
+        return new GpuRequest(count, minMemory, minComputeCapability, vendor, modelPattern, deviceIndices, deviceUuids,
+                sharing, sharedMemory, owner, jobId, labels, hint, preferredNuma, maxDuration, requiredDevices, holder,
+                ownerUid, Optional.of(checkCgroup(cgroupDir)));
+    }
+
+    private static long checkUid(long uid) {
+        if (uid < 0 || uid > 0xFFFF_FFFEL) {
+            throw new IllegalArgumentException("owner uid must be 0 to 4294967294, was " + uid);
+        }
+        return uid;
+    }
+
+    private static String checkCgroup(String dir) {
+        Objects.requireNonNull(dir, "job cgroup");
+        if (!dir.startsWith("/") || dir.length() > 4096 || dir.contains("/../") || dir.endsWith("/..")
+                || dir.contains("/./") || dir.chars().anyMatch(c -> c < 0x20 || c == 0x7f)) {
+            throw new IllegalArgumentException("job cgroup must be an absolute, normalized path of printable"
+                    + " characters (at most 4096), was \"" + dir.replaceAll("\\p{Cntrl}", "?") + "\"");
+        }
+        return dir;
     }
 
     /** @return true if specific devices were named */
@@ -244,8 +311,25 @@ public record GpuRequest(
         private Duration maxDuration;
         private List<Integer> requiredDevices;
         private HolderProcess holder;
+        private Long ownerUid;
+        private String jobCgroup;
 
         private Builder() {
+        }
+
+        /**
+         * @param uid the owner's Unix uid as the kernel vouched for it (peer credentials); hosts never copy it from a
+         *            request's own claim @return this
+         */
+        public Builder ownerUid(long uid) {
+            ownerUid = once(ownerUid, checkUid(uid), "owner uid");
+            return this;
+        }
+
+        /** @param dir the cgroup directory of the job using the allocation (absolute path) @return this */
+        public Builder jobCgroup(String dir) {
+            jobCgroup = once(jobCgroup, checkCgroup(dir), "job cgroup");
+            return this;
         }
 
         /** @param h workload hint @return this */
@@ -397,7 +481,7 @@ public record GpuRequest(
             return this;
         }
 
-        private static String requireText(String s, String what) {
+        static String requireText(String s, String what) {
             if (s == null || s.isBlank()) {
                 throw new IllegalArgumentException(what + " must not be blank");
             }
@@ -419,7 +503,8 @@ public record GpuRequest(
                     Optional.ofNullable(owner), Optional.ofNullable(jobId), labels, Optional.ofNullable(hint),
                     preferredNuma == null ? OptionalInt.empty() : OptionalInt.of(preferredNuma),
                     Optional.ofNullable(maxDuration), requiredDevices == null ? List.of() : requiredDevices,
-                    Optional.ofNullable(holder));
+                    Optional.ofNullable(holder), ownerUid == null ? OptionalLong.empty() : OptionalLong.of(ownerUid),
+                    Optional.ofNullable(jobCgroup));
         }
     }
 

@@ -257,6 +257,8 @@ sealed interface LedgerRecord {
         r.preferredNuma().ifPresent(x -> m.put("numa", x));
         r.maxDuration().ifPresent(x -> m.put("maxDurationNanos", x.toNanos()));
         r.holder().ifPresent(h -> m.put("holder", List.of(h.pid(), h.startTime())));
+        r.ownerUid().ifPresent(x -> m.put("uid", x));
+        r.jobCgroup().ifPresent(x -> m.put("cgroup", x));
         return m;
     }
 
@@ -312,6 +314,12 @@ sealed interface LedgerRecord {
         }
         if (r.has("holder")) {
             b.holder(new HolderProcess(r.get("holder").get(0).asLong(), r.get("holder").get(1).asLong()));
+        }
+        if (r.has("uid")) {
+            b.ownerUid(r.get("uid").asLong());
+        }
+        if (r.has("cgroup")) {
+            b.jobCgroup(r.get("cgroup").asText());
         }
         return b.build();
     }

@@ -10,7 +10,6 @@ import io.gpusched.cuda.CudaEnvironment;
 import io.gpusched.cuda.CudaRequirement;
 import io.gpusched.isolation.CgroupDeviceIsolator;
 import java.io.IOException;
-import java.lang.reflect.RecordComponent;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -63,7 +62,7 @@ public final class RunCommand implements Callable<Integer> {
             }
             // bound to this process, which starts the job, waits for it and releases on its exit: if this process
             // dies (kill -9), the kernel kills the job (see childArgv) and the ledger's next transaction reclaims
-            Allocation a = n.scheduler().allocate(withHolder(request, HolderProcess.current()));
+            Allocation a = n.scheduler().allocate(request.withHolder(HolderProcess.current()));
             JobRun job = new JobRun(n.scheduler(), a);
             Thread hook = new Thread(job::cleanUp, "gpusched-run-cleanup");
             Runtime.getRuntime().addShutdownHook(hook);
@@ -156,22 +155,5 @@ public final class RunCommand implements Callable<Integer> {
             }
         }
         return false;
-    }
-
-    /** @return the request with its holder process set (GpuRequest is a record without a copy builder) */
-    static GpuRequest withHolder(GpuRequest r, HolderProcess holder) {
-        try {
-            RecordComponent[] cs = GpuRequest.class.getRecordComponents();
-            Object[] values = new Object[cs.length];
-            Class<?>[] types = new Class<?>[cs.length];
-            for (int i = 0; i < cs.length; i++) {
-                types[i] = cs[i].getType();
-                values[i] = cs[i].getName().equals("holder") ? Optional.of(holder)
-                        : cs[i].getAccessor().invoke(r);
-            }
-            return GpuRequest.class.getDeclaredConstructor(types).newInstance(values);
-        } catch (ReflectiveOperationException e) {
-            throw new IllegalStateException("cannot bind the request to process " + holder.pid(), e);
-        }
     }
 }
