@@ -24,8 +24,8 @@ public final class CharMajors {
     static final int MAX_BYTES = 64 * 1024;
     /** At most this many names in one {@link #parse(String)} (a node has a few dozen drivers). */
     static final int MAX_NAMES = 512;
-    /** A driver name: no whitespace, no {@code ,} or {@code =} (the separators of {@link #format()}). */
-    private static final Pattern NAME = Pattern.compile("[^\\s,=]{1,64}");
+    /** A driver name: printable ASCII, no space, {@code ,} or {@code =} (the separators of {@link #format()}). */
+    private static final Pattern NAME = Pattern.compile("[!-~&&[^,=]]{1,64}");
     private static final Pattern DIGITS = Pattern.compile("[0-9]{1,4}");
     private static final CharMajors NONE = new CharMajors(new TreeMap<>());
 
@@ -43,8 +43,8 @@ public final class CharMajors {
     /**
      * @param majors majors by driver name
      * @return them, checked
-     * @throws IllegalArgumentException naming a name that is blank, has whitespace, {@code ,} or {@code =} or is over
-     *                                  64 characters, or a major outside 1..4095
+     * @throws IllegalArgumentException naming a name that is not 1 to 64 printable ASCII characters without space,
+     *                                  {@code ,} or {@code =}, or a major outside 1..4095
      */
     public static CharMajors of(Map<String, Integer> majors) {
         TreeMap<String, Integer> m = new TreeMap<>();
@@ -52,7 +52,7 @@ public final class CharMajors {
             String name = e.getKey();
             if (name == null || !NAME.matcher(name).matches()) {
                 throw new IllegalArgumentException("character device name \"" + name + "\" is not valid: expected 1"
-                        + " to 64 characters without whitespace, ',' or '=' (such as nvidia-uvm)");
+                        + " to 64 printable ASCII characters without space, ',' or '=' (such as nvidia-uvm)");
             }
             Integer major = e.getValue();
             if (major == null || major < 1 || major > MAX_MAJOR) {
@@ -99,7 +99,7 @@ public final class CharMajors {
             } else if (line.startsWith("Block devices")) {
                 chars = false;
             } else if (chars) {
-                String[] f = line.strip().split("[ \t]+");
+                String[] f = line.trim().split("[ \t]+");
                 if (f.length == 2 && DIGITS.matcher(f[0]).matches() && NAME.matcher(f[1]).matches()) {
                     int major = Integer.parseInt(f[0]);
                     if (major >= 1 && major <= MAX_MAJOR) {
@@ -117,8 +117,9 @@ public final class CharMajors {
      *
      * @param text the pairs
      * @return the majors
-     * @throws IllegalArgumentException naming the input and the pair that is not {@code name=major} (a name without
-     *                                  whitespace, {@code ,} or {@code =}, a major of 1..4095), or a name given twice
+     * @throws IllegalArgumentException naming the input and the pair that is not {@code name=major} (a name of
+     *                                  printable ASCII without space, {@code ,} or {@code =}, a major of 1..4095), or a
+     *                                  name given twice
      */
     public static CharMajors parse(String text) {
         if (text.isBlank()) {
@@ -131,15 +132,15 @@ public final class CharMajors {
         }
         TreeMap<String, Integer> m = new TreeMap<>();
         for (String pair : pairs) {
-            String p = pair.strip();
+            String p = pair.trim();
             int eq = p.indexOf('=');
-            String name = eq < 0 ? p : p.substring(0, eq).strip();
-            String number = eq < 0 ? "" : p.substring(eq + 1).strip();
+            String name = eq < 0 ? p : p.substring(0, eq).trim();
+            String number = eq < 0 ? "" : p.substring(eq + 1).trim();
             if (eq < 0 || !NAME.matcher(name).matches() || !DIGITS.matcher(number).matches()
                     || Integer.parseInt(number) < 1 || Integer.parseInt(number) > MAX_MAJOR) {
                 throw new IllegalArgumentException("character majors \"" + shorten(text) + "\": \"" + shorten(p)
-                        + "\" is not name=major; expected pairs such as nvidia-uvm=510 (a name without whitespace,"
-                        + " ',' or '=', a major of 1 to " + MAX_MAJOR + "), separated by commas");
+                        + "\" is not name=major; expected pairs such as nvidia-uvm=510 (a name of printable ASCII"
+                        + " without space, ',' or '=', a major of 1 to " + MAX_MAJOR + "), separated by commas");
             }
             if (m.put(name, Integer.parseInt(number)) != null) {
                 throw new IllegalArgumentException("character majors \"" + shorten(text) + "\" give " + name
