@@ -85,9 +85,8 @@ public final class GpuDeviceNodes {
             }
             if (described != null && !described.equals(v)) {
                 throw new GpuException("GPU " + by.index() + " and GPU " + d.index() + " describe different character"
-                        + " majors (" + CHAR_MAJORS_PROPERTY + " \"" + described + "\" and \"" + v
-                        + "\"); the devices of"
-                        + " one node must describe the same");
+                        + " majors (" + CHAR_MAJORS_PROPERTY + " \"" + described + "\" and \"" + v + "\"); the devices"
+                        + " of one node must describe the same");
             }
             described = v;
             by = d;
