@@ -31,8 +31,8 @@ import org.yaml.snakeyaml.Yaml;
  * ({@code GPU-…}, {@code MIG-…}); a MIG device also by {@code <gpu>:<mig>} (its parent's NVML index and its position
  * among the parent's MIG devices), the name {@code nvidia-ctk cdi generate} gives it; and {@code all}. Each device
  * carries its own nodes (from gpu-core's {@link GpuDeviceNodes}); the spec-wide edits carry the vendor's control
- * nodes ({@code nvidiactl}, {@code nvidia-uvm}, {@code nvidia-uvm-tools}, {@code nvidia-modeset} where present;
- * {@code kfd}), read-only library mounts, and for NVIDIA {@code CUDA_DEVICE_ORDER=PCI_BUS_ID}. {@code cdiVersion}
+ * nodes ({@code nvidiactl}, {@code nvidia-uvm} and {@code nvidia-uvm-tools} always: by path alone while the module is
+ * not loaded, {@code nvidia-modeset} where present; {@code kfd}), read-only library mounts, and for NVIDIA {@code CUDA_DEVICE_ORDER=PCI_BUS_ID}. {@code cdiVersion}
  * is the lowest the fields need (0.5.0: names that start with a digit and {@code hostPath}), no
  * {@code annotations}: podman 4.3 ignores a whole spec of 0.6.0 or newer.
  * <p>
@@ -189,6 +189,13 @@ public final class CdiSpec {
         return p.startsWith(devRoot) ? "/dev/" + devRoot.relativize(p) : p.toString();
     }
 
+    /**
+     * A CDI device node: path (and hostPath where it differs), then {@code type}, {@code major} and {@code minor} when
+     * the number is known. A node planned by path alone ({@code nvidia-uvm} before its module is loaded) has neither
+     * type nor numbers: the runtime reads them from the host's node when it starts the container (CDI's rule for a
+     * node with no type or major), and refuses to start one when the host has no such node. A minor without its major
+     * would be read as major 0.
+     */
     private static Map<String, Object> node(DeviceNode n, Path devRoot) {
         Map<String, Object> m = new LinkedHashMap<>();
         String inside = containerPath(n, devRoot);
@@ -196,9 +203,11 @@ public final class CdiSpec {
         if (!inside.equals(n.path().toString())) {
             m.put("hostPath", n.path().toString());
         }
-        m.put("type", "c");
-        m.put("major", n.major());
-        m.put("minor", n.minor());
+        if (n.numbered()) {
+            m.put("type", "c");
+            m.put("major", n.major());
+            m.put("minor", n.minor());
+        }
         m.put("permissions", "rw");
         return m;
     }

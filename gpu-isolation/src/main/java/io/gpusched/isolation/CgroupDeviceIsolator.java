@@ -4,12 +4,15 @@ import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuException;
 import io.gpusched.core.devices.DeviceNode;
+import io.gpusched.core.devices.DevicePlan;
 import io.gpusched.core.devices.GpuDeviceNodes;
+import io.gpusched.core.devices.NvidiaModprobe;
 import io.gpusched.isolation.internal.Bpf;
 import io.gpusched.isolation.internal.Libc;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -33,6 +36,14 @@ import org.slf4j.LoggerFactory;
  * different cgroups run concurrently; calls for one cgroup are serialized across the threads and processes of the node
  * (a {@code flock} in the state directory). A fence or update for a GPU the host's policy denies to the cgroup is
  * refused, naming the GPU, the cgroup and the rule. See {@code docs/ISOLATION.md}.
+ * <p>
+ * Every fence and update plans its nodes anew, reading {@code /proc/devices} then: a module loaded since the last
+ * fence counts. When an NVIDIA allocation's {@code /dev/nvidia-uvm} major is unknown (the module is loaded on demand),
+ * the isolator first runs {@code nvidia-modprobe -u -c=0} where it is installed ({@link Builder#nvidiaModprobe(Path)};
+ * by default the one {@link NvidiaModprobe#find()} finds, when the proc root is {@code /proc}), as NVIDIA's container
+ * toolkit does, and plans again; if the module still does not appear, it is not run again for
+ * {@link #MODPROBE_RETRY} and the fence goes on without a uvm rule (a strict fence then denies uvm; its notes say
+ * so).
  */
 public final class CgroupDeviceIsolator implements DeviceIsolator {
     private static final Logger LOG = LoggerFactory.getLogger(CgroupDeviceIsolator.class);
@@ -57,6 +68,9 @@ public final class CgroupDeviceIsolator implements DeviceIsolator {
     /** Default node-wide directory of the fences' host-policy records ({@link Builder#stateDir(Path)}). */
     public static final Path DEFAULT_STATE_DIR = Path.of("/run/gpusched/isolation");
 
+    /** How long after a run of nvidia-modprobe that left nvidia-uvm unloaded it is not run again. */
+    public static final Duration MODPROBE_RETRY = Duration.ofSeconds(60);
+
     /** Name of our device programs in the kernel (15 characters at most). */
     public static final String PROGRAM_NAME = "gpusched_dev";
 
@@ -66,6 +80,12 @@ public final class CgroupDeviceIsolator implements DeviceIsolator {
     final List<DeviceRule> baseAllow;
     final GpuDeviceNodes nodes;
     final Mounts mounts;
+    /** Loads nvidia-uvm before a fence that needs its major, or null. */
+    private final NvidiaModprobe modprobe;
+    private final Object modprobeLock = new Object();
+    /** System.nanoTime() before which nvidia-modprobe is not run again; valid while {@link #modprobeQuiet}. */
+    private long modprobeQuietUntil;
+    private boolean modprobeQuiet;
     /** Node-wide state shared by every process: v1 records and the per-cgroup lock files. */
     final Path stateDir;
     /** Locks striped by path: a fixed set, so nothing grows with the number of cgroups ever fenced. */
@@ -80,6 +100,8 @@ public final class CgroupDeviceIsolator implements DeviceIsolator {
         this.baseAllow = List.copyOf(b.baseAllow);
         this.nodes = new GpuDeviceNodes(b.devRoot, b.procRoot, b.modeset);
         this.mounts = Mounts.read(b.mountInfo);
+        this.modprobe = b.modprobeAuto ? (b.procRoot.equals(Path.of("/proc")) ? NvidiaModprobe.find().orElse(null)
+                : null) : b.modprobe;
         this.stateDir = b.stateDir;
         for (int i = 0; i < locks.length; i++) {
             locks[i] = new ReentrantLock();
@@ -148,15 +170,46 @@ public final class CgroupDeviceIsolator implements DeviceIsolator {
         return -1;
     }
 
-    /** @return the node plan of an allocation on this host */
+    /**
+     * The node plan of an allocation on this host, from {@code /proc/devices} read now; when an NVIDIA allocation's
+     * uvm major is unknown, after running nvidia-modprobe (see the class comment).
+     *
+     * @return the plan
+     */
     public NodePlan plan(Allocation allocation) {
         try {
-            return NodePlan.of(nodes.plan(allocation, hostDevices));
+            DevicePlan p = nodes.plan(allocation, hostDevices);
+            if (modprobe == null || !uvmByPath(p)) {
+                return NodePlan.of(p);
+            }
+            List<String> notes = new ArrayList<>();
+            synchronized (modprobeLock) {
+                p = nodes.plan(allocation, hostDevices); // another fence may have loaded it meanwhile
+                if (uvmByPath(p) && (!modprobeQuiet || System.nanoTime() - modprobeQuietUntil >= 0)) {
+                    NvidiaModprobe.Result r = modprobe.loadUvm(NvidiaModprobe.DEFAULT_TIMEOUT);
+                    p = nodes.plan(allocation, hostDevices);
+                    boolean loaded = !uvmByPath(p);
+                    modprobeQuiet = !loaded;
+                    modprobeQuietUntil = System.nanoTime() + MODPROBE_RETRY.toNanos();
+                    notes.add(r.summary() + (loaded ? "; nvidia-uvm is loaded" : "; nvidia-uvm is still not loaded"
+                            + " (not tried again for " + MODPROBE_RETRY.toSeconds() + " s)"));
+                    if (loaded) {
+                        LOG.info("loaded nvidia-uvm for a fence: {}", r.summary());
+                    } else {
+                        LOG.warn("nvidia-uvm is not loaded, so fences cannot allow /dev/nvidia-uvm: {}", r.summary());
+                    }
+                }
+            }
+            return NodePlan.of(p).withNotes(notes);
         } catch (IsolationException e) {
             throw e;
         } catch (GpuException e) {
             throw new IsolationException(e.getMessage(), e);
         }
+    }
+
+    private static boolean uvmByPath(DevicePlan p) {
+        return p.allowed().stream().anyMatch(n -> n.role().equals("uvm") && !n.numbered());
     }
 
     /**
@@ -326,6 +379,8 @@ public final class CgroupDeviceIsolator implements DeviceIsolator {
         private Path mountInfo = Path.of("/proc/self/mountinfo");
         private boolean modeset;
         private Path stateDir = DEFAULT_STATE_DIR;
+        private boolean modprobeAuto = true;
+        private NvidiaModprobe modprobe;
 
         private Builder() {
         }
@@ -383,6 +438,27 @@ public final class CgroupDeviceIsolator implements DeviceIsolator {
          */
         public Builder stateDir(Path v) {
             stateDir = Objects.requireNonNull(v, "stateDir");
+            return this;
+        }
+
+        /**
+         * Runs this nvidia-modprobe (only while root alone can have written it) when a fence needs the nvidia-uvm
+         * major and {@code /proc/devices} has none. Default: {@link NvidiaModprobe#find()} when the proc root is
+         * {@code /proc}, none with another proc root (a fixture tree).
+         *
+         * @param binary absolute path of the helper
+         * @return this
+         */
+        public Builder nvidiaModprobe(Path binary) {
+            modprobe = NvidiaModprobe.at(binary);
+            modprobeAuto = false;
+            return this;
+        }
+
+        /** Never runs nvidia-modprobe: fences use {@code /proc/devices} as it is. @return this */
+        public Builder noNvidiaModprobe() {
+            modprobe = null;
+            modprobeAuto = false;
             return this;
         }
 

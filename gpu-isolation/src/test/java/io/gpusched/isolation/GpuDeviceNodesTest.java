@@ -10,6 +10,7 @@ import io.gpusched.core.GpuRequest;
 import io.gpusched.core.GpuScheduler;
 import io.gpusched.core.GpuVendor;
 import io.gpusched.core.MemorySize;
+import io.gpusched.core.devices.DeviceNode;
 import io.gpusched.core.devices.DevicePlan;
 import io.gpusched.core.devices.GpuDeviceNodes;
 import io.gpusched.core.sim.SimulatedGpuInventory;
@@ -29,13 +30,38 @@ class GpuDeviceNodesTest {
         SimulatedGpuInventory host = Fixtures.nvidiaHost();
         Allocation a = Fixtures.gpus(Fixtures.scheduler(host), 1, 3);
         DevicePlan p = new GpuDeviceNodes(dev, proc, false).plan(a, host.devices());
-        assertThat(p.allowed()).extracting(n -> n.path().getFileName() + "=" + n.major() + ":" + n.minor())
-                .containsExactly("nvidia1=195:1", "nvidia3=195:3", "nvidiactl=195:255", "nvidia-uvm=508:0");
+        // the module is loaded (its major is in /proc/devices): both uvm nodes with their numbers, made or not yet
+        assertThat(p.allowed()).extracting(GpuDeviceNodesTest::show).containsExactly("nvidia1=195:1", "nvidia3=195:3",
+                "nvidiactl=195:255", "nvidia-uvm=508:0", "nvidia-uvm-tools=508:1");
         assertThat(p.denied()).extracting(n -> n.minor()).containsExactly(0, 2);
-        assertThat(p.notes()).anySatisfy(n -> assertThat(n).contains("nvidia-uvm-tools does not exist: skipped"));
         assertThat(NodePlan.of(p).rules(false, true, List.of())).extracting(DeviceRule::toString).containsExactly(
-                "allow c 195:1 rw", "allow c 195:3 rw", "allow c 195:255 rw", "allow c 508:0 rw",
+                "allow c 195:1 rw", "allow c 195:3 rw", "allow c 195:255 rw", "allow c 508:0 rw", "allow c 508:1 rw",
                 "deny c 195:0 rwm", "deny c 195:2 rwm", "deny c 195:* rwm");
+    }
+
+    /** A node as name=major:minor, "?" for a major not known. */
+    static String show(DeviceNode n) {
+        return n.path().getFileName() + "=" + (n.numbered() ? String.valueOf(n.major()) : "?") + ":" + n.minor();
+    }
+
+    @Test
+    void withoutTheUvmModuleTheUvmNodesArePlannedByPathAndFencesHaveNoRuleForThem(@TempDir Path dir)
+            throws Exception {
+        Path proc = Fixtures.proc(dir, "195 nvidia-frontend\n");
+        SimulatedGpuInventory host = Fixtures.nvidiaHost();
+        Allocation a = Fixtures.gpus(Fixtures.scheduler(host), 2);
+        DevicePlan p = new GpuDeviceNodes(dir.resolve("dev"), proc, false).plan(a, host.devices());
+        assertThat(p.allowed()).extracting(GpuDeviceNodesTest::show).containsExactly("nvidia2=195:2",
+                "nvidiactl=195:255", "nvidia-uvm=?:0", "nvidia-uvm-tools=?:1");
+        assertThat(p.controlNodes()).extracting(n -> n.path().getFileName().toString())
+                .contains("nvidia-uvm", "nvidia-uvm-tools");
+        assertThat(p.notes()).anySatisfy(n -> assertThat(n).contains("nvidia-uvm is not in").contains("by path"));
+        NodePlan np = NodePlan.of(p);
+        assertThat(np.allowed()).allSatisfy(n -> assertThat(n.numbered()).isTrue()).hasSize(2);
+        assertThat(np.rules(false, true, List.of())).extracting(DeviceRule::toString).containsExactly(
+                "allow c 195:2 rw", "allow c 195:255 rw", "deny c 195:0 rwm", "deny c 195:1 rwm", "deny c 195:3 rwm",
+                "deny c 195:* rwm");
+        assertThat(np.notes()).anySatisfy(n -> assertThat(n).contains("no cgroup rule for").contains("nvidia-uvm"));
     }
 
     @Test
@@ -54,14 +80,16 @@ class GpuDeviceNodesTest {
         SimulatedGpuInventory host = b.build();
         Allocation a = Fixtures.gpus(Fixtures.scheduler(host), 2);
         DevicePlan p = new GpuDeviceNodes(dir.resolve("dev"), proc, false).plan(a, host.devices());
-        assertThat(p.allowed()).extracting(n -> n.path().getFileName() + "=" + n.major() + ":" + n.minor())
-                .containsExactly("nvidia0=195:0", "nvidiactl=195:255", "nvidia-cap21=237:21", "nvidia-cap22=237:22");
+        assertThat(p.allowed()).extracting(GpuDeviceNodesTest::show).containsExactly("nvidia0=195:0",
+                "nvidiactl=195:255", "nvidia-uvm=?:0", "nvidia-uvm-tools=?:1", "nvidia-cap21=237:21",
+                "nvidia-cap22=237:22");
         assertThat(p.denied()).extracting(n -> n.major() + ":" + n.minor()).containsExactly("237:12", "237:13");
         assertThat(p.vendorMajors()).containsExactly(195, 237);
     }
 
     @Test
     void amdNodesAreKfdAndRenderNodes(@TempDir Path dir) throws Exception {
+        // a simulated node's own majors (mi210-8x: kfd 237 by default), never this /proc's 511
         Path proc = Fixtures.proc(dir, "226 drm\n 511 kfd\n");
         SimulatedGpuInventory host = GpuInventories.simulated("mi210-8x");
         GpuScheduler s = Fixtures.scheduler(host);
@@ -69,7 +97,7 @@ class GpuDeviceNodesTest {
         DevicePlan p = new GpuDeviceNodes(dir.resolve("dev"), proc, false).plan(a, host.devices());
         assertThat(p.allowed()).extracting(n -> n.path().toString().replace(dir.resolve("dev") + "/", "") + "="
                 + n.major() + ":" + n.minor())
-                .containsExactly("dri/renderD130=226:130", "dri/card2=226:2", "kfd=511:0");
+                .containsExactly("dri/renderD130=226:130", "dri/card2=226:2", "kfd=237:0");
         assertThat(p.denied()).hasSize(14).allSatisfy(n -> assertThat(n.major()).isEqualTo(226));
         assertThat(p.denied()).extracting(n -> n.path().getFileName().toString()).contains("renderD128", "card0")
                 .doesNotContain("renderD130", "card2");

@@ -187,6 +187,39 @@ class KubeletProtocolTest {
         }
     }
 
+    /**
+     * Issue 32: on a host whose nvidia-uvm module is not loaded yet (no major in the fixture /proc/devices, no node in
+     * /dev), Allocate still names /dev/nvidia-uvm and /dev/nvidia-uvm-tools (a device spec is a path: the runtime reads
+     * the number when it creates the container); and the same once the module is loaded, read at that Allocate.
+     */
+    @Test
+    void allocateNamesTheUvmNodesWhetherOrNotTheModuleIsLoaded() throws Exception {
+        Files.createDirectories(dir.resolve("proc"));
+        Files.writeString(dir.resolve("proc/devices"), "Character devices:\n  1 mem\n195 nvidia\n\nBlock devices:\n");
+        Files.createDirectories(dir.resolve("dev"));
+        SimulatedGpuInventory.Builder b = SimulatedGpuInventory.builder("host");
+        for (int i = 0; i < 2; i++) { // a node that does not describe its own majors, as NVML's does not
+            b.device(GpuDevice.builder().index(i).uuid("GPU-uvm-" + i).vendor(GpuVendor.NVIDIA).name("NVIDIA A10")
+                    .memory(MemorySize.ofGibibytes(24)).pciBusId("00000000:1" + i + ":00.0").minor(i).build());
+        }
+        try (SimulatedGpuInventory inv = b.build();
+             KubeletStandIn kubelet = new KubeletStandIn(kubeletDir(dir));
+             KubeletDevicePlugin plugin = KubeletDevicePlugin.start(inv, config(dir).build())) {
+            kubelet.awaitRegistration(1);
+            for (boolean loaded : List.of(false, true)) {
+                if (loaded) {
+                    Files.writeString(dir.resolve("proc/devices"), "Character devices:\n195 nvidia\n511 nvidia-uvm\n");
+                }
+                ContainerAllocateResponse c = kubelet.client("nvidia.com/gpu").allocate(AllocateRequest.newBuilder()
+                        .addContainerRequests(ContainerAllocateRequest.newBuilder().addDevicesIds("GPU-uvm-1"))
+                        .build()).getContainerResponses(0);
+                assertThat(specs(c)).as("module loaded: " + loaded).containsExactlyInAnyOrder("/dev/nvidia1",
+                        "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools");
+                assertThat(c.getDevicesList()).allSatisfy(d -> assertThat(d.getPermissions()).isEqualTo("rw"));
+            }
+        }
+    }
+
     @Test
     void allocateNamesCdiDevicesByUuidWhenCdiIsOn() throws Exception {
         try (SimulatedGpuInventory inv = GpuInventories.simulated("dgx-h100");

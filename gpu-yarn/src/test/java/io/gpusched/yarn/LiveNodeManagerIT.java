@@ -7,6 +7,7 @@ import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuInventories;
 import io.gpusched.core.GpuInventory;
 import io.gpusched.core.host.GpuNode;
+import io.gpusched.testing.ClassPathEntry;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.net.ServerSocket;
@@ -226,19 +227,20 @@ class LiveNodeManagerIT {
                 + "log4j.appender.console.layout=org.apache.log4j.PatternLayout\n"
                 + "log4j.appender.console.layout.ConversionPattern=%d{ISO8601} %p %c{1}: %m%n\n");
 
+        // entries by what they are (ClassPathEntry), never by the words in their paths: a local repository at
+        // /tmp/gpusched-m2 holds Hadoop's jars too (issue 32)
         List<String> cp = new ArrayList<>();
         cp.add(confDir.toString());
-        for (String e : System.getProperty("java.class.path").split(java.io.File.pathSeparator)) {
-            String n = e.replace('\\', '/');
-            if (n.contains("/target/") || n.contains("/io/gpusched/") || n.contains("/net/java/dev/jna/")
-                    || n.contains("/org/yaml/snakeyaml/")) {
+        for (ClassPathEntry e : ClassPathEntry.current()) {
+            if (e.isGpusched() || e.isArtifact("jna", "jna-platform", "snakeyaml")) {
                 continue;
             }
-            cp.add(e);
+            cp.add(e.path().toString());
         }
         cp.add(dropIn.toString());
         nmClassPath = String.join(java.io.File.pathSeparator, cp);
-        assertThat(cp.stream().filter(e -> e.contains("gpusched"))).as("gpusched on the NodeManager's class path")
+        assertThat(ClassPathEntry.parse(nmClassPath).stream().filter(ClassPathEntry::isGpusched)
+                .map(e -> e.path().toString())).as("gpusched on the NodeManager's class path")
                 .containsExactly(dropIn.toString());
 
         startNodeManager();
@@ -601,8 +603,8 @@ class LiveNodeManagerIT {
 
     private static void start(Container c) throws Exception {
         String javaBin = ProcessHandle.current().info().command().orElse("java");
-        String slf4j = Stream.of(System.getProperty("java.class.path").split(java.io.File.pathSeparator))
-                .filter(e -> e.contains("slf4j-api")).findFirst().orElseThrow();
+        String slf4j = ClassPathEntry.current().stream().filter(e -> e.isArtifact("slf4j-api")).findFirst()
+                .orElseThrow().path().toString();
         StringBuilder probe = new StringBuilder();
         for (GpuDevice d : inventory.devices()) {
             String node = dev.resolve("nvidia" + d.minor().getAsInt()).toString();

@@ -2,6 +2,7 @@ package io.gpusched.server;
 
 import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuInventories;
+import io.gpusched.core.devices.CharMajors;
 import io.gpusched.core.internal.NvidiaDriver;
 import io.gpusched.cuda.Compatibility;
 import io.gpusched.cuda.CompatibilityTable;
@@ -10,10 +11,12 @@ import io.gpusched.cuda.CudaInstallations;
 import io.gpusched.cuda.CudaSearch;
 import io.gpusched.cuda.DriverVersion;
 import io.gpusched.isolation.CgroupDeviceIsolator;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
+import java.util.OptionalInt;
 
 /**
  * What works on this host and what does not: the inventory providers with their causes and advice, the isolation
@@ -25,9 +28,65 @@ import java.util.Optional;
  * @param driver        the loaded NVIDIA driver version, or null
  * @param cuda          CUDA installations found
  * @param cudaProblems  problems met while looking for CUDA
+ * @param uvm           NVIDIA's unified-memory module, which every CUDA program needs
  */
 public record DoctorReport(List<Provider> providers, Isolation isolation, String driver, List<Cuda> cuda,
-        List<String> cudaProblems) {
+        List<String> cudaProblems, Uvm uvm) {
+
+    /**
+     * NVIDIA's unified-memory module ({@code nvidia-uvm}), loaded on demand on many distributions: without it a CUDA
+     * program cannot initialise, on the host or in a container.
+     *
+     * @param checked whether an NVIDIA driver is loaded here (else nothing is said)
+     * @param major   the module's major in {@code /proc/devices}, or null when it is not loaded
+     * @param missing its device nodes missing from {@code /dev}
+     * @param problem what is wrong and what it means, or null
+     * @param advice  what to do, or null
+     */
+    public record Uvm(boolean checked, Integer major, List<String> missing, String problem, String advice) {
+        /** Copies the list. */
+        public Uvm {
+            missing = List.copyOf(missing);
+        }
+
+        /**
+         * @param procRoot where {@code /proc} is ({@code gpusched.proc.root})
+         * @param devRoot  where {@code /dev} is ({@code gpusched.dev.root})
+         * @return the module's state here, from {@code /proc/devices} and {@code /dev} read now
+         */
+        public static Uvm look(Path procRoot, Path devRoot) {
+            CharMajors majors = CharMajors.read(procRoot);
+            boolean nvidia = NvidiaDriver.loadedVersion(procRoot).isPresent()
+                    || majors.major("nvidia").isPresent() || majors.major("nvidia-frontend").isPresent();
+            if (!nvidia) {
+                return new Uvm(false, null, List.of(), null, null);
+            }
+            List<String> missing = new ArrayList<>();
+            for (String n : List.of("nvidia-uvm", "nvidia-uvm-tools")) {
+                if (!Files.exists(devRoot.resolve(n))) {
+                    missing.add("/dev/" + n);
+                }
+            }
+            OptionalInt major = majors.major("nvidia-uvm");
+            String load = "as root: nvidia-modprobe -u -c=0 (loads nvidia-uvm and makes /dev/nvidia-uvm and"
+                    + " /dev/nvidia-uvm-tools; or modprobe nvidia-uvm at boot, with its nodes made by udev or mknod);"
+                    + " gpusched run loads it itself before it fences where nvidia-modprobe is installed";
+            if (major.isEmpty()) {
+                return new Uvm(true, null, missing, "nvidia-uvm is not loaded (not in " + procRoot.resolve("devices")
+                        + "): a CUDA program cannot initialise without it (cuInit fails), on the host or in a"
+                        + " container; CDI specs and the device plug-in still name /dev/nvidia-uvm and"
+                        + " /dev/nvidia-uvm-tools by path, so a container runtime refuses to start a GPU container"
+                        + " until they exist", load);
+            }
+            if (!missing.isEmpty()) {
+                return new Uvm(true, major.getAsInt(), missing, "nvidia-uvm is loaded (major " + major.getAsInt()
+                        + ") but " + String.join(" and ", missing) + " " + (missing.size() == 1 ? "is" : "are")
+                        + " missing: containers given the nodes by path fail to start, and CUDA on the host cannot"
+                        + " open them", load);
+            }
+            return new Uvm(true, major.getAsInt(), List.of(), null, null);
+        }
+    }
 
     /**
      * One inventory provider.
@@ -69,12 +128,26 @@ public record DoctorReport(List<Provider> providers, Isolation isolation, String
     }
 
     /**
-     * Looks at this host.
+     * Looks at this host, with {@code /proc} and {@code /dev} where the system properties {@code gpusched.proc.root}
+     * and {@code gpusched.dev.root} say (default {@code /proc}, {@code /dev}).
      *
      * @param extraCudaPaths more places to look for CUDA (gpu.cuda_paths)
      * @return the report
      */
     public static DoctorReport collect(List<Path> extraCudaPaths) {
+        return collect(extraCudaPaths, Path.of(System.getProperty("gpusched.proc.root", "/proc")),
+                Path.of(System.getProperty("gpusched.dev.root", "/dev")));
+    }
+
+    /**
+     * Looks at this host.
+     *
+     * @param extraCudaPaths more places to look for CUDA (gpu.cuda_paths)
+     * @param procRoot       where {@code /proc} is
+     * @param devRoot        where {@code /dev} is
+     * @return the report
+     */
+    public static DoctorReport collect(List<Path> extraCudaPaths, Path procRoot, Path devRoot) {
         List<Provider> providers = new ArrayList<>();
         for (GpuInventories.ProviderStatus p : GpuInventories.providers()) {
             providers.add(new Provider(p.name(), p.priority(), p.available(), p.cause().orElse(null),
@@ -86,7 +159,7 @@ public record DoctorReport(List<Provider> providers, Isolation isolation, String
                 iso.isAvailable() ? (iso.v2Root().isPresent() ? "v2 eBPF" : "v1") : null,
                 iso.unavailabilityCause().orElse(null));
         CudaInstallations.Discovery d = CudaInstallations.discover(CudaSearch.host(extraCudaPaths));
-        Optional<DriverVersion> driver = NvidiaDriver.loadedVersion(Path.of("/proc")).map(DriverVersion::parse);
+        Optional<DriverVersion> driver = NvidiaDriver.loadedVersion(procRoot).map(DriverVersion::parse);
         CompatibilityTable table = CompatibilityTable.builtIn();
         List<Cuda> cuda = new ArrayList<>();
         for (CudaInstallation i : d.installations()) {
@@ -99,7 +172,7 @@ public record DoctorReport(List<Provider> providers, Isolation isolation, String
                     i.hasRuntime(), i.nvcc().isPresent(), verdict));
         }
         return new DoctorReport(providers, isolation, driver.map(Object::toString).orElse(null), cuda,
-                d.problems().stream().map(Object::toString).toList());
+                d.problems().stream().map(Object::toString).toList(), Uvm.look(procRoot, devRoot));
     }
 
     /**

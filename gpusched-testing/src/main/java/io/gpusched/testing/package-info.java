@@ -1,8 +1,9 @@
 /**
  * Test fixtures shared by every module's tests, in a module of their own (gpusched-testing, test scope, never
  * published) that depends on no gpusched module, so that gpu-core's own tests can use them too:
- * {@link io.gpusched.testing.ManualClock}, a clock tests move by hand, and {@link io.gpusched.testing.LedgerReader},
+ * {@link io.gpusched.testing.ManualClock}, a clock tests move by hand, {@link io.gpusched.testing.LedgerReader},
  * an independent reader of the node ledger's file by its documented format (a checker: it shares no code with the
- * ledger it checks).
+ * ledger it checks), and {@link io.gpusched.testing.ClassPathEntry}, class-path entries known by artifact and classes
+ * (never by the words in their paths) for tests that build another JVM's class path.
  */
 package io.gpusched.testing;

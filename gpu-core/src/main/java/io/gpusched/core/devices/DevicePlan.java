@@ -7,7 +7,8 @@ import java.util.List;
  * it must not, plus notes on optional nodes that were skipped. Isolation turns it into device rules; container
  * runtimes (CDI, Kubernetes, YARN Docker) turn {@link #allowed()} into device specs.
  *
- * @param allowed      the set's GPU nodes (and MIG caps, DRM card nodes) and the vendor's control nodes
+ * @param allowed      the set's GPU nodes (and MIG caps, DRM card nodes) and the vendor's control nodes; the uvm nodes
+ *                     (and {@code kfd}) by path alone while their module is not loaded ({@link DeviceNode#numbered()})
  * @param denied       every other GPU node of the host
  * @param vendorMajors majors that carry only GPU nodes (a device program may deny the rest of them wholesale)
  * @param notes        optional nodes skipped, and why

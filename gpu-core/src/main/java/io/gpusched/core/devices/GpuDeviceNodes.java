@@ -21,12 +21,19 @@ import java.util.Set;
  * The vendor device-node table: which {@code /dev} nodes a set of GPUs needs and which the host's other GPUs have, the
  * one place gpusched knows it (isolation fences with it; YARN, CDI, Kubernetes and Slurm name devices with it).
  * NVIDIA: {@code /dev/nvidiaN} is 195:N where N is the device minor (not the NVML index),
- * {@code /dev/nvidiactl} 195:255, {@code /dev/nvidia-uvm(-tools)} with the {@code nvidia-uvm} major of
- * {@code /proc/devices}, {@code /dev/nvidia-modeset} 195:254 when asked, and for MIG devices the GPU- and
+ * {@code /dev/nvidiactl} 195:255, {@code /dev/nvidia-uvm} and {@code /dev/nvidia-uvm-tools} (minors 0 and 1 of the
+ * {@code nvidia-uvm} major) always, as every CUDA program needs them: with their major when the module is loaded, by
+ * path alone when it is not yet ({@link DeviceNode#byPath}: containers get them, the runtime reads their numbers when
+ * the container starts), {@code /dev/nvidia-modeset} 195:254 when asked and present, and for MIG devices the GPU- and
  * compute-instance access caps under {@code /dev/nvidia-caps} (major {@code nvidia-caps}, minors from
- * {@code /proc/driver/nvidia-caps/mig-minors}). AMD: {@code /dev/kfd} (major {@code kfd}) and
- * {@code /dev/dri/renderD<minor>} and {@code /dev/dri/card<N>} (226). Optional nodes that do not exist are skipped
- * and said so in the plan's notes.
+ * {@code /proc/driver/nvidia-caps/mig-minors}). AMD: {@code /dev/kfd} (major {@code kfd}; by path when unknown) and
+ * {@code /dev/dri/renderD<minor>} and {@code /dev/dri/card<N>} (226). What is skipped or planned by path is said in the
+ * plan's notes.
+ * <p>
+ * Majors come from {@code /proc/devices}, read at every plan (a module loaded since the last one counts), unless the
+ * node describes its own: a device with the property {@value #CHAR_MAJORS_PROPERTY} (every device of a simulated node
+ * built from a node description has it, {@link CharMajors#format()}'s form, empty for none) gives the node's majors,
+ * and {@code /proc/devices} is then not read at all, so a simulated node plans the same on every machine.
  */
 public final class GpuDeviceNodes {
     /** Major of {@code /dev/nvidia*} GPU and control nodes. */
@@ -37,6 +44,8 @@ public final class GpuDeviceNodes {
     public static final int MODESET_MINOR = 254;
     /** Major of DRM nodes. */
     public static final int DRM_MAJOR = 226;
+    /** The device property by which a node describes its own character majors ({@link CharMajors#format()}). */
+    public static final String CHAR_MAJORS_PROPERTY = "char_majors";
 
     private final Path devRoot;
     private final Path procRoot;
@@ -53,27 +62,48 @@ public final class GpuDeviceNodes {
         this.modeset = modeset;
     }
 
-    /** @return majors by driver name from {@code /proc/devices} (character devices) */
+    /** @return majors by driver name from {@code /proc/devices} (character devices), read now */
     public Map<String, Integer> charMajors() {
-        Map<String, Integer> out = new HashMap<>();
-        try {
-            boolean chars = false;
-            for (String line : Files.readAllLines(procRoot.resolve("devices"))) {
-                if (line.startsWith("Character devices")) {
-                    chars = true;
-                } else if (line.startsWith("Block devices")) {
-                    chars = false;
-                } else if (chars) {
-                    String[] f = line.trim().split("\\s+");
-                    if (f.length == 2 && f[0].matches("[0-9]+")) {
-                        out.putIfAbsent(f[1], Integer.parseInt(f[0]));
-                    }
-                }
+        return CharMajors.read(procRoot).asMap();
+    }
+
+    /**
+     * The majors of the node these devices belong to: those the devices describe ({@value #CHAR_MAJORS_PROPERTY}),
+     * else {@code /proc/devices} read now.
+     *
+     * @param devices devices of one node (a set and the host's devices)
+     * @return the majors and where they came from
+     * @throws GpuException when devices describe different majors, or a description is not valid
+     */
+    Described majorsOf(List<GpuDevice> devices) {
+        String described = null;
+        GpuDevice by = null;
+        for (GpuDevice d : devices) {
+            String v = d.properties().get(CHAR_MAJORS_PROPERTY);
+            if (v == null) {
+                continue;
             }
-        } catch (IOException e) {
-            return out;
+            if (described != null && !described.equals(v)) {
+                throw new GpuException("GPU " + by.index() + " and GPU " + d.index() + " describe different character"
+                        + " majors (" + CHAR_MAJORS_PROPERTY + " \"" + described + "\" and \"" + v + "\"); the devices"
+                        + " of one node must describe the same");
+            }
+            described = v;
+            by = d;
         }
-        return out;
+        if (described == null) {
+            return new Described(CharMajors.read(procRoot), procRoot.resolve("devices").toString());
+        }
+        try {
+            return new Described(CharMajors.parse(described), "the node's own description (" + CHAR_MAJORS_PROPERTY
+                    + " of GPU " + by.index() + ")");
+        } catch (IllegalArgumentException e) {
+            throw new GpuException("GPU " + by.index() + " (" + by.uuid() + "): " + e.getMessage(), e);
+        }
+    }
+
+    /** Majors and where they were read. */
+    record Described(CharMajors majors, String source) {
     }
 
     /** @return mig-minors entries such as {@code gpu0/gi1/access -> 12} */
@@ -117,7 +147,10 @@ public final class GpuDeviceNodes {
         if (vendors.size() != 1) {
             throw new GpuException(what + " has devices of vendors " + vendors + "; a device plan serves one vendor");
         }
-        return vendors.get(0) == GpuVendor.NVIDIA ? nvidia(devices, host) : amd(devices, host);
+        List<GpuDevice> all = new ArrayList<>(devices);
+        all.addAll(host);
+        Described majors = majorsOf(all);
+        return vendors.get(0) == GpuVendor.NVIDIA ? nvidia(devices, host, majors) : amd(devices, host, majors);
     }
 
     private static int minorOf(GpuDevice d) {
@@ -129,7 +162,7 @@ public final class GpuDeviceNodes {
         return m.getAsInt();
     }
 
-    private DevicePlan nvidia(List<GpuDevice> set, List<GpuDevice> host) {
+    private DevicePlan nvidia(List<GpuDevice> set, List<GpuDevice> host, Described described) {
         List<DeviceNode> allowed = new ArrayList<>();
         List<DeviceNode> denied = new ArrayList<>();
         List<String> notes = new ArrayList<>();
@@ -141,14 +174,20 @@ public final class GpuDeviceNodes {
             allowed.add(new DeviceNode(devRoot.resolve("nvidia" + m), NVIDIA_MAJOR, m, "gpu"));
         }
         allowed.add(new DeviceNode(devRoot.resolve("nvidiactl"), NVIDIA_MAJOR, NVIDIACTL_MINOR, "control"));
-        Map<String, Integer> majors = charMajors();
-        Integer uvm = majors.get("nvidia-uvm");
-        if (uvm == null) {
-            notes.add("nvidia-uvm is not in " + procRoot.resolve("devices") + " (module not loaded): /dev/nvidia-uvm"
-                    + " and /dev/nvidia-uvm-tools skipped");
+        CharMajors majors = described.majors();
+        OptionalInt uvm = majors.major("nvidia-uvm");
+        Path uvmNode = devRoot.resolve("nvidia-uvm");
+        Path uvmTools = devRoot.resolve("nvidia-uvm-tools");
+        if (uvm.isEmpty()) {
+            notes.add("nvidia-uvm is not in " + described.source() + " (module not loaded): " + uvmNode + " and "
+                    + uvmTools + " are planned by path only; a container runtime reads their numbers when it starts"
+                    + " the container, and a cgroup fence cannot allow them until the module is loaded"
+                    + " (nvidia-modprobe -u -c=0 loads it and makes the nodes)");
+            allowed.add(DeviceNode.byPath(uvmNode, 0, "uvm"));
+            allowed.add(DeviceNode.byPath(uvmTools, 1, "uvm"));
         } else {
-            optional(allowed, notes, devRoot.resolve("nvidia-uvm"), uvm, 0, "uvm");
-            optional(allowed, notes, devRoot.resolve("nvidia-uvm-tools"), uvm, 1, "uvm");
+            allowed.add(new DeviceNode(uvmNode, uvm.getAsInt(), 0, "uvm"));
+            allowed.add(new DeviceNode(uvmTools, uvm.getAsInt(), 1, "uvm"));
         }
         if (modeset) {
             optional(allowed, notes, devRoot.resolve("nvidia-modeset"), NVIDIA_MAJOR, MODESET_MINOR, "modeset");
@@ -165,12 +204,13 @@ public final class GpuDeviceNodes {
         List<Integer> vendorMajors = new ArrayList<>(List.of(NVIDIA_MAJOR));
         List<GpuDevice> migs = set.stream().filter(GpuDevice::isPartition).toList();
         Map<String, Integer> caps = migMinors();
-        Integer capsMajor = majors.get("nvidia-caps");
+        OptionalInt capsNumber = majors.major("nvidia-caps");
         if (!migs.isEmpty() || host.stream().anyMatch(GpuDevice::isPartition)) {
-            if (capsMajor == null || caps.isEmpty()) {
-                notes.add("MIG access caps skipped: nvidia-caps is not in /proc/devices or "
+            if (capsNumber.isEmpty() || caps.isEmpty()) {
+                notes.add("MIG access caps skipped: nvidia-caps is not in " + described.source() + " or "
                         + procRoot.resolve("driver/nvidia-caps/mig-minors") + " is absent");
             } else {
+                int capsMajor = capsNumber.getAsInt();
                 Set<Integer> myCaps = new LinkedHashSet<>();
                 for (GpuDevice d : migs) {
                     Optional<String> gpu = Optional.ofNullable(d.properties().get("nvml.index"));
@@ -208,7 +248,7 @@ public final class GpuDeviceNodes {
         return new DevicePlan(allowed, denied, vendorMajors, notes);
     }
 
-    private DevicePlan amd(List<GpuDevice> set, List<GpuDevice> host) {
+    private DevicePlan amd(List<GpuDevice> set, List<GpuDevice> host, Described described) {
         List<DeviceNode> allowed = new ArrayList<>();
         List<DeviceNode> denied = new ArrayList<>();
         List<String> notes = new ArrayList<>();
@@ -224,11 +264,14 @@ public final class GpuDeviceNodes {
                         DRM_MAJOR, c, "card")));
             }
         }
-        Integer kfd = charMajors().get("kfd");
-        if (kfd == null) {
-            notes.add("kfd is not in " + procRoot.resolve("devices") + " (amdgpu not loaded): /dev/kfd skipped");
+        OptionalInt kfd = described.majors().major("kfd");
+        if (kfd.isEmpty()) {
+            notes.add("kfd is not in " + described.source() + " (amdgpu not loaded): " + devRoot.resolve("kfd")
+                    + " is planned by path only; a container runtime reads its number when it starts the container,"
+                    + " and a cgroup fence cannot allow it until the module is loaded");
+            allowed.add(DeviceNode.byPath(devRoot.resolve("kfd"), 0, "kfd"));
         } else {
-            allowed.add(new DeviceNode(devRoot.resolve("kfd"), kfd, 0, "kfd"));
+            allowed.add(new DeviceNode(devRoot.resolve("kfd"), kfd.getAsInt(), 0, "kfd"));
         }
         Set<Integer> myCards = new LinkedHashSet<>();
         allowed.stream().filter(n -> n.role().equals("card")).forEach(n -> myCards.add(n.minor()));

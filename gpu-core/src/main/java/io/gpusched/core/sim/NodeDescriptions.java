@@ -6,17 +6,21 @@ import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuVendor;
 import io.gpusched.core.MemorySize;
 import io.gpusched.core.PcieLevel;
+import io.gpusched.core.devices.CharMajors;
+import io.gpusched.core.devices.GpuDeviceNodes;
 import io.gpusched.core.internal.StrictYaml;
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
+import java.util.TreeMap;
 import java.util.UUID;
 import java.util.function.Function;
 
@@ -33,8 +37,13 @@ import java.util.function.Function;
  * fabric_links: 18            # optional: every pair linked all-to-all (an NVSwitch fabric) with this count
  * pcie: [[0, 1, SINGLE]]      # optional overrides; else derived: same pcie_switch SINGLE, same host_bridge
  *                             # HOSTBRIDGE, same numa_node NODE, otherwise SYSTEM
+ * char_majors: {nvidia-uvm: 510, nvidia-caps: 235}   # optional: the node's /proc/devices majors
  * </pre>
  * A device's {@code uuid} defaults to a stable value derived from the node name and index, {@code minor} to its index.
+ * {@code char_majors} are the node's own character-device majors, so that its device nodes (CDI specs, fences) never
+ * depend on the machine it is simulated on; by default {@link #DEFAULT_CHAR_MAJORS} of its vendors (NVIDIA:
+ * {@code nvidia-uvm} and {@code nvidia-caps}; AMD: {@code kfd}); {@code {}} describes a node whose modules are not
+ * loaded. Every device carries them as the property {@value GpuDeviceNodes#CHAR_MAJORS_PROPERTY}.
  */
 public final class NodeDescriptions {
 
@@ -42,10 +51,15 @@ public final class NodeDescriptions {
     public static final List<String> PROFILES = List.of("dgx1-v100", "dgx-h100", "pcie-4xa10", "mi210-8x");
 
     private static final Set<String> ROOT_KEYS =
-            Set.of("node", "description", "driver_version", "defaults", "devices", "links", "fabric_links", "pcie");
+            Set.of("node", "description", "driver_version", "defaults", "devices", "links", "fabric_links", "pcie",
+                    "char_majors");
     private static final Set<String> DEVICE_KEYS = Set.of("index", "uuid", "vendor", "name", "memory",
             "compute_capability", "architecture", "pci_bus_id", "numa_node", "minor", "pcie_switch", "host_bridge",
             "parent", "driver_version", "properties");
+
+    /** The majors of a node's vendors when its description gives no {@code char_majors}. */
+    public static final Map<GpuVendor, Map<String, Integer>> DEFAULT_CHAR_MAJORS = Map.of(
+            GpuVendor.NVIDIA, Map.of("nvidia-uvm", 510, "nvidia-caps", 235), GpuVendor.AMD, Map.of("kfd", 237));
 
     /** Most devices one description may list: topology is derived per pair, so the cost grows with the square. */
     public static final int MAX_DEVICES = 1024;
@@ -99,6 +113,7 @@ public final class NodeDescriptions {
             throw root.error(root.pathOf("devices"), "has " + devices.size() + " devices; a node description may"
                     + " have at most " + MAX_DEVICES + " (pairs are derived for every two devices)");
         }
+        List<GpuDevice> built = new ArrayList<>();
         Map<Integer, String[]> placement = new HashMap<>();
         Map<Integer, Integer> numa = new HashMap<>();
         Set<String> uuids = new HashSet<>();
@@ -144,15 +159,23 @@ public final class NodeDescriptions {
                 numa.put(index, n);
             }
             StrictYaml props = d.child("properties");
+            if (props.has(GpuDeviceNodes.CHAR_MAJORS_PROPERTY)) {
+                throw d.error(props.pathOf(GpuDeviceNodes.CHAR_MAJORS_PROPERTY), "is the node's: give char_majors at"
+                        + " the top level of the description (e.g. char_majors: {nvidia-uvm: 510})");
+            }
             for (String k : props.keys()) {
                 g.property(k, props.string(k, ""));
             }
             placement.put(index, new String[]{d.string("pcie_switch", null), d.string("host_bridge", null)});
             try {
-                b.device(g.build());
+                built.add(g.build());
             } catch (IllegalArgumentException e) {
                 throw d.error(root.pathOf("devices") + "[index " + index + "]", e.getMessage());
             }
+        }
+        String majors = charMajors(root, built).format();
+        for (GpuDevice g : built) {
+            b.device(g.toBuilder().property(GpuDeviceNodes.CHAR_MAJORS_PROPERTY, majors).build());
         }
         derivePcie(b, placement, numa);
         int fabric = root.integer("fabric_links", 0, 0, 1024);
@@ -196,6 +219,26 @@ public final class NodeDescriptions {
             return b.build();
         } catch (IllegalArgumentException e) {
             throw new GpuConfigException(source + ": " + e.getMessage(), e);
+        }
+    }
+
+    /** The description's {@code char_majors}, or the defaults of its devices' vendors. */
+    private static CharMajors charMajors(StrictYaml root, List<GpuDevice> devices) {
+        if (!root.has("char_majors")) {
+            Map<String, Integer> m = new TreeMap<>();
+            devices.stream().map(GpuDevice::vendor).distinct()
+                    .forEach(v -> m.putAll(DEFAULT_CHAR_MAJORS.getOrDefault(v, Map.of())));
+            return CharMajors.of(m);
+        }
+        StrictYaml c = root.child("char_majors");
+        Map<String, Integer> m = new TreeMap<>();
+        for (String k : c.keys()) {
+            m.put(k, c.requiredInteger(k, 1, CharMajors.MAX_MAJOR));
+        }
+        try {
+            return CharMajors.of(m);
+        } catch (IllegalArgumentException e) {
+            throw root.error(root.pathOf("char_majors"), e.getMessage());
         }
     }
 

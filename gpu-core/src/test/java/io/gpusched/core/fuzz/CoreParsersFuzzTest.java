@@ -39,4 +39,14 @@ class CoreParsersFuzzTest {
     void nodeDescriptions(byte[] input) {
         NodeDescriptionsFuzzer.fuzzerTestOneInput(input);
     }
+
+    @FuzzTest
+    void procDevices(byte[] input) {
+        ProcDevicesFuzzer.fuzzerTestOneInput(input);
+    }
+
+    @FuzzTest
+    void charMajors(byte[] input) {
+        CharMajorsFuzzer.fuzzerTestOneInput(input);
+    }
 }

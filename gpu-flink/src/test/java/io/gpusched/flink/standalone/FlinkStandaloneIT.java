@@ -3,6 +3,7 @@ package io.gpusched.flink.standalone;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import io.gpusched.testing.ClassPathEntry;
 import io.gpusched.testing.LedgerReader;
 import java.io.File;
 import java.io.IOException;
@@ -45,7 +46,6 @@ import org.junit.jupiter.api.io.TempDir;
  */
 class FlinkStandaloneIT {
     private static final long WAIT_S = 180;
-    private static final Path REPOSITORY = Path.of("..").toAbsolutePath().normalize();
     private static final String REGISTERED = "Successful registration at resource manager";
     /**
      * The JVM options Flink's distribution sets in its default {@code config.yaml} ({@code env.java.opts.all}) and its
@@ -239,17 +239,15 @@ class FlinkStandaloneIT {
 
     /** @return whether a class path entry is part of what Flink brings (not gpusched, not the test tools) */
     private static boolean isFlinkDistribution(String entry) {
-        if (!entry.endsWith(".jar") || Path.of(entry).toAbsolutePath().startsWith(REPOSITORY)) {
+        // by what each entry is (ClassPathEntry), never by words in its path: a local repository inside the checkout
+        // or under a directory named junit or gpusched changes nothing (issue 32)
+        ClassPathEntry e = ClassPathEntry.of(entry);
+        if (!e.isJar() || e.isGpusched()) {
             return false; // this build's own jars and classes
         }
-        for (String not : List.of("/io/gpusched/", "/org/junit/", "/org/assertj/", "/org/opentest4j/",
-                "/org/apiguardian/", "/net/bytebuddy/", "/net/java/dev/jna/", "/org/yaml/snakeyaml/",
-                "/com/fasterxml/jackson/", "/com/code-intelligence/", "/net/jqwik/", "/surefire", "/failsafe")) {
-            if (entry.contains(not)) {
-                return false;
-            }
-        }
-        return true; // slf4j-api and slf4j-simple stay: Flink's logging (the distribution ships a log4j binding)
+        // slf4j-api and slf4j-simple stay: Flink's logging (the distribution ships a log4j binding)
+        return !e.isTestTool() && !e.isArtifact("jna", "jna-platform", "snakeyaml")
+                && !e.carries("com/fasterxml/jackson/");
     }
 
     /**

@@ -449,7 +449,8 @@ class KfdAdversarialTest {
         assertEquals(8, inv.devices().size());
         Set<String> xgmi = new HashSet<>();
         try (Stream<Path> s = Files.walk(nodes)) {
-            for (Path p : s.filter(p -> p.toString().contains("/io_links/") && p.endsWith("properties")).toList()) {
+            for (Path p : s.filter(p -> nodes.relativize(p).toString().contains("io_links/")
+                    && p.endsWith("properties")).toList()) {
                 Map<String, String> m = props(p);
                 if ("11".equals(m.get("type"))) {
                     int a = Integer.parseInt(m.get("node_from"));

@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuInventories;
 import io.gpusched.core.GpuInventory;
+import io.gpusched.testing.ClassPathEntry;
 import io.gpusched.testing.LedgerReader;
 import java.io.File;
 import java.io.IOException;
@@ -44,7 +45,6 @@ import org.junit.jupiter.api.io.TempDir;
  */
 class SparkStandaloneIT {
     private static final long WAIT_S = 90;
-    private static final Path REPOSITORY = Path.of("..").toAbsolutePath().normalize();
 
     @TempDir
     Path tmp;
@@ -196,17 +196,13 @@ class SparkStandaloneIT {
 
     /** @return whether a class path entry is part of what Spark brings (not gpusched, not the test tools) */
     private static boolean isSparkDistribution(String entry) {
-        if (!entry.endsWith(".jar") || Path.of(entry).toAbsolutePath().startsWith(REPOSITORY)) {
+        // by what each entry is (ClassPathEntry), never by words in its path: a local repository inside the checkout
+        // or under a directory named junit or gpusched changes nothing (issue 32)
+        ClassPathEntry e = ClassPathEntry.of(entry);
+        if (!e.isJar() || e.isGpusched()) {
             return false; // this build's own jars and classes
         }
-        for (String not : List.of("/io/gpusched/", "/org/junit/", "/org/assertj/", "/org/opentest4j/",
-                "/org/apiguardian/", "/net/bytebuddy/", "/net/java/dev/jna/", "/org/yaml/snakeyaml/",
-                "/com/code-intelligence/", "/org/slf4j/slf4j-simple/", "/surefire", "/failsafe")) {
-            if (entry.contains(not)) {
-                return false;
-            }
-        }
-        return true;
+        return !e.isTestTool() && !e.isArtifact("jna", "jna-platform", "snakeyaml", "slf4j-simple");
     }
 
     private Process worker(String name, String master) throws IOException {

@@ -64,6 +64,12 @@ public final class DoctorCommand implements Callable<Integer> {
             out.println("        " + c.verdict());
         }
         r.cudaProblems().forEach(p -> out.println("  problem: " + p));
+        DoctorReport.Uvm uvm = r.uvm();
+        if (uvm.checked()) {
+            out.println("NVIDIA unified memory (nvidia-uvm):");
+            out.println(uvm.problem() == null ? "  [ok]  loaded (major " + uvm.major() + "), /dev/nvidia-uvm and"
+                    + " /dev/nvidia-uvm-tools present" : "  [--]  " + uvm.problem() + "\n        -> " + uvm.advice());
+        }
         return 0;
     }
 }

@@ -53,7 +53,8 @@ public final class ExportCdiCommand implements Callable<Integer> {
                     .map(v -> CudaOutput.resolver(n).driverLibraryMounts(v).stream().map(CudaEnvironment.Mount::source)
                             .toList())
                     .orElse(List.of());
-            CdiOptions o = new CdiOptions(nvidiaKind, amdKind, devRoot, Path.of("/proc"), mounts);
+            CdiOptions o = new CdiOptions(nvidiaKind, amdKind, devRoot,
+                    Path.of(System.getProperty("gpusched.proc.root", "/proc")), mounts);
             specs = CdiSpec.of(n.inventory(), o);
         }
         for (CdiSpec s : specs) {

@@ -9,6 +9,7 @@ import io.gpusched.cli.GpuschedCommand;
 import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuInventories;
 import io.gpusched.core.GpuInventory;
+import io.gpusched.testing.ClassPathEntry;
 import java.io.BufferedReader;
 import java.io.File;
 import java.io.IOException;
@@ -34,6 +35,7 @@ import java.util.TreeSet;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Predicate;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -63,9 +65,6 @@ class OneNodeEveryMemberIT {
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final long WAIT_S = 120;
     private static final String JAVA = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-    private static final List<String> NOT_ENGINE = List.of("/org/junit/", "/org/assertj/", "/org/opentest4j/",
-            "/org/apiguardian/", "/net/bytebuddy/", "/net/java/dev/jna/", "/org/yaml/snakeyaml/",
-            "/com/code-intelligence/", "/net/jqwik/", "/surefire", "/failsafe");
 
     @TempDir
     Path tmp;
@@ -92,8 +91,9 @@ class OneNodeEveryMemberIT {
     void cliLibraryConsoleSparkAndFlinkShareOneLedgerOnTheDefaults() throws Exception {
         Path sparkJar = property("gpusched.sparkDropInJar");
         Path flinkJar = property("gpusched.flinkDropInJar");
-        List<String> sparkPath = enginePath(property("gpusched.sparkClassPath"), List.of("/org/slf4j/slf4j-simple/"));
-        List<String> flinkPath = enginePath(property("gpusched.flinkClassPath"), List.of("/com/fasterxml/jackson/"));
+        List<String> sparkPath = enginePath(property("gpusched.sparkClassPath"), e -> e.isArtifact("slf4j-simple"));
+        List<String> flinkPath = enginePath(property("gpusched.flinkClassPath"),
+                e -> e.carries("com/fasterxml/jackson/"));
         setUp();
         Path pluginsDir = Files.createDirectories(tmp.resolve("flink-plugins").resolve("gpusched")).getParent();
         Files.createSymbolicLink(pluginsDir.resolve("gpusched").resolve(flinkJar.getFileName()), flinkJar);
@@ -581,12 +581,16 @@ class OneNodeEveryMemberIT {
         return Path.of(v).toAbsolutePath().normalize();
     }
 
-    /** @return an engine module's test class path (written at package, gpusched's modules left out), less tools */
-    private static List<String> enginePath(Path file, List<String> alsoNot) throws IOException {
+    /**
+     * @return an engine module's test class path (written at package, gpusched's modules left out), less test tools,
+     *         JNA, SnakeYAML and {@code alsoNot}: each entry known by its artifact or its packages, never by the words
+     *         in its path (issue 32)
+     */
+    private static List<String> enginePath(Path file, Predicate<ClassPathEntry> alsoNot) throws IOException {
         List<String> out = new ArrayList<>();
-        for (String e : Files.readString(file).trim().split(File.pathSeparator)) {
-            if (NOT_ENGINE.stream().noneMatch(e::contains) && alsoNot.stream().noneMatch(e::contains)) {
-                out.add(e);
+        for (ClassPathEntry e : ClassPathEntry.parse(Files.readString(file).trim())) {
+            if (!e.isTestTool() && !e.isArtifact("jna", "jna-platform", "snakeyaml") && !alsoNot.test(e)) {
+                out.add(e.path().toString());
             }
         }
         return out;

@@ -190,6 +190,11 @@
     }
     for (const p of d.cudaProblems) cu.appendChild(el('li', 'no', 'problem: ' + p));
     box.appendChild(cu);
+    if (d.uvm && d.uvm.checked) {
+      box.appendChild(el('h3', null, 'NVIDIA unified memory (nvidia-uvm)'));
+      box.appendChild(el('div', d.uvm.problem ? 'no' : 'ok', d.uvm.problem
+        ? d.uvm.problem + ' → ' + d.uvm.advice : 'loaded (major ' + d.uvm.major + '), nodes present'));
+    }
   }
 
   function applyState(s) {

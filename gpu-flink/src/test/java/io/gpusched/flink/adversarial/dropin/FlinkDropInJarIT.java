@@ -3,6 +3,7 @@ package io.gpusched.flink.adversarial.dropin;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.gpusched.testing.ClassPathEntry;
 import java.io.File;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -62,13 +63,13 @@ class FlinkDropInJarIT {
         Files.copy(jar, plugins.resolve(jar.getFileName()));
 
         List<String> cp = new ArrayList<>();
-        for (String e : System.getProperty("java.class.path").split(File.pathSeparator)) {
-            // gpusched's own modules: this repository's build outputs (classes, module jars) and any installed copy
-            boolean gpusched = e.contains("/io/gpusched/")
-                    || Path.of(e).toAbsolutePath().normalize().startsWith(Path.of("..").toAbsolutePath().normalize());
-            boolean tool = e.matches(".*/(junit|opentest4j|apiguardian|assertj|byte-buddy|mockito)[^/]*/.*");
+        for (ClassPathEntry e : ClassPathEntry.current()) {
+            // gpusched's own modules (build outputs, module jars, any installed copy): by their classes, not paths
+            boolean gpusched = e.isGpusched();
+            boolean tool = e.isArtifactStartingWith("junit", "opentest4j", "apiguardian", "assertj", "byte-buddy",
+                    "mockito");
             if (!gpusched && !tool) {
-                cp.add(e);
+                cp.add(e.path().toString());
             }
         }
         cp.add(Path.of("target", "test-classes").toAbsolutePath().toString()); // the child's main only

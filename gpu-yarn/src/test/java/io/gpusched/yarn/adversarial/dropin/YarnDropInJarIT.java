@@ -3,6 +3,7 @@ package io.gpusched.yarn.adversarial.dropin;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.gpusched.testing.ClassPathEntry;
 import java.io.File;
 import java.io.InputStream;
 import java.nio.file.Files;
@@ -83,9 +84,9 @@ class YarnDropInJarIT {
     @Test
     void theDropInJarDoesNotBreakAnotherSnakeYamlOnTheSameClassPath() throws Exception {
         Path snakeyaml = null;
-        for (String e : System.getProperty("java.class.path").split(File.pathSeparator)) {
-            if (e.matches(".*/snakeyaml-2[0-9.]*\\.jar")) {
-                snakeyaml = Path.of(e);
+        for (ClassPathEntry e : ClassPathEntry.current()) {
+            if (e.isArtifact("snakeyaml") && e.path().getFileName().toString().startsWith("snakeyaml-2")) {
+                snakeyaml = e.path();
             }
         }
         org.junit.jupiter.api.Assumptions.assumeTrue(snakeyaml != null, "no SnakeYAML 2.x jar on the class path");
@@ -141,8 +142,9 @@ class YarnDropInJarIT {
     }
 
     private static Path nodeManagerPom() {
-        for (String e : System.getProperty("java.class.path").split(File.pathSeparator)) {
-            if (e.matches(".*hadoop-yarn-server-nodemanager-[0-9.]+\\.jar")) {
+        for (ClassPathEntry ce : ClassPathEntry.current()) {
+            String e = ce.path().toString();
+            if (ce.isArtifact("hadoop-yarn-server-nodemanager")) {
                 Path pom = Path.of(e.replaceFirst("\\.jar$", ".pom"));
                 if (Files.isRegularFile(pom)) {
                     return pom;
@@ -161,16 +163,16 @@ class YarnDropInJarIT {
     void pluginWorksWithTheJarAloneOnTheNodeManagersClassPath(@org.junit.jupiter.api.io.TempDir Path tmp)
             throws Exception {
         List<String> cp = new ArrayList<>();
-        for (String e : System.getProperty("java.class.path").split(File.pathSeparator)) {
-            // gpusched's own modules: this repository's build outputs (classes, module jars) and any installed copy
-            boolean gpusched = e.contains("/io/gpusched/")
-                    || Path.of(e).toAbsolutePath().normalize().startsWith(Path.of("..").toAbsolutePath().normalize());
-            boolean tool = e.matches(".*/(junit|opentest4j|apiguardian|assertj|byte-buddy|jmh|mockito)[^/]*/.*")
+        for (ClassPathEntry e : ClassPathEntry.current()) {
+            // gpusched's own modules (build outputs, module jars, any installed copy): by their classes, not paths
+            boolean gpusched = e.isGpusched();
+            boolean tool = e.isArtifactStartingWith("junit", "opentest4j", "apiguardian", "assertj", "byte-buddy",
+                    "jmh", "mockito")
                     // libraries the jar must bring itself (relocated), not take from this test's path; JNA stays:
                     // the NodeManager ships its own, and the jar leaves it out
-                    || e.contains("/org/yaml/snakeyaml/");
+                    || e.isArtifact("snakeyaml");
             if (!gpusched && !tool) {
-                cp.add(e);
+                cp.add(e.path().toString());
             }
         }
         cp.add(Path.of("target", "test-classes").toAbsolutePath().toString()); // the child's main only
