@@ -76,6 +76,10 @@ final class DefaultGpuScheduler implements GpuScheduler {
         Map<Integer, GpuDevice> byIndex = new HashMap<>();
         Map<String, GpuDevice> byUuid = new HashMap<>();
         for (GpuDevice d : devices) {
+            // identifiers reach shell variables, container flags and terminals: a backend may report hostile ones too
+            DeviceIdentifiers.problem(d).ifPresent(p -> {
+                throw new IllegalArgumentException("inventory " + inventory.backend() + ": " + p);
+            });
             if (byIndex.put(d.index(), d) != null || byUuid.put(d.uuid(), d) != null) {
                 throw new IllegalArgumentException("inventory " + inventory.backend() + " lists device "
                         + d.index() + " (" + d.uuid() + ") twice");
@@ -83,7 +87,7 @@ final class DefaultGpuScheduler implements GpuScheduler {
         }
         this.health = new HealthTracker(inventory);
         this.drain = new DrainControl(inventory, config.drainTimeout());
-        this.placement = new Placement(strategy, inventory.topology());
+        this.placement = new Placement(strategy, inventory.topology(), config.maxSharedPerGpu());
         this.rateLimits = new RateLimits(config);
         Path stateDir = b.stateDir != null ? b.stateDir : config.stateDir().orElse(null);
         LedgerFile file = null;

@@ -25,6 +25,7 @@ import java.util.Set;
  *   cuda_paths: [/opt/cuda]    # extra CUDA installations to consider
  *   max_gpus_per_request: 0    # 0: no limit
  *   allow_sharing: true        # false: SHARED requests are refused
+ *   max_shared_per_gpu: 48     # most shared allocations one GPU takes (1 to 4096)
  *   leases: {release_on_expiry: false}              # true: an expired lease is released by the scheduler
  *   drain: {timeout: 5m}                           # released GPUs with processes left past this are quarantined
  *   rate_limit: {per_owner_per_second: 0, burst: 0} # 0: no limit; over it: RATE_LIMITED
@@ -51,6 +52,10 @@ import java.util.Set;
  * @param workBudget        {@code gpu.placement.work_budget}: work units one topology search may spend (at least
  *                          1,000; {@link io.gpusched.core.strategy.TopologyAwareStrategy#EXACT} for none, written
  *                          {@code exact})
+ * @param maxSharedPerGpu   {@code gpu.max_shared_per_gpu}: most shared allocations one GPU takes at once, 1 to
+ *                          {@value #MAX_SHARED_PER_GPU_LIMIT} (default {@value #DEFAULT_MAX_SHARED_PER_GPU}, MPS's own
+ *                          limit of client contexts per GPU); a shared request that would go past it on a GPU is
+ *                          refused for that GPU ({@code INSUFFICIENT_GPUS}, or {@code DEVICE_BUSY} for a GPU named)
  */
 public record GpuConfig(
         boolean enabled,
@@ -65,11 +70,17 @@ public record GpuConfig(
         int rateLimitBurst,
         Duration sampleMaxAge,
         Optional<Path> stateDir,
-        long workBudget) {
+        long workBudget,
+        int maxSharedPerGpu) {
+
+    /** The default of {@code gpu.max_shared_per_gpu}: MPS serves at most 48 client contexts per GPU. */
+    public static final int DEFAULT_MAX_SHARED_PER_GPU = 48;
+    /** The largest {@code gpu.max_shared_per_gpu} accepted. */
+    public static final int MAX_SHARED_PER_GPU_LIMIT = 4096;
 
     private static final Set<String> ROOT_KEYS = Set.of("gpu");
     private static final Set<String> GPU_KEYS = Set.of("enabled", "strategy", "backends", "cuda_paths",
-            "max_gpus_per_request", "allow_sharing", "leases", "drain", "rate_limit", "thermal", "state_dir",
+            "max_gpus_per_request", "allow_sharing", "max_shared_per_gpu", "leases", "drain", "rate_limit", "thermal", "state_dir",
             "placement");
 
     /** @throws GpuConfigException naming the invalid setting */
@@ -100,6 +111,11 @@ public record GpuConfig(
         if (workBudget < TopologyAwareStrategy.MIN_WORK_BUDGET) {
             throw new GpuConfigException("gpu.placement.work_budget: " + workBudget + " is too small; valid: "
                     + TopologyAwareStrategy.WORK_BUDGET_VALUES);
+        }
+        if (maxSharedPerGpu < 1 || maxSharedPerGpu > MAX_SHARED_PER_GPU_LIMIT) {
+            throw new GpuConfigException("gpu.max_shared_per_gpu: must be 1 to " + MAX_SHARED_PER_GPU_LIMIT
+                    + " (shared allocations one GPU takes at once; default " + DEFAULT_MAX_SHARED_PER_GPU + "), was "
+                    + maxSharedPerGpu);
         }
         if (maxGpusPerRequest < 0) {
             throw new GpuConfigException("gpu.max_gpus_per_request: must be >= 0 (0 = no limit), was "
@@ -137,9 +153,11 @@ public record GpuConfig(
         Builder b = builder()
                 .enabled(gpu.bool("enabled", true))
                 .strategy(gpu.string("strategy", "packing"))
-                .backends(gpu.strings("backends"))
+                .backends(gpu.texts("backends", "a provider name such as nvml"))
                 .maxGpusPerRequest(gpu.integer("max_gpus_per_request", 0, 0, Integer.MAX_VALUE))
-                .allowSharing(gpu.bool("allow_sharing", true));
+                .allowSharing(gpu.bool("allow_sharing", true))
+                .maxSharedPerGpu(gpu.integer("max_shared_per_gpu", DEFAULT_MAX_SHARED_PER_GPU, 1,
+                        MAX_SHARED_PER_GPU_LIMIT));
         StrictYaml leases = gpu.child("leases").onlyKeys(Set.of("release_on_expiry"));
         b.releaseOnExpiry(leases.bool("release_on_expiry", false));
         StrictYaml drain = gpu.child("drain").onlyKeys(Set.of("timeout"));
@@ -153,7 +171,7 @@ public record GpuConfig(
         b.workBudget(placement.parsed("work_budget", TopologyAwareStrategy::parseWorkBudget, b.workBudget,
                 TopologyAwareStrategy.WORK_BUDGET_VALUES));
         List<Path> paths = new ArrayList<>();
-        List<String> given = gpu.strings("cuda_paths");
+        List<String> given = gpu.texts("cuda_paths", "a directory such as /opt/cuda");
         for (int i = 0; i < given.size(); i++) {
             String p = given.get(i);
             try {
@@ -206,7 +224,7 @@ public record GpuConfig(
      */
     public GpuConfig withStrategy(String name) {
         return new GpuConfig(enabled, name, backends, cudaPaths, maxGpusPerRequest, allowSharing, releaseOnExpiry,
-                drainTimeout, rateLimitPerSecond, rateLimitBurst, sampleMaxAge, stateDir, workBudget);
+                drainTimeout, rateLimitPerSecond, rateLimitBurst, sampleMaxAge, stateDir, workBudget, maxSharedPerGpu);
     }
 
     /**
@@ -215,7 +233,8 @@ public record GpuConfig(
      */
     public GpuConfig withBackends(List<String> names) {
         return new GpuConfig(enabled, strategy, List.copyOf(names), cudaPaths, maxGpusPerRequest, allowSharing,
-                releaseOnExpiry, drainTimeout, rateLimitPerSecond, rateLimitBurst, sampleMaxAge, stateDir, workBudget);
+                releaseOnExpiry, drainTimeout, rateLimitPerSecond, rateLimitBurst, sampleMaxAge, stateDir, workBudget,
+                maxSharedPerGpu);
     }
 
     /** @return a builder with the defaults */
@@ -238,6 +257,7 @@ public record GpuConfig(
         private Duration sampleMaxAge = Duration.ofSeconds(30);
         private Path stateDir;
         private long workBudget = TopologyAwareStrategy.DEFAULT_WORK_BUDGET;
+        private int maxSharedPerGpu = DEFAULT_MAX_SHARED_PER_GPU;
 
         private Builder() {
         }
@@ -280,12 +300,14 @@ public record GpuConfig(
         public Builder maxGpusPerRequest(int v) { maxGpusPerRequest = v; return this; }
         /** @return this */
         public Builder allowSharing(boolean v) { allowSharing = v; return this; }
+        /** @param v most shared allocations one GPU takes ({@code gpu.max_shared_per_gpu}) @return this */
+        public Builder maxSharedPerGpu(int v) { maxSharedPerGpu = v; return this; }
 
         /** @return the validated configuration */
         public GpuConfig build() {
             return new GpuConfig(enabled, strategy, backends, cudaPaths, maxGpusPerRequest, allowSharing,
                     releaseOnExpiry, drainTimeout, rateLimitPerSecond, rateLimitBurst, sampleMaxAge,
-                    Optional.ofNullable(stateDir), workBudget);
+                    Optional.ofNullable(stateDir), workBudget, maxSharedPerGpu);
         }
     }
 }

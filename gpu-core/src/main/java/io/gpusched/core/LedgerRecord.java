@@ -292,7 +292,7 @@ sealed interface LedgerRecord {
             b.requiredDevices(idx);
         }
         if (r.has("sharedBytes")) {
-            b.shared(MemorySize.ofBytes(r.get("sharedBytes").asLong()));
+            b.sharedAsRecorded(MemorySize.ofBytes(r.get("sharedBytes").asLong()));
         }
         if (r.has("owner")) {
             b.owner(r.get("owner").asText());

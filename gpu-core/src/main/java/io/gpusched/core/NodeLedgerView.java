@@ -25,12 +25,15 @@ public final class NodeLedgerView {
     private final Path file;
     private final long sequence;
     private final List<Allocation> allocations;
+    private final List<DeviceState> devices;
     private final List<String> warnings;
 
-    private NodeLedgerView(Path file, long sequence, List<Allocation> allocations, List<String> warnings) {
+    private NodeLedgerView(Path file, long sequence, List<Allocation> allocations, List<DeviceState> devices,
+            List<String> warnings) {
         this.file = file;
         this.sequence = sequence;
         this.allocations = List.copyOf(allocations);
+        this.devices = List.copyOf(devices);
         this.warnings = List.copyOf(warnings);
     }
 
@@ -51,14 +54,20 @@ public final class NodeLedgerView {
         Objects.requireNonNull(inventory, "inventory");
         List<DeviceState> idle = new ArrayList<>();
         for (GpuDevice d : inventory.devices()) {
-            idle.add(DeviceState.idle(d, GpuHealth.HEALTHY));
+            GpuHealth h;
+            try {
+                h = inventory.health(d);
+            } catch (RuntimeException e) {
+                h = GpuHealth.lost("health could not be read: " + e.getMessage());
+            }
+            idle.add(DeviceState.idle(d, h));
         }
         List<String> warnings = new ArrayList<>();
         NodeState s = LedgerFile.read(stateDir, new NodeState(idle), warnings);
         NodeIdentity.verify(stateDir.toAbsolutePath().normalize(), inventory);
         warnings.addAll(s.problems);
         return new NodeLedgerView(stateDir.toAbsolutePath().normalize().resolve(LedgerFile.FILE), s.sequence,
-                new ArrayList<>(s.live.values()), warnings);
+                new ArrayList<>(s.live.values()), s.snapshot(), warnings);
     }
 
     /** @return the ledger file read */
@@ -74,6 +83,14 @@ public final class NodeLedgerView {
     /** @return the live allocations, in the order they were made */
     public List<Allocation> allocations() {
         return allocations;
+    }
+
+    /**
+     * @return the node's devices as the ledger records them: who holds each, draining and quarantined ones, and the
+     *         inventory's health when the view was read; no metrics
+     */
+    public List<DeviceState> devices() {
+        return devices;
     }
 
     /**

@@ -21,6 +21,15 @@ public record SchedulerStatus(String backend, boolean enabled, String strategy, 
         List<String> notes) {
 
     /**
+     * @param devices     device states (a scheduler's, or a {@link NodeLedgerView}'s)
+     * @param allocations the live allocations, for the shared holders of each device
+     * @return the devices as a status shows them
+     */
+    public static List<Device> devices(List<DeviceState> devices, List<Allocation> allocations) {
+        return Statuses.devices(devices, allocations);
+    }
+
+    /**
      * One device.
      *
      * @param index              device index
