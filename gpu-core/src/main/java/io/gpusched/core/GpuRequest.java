@@ -244,7 +244,7 @@ public record GpuRequest(
         return uid;
     }
 
-    private static String checkCgroup(String dir) {
+    static String checkCgroup(String dir) {
         Objects.requireNonNull(dir, "job cgroup");
         if (!dir.startsWith("/") || dir.length() > 4096 || dir.contains("/../") || dir.endsWith("/..")
                 || dir.contains("/./") || dir.chars().anyMatch(c -> c < 0x20 || c == 0x7f)) {
@@ -462,6 +462,9 @@ public record GpuRequest(
         /** @param reservation memory reserved on each GPU; makes the request SHARED @return this */
         public Builder shared(MemorySize reservation) {
             Objects.requireNonNull(reservation, "reservation");
+            if (reservation.bytes() == 0) {
+                throw new IllegalArgumentException("a shared memory reservation must be more than 0 bytes");
+            }
             if (reservation.bytes() < MIN_SHARED_BYTES) {
                 throw new IllegalArgumentException("a shared reservation must be at least 1 MiB (the unit of CUDA's"
                         + " CUDA_MPS_PINNED_DEVICE_MEM_LIMIT, which a job gets), was " + reservation.bytes()

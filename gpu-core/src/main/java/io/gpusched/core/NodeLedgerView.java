@@ -1,6 +1,9 @@
 package io.gpusched.core;
 
+import io.gpusched.core.host.JobCgroups;
 import java.nio.file.Path;
+import java.time.Clock;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
@@ -18,8 +21,10 @@ import java.util.Objects;
  * }</pre>
  *
  * <p>The view is what the ledger held when it was read: a record a writer was appending meanwhile (an incomplete last
- * line) is not in it, and nothing is released on its behalf (an expired lease or a dead holder stays listed until a
- * writer records its release).
+ * line) is not in it. It agrees with what the next writer does with leases: an allocation whose lease has ended and
+ * ends it (made by a process with {@code gpu.leases.release_on_expiry}) is not listed, unless its job cgroup still has
+ * processes; an expired lease without it stays listed (held, {@code expiresAt} in the past) until released or renewed.
+ * Nothing is written: a dead holder's allocation stays listed until a writer records its release.
  */
 public final class NodeLedgerView {
     private final Path file;
@@ -50,6 +55,14 @@ public final class NodeLedgerView {
      *                         for a scheduler over the directory
      */
     public static NodeLedgerView read(Path stateDir, GpuInventory inventory) {
+        return read(stateDir, inventory, Clock.systemUTC());
+    }
+
+    /**
+     * As {@link #read(Path, GpuInventory)}, deciding which leases have ended on {@code clock} (the node's writers'
+     * clock: the system clock, or a test's).
+     */
+    public static NodeLedgerView read(Path stateDir, GpuInventory inventory, Clock clock) {
         Objects.requireNonNull(stateDir, "stateDir");
         Objects.requireNonNull(inventory, "inventory");
         List<DeviceState> idle = new ArrayList<>();
@@ -65,6 +78,14 @@ public final class NodeLedgerView {
         List<String> warnings = new ArrayList<>();
         NodeState s = LedgerFile.read(stateDir, new NodeState(idle), warnings);
         NodeIdentity.verify(stateDir.toAbsolutePath().normalize(), inventory);
+        Instant now = clock.instant();
+        for (Allocation a : List.copyOf(s.live.values())) {
+            // what the next writer does: a lease that ends its allocation is over (unless its job still runs)
+            if (Leases.ends(a, s, false, now)
+                    && a.request().jobCgroup().map(c -> !JobCgroups.populated(Path.of(c))).orElse(true)) {
+                s.endInView(a.id(), now);
+            }
+        }
         warnings.addAll(s.problems);
         return new NodeLedgerView(stateDir.toAbsolutePath().normalize().resolve(LedgerFile.FILE), s.sequence,
                 new ArrayList<>(s.live.values()), s.snapshot(), warnings);

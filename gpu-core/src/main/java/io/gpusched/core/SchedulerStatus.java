@@ -70,9 +70,12 @@ public record SchedulerStatus(String backend, boolean enabled, String strategy, 
      * @param expiresAt         lease end, or null
      * @param placement         the strategy's certificate: "proven optimal", "within X % of optimal (...)" or
      *                          "not rated"
+     * @param expired           whether its lease has run out when the status was taken (it is still held: its lease
+     *                          does not end it, or its job could not be ended yet)
+     * @param jobCgroup         the cgroup of the job using it, or null
      */
     public record Held(String id, String owner, String jobId, List<Integer> deviceIndices, List<String> deviceUuids,
             String sharing, Long sharedMemoryBytes, String createdAt, Map<String, String> labels,
-            String expiresAt, String placement) {
+            String expiresAt, String placement, boolean expired, String jobCgroup) {
     }
 }

@@ -22,7 +22,7 @@ final class Statuses {
                     a.deviceIndices(), a.deviceUuids(), a.sharing().name(),
                     a.sharedMemory().map(MemorySize::bytes).orElse(null), a.createdAt().toString(),
                     a.request().labels(), a.expiresAt().map(Instant::toString).orElse(null),
-                    a.placement().describe()));
+                    a.placement().describe(), Leases.expired(a, at), a.request().jobCgroup().orElse(null)));
         }
         return new SchedulerStatus(backend, enabled, strategy, at.toString(), out, held, drainSupported, notes);
     }
