@@ -445,7 +445,8 @@ final class DefaultGpuScheduler implements GpuScheduler {
      * Run first in every transaction that may have allocations to end (under the node's lock, on the caught-up state):
      * releases the allocations whose holder process is gone ({@code RECLAIMED}) and those whose lease ended and ends
      * them ({@code EXPIRED}: the allocating process had {@code release_on_expiry}, or this one has), ending each one's
-     * job cgroup first ({@link JobCgroupReclaim}; one that cannot be ended stays held). No maintenance thread is needed:
+     * job cgroup first ({@link JobCgroupReclaim}; one that cannot be ended stays held). No maintenance thread is
+     * needed:
      * whichever process of the node changes or reads the ledger next does it.
      *
      * @return the records, and the events of attempts that kept an allocation held
@@ -550,7 +551,8 @@ final class DefaultGpuScheduler implements GpuScheduler {
                     + (pids.size() > 5 ? ", ..." : "") + ")"
                     + a.request().holder().map(h -> ", started by " + h).orElse("") + "; nothing was released."
                     + " End the job (Ctrl-C its gpusched run, or kill " + a.request().holder().map(h -> "pid "
-                            + h.pid()).orElse("its processes") + ") and its GPUs are released with it");
+                            + h.pid()).orElse("its processes")
+                    + ") and its GPUs are released with it");
         }
     }
 

@@ -9,7 +9,8 @@ import java.util.regex.Pattern;
  * What a device's identifiers may hold, wherever they come from (a node description, a backend): they reach shell
  * variables ({@code CUDA_VISIBLE_DEVICES=GPU-...} for {@code eval}), {@code docker -e} flags, CDI names, gres.conf and
  * terminals, so a UUID, parent UUID or PCI bus id is a bounded token ({@value #MAX_UUID} characters of letters, digits
- * and {@code . _ : / -}, starting with a letter or digit; no space, comma, quote or newline), and a name, driver version,
+ * and {@code . _ : / -}, starting with a letter or digit; no space, comma, quote or newline), and a name, driver
+ * version,
  * architecture or property is bounded printable text (no control or format characters, no line or paragraph
  * separator). The scheduler checks every device an inventory gives it; node descriptions are checked when read.
  */
@@ -81,7 +82,8 @@ public final class DeviceIdentifiers {
         if (!TOKEN.matcher(value).matches()) {
             return Optional.of(what + " \"" + shown(value) + "\" holds a character other than letters, digits and"
                     + " . _ : / - (or does not start with a letter or digit); such identifiers reach shell variables,"
-                    + " container flags and terminals, so they are refused (e.g. GPU-8f0c3f26-7d2a-4c5e-9b1a-0a1b2c3d4e5f)");
+                    + " container flags and terminals, so they are refused (e.g."
+                    + " GPU-8f0c3f26-7d2a-4c5e-9b1a-0a1b2c3d4e5f)");
         }
         return Optional.empty();
     }
@@ -100,7 +102,8 @@ public final class DeviceIdentifiers {
             int c = value.codePointAt(i);
             if (!printable(c)) {
                 return Optional.of(what + " \"" + shown(value) + "\" holds the unprintable character U+"
-                        + String.format(Locale.ROOT, "%04X", c) + " at " + i + "; names are printable text (no control, format or"
+                        + String.format(Locale.ROOT, "%04X", c) + " at " + i
+                        + "; names are printable text (no control, format or"
                         + " line-separator characters)");
             }
             i += Character.charCount(c);
@@ -112,7 +115,8 @@ public final class DeviceIdentifiers {
     static boolean printable(int c) {
         return switch (Character.getType(c)) {
             case Character.CONTROL, Character.FORMAT, Character.LINE_SEPARATOR, Character.PARAGRAPH_SEPARATOR,
-                    Character.SURROGATE, Character.UNASSIGNED -> false;
+                    Character.SURROGATE, Character.UNASSIGNED ->
+                false;
             default -> true;
         };
     }

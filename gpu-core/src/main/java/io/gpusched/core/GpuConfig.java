@@ -80,7 +80,8 @@ public record GpuConfig(
 
     private static final Set<String> ROOT_KEYS = Set.of("gpu");
     private static final Set<String> GPU_KEYS = Set.of("enabled", "strategy", "backends", "cuda_paths",
-            "max_gpus_per_request", "allow_sharing", "max_shared_per_gpu", "leases", "drain", "rate_limit", "thermal", "state_dir",
+            "max_gpus_per_request", "allow_sharing", "max_shared_per_gpu", "leases", "drain", "rate_limit", "thermal",
+            "state_dir",
             "placement");
 
     /** @throws GpuConfigException naming the invalid setting */
@@ -301,7 +302,10 @@ public record GpuConfig(
         /** @return this */
         public Builder allowSharing(boolean v) { allowSharing = v; return this; }
         /** @param v most shared allocations one GPU takes ({@code gpu.max_shared_per_gpu}) @return this */
-        public Builder maxSharedPerGpu(int v) { maxSharedPerGpu = v; return this; }
+        public Builder maxSharedPerGpu(int v) {
+            maxSharedPerGpu = v;
+            return this;
+        }
 
         /** @return the validated configuration */
         public GpuConfig build() {

@@ -27,7 +27,7 @@ import org.slf4j.LoggerFactory;
  */
 final class JobCgroupReclaim {
     private static final Logger LOG = LoggerFactory.getLogger(JobCgroupReclaim.class);
-    /** How long one attempt waits for a job's processes to die (the node's lock is held meanwhile); tests shorten it. */
+    /** How long one attempt waits for a job's processes to die (the node's lock is held meanwhile); tests shorten. */
     static volatile Duration timeout = Duration.ofSeconds(2);
     /** How long after a failed attempt the next one is made; tests shorten it. */
     static volatile Duration retry = Duration.ofSeconds(10);

@@ -302,7 +302,8 @@ final class Placement {
             throw new GpuAllocationException(Reason.DEVICE_BUSY, which + " is busy: " + holders(List.of(d))
                     + (r.sharing() == SharingMode.SHARED ? "; " + d.reservableMemory().toHumanString()
                             + " reservable" + (maxShared > 0 && d.sharedHolders() >= maxShared ? "; it takes at most "
-                                    + maxShared + " shared allocations (gpu.max_shared_per_gpu)" : "") : ""));
+                                    + maxShared + " shared allocations (gpu.max_shared_per_gpu)" : "")
+                            : ""));
         }
     }
 

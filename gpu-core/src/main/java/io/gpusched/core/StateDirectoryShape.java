@@ -2,6 +2,7 @@ package io.gpusched.core;
 
 import io.gpusched.core.LedgerException.Kind;
 import java.io.IOException;
+import java.nio.file.AccessDeniedException;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.NoSuchFileException;
@@ -37,8 +38,12 @@ final class StateDirectoryShape {
         try {
             a = Files.readAttributes(dir, BasicFileAttributes.class, LinkOption.NOFOLLOW_LINKS);
         } catch (NoSuchFileException e) {
-            return dir; // created by the writer (an ancestor that is not a directory is refused then)
+            refuseAncestorInTheWay(dir);
+            return dir; // created by the writer
+        } catch (AccessDeniedException e) {
+            throw LedgerException.io("cannot look at the state directory " + dir, dir, e);
         } catch (IOException e) {
+            refuseAncestorInTheWay(dir); // "Not a directory": a file where a directory of the path should be
             throw LedgerException.io("cannot look at the state directory " + dir, dir, e);
         }
         if (a.isDirectory()) {
@@ -51,17 +56,34 @@ final class StateDirectoryShape {
         try {
             target = dir.toRealPath();
         } catch (NoSuchFileException e) {
-            throw new LedgerException(Kind.NOT_A_DIRECTORY, dir, "the state directory " + dir + " is a symbolic link to "
-                    + linkText(dir) + ", which does not exist; nothing is created through a dangling link: create the"
-                    + " target directory, or give a directory itself", null);
+            throw new LedgerException(Kind.NOT_A_DIRECTORY, dir,
+                    "the state directory " + dir + " is a symbolic link to "
+                            + linkText(dir)
+                            + ", which does not exist; nothing is created through a dangling link: create the"
+                            + " target directory, or give a directory itself",
+                    null);
         } catch (IOException e) {
             throw LedgerException.io("cannot follow the state directory's link " + dir, dir, e);
         }
         if (!Files.isDirectory(target, LinkOption.NOFOLLOW_LINKS)) {
-            throw new LedgerException(Kind.NOT_A_DIRECTORY, dir, "the state directory " + dir + " is a symbolic link to "
-                    + target + ", which is not a directory; give a directory, such as /var/lib/gpusched", null);
+            throw new LedgerException(Kind.NOT_A_DIRECTORY, dir,
+                    "the state directory " + dir + " is a symbolic link to "
+                            + target + ", which is not a directory; give a directory, such as /var/lib/gpusched",
+                    null);
         }
         return target;
+    }
+
+    /** Refuses a state directory to be created below something that is not a directory (or a link to none). */
+    private static void refuseAncestorInTheWay(Path dir) {
+        for (Path p = dir.getParent(); p != null; p = p.getParent()) {
+            if (Files.exists(p, LinkOption.NOFOLLOW_LINKS)) {
+                if (!Files.isDirectory(p)) {
+                    throw notADirectory(dir, p);
+                }
+                return;
+            }
+        }
     }
 
     /** @return {@code NOT_A_DIRECTORY} for the state directory {@code dir}, where {@code at} is in the way */

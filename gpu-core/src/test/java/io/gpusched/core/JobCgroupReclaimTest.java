@@ -197,9 +197,9 @@ class JobCgroupReclaimTest {
         CgroupFixture.assumeUsable();
         io.gpusched.testing.ManualClock clock = new io.gpusched.testing.ManualClock(java.time.Instant.now());
         try (CgroupFixture f = new CgroupFixture();
-                GpuScheduler s = GpuScheduler.builder().inventory(NodeDescriptions.profile("pcie-4xa10"))
-                        .stateDir(state).clock(clock).config(GpuConfig.builder().releaseOnExpiry(true).build())
-                        .auditLogging(false).maintenanceInterval(Duration.ZERO).build()) {
+             GpuScheduler s = GpuScheduler.builder().inventory(NodeDescriptions.profile("pcie-4xa10"))
+                     .stateDir(state).clock(clock).config(GpuConfig.builder().releaseOnExpiry(true).build())
+                     .auditLogging(false).maintenanceInterval(Duration.ZERO).build()) {
             Path parent = f.parent(CgroupFixture.hierarchies().get(0));
             Allocation a = s.allocate(GpuRequest.builder().count(4).maxDuration(Duration.ofSeconds(30)).build());
             Path cg = f.mkdir(parent.resolve(JobCgroups.name(a.id())));

@@ -120,7 +120,8 @@ public final class StrictYaml {
     /** A whole number in plain decimal: an optional sign, then 0 or digits without a leading zero. */
     private static final Pattern DECIMAL_INT = Pattern.compile("[-+]?(0|[1-9][0-9]*)");
     /** A decimal fraction or exponent form, without underscores or sexagesimal parts. */
-    private static final Pattern DECIMAL_FLOAT = Pattern.compile("[-+]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][-+]?[0-9]+)?");
+    private static final Pattern DECIMAL_FLOAT =
+            Pattern.compile("[-+]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][-+]?[0-9]+)?");
 
     /**
      * SafeConstructor without the tags a configuration has no use for, strict about {@code !!bool}, and reading
@@ -297,7 +298,7 @@ public final class StrictYaml {
                         + " reads none of them)" : ""));
     }
 
-    /** Text YAML 1.1 may read as a number in a form other than plain decimal ({@code 010}, {@code 0x1f}, {@code 1_0}). */
+    /** Text YAML 1.1 may read as a number in a form other than plain decimal ({@code 010}, {@code 0x1f}). */
     private static final Pattern NUMBER_LIKE = Pattern.compile("[-+]?(0[0-7_]+|0x[0-9a-fA-F_]+|0b[01_]+|[0-9][0-9_:]*"
             + "(\\.[0-9_]*)?)");
 

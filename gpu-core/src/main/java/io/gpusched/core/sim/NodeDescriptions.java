@@ -41,6 +41,15 @@ import java.util.regex.Pattern;
  *                             # HOSTBRIDGE, same numa_node NODE, otherwise SYSTEM
  * </pre>
  * A device's {@code uuid} defaults to a stable value derived from the node name and index, {@code minor} to its index.
+ *
+ * <p>Refused, naming the devices, so that one device's fence, gres.conf line or CDI entry never reaches another: two
+ * devices of one vendor with one {@code minor}, or two devices with one {@code pci_bus_id} (in any spelling), unless
+ * both are partitions of one parent; a {@code parent} that is the device itself or another device of the description
+ * (a cycle, or a GPU allocatable whole and as its partitions: a parent is the physical GPU, which is listed either
+ * whole or as its partitions); partitions of one parent on different PCI devices, or (NVIDIA) with different minors;
+ * a pair given twice in {@code links} or {@code pcie}, or a {@code links} count other than {@code fabric_links}'.
+ * Identifiers as {@link io.gpusched.core.DeviceIdentifiers} accepts them (a uuid is a plain token of at most 128
+ * characters; names and properties printable text); the node's name and description printable too.
  */
 public final class NodeDescriptions {
 
@@ -272,7 +281,8 @@ public final class NodeDescriptions {
                 boolean cycle = listed.parentUuid().isPresent();
                 throw root.error(at + "[index " + d.index() + "]", "parent " + p + " is device " + listed.index()
                         + " of this node" + (cycle ? ", itself a partition (parent " + listed.parentUuid().get()
-                                + "): a chain or cycle of parents" : ": the same GPU would be allocatable whole and"
+                                + "): a chain or cycle of parents"
+                                : ": the same GPU would be allocatable whole and"
                                         + " as its partitions")
                         + "; a parent is the physical GPU, which a description lists either whole or as its"
                         + " partitions, not both");
@@ -317,7 +327,7 @@ public final class NodeDescriptions {
         return d.minor().isPresent() ? String.valueOf(d.minor().getAsInt()) : "none";
     }
 
-    /** @return the PCI bus id in one form: lower case, the domain as 8 hex digits ({@code 0000:17:00.0} = 00000000:17..) */
+    /** @return the PCI bus id in one form: lower case, an 8-digit domain ({@code 0000:17:00.0} = 00000000:17:00.0) */
     static String pci(GpuDevice d) {
         String s = d.pciBusId().toLowerCase(Locale.ROOT);
         Matcher m = BDF.matcher(s);

@@ -105,8 +105,9 @@ public final class CgroupFixture implements AutoCloseable {
      * @return the pids in the cgroup once both are there
      */
     public List<Long> startJob(Path cgroup) throws Exception {
-        Process p = new ProcessBuilder("sh", "-c", "echo $$ > '" + cgroup + "/cgroup.procs' || exit 1; sleep 300 & wait")
-                .redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
+        Process p =
+                new ProcessBuilder("sh", "-c", "echo $$ > '" + cgroup + "/cgroup.procs' || exit 1; sleep 300 & wait")
+                        .redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
         started.add(p);
         for (int i = 0; i < 500; i++) {
             List<Long> pids = procs(cgroup);

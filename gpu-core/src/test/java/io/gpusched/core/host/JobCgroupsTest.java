@@ -111,8 +111,8 @@ class JobCgroupsTest {
     void staleJobCgroupsOfThisNodeAreCleanedAndOthersLeftAlone(@TempDir Path state) throws Exception {
         CgroupFixture.assumeUsable();
         try (CgroupFixture f = new CgroupFixture();
-                GpuScheduler s = GpuScheduler.builder().inventory(NodeDescriptions.profile("pcie-4xa10"))
-                        .stateDir(state).auditLogging(false).maintenanceInterval(Duration.ZERO).build()) {
+             GpuScheduler s = GpuScheduler.builder().inventory(NodeDescriptions.profile("pcie-4xa10"))
+                     .stateDir(state).auditLogging(false).maintenanceInterval(Duration.ZERO).build()) {
             Path parent = f.parent(CgroupFixture.hierarchies().get(0));
             Allocation released = s.allocate(GpuRequest.builder().build());
             s.release(released.id());
