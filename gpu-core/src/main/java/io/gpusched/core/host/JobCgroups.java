@@ -1,6 +1,5 @@
 package io.gpusched.core.host;
 
-import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuScheduler;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -220,12 +219,22 @@ public final class JobCgroups {
         }
     }
 
-    /** @return the pids of the cgroup and of every cgroup below it; empty when it does not exist */
+    /**
+     * @return the pids of the cgroup and of every cgroup below it; empty when it does not exist or is not a directory
+     *         of a cgroup file system (nothing else is read: a recorded path may name anything)
+     */
     public static List<Long> pids(Path cgroup) {
         List<Long> out = new ArrayList<>();
+        if (!onCgroupFs(cgroup)) {
+            return out;
+        }
         for (Path d : deepestFirst(cgroup)) {
+            Path procs = d.resolve("cgroup.procs");
+            if (!Files.isRegularFile(procs, LinkOption.NOFOLLOW_LINKS)) {
+                continue;
+            }
             try {
-                for (String line : Files.readAllLines(d.resolve("cgroup.procs"), StandardCharsets.US_ASCII)) {
+                for (String line : Files.readAllLines(procs, StandardCharsets.US_ASCII)) {
                     String t = line.strip();
                     if (!t.isEmpty()) {
                         out.add(Long.parseLong(t));
@@ -251,18 +260,24 @@ public final class JobCgroups {
      * @return their directories (none when {@code parent} does not exist)
      */
     public static List<Path> stale(Path parent, GpuScheduler scheduler) {
-        List<Path> out = new ArrayList<>();
-        List<String> live = scheduler.allocations().stream().map(Allocation::id).toList();
+        List<Path> named = new ArrayList<>();
         try (DirectoryStream<Path> ds = Files.newDirectoryStream(parent)) {
             for (Path d : ds) {
-                Optional<String> id = allocationId(d);
-                if (id.isPresent() && Files.isDirectory(d, LinkOption.NOFOLLOW_LINKS) && !live.contains(id.get())
-                        && scheduler.issued(id.get())) {
-                    out.add(d);
+                if (allocationId(d).isPresent() && Files.isDirectory(d, LinkOption.NOFOLLOW_LINKS)) {
+                    named.add(d);
                 }
             }
         } catch (IOException e) {
             return List.of();
+        }
+        // asked after the listing, each on the latest ledger: a host makes job-<id> only once <id> is allocated, so a
+        // cgroup seen here whose allocation is not live now was left behind (never one being set up meanwhile)
+        List<Path> out = new ArrayList<>();
+        for (Path d : named) {
+            String id = allocationId(d).orElseThrow();
+            if (scheduler.issued(id) && scheduler.allocation(id).isEmpty()) {
+                out.add(d);
+            }
         }
         Collections.sort(out);
         return out;
@@ -283,6 +298,18 @@ public final class JobCgroups {
             }
         }
         return problems;
+    }
+
+    private static boolean onCgroupFs(Path dir) {
+        try {
+            if (!Files.isDirectory(dir, LinkOption.NOFOLLOW_LINKS)) {
+                return false;
+            }
+            String type = Files.getFileStore(dir).type();
+            return type.equals("cgroup2") || type.equals("cgroup");
+        } catch (IOException | SecurityException e) {
+            return false;
+        }
     }
 
     private static List<Path> deepestFirst(Path cgroup) {
