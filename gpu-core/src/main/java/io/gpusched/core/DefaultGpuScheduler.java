@@ -446,8 +446,7 @@ final class DefaultGpuScheduler implements GpuScheduler {
      * releases the allocations whose holder process is gone ({@code RECLAIMED}) and those whose lease ended and ends
      * them ({@code EXPIRED}: the allocating process had {@code release_on_expiry}, or this one has), ending each one's
      * job cgroup first ({@link JobCgroupReclaim}; one that cannot be ended stays held). No maintenance thread is
-     * needed:
-     * whichever process of the node changes or reads the ledger next does it.
+     * needed: whichever process of the node changes or reads the ledger next does it.
      *
      * @return the records, and the events of attempts that kept an allocation held
      */

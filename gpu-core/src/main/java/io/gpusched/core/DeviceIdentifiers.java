@@ -10,8 +10,7 @@ import java.util.regex.Pattern;
  * variables ({@code CUDA_VISIBLE_DEVICES=GPU-...} for {@code eval}), {@code docker -e} flags, CDI names, gres.conf and
  * terminals, so a UUID, parent UUID or PCI bus id is a bounded token ({@value #MAX_UUID} characters of letters, digits
  * and {@code . _ : / -}, starting with a letter or digit; no space, comma, quote or newline), and a name, driver
- * version,
- * architecture or property is bounded printable text (no control or format characters, no line or paragraph
+ * version, architecture or property is bounded printable text (no control or format characters, no line or paragraph
  * separator). The scheduler checks every device an inventory gives it; node descriptions are checked when read.
  */
 public final class DeviceIdentifiers {

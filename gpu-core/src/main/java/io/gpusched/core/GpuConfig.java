@@ -26,7 +26,7 @@ import java.util.Set;
  *   max_gpus_per_request: 0    # 0: no limit
  *   allow_sharing: true        # false: SHARED requests are refused
  *   max_shared_per_gpu: 48     # most shared allocations one GPU takes (1 to 4096)
- *   leases: {release_on_expiry: false}              # true: an expired lease is released by the scheduler
+ *   leases: {release_on_expiry: false}              # true: an expired lease ends its allocation (any process)
  *   drain: {timeout: 5m}                           # released GPUs with processes left past this are quarantined
  *   rate_limit: {per_owner_per_second: 0, burst: 0} # 0: no limit; over it: RATE_LIMITED
  *   thermal: {max_sample_age: 30s}                 # older samples are ignored by the thermal strategy
@@ -41,7 +41,11 @@ import java.util.Set;
  * @param cudaPaths         extra CUDA installation roots
  * @param maxGpusPerRequest largest GPU count one request may ask for; 0 means no limit
  * @param allowSharing      whether SHARED requests are accepted
- * @param releaseOnExpiry   whether the scheduler releases an allocation whose lease ran out
+ * @param releaseOnExpiry   whether the leases of the allocations this scheduler makes end them: the ledger records it
+ *                          with each, and whichever process of the node changes or reads the ledger after the lease's
+ *                          end releases it (ending its job cgroup first), with no maintenance thread; this scheduler
+ *                          also ends expired leases made without it. Without it an expired lease stays held, marked
+ *                          expired in every status, until released or renewed
  * @param drainTimeout      how long a released GPU may keep processes before it is quarantined
  * @param rateLimitPerSecond allocations per second per owner; 0 means no limit
  * @param rateLimitBurst    bucket size of the per-owner limit

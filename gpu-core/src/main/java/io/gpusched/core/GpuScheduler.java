@@ -118,8 +118,7 @@ public interface GpuScheduler extends AutoCloseable {
     /**
      * Records the cgroup of the job that uses a live allocation, once the host has made it (named
      * {@code job-<allocation id>}, see {@link io.gpusched.core.host.JobCgroups}) and before it starts the job: from
-     * then
-     * on, when the allocation must end without its host (the holder process is gone, or its lease ends it), the
+     * then on, when the allocation must end without its host (the holder process is gone, or its lease ends it), the
      * process that reclaims it first ends the cgroup's processes and removes the cgroup, or keeps the allocation held
      * when it cannot; and {@link #release} refuses while the cgroup has processes.
      *

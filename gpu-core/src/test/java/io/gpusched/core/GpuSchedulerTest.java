@@ -59,8 +59,8 @@ class GpuSchedulerTest {
             Path cg = f.mkdir(f.parent(CgroupFixture.hierarchies().get(0)).resolve(JobCgroups.name(a.id())));
             scheduler.recordJobCgroup(a.id(), cg);
             f.startJob(cg);
-            GpuAllocationException e = org.assertj.core.api.Assertions.catchThrowableOfType(
-                    () -> scheduler.release(a.id()), GpuAllocationException.class);
+            GpuAllocationException e = (GpuAllocationException) org.assertj.core.api.Assertions.catchThrowable(
+                    () -> scheduler.release(a.id()));
             assertThat(e.reason()).isEqualTo(Reason.JOB_RUNNING);
             PRODUCED.add(e.reason());
         }

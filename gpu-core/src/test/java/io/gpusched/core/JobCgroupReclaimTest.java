@@ -10,9 +10,12 @@ import io.gpusched.core.host.CgroupFixture;
 import io.gpusched.core.host.JobCgroups;
 import io.gpusched.core.sim.NodeDescriptions;
 import io.gpusched.testing.LedgerReader;
+import io.gpusched.testing.ManualClock;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
@@ -72,7 +75,7 @@ class JobCgroupReclaimTest {
         try (CgroupFixture f = new CgroupFixture()) {
             Path parent = f.parent(h);
             Process holder = f.holder();
-            List<Long> job = new java.util.ArrayList<>();
+            List<Long> job = new ArrayList<>();
             Allocation a;
             try (GpuScheduler s = open()) {
                 a = jobOn(s, f, parent, holder, job);
@@ -105,7 +108,7 @@ class JobCgroupReclaimTest {
         try (CgroupFixture f = new CgroupFixture()) {
             Path parent = f.parent(CgroupFixture.hierarchies().get(0));
             Process holder = f.holder();
-            List<Long> job = new java.util.ArrayList<>();
+            List<Long> job = new ArrayList<>();
             Allocation a;
             try (GpuScheduler s = open()) {
                 a = jobOn(s, f, parent, holder, job);
@@ -179,7 +182,7 @@ class JobCgroupReclaimTest {
         try (CgroupFixture f = new CgroupFixture(); GpuScheduler s = open()) {
             Path parent = f.parent(CgroupFixture.hierarchies().get(0));
             Process holder = f.holder();
-            List<Long> job = new java.util.ArrayList<>();
+            List<Long> job = new ArrayList<>();
             Allocation a = jobOn(s, f, parent, holder, job);
             GpuAllocationException e = catchThrowableOfType(() -> s.release(a.id()), GpuAllocationException.class);
             assertThat(e.reason()).isEqualTo(Reason.JOB_RUNNING);
@@ -195,7 +198,7 @@ class JobCgroupReclaimTest {
     @Test
     void aLeaseThatEndsItsAllocationEndsItsJobFirst() throws Exception {
         CgroupFixture.assumeUsable();
-        io.gpusched.testing.ManualClock clock = new io.gpusched.testing.ManualClock(java.time.Instant.now());
+        ManualClock clock = new ManualClock(Instant.now());
         try (CgroupFixture f = new CgroupFixture();
              GpuScheduler s = GpuScheduler.builder().inventory(NodeDescriptions.profile("pcie-4xa10"))
                      .stateDir(state).clock(clock).config(GpuConfig.builder().releaseOnExpiry(true).build())

@@ -2,6 +2,7 @@ package io.gpusched.core.host;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.assertj.core.api.Assertions.catchThrowableOfType;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.gpusched.core.Allocation;
@@ -92,7 +93,7 @@ class JobCgroupsTest {
             Path job = f.mkdir(f.parent(CgroupFixture.hierarchies().get(0)).resolve(JobCgroups.name("a1b2c3-5")));
             List<Long> pids = f.startJob(job);
             Path frozen = f.freeze(pids);
-            JobCgroupException e = org.assertj.core.api.Assertions.catchThrowableOfType(
+            JobCgroupException e = catchThrowableOfType(
                     () -> JobCgroups.end(job, "a1b2c3-5", Duration.ofMillis(300)), JobCgroupException.class);
             assertThat(e).isNotNull();
             assertThat(e.pids()).containsAll(pids);
