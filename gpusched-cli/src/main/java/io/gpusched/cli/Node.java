@@ -98,14 +98,7 @@ public final class Node implements AutoCloseable {
      */
     public static Read read(Optional<String> simulate, Optional<Path> configFile, Optional<Path> stateDir) {
         GpuConfig config = configFile.map(GpuConfig::load).orElse(GpuConfig.defaults());
-        InventorySpec spec = simulate.map(InventorySpec::simulated).orElse(InventorySpec.AUTO);
-        GpuInventory inv;
-        try {
-            inv = spec.open(config);
-        } catch (BackendUnavailableException e) {
-            throw noBackend(e);
-        }
-        try (inv) {
+        try (GpuInventory inv = openInventory(simulate, config)) {
             Path dir = StateDirectory.forNode(stateDir.or(config::stateDir), inv);
             return new Read(config, dir, NodeLedgerView.read(dir, inv));
         }
@@ -132,14 +125,7 @@ public final class Node implements AutoCloseable {
      */
     public static Devices readDevices(Optional<String> simulate, Optional<Path> configFile, Optional<Path> stateDir) {
         GpuConfig config = configFile.map(GpuConfig::load).orElse(GpuConfig.defaults());
-        InventorySpec spec = simulate.map(InventorySpec::simulated).orElse(InventorySpec.AUTO);
-        GpuInventory inv;
-        try {
-            inv = spec.open(config);
-        } catch (BackendUnavailableException e) {
-            throw noBackend(e);
-        }
-        try (inv) {
+        try (GpuInventory inv = openInventory(simulate, config)) {
             Path dir = StateDirectory.forNode(stateDir.or(config::stateDir), inv);
             List<DeviceState> states;
             List<Allocation> live;
@@ -165,6 +151,14 @@ public final class Node implements AutoCloseable {
                         s.poolSince()));
             }
             return new Devices(out, live, inv.backend());
+        }
+    }
+
+    private static GpuInventory openInventory(Optional<String> simulate, GpuConfig config) {
+        try {
+            return simulate.map(InventorySpec::simulated).orElse(InventorySpec.AUTO).open(config);
+        } catch (BackendUnavailableException e) {
+            throw noBackend(e);
         }
     }
 
