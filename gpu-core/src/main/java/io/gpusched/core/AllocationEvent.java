@@ -49,7 +49,12 @@ public record AllocationEvent(
          * An allocation bound to a holder process ({@link GpuRequest#holder()}) was released because that process is
          * gone; the message names the dead holder.
          */
-        RECLAIMED
+        RECLAIMED,
+        /**
+         * An allocation that must end (its holder is gone, or its lease ended and ends it) is kept held: the processes
+         * of its job cgroup ({@link GpuRequest#jobCgroup()}) could not be ended; the message says why and what to do.
+         */
+        RECLAIM_BLOCKED
     }
 
     /** Copies the list. */

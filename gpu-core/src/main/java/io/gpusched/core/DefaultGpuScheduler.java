@@ -7,6 +7,8 @@ import io.gpusched.core.LedgerRecord.Cause;
 import io.gpusched.core.LedgerRecord.PoolChanged;
 import io.gpusched.core.LedgerRecord.Released;
 import io.gpusched.core.LedgerRecord.Renewed;
+import io.gpusched.core.host.JobCgroupException;
+import io.gpusched.core.host.JobCgroups;
 import io.gpusched.core.internal.Json;
 import java.nio.file.Path;
 import java.security.SecureRandom;
@@ -55,6 +57,8 @@ final class DefaultGpuScheduler implements GpuScheduler {
     private final Placement placement;
     private final RateLimits rateLimits;
     private final Leases leases = new Leases();
+    /** Ends the job cgroups of allocations that must end, or keeps them held and says so. */
+    private final JobCgroupReclaim jobs = new JobCgroupReclaim();
     private final WaitQueue waiters;
     /** The node-wide queue of waiters; null without a node ledger (or without a usable /proc). */
     private final WaitTickets tickets;
@@ -76,6 +80,10 @@ final class DefaultGpuScheduler implements GpuScheduler {
         Map<Integer, GpuDevice> byIndex = new HashMap<>();
         Map<String, GpuDevice> byUuid = new HashMap<>();
         for (GpuDevice d : devices) {
+            // identifiers reach shell variables, container flags and terminals: a backend may report hostile ones too
+            DeviceIdentifiers.problem(d).ifPresent(p -> {
+                throw new IllegalArgumentException("inventory " + inventory.backend() + ": " + p);
+            });
             if (byIndex.put(d.index(), d) != null || byUuid.put(d.uuid(), d) != null) {
                 throw new IllegalArgumentException("inventory " + inventory.backend() + " lists device "
                         + d.index() + " (" + d.uuid() + ") twice");
@@ -83,7 +91,7 @@ final class DefaultGpuScheduler implements GpuScheduler {
         }
         this.health = new HealthTracker(inventory);
         this.drain = new DrainControl(inventory, config.drainTimeout());
-        this.placement = new Placement(strategy, inventory.topology());
+        this.placement = new Placement(strategy, inventory.topology(), config.maxSharedPerGpu());
         this.rateLimits = new RateLimits(config);
         Path stateDir = b.stateDir != null ? b.stateDir : config.stateDir().orElse(null);
         LedgerFile file = null;
@@ -98,8 +106,8 @@ final class DefaultGpuScheduler implements GpuScheduler {
             WaitTickets t = tickets;
             this.waiters = new WaitQueue(f == null ? null : t == null ? f::stamp : () -> List.of(f.stamp(), t.stamp()),
                     this::holderGone);
-            l = new Ledger(new NodeState(health.initialStates(devices)), file,
-                    Leases.reclaimDeadHolders(clock, drain::drainOf), this::fire, waiters::signal);
+            l = new Ledger(new NodeState(health.initialStates(devices)), file, this::housekeeping, this::fire,
+                    waiters::signal);
         } catch (RuntimeException e) {
             health.close();
             if (file != null) {
@@ -415,10 +423,17 @@ final class DefaultGpuScheduler implements GpuScheduler {
                 awaitTurnOnNode(request, waiter);
             }
             String id = idPrefix + "-" + seq;
+            if (request.jobCgroup().isPresent()
+                    && !JobCgroups.allocationId(Path.of(request.jobCgroup().get())).equals(Optional.of(id))) {
+                throw new GpuAllocationException(Reason.INVALID_REQUEST, "the request names job cgroup "
+                        + request.jobCgroup().get() + ", but a job cgroup is named " + JobCgroups.PREFIX
+                        + "<allocation id> (this allocation would be " + id + "); allocate without it, make "
+                        + JobCgroups.PREFIX + "<id> and record it with recordJobCgroup(id, dir)");
+            }
             Optional<Instant> expires = request.maxDuration().map(now::plus);
             Allocation a = new Allocation(id, chosen, request, now, expires, quality);
             Ledger.Decision<Allocation> d = Ledger.Decision.of(a, new Allocated(id, a.deviceUuids(), request, now,
-                    expires, quality));
+                    expires, quality, config.releaseOnExpiry() && expires.isPresent()));
             if (rateLimits.spend(request, now)) {
                 d = d.onAbort(() -> rateLimits.refund(request)); // not granted after all: the token goes back
             }
@@ -426,18 +441,63 @@ final class DefaultGpuScheduler implements GpuScheduler {
         };
     }
 
-    /** @return whether a live allocation is bound to a holder process that is gone (a try would reclaim it) */
+    /**
+     * Run first in every transaction that may have allocations to end (under the node's lock, on the caught-up state):
+     * releases the allocations whose holder process is gone ({@code RECLAIMED}) and those whose lease ended and ends
+     * them ({@code EXPIRED}: the allocating process had {@code release_on_expiry}, or this one has), ending each one's
+     * job cgroup first ({@link JobCgroupReclaim}; one that cannot be ended stays held). No maintenance thread is
+     * needed: whichever process of the node changes or reads the ledger next does it.
+     *
+     * @return the records, and the events of attempts that kept an allocation held
+     */
+    private Ledger.Decision<List<AllocationEvent>> housekeeping(NodeState state, long seq) {
+        List<LedgerRecord> out = new ArrayList<>();
+        List<AllocationEvent> events = new ArrayList<>();
+        Instant now = clock.instant();
+        for (Allocation a : state.live.values()) {
+            Optional<HolderProcess> h = a.request().holder();
+            Cause cause = null;
+            String why = null;
+            if (h.isPresent() && !h.get().isAlive()) {
+                cause = Cause.RECLAIMED;
+                why = "its holder " + h.get() + " is gone";
+            } else if (Leases.ends(a, state, config.releaseOnExpiry(), now)) {
+                cause = Cause.EXPIRED;
+                why = "its lease ended at " + a.expiresAt().get();
+            }
+            if (cause != null && jobs.ended(a, why, now, events)) {
+                out.add(new Released(a.id(), cause, now, drain.drainOf(a), cause == Cause.RECLAIMED ? h
+                        : Optional.empty()));
+            }
+        }
+        return new Ledger.Decision<>(out, events);
+    }
+
+    /**
+     * @return whether a transaction would end a live allocation now: its holder process is gone, or its lease ended and
+     *         ends it (one whose job could not be ended is asked again only when its retry is due)
+     */
     private boolean holderGone() {
+        Instant now = clock.instant();
         List<HolderProcess> holders = ledger.readLocal(s -> {
-            if (s.bound == 0) {
+            if (!s.needsHousekeeping()) {
                 return List.<HolderProcess>of();
             }
             List<HolderProcess> out = new ArrayList<>(s.bound);
             for (Allocation a : s.live.values()) {
+                if (jobs.waiting(a.id())) {
+                    continue;
+                }
+                if (Leases.ends(a, s, config.releaseOnExpiry(), now)) {
+                    return null;
+                }
                 a.request().holder().ifPresent(out::add);
             }
             return out;
         });
+        if (holders == null) {
+            return true;
+        }
         for (HolderProcess h : holders) { // /proc is read outside the lock
             if (!h.isAlive()) {
                 return true;
@@ -467,9 +527,67 @@ final class DefaultGpuScheduler implements GpuScheduler {
                         + "\" was issued by this node (its ids look like " + idPrefix + "-N; " + state.live.size()
                         + " live)");
             }
+            refuseWhileJobRuns(a);
             return Ledger.Decision.of(true, new Released(a.id(), Cause.RELEASED, clock.instant(), drain.drainOf(a),
                     Optional.empty()));
         });
+    }
+
+    /**
+     * Refuses the release of an allocation whose job cgroup still has processes: they would keep using GPUs the next
+     * caller gets. Its host (the holder) ends the job and releases; a reclaim ends it when the host is gone.
+     */
+    private static void refuseWhileJobRuns(Allocation a) {
+        if (a.request().jobCgroup().isEmpty()) {
+            return;
+        }
+        Path dir = Path.of(a.request().jobCgroup().get());
+        List<Long> pids = JobCgroups.pids(dir);
+        if (!pids.isEmpty()) {
+            throw new GpuAllocationException(Reason.JOB_RUNNING, "allocation " + a.id() + " is in use: its job"
+                    + a.request().jobId().map(j -> " " + j).orElse("") + " runs in " + dir + " (pids "
+                    + pids.subList(0, Math.min(5, pids.size())).toString().replaceAll("[\\[\\]]", "")
+                    + (pids.size() > 5 ? ", ..." : "") + ")"
+                    + a.request().holder().map(h -> ", started by " + h).orElse("") + "; nothing was released."
+                    + " End the job (Ctrl-C its gpusched run, or kill " + a.request().holder().map(h -> "pid "
+                            + h.pid()).orElse("its processes")
+                    + ") and its GPUs are released with it");
+        }
+    }
+
+    @Override
+    public Allocation recordJobCgroup(String allocationId, Path cgroup) {
+        Objects.requireNonNull(allocationId, "allocationId");
+        Objects.requireNonNull(cgroup, "cgroup");
+        String dir = GpuRequest.checkCgroup(cgroup.toString());
+        try {
+            JobCgroups.check(cgroup, allocationId);
+        } catch (JobCgroupException e) {
+            throw new IllegalArgumentException(e.getMessage(), e);
+        }
+        return ledger.commit((state, seq) -> {
+            Allocation a = state.live.get(allocationId);
+            if (a == null) {
+                throw new GpuAllocationException(Reason.UNKNOWN_ALLOCATION, "no live allocation \"" + allocationId
+                        + "\" to record a job cgroup for" + (issued(allocationId, state) ? " (it was released)"
+                                : "; this node's ids look like " + idPrefix + "-N"));
+            }
+            if (a.request().jobCgroup().isPresent()) {
+                if (a.request().jobCgroup().get().equals(dir)) {
+                    return Ledger.Decision.of(a);
+                }
+                throw new IllegalArgumentException("allocation " + allocationId + " already has job cgroup "
+                        + a.request().jobCgroup().get() + "; a job cgroup is recorded once");
+            }
+            return Ledger.Decision.of(new Allocation(a.id(), a.devices(), a.request().withJobCgroup(dir),
+                    a.createdAt(), a.expiresAt(), a.placement()), new LedgerRecord.JobCgroup(allocationId, dir));
+        });
+    }
+
+    @Override
+    public boolean issued(String allocationId) {
+        Objects.requireNonNull(allocationId, "allocationId");
+        return ledger.read(s -> issued(allocationId, s));
     }
 
     @Override
@@ -532,6 +650,7 @@ final class DefaultGpuScheduler implements GpuScheduler {
         for (String id : ids) {
             Allocation a = state.live.get(id);
             if (a != null) {
+                refuseWhileJobRuns(a);
                 records.add(new Released(a.id(), Cause.RELEASED, now, drain.drainOf(a), Optional.empty()));
             } else if (!issued(id, state)) {
                 throw new GpuAllocationException(Reason.UNKNOWN_ALLOCATION, "no allocation \"" + id
@@ -592,19 +711,17 @@ final class DefaultGpuScheduler implements GpuScheduler {
 
     @Override
     public void maintain() {
+        ledger.refresh(); // ends the leases that end their allocations (housekeeping), in memory as on the node
         Instant now = clock.instant();
-        List<Allocation> expired = leases.newlyExpired(ledger.read(s -> List.copyOf(s.live.values())), now);
+        List<Allocation> expired = leases.newlyExpired(ledger.readLocal(s -> List.copyOf(s.live.values())), now);
         List<AllocationEvent> events = new ArrayList<>();
         for (Allocation a : expired) {
             events.add(new AllocationEvent(AllocationEvent.Type.EXPIRED, now, Optional.of(a.id()), a.owner(),
                     a.request().jobId(), a.deviceUuids(), Optional.empty(), "lease of " + a.id() + " ended at "
-                            + a.expiresAt().get()
-                            + (config.releaseOnExpiry() ? "; released" : "; stop the job and release")));
+                            + a.expiresAt().get() + (jobs.waiting(a.id()) ? "; its job could not be ended yet"
+                                    : "; stop the job and release")));
         }
         fire(events);
-        if (config.releaseOnExpiry() && !expired.isEmpty()) {
-            ledger.commit(Leases.releaseExpired(now, drain::drainOf));
-        }
         drain.maintain(ledger, now);
     }
 
@@ -710,6 +827,7 @@ final class DefaultGpuScheduler implements GpuScheduler {
         if (ledger.durable()) {
             notes.add("node ledger " + ledger.file().path() + ": allocations of every process of this node");
         }
+        notes.addAll(jobs.notes(both.allocations().stream().map(Allocation::id).toList()));
         notes.addAll(recoveryProblems);
         return Statuses.of(inventory.backend(), config.enabled(), strategy.name(), clock.instant(), both.devices(),
                 both.allocations(), drain.supported(), notes);

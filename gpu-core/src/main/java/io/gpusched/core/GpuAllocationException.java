@@ -36,7 +36,13 @@ public class GpuAllocationException extends GpuException {
          * The owner was granted allocations more often than its rate limit allows ({@code gpu.rate_limit}). Only
          * granted allocations spend tokens; refusals (this one included) do not.
          */
-        RATE_LIMITED(true);
+        RATE_LIMITED(true),
+        /**
+         * {@code release} was refused: the allocation's job cgroup ({@link GpuRequest#jobCgroup()}) still has
+         * processes, which would keep using GPUs the next caller gets; end the job (its host releases the allocation
+         * then), or let a reclaim end it.
+         */
+        JOB_RUNNING(false);
 
         private final boolean transientCondition;
 

@@ -25,7 +25,8 @@ import java.util.Set;
  *   cuda_paths: [/opt/cuda]    # extra CUDA installations to consider
  *   max_gpus_per_request: 0    # 0: no limit
  *   allow_sharing: true        # false: SHARED requests are refused
- *   leases: {release_on_expiry: false}              # true: an expired lease is released by the scheduler
+ *   max_shared_per_gpu: 48     # most shared allocations one GPU takes (1 to 4096)
+ *   leases: {release_on_expiry: false}              # true: an expired lease ends its allocation (any process)
  *   drain: {timeout: 5m}                           # released GPUs with processes left past this are quarantined
  *   rate_limit: {per_owner_per_second: 0, burst: 0} # 0: no limit; over it: RATE_LIMITED
  *   thermal: {max_sample_age: 30s}                 # older samples are ignored by the thermal strategy
@@ -40,7 +41,11 @@ import java.util.Set;
  * @param cudaPaths         extra CUDA installation roots
  * @param maxGpusPerRequest largest GPU count one request may ask for; 0 means no limit
  * @param allowSharing      whether SHARED requests are accepted
- * @param releaseOnExpiry   whether the scheduler releases an allocation whose lease ran out
+ * @param releaseOnExpiry   whether the leases of the allocations this scheduler makes end them: the ledger records it
+ *                          with each, and whichever process of the node changes or reads the ledger after the lease's
+ *                          end releases it (ending its job cgroup first), with no maintenance thread; this scheduler
+ *                          also ends expired leases made without it. Without it an expired lease stays held, marked
+ *                          expired in every status, until released or renewed
  * @param drainTimeout      how long a released GPU may keep processes before it is quarantined
  * @param rateLimitPerSecond allocations per second per owner; 0 means no limit
  * @param rateLimitBurst    bucket size of the per-owner limit
@@ -51,6 +56,10 @@ import java.util.Set;
  * @param workBudget        {@code gpu.placement.work_budget}: work units one topology search may spend (at least
  *                          1,000; {@link io.gpusched.core.strategy.TopologyAwareStrategy#EXACT} for none, written
  *                          {@code exact})
+ * @param maxSharedPerGpu   {@code gpu.max_shared_per_gpu}: most shared allocations one GPU takes at once, 1 to
+ *                          {@value #MAX_SHARED_PER_GPU_LIMIT} (default {@value #DEFAULT_MAX_SHARED_PER_GPU}, MPS's own
+ *                          limit of client contexts per GPU); a shared request that would go past it on a GPU is
+ *                          refused for that GPU ({@code INSUFFICIENT_GPUS}, or {@code DEVICE_BUSY} for a GPU named)
  */
 public record GpuConfig(
         boolean enabled,
@@ -65,11 +74,18 @@ public record GpuConfig(
         int rateLimitBurst,
         Duration sampleMaxAge,
         Optional<Path> stateDir,
-        long workBudget) {
+        long workBudget,
+        int maxSharedPerGpu) {
+
+    /** The default of {@code gpu.max_shared_per_gpu}: MPS serves at most 48 client contexts per GPU. */
+    public static final int DEFAULT_MAX_SHARED_PER_GPU = 48;
+    /** The largest {@code gpu.max_shared_per_gpu} accepted. */
+    public static final int MAX_SHARED_PER_GPU_LIMIT = 4096;
 
     private static final Set<String> ROOT_KEYS = Set.of("gpu");
     private static final Set<String> GPU_KEYS = Set.of("enabled", "strategy", "backends", "cuda_paths",
-            "max_gpus_per_request", "allow_sharing", "leases", "drain", "rate_limit", "thermal", "state_dir",
+            "max_gpus_per_request", "allow_sharing", "max_shared_per_gpu", "leases", "drain", "rate_limit", "thermal",
+            "state_dir",
             "placement");
 
     /** @throws GpuConfigException naming the invalid setting */
@@ -100,6 +116,11 @@ public record GpuConfig(
         if (workBudget < TopologyAwareStrategy.MIN_WORK_BUDGET) {
             throw new GpuConfigException("gpu.placement.work_budget: " + workBudget + " is too small; valid: "
                     + TopologyAwareStrategy.WORK_BUDGET_VALUES);
+        }
+        if (maxSharedPerGpu < 1 || maxSharedPerGpu > MAX_SHARED_PER_GPU_LIMIT) {
+            throw new GpuConfigException("gpu.max_shared_per_gpu: must be 1 to " + MAX_SHARED_PER_GPU_LIMIT
+                    + " (shared allocations one GPU takes at once; default " + DEFAULT_MAX_SHARED_PER_GPU + "), was "
+                    + maxSharedPerGpu);
         }
         if (maxGpusPerRequest < 0) {
             throw new GpuConfigException("gpu.max_gpus_per_request: must be >= 0 (0 = no limit), was "
@@ -137,9 +158,11 @@ public record GpuConfig(
         Builder b = builder()
                 .enabled(gpu.bool("enabled", true))
                 .strategy(gpu.string("strategy", "packing"))
-                .backends(gpu.strings("backends"))
+                .backends(gpu.texts("backends", "a provider name such as nvml"))
                 .maxGpusPerRequest(gpu.integer("max_gpus_per_request", 0, 0, Integer.MAX_VALUE))
-                .allowSharing(gpu.bool("allow_sharing", true));
+                .allowSharing(gpu.bool("allow_sharing", true))
+                .maxSharedPerGpu(gpu.integer("max_shared_per_gpu", DEFAULT_MAX_SHARED_PER_GPU, 1,
+                        MAX_SHARED_PER_GPU_LIMIT));
         StrictYaml leases = gpu.child("leases").onlyKeys(Set.of("release_on_expiry"));
         b.releaseOnExpiry(leases.bool("release_on_expiry", false));
         StrictYaml drain = gpu.child("drain").onlyKeys(Set.of("timeout"));
@@ -153,7 +176,7 @@ public record GpuConfig(
         b.workBudget(placement.parsed("work_budget", TopologyAwareStrategy::parseWorkBudget, b.workBudget,
                 TopologyAwareStrategy.WORK_BUDGET_VALUES));
         List<Path> paths = new ArrayList<>();
-        List<String> given = gpu.strings("cuda_paths");
+        List<String> given = gpu.texts("cuda_paths", "a directory such as /opt/cuda");
         for (int i = 0; i < given.size(); i++) {
             String p = given.get(i);
             try {
@@ -206,7 +229,7 @@ public record GpuConfig(
      */
     public GpuConfig withStrategy(String name) {
         return new GpuConfig(enabled, name, backends, cudaPaths, maxGpusPerRequest, allowSharing, releaseOnExpiry,
-                drainTimeout, rateLimitPerSecond, rateLimitBurst, sampleMaxAge, stateDir, workBudget);
+                drainTimeout, rateLimitPerSecond, rateLimitBurst, sampleMaxAge, stateDir, workBudget, maxSharedPerGpu);
     }
 
     /**
@@ -215,7 +238,8 @@ public record GpuConfig(
      */
     public GpuConfig withBackends(List<String> names) {
         return new GpuConfig(enabled, strategy, List.copyOf(names), cudaPaths, maxGpusPerRequest, allowSharing,
-                releaseOnExpiry, drainTimeout, rateLimitPerSecond, rateLimitBurst, sampleMaxAge, stateDir, workBudget);
+                releaseOnExpiry, drainTimeout, rateLimitPerSecond, rateLimitBurst, sampleMaxAge, stateDir, workBudget,
+                maxSharedPerGpu);
     }
 
     /** @return a builder with the defaults */
@@ -238,6 +262,7 @@ public record GpuConfig(
         private Duration sampleMaxAge = Duration.ofSeconds(30);
         private Path stateDir;
         private long workBudget = TopologyAwareStrategy.DEFAULT_WORK_BUDGET;
+        private int maxSharedPerGpu = DEFAULT_MAX_SHARED_PER_GPU;
 
         private Builder() {
         }
@@ -280,12 +305,17 @@ public record GpuConfig(
         public Builder maxGpusPerRequest(int v) { maxGpusPerRequest = v; return this; }
         /** @return this */
         public Builder allowSharing(boolean v) { allowSharing = v; return this; }
+        /** @param v most shared allocations one GPU takes ({@code gpu.max_shared_per_gpu}) @return this */
+        public Builder maxSharedPerGpu(int v) {
+            maxSharedPerGpu = v;
+            return this;
+        }
 
         /** @return the validated configuration */
         public GpuConfig build() {
             return new GpuConfig(enabled, strategy, backends, cudaPaths, maxGpusPerRequest, allowSharing,
                     releaseOnExpiry, drainTimeout, rateLimitPerSecond, rateLimitBurst, sampleMaxAge,
-                    Optional.ofNullable(stateDir), workBudget);
+                    Optional.ofNullable(stateDir), workBudget, maxSharedPerGpu);
         }
     }
 }

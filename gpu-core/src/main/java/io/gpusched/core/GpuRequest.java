@@ -244,7 +244,7 @@ public record GpuRequest(
         return uid;
     }
 
-    private static String checkCgroup(String dir) {
+    static String checkCgroup(String dir) {
         Objects.requireNonNull(dir, "job cgroup");
         if (!dir.startsWith("/") || dir.length() > 4096 || dir.contains("/../") || dir.endsWith("/..")
                 || dir.contains("/./") || dir.chars().anyMatch(c -> c < 0x20 || c == 0x7f)) {
@@ -283,6 +283,9 @@ public record GpuRequest(
         }
         return s.toString();
     }
+
+    /** The smallest shared reservation a request may make: 1 MiB, the unit of CUDA's MPS memory limit. */
+    public static final long MIN_SHARED_BYTES = 1L << 20;
 
     /** @return a new builder (count 1, exclusive) */
     public static Builder builder() {
@@ -458,6 +461,20 @@ public record GpuRequest(
 
         /** @param reservation memory reserved on each GPU; makes the request SHARED @return this */
         public Builder shared(MemorySize reservation) {
+            Objects.requireNonNull(reservation, "reservation");
+            if (reservation.bytes() == 0) {
+                throw new IllegalArgumentException("a shared memory reservation must be more than 0 bytes");
+            }
+            if (reservation.bytes() < MIN_SHARED_BYTES) {
+                throw new IllegalArgumentException("a shared reservation must be at least 1 MiB (the unit of CUDA's"
+                        + " CUDA_MPS_PINNED_DEVICE_MEM_LIMIT, which a job gets), was " + reservation.bytes()
+                        + " bytes; ask for e.g. 512MiB or 4GB");
+            }
+            return sharedAsRecorded(reservation);
+        }
+
+        /** As {@link #shared}, without the 1 MiB floor: for records written before it (the ledger's reader). */
+        Builder sharedAsRecorded(MemorySize reservation) {
             sharing = once(sharing, SharingMode.SHARED, "sharing mode");
             sharedMemory = once(sharedMemory, reservation, "shared memory reservation");
             return this;

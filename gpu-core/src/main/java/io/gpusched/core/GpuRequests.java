@@ -150,6 +150,10 @@ public final class GpuRequests {
                 if (m.bytes() == 0) {
                     throw new IllegalArgumentException("a shared reservation must be more than 0 bytes, e.g. 4GB");
                 }
+                if (m.bytes() < GpuRequest.MIN_SHARED_BYTES) {
+                    throw new IllegalArgumentException("a shared reservation must be at least 1MiB (CUDA's MPS memory"
+                            + " limit counts whole MiB), was " + value + "; e.g. 512MiB or 4GB");
+                }
                 b.shared(m);
             }
             case "--owner" -> b.owner(value);

@@ -108,10 +108,40 @@ public interface GpuScheduler extends AutoCloseable {
      * Releases an allocation.
      *
      * @return true if it was live and is now released; false if it was already released
-     * @throws GpuAllocationException with {@code UNKNOWN_ALLOCATION} for an id the node never issued
+     * @throws GpuAllocationException with {@code UNKNOWN_ALLOCATION} for an id the node never issued; with
+     *                                {@code JOB_RUNNING} when the allocation's job cgroup ({@link #recordJobCgroup})
+     *                                still has processes (nothing released: end the job first)
      * @throws LedgerException if the node ledger cannot record the release (it did not happen)
      */
     boolean release(String allocationId);
+
+    /**
+     * Records the cgroup of the job that uses a live allocation, once the host has made it (named
+     * {@code job-<allocation id>}, see {@link io.gpusched.core.host.JobCgroups}) and before it starts the job: from
+     * then on, when the allocation must end without its host (the holder process is gone, or its lease ends it), the
+     * process that reclaims it first ends the cgroup's processes and removes the cgroup, or keeps the allocation held
+     * when it cannot; and {@link #release} refuses while the cgroup has processes.
+     *
+     * @param allocationId a live allocation
+     * @param cgroup       its job's cgroup directory: absolute, normalized, named {@code job-<allocationId>}, on a
+     *                     cgroup file system
+     * @return the allocation with its job cgroup
+     * @throws GpuAllocationException {@code UNKNOWN_ALLOCATION} when it is not live
+     * @throws IllegalArgumentException when the cgroup is not such a directory, or the allocation has another one
+     * @throws UnsupportedOperationException from an implementation that cannot (the default)
+     */
+    default Allocation recordJobCgroup(String allocationId, Path cgroup) {
+        throw new UnsupportedOperationException(getClass().getName() + " cannot record a job cgroup");
+    }
+
+    /**
+     * @param allocationId an id
+     * @return whether this node issued it as an allocation (live or ended): {@code <node prefix>-<sequence>} of an
+     *         allocation record
+     */
+    default boolean issued(String allocationId) {
+        return allocation(allocationId).isPresent();
+    }
 
     /** @return live allocations of the whole node (every process, with a state directory), oldest first */
     List<Allocation> allocations();

@@ -1,20 +1,15 @@
 package io.gpusched.core;
 
-import io.gpusched.core.LedgerRecord.Cause;
-import io.gpusched.core.LedgerRecord.Released;
-import java.time.Clock;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.HashSet;
 import java.util.List;
-import java.util.Optional;
 import java.util.Set;
-import java.util.function.Function;
 
 /**
- * Leases: which allocations have run past their {@code expiresAt} (each reported once per process), and the change
- * that releases them when {@code gpu.leases.release_on_expiry} is set.
+ * Leases: which allocations have run past their {@code expiresAt} (each reported once per process), and the rule for
+ * when a lease ends its allocation ({@link #ends}).
  */
 final class Leases {
     private final Set<String> reported = new HashSet<>();
@@ -38,32 +33,21 @@ final class Leases {
         reported.remove(id);
     }
 
-    /** @return the change releasing every allocation whose lease has ended at {@code now}, as decided on the ledger */
-    static Ledger.Change<Integer> releaseExpired(Instant now, Function<Allocation, List<String>> drainOf) {
-        return (state, seq) -> {
-            List<LedgerRecord> out = new ArrayList<>();
-            for (Allocation a : state.live.values()) {
-                if (a.expiresAt().isPresent() && !a.expiresAt().get().isAfter(now)) {
-                    out.add(new Released(a.id(), Cause.EXPIRED, now, drainOf.apply(a), Optional.empty()));
-                }
-            }
-            return new Ledger.Decision<>(out, out.size());
-        };
+    /**
+     * The one rule for when a lease ends its allocation, shared by the scheduler's transactions and the lock-free
+     * {@link NodeLedgerView}: its lease has run out at {@code now}, and either the process that made it had
+     * {@code gpu.leases.release_on_expiry} (the ledger records it) or the deciding process has it. Otherwise an expired
+     * lease is held, marked expired, until released or renewed.
+     *
+     * @param releaseOnExpiry the deciding process's {@code gpu.leases.release_on_expiry}
+     */
+    static boolean ends(Allocation a, NodeState state, boolean releaseOnExpiry, Instant now) {
+        return a.expiresAt().isPresent() && !a.expiresAt().get().isAfter(now)
+                && (releaseOnExpiry || state.releasesOnExpiry(a.id()));
     }
 
-    /** @return the change reclaiming every allocation whose holder process is gone */
-    static Ledger.Change<Void> reclaimDeadHolders(Clock clock, Function<Allocation, List<String>> drainOf) {
-        return (state, seq) -> {
-            List<LedgerRecord> out = new ArrayList<>();
-            Instant now = null;
-            for (Allocation a : state.live.values()) {
-                Optional<HolderProcess> h = a.request().holder();
-                if (h.isPresent() && !h.get().isAlive()) {
-                    now = now == null ? clock.instant() : now;
-                    out.add(new Released(a.id(), Cause.RECLAIMED, now, drainOf.apply(a), h));
-                }
-            }
-            return new Ledger.Decision<>(out, null);
-        };
+    /** @return whether the allocation's lease has run out at {@code now} */
+    static boolean expired(Allocation a, Instant now) {
+        return a.expiresAt().isPresent() && !a.expiresAt().get().isAfter(now);
     }
 }

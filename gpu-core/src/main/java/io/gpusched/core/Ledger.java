@@ -76,7 +76,7 @@ final class Ledger implements AutoCloseable {
     }
 
     private final LedgerFile file;
-    private final Change<Void> housekeeping;
+    private final Change<List<AllocationEvent>> housekeeping;
     private final Consumer<List<AllocationEvent>> events;
     private final Runnable changed;
     private final ReentrantLock lock = new ReentrantLock();
@@ -105,11 +105,13 @@ final class Ledger implements AutoCloseable {
     /**
      * @param initial      the devices, idle
      * @param file         the node ledger, or null for a purely in-memory scheduler
-     * @param housekeeping run first in every transaction (reclaims allocations of dead holders)
+     * @param housekeeping run first in every transaction that may have allocations to end (dead holders' allocations,
+     *                     leases that end them); its result is events to fire beyond those of its records
      * @param events       receives the events of applied records (this process's and others'), outside the lock
      * @param changed      called (under the lock) after the state changed
      */
-    Ledger(NodeState initial, LedgerFile file, Change<Void> housekeeping, Consumer<List<AllocationEvent>> events,
+    Ledger(NodeState initial, LedgerFile file, Change<List<AllocationEvent>> housekeeping,
+            Consumer<List<AllocationEvent>> events,
             Runnable changed) {
         this.file = file;
         this.housekeeping = housekeeping;
@@ -325,8 +327,10 @@ final class Ledger implements AutoCloseable {
 
     private <T> void run(Pending<T> p, List<AllocationEvent> out) {
         try {
-            if (state.bound > 0) {
-                applyAll(housekeeping.decide(state, state.sequence + 1), out, null);
+            if (state.needsHousekeeping()) {
+                Decision<List<AllocationEvent>> h = housekeeping.decide(state, state.sequence + 1);
+                applyAll(h, out, null);
+                out.addAll(h.result());
             }
             Decision<T> d = p.change.decide(state, state.sequence + 1);
             applyAll(d, out, null);
@@ -364,8 +368,10 @@ final class Ledger implements AutoCloseable {
                 NodeState before = state.copy();
                 int eventsBefore = out.size();
                 List<LedgerCodec.Entry> written = new ArrayList<>();
-                if (state.bound > 0) {
-                    applyAll(housekeeping.decide(state, state.sequence + 1), out, written);
+                if (state.needsHousekeeping()) {
+                    Decision<List<AllocationEvent>> h = housekeeping.decide(state, state.sequence + 1);
+                    applyAll(h, out, written);
+                    out.addAll(h.result());
                 }
                 for (Pending<?> p : batch) {
                     decideInto(p, out, written);

@@ -1,6 +1,9 @@
 package io.gpusched.core;
 
 import java.io.IOException;
+import java.nio.file.AccessDeniedException;
+import java.nio.file.FileAlreadyExistsException;
+import java.nio.file.FileSystemException;
 import java.nio.file.Path;
 import java.util.Objects;
 
@@ -33,7 +36,17 @@ public class LedgerException extends GpuException {
          * An earlier gpusched kept this node's ledger in a subdirectory ({@code <state dir>/<backend>/}) and the state
          * directory now has a ledger of its own: two records of one node; it is not opened until one is removed.
          */
-        LEGACY_LEDGER
+        LEGACY_LEDGER,
+        /**
+         * The path given as the state directory is not a directory: a regular file, a FIFO, a device or a socket, or
+         * an empty name (which would be the working directory).
+         */
+        NOT_A_DIRECTORY,
+        /**
+         * This process's user may not create or write the state directory or a file in it (the operating system
+         * refused); nothing was written.
+         */
+        PERMISSION_DENIED
     }
 
     private final Kind kind;
@@ -56,6 +69,16 @@ public class LedgerException extends GpuException {
      *         the cause
      */
     static LedgerException io(String what, Path p, IOException e) {
+        if (e instanceof AccessDeniedException) {
+            Path at = e instanceof FileSystemException f && f.getFile() != null ? Path.of(f.getFile()) : p;
+            return new LedgerException(Kind.PERMISSION_DENIED, p, what + ": permission denied on " + at + " for uid "
+                    + StateDirectoryShape.myUid() + StateDirectoryShape.describeOwner(at) + "; give a state"
+                    + " directory this user may create and write (--state-dir, GPUSCHED_STATE_DIR, gpu.state_dir), or"
+                    + " run as the directory's owner", e);
+        }
+        if (e instanceof FileAlreadyExistsException f) {
+            return StateDirectoryShape.notADirectory(p, f.getFile() != null ? Path.of(f.getFile()) : p);
+        }
         boolean full = String.valueOf(e.getMessage()).contains("No space left");
         return new LedgerException(full ? Kind.NO_SPACE : Kind.IO, p, what + ": " + e, e);
     }

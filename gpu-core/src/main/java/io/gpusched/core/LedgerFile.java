@@ -83,12 +83,21 @@ final class LedgerFile {
     }
 
     LedgerFile(Path dir, long compactAt) {
-        this.dir = dir.toAbsolutePath().normalize();
+        this.dir = StateDirectoryShape.forWriter(dir);
         this.file = this.dir.resolve(FILE);
         this.compactAt = compactAt;
         this.readOnly = false;
-        LedgerDirectorySecurity.prepareDirectory(this.dir);
-        this.lock = new NodeLock(this.dir);
+        Path given = dir.toAbsolutePath().normalize();
+        try {
+            LedgerDirectorySecurity.prepareDirectory(this.dir);
+            this.lock = new NodeLock(this.dir);
+        } catch (LedgerException e) {
+            if (given.equals(this.dir)) {
+                throw e;
+            }
+            throw new LedgerException(e.kind(), given, "the state directory " + given + " is a symbolic link to "
+                    + this.dir + ": " + e.getMessage(), e.getCause());
+        }
     }
 
     /** A reader: no directory created, no lock file, the ledger opened read-only; see {@link #read}. */

@@ -40,16 +40,40 @@ sealed interface LedgerRecord {
      * @param createdAt when
      * @param expiresAt lease end
      * @param placement the strategy's certificate (written only when rated)
+     * @param releaseOnExpiry the lease ends the allocation when it runs out (the allocating process had
+     *                        {@code gpu.leases.release_on_expiry}): whichever process of the node changes or reads the
+     *                        ledger next releases it; written {@code "expiry":"release"}
      */
     record Allocated(String id, List<String> uuids, GpuRequest request, Instant createdAt,
-            Optional<Instant> expiresAt, PlacementQuality placement) implements LedgerRecord {
+            Optional<Instant> expiresAt, PlacementQuality placement, boolean releaseOnExpiry) implements LedgerRecord {
         public Allocated {
             uuids = List.copyOf(uuids);
             Objects.requireNonNull(placement, "placement");
         }
 
+        Allocated(String id, List<String> uuids, GpuRequest request, Instant createdAt, Optional<Instant> expiresAt,
+                PlacementQuality placement) {
+            this(id, uuids, request, createdAt, expiresAt, placement, false);
+        }
+
         Allocated(String id, List<String> uuids, GpuRequest request, Instant createdAt, Optional<Instant> expiresAt) {
             this(id, uuids, request, createdAt, expiresAt, PlacementQuality.unrated());
+        }
+    }
+
+    /**
+     * The cgroup of the job using a live allocation, recorded once the holder has made it (its name is
+     * {@code job-<id>}): a reclaim ends the cgroup's processes and removes it before the allocation's GPUs go to anyone
+     * else.
+     *
+     * @param id     allocation id
+     * @param cgroup the cgroup directory, absolute
+     */
+    record JobCgroup(String id, String cgroup) implements LedgerRecord {
+        /** @throws IllegalArgumentException when the cgroup is not an absolute, normalized, printable path */
+        public JobCgroup {
+            Objects.requireNonNull(id, "id");
+            GpuRequest.checkCgroup(cgroup);
         }
     }
 
@@ -145,6 +169,9 @@ sealed interface LedgerRecord {
                 m.put("placement", a.placement().provenOptimal() ? Map.of("optimal", true)
                         : Map.of("within", a.placement().withinPercent()));
             }
+            if (a.releaseOnExpiry() && a.expiresAt().isPresent()) {
+                m.put("expiry", "release");
+            }
         } else if (r instanceof Released x) {
             m.put("op", "R");
             m.put("id", x.id());
@@ -154,6 +181,10 @@ sealed interface LedgerRecord {
                 m.put("drain", x.drain());
             }
             x.deadHolder().ifPresent(h -> m.put("holder", List.of(h.pid(), h.startTime())));
+        } else if (r instanceof JobCgroup j) {
+            m.put("op", "J");
+            m.put("id", j.id());
+            m.put("cgroup", j.cgroup());
         } else if (r instanceof Renewed x) {
             m.put("op", "N");
             m.put("id", x.id());
@@ -195,8 +226,9 @@ sealed interface LedgerRecord {
                 yield new Allocated(id, uuids, request(n.path("request")), Instant.parse(text(n, "createdAt")),
                         n.hasNonNull("expiresAt") ? Optional.of(Instant.parse(n.get("expiresAt").asText()))
                                 : Optional.empty(),
-                        placement(n.path("placement")));
+                        placement(n.path("placement")), "release".equals(n.path("expiry").asText()));
             }
+            case "J" -> new JobCgroup(text(n, "id"), text(n, "cgroup"));
             case "R" -> {
                 List<String> drain = new ArrayList<>();
                 n.path("drain").forEach(x -> drain.add(x.asText()));
@@ -292,7 +324,7 @@ sealed interface LedgerRecord {
             b.requiredDevices(idx);
         }
         if (r.has("sharedBytes")) {
-            b.shared(MemorySize.ofBytes(r.get("sharedBytes").asLong()));
+            b.sharedAsRecorded(MemorySize.ofBytes(r.get("sharedBytes").asLong()));
         }
         if (r.has("owner")) {
             b.owner(r.get("owner").asText());

@@ -1,6 +1,9 @@
 package io.gpusched.core;
 
+import io.gpusched.core.host.JobCgroups;
 import java.nio.file.Path;
+import java.time.Clock;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
@@ -18,19 +21,24 @@ import java.util.Objects;
  * }</pre>
  *
  * <p>The view is what the ledger held when it was read: a record a writer was appending meanwhile (an incomplete last
- * line) is not in it, and nothing is released on its behalf (an expired lease or a dead holder stays listed until a
- * writer records its release).
+ * line) is not in it. It agrees with what the next writer does with leases: an allocation whose lease has ended and
+ * ends it (made by a process with {@code gpu.leases.release_on_expiry}) is not listed, unless its job cgroup still has
+ * processes; an expired lease without it stays listed (held, {@code expiresAt} in the past) until released or renewed.
+ * Nothing is written: a dead holder's allocation stays listed until a writer records its release.
  */
 public final class NodeLedgerView {
     private final Path file;
     private final long sequence;
     private final List<Allocation> allocations;
+    private final List<DeviceState> devices;
     private final List<String> warnings;
 
-    private NodeLedgerView(Path file, long sequence, List<Allocation> allocations, List<String> warnings) {
+    private NodeLedgerView(Path file, long sequence, List<Allocation> allocations, List<DeviceState> devices,
+            List<String> warnings) {
         this.file = file;
         this.sequence = sequence;
         this.allocations = List.copyOf(allocations);
+        this.devices = List.copyOf(devices);
         this.warnings = List.copyOf(warnings);
     }
 
@@ -47,18 +55,40 @@ public final class NodeLedgerView {
      *                         for a scheduler over the directory
      */
     public static NodeLedgerView read(Path stateDir, GpuInventory inventory) {
+        return read(stateDir, inventory, Clock.systemUTC());
+    }
+
+    /**
+     * As {@link #read(Path, GpuInventory)}, deciding which leases have ended on {@code clock} (the node's writers'
+     * clock: the system clock, or a test's).
+     */
+    public static NodeLedgerView read(Path stateDir, GpuInventory inventory, Clock clock) {
         Objects.requireNonNull(stateDir, "stateDir");
         Objects.requireNonNull(inventory, "inventory");
         List<DeviceState> idle = new ArrayList<>();
         for (GpuDevice d : inventory.devices()) {
-            idle.add(DeviceState.idle(d, GpuHealth.HEALTHY));
+            GpuHealth h;
+            try {
+                h = inventory.health(d);
+            } catch (RuntimeException e) {
+                h = GpuHealth.lost("health could not be read: " + e.getMessage());
+            }
+            idle.add(DeviceState.idle(d, h));
         }
         List<String> warnings = new ArrayList<>();
         NodeState s = LedgerFile.read(stateDir, new NodeState(idle), warnings);
         NodeIdentity.verify(stateDir.toAbsolutePath().normalize(), inventory);
+        Instant now = clock.instant();
+        for (Allocation a : List.copyOf(s.live.values())) {
+            // what the next writer does: a lease that ends its allocation is over (unless its job still runs)
+            if (Leases.ends(a, s, false, now)
+                    && a.request().jobCgroup().map(c -> !JobCgroups.populated(Path.of(c))).orElse(true)) {
+                s.endInView(a.id(), now);
+            }
+        }
         warnings.addAll(s.problems);
         return new NodeLedgerView(stateDir.toAbsolutePath().normalize().resolve(LedgerFile.FILE), s.sequence,
-                new ArrayList<>(s.live.values()), warnings);
+                new ArrayList<>(s.live.values()), s.snapshot(), warnings);
     }
 
     /** @return the ledger file read */
@@ -74,6 +104,14 @@ public final class NodeLedgerView {
     /** @return the live allocations, in the order they were made */
     public List<Allocation> allocations() {
         return allocations;
+    }
+
+    /**
+     * @return the node's devices as the ledger records them: who holds each, draining and quarantined ones, and the
+     *         inventory's health when the view was read; no metrics
+     */
+    public List<DeviceState> devices() {
+        return devices;
     }
 
     /**

@@ -11,10 +11,12 @@ import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.Set;
 
 /**
  * The node's allocation state as this process knows it: device states and live allocations, plus the sequence of
@@ -30,6 +32,10 @@ final class NodeState {
     final LinkedHashMap<String, Allocation> live;
     /** Allocations bound to a holder process (a subset of live). */
     int bound;
+    /** Allocations with a lease (a subset of live). */
+    int leased;
+    /** Ids of live allocations whose lease ends them ({@link Allocated#releaseOnExpiry()}). */
+    Set<String> releaseOnExpiry;
     long sequence;
     /** Problems met while applying records (devices the inventory no longer has). */
     final List<String> problems;
@@ -47,6 +53,7 @@ final class NodeState {
         this.live = new LinkedHashMap<>();
         this.problems = new ArrayList<>();
         this.issued = new IssuedIds();
+        this.releaseOnExpiry = new HashSet<>();
     }
 
     private NodeState(NodeState o) {
@@ -56,6 +63,8 @@ final class NodeState {
         this.view = o.view;
         this.live = new LinkedHashMap<>(o.live);
         this.bound = o.bound;
+        this.leased = o.leased;
+        this.releaseOnExpiry = new HashSet<>(o.releaseOnExpiry);
         this.sequence = o.sequence;
         this.problems = new ArrayList<>(o.problems);
         this.issued = o.issued;
@@ -73,6 +82,16 @@ final class NodeState {
             idle.add(DeviceState.idle(s.device(), s.health()).withMetrics(s.metrics()));
         }
         return new NodeState(idle);
+    }
+
+    /** @return whether a transaction must look for allocations to end (a bound holder may be gone, a lease may end) */
+    boolean needsHousekeeping() {
+        return bound > 0 || leased > 0;
+    }
+
+    /** @return whether the allocation's lease ends it (the allocating process had release_on_expiry) */
+    boolean releasesOnExpiry(String id) {
+        return releaseOnExpiry.contains(id);
     }
 
     Integer positionOfIndex(int index) {
@@ -122,6 +141,12 @@ final class NodeState {
             Allocation al = live.remove(x.id());
             if (al != null) {
                 unhold(al, x);
+                if (events != null && x.cause() == Cause.EXPIRED) {
+                    events.add(new AllocationEvent(AllocationEvent.Type.EXPIRED, x.at(), Optional.of(al.id()),
+                            al.owner(), al.request().jobId(), al.deviceUuids(), Optional.empty(), "lease of "
+                                    + al.id() + " ended at " + al.expiresAt().map(Instant::toString).orElse("?")
+                                    + "; released"));
+                }
                 if (events != null) {
                     boolean reclaimed = x.cause() == Cause.RECLAIMED;
                     String msg = reclaimed ? al.request().describe() + "; reclaimed: its holder "
@@ -133,9 +158,18 @@ final class NodeState {
                             al.request().jobId(), al.deviceUuids(), Optional.empty(), msg));
                 }
             }
+        } else if (r instanceof LedgerRecord.JobCgroup j) {
+            Allocation al = live.get(j.id());
+            if (al != null) {
+                live.put(j.id(), new Allocation(al.id(), al.devices(), al.request().withJobCgroup(j.cgroup()),
+                        al.createdAt(), al.expiresAt(), al.placement()));
+            }
         } else if (r instanceof Renewed x) {
             Allocation al = live.get(x.id());
             if (al != null) {
+                if (al.expiresAt().isEmpty()) {
+                    leased++;
+                }
                 Allocation n = al.withExpiry(Optional.of(x.expiresAt()));
                 live.put(x.id(), n);
                 if (events != null) {
@@ -207,6 +241,12 @@ final class NodeState {
         if (al.request().holder().isPresent()) {
             bound++;
         }
+        if (al.expiresAt().isPresent()) {
+            leased++;
+        }
+        if (a.releaseOnExpiry() && a.expiresAt().isPresent()) {
+            releaseOnExpiry.add(al.id());
+        }
         return al;
     }
 
@@ -214,6 +254,10 @@ final class NodeState {
         if (a.request().holder().isPresent()) {
             bound--;
         }
+        if (a.expiresAt().isPresent()) {
+            leased--;
+        }
+        releaseOnExpiry.remove(a.id());
         for (GpuDevice d : a.devices()) {
             int p = positionByUuid.get(d.uuid());
             DeviceState s = states[p];
@@ -231,11 +275,23 @@ final class NodeState {
         }
     }
 
+    /**
+     * Ends a live allocation in this state only, as its release would (a reader's view of a lease that ends it; the
+     * next writer records the release): no sequence is used, nothing is written.
+     */
+    void endInView(String id, Instant at) {
+        Allocation al = live.remove(id);
+        if (al != null) {
+            unhold(al, new Released(id, Cause.EXPIRED, at, List.of(), Optional.empty()));
+        }
+    }
+
     /** @return the snapshot record of this state */
     Snapshot toSnapshot() {
         List<Allocated> out = new ArrayList<>();
         for (Allocation a : live.values()) {
-            out.add(new Allocated(a.id(), a.deviceUuids(), a.request(), a.createdAt(), a.expiresAt(), a.placement()));
+            out.add(new Allocated(a.id(), a.deviceUuids(), a.request(), a.createdAt(), a.expiresAt(), a.placement(),
+                    releaseOnExpiry.contains(a.id())));
         }
         List<PoolChanged> pools = new ArrayList<>();
         for (DeviceState s : states) {

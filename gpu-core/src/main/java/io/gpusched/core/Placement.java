@@ -23,10 +23,17 @@ import java.util.stream.Collectors;
 final class Placement {
     private final AllocationStrategy strategy;
     private final GpuTopology topology;
+    /** Most shared allocations one GPU takes ({@code gpu.max_shared_per_gpu}); 0: no bound. */
+    private final int maxShared;
 
     Placement(AllocationStrategy strategy, GpuTopology topology) {
+        this(strategy, topology, 0);
+    }
+
+    Placement(AllocationStrategy strategy, GpuTopology topology, int maxShared) {
         this.strategy = strategy;
         this.topology = topology;
+        this.maxShared = maxShared;
     }
 
     /**
@@ -57,8 +64,8 @@ final class Placement {
      * @throws GpuException when the strategy returns an invalid pick (a bug in the strategy)
      */
     Pick pick(GpuRequest request, List<DeviceState> all, Instant now) {
-        List<DeviceState> candidates = request.isExplicit() ? explicitCandidates(request, all)
-                : candidates(request, all);
+        List<DeviceState> candidates = request.isExplicit() ? explicitCandidates(request, all, maxShared)
+                : candidates(request, all, maxShared);
         View view = new View(all, Collections.unmodifiableList(candidates), topology, now);
         AllocationStrategy.Choice choice = strategy.choose(request, view);
         List<Integer> picked = choice == null ? null : choice.devices();
@@ -81,8 +88,8 @@ final class Placement {
         if (latest == pick.basis()) {
             return pick.devices(); // no device changed since the snapshot (the state shares its immutable view)
         }
-        List<DeviceState> candidates = request.isExplicit() ? explicitCandidates(request, latest)
-                : candidates(request, latest);
+        List<DeviceState> candidates = request.isExplicit() ? explicitCandidates(request, latest, maxShared)
+                : candidates(request, latest, maxShared);
         for (GpuDevice d : pick.devices()) {
             DeviceState now = find(candidates, d.index());
             if (now == null || !now.device().uuid().equals(d.uuid())) {
@@ -149,12 +156,21 @@ final class Placement {
      * @throws GpuAllocationException naming the first hard constraint that could not be met
      */
     static List<DeviceState> candidates(GpuRequest r, List<DeviceState> all) {
+        return candidates(r, all, 0);
+    }
+
+    /**
+     * @param maxShared most shared allocations a GPU takes; 0: no bound
+     * @return the devices the request may use now, in node order
+     * @throws GpuAllocationException naming the first hard constraint that could not be met
+     */
+    static List<DeviceState> candidates(GpuRequest r, List<DeviceState> all, int maxShared) {
         // the common case in one pass; when it comes short, the step-by-step pass below names why
         if (r.count() <= all.size()) {
             List<DeviceState> free = new ArrayList<>(all.size());
             for (int k = 0, size = all.size(); k < size; k++) {
                 DeviceState d = all.get(k);
-                if (eligible(r, d)) {
+                if (eligible(r, d, maxShared)) {
                     free.add(d);
                 }
             }
@@ -162,12 +178,12 @@ final class Placement {
                 return free;
             }
         }
-        return candidatesStepByStep(r, all);
+        return candidatesStepByStep(r, all, maxShared);
     }
 
     /** The conjunction of every constraint {@link #candidatesStepByStep} and {@link #checkOne} apply, in one test. */
-    private static boolean eligible(GpuRequest r, DeviceState d) {
-        return d.pool() == Pool.IN_POOL && d.health().isHealthy() && isAvailable(r, d)
+    private static boolean eligible(GpuRequest r, DeviceState d, int maxShared) {
+        return d.pool() == Pool.IN_POOL && d.health().isHealthy() && isAvailable(r, d, maxShared)
                 && hasMemory(r, d.device()) && matchesIdentity(r, d.device());
     }
 
@@ -181,7 +197,7 @@ final class Placement {
     }
 
     /** Applies hard constraints step by step, so that a refusal names the first one that could not be met. */
-    static List<DeviceState> candidatesStepByStep(GpuRequest r, List<DeviceState> all) {
+    static List<DeviceState> candidatesStepByStep(GpuRequest r, List<DeviceState> all, int maxShared) {
         int n = r.count();
         if (n > all.size()) {
             throw new GpuAllocationException(Reason.NODE_TOO_SMALL, r.describe() + " requested; this node has "
@@ -191,7 +207,7 @@ final class Placement {
             DeviceState d = all.stream().filter(x -> x.index() == req).findFirst()
                     .orElseThrow(() -> new GpuAllocationException(Reason.UNKNOWN_DEVICE, "required GPU index " + req
                             + " is not on this node; its GPU indices are " + indices(all)));
-            checkOne(r, d);
+            checkOne(r, d, maxShared);
         }
         List<DeviceState> matching = filter(all, d -> matchesIdentity(r, d.device()));
         if (matching.size() < n) {
@@ -222,10 +238,12 @@ final class Placement {
             throw new GpuAllocationException(Reason.DEVICE_UNHEALTHY, r.describe() + " requested; only "
                     + usable.size() + " of " + roomy.size() + " suitable GPUs are healthy (" + sick + ")");
         }
-        List<DeviceState> free = filter(usable, d -> d.pool() == Pool.IN_POOL && isAvailable(r, d));
+        List<DeviceState> free = filter(usable, d -> d.pool() == Pool.IN_POOL && isAvailable(r, d, maxShared));
         if (free.size() < n) {
             String why = r.sharing() == SharingMode.SHARED
                     ? " have " + r.sharedMemory().get().toHumanString() + " unreserved and are not held exclusively"
+                            + (maxShared > 0 ? " or shared " + maxShared + " times already (gpu.max_shared_per_gpu)"
+                                    : "")
                     : " are free";
             long draining = usable.stream().filter(d -> d.pool() == Pool.DRAINING).count();
             throw new GpuAllocationException(Reason.INSUFFICIENT_GPUS, r.describe() + " requested; "
@@ -235,7 +253,7 @@ final class Placement {
         return free;
     }
 
-    static List<DeviceState> explicitCandidates(GpuRequest r, List<DeviceState> all) {
+    static List<DeviceState> explicitCandidates(GpuRequest r, List<DeviceState> all, int maxShared) {
         List<DeviceState> out = new ArrayList<>();
         if (!r.deviceIndices().isEmpty()) {
             for (int i : r.deviceIndices()) {
@@ -251,13 +269,13 @@ final class Placement {
             }
         }
         for (DeviceState d : out) {
-            checkOne(r, d);
+            checkOne(r, d, maxShared);
         }
         return out;
     }
 
     /** Checks one named device (explicit or required) and refuses naming it. */
-    private static void checkOne(GpuRequest r, DeviceState d) {
+    private static void checkOne(GpuRequest r, DeviceState d, int maxShared) {
         String which = "GPU " + d.index() + " (" + d.device().name() + ", " + d.device().uuid() + ")";
         if (!matchesIdentity(r, d.device())) {
             throw new GpuAllocationException(Reason.NO_MATCHING_DEVICE, which + " does not match " + r.describe());
@@ -280,10 +298,12 @@ final class Placement {
             throw new GpuAllocationException(Reason.DEVICE_BUSY, which + " is draining: "
                     + d.poolReason().orElse("processes of its last job are still exiting"));
         }
-        if (!isAvailable(r, d)) {
+        if (!isAvailable(r, d, maxShared)) {
             throw new GpuAllocationException(Reason.DEVICE_BUSY, which + " is busy: " + holders(List.of(d))
                     + (r.sharing() == SharingMode.SHARED ? "; " + d.reservableMemory().toHumanString()
-                            + " reservable" : ""));
+                            + " reservable" + (maxShared > 0 && d.sharedHolders() >= maxShared ? "; it takes at most "
+                                    + maxShared + " shared allocations (gpu.max_shared_per_gpu)" : "")
+                            : ""));
         }
     }
 
@@ -310,11 +330,13 @@ final class Placement {
                 && (r.sharedMemory().isEmpty() || d.memory().isAtLeast(r.sharedMemory().get()));
     }
 
-    static boolean isAvailable(GpuRequest r, DeviceState d) {
+    /** @param maxShared most shared allocations a GPU takes; 0: no bound */
+    static boolean isAvailable(GpuRequest r, DeviceState d, int maxShared) {
         if (r.sharing() == SharingMode.EXCLUSIVE) {
             return d.isIdle();
         }
-        return d.exclusiveHolder().isEmpty() && d.reservableMemory().isAtLeast(r.sharedMemory().get());
+        return d.exclusiveHolder().isEmpty() && d.reservableMemory().isAtLeast(r.sharedMemory().get())
+                && (maxShared <= 0 || d.sharedHolders() < maxShared);
     }
 
     private static List<DeviceState> filter(List<DeviceState> in, Predicate<DeviceState> p) {

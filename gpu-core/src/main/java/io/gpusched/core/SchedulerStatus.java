@@ -21,6 +21,15 @@ public record SchedulerStatus(String backend, boolean enabled, String strategy, 
         List<String> notes) {
 
     /**
+     * @param devices     device states (a scheduler's, or a {@link NodeLedgerView}'s)
+     * @param allocations the live allocations, for the shared holders of each device
+     * @return the devices as a status shows them
+     */
+    public static List<Device> devices(List<DeviceState> devices, List<Allocation> allocations) {
+        return Statuses.devices(devices, allocations);
+    }
+
+    /**
      * One device.
      *
      * @param index              device index
@@ -61,9 +70,12 @@ public record SchedulerStatus(String backend, boolean enabled, String strategy, 
      * @param expiresAt         lease end, or null
      * @param placement         the strategy's certificate: "proven optimal", "within X % of optimal (...)" or
      *                          "not rated"
+     * @param expired           whether its lease has run out when the status was taken (it is still held: its lease
+     *                          does not end it, or its job could not be ended yet)
+     * @param jobCgroup         the cgroup of the job using it, or null
      */
     public record Held(String id, String owner, String jobId, List<Integer> deviceIndices, List<String> deviceUuids,
             String sharing, Long sharedMemoryBytes, String createdAt, Map<String, String> labels,
-            String expiresAt, String placement) {
+            String expiresAt, String placement, boolean expired, String jobCgroup) {
     }
 }

@@ -15,6 +15,19 @@ final class Statuses {
 
     static SchedulerStatus of(String backend, boolean enabled, String strategy, Instant at, List<DeviceState> devs,
             List<Allocation> allocs, boolean drainSupported, List<String> notes) {
+        List<SchedulerStatus.Device> out = devices(devs, allocs);
+        List<SchedulerStatus.Held> held = new ArrayList<>();
+        for (Allocation a : allocs) {
+            held.add(new SchedulerStatus.Held(a.id(), a.owner().orElse(null), a.request().jobId().orElse(null),
+                    a.deviceIndices(), a.deviceUuids(), a.sharing().name(),
+                    a.sharedMemory().map(MemorySize::bytes).orElse(null), a.createdAt().toString(),
+                    a.request().labels(), a.expiresAt().map(Instant::toString).orElse(null),
+                    a.placement().describe(), Leases.expired(a, at), a.request().jobCgroup().orElse(null)));
+        }
+        return new SchedulerStatus(backend, enabled, strategy, at.toString(), out, held, drainSupported, notes);
+    }
+
+    static List<SchedulerStatus.Device> devices(List<DeviceState> devs, List<Allocation> allocs) {
         Map<Integer, List<String>> sharedBy = new HashMap<>();
         for (Allocation a : allocs) {
             if (a.sharing() == SharingMode.SHARED) {
@@ -36,15 +49,7 @@ final class Statuses {
                     m.flatMap(x -> boxed(x.powerWatts())).orElse(null), s.pool().name(),
                     s.poolReason().orElse(null)));
         }
-        List<SchedulerStatus.Held> held = new ArrayList<>();
-        for (Allocation a : allocs) {
-            held.add(new SchedulerStatus.Held(a.id(), a.owner().orElse(null), a.request().jobId().orElse(null),
-                    a.deviceIndices(), a.deviceUuids(), a.sharing().name(),
-                    a.sharedMemory().map(MemorySize::bytes).orElse(null), a.createdAt().toString(),
-                    a.request().labels(), a.expiresAt().map(Instant::toString).orElse(null),
-                    a.placement().describe()));
-        }
-        return new SchedulerStatus(backend, enabled, strategy, at.toString(), out, held, drainSupported, notes);
+        return out;
     }
 
     private static Optional<Double> boxed(OptionalDouble d) {

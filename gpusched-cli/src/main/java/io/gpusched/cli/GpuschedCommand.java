@@ -132,6 +132,11 @@ public final class GpuschedCommand implements Callable<Integer> {
         return Node.read(simulate(), config(), stateDir());
     }
 
+    /** @return the node's devices, read without taking the node's lock or writing anything */
+    public Node.Devices readDevices() {
+        return Node.readDevices(simulate(), config(), stateDir());
+    }
+
     /** Opens the node with a listener for the scheduler's audit events. */
     public Node open(Optional<String> strategy, AllocationListener listener) {
         return Node.open(simulate(), config(), stateDir(), strategy, Optional.of(listener));

@@ -1,16 +1,26 @@
 package io.gpusched.cli;
 
+import io.gpusched.core.Allocation;
 import io.gpusched.core.AllocationListener;
 import io.gpusched.core.BackendUnavailableException;
+import io.gpusched.core.DeviceState;
 import io.gpusched.core.GpuConfig;
+import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuInventory;
+import io.gpusched.core.GpuMetrics;
 import io.gpusched.core.GpuScheduler;
 import io.gpusched.core.NodeLedgerView;
 import io.gpusched.core.host.GpuNode;
 import io.gpusched.core.host.InventorySpec;
 import io.gpusched.core.host.StateDirectory;
+import java.nio.file.Files;
+import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
 import java.util.Optional;
 
 /**
@@ -88,16 +98,67 @@ public final class Node implements AutoCloseable {
      */
     public static Read read(Optional<String> simulate, Optional<Path> configFile, Optional<Path> stateDir) {
         GpuConfig config = configFile.map(GpuConfig::load).orElse(GpuConfig.defaults());
-        InventorySpec spec = simulate.map(InventorySpec::simulated).orElse(InventorySpec.AUTO);
-        GpuInventory inv;
-        try {
-            inv = spec.open(config);
-        } catch (BackendUnavailableException e) {
-            throw noBackend(e);
-        }
-        try (inv) {
+        try (GpuInventory inv = openInventory(simulate, config)) {
             Path dir = StateDirectory.forNode(stateDir.or(config::stateDir), inv);
             return new Read(config, dir, NodeLedgerView.read(dir, inv));
+        }
+    }
+
+    /**
+     * What {@link #readDevices} found.
+     *
+     * @param devices     the devices: holders and pools as the ledger records them, health and one sample from the
+     *                    inventory
+     * @param allocations the live allocations the ledger records (none when there is no ledger yet)
+     * @param backend     the inventory's backend
+     */
+    public record Devices(List<DeviceState> devices, List<Allocation> allocations, String backend) {
+    }
+
+    /**
+     * The node's devices for read-only commands ({@code list}): the ledger read as {@link #read} does (no lock, nothing
+     * created or written: a state directory or ledger that does not exist yet means nothing is allocated), with the
+     * inventory's health and one sample of its metrics.
+     *
+     * @throws CliException when no backend is available
+     * @throws io.gpusched.core.LedgerException when an existing ledger cannot be read
+     */
+    public static Devices readDevices(Optional<String> simulate, Optional<Path> configFile, Optional<Path> stateDir) {
+        GpuConfig config = configFile.map(GpuConfig::load).orElse(GpuConfig.defaults());
+        try (GpuInventory inv = openInventory(simulate, config)) {
+            Path dir = StateDirectory.forNode(stateDir.or(config::stateDir), inv);
+            List<DeviceState> states;
+            List<Allocation> live;
+            if (Files.exists(dir.resolve("ledger"), LinkOption.NOFOLLOW_LINKS)) {
+                NodeLedgerView view = NodeLedgerView.read(dir, inv);
+                states = view.devices();
+                live = view.allocations();
+            } else {
+                states = new ArrayList<>();
+                for (GpuDevice d : inv.devices()) {
+                    states.add(DeviceState.idle(d, inv.health(d)));
+                }
+                live = List.of();
+            }
+            Map<Integer, GpuMetrics> metrics = new HashMap<>();
+            for (GpuMetrics m : inv.sample().metrics()) {
+                metrics.put(m.index(), m);
+            }
+            List<DeviceState> out = new ArrayList<>(states.size());
+            for (DeviceState s : states) {
+                out.add(new DeviceState(s.device(), s.health(), s.exclusiveHolder(), s.sharedHolders(),
+                        s.sharedReserved(), Optional.ofNullable(metrics.get(s.index())), s.pool(), s.poolReason(),
+                        s.poolSince()));
+            }
+            return new Devices(out, live, inv.backend());
+        }
+    }
+
+    private static GpuInventory openInventory(Optional<String> simulate, GpuConfig config) {
+        try {
+            return simulate.map(InventorySpec::simulated).orElse(InventorySpec.AUTO).open(config);
+        } catch (BackendUnavailableException e) {
+            throw noBackend(e);
         }
     }
 

@@ -37,9 +37,12 @@ import org.junit.jupiter.api.io.TempDir;
  */
 class MetricsEscapingTest {
     static final Path PROMTOOL = Path.of("/usr/bin/promtool");
-    static final String[] NAMES = {"GPU \"zero\" \\ back\\slash", "line one\nline two \\n not a newline",
-        "Ünïcødé 名前 \"\\\n\"", "<b>&amp;</b> 'single' }{ ,= \\\""};
-    static final String[] UUIDS = {"GPU-\"q\"-0", "GPU-\\-1", "GPU-\n-2", "GPU-ü\\\"\n-3"};
+    // issue 36: names with control characters (a newline) and UUIDs that are not plain tokens (quotes, backslashes)
+    // are refused where node descriptions and inventories enter; names keep quotes, backslashes and Unicode, and the
+    // host name (not a device identifier) still carries a newline
+    static final String[] NAMES = {"GPU \"zero\" \\ back\\slash", "line one line two \\n not a newline",
+        "Ünïcødé 名前 \"\\\"", "<b>&amp;</b> 'single' }{ ,= \\\""};
+    static final String[] UUIDS = {"GPU-q-0", "GPU-1", "MIG-GPU-2/1/0", "GPU-3:x.y_z"};
     static final String HOST = "host \"a\"\\b\nc é";
 
     /** One sample: name, labels in order, value text. */

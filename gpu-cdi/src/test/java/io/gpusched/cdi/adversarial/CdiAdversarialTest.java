@@ -190,9 +190,13 @@ class CdiAdversarialTest {
 
     @Test
     void hostileUuidsGiveUniqueValidNames() throws Exception {
-        // device 0's UUID reads like device 1's index name; device 1's UUID is not a valid CDI name
+        // device 0's UUID reads like device 1's index name; device 1's UUID is not a valid CDI name ('/', as in an
+        // older driver's MIG UUIDs); a UUID with a space is refused where node descriptions enter (issue 36)
+        assertThat(org.assertj.core.api.Assertions.catchThrowable(() -> NodeDescriptions.parse(yamlNode(
+                "  - {index: 0, uuid: \"GPU with space/x\", pci_bus_id: \"00000000:11:00.0\"}\n"), "adv.yaml")))
+                .isInstanceOf(GpuException.class).hasMessageContaining("uuid");
         String d = "  - {index: 0, uuid: \"1\", pci_bus_id: \"00000000:10:00.0\"}\n"
-                + "  - {index: 1, uuid: \"GPU with space/x\", pci_bus_id: \"00000000:11:00.0\"}\n"
+                + "  - {index: 1, uuid: \"GPU-x/1/0\", pci_bus_id: \"00000000:11:00.0\"}\n"
                 + "  - {index: 2, uuid: all, pci_bus_id: \"00000000:12:00.0\"}\n";
         Path dev = dev(tmp);
         try (GpuInventory inv = NodeDescriptions.parse(yamlNode(d), "adv.yaml")) {

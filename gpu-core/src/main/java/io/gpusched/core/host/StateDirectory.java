@@ -2,6 +2,7 @@ package io.gpusched.core.host;
 
 import io.gpusched.core.GpuInventories;
 import io.gpusched.core.GpuInventory;
+import io.gpusched.core.LedgerException;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -77,6 +78,7 @@ public final class StateDirectory {
      * @param given     a directory given explicitly, or empty
      * @param inventory the node
      * @return where the node's ledger lives
+     * @throws LedgerException {@code NOT_A_DIRECTORY} for an empty name given (it would be the working directory)
      */
     public static Path forNode(Optional<Path> given, GpuInventory inventory) {
         return forNode(given, inventory.backend(), base());
@@ -87,9 +89,16 @@ public final class StateDirectory {
      * @param backend the inventory's {@code backend()} ({@code nvml}, {@code simulated:dgx1-v100})
      * @param base    the base directory ({@link #base()})
      * @return where the node's ledger lives
+     * @throws LedgerException {@code NOT_A_DIRECTORY} for an empty name given (it would be the working directory)
      */
     public static Path forNode(Optional<Path> given, String backend, Path base) {
         if (given.isPresent()) {
+            if (given.get().toString().isEmpty()) {
+                throw new LedgerException(LedgerException.Kind.NOT_A_DIRECTORY, given.get(), "the state directory is"
+                        + " an empty name, which would put the node ledger in the working directory; give a directory"
+                        + " such as /var/lib/gpusched (--state-dir, GPUSCHED_STATE_DIR, gpu.state_dir), or leave it out"
+                        + " for the default", null);
+            }
             return given.get().toAbsolutePath().normalize();
         }
         if (backend.startsWith(GpuInventories.SIMULATED_PREFIX)) {

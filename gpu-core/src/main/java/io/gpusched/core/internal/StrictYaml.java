@@ -18,6 +18,7 @@ import java.util.Map;
 import java.util.Set;
 import java.util.TreeSet;
 import java.util.function.Function;
+import java.util.regex.Pattern;
 import org.yaml.snakeyaml.LoaderOptions;
 import org.yaml.snakeyaml.Yaml;
 import org.yaml.snakeyaml.constructor.AbstractConstruct;
@@ -116,7 +117,16 @@ public final class StrictYaml {
         }
     }
 
-    /** SafeConstructor without the tags a configuration has no use for, and strict about {@code !!bool}. */
+    /** A whole number in plain decimal: an optional sign, then 0 or digits without a leading zero. */
+    private static final Pattern DECIMAL_INT = Pattern.compile("[-+]?(0|[1-9][0-9]*)");
+    /** A decimal fraction or exponent form, without underscores or sexagesimal parts. */
+    private static final Pattern DECIMAL_FLOAT =
+            Pattern.compile("[-+]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][-+]?[0-9]+)?");
+
+    /**
+     * SafeConstructor without the tags a configuration has no use for, strict about {@code !!bool}, and reading
+     * numbers only in plain decimal.
+     */
     private static final class PlainConstructor extends SafeConstructor {
         PlainConstructor(LoaderOptions options) {
             super(options);
@@ -130,6 +140,25 @@ public final class StrictYaml {
             for (Tag t : List.of(Tag.BINARY, Tag.TIMESTAMP, Tag.SET, Tag.OMAP, Tag.PAIRS)) {
                 yamlConstructors.put(t, refuse);
             }
+            // YAML 1.1 reads 010 as octal 8, 0x10 as 16, 1_000 as 1000 and 1:30 as 90 (sexagesimal), and 1:30.5 or
+            // 0000:07:00.0 as a float: a number is a number only in plain decimal; any other form is kept as the text
+            // written, which a number setting refuses (naming it) and a text setting keeps as it is
+            Construct ints = yamlConstructors.get(Tag.INT);
+            Construct floats = yamlConstructors.get(Tag.FLOAT);
+            yamlConstructors.put(Tag.INT, new AbstractConstruct() {
+                @Override
+                public Object construct(Node node) {
+                    String v = node instanceof ScalarNode sn ? sn.getValue() : "";
+                    return DECIMAL_INT.matcher(v).matches() ? ints.construct(node) : v;
+                }
+            });
+            yamlConstructors.put(Tag.FLOAT, new AbstractConstruct() {
+                @Override
+                public Object construct(Node node) {
+                    String v = node instanceof ScalarNode sn ? sn.getValue() : "";
+                    return DECIMAL_FLOAT.matcher(v).matches() ? floats.construct(node) : v;
+                }
+            });
             yamlConstructors.put(Tag.BOOL, new AbstractConstruct() {
                 @Override
                 public Object construct(Node node) {
@@ -263,8 +292,15 @@ public final class StrictYaml {
         if (v instanceof Integer i && i >= min && i <= max) {
             return i;
         }
-        throw error(pathOf(key), "must be a whole number from " + min + " to " + max + ", was " + describe(v));
+        throw error(pathOf(key), "must be a whole number from " + min + " to " + max + ", was " + describe(v)
+                + (v instanceof String t && NUMBER_LIKE.matcher(t).matches() ? "; write it in plain decimal (YAML 1.1"
+                        + " reads a leading 0 as octal, 0x as hexadecimal, and allows _ and : in numbers; gpusched"
+                        + " reads none of them)" : ""));
     }
+
+    /** Text YAML 1.1 may read as a number in a form other than plain decimal ({@code 010}, {@code 0x1f}). */
+    private static final Pattern NUMBER_LIKE = Pattern.compile("[-+]?(0[0-7_]+|0x[0-9a-fA-F_]+|0b[01_]+|[0-9][0-9_:]*"
+            + "(\\.[0-9_]*)?)");
 
     /** @return an integer within [min, max] that must be present */
     public int requiredInteger(String key, int min, int max) {
@@ -327,6 +363,27 @@ public final class StrictYaml {
             out.add(String.valueOf(v));
         }
         return out;
+    }
+
+    /**
+     * As {@link #strings}, refusing numbers and booleans ({@code [5, true]}) where text is meant (paths, names).
+     *
+     * @param what what each element is, for the refusal ("a path such as /opt/cuda")
+     */
+    public List<String> texts(String key, String what) {
+        Object v = map.get(key);
+        if (v instanceof List<?> l) {
+            for (int i = 0; i < l.size(); i++) {
+                if (l.get(i) instanceof Number || l.get(i) instanceof Boolean) {
+                    throw error(pathOf(key) + "[" + i + "]", "must be text (" + what + "), was " + describe(l.get(i))
+                            + (l.get(i) instanceof Boolean ? " (a boolean)" : " (a number)") + "; quote it if it is"
+                            + " meant as text");
+                }
+            }
+        } else if (v instanceof Number || v instanceof Boolean) {
+            throw error(pathOf(key), "must be a list of text (" + what + "), was " + describe(v));
+        }
+        return strings(key);
     }
 
     /** @return a list of mappings; empty when absent */

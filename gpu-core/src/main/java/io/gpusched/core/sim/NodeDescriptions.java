@@ -1,6 +1,7 @@
 package io.gpusched.core.sim;
 
 import io.gpusched.core.ComputeCapability;
+import io.gpusched.core.DeviceIdentifiers;
 import io.gpusched.core.GpuConfigException;
 import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuVendor;
@@ -17,12 +18,16 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Optional;
 import java.util.Set;
 import java.util.TreeMap;
 import java.util.UUID;
 import java.util.function.Function;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 /**
  * Reads a node described in YAML into a {@link SimulatedGpuInventory}. The built-in profiles are such files.
@@ -44,6 +49,15 @@ import java.util.function.Function;
  * depend on the machine it is simulated on; by default {@link #DEFAULT_CHAR_MAJORS} of its vendors (NVIDIA:
  * {@code nvidia-uvm} and {@code nvidia-caps}; AMD: {@code kfd}); {@code {}} describes a node whose modules are not
  * loaded. Every device carries them as the property {@value GpuDeviceNodes#CHAR_MAJORS_PROPERTY}.
+ *
+ * <p>Refused, naming the devices, so that one device's fence, gres.conf line or CDI entry never reaches another: two
+ * devices of one vendor with one {@code minor}, or two devices with one {@code pci_bus_id} (in any spelling), unless
+ * both are partitions of one parent; a {@code parent} that is the device itself or another device of the description
+ * (a cycle, or a GPU allocatable whole and as its partitions: a parent is the physical GPU, which is listed either
+ * whole or as its partitions); partitions of one parent on different PCI devices, or (NVIDIA) with different minors;
+ * a pair given twice in {@code links} or {@code pcie}, or a {@code links} count other than {@code fabric_links}'.
+ * Identifiers as {@link io.gpusched.core.DeviceIdentifiers} accepts them (a uuid is a plain token of at most 128
+ * characters; names and properties printable text); the node's name and description printable too.
  */
 public final class NodeDescriptions {
 
@@ -101,6 +115,13 @@ public final class NodeDescriptions {
     public static SimulatedGpuInventory parse(String yaml, String source) {
         StrictYaml root = StrictYaml.parse(yaml, source).onlyKeys(ROOT_KEYS);
         String node = root.requiredString("node");
+        Optional<String> badName = DeviceIdentifiers.text(node, "the node name");
+        if (badName.isPresent() || node.length() > 128) {
+            throw root.error(root.pathOf("node"), badName.orElse("the node name is longer than 128 characters"));
+        }
+        DeviceIdentifiers.text(root.string("description", ""), "the description").ifPresent(p -> {
+            throw root.error(root.pathOf("description"), p);
+        });
         SimulatedGpuInventory.Builder b = SimulatedGpuInventory.builder(node)
                 .description(root.string("description", ""));
         StrictYaml defaults = root.child("defaults").onlyKeys(DEVICE_KEYS);
@@ -117,6 +138,7 @@ public final class NodeDescriptions {
         Map<Integer, String[]> placement = new HashMap<>();
         Map<Integer, Integer> numa = new HashMap<>();
         Set<String> uuids = new HashSet<>();
+        Map<Integer, GpuDevice> byIndex = new TreeMap<>();
         for (StrictYaml d : devices) {
             d.onlyKeys(DEVICE_KEYS);
             int index = d.requiredInteger("index", 0, 1 << 20);
@@ -168,7 +190,10 @@ public final class NodeDescriptions {
             }
             placement.put(index, new String[]{d.string("pcie_switch", null), d.string("host_bridge", null)});
             try {
-                built.add(g.build());
+                GpuDevice dev = g.build();
+                DeviceIdentifiers.check(dev);
+                built.add(dev);
+                built(root, dev, byIndex);
             } catch (IllegalArgumentException e) {
                 throw d.error(root.pathOf("devices") + "[index " + index + "]", e.getMessage());
             }
@@ -177,8 +202,10 @@ public final class NodeDescriptions {
         for (GpuDevice g : built) {
             b.device(g.toBuilder().property(GpuDeviceNodes.CHAR_MAJORS_PROPERTY, majors).build());
         }
+        checkHardware(root, byIndex);
         derivePcie(b, placement, numa);
         int fabric = root.integer("fabric_links", 0, 0, 1024);
+        Map<List<Integer>, String> pairs = new HashMap<>();
         if (fabric > 0) {
             List<Integer> idx = placement.keySet().stream().sorted().toList();
             for (int i = 0; i < idx.size(); i++) {
@@ -197,9 +224,19 @@ public final class NodeDescriptions {
             int a = (Integer) row.get(0);
             int c = (Integer) row.get(1);
             requireDevice(root, at, placement, a, c);
-            b.links(a, c, (Integer) row.get(2));
+            int count = (Integer) row.get(2);
+            if (count < 0) {
+                throw root.error(at, "the link count must be 0 or more, was " + count);
+            }
+            if (fabric > 0 && count != fabric) {
+                throw root.error(at, "links devices " + a + " and " + c + " with " + count + " links, but fabric_links"
+                        + " already links every pair with " + fabric + "; give each pair's count once");
+            }
+            once(root, at, pairs, a, c, row.toString(), "links");
+            b.links(a, c, count);
         }
         List<List<Object>> pcie = root.rows("pcie");
+        Map<List<Integer>, String> pcieOverrides = new HashMap<>();
         for (int i = 0; i < pcie.size(); i++) {
             List<Object> row = pcie.get(i);
             String at = root.pathOf("pcie") + "[" + i + "]";
@@ -209,6 +246,7 @@ public final class NodeDescriptions {
             int a = (Integer) row.get(0);
             int c = (Integer) row.get(1);
             requireDevice(root, at, placement, a, c);
+            once(root, at, pcieOverrides, a, c, row.toString(), "pcie");
             try {
                 b.pcie(a, c, PcieLevel.parse(String.valueOf(row.get(2))));
             } catch (IllegalArgumentException e) {
@@ -241,6 +279,108 @@ public final class NodeDescriptions {
             throw root.error(root.pathOf("char_majors"), e.getMessage());
         }
     }
+
+    /** Refuses a second entry for the pair {@code a, b} (in either order) in {@code key}, naming both entries. */
+    private static void once(StrictYaml root, String at, Map<List<Integer>, String> seen, int a, int b, String entry,
+            String key) {
+        String before = seen.putIfAbsent(List.of(Math.min(a, b), Math.max(a, b)), entry);
+        if (before != null) {
+            throw root.error(at, "devices " + a + " and " + b + " are given twice in " + key + " (" + before + " and "
+                    + entry + "); give each pair once, or the last would silently win");
+        }
+    }
+
+    /** Keeps a built device, refusing one whose parent is itself. */
+    private static void built(StrictYaml root, GpuDevice d, Map<Integer, GpuDevice> byIndex) {
+        if (d.parentUuid().isPresent() && d.parentUuid().get().equals(d.uuid())) {
+            throw new IllegalArgumentException("parent " + d.uuid() + " is the device itself; a partition's parent is"
+                    + " the physical GPU it is cut from");
+        }
+        byIndex.put(d.index(), d);
+    }
+
+    /**
+     * The rules that keep one device's fence, gres.conf line and CDI entry from reaching another device: no two devices
+     * share a device node minor (per vendor) or a PCI bus id unless both are partitions of one parent; a parent is the
+     * physical GPU, which is not itself a device of the description (not the device itself, not another device: that
+     * would make a cycle, or the same GPU allocatable twice); all partitions of one parent sit on one PCI device, and
+     * NVIDIA ones on one minor (MIG devices open their parent's {@code /dev/nvidiaN}).
+     */
+    private static void checkHardware(StrictYaml root, Map<Integer, GpuDevice> byIndex) {
+        String at = root.pathOf("devices");
+        Map<String, GpuDevice> byUuid = new HashMap<>();
+        for (GpuDevice d : byIndex.values()) {
+            byUuid.put(d.uuid(), d);
+        }
+        Map<String, GpuDevice> firstOfParent = new HashMap<>();
+        for (GpuDevice d : byIndex.values()) {
+            if (d.parentUuid().isEmpty()) {
+                continue;
+            }
+            String p = d.parentUuid().get();
+            GpuDevice listed = byUuid.get(p);
+            if (listed != null) {
+                boolean cycle = listed.parentUuid().isPresent();
+                throw root.error(at + "[index " + d.index() + "]", "parent " + p + " is device " + listed.index()
+                        + " of this node" + (cycle ? ", itself a partition (parent " + listed.parentUuid().get()
+                                + "): a chain or cycle of parents"
+                                : ": the same GPU would be allocatable whole and"
+                                        + " as its partitions")
+                        + "; a parent is the physical GPU, which a description lists either whole or as its"
+                        + " partitions, not both");
+            }
+            GpuDevice first = firstOfParent.putIfAbsent(p, d);
+            if (first != null && !pci(first).equals(pci(d))) {
+                throw root.error(at + "[index " + d.index() + "]", "partitions " + first.index() + " and " + d.index()
+                        + " of parent " + p + " sit on different PCI devices (" + first.pciBusId() + ", "
+                        + d.pciBusId() + "); every partition of a GPU has its parent's pci_bus_id");
+            }
+            if (first != null && d.vendor() == GpuVendor.NVIDIA && !first.minor().equals(d.minor())) {
+                throw root.error(at + "[index " + d.index() + "]", "MIG devices " + first.index() + " and " + d.index()
+                        + " of parent " + p + " have different minors (" + minorText(first) + ", " + minorText(d)
+                        + "); a MIG device opens its parent's /dev/nvidiaN, so all of one parent's have its minor");
+            }
+        }
+        Map<String, GpuDevice> byMinor = new HashMap<>();
+        Map<String, GpuDevice> byBus = new HashMap<>();
+        for (GpuDevice d : byIndex.values()) {
+            if (d.minor().isPresent()) {
+                GpuDevice other = byMinor.putIfAbsent(d.vendor() + "/" + d.minor().getAsInt(), d);
+                if (other != null && !sameParent(other, d)) {
+                    throw root.error(at + "[index " + d.index() + "]", "minor " + d.minor().getAsInt() + " is also"
+                            + " device " + other.index() + "'s (" + other.uuid() + "); a fence for one would open the"
+                            + " other's device node, so only partitions of one parent share a minor");
+                }
+            }
+            GpuDevice other = byBus.putIfAbsent(pci(d), d);
+            if (other != null && !sameParent(other, d)) {
+                throw root.error(at + "[index " + d.index() + "]", "pci_bus_id " + d.pciBusId() + " is also device "
+                        + other.index() + "'s (" + other.uuid() + "); only partitions of one parent share a PCI"
+                        + " device");
+            }
+        }
+    }
+
+    private static boolean sameParent(GpuDevice a, GpuDevice b) {
+        return a.parentUuid().isPresent() && a.parentUuid().equals(b.parentUuid());
+    }
+
+    private static String minorText(GpuDevice d) {
+        return d.minor().isPresent() ? String.valueOf(d.minor().getAsInt()) : "none";
+    }
+
+    /** @return the PCI bus id in one form: lower case, an 8-digit domain ({@code 0000:17:00.0} = 00000000:17:00.0) */
+    static String pci(GpuDevice d) {
+        String s = d.pciBusId().toLowerCase(Locale.ROOT);
+        Matcher m = BDF.matcher(s);
+        if (m.matches()) {
+            return String.format(Locale.ROOT, "%08x:%s:%s.%s", Long.parseLong(m.group(1), 16), m.group(2), m.group(3),
+                    m.group(4));
+        }
+        return s;
+    }
+
+    private static final Pattern BDF = Pattern.compile("([0-9a-f]{1,8}):([0-9a-f]{2}):([0-9a-f]{2})\\.([0-7])");
 
     private static void requireDevice(StrictYaml root, String at, Map<Integer, ?> devices, int a, int b) {
         if (a == b || !devices.containsKey(a) || !devices.containsKey(b)) {

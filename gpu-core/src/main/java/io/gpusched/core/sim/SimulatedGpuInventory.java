@@ -1,5 +1,6 @@
 package io.gpusched.core.sim;
 
+import io.gpusched.core.DeviceIdentifiers;
 import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuHealth;
 import io.gpusched.core.GpuHealthListener;
@@ -294,8 +295,13 @@ public final class SimulatedGpuInventory implements GpuInventory {
             return this;
         }
 
-        /** @param d a device; indices and UUIDs must be unique @return this */
+        /**
+         * @param d a device; indices and UUIDs must be unique, identifiers as {@link DeviceIdentifiers} accepts
+         * @return this
+         * @throws IllegalArgumentException naming a clash or an identifier that is not acceptable
+         */
         public Builder device(GpuDevice d) {
+            DeviceIdentifiers.check(d);
             for (GpuDevice e : devices) {
                 if (e.index() == d.index() || e.uuid().equals(d.uuid())) {
                     throw new IllegalArgumentException("simulated node " + name + ": device " + d.index() + " ("

@@ -123,7 +123,10 @@ class GresAdversarialTest {
 
     @Test
     void hostileModelNameStaysOneToken() {
-        String d = dev(0, ", name: \"Weird GPU=x #1: a,b\"") + dev(1, ", name: \"NVIDIA \u00c9tude\\tX100\"");
+        // a control character (a tab) in a name is refused where node descriptions enter (issue 36)
+        org.assertj.core.api.Assertions.assertThatThrownBy(() -> node(dev(0, ", name: \"NVIDIA \\tX100\""), null))
+                .isInstanceOf(io.gpusched.core.GpuConfigException.class).hasMessageContaining("name");
+        String d = dev(0, ", name: \"Weird GPU=x #1: a,b\"") + dev(1, ", name: \"NVIDIA \u00c9tude  X100\"");
         try (SimulatedGpuInventory inv = node(d, null)) {
             SlurmGres g = gres(inv, TWO);
             for (GresRecord r : g.records()) {

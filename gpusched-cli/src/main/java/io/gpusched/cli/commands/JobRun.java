@@ -2,9 +2,10 @@ package io.gpusched.cli.commands;
 
 import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuScheduler;
+import io.gpusched.core.host.JobCgroupException;
+import io.gpusched.core.host.JobCgroups;
 import io.gpusched.isolation.Fence;
-import java.io.IOException;
-import java.nio.file.Files;
+import java.io.PrintStream;
 import java.nio.file.Path;
 
 /** Everything a run made, undone once whatever way it ends. */
@@ -16,9 +17,12 @@ final class JobRun {
     volatile Fence fence;
     private boolean cleaned;
 
-    JobRun(GpuScheduler scheduler, Allocation allocation) {
+    private final PrintStream err;
+
+    JobRun(GpuScheduler scheduler, Allocation allocation, PrintStream err) {
         this.scheduler = scheduler;
         this.allocation = allocation;
+        this.err = err;
     }
 
     synchronized void cleanUp() {
@@ -30,39 +34,35 @@ final class JobRun {
         if (p != null && p.isAlive()) {
             p.destroy();
         }
+        boolean ended = true;
         if (cgroup != null) {
-            killLeftovers(cgroup);
+            try {
+                JobCgroups.kill(cgroup, allocation.id(), JobCgroups.DEFAULT_TIMEOUT);
+            } catch (JobCgroupException e) {
+                ended = false;
+                err.println("gpusched: " + e.getMessage());
+            }
+        }
+        if (!ended) {
+            // the fence stays (revoking it would open every GPU to the processes left) and so does the allocation:
+            // its release is refused while the cgroup has processes, and a reclaim ends them once this process exits
+            err.println("gpusched: " + allocation.id() + " stays held, fenced, until its job's processes end");
+            return;
         }
         if (fence != null) {
-            fence.revoke();
+            try {
+                fence.revoke();
+            } catch (RuntimeException e) {
+                err.println("gpusched: revoking the fence of " + cgroup + ": " + e.getMessage());
+            }
         }
         if (cgroup != null) {
-            for (int i = 0; i < 100 && Files.exists(cgroup); i++) {
-                try {
-                    Files.delete(cgroup);
-                } catch (IOException busy) {
-                    killLeftovers(cgroup);
-                    try {
-                        Thread.sleep(20);
-                    } catch (InterruptedException e) {
-                        Thread.currentThread().interrupt();
-                        break;
-                    }
-                }
+            try {
+                JobCgroups.remove(cgroup, allocation.id(), JobCgroups.DEFAULT_TIMEOUT);
+            } catch (JobCgroupException e) {
+                err.println("gpusched: " + e.getMessage());
             }
         }
         scheduler.release(allocation.id());
-    }
-
-    private static void killLeftovers(Path cgroup) {
-        try {
-            for (String pid : Files.readAllLines(cgroup.resolve("cgroup.procs"))) {
-                if (!pid.isBlank()) {
-                    ProcessHandle.of(Long.parseLong(pid.trim())).ifPresent(ProcessHandle::destroyForcibly);
-                }
-            }
-        } catch (IOException | NumberFormatException ignored) {
-            // the cgroup is gone or empty
-        }
     }
 }

@@ -5,6 +5,7 @@ import io.gpusched.cli.Node;
 import io.gpusched.cli.Tables;
 import io.gpusched.core.DeviceState;
 import io.gpusched.core.GpuMetrics;
+import io.gpusched.core.SchedulerStatus;
 import io.gpusched.core.internal.Json;
 import java.util.ArrayList;
 import java.util.List;
@@ -22,15 +23,14 @@ public final class ListCommand implements Callable<Integer> {
 
     @Override
     public Integer call() {
-        try (Node n = root.open(Optional.empty())) {
-            if (root.json()) {
-                root.out().println(Json.pretty(n.scheduler().status().devices()));
-                return 0;
-            }
-            root.out().println("Backend " + n.inventory().backend() + ", " + n.inventory().devices().size()
-                    + " GPUs");
-            root.out().print(table(n.scheduler().devices()));
+        // a read: no scheduler, no lock, nothing created or written (README: read-only commands write nothing)
+        Node.Devices n = root.readDevices();
+        if (root.json()) {
+            root.out().println(Json.pretty(SchedulerStatus.devices(n.devices(), n.allocations())));
+            return 0;
         }
+        root.out().println("Backend " + n.backend() + ", " + n.devices().size() + " GPUs");
+        root.out().print(table(n.devices()));
         return 0;
     }
 

@@ -6,6 +6,7 @@ import io.gpusched.cli.Node;
 import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuRequest;
 import io.gpusched.core.HolderProcess;
+import io.gpusched.core.host.JobCgroups;
 import io.gpusched.cuda.CudaEnvironment;
 import io.gpusched.cuda.CudaRequirement;
 import io.gpusched.isolation.CgroupDeviceIsolator;
@@ -60,10 +61,18 @@ public final class RunCommand implements Callable<Integer> {
                 throw new CliException("isolation is off: " + isolator.unavailabilityCause().get()
                         + "; run with --no-isolation to run the job unfenced");
             }
+            Path parent = noIsolation ? null : cgroupParent != null ? cgroupParent
+                    : isolator.v2Root().or(isolator::v1Root).orElseThrow().resolve("gpusched");
+            if (parent != null) {
+                // job cgroups of runs killed before they recorded theirs (their allocation is no longer live)
+                for (String problem : JobCgroups.cleanStale(parent, n.scheduler())) {
+                    root.err().println("gpusched: note: " + problem);
+                }
+            }
             // bound to this process, which starts the job, waits for it and releases on its exit: if this process
             // dies (kill -9), the kernel kills the job (see childArgv) and the ledger's next transaction reclaims
             Allocation a = n.scheduler().allocate(request.withHolder(HolderProcess.current()));
-            JobRun job = new JobRun(n.scheduler(), a);
+            JobRun job = new JobRun(n.scheduler(), a, root.err());
             Thread hook = new Thread(job::cleanUp, "gpusched-run-cleanup");
             Runtime.getRuntime().addShutdownHook(hook);
             try {
@@ -74,11 +83,12 @@ public final class RunCommand implements Callable<Integer> {
                     root.err().println("gpusched: isolation is off (--no-isolation): the job can reach every GPU"
                             + " of this host");
                 } else {
-                    Path parent = cgroupParent != null ? cgroupParent : isolator.v2Root().or(isolator::v1Root)
-                            .orElseThrow().resolve("gpusched");
                     Files.createDirectories(parent);
-                    job.cgroup = Files.createDirectory(parent.resolve("job-" + a.id()));
+                    job.cgroup = Files.createDirectory(parent.resolve(JobCgroups.name(a.id())));
                     job.fence = isolator.fence(job.cgroup, a);
+                    // recorded before the job starts: if this process is killed, whoever reclaims the allocation
+                    // ends the cgroup's processes (grandchildren too) before its GPUs go to anyone else
+                    n.scheduler().recordJobCgroup(a.id(), job.cgroup);
                     cgroupDir = job.cgroup.toString();
                 }
                 if (!executable(command.get(0), vars.get("PATH"))) {

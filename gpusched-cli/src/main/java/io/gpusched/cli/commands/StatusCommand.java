@@ -30,7 +30,8 @@ public final class StatusCommand implements Callable<Integer> {
                 root.out().println(h.id() + "  GPUs " + h.deviceIndices() + "  " + h.sharing()
                         + (h.owner() == null ? "" : "  owner " + h.owner())
                         + (h.jobId() == null ? "" : "  job " + h.jobId())
-                        + (h.expiresAt() == null ? "" : "  lease until " + h.expiresAt()));
+                        + (h.expiresAt() == null ? "" : h.expired() ? "  lease expired at " + h.expiresAt()
+                                + " (held until released or renewed)" : "  lease until " + h.expiresAt()));
             }
             st.notes().forEach(note -> root.out().println("note: " + note));
         }

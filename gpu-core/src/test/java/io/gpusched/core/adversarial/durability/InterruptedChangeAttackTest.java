@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
 import io.gpusched.core.Allocation;
+import io.gpusched.core.GpuConfig;
 import io.gpusched.core.GpuInventories;
 import io.gpusched.core.GpuRequest;
 import io.gpusched.core.GpuScheduler;
@@ -30,7 +31,9 @@ import org.junit.jupiter.api.io.TempDir;
 class InterruptedChangeAttackTest {
 
     private static GpuScheduler open(Path dir) {
+        // many live 1 MiB shares at once: past gpu.max_shared_per_gpu's default of 48 per GPU
         return GpuScheduler.builder().inventory(GpuInventories.simulated("dgx-h100")).stateDir(dir)
+                .config(GpuConfig.builder().maxSharedPerGpu(GpuConfig.MAX_SHARED_PER_GPU_LIMIT).build())
                 .auditLogging(false).maintenanceInterval(Duration.ZERO).build();
     }
 
