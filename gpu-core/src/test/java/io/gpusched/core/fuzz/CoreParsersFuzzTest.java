@@ -39,4 +39,9 @@ class CoreParsersFuzzTest {
     void nodeDescriptions(byte[] input) {
         NodeDescriptionsFuzzer.fuzzerTestOneInput(input);
     }
+
+    @FuzzTest
+    void terminalText(byte[] input) {
+        TerminalTextFuzzer.fuzzerTestOneInput(input);
+    }
 }
