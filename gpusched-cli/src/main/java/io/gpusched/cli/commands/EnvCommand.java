@@ -6,6 +6,7 @@ import io.gpusched.cli.CliException;
 import io.gpusched.cli.GpuschedCommand;
 import io.gpusched.cli.Node;
 import io.gpusched.core.Allocation;
+import io.gpusched.core.internal.Printable;
 import io.gpusched.cuda.CudaEnvironment;
 import io.gpusched.cuda.CudaRequirement;
 import io.gpusched.yarn.YarnContainerGpus;
@@ -61,7 +62,7 @@ public final class EnvCommand implements Callable<Integer> {
             ObjectNode env = o.putObject("env");
             vars.forEach(env::put);
             ce.pathPrepends().forEach((k, v) -> env.put(k, String.join(":", v)));
-            root.out().println(o.toString());
+            root.out().println(Printable.escapeJson(o.toString()));
             return 0;
         }
         root.out().println("# " + id + ": GPUs " + a.deviceIndices() + " (" + a.id() + ")");

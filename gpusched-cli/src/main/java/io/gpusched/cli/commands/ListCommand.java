@@ -6,6 +6,7 @@ import io.gpusched.cli.Tables;
 import io.gpusched.core.DeviceState;
 import io.gpusched.core.GpuMetrics;
 import io.gpusched.core.internal.Json;
+import io.gpusched.core.internal.Printable;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
@@ -24,10 +25,11 @@ public final class ListCommand implements Callable<Integer> {
     public Integer call() {
         try (Node n = root.open(Optional.empty())) {
             if (root.json()) {
-                root.out().println(Json.pretty(n.scheduler().status().devices()));
+                root.out().println(Printable.escapeJson(Json.pretty(n.scheduler().status().devices())));
                 return 0;
             }
-            root.out().println("Backend " + n.inventory().backend() + ", " + n.inventory().devices().size()
+            root.out().println("Backend " + Printable.escape(n.inventory().backend()) + ", "
+                    + n.inventory().devices().size()
                     + " GPUs");
             root.out().print(table(n.scheduler().devices()));
         }
