@@ -113,6 +113,26 @@ class HostileTextThroughEveryPrinterTest {
         }
     }
 
+    /** {@code gpusched env} (a YARN container's environment, for {@code eval}): safe for a shell and a terminal. */
+    @Test
+    void yarnContainerEnvIsSafeToEval() throws Exception {
+        for (int gpu = 0; gpu < HostileStandIn.UUIDS.size(); gpu++) {
+            String container = "container_1700000000000_0001_01_00000" + gpu;
+            Run.Result a = Run.gpusched(base, "allocate", "--devices=" + gpu, "--label=yarn.container=" + container);
+            assertThat(a.exit()).as(a.err()).isZero();
+            Run.Result r = safe("env " + gpu, Run.gpusched(base, "env", "--container", container));
+            if (r.exit() != 0) {
+                assertThat(r.out()).as("refused, so nothing for a shell").isEmpty();
+                continue;
+            }
+            Run.Result sh = Run.bash(dir, "eval \"$1\"; printf '%s\\n%s' \"${LD_PRELOAD-unset}\""
+                    + " \"$CUDA_VISIBLE_DEVICES\"", r.out());
+            assertThat(sh.exit()).as(sh.err()).isZero();
+            assertThat(sh.out()).isEqualTo("unset\n" + HostileStandIn.UUIDS.get(gpu));
+            assertThat(dir.resolve("gpusched-pwned")).doesNotExist();
+        }
+    }
+
     /** {@code --format docker} and {@code cdi}: one line of words; bash splits it into exactly the words meant. */
     @Test
     void formatDockerAndCdiAreSafeForAShell() throws Exception {
