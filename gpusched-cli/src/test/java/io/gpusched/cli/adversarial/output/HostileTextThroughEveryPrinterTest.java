@@ -77,9 +77,20 @@ class HostileTextThroughEveryPrinterTest {
         }
         Run.Result status = safe("status", Run.gpusched(base, "status"));
         assertThat(status.out()).contains("Backend " + HostileStandIn.NAME);
-        safe("export cdi", Run.gpusched(base, "export", "cdi"));
-        safe("export slurm", Run.gpusched(base, "export", "slurm", "--cores", "none"));
         safe("doctor", Run.gpusched(base, "doctor"));
+    }
+
+    /** The files gpusched writes for other programs name the backend in a comment: one line, escaped. */
+    @Test
+    void exportsNameTheBackendSafely() {
+        Run.Result cdi = safe("export cdi", Run.gpusched(base, "export", "cdi"));
+        assertThat(cdi.exit()).as(cdi.err()).isZero();
+        Run.Result gres = safe("export slurm", Run.gpusched(base, "export", "slurm", "--cores", "none"));
+        assertThat(gres.exit()).as(gres.err()).isZero();
+        assertThat(cdi.out().lines().filter(l -> l.contains(HostileStandIn.NAME))).hasSize(1)
+                .allMatch(l -> l.startsWith("#"));
+        assertThat(gres.out().lines().filter(l -> l.contains(HostileStandIn.NAME))).hasSize(1)
+                .allMatch(l -> l.startsWith("#"));
     }
 
     /**
