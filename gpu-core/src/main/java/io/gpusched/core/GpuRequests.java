@@ -48,6 +48,27 @@ public final class GpuRequests {
     private GpuRequests() {
     }
 
+    /**
+     * Turns free text a host holds (a Spark application's name, a thread's name) into an identifier the builder
+     * accepts ({@link GpuRequest.Builder#jobId}, {@link GpuRequest.Builder#owner}): each character that is not
+     * printable becomes {@code ?}, plain spaces around it are dropped, and it is cut to {@code maxLength} characters
+     * (code points); blank text gives {@code ?}.
+     *
+     * @param text      any text
+     * @param maxLength at least 1, e.g. {@link GpuRequest#MAX_JOB_ID_LENGTH}
+     * @return printable text of 1 to {@code maxLength} characters
+     */
+    public static String toIdentifier(String text, int maxLength) {
+        if (maxLength < 1) {
+            throw new IllegalArgumentException("maxLength must be at least 1, was " + maxLength);
+        }
+        StringBuilder b = new StringBuilder();
+        String t = text == null ? "" : text.replaceAll("^ +| +$", "");
+        t.codePoints().limit(maxLength).forEach(c -> b.appendCodePoint(Printable.isPrintable(c) ? c : '?'));
+        String s = b.toString().replaceAll("^ +| +$", "");
+        return s.isEmpty() ? "?" : s;
+    }
+
     /** @return the flags {@link #fromCliFlags(List)} accepts, with what each means */
     public static Map<String, String> cliFlags() {
         return Map.copyOf(FLAGS);

@@ -1,6 +1,8 @@
 package io.gpusched.core.fuzz;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.gpusched.core.GpuRequest;
+import io.gpusched.core.GpuRequests;
 import io.gpusched.core.internal.AsciiNumbers;
 import io.gpusched.core.internal.Printable;
 import java.io.IOException;
@@ -13,7 +15,8 @@ import java.util.Map;
  * {@code escapeJson} keeps a JSON document's meaning (Jackson reads the same string back) and makes it terminal-safe;
  * {@code shellWord}, when it accepts, gives a word a POSIX shell reads back exactly (a small lexer here) and that is
  * terminal-safe; {@code requireIdentifier} accepts only terminal-safe text within its bound and otherwise names the
- * field; {@code parseLong} accepts only ASCII digits, reads them as decimal, and otherwise names the input.
+ * field; {@code GpuRequests.toIdentifier} turns any text into an owner the builder takes; {@code parseLong} accepts
+ * only ASCII digits, reads them as decimal, and otherwise names the input.
  */
 public final class TerminalTextFuzzer {
     private static final ObjectMapper JSON = new ObjectMapper();
@@ -51,6 +54,11 @@ public final class TerminalTextFuzzer {
             Contract.check(terminalSafe(id, false) && !id.isEmpty() && id.codePointCount(0, id.length()) <= 128,
                     "requireIdentifier accepted it", s);
         }
+        // toIdentifier turns any text into an owner or job id the builder takes
+        String made = GpuRequests.toIdentifier(s, 128);
+        Contract.check(terminalSafe(made, false) && !made.isBlank() && made.codePointCount(0, made.length()) <= 128,
+                "toIdentifier gave " + Contract.show(made), s);
+        GpuRequest.builder().owner(made).jobId(made);
         Long n = Contract.expect(IllegalArgumentException.class, s, m -> m.startsWith("n:") && m.contains("expected"),
                 () -> AsciiNumbers.parseLong(s, 0, 999_999_999_999L, "n"));
         if (n != null) {
