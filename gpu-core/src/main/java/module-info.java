@@ -25,6 +25,7 @@ module io.gpusched.core {
             io.gpusched.rocm,
             io.gpusched.cuda,
             io.gpusched.cdi,
+            io.gpusched.slurm,
             io.gpusched.server,
             io.gpusched.cli;
 

@@ -9,6 +9,7 @@ import io.gpusched.core.devices.DevicePlan;
 import io.gpusched.core.devices.GpuDeviceNodes;
 import io.gpusched.core.host.ConfigFiles;
 import io.gpusched.core.internal.Json;
+import io.gpusched.core.internal.Printable;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -56,7 +57,8 @@ public final class CdiSpec {
             List<String> notes) {
         this.kind = kind;
         this.vendor = vendor;
-        this.backend = backend;
+        // named in a YAML comment: a backend name with a newline or an escape must not add a line or reach a terminal
+        this.backend = Printable.escape(backend);
         this.body = body;
         this.names = List.copyOf(names);
         this.notes = List.copyOf(notes);

@@ -3,6 +3,7 @@ package io.gpusched.core;
 import io.gpusched.core.sim.NodeDescriptions;
 import io.gpusched.core.sim.SimulatedGpuInventory;
 import java.nio.file.Files;
+import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -144,7 +145,9 @@ public final class GpuInventories {
         Path p = Path.of(profileOrPath);
         if (NodeDescriptions.PROFILES.contains(profileOrPath)) {
             inv = NodeDescriptions.profile(profileOrPath);
-        } else if (profileOrPath.endsWith(".yaml") || profileOrPath.endsWith(".yml") || Files.isRegularFile(p)) {
+        } else if (profileOrPath.endsWith(".yaml") || profileOrPath.endsWith(".yml") || profileOrPath.contains("/")
+                || Files.exists(p, LinkOption.NOFOLLOW_LINKS)) {
+            // a path (a FIFO, a device or a directory included): read, or refused, as a file, naming what it is
             inv = NodeDescriptions.load(p);
         } else {
             inv = NodeDescriptions.profile(profileOrPath);

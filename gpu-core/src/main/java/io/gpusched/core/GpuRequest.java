@@ -1,5 +1,6 @@
 package io.gpusched.core;
 
+import io.gpusched.core.internal.Printable;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashSet;
@@ -16,6 +17,16 @@ import java.util.regex.Pattern;
 /**
  * What a job asks for. Build one with {@link #builder()}, or parse the forms users already write with
  * {@link GpuRequests}. Immutable and validated: contradictions are rejected by {@link Builder#build()}.
+ *
+ * <p>Identifiers are bounded where they enter (the builder, {@link #withOwner}, {@link #withJobId} and every parser in
+ * {@link GpuRequests}): printable text (no control, format or line-separator characters, which a terminal or a shell
+ * would act on) of at most {@value #MAX_OWNER_LENGTH} characters for an owner (Linux user names, Kerberos principals
+ * {@code user/host@REALM}, tenant names), {@value #MAX_JOB_ID_LENGTH} for a job id (a Kubernetes pod name is up to 253,
+ * a YARN container id about 40), and at most {@value #MAX_LABELS} labels, keys of at most
+ * {@value #MAX_LABEL_KEY_LENGTH} and values of at most {@value #MAX_LABEL_VALUE_LENGTH} characters (Kubernetes bounds
+ * a label name at 63). The bounds keep what every reader of the node ledger (status, the console, each event) carries
+ * per allocation small. The canonical constructor does not bound them: requests read back from a node ledger written
+ * before the bounds keep what they hold.
  *
  * @param count                number of GPUs, at least 1
  * @param minMemory            minimum total memory of each GPU
@@ -60,6 +71,17 @@ public record GpuRequest(
         Optional<HolderProcess> holder,
         OptionalLong ownerUid,
         Optional<String> jobCgroup) {
+
+    /** Most characters (code points) of an owner. */
+    public static final int MAX_OWNER_LENGTH = 128;
+    /** Most characters (code points) of a job id. */
+    public static final int MAX_JOB_ID_LENGTH = 256;
+    /** Most labels on one request. */
+    public static final int MAX_LABELS = 64;
+    /** Most characters (code points) of a label key. */
+    public static final int MAX_LABEL_KEY_LENGTH = 63;
+    /** Most characters (code points) of a label value (which may be empty). */
+    public static final int MAX_LABEL_VALUE_LENGTH = 256;
 
     /** The request without an owner uid or job cgroup (the form of gpusched 0.1). */
     public GpuRequest(int count, Optional<MemorySize> minMemory, Optional<ComputeCapability> minComputeCapability,
@@ -201,13 +223,14 @@ public record GpuRequest(
         return Pattern.compile(re.toString(), Pattern.CASE_INSENSITIVE | Pattern.UNICODE_CASE);
     }
 
-    /** @return a copy of this request for the given job id */
+    /**
+     * @return a copy of this request for the given job id
+     * @throws IllegalArgumentException when the id is blank, not printable or too long (see the class comment)
+     */
     public GpuRequest withJobId(String job) {
-        if (job == null || job.isBlank()) {
-            throw new IllegalArgumentException("job id must not be blank");
-        }
         return new GpuRequest(count, minMemory, minComputeCapability, vendor, modelPattern, deviceIndices, deviceUuids,
-                sharing, sharedMemory, owner, Optional.of(job.trim()), labels, hint, preferredNuma, maxDuration,
+                sharing, sharedMemory, owner, Optional.of(Builder.jobText(job)), labels, hint, preferredNuma,
+                maxDuration,
                 requiredDevices, holder, ownerUid, jobCgroup);
     }
 
@@ -226,7 +249,7 @@ public record GpuRequest(
      */
     public GpuRequest withOwner(String name, long uid) {
         return new GpuRequest(count, minMemory, minComputeCapability, vendor, modelPattern, deviceIndices, deviceUuids,
-                sharing, sharedMemory, Optional.of(Builder.requireText(name, "owner")), jobId, labels, hint,
+                sharing, sharedMemory, Optional.of(Builder.ownerText(name)), jobId, labels, hint,
                 preferredNuma, maxDuration, requiredDevices, holder, OptionalLong.of(checkUid(uid)), jobCgroup);
     }
 
@@ -316,8 +339,18 @@ public record GpuRequest(
         private HolderProcess holder;
         private Long ownerUid;
         private String jobCgroup;
+        private boolean recorded;
 
         private Builder() {
+        }
+
+        /**
+         * Takes owner, job id and labels as a node ledger recorded them, without the bounds on identifiers: a ledger
+         * written before them must still open (its readers escape what they print).
+         */
+        Builder recorded() {
+            recorded = true;
+            return this;
         }
 
         /**
@@ -480,22 +513,80 @@ public record GpuRequest(
             return this;
         }
 
-        /** @param o owner (user, tenant) @return this */
+        /**
+         * @param o owner (user, tenant): printable, at most {@value GpuRequest#MAX_OWNER_LENGTH} characters, spaces
+         *          around it dropped
+         * @return this
+         */
         public Builder owner(String o) {
-            owner = once(owner, requireText(o, "owner"), "owner");
+            owner = once(owner, recorded ? asRecorded(o, "owner") : ownerText(o), "owner");
             return this;
         }
 
-        /** @param j job id @return this */
+        /**
+         * @param j job id: printable, at most {@value GpuRequest#MAX_JOB_ID_LENGTH} characters, spaces around it
+         *          dropped
+         * @return this
+         */
         public Builder jobId(String j) {
-            jobId = once(jobId, requireText(j, "job id"), "job id");
+            jobId = once(jobId, recorded ? asRecorded(j, "job id") : jobText(j), "job id");
             return this;
         }
 
-        /** @param key label key @param value label value @return this */
+        /**
+         * @param key   label key: printable, at most {@value GpuRequest#MAX_LABEL_KEY_LENGTH} characters, spaces
+         *              around it dropped
+         * @param value label value: printable, at most {@value GpuRequest#MAX_LABEL_VALUE_LENGTH} characters (may be
+         *              empty); at most {@value GpuRequest#MAX_LABELS} labels
+         * @return this
+         */
         public Builder label(String key, String value) {
-            labels.put(requireText(key, "label key"), Objects.requireNonNull(value, "label value"));
+            String k = recorded ? asRecorded(key, "label key") : identifier(key, "label key", MAX_LABEL_KEY_LENGTH);
+            Objects.requireNonNull(value, "label value");
+            if (!recorded) {
+                Printable.requireIdentifier(value, "label " + k + "'s value", MAX_LABEL_VALUE_LENGTH, true);
+                if (!labels.containsKey(k) && labels.size() >= MAX_LABELS) {
+                    throw new IllegalArgumentException("label " + k + " is one too many: a request has at most "
+                            + MAX_LABELS + " labels");
+                }
+            }
+            labels.put(k, value);
             return this;
+        }
+
+        /** A value read back from a ledger: exactly as it was written (it was checked, or trimmed, when it entered). */
+        private static String asRecorded(String s, String what) {
+            requireText(s, what);
+            return s;
+        }
+
+        static String ownerText(String o) {
+            return identifier(o, "owner", MAX_OWNER_LENGTH);
+        }
+
+        static String jobText(String j) {
+            return identifier(j, "job id", MAX_JOB_ID_LENGTH);
+        }
+
+        /**
+         * Plain spaces around the text are dropped; anything else is checked as given (String.trim would drop an
+         * escape character or a newline at either end without a word, and keep the rest).
+         */
+        private static String identifier(String s, String what, int max) {
+            requireText(s, what);
+            return Printable.requireIdentifier(spaces(s), what, max, false);
+        }
+
+        private static String spaces(String s) {
+            int from = 0;
+            int to = s.length();
+            while (from < to && s.charAt(from) == ' ') {
+                from++;
+            }
+            while (to > from && s.charAt(to - 1) == ' ') {
+                to--;
+            }
+            return s.substring(from, to);
         }
 
         static String requireText(String s, String what) {

@@ -1,6 +1,7 @@
 package io.gpusched.core;
 
 import io.gpusched.core.internal.Durations;
+import io.gpusched.core.internal.Printable;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -47,6 +48,27 @@ public final class GpuRequests {
     private GpuRequests() {
     }
 
+    /**
+     * Turns free text a host holds (a Spark application's name, a thread's name) into an identifier the builder
+     * accepts ({@link GpuRequest.Builder#jobId}, {@link GpuRequest.Builder#owner}): each character that is not
+     * printable becomes {@code ?}, plain spaces around it are dropped, and it is cut to {@code maxLength} characters
+     * (code points); blank text gives {@code ?}.
+     *
+     * @param text      any text
+     * @param maxLength at least 1, e.g. {@link GpuRequest#MAX_JOB_ID_LENGTH}
+     * @return printable text of 1 to {@code maxLength} characters
+     */
+    public static String toIdentifier(String text, int maxLength) {
+        if (maxLength < 1) {
+            throw new IllegalArgumentException("maxLength must be at least 1, was " + maxLength);
+        }
+        StringBuilder b = new StringBuilder();
+        String t = text == null ? "" : text.replaceAll("^ +| +$", "");
+        t.codePoints().limit(maxLength).forEach(c -> b.appendCodePoint(Printable.isPrintable(c) ? c : '?'));
+        String s = b.toString().replaceAll("^ +| +$", "");
+        return s.isEmpty() ? "?" : s;
+    }
+
     /** @return the flags {@link #fromCliFlags(List)} accepts, with what each means */
     public static Map<String, String> cliFlags() {
         return Map.copyOf(FLAGS);
@@ -74,8 +96,9 @@ public final class GpuRequests {
         for (int i = 0; i < args.size(); i++) {
             String arg = args.get(i);
             if (arg == null || !arg.startsWith("--")) {
-                throw new IllegalArgumentException("unexpected argument \"" + arg + "\"; GPU flags look like"
-                        + " --gpu=2 --gpu-memory=8GB; known flags: " + FLAGS.keySet());
+                throw new IllegalArgumentException(
+                        "unexpected argument \"" + Printable.clipped(arg) + "\"; GPU flags look like"
+                                + " --gpu=2 --gpu-memory=8GB; known flags: " + FLAGS.keySet());
             }
             String flag;
             String value;
@@ -92,7 +115,8 @@ public final class GpuRequests {
                 }
             }
             if (!FLAGS.containsKey(flag)) {
-                throw new IllegalArgumentException("unknown flag \"" + flag + "\"; known flags: " + FLAGS.keySet());
+                throw new IllegalArgumentException(
+                        "unknown flag \"" + Printable.clipped(flag) + "\"; known flags: " + FLAGS.keySet());
             }
             if (value == null || value.isBlank()) {
                 throw new IllegalArgumentException("flag " + flag + " needs a value: " + FLAGS.get(flag));
@@ -103,21 +127,28 @@ public final class GpuRequests {
                 String key = keyEnd > 0 ? value.substring(0, keyEnd).trim() : value.trim();
                 String before = labels.put(key, value);
                 if (before != null) {
-                    throw new IllegalArgumentException("flag --label given twice for key \"" + key + "\" (" + before
-                            + ", then " + value + "); give each label key once");
+                    throw new IllegalArgumentException("flag --label given twice for key \"" + Printable.clipped(key)
+                            + "\" (" + Printable.clipped(before) + ", then " + Printable.clipped(value)
+                            + "); give each label key once");
                 }
             } else if (given.containsKey(same)) {
-                throw new IllegalArgumentException("flag " + flag + " given twice (" + given.get(same) + ", then "
-                        + value + "); give each flag once, only --label repeats");
+                throw new IllegalArgumentException("flag " + flag + " given twice ("
+                        + Printable.clipped(given.get(same))
+                        + ", then " + Printable.clipped(value) + "); give each flag once, only --label repeats");
             }
             given.put(same, value);
             try {
-                apply(b, flag, value.trim());
+                // identifiers are checked as given (trim() would drop an escape or a newline at either end unseen)
+                apply(b, flag, flag.equals("--owner") || flag.equals("--job") || flag.equals("--label")
+                        ? value.replaceAll("^ +| +$", "") : value.trim());
             } catch (IllegalStateException e) {
-                throw new IllegalArgumentException("flag " + flag + "=" + value + " conflicts with an earlier flag: "
+                throw new IllegalArgumentException("flag " + flag + "=" + Printable.clipped(value)
+                        + " conflicts with an earlier flag: "
                         + e.getMessage() + "; give either --devices or --target indices", e);
             } catch (IllegalArgumentException e) {
-                throw new IllegalArgumentException("flag " + flag + "=" + value + ": " + e.getMessage(), e);
+                throw new IllegalArgumentException(
+                        "flag " + flag + "=" + Printable.clipped(value) + ": " + e.getMessage(),
+                        e);
             }
         }
         try {

@@ -295,7 +295,8 @@ sealed interface LedgerRecord {
     }
 
     private static GpuRequest request(JsonNode r) {
-        GpuRequest.Builder b = GpuRequest.builder().count(r.path("count").asInt(1));
+        // as recorded: a ledger written before the bounds on owners, job ids and labels still opens
+        GpuRequest.Builder b = GpuRequest.builder().recorded().count(r.path("count").asInt(1));
         if (r.has("minMemoryBytes")) {
             b.minMemory(MemorySize.ofBytes(r.get("minMemoryBytes").asLong()));
         }

@@ -116,7 +116,7 @@ public record Compatibility(Verdict verdict, String message, Optional<DriverVers
                 : " (its compat/ libraries need driver >= " + forwardFloor.map(Object::toString).orElse("?")
                         + ", and gpusched claims forward compatibility for CUDA " + toolkit.major()
                         + " only from there)";
-        return new Compatibility(Verdict.INCOMPATIBLE, cuda + " " + needs + why + "; this host has driver " + driver
+        return new Compatibility(Verdict.INCOMPATIBLE, cuda + " " + needs + why + "; the node's driver is " + driver
                 + ". Upgrade the driver or use an older CUDA.", min, Optional.empty());
     }
 }

@@ -30,17 +30,28 @@ public record CudaInstallation(Path root, List<Path> aliases, Optional<CudaVersi
     /** Where a version was read, most trusted first. */
     public enum VersionSource {
         /** {@code version.json}: {@code cuda_cudart.version}, else {@code cuda.version}. */
-        VERSION_JSON,
+        VERSION_JSON("version.json"),
         /** {@code version.txt}: {@code CUDA Version 10.2.89}. */
-        VERSION_TXT,
+        VERSION_TXT("version.txt"),
         /** {@code include/cuda.h}: {@code #define CUDA_VERSION 12040}. */
-        CUDA_H,
+        CUDA_H("include/cuda.h"),
         /**
          * The file name {@code libcudart.so.X.Y.Z}, or only the major from {@code libcudart.so.X} (minor read as 0).
          */
-        LIBCUDART_SONAME,
+        LIBCUDART_SONAME("the libcudart file name"),
         /** A pip wheel's {@code dist-info} of {@code nvidia-cuda-runtime}. */
-        PIP_METADATA
+        PIP_METADATA("pip metadata");
+
+        private final String label;
+
+        VersionSource(String label) {
+            this.label = label;
+        }
+
+        /** @return where the version was read, as a person names it ({@code include/cuda.h}, {@code version.json}) */
+        public String label() {
+            return label;
+        }
     }
 
     /** Copies the lists. */

@@ -313,7 +313,7 @@ public final class CudaInstallations {
 
     /** @return a one-line summary of where the version came from, for reports */
     static String describe(CudaInstallation i) {
-        return i.version().map(v -> v + " (from " + i.versionSource().map(Enum::name).orElse("?") + ")")
+        return i.version().map(v -> v + " (from " + i.versionSource().map(VersionSource::label).orElse("?") + ")")
                 .orElse("unknown version");
     }
 }

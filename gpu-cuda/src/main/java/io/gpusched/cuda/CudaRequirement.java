@@ -1,5 +1,6 @@
 package io.gpusched.cuda;
 
+import io.gpusched.core.internal.Printable;
 import java.nio.file.Path;
 import java.util.Objects;
 import java.util.Optional;
@@ -31,17 +32,17 @@ public record CudaRequirement(Optional<CudaVersion> minimum, Optional<CudaVersio
     }
 
     /**
-     * Parses {@code ">=12.1"}, {@code "12.4"} (exactly 12.4) or {@code "12"} (any 12.x).
+     * Parses {@code ">=12.1"}, {@code ">=12"} (12.0 or newer), {@code "12.4"} (exactly 12.4) or {@code "12"} (any
+     * 12.x).
      *
      * @throws IllegalArgumentException naming the input and the accepted forms, for any text (null included); no
      *                                  other exception is thrown
      */
     public static CudaRequirement parse(String text) {
         Matcher m = text == null ? null : FORM.matcher(text);
-        if (m == null || !m.matches() || (m.group(1) != null && m.group(3) == null)
-                || Integer.parseInt(m.group(2)) < 1) {
-            throw new IllegalArgumentException("invalid CUDA requirement \"" + text
-                    + "\"; expected \">=12.1\", \"12.4\" (exactly) or \"12\" (any 12.x)");
+        if (m == null || !m.matches() || Integer.parseInt(m.group(2)) < 1) {
+            throw new IllegalArgumentException("invalid CUDA requirement \"" + Printable.clipped(text)
+                    + "\"; expected \">=12.1\" or \">=12\" (that or newer), \"12.4\" (exactly) or \"12\" (any 12.x)");
         }
         CudaVersion v = new CudaVersion(Integer.parseInt(m.group(2)),
                 m.group(3) == null ? 0 : Integer.parseInt(m.group(3)), 0);

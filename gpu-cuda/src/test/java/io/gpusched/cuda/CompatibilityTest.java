@@ -39,7 +39,7 @@ class CompatibilityTest {
     @Test
     void messagesSayWhatToDo() {
         assertThat(judge("13.0", "535.261.03").message()).contains("needs driver >= 580.65.06")
-                .contains("this host has driver 535.261.03").contains("Upgrade the driver");
+                .contains("the node's driver is 535.261.03").contains("Upgrade the driver");
         assertThat(judge("13.0", "535.261.03").requiredDriver()).contains(DriverVersion.parse("580.65.06"));
         assertThat(judge("12.4", "525.60.13").message()).contains("minor version compatibility")
                 .contains("needs driver >= 550.54.14");
@@ -143,7 +143,12 @@ class CompatibilityTest {
         assertThat(DriverVersion.parse("570.124.06")).isGreaterThan(DriverVersion.parse("570.26"));
         assertThatThrownBy(() -> CudaVersion.parse("twelve")).hasMessageContaining("MAJOR.MINOR");
         assertThatThrownBy(() -> DriverVersion.parse("latest")).hasMessageContaining("580.65.06");
-        assertThatThrownBy(() -> CudaRequirement.parse(">=12")).hasMessageContaining(">=12.1");
+        // ">=12" is what the refusal of "12.x" forms offered users; it means 12.0 or newer
+        assertThat(CudaRequirement.parse(">=12").accepts(CudaVersion.parse("12.0"))).isTrue();
+        assertThat(CudaRequirement.parse(">=12").accepts(CudaVersion.parse("13.1"))).isTrue();
+        assertThat(CudaRequirement.parse(">=12").accepts(CudaVersion.parse("11.8"))).isFalse();
+        assertThatThrownBy(() -> CudaRequirement.parse(">=twelve")).hasMessageContaining(">=12.1")
+                .hasMessageContaining(">=12\"");
         assertThat(CudaRequirement.parse(">= 12.1").accepts(CudaVersion.parse("13.0"))).isTrue();
         assertThat(CudaRequirement.parse("12.4").accepts(CudaVersion.parse("12.4.127"))).isTrue();
         assertThat(CudaRequirement.parse("12.4").accepts(CudaVersion.parse("12.5"))).isFalse();

@@ -1,5 +1,7 @@
 package io.gpusched.slurm;
 
+import io.gpusched.core.internal.AsciiNumbers;
+import io.gpusched.core.internal.Printable;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -127,7 +129,7 @@ public final class GresConfParser {
             List<Integer> l = new ArrayList<>();
             for (String v : kv.get("links").split(",", -1)) {
                 try {
-                    int n = Integer.parseInt(v.strip());
+                    int n = v.strip().equals("-1") ? -1 : GresRecord.number(v.strip());
                     if (n < -1) {
                         throw new NumberFormatException();
                     }
@@ -157,6 +159,9 @@ public final class GresConfParser {
             s = s.substring(0, s.length() - 1);
         }
         try {
+            if (!AsciiNumbers.isDigits(s) || s.length() > 18) {
+                throw new NumberFormatException(s);
+            }
             long n = Long.parseLong(s);
             if (n < 0 || n > (Long.MAX_VALUE / mult)) {
                 throw new NumberFormatException();
@@ -223,8 +228,8 @@ public final class GresConfParser {
                     out.add(head + r[0] + tail);
                 } else if (r.length == 2) {
                     int width = r[0].length();
-                    int a = Integer.parseInt(r[0]);
-                    int z = Integer.parseInt(r[1]);
+                    int a = GresRecord.number(r[0]);
+                    int z = GresRecord.number(r[1]);
                     if (a < 0 || z < a || z - a >= 1024) {
                         throw new NumberFormatException();
                     }
@@ -246,6 +251,6 @@ public final class GresConfParser {
     }
 
     private static String clip(String s) {
-        return s.length() > 80 ? s.substring(0, 77) + "..." : s;
+        return Printable.escape(s.length() > 80 ? s.substring(0, 77) + "..." : s);
     }
 }

@@ -1,5 +1,6 @@
 package io.gpusched.slurm;
 
+import io.gpusched.core.internal.AsciiNumbers;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
@@ -62,10 +63,10 @@ public record GresRecord(Optional<String> type, List<String> files, boolean mult
             String[] r = part.split("-", -1);
             try {
                 if (r.length == 1) {
-                    out.add(Integer.parseInt(r[0]));
+                    out.add(number(r[0]));
                 } else if (r.length == 2) {
-                    int a = Integer.parseInt(r[0]);
-                    int z = Integer.parseInt(r[1]);
+                    int a = number(r[0]);
+                    int z = number(r[1]);
                     if (a < 0 || z < a || z - a > 65536) {
                         throw new NumberFormatException();
                     }
@@ -81,6 +82,14 @@ public record GresRecord(Optional<String> type, List<String> files, boolean mult
             }
         }
         return out;
+    }
+
+    /** A number as Slurm's strtol reads one: ASCII digits only (Integer.parseInt also takes other scripts' digits). */
+    static int number(String s) {
+        if (!AsciiNumbers.isDigits(s) || s.length() > 9) {
+            throw new NumberFormatException(s);
+        }
+        return Integer.parseInt(s);
     }
 
     /** @return the set as ranges, e.g. {@code 0-3,8,10-11} */

@@ -9,6 +9,7 @@ import io.gpusched.core.GpuVendor;
 import io.gpusched.core.devices.DeviceNode;
 import io.gpusched.core.devices.DevicePlan;
 import io.gpusched.core.devices.GpuDeviceNodes;
+import io.gpusched.core.internal.Printable;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Comparator;
@@ -78,9 +79,10 @@ public final class SlurmGres {
     private final Map<String, String> leftOutFiles;
 
     private SlurmGres(String backend, List<Entry> entries, List<String> comments, Map<String, String> leftOutFiles) {
-        this.backend = backend;
+        // named in a comment line: a backend name with a newline must not add a line slurmd would read
+        this.backend = Printable.escape(backend);
         this.entries = List.copyOf(entries);
-        this.comments = List.copyOf(comments);
+        this.comments = comments.stream().map(Printable::escape).toList(); // UUIDs, reasons: one line each
         this.leftOutFiles = Map.copyOf(leftOutFiles);
     }
 

@@ -3,6 +3,7 @@ package io.gpusched.spark;
 import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuAllocationException;
 import io.gpusched.core.GpuRequest;
+import io.gpusched.core.GpuRequests;
 import io.gpusched.core.HolderProcess;
 import io.gpusched.core.host.ProcessGpus;
 import java.util.Optional;
@@ -80,7 +81,8 @@ public class GpuschedDiscoveryPlugin implements ResourceDiscoveryPlugin {
         String who = worker ? component + " (thread " + Thread.currentThread().getName() + ")"
                 : component + " of " + conf.get("spark.app.name", "a Spark application");
         GpuRequest.Builder b = GpuRequest.builder().count((int) amount).holder(HolderProcess.current())
-                .owner("spark").jobId(who);
+                // an application's name is its user's free text: bounded and printable, as a job id must be
+                .owner("spark").jobId(GpuRequests.toIdentifier(who, GpuRequest.MAX_JOB_ID_LENGTH));
         s.memoryPerGpu().ifPresent(b::minMemory);
         Allocation a;
         try {

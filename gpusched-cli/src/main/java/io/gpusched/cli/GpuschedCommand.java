@@ -20,6 +20,9 @@ import io.gpusched.core.AllocationListener;
 import io.gpusched.core.GpuAllocationException;
 import io.gpusched.core.GpuException;
 import io.gpusched.core.LedgerException;
+import io.gpusched.core.internal.AsciiNumbers;
+import io.gpusched.core.internal.Printable;
+import io.gpusched.cuda.CudaResolutionException;
 import io.gpusched.server.ConsoleServer;
 import java.io.PrintStream;
 import java.io.PrintWriter;
@@ -158,7 +161,11 @@ public final class GpuschedCommand implements Callable<Integer> {
                 message = g.reason().name() + ": " + message; // the code scripts test, as the README promises
             } else if (ex instanceof LedgerException l) {
                 message = l.kind().name() + ": " + message;
+            } else if (ex instanceof CudaResolutionException) {
+                message = NO_MATCHING_CUDA + ": " + message;
             }
+            // a message may quote what a user, a file or a device reported: shown escaped, on one line
+            message = Printable.escape(message);
             line.getErr().println("gpusched: " + message);
             if (root.verbose) {
                 ex.printStackTrace(line.getErr());
@@ -168,13 +175,23 @@ public final class GpuschedCommand implements Callable<Integer> {
             }
             return code;
         });
-        // a usage error (unknown option, bad value) keeps picocli's message and usage on stderr; with --json, stdout
-        // also gets the error as JSON, so that `gpusched ... --json | jq` always reads a JSON document
-        CommandLine.IParameterExceptionHandler usage = cl.getParameterExceptionHandler();
+        // whole numbers in options: ASCII digits only (picocli's own converter, Integer.valueOf, reads "٣" as 3)
+        cl.registerConverter(Integer.class, GpuschedCommand::wholeNumber);
+        cl.registerConverter(Integer.TYPE, GpuschedCommand::wholeNumber);
+        // a usage error (unknown option, bad value, an option twice) is one line on stderr naming the error and where
+        // the usage is, not the whole usage; with --json, stdout also gets the error as JSON, so that
+        // `gpusched ... --json | jq` always reads a JSON document
         cl.setParameterExceptionHandler((ex, args) -> {
-            int code = usage.handleParseException(ex, args);
+            CommandLine bad = ex.getCommandLine();
+            String message = Printable.escape(ex.getMessage());
+            bad.getErr().println("gpusched: " + message + " (usage: " + bad.getCommandSpec().qualifiedName()
+                    + " --help)");
+            if (root.verbose) {
+                ex.printStackTrace(bad.getErr());
+            }
+            int code = bad.getCommandSpec().exitCodeOnInvalidInput();
             if (Arrays.asList(args).contains("--json")) {
-                jsonError(out, ex.getMessage(), code);
+                jsonError(out, message, code);
             }
             return code;
         });
@@ -183,7 +200,17 @@ public final class GpuschedCommand implements Callable<Integer> {
         return cl;
     }
 
-    /** Prints {@code {"error": message, "exitCode": code}} as one line of JSON. */
+    /** The reason printed before a {@code --cuda} requirement no installation meets. */
+    static final String NO_MATCHING_CUDA = "NO_MATCHING_CUDA";
+
+    private static Integer wholeNumber(String text) {
+        try {
+            return AsciiNumbers.parseInt(text, 0, Integer.MAX_VALUE, "");
+        } catch (IllegalArgumentException e) {
+            throw new CommandLine.TypeConversionException(e.getMessage());
+        }
+    }
+
     /** Every subcommand, at any depth ({@code export slurm}), answers --help and -h. */
     private static void withHelp(CommandLine cl) {
         cl.getSubcommands().values().forEach(sub -> {
@@ -194,12 +221,13 @@ public final class GpuschedCommand implements Callable<Integer> {
         });
     }
 
+    /** Prints {@code {"error": message, "exitCode": code}} as one line of JSON. */
     private static void jsonError(PrintStream out, String message, int code) {
         Map<String, Object> e = new LinkedHashMap<>();
         e.put("error", message);
         e.put("exitCode", code);
         try {
-            out.println(new ObjectMapper().writeValueAsString(e));
+            out.println(Printable.escapeJson(new ObjectMapper().writeValueAsString(e)));
         } catch (JsonProcessingException x) {
             throw new IllegalStateException(x);
         }

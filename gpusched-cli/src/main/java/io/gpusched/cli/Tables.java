@@ -2,6 +2,7 @@ package io.gpusched.cli;
 
 import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuTopology;
+import io.gpusched.core.internal.Printable;
 import io.gpusched.server.TopologyGrid;
 import java.util.ArrayList;
 import java.util.List;
@@ -60,8 +61,20 @@ public final class Tables {
         return TopologyGrid.label(a, b, t);
     }
 
-    /** @return rows laid out in left-aligned columns separated by two spaces */
-    public static String format(List<String[]> rows) {
+    /**
+     * @return rows laid out in left-aligned columns separated by two spaces; every cell is escaped
+     *         ({@link Printable#escape}): a device name, owner or job holding control characters cannot move the
+     *         cursor or start a line of its own
+     */
+    public static String format(List<String[]> table) {
+        List<String[]> rows = new ArrayList<>(table.size());
+        for (String[] r : table) {
+            String[] e = new String[r.length];
+            for (int i = 0; i < r.length; i++) {
+                e[i] = Printable.escape(r[i]);
+            }
+            rows.add(e);
+        }
         int cols = rows.stream().mapToInt(r -> r.length).max().orElse(0);
         int[] width = new int[cols];
         for (String[] r : rows) {

@@ -2,6 +2,7 @@ package io.gpusched.cli;
 
 import io.gpusched.core.DeviceState;
 import io.gpusched.core.GpuMetrics;
+import io.gpusched.core.internal.Printable;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
@@ -10,7 +11,8 @@ import java.util.Map;
 /**
  * Renders one frame of {@code gpusched watch}: a line per GPU with a utilization bar, memory, temperature, power,
  * health and holder. Health changes since the previous frame are highlighted (reverse video). Plain ANSI: the frame is
- * drawn from the top-left corner and each line cleared to its end, so the terminal does not scroll.
+ * drawn from the top-left corner and each line cleared to its end, so the terminal does not scroll. The title and every
+ * cell are escaped ({@link Printable#escape}): the only escape sequences in a frame are the view's own.
  */
 public final class WatchView {
     /** Move to the top-left and clear from there to the end of the screen. */
@@ -34,7 +36,7 @@ public final class WatchView {
         if (ansi) {
             sb.append(HOME_AND_CLEAR);
         }
-        sb.append(title).append('\n');
+        sb.append(Printable.escape(title)).append('\n');
         List<String[]> rows = new ArrayList<>();
         rows.add(new String[]{"GPU", "UTIL", "", "MEMORY", "TEMP", "POWER", "HEALTH", "HELD BY"});
         List<Boolean> changed = new ArrayList<>();

@@ -66,7 +66,8 @@ class ExportCommandTest {
         assertThat(cdi.out().strip()).matches("--device nvidia\\.com/gpu=GPU-\\S+ --device nvidia\\.com/gpu=GPU-\\S+"
                 + " -e NVIDIA_VISIBLE_DEVICES=GPU-\\S+,GPU-\\S+ -e CUDA_VISIBLE_DEVICES=GPU-\\S+,GPU-\\S+"
                 + " -e CUDA_DEVICE_ORDER=PCI_BUS_ID");
-        assertThat(cdi.err()).contains("allocated ").contains("release with: gpusched --simulate dgx1-v100 release");
+        assertThat(cdi.err()).contains("allocated ")
+                .containsPattern("release with: gpusched --simulate dgx1-v100 --state-dir \\S+ release");
         CliRunner.Result docker = c.run("--simulate", "dgx1-v100", "allocate", "--gpu", "1", "--format", "docker");
         assertThat(docker.exit()).as(docker.err()).isZero();
         assertThat(docker.out()).matches("(?s)--device=/dev/nvidia[0-7] --device=/dev/nvidiactl .*-e "

@@ -118,7 +118,7 @@ class GpuschedCommandTest {
         assertThat(m.find()).as(a.out()).isTrue();
         String id = m.group(1);
         assertThat(a.out()).contains("CUDA_VISIBLE_DEVICES=GPU-").contains("CUDA_DEVICE_ORDER=PCI_BUS_ID")
-                .contains("release with: gpusched --simulate dgx1-v100 release " + id);
+                .containsPattern("release with: gpusched --simulate dgx1-v100 --state-dir \\S+ release " + id);
         CliRunner.Result st = cli.run("--simulate", "dgx1-v100", "status");
         assertThat(st.out()).contains(id + "  GPUs [").contains("owner alice").contains("1 allocations");
         CliRunner.Result shared = cli.run("--simulate", "dgx1-v100", "allocate", "--shared=4GB", "--lease=2h",

@@ -3,6 +3,7 @@ package io.gpusched.server;
 import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuInventories;
 import io.gpusched.core.devices.CharMajors;
+import io.gpusched.core.GpuInventory;
 import io.gpusched.core.internal.NvidiaDriver;
 import io.gpusched.cuda.Compatibility;
 import io.gpusched.cuda.CompatibilityTable;
@@ -21,17 +22,22 @@ import java.util.OptionalInt;
 /**
  * What works on this host and what does not: the inventory providers with their causes and advice, the isolation
  * mechanism, and the CUDA installations with their driver verdicts. {@code gpusched doctor} prints it; the console
- * serves it at {@code /api/v1/doctor}.
+ * serves it at {@code /api/v1/doctor}. For a simulated node, {@code node} says so and the CUDA verdicts are judged
+ * against the simulated GPUs' driver; the providers are still the host's (which the simulated node does not use) and
+ * isolation is the host's (what {@code gpusched run} fences with on any node).
  *
+ * @param node          the node served, when one was given: simulated or not, its backend, GPUs and driver; null
+ *                      when only the host was looked at
  * @param providers     inventory providers, highest priority first
  * @param isolation     the isolation mechanism
- * @param driver        the loaded NVIDIA driver version, or null
+ * @param driver        the NVIDIA driver version the CUDA verdicts are judged against (the loaded one; a simulated
+ *                      node's own), or null
  * @param cuda          CUDA installations found
  * @param cudaProblems  problems met while looking for CUDA
  * @param uvm           NVIDIA's unified-memory module, which every CUDA program needs
  */
-public record DoctorReport(List<Provider> providers, Isolation isolation, String driver, List<Cuda> cuda,
-        List<String> cudaProblems, Uvm uvm) {
+public record DoctorReport(Node node, List<Provider> providers, Isolation isolation, String driver,
+        List<Cuda> cuda, List<String> cudaProblems, Uvm uvm) {
 
     /**
      * NVIDIA's unified-memory module ({@code nvidia-uvm}), loaded on demand on many distributions: without it a CUDA
@@ -89,6 +95,17 @@ public record DoctorReport(List<Provider> providers, Isolation isolation, String
     }
 
     /**
+     * The node a command or the console serves.
+     *
+     * @param backend   its inventory backend ({@code simulated:dgx1-v100}, {@code nvml})
+     * @param simulated whether it is a simulated node (the host's GPUs and providers are then not used)
+     * @param gpus      how many GPUs it has
+     * @param driver    its GPUs' driver version as the inventory reports it, or null
+     */
+    public record Node(String backend, boolean simulated, int gpus, String driver) {
+    }
+
+    /**
      * One inventory provider.
      *
      * @param name      provider name
@@ -135,12 +152,23 @@ public record DoctorReport(List<Provider> providers, Isolation isolation, String
      * @return the report
      */
     public static DoctorReport collect(List<Path> extraCudaPaths) {
-        return collect(extraCudaPaths, Path.of(System.getProperty("gpusched.proc.root", "/proc")),
+        return collect(extraCudaPaths, null);
+    }
+
+    /**
+     * Looks at this host and the node served on it.
+     *
+     * @param extraCudaPaths more places to look for CUDA (gpu.cuda_paths)
+     * @param inventory      the node's inventory, or null for the host alone
+     * @return the report: for a simulated node, CUDA judged against its GPUs' driver
+     */
+    public static DoctorReport collect(List<Path> extraCudaPaths, GpuInventory inventory) {
+        return collect(extraCudaPaths, inventory, Path.of(System.getProperty("gpusched.proc.root", "/proc")),
                 Path.of(System.getProperty("gpusched.dev.root", "/dev")));
     }
 
     /**
-     * Looks at this host.
+     * Looks at this host alone, with {@code /proc} and {@code /dev} where given.
      *
      * @param extraCudaPaths more places to look for CUDA (gpu.cuda_paths)
      * @param procRoot       where {@code /proc} is
@@ -148,6 +176,24 @@ public record DoctorReport(List<Provider> providers, Isolation isolation, String
      * @return the report
      */
     public static DoctorReport collect(List<Path> extraCudaPaths, Path procRoot, Path devRoot) {
+        return collect(extraCudaPaths, null, procRoot, devRoot);
+    }
+
+    /**
+     * Looks at this host and the node served on it, with {@code /proc} and {@code /dev} where given.
+     *
+     * @param extraCudaPaths more places to look for CUDA (gpu.cuda_paths)
+     * @param inventory      the node's inventory, or null for the host alone
+     * @param procRoot       where {@code /proc} is
+     * @param devRoot        where {@code /dev} is
+     * @return the report: for a simulated node, CUDA judged against its GPUs' driver
+     */
+    public static DoctorReport collect(List<Path> extraCudaPaths, GpuInventory inventory, Path procRoot,
+            Path devRoot) {
+        Node node = inventory == null ? null : new Node(inventory.backend(),
+                inventory.backend().startsWith("simulated:"), inventory.devices().size(),
+                inventory.devices().stream().map(GpuDevice::driverVersion).flatMap(Optional::stream).findFirst()
+                        .orElse(null));
         List<Provider> providers = new ArrayList<>();
         for (GpuInventories.ProviderStatus p : GpuInventories.providers()) {
             providers.add(new Provider(p.name(), p.priority(), p.available(), p.cause().orElse(null),
@@ -159,19 +205,22 @@ public record DoctorReport(List<Provider> providers, Isolation isolation, String
                 iso.isAvailable() ? (iso.v2Root().isPresent() ? "v2 eBPF" : "v1") : null,
                 iso.unavailabilityCause().orElse(null));
         CudaInstallations.Discovery d = CudaInstallations.discover(CudaSearch.host(extraCudaPaths));
-        Optional<DriverVersion> driver = NvidiaDriver.loadedVersion(procRoot).map(DriverVersion::parse);
+        Optional<DriverVersion> driver = node != null && node.simulated()
+                ? Optional.ofNullable(node.driver()).map(DriverVersion::parse)
+                : NvidiaDriver.loadedVersion(procRoot).map(DriverVersion::parse);
         CompatibilityTable table = CompatibilityTable.builtIn();
         List<Cuda> cuda = new ArrayList<>();
         for (CudaInstallation i : d.installations()) {
             String verdict = i.version().map(v -> driver.map(dv -> {
                 Compatibility c = Compatibility.judge(table, v, dv, Optional.empty(), i.compatDir(), true);
                 return c.verdict() + ": " + c.message();
-            }).orElse("no NVIDIA driver is loaded, so it cannot be checked")).orElse("version unknown");
+            }).orElse(node != null && node.simulated() ? "the simulated node names no NVIDIA driver, so it cannot be"
+                    + " checked" : "no NVIDIA driver is loaded, so it cannot be checked")).orElse("version unknown");
             cuda.add(new Cuda(i.root().toString(), i.aliases().stream().map(Object::toString).toList(),
                     i.version().map(Object::toString).orElse(null), i.versionSource().map(Enum::name).orElse(null),
                     i.hasRuntime(), i.nvcc().isPresent(), verdict));
         }
-        return new DoctorReport(providers, isolation, driver.map(Object::toString).orElse(null), cuda,
+        return new DoctorReport(node, providers, isolation, driver.map(Object::toString).orElse(null), cuda,
                 d.problems().stream().map(Object::toString).toList(), Uvm.look(procRoot, devRoot));
     }
 

@@ -60,7 +60,7 @@ final class NodeViewsHandler implements HttpHandler {
                 case DEVICES -> Exchanges.json(ex, 200, watcher.state().get("devices"));
                 case TOPOLOGY -> Exchanges.json(ex, 200, topology());
                 case SAMPLES -> samples(ex);
-                case DOCTOR -> Exchanges.json(ex, 200, DoctorReport.collect(cudaPaths));
+                case DOCTOR -> Exchanges.json(ex, 200, DoctorReport.collect(cudaPaths, inventory));
                 case AUDIT -> Exchanges.json(ex, 200, watcher.recentAudit());
                 default -> Exchanges.error(ex, 404, "no such resource: " + path, null);
             }

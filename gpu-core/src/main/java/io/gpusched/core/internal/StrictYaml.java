@@ -1,14 +1,6 @@
 package io.gpusched.core.internal;
 
 import io.gpusched.core.GpuConfigException;
-import java.io.IOException;
-import java.io.InputStream;
-import java.io.UncheckedIOException;
-import java.nio.ByteBuffer;
-import java.nio.charset.CharacterCodingException;
-import java.nio.charset.CodingErrorAction;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -75,7 +67,7 @@ public final class StrictYaml {
     }
 
     /** Largest file {@link #read(java.nio.file.Path, String)} reads: SnakeYAML's own limit (3 Mi code points). */
-    public static final long MAX_FILE_BYTES = 3L << 20;
+    public static final long MAX_FILE_BYTES = TextFiles.MAX_BYTES;
 
     /**
      * Reads a YAML file as UTF-8, refusing one larger than {@link #MAX_FILE_BYTES} and anything that is not a regular
@@ -87,34 +79,7 @@ public final class StrictYaml {
      * @throws GpuConfigException if it cannot be read, is not a regular file, is too large or is not UTF-8
      */
     public static String read(Path file, String what) {
-        if (Files.exists(file) && !Files.isRegularFile(file)) {
-            throw new GpuConfigException("cannot read " + what + " " + file + ": not a regular file (a directory,"
-                    + " FIFO, socket or device); expected a regular YAML file of at most " + MAX_FILE_BYTES + " bytes");
-        }
-        try {
-            long size = Files.size(file);
-            if (size > MAX_FILE_BYTES) {
-                throw new GpuConfigException("cannot read " + what + " " + file + ": " + size + " bytes; expected at"
-                        + " most " + MAX_FILE_BYTES);
-            }
-            byte[] bytes;
-            try (InputStream in = Files.newInputStream(file)) {
-                bytes = in.readNBytes((int) MAX_FILE_BYTES + 1);
-            }
-            if (bytes.length > MAX_FILE_BYTES) {
-                throw new GpuConfigException("cannot read " + what + " " + file + ": more than " + MAX_FILE_BYTES
-                        + " bytes; expected at most " + MAX_FILE_BYTES);
-            }
-            return StandardCharsets.UTF_8.newDecoder()
-                    .onMalformedInput(CodingErrorAction.REPORT)
-                    .onUnmappableCharacter(CodingErrorAction.REPORT)
-                    .decode(ByteBuffer.wrap(bytes)).toString();
-        } catch (CharacterCodingException e) {
-            throw new GpuConfigException("cannot read " + what + " " + file + ": not UTF-8 (" + e + "); expected a"
-                    + " UTF-8 YAML file", e);
-        } catch (IOException | UncheckedIOException e) {
-            throw new GpuConfigException("cannot read " + what + " " + file + ": " + e.getMessage(), e);
-        }
+        return TextFiles.readUtf8(file, what);
     }
 
     /** A whole number in plain decimal: an optional sign, then 0 or digits without a leading zero. */

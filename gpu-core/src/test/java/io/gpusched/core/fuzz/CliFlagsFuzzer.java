@@ -2,6 +2,7 @@ package io.gpusched.core.fuzz;
 
 import io.gpusched.core.GpuRequest;
 import io.gpusched.core.GpuRequests;
+import io.gpusched.core.internal.Printable;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -12,8 +13,9 @@ import java.util.Set;
 /**
  * Fuzz target for {@link GpuRequests#fromCliFlags(List)}. The input is the argument list, one argument per line
  * ({@code <null>} stands for a null argument). Contract: only IllegalArgumentException, naming the offending
- * argument or flag; and, judged here independently of the parser, a flag given twice (other than {@code --label}
- * with distinct keys; {@code --gpu} and {@code --gpus} are one flag) is refused.
+ * argument or flag (as printed: escaped, and cut after 40 characters); and, judged here independently of the
+ * parser, a flag given twice (other than {@code --label} with distinct keys; {@code --gpu} and {@code --gpus} are one
+ * flag) is refused.
  */
 public final class CliFlagsFuzzer {
     private CliFlagsFuzzer() {
@@ -49,6 +51,10 @@ public final class CliFlagsFuzzer {
             int eq = a.indexOf('=');
             String flag = eq >= 0 ? a.substring(0, eq) : a;
             if ((!flag.isEmpty() && msg.contains(flag)) || msg.contains(a.trim())) {
+                return true;
+            }
+            // hostile text is named as it prints: escaped, and cut after 40 characters
+            if ((!flag.isEmpty() && msg.contains(Printable.clipped(flag))) || msg.contains(Printable.clipped(a))) {
                 return true;
             }
         }

@@ -49,4 +49,9 @@ class CoreParsersFuzzTest {
     void charMajors(byte[] input) {
         CharMajorsFuzzer.fuzzerTestOneInput(input);
     }
+
+    @FuzzTest
+    void terminalText(byte[] input) {
+        TerminalTextFuzzer.fuzzerTestOneInput(input);
+    }
 }

@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.gpusched.core.GpuInventories;
 import io.gpusched.core.GpuInventory;
 import io.gpusched.core.GpuScheduler;
+import io.gpusched.core.host.ProcessGpus;
 import io.gpusched.spark.GpuschedDiscoveryPlugin;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -174,6 +175,30 @@ class SparkDiscoveryAttackTest {
                 .orElseThrow();
         assertEquals(Set.of(a.addresses()), Set.of(b.addresses()), "same JVM, same component: same GPUs");
         assertEquals(2, held(state), "the ledger holds 2 GPUs for this JVM, not 4");
+    }
+
+    /**
+     * Issue 36 bounds job ids (printable, at most 256 characters); the driver's job id carries the application's
+     * name, its user's free text: a name of 300 characters with a tab and an escape still gets its GPUs, recorded
+     * under a bounded, printable job id.
+     */
+    @Test
+    void aLongOrHostileApplicationNameStillGetsGpus() throws Exception {
+        Path state = state();
+        SparkConf conf = conf(state).set("spark.app.name", "etl\t\u001b[2J" + "x".repeat(300));
+        try {
+            ResourceInformation ri = new GpuschedDiscoveryPlugin().discoverResource(req("spark.driver", 1), conf)
+                    .orElseThrow();
+            assertEquals(1, ri.addresses().length);
+            try (GpuInventory inv = GpuInventories.simulated("dgx1-v100");
+                 GpuScheduler s = GpuScheduler.builder().inventory(inv).stateDir(state).build()) {
+                String job = s.allocations().get(0).request().jobId().orElseThrow();
+                assertTrue(job.startsWith("spark.driver of etl??[2J"), job);
+                assertEquals(256, job.codePointCount(0, job.length()), job);
+            }
+        } finally {
+            ProcessGpus.release("spark.driver/gpu");
+        }
     }
 
     @Test

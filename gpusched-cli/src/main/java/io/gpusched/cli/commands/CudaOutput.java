@@ -2,6 +2,7 @@ package io.gpusched.cli.commands;
 
 import io.gpusched.cli.Node;
 import io.gpusched.core.GpuConfig;
+import io.gpusched.core.internal.Printable;
 import io.gpusched.cuda.CudaEnvironment;
 import io.gpusched.cuda.CudaEnvironmentResolver;
 import io.gpusched.cuda.CudaSearch;
@@ -20,11 +21,14 @@ final class CudaOutput {
                 .search(CudaSearch.host(config.cudaPaths())).build();
     }
 
+    /** Prints the environment for a person to read: every value escaped ({@link Printable#escape}). */
     static void printEnvironment(PrintStream out, CudaEnvironment env) {
-        env.variables().forEach((k, v) -> out.println("  " + k + "=" + v));
-        env.pathPrepends().forEach((k, v) -> out.println("  " + k + "=" + String.join(":", v) + ":$" + k));
+        env.variables().forEach((k, v) -> out.println("  " + Printable.escape(k) + "=" + Printable.escape(v)));
+        env.pathPrepends().forEach((k, v) -> out.println("  " + Printable.escape(k) + "="
+                + Printable.escape(String.join(":", v)) + ":$" + Printable.escape(k)));
         env.installation().ifPresent(i -> out.println("  (CUDA " + i.version().map(Object::toString).orElse("?")
-                + " at " + i.root() + env.compatibility().map(c -> ", " + c.verdict()).orElse("") + ")"));
-        env.notes().forEach(note -> out.println("  note: " + note));
+                + " at " + Printable.escape(i.root().toString())
+                + env.compatibility().map(c -> ", " + c.verdict()).orElse("") + ")"));
+        env.notes().forEach(note -> out.println("  note: " + Printable.escape(note)));
     }
 }

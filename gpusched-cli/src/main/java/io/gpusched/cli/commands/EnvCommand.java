@@ -6,10 +6,13 @@ import io.gpusched.cli.CliException;
 import io.gpusched.cli.GpuschedCommand;
 import io.gpusched.cli.Node;
 import io.gpusched.core.Allocation;
+import io.gpusched.core.internal.Printable;
 import io.gpusched.cuda.CudaEnvironment;
 import io.gpusched.cuda.CudaRequirement;
 import io.gpusched.yarn.YarnContainerGpus;
+import java.util.ArrayList;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
@@ -61,21 +64,32 @@ public final class EnvCommand implements Callable<Integer> {
             ObjectNode env = o.putObject("env");
             vars.forEach(env::put);
             ce.pathPrepends().forEach((k, v) -> env.put(k, String.join(":", v)));
-            root.out().println(o.toString());
+            root.out().println(Printable.escapeJson(o.toString()));
             return 0;
         }
-        root.out().println("# " + id + ": GPUs " + a.deviceIndices() + " (" + a.id() + ")");
-        vars.forEach((k, v) -> root.out().println("export " + k + "=" + quote(v)));
+        // every line rendered before any is printed: a value that cannot be carried prints nothing
+        List<String> lines = new ArrayList<>();
+        lines.add("# " + Printable.escape(id) + ": GPUs " + a.deviceIndices() + " (" + Printable.escape(a.id()) + ")");
+        vars.forEach((k, v) -> lines.add("export " + k + "=" + quote(v)));
         ce.pathPrepends().forEach((k, v) -> {
             if (!v.isEmpty()) {
-                root.out().println("export " + k + "=" + quote(String.join(":", v)) + "${" + k + ":+:$" + k + "}");
+                lines.add("export " + k + "=" + quote(String.join(":", v)) + "${" + k + ":+:$" + k + "}");
             }
         });
+        lines.forEach(root.out()::println);
         return 0;
     }
 
-    /** @return {@code s} in single quotes for a POSIX shell */
+    /**
+     * @return {@code s} in single quotes for a POSIX shell
+     * @throws CliException when {@code s} holds a character that is not printable: it would reach the terminal of a
+     *                      user who runs {@code gpusched env} without {@code eval}
+     */
     static String quote(String s) {
+        if (!Printable.isPrintable(s)) {
+            throw new CliException("a value of the container's environment holds a character a shell line cannot"
+                    + " carry safely (\"" + Printable.clipped(s) + "\"); nothing printed");
+        }
         return "'" + s.replace("'", "'\\''") + "'";
     }
 }

@@ -6,6 +6,7 @@ import io.gpusched.cli.CliException;
 import io.gpusched.cli.Node;
 import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuVendor;
+import io.gpusched.core.internal.Printable;
 import io.gpusched.cuda.CudaEnvironment;
 import java.nio.file.Path;
 import java.util.List;
@@ -60,12 +61,12 @@ public final class ExportCdiCommand implements Callable<Integer> {
         for (CdiSpec s : specs) {
             if (write != null) {
                 Path f = s.writeTo(write, format);
-                export.root().out().println("wrote " + f + " (cdiVersion " + s.cdiVersion() + ", " + s.kind() + ": "
-                        + String.join(", ", s.deviceNames()) + ")");
+                export.root().out().println(Printable.escape("wrote " + f + " (cdiVersion " + s.cdiVersion() + ", "
+                        + s.kind() + ": " + String.join(", ", s.deviceNames()) + ")"));
             } else {
                 export.root().out().print(s.render(format));
             }
-            s.notes().forEach(x -> export.root().err().println("note: " + x));
+            s.notes().forEach(x -> export.root().err().println("note: " + Printable.escape(x)));
         }
         return 0;
     }

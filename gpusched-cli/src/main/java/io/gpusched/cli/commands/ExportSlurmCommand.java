@@ -2,13 +2,14 @@ package io.gpusched.cli.commands;
 
 import io.gpusched.cli.CliException;
 import io.gpusched.cli.Node;
+import io.gpusched.core.internal.Printable;
+import io.gpusched.core.internal.TextFiles;
 import io.gpusched.slurm.CpuLayout;
 import io.gpusched.slurm.GresConfParser;
 import io.gpusched.slurm.GresRecord;
 import io.gpusched.slurm.SlurmGres;
 import java.io.IOException;
 import java.net.InetAddress;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Optional;
@@ -56,20 +57,16 @@ public final class ExportSlurmCommand implements Callable<Integer> {
         }
         String node = nodeName != null ? nodeName : hostName();
         if (check != null) {
-            String text;
-            try {
-                text = Files.readString(check);
-            } catch (IOException e) {
-                throw new CliException("cannot read " + check + ": " + e.getMessage());
-            }
+            // a regular file of at most 3 MiB, UTF-8: a FIFO, /dev/zero or a binary file is a bad file (exit 2)
+            String text = TextFiles.readUtf8(check, "gres.conf");
             List<GresRecord> actual = GresConfParser.parse(text, Optional.of(node));
             List<String> drift = gres.check(actual);
             if (drift.isEmpty()) {
-                export.root().out().println(check + " matches the node (" + gres.devices().size() + " GPUs, Gres="
-                        + gres.gresValue() + ")");
+                export.root().out().println(Printable.escape(check + " matches the node (" + gres.devices().size()
+                        + " GPUs, Gres=" + gres.gresValue() + ")"));
                 return 0;
             }
-            drift.forEach(d -> export.root().out().println(check + ": " + d));
+            drift.forEach(d -> export.root().out().println(Printable.escape(check + ": " + d)));
             return 1;
         }
         if (slurmConf) {

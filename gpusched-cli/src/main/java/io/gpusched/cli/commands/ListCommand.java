@@ -7,6 +7,7 @@ import io.gpusched.core.DeviceState;
 import io.gpusched.core.GpuMetrics;
 import io.gpusched.core.SchedulerStatus;
 import io.gpusched.core.internal.Json;
+import io.gpusched.core.internal.Printable;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
@@ -26,10 +27,11 @@ public final class ListCommand implements Callable<Integer> {
         // a read: no scheduler, no lock, nothing created or written (README: read-only commands write nothing)
         Node.Devices n = root.readDevices();
         if (root.json()) {
-            root.out().println(Json.pretty(SchedulerStatus.devices(n.devices(), n.allocations())));
+            root.out().println(
+                    Printable.escapeJson(Json.pretty(SchedulerStatus.devices(n.devices(), n.allocations()))));
             return 0;
         }
-        root.out().println("Backend " + n.backend() + ", " + n.devices().size() + " GPUs");
+        root.out().println("Backend " + Printable.escape(n.backend()) + ", " + n.devices().size() + " GPUs");
         root.out().print(table(n.devices()));
         return 0;
     }

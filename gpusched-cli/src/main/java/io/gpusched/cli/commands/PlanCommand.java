@@ -1,6 +1,5 @@
 package io.gpusched.cli.commands;
 
-import io.gpusched.cli.CliException;
 import io.gpusched.cli.GpuschedCommand;
 import io.gpusched.cli.Node;
 import io.gpusched.cli.Tables;
@@ -9,8 +8,8 @@ import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuRequest;
 import io.gpusched.core.GpuScheduler;
 import io.gpusched.core.internal.Json;
-import java.io.IOException;
-import java.nio.file.Files;
+import io.gpusched.core.internal.Printable;
+import io.gpusched.core.internal.TextFiles;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -36,21 +35,24 @@ public final class PlanCommand implements Callable<Integer> {
     String strategy;
 
     @Override
-    public Integer call() throws IOException {
-        if (!Files.isRegularFile(workflow)) {
-            throw new CliException("workflow file " + workflow + " does not exist");
-        }
+    public Integer call() {
+        // a regular file of at most 3 MiB, UTF-8, read before the node is opened (a FIFO or /dev/zero is refused)
+        String text = TextFiles.readUtf8(workflow, "workflow file");
         try (Node n = root.open(Optional.ofNullable(strategy))) {
             GpuScheduler scratch = GpuScheduler.builder().inventory(n.inventory()).config(n.config())
                     .auditLogging(false).maintenanceInterval(Duration.ZERO).build();
             for (Allocation held : n.scheduler().allocations()) {
                 scratch.allocate(GpuRequest.builder().deviceUuids(held.deviceUuids()).build());
             }
-            List<WorkflowPlanner.Step> steps = WorkflowPlanner.plan(Files.readString(workflow),
-                    workflow.toString(), scratch);
+            List<WorkflowPlanner.Step> steps = WorkflowPlanner.plan(text, workflow.toString(), scratch);
             if (root.json()) {
-                root.out().println(Json.pretty(steps.stream().map(s -> Map.of("stage", s.stage(), "job", s.job(),
-                        "gpus", s.gpus(), "refusal", s.refusal().orElse(""))).toList()));
+                root.out()
+                        .println(
+                                Printable
+                                        .escapeJson(Json.pretty(steps.stream()
+                                                .map(s -> Map.of("stage", s.stage(), "job", s.job(),
+                                                        "gpus", s.gpus(), "refusal", s.refusal().orElse("")))
+                                                .toList())));
                 return 0;
             }
             List<String[]> rows = new ArrayList<>();

@@ -2,6 +2,7 @@ package io.gpusched.cli.commands;
 
 import io.gpusched.cli.GpuschedCommand;
 import io.gpusched.cli.Node;
+import io.gpusched.core.internal.Printable;
 import java.util.Optional;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
@@ -21,7 +22,8 @@ public final class ReleaseCommand implements Callable<Integer> {
     public Integer call() {
         try (Node n = root.open(Optional.empty())) {
             boolean released = n.scheduler().release(id);
-            root.out().println(released ? "released " + id : id + " was already released");
+            root.out().println(released ? "released " + Printable.escape(id)
+                    : Printable.escape(id) + " was already released");
         }
         return 0;
     }

@@ -1,5 +1,6 @@
 package io.gpusched.cli.commands;
 
+import io.gpusched.cli.ThisNode;
 import io.gpusched.core.GpuRequest;
 import io.gpusched.core.GpuRequests;
 import java.util.ArrayList;
@@ -33,7 +34,10 @@ public final class RequestFlags {
     @Option(names = "--lease", paramLabel = "DURATION", description = "allocation expires after this (2h)")
     String lease;
 
-    /** @return the request these flags describe, parsed by {@link GpuRequests#fromCliFlags} */
+    /**
+     * @return the request these flags describe, parsed by {@link GpuRequests#fromCliFlags}
+     * @throws io.gpusched.cli.CliException when {@code --target} names another node
+     */
     public GpuRequest request() {
         List<String> f = new ArrayList<>();
         add(f, "--gpu", gpu == null ? null : String.valueOf(gpu));
@@ -50,7 +54,7 @@ public final class RequestFlags {
             labels.forEach(l -> add(f, "--label", l));
         }
         add(f, "--lease", lease);
-        return GpuRequests.fromCliFlags(f);
+        return ThisNode.requireLocalTarget(GpuRequests.fromCliFlags(f));
     }
 
     private static void add(List<String> f, String flag, String value) {

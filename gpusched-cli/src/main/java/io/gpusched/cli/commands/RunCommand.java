@@ -7,11 +7,14 @@ import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuRequest;
 import io.gpusched.core.HolderProcess;
 import io.gpusched.core.host.JobCgroups;
+import io.gpusched.core.internal.Printable;
 import io.gpusched.cuda.CudaEnvironment;
 import io.gpusched.cuda.CudaRequirement;
 import io.gpusched.isolation.CgroupDeviceIsolator;
 import java.io.IOException;
+import java.nio.file.FileAlreadyExistsException;
 import java.nio.file.Files;
+import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
@@ -19,8 +22,8 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.Callable;
 import java.util.stream.Stream;
-import picocli.CommandLine.ArgGroup;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
 import picocli.CommandLine.ParentCommand;
@@ -32,7 +35,7 @@ public final class RunCommand implements Callable<Integer> {
     @ParentCommand
     GpuschedCommand root;
 
-    @ArgGroup(exclusive = false)
+    @Mixin
     RequestFlags flags = new RequestFlags();
 
     @Option(names = "--strategy", description = "packing, spreading, topology, topology-remaining or thermal")
@@ -61,12 +64,16 @@ public final class RunCommand implements Callable<Integer> {
                 throw new CliException("isolation is off: " + isolator.unavailabilityCause().get()
                         + "; run with --no-isolation to run the job unfenced");
             }
+            if (cgroupParent != null && !noIsolation) {
+                checkCgroupParent(cgroupParent, isolator);
+            }
+            List<Path> madeParents = new ArrayList<>();
             Path parent = noIsolation ? null : cgroupParent != null ? cgroupParent
                     : isolator.v2Root().or(isolator::v1Root).orElseThrow().resolve("gpusched");
             if (parent != null) {
                 // job cgroups of runs killed before they recorded theirs (their allocation is no longer live)
                 for (String problem : JobCgroups.cleanStale(parent, n.scheduler())) {
-                    root.err().println("gpusched: note: " + problem);
+                    root.err().println("gpusched: note: " + Printable.escape(problem));
                 }
             }
             // bound to this process, which starts the job, waits for it and releases on its exit: if this process
@@ -83,7 +90,7 @@ public final class RunCommand implements Callable<Integer> {
                     root.err().println("gpusched: isolation is off (--no-isolation): the job can reach every GPU"
                             + " of this host");
                 } else {
-                    Files.createDirectories(parent);
+                    makeParents(parent, madeParents, cgroupParent != null);
                     job.cgroup = Files.createDirectory(parent.resolve(JobCgroups.name(a.id())));
                     job.fence = isolator.fence(job.cgroup, a);
                     // recorded before the job starts: if this process is killed, whoever reclaims the allocation
@@ -117,7 +124,83 @@ public final class RunCommand implements Callable<Integer> {
                 return p.waitFor();
             } finally {
                 job.cleanUp();
-                Runtime.getRuntime().removeShutdownHook(hook);
+                removeMadeParents(madeParents);
+                try {
+                    Runtime.getRuntime().removeShutdownHook(hook);
+                } catch (IllegalStateException shuttingDown) {
+                    // Ctrl-C or SIGTERM: the JVM is shutting down and the hook is running; the exit code is the job's
+                }
+            }
+        }
+    }
+
+    /**
+     * Refuses a {@code --cgroup-parent} before anything is created: it must be an absolute path without {@code .} or
+     * {@code ..} components, inside the cgroup2 mount or the v1 devices hierarchy this host fences with, and the part
+     * of it that exists must hold no symbolic link (the job's cgroup would land elsewhere).
+     *
+     * @throws CliException naming the path and what would be valid
+     */
+    static void checkCgroupParent(Path parent, CgroupDeviceIsolator isolator) {
+        List<Path> roots = new ArrayList<>();
+        isolator.v2Root().ifPresent(roots::add);
+        isolator.v1Root().ifPresent(roots::add);
+        String valid = "; expected an absolute path inside " + (roots.isEmpty() ? "a cgroup hierarchy"
+                : roots.stream().map(Path::toString).toList()) + ", such as "
+                + (roots.isEmpty() ? "/sys/fs/cgroup"
+                        : roots.get(0))
+                + "/gpusched";
+        String shown = Printable.escape(parent.toString());
+        if (!parent.isAbsolute()) {
+            throw new CliException("--cgroup-parent " + shown + " is a relative path" + valid);
+        }
+        for (Path part : parent) {
+            if (part.toString().equals("..") || part.toString().equals(".")) {
+                throw new CliException("--cgroup-parent " + shown + " holds a \"" + part + "\" component" + valid);
+            }
+        }
+        Path root = roots.stream().filter(parent::startsWith).findFirst().orElseThrow(() -> new CliException(
+                "--cgroup-parent " + shown + " is not inside a cgroup hierarchy gpusched fences with" + valid));
+        for (Path p = parent; p != null && p.startsWith(root) && !p.equals(root); p = p.getParent()) {
+            if (Files.isSymbolicLink(p)) {
+                throw new CliException("--cgroup-parent " + shown + ": " + Printable.escape(p.toString())
+                        + " is a symbolic link" + valid);
+            }
+            if (Files.exists(p, LinkOption.NOFOLLOW_LINKS) && !Files.isDirectory(p, LinkOption.NOFOLLOW_LINKS)) {
+                throw new CliException("--cgroup-parent " + shown + ": " + Printable.escape(p.toString())
+                        + " is not a cgroup (not a directory)" + valid);
+            }
+        }
+    }
+
+    /**
+     * Creates the parent cgroup and the ones above it that are missing; with {@code given} (a {@code --cgroup-parent}),
+     * remembers each one made, deepest last, so the run removes them again.
+     */
+    private static void makeParents(Path parent, List<Path> made, boolean given) throws IOException {
+        List<Path> missing = new ArrayList<>();
+        for (Path p = parent; p != null && !Files.exists(p, LinkOption.NOFOLLOW_LINKS); p = p.getParent()) {
+            missing.add(0, p);
+        }
+        for (Path p : missing) {
+            try {
+                Files.createDirectory(p);
+                if (given) {
+                    made.add(p);
+                }
+            } catch (FileAlreadyExistsException another) {
+                // another run made it meanwhile: it is theirs to keep
+            }
+        }
+    }
+
+    /** Removes the {@code --cgroup-parent} cgroups this run made, deepest first, when no other job is inside. */
+    private static void removeMadeParents(List<Path> made) {
+        for (int i = made.size() - 1; i >= 0; i--) {
+            try {
+                Files.delete(made.get(i));
+            } catch (IOException inUse) {
+                return; // another run's job is inside (or it is already gone): leave it and those above it
             }
         }
     }

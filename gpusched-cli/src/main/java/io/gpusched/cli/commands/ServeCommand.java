@@ -3,7 +3,9 @@ package io.gpusched.cli.commands;
 import io.gpusched.cli.CliException;
 import io.gpusched.cli.GpuschedCommand;
 import io.gpusched.cli.Node;
+import io.gpusched.core.internal.AsciiNumbers;
 import io.gpusched.core.internal.Durations;
+import io.gpusched.core.internal.Printable;
 import io.gpusched.server.ConsoleServer;
 import java.io.UncheckedIOException;
 import java.net.InetAddress;
@@ -103,22 +105,19 @@ public final class ServeCommand implements Callable<Integer> {
     static InetSocketAddress parseListen(String value) {
         int colon = value.lastIndexOf(':');
         if (colon < 0) {
-            throw new CliException("--listen " + value + ": expected HOST:PORT, e.g. 127.0.0.1:9400");
+            throw new CliException("--listen " + Printable.escape(value) + ": expected HOST:PORT, e.g. 127.0.0.1:9400");
         }
         String host = value.substring(0, colon).replaceAll("^\\[|]$", "");
         int port;
         try {
-            port = Integer.parseInt(value.substring(colon + 1));
-        } catch (NumberFormatException e) {
-            throw new CliException("--listen " + value + ": the port must be a number from 0 to 65535");
-        }
-        if (port < 0 || port > 65535) {
-            throw new CliException("--listen " + value + ": the port must be a number from 0 to 65535");
+            port = AsciiNumbers.parseInt(value.substring(colon + 1), 0, 65535, "the port");
+        } catch (IllegalArgumentException e) {
+            throw new CliException("--listen " + Printable.escape(value) + ": " + e.getMessage());
         }
         try {
             return new InetSocketAddress(InetAddress.getByName(host.isEmpty() ? "127.0.0.1" : host), port);
         } catch (UnknownHostException e) {
-            throw new CliException("--listen " + value + ": unknown host " + host);
+            throw new CliException("--listen " + Printable.escape(value) + ": unknown host " + Printable.escape(host));
         }
     }
 }

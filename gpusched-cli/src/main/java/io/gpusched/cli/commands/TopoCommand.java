@@ -4,6 +4,7 @@ import io.gpusched.cli.GpuschedCommand;
 import io.gpusched.cli.Node;
 import io.gpusched.cli.Tables;
 import io.gpusched.core.internal.Json;
+import io.gpusched.core.internal.Printable;
 import java.util.Optional;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
@@ -19,7 +20,7 @@ public final class TopoCommand implements Callable<Integer> {
     public Integer call() {
         try (Node n = root.open(Optional.empty())) {
             if (root.json()) {
-                root.out().println(Json.pretty(n.inventory().topology().links()));
+                root.out().println(Printable.escapeJson(Json.pretty(n.inventory().topology().links())));
             } else {
                 root.out().print(Tables.topology(n.inventory().devices(), n.inventory().topology()));
             }

@@ -53,7 +53,11 @@ public final class WatchCommand implements Callable<Integer> {
                     Thread.sleep(every.toMillis());
                 }
             }
-            Runtime.getRuntime().removeShutdownHook(restore);
+            try {
+                Runtime.getRuntime().removeShutdownHook(restore);
+            } catch (IllegalStateException shuttingDown) {
+                // Ctrl-C arrived as the last frame was drawn: the hook restores the terminal
+            }
         }
         return 0;
     }

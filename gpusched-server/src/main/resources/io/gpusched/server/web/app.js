@@ -166,7 +166,15 @@
   function renderDoctor(d) {
     const box = $('doctor-body');
     box.textContent = '';
-    box.appendChild(el('h3', null, 'Inventory providers'));
+    const sim = d.node && d.node.simulated;
+    if (sim) {
+      box.appendChild(el('h3', null, 'Node'));
+      box.appendChild(el('div', 'ok', 'simulated (' + d.node.backend + '), ' + d.node.gpus + ' GPUs, '
+        + (d.node.driver ? 'NVIDIA driver ' + d.node.driver : 'no NVIDIA driver named')
+        + ': this host\'s GPUs and providers are not used'));
+    }
+    box.appendChild(el('h3', null, sim ? 'This host\'s inventory providers (not used by the simulated node)'
+      : 'Inventory providers'));
     const ul = el('ul');
     for (const p of d.providers) {
       const li = el('li');
@@ -181,7 +189,8 @@
     box.appendChild(el('div', iso.available ? 'ok' : 'no', iso.available ? 'available: ' + iso.mechanism
       : 'unavailable: ' + iso.cause));
     box.appendChild(el('div', null, 'cgroup v1 devices: ' + (iso.v1Root || 'not mounted') + ' · cgroup v2: ' + (iso.v2Root || 'not mounted')));
-    box.appendChild(el('h3', null, 'CUDA (driver ' + (d.driver || 'not loaded') + ')'));
+    box.appendChild(el('h3', null, 'CUDA (' + (sim ? 'the simulated node\'s driver ' : 'driver ')
+      + (d.driver || 'not loaded') + ')'));
     const cu = el('ul');
     if (d.cuda.length === 0) cu.appendChild(el('li', 'empty', 'no CUDA installation found'));
     for (const c of d.cuda) {
