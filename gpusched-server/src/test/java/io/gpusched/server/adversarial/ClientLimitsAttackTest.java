@@ -26,9 +26,12 @@ import java.nio.file.attribute.PosixFilePermissions;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import java.util.stream.Collectors;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Tag;
@@ -205,6 +208,12 @@ class ClientLimitsAttackTest {
         }
     }
 
+    /** @return the live threads by name (digits dropped), for a failure's message */
+    static Map<String, Long> threadNames() {
+        return Thread.getAllStackTraces().keySet().stream().collect(Collectors.groupingBy(
+                t -> t.getName().replaceAll("[-0-9@]+.*$", ""), TreeMap::new, Collectors.counting()));
+    }
+
     static int threads() {
         return ManagementFactory.getThreadMXBean().getThreadCount();
     }
@@ -278,8 +287,8 @@ class ClientLimitsAttackTest {
             awaitFds(fdsBefore + 8);
             threadsAfter[round] = settledThreads();
         }
-        assertThat(threadsAfter[1]).as("threads after the second round (first: %d)", threadsAfter[0])
-                .isLessThanOrEqualTo(threadsAfter[0] + 4);
+        assertThat(threadsAfter[1]).as("threads after the second round (first: %d); now by name: %s", threadsAfter[0],
+                threadNames()).isLessThanOrEqualTo(threadsAfter[0] + 4);
         // stalled bodies alone: 32 in progress at once at most (each holds a worker until the idle timeout)
         Report body = attack(alice, "body", unix(), 40);
         assertThat(body.refused()).as("%s", body).isEqualTo(8);
