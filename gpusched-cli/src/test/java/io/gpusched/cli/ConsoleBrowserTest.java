@@ -189,6 +189,14 @@ class ConsoleBrowserTest {
                 wait.until(b -> b.findElement(By.id("gpu-5")).getAttribute("class").contains("unhealthy"));
                 wait.until(b -> !b.findElements(By.cssSelector("#doctor-body h3")).isEmpty());
 
+                // released by another process: a delta removes it from the table and from both cards
+                ChildCli.Result rel = ChildCli.run(state, "--simulate", "dgx1-v100", "release", id);
+                assertThat(rel.exit()).as(rel.out()).isZero();
+                wait.until(b -> b.findElements(By.cssSelector("#alloc-rows tr[data-allocation='" + id + "']"))
+                        .isEmpty());
+                wait.until(b -> b.findElements(By.cssSelector(".holder[data-allocation='" + id + "']")).isEmpty());
+                assertThat(browser.executeScript("return window.__noReload;")).isEqualTo(marker);
+
                 Path shot = Path.of("target", "console-screenshot.png");
                 Files.createDirectories(shot.getParent());
                 Files.write(shot, browser.getScreenshotAs(OutputType.BYTES));

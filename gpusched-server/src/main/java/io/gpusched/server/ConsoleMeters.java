@@ -11,7 +11,8 @@ import java.time.Duration;
 /**
  * The console's meters, behind {@code /metrics}: per-GPU gauges under dcgm-exporter's names
  * ({@link DcgmMeterBinder}), the scheduler's counters and timings ({@link SchedulerMeterBinder}) and the event
- * stream's own gauges (clients, connections, drops, queued bytes).
+ * stream's own gauges (clients, connections, drops, queued bytes), and the client limits' (connections open,
+ * refusals by limit).
  */
 final class ConsoleMeters implements AutoCloseable {
     /** The content type of a Prometheus text scrape. */
@@ -20,7 +21,7 @@ final class ConsoleMeters implements AutoCloseable {
     private final PrometheusMeterRegistry registry;
     private final SchedulerMeterBinder schedulerMeters;
 
-    ConsoleMeters(GpuScheduler scheduler, String hostname, SseHub sse) {
+    ConsoleMeters(GpuScheduler scheduler, String hostname, SseHub sse, ClientLimits limits) {
         this.registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
         registry.config().namingConvention(DcgmMeterBinder.namingConvention());
         new DcgmMeterBinder(scheduler::devices, hostname).bindTo(registry);
@@ -36,6 +37,14 @@ final class ConsoleMeters implements AutoCloseable {
                 .register(registry);
         Gauge.builder("gpusched.console.event.queued", sse, SseHub::queuedBytes).baseUnit("bytes")
                 .description("Bytes queued for event-stream clients, summed over clients").register(registry);
+        Gauge.builder("gpusched.console.connections", limits, ClientLimits::connections)
+                .description("Connections open on TCP and the node socket, all clients together").register(registry);
+        for (String limit : new String[]{"maxConnections", "maxConnectionsPerClient", "maxRequestsPerClient",
+            "maxEventStreamsPerClient"}) {
+            FunctionCounter.builder("gpusched.console.refused", limits, l -> l.refused().getOrDefault(limit, 0L))
+                    .tag("limit", limit).description("Requests and connections refused by a client limit (429)")
+                    .register(registry);
+        }
     }
 
     /** @param event an allocation event, counted (refusals by reason, changes by type) */

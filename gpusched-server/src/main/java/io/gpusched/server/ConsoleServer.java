@@ -106,6 +106,7 @@ public final class ConsoleServer implements AutoCloseable {
     /** On the one context, outermost first: errors and headers, the caller, the Host rule, bearer auth. */
     private final List<Filter> routeFilters;
     private final CallerResolver callers;
+    private final ClientLimits limits;
     private JettyTransport transport;
 
     private ConsoleServer(Builder b) {
@@ -117,7 +118,9 @@ public final class ConsoleServer implements AutoCloseable {
         this.sse = new SseHub(b.maxSseClients, b.eventStall.toNanos(), ConsoleWorkers.daemon("gpusched-console-sse"));
         this.watcher = new NodeWatcher(b.scheduler, b.scheduler.inventory(), b.refresh, sse, b.clock,
                 b.sampleInterval, HISTORY);
-        this.meters = new ConsoleMeters(b.scheduler, hostname, sse);
+        this.limits = new ClientLimits(new ClientLimits.Settings(b.maxConnectionsPerClient, b.maxRequestsPerClient,
+                b.maxEventStreamsPerClient, b.maxConnections));
+        this.meters = new ConsoleMeters(b.scheduler, hostname, sse, limits);
         this.allocations = new AllocationsHandler(b.scheduler, watcher, meters, b.maxBodyBytes);
         NodeViewsHandler views = new NodeViewsHandler(b.scheduler, watcher, sse, hostname, b.stateDir, b.cudaPaths,
                 VERSION);
@@ -134,13 +137,13 @@ public final class ConsoleServer implements AutoCloseable {
         for (String p : NodeViewsHandler.paths()) {
             route(p, views, true);
         }
-        route(EventsHandler.PATH, new EventsHandler(sse, watcher, workers, b.maxSseClients), true);
+        route(EventsHandler.PATH, new EventsHandler(sse, watcher, workers, b.maxSseClients, limits), true);
         route(API + "/whoami", ex -> Exchanges.get(ex, () -> Exchanges.json(ex, 200, whoami(Caller.of(ex)))), true);
         route(AllocationsHandler.PATH, allocations, true);
         hostRoutes = new TreeMap<>((x, y) -> x.length() != y.length() ? y.length() - x.length() : x.compareTo(y));
         hostRoutes.putAll(b.hostRoutes);
         callers = new CallerResolver(b.adminGroup);
-        routeFilters = List.of(new ExchangeFilter(), new IdentityFilter(callers, token),
+        routeFilters = List.of(new ExchangeFilter(), new IdentityFilter(callers, token), new ClientLimitFilter(limits),
                 new HostFilter(!b.listen.getAddress().isLoopbackAddress(), b.allowedHosts, hostname, b.maxBodyBytes),
                 new BearerAuthFilter(token, b.maxBodyBytes));
         b.scheduler.addListener(listener);
@@ -178,11 +181,10 @@ public final class ConsoleServer implements AutoCloseable {
         if (transport != null) {
             throw new IllegalStateException("the console was already started");
         }
-        JettyTransport t = new JettyTransport(b.listen, b.unixSocket == null ? null
-                : new UnixSocketFile(b.unixSocket, b.socketGroup),
-                b.threads + b.maxSseClients
-                        + ConsoleWorkers.JETTY_OWN,
-                b.idleTimeout, this::dispatch, routeFilters);
+        UnixSocketFile socketFile = b.unixSocket == null ? null : new UnixSocketFile(b.unixSocket, b.socketGroup);
+        int maxThreads = b.threads + b.maxSseClients + ConsoleWorkers.JETTY_OWN;
+        JettyTransport t = new JettyTransport(b.listen, socketFile, maxThreads, b.idleTimeout, limits,
+                this::dispatch, routeFilters);
         t.start();
         try {
             transport = t;
@@ -263,6 +265,11 @@ public final class ConsoleServer implements AutoCloseable {
     /** @return the transport (for tests that count its connections and threads) */
     JettyTransport transport() {
         return transport;
+    }
+
+    /** @return the client limits' counts (for tests) */
+    ClientLimits limits() {
+        return limits;
     }
 
     /** @return the node watcher (for tests) */
@@ -390,6 +397,10 @@ public final class ConsoleServer implements AutoCloseable {
         private String socketGroup;
         private String adminGroup;
         private Duration idleTimeout;
+        private Integer maxConnectionsPerClient;
+        private Integer maxRequestsPerClient;
+        private Integer maxEventStreamsPerClient;
+        private Integer maxConnections;
         private final Map<String, HttpHandler> hostRoutes = new LinkedHashMap<>();
 
         private Builder() {
@@ -628,6 +639,56 @@ public final class ConsoleServer implements AutoCloseable {
         }
 
         /**
+         * @param v most connections one client may hold open at once, at least 1 (default 64). A client is a uid: the
+         *     node socket's peer, or on TCP the owner of the client's socket when it is on this host (read from
+         *     {@code /proc/net/tcp}, as identd does); a client on another host is its address. Root is bound by
+         *     {@link #maxConnections} only. One over the limit is answered {@code 429 TOO_MANY_CONNECTIONS} and closed
+         * @return this
+         */
+        public Builder maxConnectionsPerClient(int v) {
+            int checked = positive(v, "max connections per client");
+            unset(maxConnectionsPerClient, "max connections per client");
+            maxConnectionsPerClient = checked;
+            return this;
+        }
+
+        /**
+         * @param v most requests one client may have in progress at once (handlers running, queued waits included,
+         *     event streams not), at least 1 (default 32); past it {@code 429 TOO_MANY_CONNECTIONS}
+         * @return this
+         */
+        public Builder maxRequestsPerClient(int v) {
+            int checked = positive(v, "max requests per client");
+            unset(maxRequestsPerClient, "max requests per client");
+            maxRequestsPerClient = checked;
+            return this;
+        }
+
+        /**
+         * @param v most event streams one client may hold open, at least 1 (default 8); past it
+         *     {@code 429 TOO_MANY_CONNECTIONS}, so that one client cannot take the {@link #maxSseClients} slots
+         * @return this
+         */
+        public Builder maxEventStreamsPerClient(int v) {
+            int checked = positive(v, "max event streams per client");
+            unset(maxEventStreamsPerClient, "max event streams per client");
+            maxEventStreamsPerClient = checked;
+            return this;
+        }
+
+        /**
+         * @param v most connections open at once, all clients together (root too), at least 1 (default 4096): each
+         *     holds a file descriptor, and the node's ledger needs some
+         * @return this
+         */
+        public Builder maxConnections(int v) {
+            int checked = positive(v, "max connections");
+            unset(maxConnections, "max connections");
+            maxConnections = checked;
+            return this;
+        }
+
+        /**
          * Adds a route of the host's (the node service adds {@code /api/v1/jobs}, {@code /api/v1/queue}, ...) to the
          * same route table, behind the same filters: it serves {@code pathPrefix} and every path under it
          * ({@code pathPrefix + "/..."}), and takes precedence over the console's own routes there (the longest
@@ -704,6 +765,10 @@ public final class ConsoleServer implements AutoCloseable {
             eventStall = eventStall != null ? eventStall : Duration.ofSeconds(30);
             allowedHosts = allowedHosts != null ? allowedHosts : List.of();
             idleTimeout = idleTimeout != null ? idleTimeout : Duration.ofSeconds(10);
+            maxConnectionsPerClient = maxConnectionsPerClient != null ? maxConnectionsPerClient : 64;
+            maxRequestsPerClient = maxRequestsPerClient != null ? maxRequestsPerClient : 32;
+            maxEventStreamsPerClient = maxEventStreamsPerClient != null ? maxEventStreamsPerClient : 8;
+            maxConnections = maxConnections != null ? maxConnections : 4096;
             if (socketGroup != null && unixSocket == null) {
                 throw new IllegalArgumentException("--socket-group " + socketGroup + " is for the Unix socket, and no"
                         + " socket was asked for (unixSocket / --socket)");

@@ -9,7 +9,8 @@ import java.io.IOException;
  * {@code audit} events). A stream holds its handler's worker thread for the stream's life (see
  * {@link SseHub.Stream#await()}: an abnormal end is thrown out of the handler, so that the server aborts the
  * connection); the pool has a thread per allowed stream on top of the request workers ({@link ConsoleWorkers}).
- * HEAD answers the headers only; past {@code maxClients} streams a client gets 503.
+ * HEAD answers the headers only; past {@code maxClients} streams a client gets 503, and past its own limit
+ * ({@link ClientLimits}, event streams per client) 429 TOO_MANY_CONNECTIONS.
  */
 final class EventsHandler implements HttpHandler {
     static final String PATH = ConsoleServer.API + "/events";
@@ -18,12 +19,14 @@ final class EventsHandler implements HttpHandler {
     private final NodeWatcher watcher;
     private final ConsoleWorkers workers;
     private final int maxClients;
+    private final ClientLimits limits;
 
-    EventsHandler(SseHub sse, NodeWatcher watcher, ConsoleWorkers workers, int maxClients) {
+    EventsHandler(SseHub sse, NodeWatcher watcher, ConsoleWorkers workers, int maxClients, ClientLimits limits) {
         this.sse = sse;
         this.watcher = watcher;
         this.workers = workers;
         this.maxClients = maxClients;
+        this.limits = limits;
     }
 
     @Override
@@ -39,17 +42,26 @@ final class EventsHandler implements HttpHandler {
             ex.close();
             return;
         }
-        Exchanges.keepOpen(ex); // a stream is silent between events; the heartbeat and the stall check watch it
-        SseHub.Stream stream = sse.open(ex, "state", Views.json(watcher.state()));
-        if (stream == null) {
-            Exchanges.error(ex, 503, "too many event-stream clients (" + maxClients + ")", null);
+        String refusal = ClientLimitFilter.toStream(limits, ex);
+        if (refusal != null) {
+            ClientLimitFilter.refuse(ex, refusal);
             return;
         }
-        workers.hold(1);
         try {
-            stream.await(); // throws when the stream ended abnormally: ExchangeFilter lets it out of the handler
+            Exchanges.keepOpen(ex); // a stream is silent between events; the heartbeat and the stall check watch it
+            SseHub.Stream stream = watcher.subscribe(ex);
+            if (stream == null) {
+                Exchanges.error(ex, 503, "too many event-stream clients (" + maxClients + ")", null);
+                return;
+            }
+            workers.hold(1);
+            try {
+                stream.await(); // throws when the stream ended abnormally: ExchangeFilter lets it out of the handler
+            } finally {
+                workers.hold(-1);
+            }
         } finally {
-            workers.hold(-1);
+            ClientLimitFilter.streamEnded(limits, ex);
         }
     }
 }

@@ -7,6 +7,8 @@ import io.gpusched.server.ClientConnectionFactory.Transport;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.net.InetSocketAddress;
+import java.net.Socket;
+import java.nio.channels.SocketChannel;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
@@ -37,26 +39,37 @@ final class JettyTransport {
      * @param socketFile  the Unix socket to serve too, or null
      * @param maxThreads  most worker threads (requests being handled, event streams, plus Jetty's own few)
      * @param idleTimeout how long a connection may stay silent (also mid-request) before it is closed
+     * @param limits      the client limits connections are counted against
      * @param handler     the route table
      * @param filters     the filters, outermost first
      */
     JettyTransport(InetSocketAddress listen, UnixSocketFile socketFile, int maxThreads, Duration idleTimeout,
-            HttpHandler handler, List<Filter> filters) {
-        pool = new QueuedThreadPool(maxThreads, Math.min(4, maxThreads), 30_000);
+            ClientLimits limits, HttpHandler handler, List<Filter> filters) {
+        // idle workers end after 5 s: a burst (a flood of clients closing at once) does not leave its threads
+        pool = new QueuedThreadPool(maxThreads, Math.min(4, maxThreads), 5_000);
         pool.setName("gpusched-console-http");
         pool.setDaemon(true);
         pool.setReservedThreads(0);
+        pool.setMaxEvictCount(maxThreads);
         server = new Server(pool);
         server.setHandler(new ContextHandlerCollection());
         server.setErrorHandler(new JsonErrorHandler());
         server.setStopTimeout(0);
+        TcpOwners owners = new TcpOwners(Path.of("/proc"));
         HttpConfiguration config = new HttpConfiguration();
         config.setSendServerVersion(false);
         config.setSendXPoweredBy(false);
         config.setIdleTimeout(idleTimeout.toMillis());
         // a Host Jetty finds unsafe goes on to the console's own Host rule, which refuses it naming it (421)
         config.setHttpCompliance(HttpCompliance.RFC9110.with("gpusched", HttpCompliance.Violation.UNSAFE_HOST_HEADER));
-        tcp = new ServerConnector(server, 1, 1, new ClientConnectionFactory(config, Transport.TCP));
+        ClientConnectionFactory tcpFactory = new ClientConnectionFactory(config, Transport.TCP, limits, owners);
+        tcp = new ServerConnector(server, 1, 1, tcpFactory) {
+            @Override
+            protected void configure(Socket socket) {
+                super.configure(socket);
+                tcpFactory.accepted(socket.getChannel());
+            }
+        };
         tcp.setHost(listen.getAddress().getHostAddress());
         tcp.setPort(listen.getPort());
         tcp.setAcceptQueueSize(256);
@@ -65,7 +78,14 @@ final class JettyTransport {
         server.addConnector(tcp);
         this.socketFile = socketFile;
         if (socketFile != null) {
-            unix = new UnixDomainServerConnector(server, 1, 1, new ClientConnectionFactory(config, Transport.UNIX));
+            ClientConnectionFactory unixFactory = new ClientConnectionFactory(config, Transport.UNIX, limits, owners);
+            unix = new UnixDomainServerConnector(server, 1, 1, unixFactory) {
+                @Override
+                protected void configure(SocketChannel channel) throws IOException {
+                    super.configure(channel);
+                    unixFactory.accepted(channel);
+                }
+            };
             unix.setAcceptQueueSize(256);
             unix.setIdleTimeout(idleTimeout.toMillis());
             server.addConnector(unix);

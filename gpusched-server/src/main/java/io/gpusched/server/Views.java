@@ -31,6 +31,38 @@ final class Views {
         }
     }
 
+    /** Longest text field the console sends (an owner, a job id, a label's key or value), in characters. */
+    static final int MAX_FIELD = 256;
+    /** Most labels of one allocation the console sends. */
+    static final int MAX_LABELS = 32;
+    /** Most holders of one device listed in a device view ({@code holdersTotal} counts them all). */
+    static final int MAX_HOLDERS = 64;
+
+    /**
+     * @return {@code s} when it is at most {@value #MAX_FIELD} characters, else its first {@value #MAX_FIELD}
+     *     followed by {@code "…(+N)"}, N the characters left out: whatever the ledger holds, the console's answers and
+     *     events stay bounded
+     */
+    static String bounded(String s) {
+        if (s.length() <= MAX_FIELD) {
+            return s;
+        }
+        int end = Character.isHighSurrogate(s.charAt(MAX_FIELD - 1)) ? MAX_FIELD - 1 : MAX_FIELD;
+        return s.substring(0, end) + "\u2026(+" + (s.length() - end) + ")";
+    }
+
+    /** @return at most {@value #MAX_LABELS} labels, each key and value {@link #bounded}, in their order */
+    static Map<String, String> labels(Map<String, String> labels) {
+        Map<String, String> out = new LinkedHashMap<>();
+        for (Map.Entry<String, String> e : labels.entrySet()) {
+            if (out.size() == MAX_LABELS) {
+                break;
+            }
+            out.put(bounded(e.getKey()), bounded(e.getValue()));
+        }
+        return out;
+    }
+
     static List<Map<String, Object>> devices(List<DeviceState> devices, List<Allocation> allocations) {
         List<Map<String, Object>> out = new ArrayList<>();
         for (DeviceState d : devices) {
@@ -55,12 +87,17 @@ final class Views {
             v.put("pool", d.pool().name());
             v.put("poolReason", d.poolReason().orElse(null));
             List<Map<String, Object>> holders = new ArrayList<>();
+            int total = 0;
             for (Allocation a : allocations) {
                 if (a.deviceIndices().contains(d.index())) {
-                    holders.add(allocation(a));
+                    if (holders.size() < MAX_HOLDERS) {
+                        holders.add(allocation(a));
+                    }
+                    total++;
                 }
             }
             v.put("holders", holders);
+            v.put("holdersTotal", total);
             out.add(v);
         }
         return out;
@@ -73,8 +110,9 @@ final class Views {
     static Map<String, Object> allocation(Allocation a) {
         Map<String, Object> v = new LinkedHashMap<>();
         v.put("id", a.id());
-        v.put("owner", a.owner().orElse(null));
-        v.put("jobId", a.request().jobId().orElse(null));
+        v.put("owner", a.owner().map(Views::bounded).orElse(null));
+        v.put("ownerUid", a.request().ownerUid().isPresent() ? a.request().ownerUid().getAsLong() : null);
+        v.put("jobId", a.request().jobId().map(Views::bounded).orElse(null));
         v.put("devices", a.deviceIndices());
         v.put("uuids", a.deviceUuids());
         v.put("sharing", a.sharing().name());
@@ -82,7 +120,7 @@ final class Views {
         v.put("createdAt", a.createdAt().toString());
         v.put("expiresAt", a.expiresAt().map(Object::toString).orElse(null));
         v.put("holderPid", a.request().holder().map(h -> h.pid()).orElse(null));
-        v.put("labels", a.request().labels());
+        v.put("labels", labels(a.request().labels()));
         return v;
     }
 

@@ -84,10 +84,11 @@
       health.dataset.role = 'health';
       c.appendChild(health);
       if (d.pool !== 'IN_POOL') c.appendChild(el('div', 'health UNHEALTHY', d.pool + (d.poolReason ? ': ' + d.poolReason : '')));
-      if (d.holders.length === 0) {
+      const holders = allocations.filter(a => a.devices.includes(d.index));
+      if (holders.length === 0) {
         c.appendChild(el('div', 'holder', 'free'));
       }
-      for (const a of d.holders) {
+      for (const a of holders.slice(0, 64)) {
         const hd = el('div', 'holder');
         hd.dataset.allocation = a.id;
         hd.appendChild(el('b', null, a.id));
@@ -95,6 +96,7 @@
           + ' · ' + leaseLeft(a.expiresAt) + ' · ' + (a.holderPid ? 'pid ' + a.holderPid : 'detached')));
         c.appendChild(hd);
       }
+      if (holders.length > 64) c.appendChild(el('div', 'holder', '… and ' + (holders.length - 64) + ' more'));
       cards.appendChild(c);
     }
   }
@@ -206,9 +208,24 @@
     }
   }
 
+  // the stream starts with the whole state; then each 'delta' carries only what changed, each item whole (applying
+  // one twice, or to a newer state, gives the same result); holders are derived from the allocations
   function applyState(s) {
     devices = s.devices;
     allocations = s.allocations;
+    renderCards();
+    renderAllocations();
+  }
+
+  function applyDelta(d) {
+    for (const dev of d.devices) {
+      const i = devices.findIndex(x => x.index === dev.index);
+      if (i >= 0) devices[i] = dev; else devices.push(dev);
+    }
+    const gone = new Set(d.allocations.remove);
+    const byId = new Map(allocations.filter(a => !gone.has(a.id)).map(a => [a.id, a]));
+    for (const a of d.allocations.upsert) byId.set(a.id, a);
+    allocations = Array.from(byId.values());
     renderCards();
     renderAllocations();
   }
@@ -243,6 +260,7 @@
     es.onopen = () => { live.textContent = 'live'; live.className = 'live'; };
     es.onerror = () => { live.textContent = 'reconnecting'; live.className = 'live off'; };
     es.addEventListener('state', ev => applyState(JSON.parse(ev.data)));
+    es.addEventListener('delta', ev => applyDelta(JSON.parse(ev.data)));
     es.addEventListener('audit', ev => addAudit(JSON.parse(ev.data)));
     es.addEventListener('tick', ev => {
       const tick = JSON.parse(ev.data);

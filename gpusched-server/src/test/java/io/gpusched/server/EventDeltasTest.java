@@ -1,0 +1,151 @@
+package io.gpusched.server;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.gpusched.core.GpuInventories;
+import io.gpusched.core.GpuRequests;
+import io.gpusched.core.GpuScheduler;
+import io.gpusched.core.sim.SimulatedGpuInventory;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The event stream carries changes, not the whole state each time (issue 36 item 5: 300 shared allocations with
+ * 10 KB owners once made each {@code state} event 28.5 MB): one {@code state} first, then {@code delta}s. Checked by a
+ * client that applies the deltas itself (its own code, not the page's) and compares what it ends with to
+ * {@code GET /api/v1/allocations}; every delta stays small, and every text field the console sends is bounded.
+ */
+@Timeout(value = 5, unit = TimeUnit.MINUTES) // a hang guard, not a measurement
+class EventDeltasTest {
+    static final ObjectMapper JSON = new ObjectMapper();
+
+    @TempDir
+    Path state;
+
+    /** One server-sent event. */
+    record Event(String name, String data) {
+    }
+
+    /** Reads server-sent events from {@code lines} into {@code out}. */
+    static void parse(Stream<String> lines, BlockingQueue<Event> out) {
+        String[] name = {null};
+        StringBuilder data = new StringBuilder();
+        lines.forEach(line -> {
+            if (line.isEmpty()) {
+                if (name[0] != null) {
+                    out.add(new Event(name[0], data.toString()));
+                }
+                name[0] = null;
+                data.setLength(0);
+            } else if (line.startsWith("event: ")) {
+                name[0] = line.substring(7);
+            } else if (line.startsWith("data: ")) {
+                if (data.length() > 0) {
+                    data.append('\n');
+                }
+                data.append(line.substring(6));
+            }
+        });
+    }
+
+    static Event next(BlockingQueue<Event> q, String name) throws InterruptedException {
+        while (true) {
+            Event e = q.poll(60, TimeUnit.SECONDS);
+            assertThat(e).as("a %s event within 60 s", name).isNotNull();
+            if (e.name().equals(name)) {
+                return e;
+            }
+        }
+    }
+
+    @Test
+    void deltasRebuildTheStateAndStaySmall() throws Exception {
+        SimulatedGpuInventory inv = GpuInventories.simulated("dgx1-v100");
+        try (GpuScheduler s = GpuScheduler.builder().inventory(inv).auditLogging(false).build();
+                ConsoleServer c = ConsoleServer.builder().scheduler(s).stateDir(state).ticking(false)
+                        .listen(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0)).build().start()) {
+            String held = s.allocate(GpuRequests.fromCliFlags("--gpu=2", "--owner=before")).id();
+            HttpClient http = HttpClient.newHttpClient();
+            BlockingQueue<Event> events = new LinkedBlockingQueue<>();
+            HttpResponse<Stream<String>> r = http.send(HttpRequest.newBuilder(URI.create(c.url()
+                    + "/api/v1/events")).timeout(Duration.ofSeconds(60)).build(), HttpResponse.BodyHandlers.ofLines());
+            assertThat(r.statusCode()).isEqualTo(200);
+            Thread reader = new Thread(() -> parse(r.body(), events), "sse-reader");
+            reader.setDaemon(true);
+            reader.start();
+            JsonNode first = JSON.readTree(next(events, "state").data());
+            Map<String, JsonNode> mine = new LinkedHashMap<>();
+            first.path("allocations").forEach(a -> mine.put(a.path("id").asText(), a));
+            assertThat(mine).containsOnlyKeys(held);
+
+            // 300 shared allocations with 10 KB owners, then half of them released
+            String longOwner = "o".repeat(10_000);
+            List<String> ids = new ArrayList<>();
+            for (int i = 0; i < 300; i++) {
+                ids.add(s.allocate(GpuRequests.fromCliFlags("--gpu=1", "--shared=32MiB", "--owner=" + longOwner + i))
+                        .id());
+            }
+            for (int i = 0; i < 300; i += 2) {
+                s.release(ids.get(i));
+            }
+            s.release(held);
+            String marker = s.allocate(GpuRequests.fromCliFlags("--gpu=1", "--owner=last")).id();
+            int deltas = 0;
+            long largest = 0;
+            while (!mine.containsKey(marker)) {
+                Event e = next(events, "delta");
+                deltas++;
+                largest = Math.max(largest, e.data().length());
+                JsonNode d = JSON.readTree(e.data());
+                d.path("allocations").path("remove").forEach(id -> mine.remove(id.asText()));
+                d.path("allocations").path("upsert").forEach(a -> mine.put(a.path("id").asText(), a));
+            }
+            assertThat(deltas).as("one delta per change, at most").isLessThanOrEqualTo(452);
+            assertThat(largest).as("the largest delta, in characters").isLessThan(4096);
+            // what the client built from the deltas is what the server says, field for field
+            JsonNode served = JSON.readTree(SlowEventClientsAttackTest.get(c, "/api/v1/allocations")
+                    .split("\r\n\r\n", 2)[1]);
+            Map<String, JsonNode> truth = new LinkedHashMap<>();
+            served.forEach(a -> truth.put(a.path("id").asText(), a));
+            assertThat(mine).isEqualTo(truth);
+            assertThat(truth).hasSize(151);
+            // bounded fields: a 10 KB owner is sent as its first 256 characters and how many were left out
+            JsonNode one = truth.values().stream().filter(a -> a.path("owner").asText().startsWith("ooo"))
+                    .findFirst().orElseThrow();
+            assertThat(one.path("owner").asText()).startsWith("o".repeat(256)).contains("\u2026(+")
+                    .hasSizeLessThan(300);
+            // a stream opened now starts from the same state, whole
+            BlockingQueue<Event> later = new LinkedBlockingQueue<>();
+            HttpResponse<Stream<String>> r2 = http.send(HttpRequest.newBuilder(URI.create(c.url()
+                    + "/api/v1/events")).timeout(Duration.ofSeconds(60)).build(), HttpResponse.BodyHandlers.ofLines());
+            Thread reader2 = new Thread(() -> parse(r2.body(), later), "sse-reader-2");
+            reader2.setDaemon(true);
+            reader2.start();
+            Map<String, JsonNode> fresh = new LinkedHashMap<>();
+            JSON.readTree(next(later, "state").data()).path("allocations")
+                    .forEach(x -> fresh.put(x.path("id").asText(), x));
+            assertThat(fresh).isEqualTo(truth);
+        } finally {
+            inv.close();
+        }
+    }
+}
