@@ -5,15 +5,15 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.SerializationFeature;
 import io.gpusched.core.Allocation;
 import io.gpusched.core.AllocationEvent;
+import io.gpusched.core.AllocationView;
 import io.gpusched.core.DeviceState;
-import io.gpusched.core.GpuDevice;
-import io.gpusched.core.GpuMetrics;
+import io.gpusched.core.DeviceView;
 import java.io.UncheckedIOException;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Optional;
 
 /** The JSON shapes of the API and the page, built from the library's values. */
 final class Views {
@@ -31,37 +31,12 @@ final class Views {
         }
     }
 
+    /** @return each device in the one device shape ({@link DeviceView}), with the allocations holding it */
     static List<Map<String, Object>> devices(List<DeviceState> devices, List<Allocation> allocations) {
+        Instant now = Instant.now();
         List<Map<String, Object>> out = new ArrayList<>();
         for (DeviceState d : devices) {
-            GpuDevice g = d.device();
-            Optional<GpuMetrics> m = d.metrics();
-            Map<String, Object> v = new LinkedHashMap<>();
-            v.put("index", d.index());
-            v.put("uuid", g.uuid());
-            v.put("name", g.name());
-            v.put("vendor", g.vendor().name());
-            v.put("pciBusId", g.pciBusId());
-            v.put("memoryTotalBytes", g.memoryKnown() ? g.memory().bytes() : null);
-            v.put("memoryUsedBytes", m.flatMap(GpuMetrics::memoryUsed).map(x -> x.bytes()).orElse(null));
-            v.put("utilizationPercent", m.filter(x -> x.utilizationPercent().isPresent())
-                    .map(x -> x.utilizationPercent().getAsDouble()).orElse(null));
-            v.put("temperatureCelsius", m.filter(x -> x.temperatureCelsius().isPresent())
-                    .map(x -> x.temperatureCelsius().getAsDouble()).orElse(null));
-            v.put("powerWatts", m.filter(x -> x.powerWatts().isPresent()).map(x -> x.powerWatts().getAsDouble())
-                    .orElse(null));
-            v.put("health", d.health().state().name());
-            v.put("healthReason", d.health().reason().orElse(null));
-            v.put("pool", d.pool().name());
-            v.put("poolReason", d.poolReason().orElse(null));
-            List<Map<String, Object>> holders = new ArrayList<>();
-            for (Allocation a : allocations) {
-                if (a.deviceIndices().contains(d.index())) {
-                    holders.add(allocation(a));
-                }
-            }
-            v.put("holders", holders);
-            out.add(v);
+            out.add(DeviceView.of(d, allocations, now).toMap());
         }
         return out;
     }
@@ -70,20 +45,9 @@ final class Views {
         return allocations.stream().map(Views::allocation).toList();
     }
 
+    /** @return the allocation in the one allocation shape ({@link AllocationView}) */
     static Map<String, Object> allocation(Allocation a) {
-        Map<String, Object> v = new LinkedHashMap<>();
-        v.put("id", a.id());
-        v.put("owner", a.owner().orElse(null));
-        v.put("jobId", a.request().jobId().orElse(null));
-        v.put("devices", a.deviceIndices());
-        v.put("uuids", a.deviceUuids());
-        v.put("sharing", a.sharing().name());
-        v.put("sharedMemoryBytes", a.sharedMemory().map(x -> x.bytes()).orElse(null));
-        v.put("createdAt", a.createdAt().toString());
-        v.put("expiresAt", a.expiresAt().map(Object::toString).orElse(null));
-        v.put("holderPid", a.request().holder().map(h -> h.pid()).orElse(null));
-        v.put("labels", a.request().labels());
-        return v;
+        return AllocationView.of(a, Instant.now()).toMap();
     }
 
     static Map<String, Object> event(AllocationEvent e) {
