@@ -3,19 +3,26 @@ package io.gpusched.cli;
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.gpusched.cli.commands.AllocateCommand;
+import io.gpusched.cli.commands.CancelCommand;
 import io.gpusched.cli.commands.DemoCommand;
 import io.gpusched.cli.commands.DoctorCommand;
 import io.gpusched.cli.commands.EnvCommand;
 import io.gpusched.cli.commands.ExportCommand;
+import io.gpusched.cli.commands.JobsCommand;
 import io.gpusched.cli.commands.K8sDevicePluginCommand;
 import io.gpusched.cli.commands.ListCommand;
+import io.gpusched.cli.commands.LogsCommand;
 import io.gpusched.cli.commands.PlanCommand;
+import io.gpusched.cli.commands.QueueCommand;
 import io.gpusched.cli.commands.ReleaseCommand;
+import io.gpusched.cli.commands.RenewCommand;
 import io.gpusched.cli.commands.RunCommand;
 import io.gpusched.cli.commands.ServeCommand;
 import io.gpusched.cli.commands.StatusCommand;
 import io.gpusched.cli.commands.TopoCommand;
 import io.gpusched.cli.commands.WatchCommand;
+import io.gpusched.client.NodeClient;
+import io.gpusched.client.NodeServiceException;
 import io.gpusched.core.AllocationListener;
 import io.gpusched.core.GpuAllocationException;
 import io.gpusched.core.GpuException;
@@ -38,7 +45,8 @@ import picocli.CommandLine.ScopeType;
 @Command(name = "gpusched", mixinStandardHelpOptions = true, versionProvider = GpuschedCommand.Version.class,
         description = "Discover, allocate and fence the GPUs of this node.",
         subcommands = {DemoCommand.class, ListCommand.class, TopoCommand.class, WatchCommand.class,
-            AllocateCommand.class, ReleaseCommand.class, StatusCommand.class, RunCommand.class,
+            AllocateCommand.class, ReleaseCommand.class, RenewCommand.class, StatusCommand.class, RunCommand.class,
+            JobsCommand.class, LogsCommand.class, CancelCommand.class, QueueCommand.class,
             DoctorCommand.class, PlanCommand.class, ServeCommand.class,
             ExportCommand.class, EnvCommand.class, K8sDevicePluginCommand.class})
 public final class GpuschedCommand implements Callable<Integer> {
@@ -132,6 +140,20 @@ public final class GpuschedCommand implements Callable<Integer> {
         return Node.read(simulate(), config(), stateDir());
     }
 
+    /**
+     * @param options what only a local ledger follows ({@code --strategy}, {@code --no-isolation}, ...)
+     * @return the client this command works against: the node service when one answers, else the local ledger, by
+     *         {@link NodeClients}' rule
+     */
+    public NodeClient client(LocalOptions options) {
+        return NodeClients.open(this, options);
+    }
+
+    /** @return the client this command works against, with no local option (see {@link #client(LocalOptions)}) */
+    public NodeClient client() {
+        return client(LocalOptions.NONE);
+    }
+
     /** Opens the node with a listener for the scheduler's audit events. */
     public Node open(Optional<String> strategy, AllocationListener listener) {
         return Node.open(simulate(), config(), stateDir(), strategy, Optional.of(listener));
@@ -153,6 +175,8 @@ public final class GpuschedCommand implements Callable<Integer> {
                 message = g.reason().name() + ": " + message; // the code scripts test, as the README promises
             } else if (ex instanceof LedgerException l) {
                 message = l.kind().name() + ": " + message;
+            } else if (ex instanceof NodeServiceException n) {
+                message = n.reason() + ": " + message;
             }
             line.getErr().println("gpusched: " + message);
             if (root.verbose) {

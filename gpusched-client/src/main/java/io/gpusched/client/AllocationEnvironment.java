@@ -22,10 +22,12 @@ import java.util.Optional;
  *                      device nodes could not be planned
  * @param cdiArgs       CDI device names and {@code -e} flags (for a spec written by {@code gpusched export cdi}); empty
  *                      likewise
+ * @param containerProblem why the container flags are empty (no device node for a GPU, ...), if they are
  */
 public record AllocationEnvironment(String allocation, Map<String, String> variables,
         Map<String, List<String>> pathPrepends, Optional<Installation> installation, Optional<String> compatibility,
-        List<String> notes, List<String> dockerArgs, List<String> cdiArgs) {
+        List<String> notes, List<String> dockerArgs, List<String> cdiArgs,
+        Optional<String> containerProblem) {
 
     /**
      * A CUDA installation.
@@ -53,5 +55,6 @@ public record AllocationEnvironment(String allocation, Map<String, String> varia
         notes = List.copyOf(notes);
         dockerArgs = List.copyOf(dockerArgs);
         cdiArgs = List.copyOf(cdiArgs);
+        Objects.requireNonNull(containerProblem, "containerProblem");
     }
 }

@@ -162,6 +162,12 @@ public interface NodeClient extends AutoCloseable {
     /** @return who the node takes the caller to be */
     Identity whoami();
 
+    /**
+     * @return where this client's answers come from, for messages: {@code the node service on SOCKET}, or
+     *         {@code the node ledger DIR}
+     */
+    String source();
+
     /** Ends what the client holds open (streams in progress end with a {@link NodeServiceException}). */
     @Override
     void close();

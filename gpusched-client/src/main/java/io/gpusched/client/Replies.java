@@ -175,15 +175,17 @@ final class Replies {
         List<String> notes = json.texts(o, "notes", false);
         List<String> docker = List.of();
         List<String> cdi = List.of();
+        Optional<String> problem = Optional.of("the service gave no container flags");
         JsonNode container = o.get("container");
         if (container != null && !container.isNull()) {
             json.object(container, "\"container\"");
             docker = Optional.ofNullable(json.texts(container, "dockerArgs", false)).orElse(List.of());
             cdi = Optional.ofNullable(json.texts(container, "cdiArgs", false)).orElse(List.of());
+            problem = Optional.ofNullable(json.textOrNull(container, "error"));
         }
         String allocation = Optional.ofNullable(json.textOrNull(o, "allocation")).orElse(id);
         return new AllocationEnvironment(allocation, json.textMap(o, "variables"), prepends, installation,
-                compatibility, notes == null ? List.of() : notes, docker, cdi);
+                compatibility, notes == null ? List.of() : notes, docker, cdi, problem);
     }
 
     /**

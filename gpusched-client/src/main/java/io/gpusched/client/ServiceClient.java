@@ -472,6 +472,11 @@ public final class ServiceClient implements NodeClient {
         return r.job(call("POST", path, body, r, 200, "signal", id));
     }
 
+    @Override
+    public String source() {
+        return "the node service on " + socket;
+    }
+
     /** Closes every connection in progress (their calls end with {@code CONNECTION_LOST}); later calls are refused. */
     @Override
     public void close() {

@@ -116,6 +116,7 @@ public final class ConsoleServer implements AutoCloseable {
     /** Which of {@link #routes} are API paths (named by the OpenAPI document), in order. */
     private final Map<String, Boolean> apiPaths = new LinkedHashMap<>();
     private final AllocationsHandler allocations;
+    private final EnvironmentHandler environment;
     /** On the one context, outermost first: errors and headers, the Host rule, bearer auth. */
     private final List<Filter> routeFilters;
     private HttpServer server;
@@ -131,6 +132,7 @@ public final class ConsoleServer implements AutoCloseable {
                 b.sampleInterval, HISTORY);
         this.meters = new ConsoleMeters(b.scheduler, hostname, sse);
         this.allocations = new AllocationsHandler(b.scheduler, watcher, meters, b.maxBodyBytes);
+        this.environment = new EnvironmentHandler(b.scheduler, b.cudaPaths);
         NodeViewsHandler views = new NodeViewsHandler(b.scheduler, watcher, sse, hostname, b.stateDir, b.cudaPaths,
                 VERSION);
         AssetHandler page = AssetHandler.page();
@@ -285,6 +287,7 @@ public final class ConsoleServer implements AutoCloseable {
     Map<String, Boolean> servedPaths() {
         Map<String, Boolean> m = new LinkedHashMap<>(apiPaths);
         m.put(AllocationsHandler.PREFIX + "{id}", true);
+        m.put(AllocationsHandler.PREFIX + "{id}" + EnvironmentHandler.SUFFIX, true);
         return m;
     }
 
@@ -292,7 +295,9 @@ public final class ConsoleServer implements AutoCloseable {
     private void dispatch(HttpExchange ex) throws IOException {
         String path = ex.getRequestURI().getRawPath();
         HttpHandler h = routes.get(path);
-        if (h == null && path.startsWith(AllocationsHandler.PREFIX)) {
+        if (h == null && EnvironmentHandler.matches(path)) {
+            h = environment;
+        } else if (h == null && path.startsWith(AllocationsHandler.PREFIX)) {
             h = allocations;
         }
         if (h != null) {

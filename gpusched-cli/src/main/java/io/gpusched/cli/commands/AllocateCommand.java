@@ -1,16 +1,17 @@
 package io.gpusched.cli.commands;
 
-import io.gpusched.cdi.CdiOptions;
-import io.gpusched.cdi.ContainerDevices;
 import io.gpusched.cli.CliException;
 import io.gpusched.cli.GpuschedCommand;
-import io.gpusched.cli.Node;
-import io.gpusched.core.Allocation;
-import io.gpusched.core.GpuRequest;
+import io.gpusched.cli.LocalOptions;
+import io.gpusched.client.AllocationEnvironment;
+import io.gpusched.client.NodeClient;
+import io.gpusched.core.AllocationView;
+import io.gpusched.core.MemorySize;
+import io.gpusched.core.internal.Durations;
 import io.gpusched.core.internal.Json;
-import io.gpusched.cuda.CudaEnvironment;
 import io.gpusched.cuda.CudaRequirement;
-import java.util.LinkedHashMap;
+import java.time.Duration;
+import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.Callable;
@@ -28,12 +29,17 @@ public final class AllocateCommand implements Callable<Integer> {
     @ArgGroup(exclusive = false)
     RequestFlags flags = new RequestFlags();
 
-    @Option(names = "--strategy", description = "packing, spreading, topology, topology-remaining or thermal")
+    @Option(names = "--strategy", description = "packing, spreading, topology, topology-remaining or thermal"
+            + " (a local ledger only: the node service uses its own)")
     String strategy;
 
     @Option(names = "--cuda", paramLabel = "REQ", description = "CUDA requirement for the printed environment"
             + " (>=12.1, 12.4, 12)")
     String cuda;
+
+    @Option(names = "--wait", paramLabel = "DURATION", description = "when the GPUs are busy, wait up to this long"
+            + " (10m, 2h) in the node's queue (the service's fair queue) instead of being refused at once")
+    String wait;
 
     @Option(names = "--format", paramLabel = "env|docker|cdi", description = "print only what a runtime needs for"
             + " this allocation: env (KEY=VALUE lines), docker (--device and -e flags) or cdi (CDI --device names and"
@@ -41,33 +47,48 @@ public final class AllocateCommand implements Callable<Integer> {
     String format;
 
     @Override
-    public Integer call() {
-        GpuRequest request = (flags == null ? new RequestFlags() : flags).request();
-        CudaRequirement req = cuda == null ? CudaRequirement.NONE : CudaRequirement.parse(cuda);
-        try (Node n = root.open(Optional.ofNullable(strategy))) {
-            Allocation a = n.scheduler().allocate(request);
-            CudaEnvironment env;
+    public Integer call() throws InterruptedException {
+        RequestFlags f = flags == null ? new RequestFlags() : flags;
+        f.request(); // refuses bad flags here, before anything is asked of the node
+        List<String> request = f.flags();
+        if (cuda != null) {
+            CudaRequirement.parse(cuda);
+        }
+        if (format != null && !List.of("env", "docker", "cdi").contains(format)) {
+            throw new CliException("--format " + format + ": expected env, docker or cdi");
+        }
+        Optional<Duration> maxWait = Optional.ofNullable(wait).map(w -> {
             try {
-                env = CudaOutput.resolver(n).resolve(a, req);
+                return Durations.parse(w);
+            } catch (IllegalArgumentException e) {
+                throw new CliException("--wait: " + e.getMessage());
+            }
+        });
+        try (NodeClient n = root.client(new LocalOptions(Optional.ofNullable(strategy), false, Optional.empty(),
+                true))) {
+            AllocationView a = maxWait.isPresent() ? n.allocate(request, maxWait.get()) : n.allocate(request);
+            AllocationEnvironment env;
+            try {
+                env = n.environment(a.id(), Optional.ofNullable(cuda));
+                if (format != null && !format.equals("env") && env.dockerArgs().isEmpty()) {
+                    throw new CliException("--format " + format + ": " + env.containerProblem()
+                            .orElse("no container flags for " + a.id()));
+                }
             } catch (RuntimeException e) {
-                n.scheduler().release(a.id());
+                n.release(a.id());
                 throw e;
             }
             if (format != null) {
-                printFormat(n, a, env);
+                printFormat(a, env);
             } else if (root.json()) {
-                Map<String, Object> m = new LinkedHashMap<>();
-                m.put("id", a.id());
-                m.put("devices", a.deviceIndices());
-                m.put("uuids", a.deviceUuids());
-                m.put("sharing", a.sharing().name());
-                m.put("expiresAt", a.expiresAt().map(Object::toString).orElse(null));
+                Map<String, Object> m = a.toMap();
                 m.put("environment", env.variables());
                 root.out().println(Json.pretty(m));
             } else {
-                root.out().println("allocated " + a.id() + ": GPUs " + a.deviceIndices() + " " + a.sharing()
-                        + a.sharedMemory().map(x -> " (" + x.toHumanString() + " each)").orElse("")
-                        + a.expiresAt().map(x -> ", lease until " + x).orElse(""));
+                root.out().println("allocated " + a.id() + ": GPUs " + a.devices() + " " + a.sharing()
+                        + Optional.ofNullable(a.sharedMemoryBytes()).map(x -> " (" + MemorySize.ofBytes(x)
+                                .toHumanString() + " each)").orElse("")
+                        + Optional.ofNullable(a.expiresAt()).map(x -> ", lease until " + x).orElse(""));
                 root.out().println("environment:");
                 CudaOutput.printEnvironment(root.out(), env);
                 root.out().println("release with: gpusched " + (root.simulate().isPresent() ? "--simulate "
@@ -77,25 +98,13 @@ public final class AllocateCommand implements Callable<Integer> {
         return 0;
     }
 
-    private void printFormat(Node n, Allocation a, CudaEnvironment env) {
+    private void printFormat(AllocationView a, AllocationEnvironment env) {
         switch (format) {
             case "env" -> env.variables().forEach((k, v) -> root.out().println(k + "=" + v));
-            case "docker", "cdi" -> {
-                ContainerDevices c;
-                try {
-                    c = ContainerDevices.of(a, n.inventory().devices(), CdiOptions.defaults());
-                } catch (RuntimeException e) {
-                    n.scheduler().release(a.id());
-                    throw e;
-                }
-                root.out().println(String.join(" ", format.equals("docker") ? c.dockerArgs() : c.cdiArgs()));
-            }
-            default -> {
-                n.scheduler().release(a.id());
-                throw new CliException("--format " + format + ": expected env, docker or cdi");
-            }
+            default -> root.out().println(String.join(" ", format.equals("docker") ? env.dockerArgs()
+                    : env.cdiArgs()));
         }
-        root.err().println("allocated " + a.id() + ": GPUs " + a.deviceIndices() + "; release with: gpusched "
+        root.err().println("allocated " + a.id() + ": GPUs " + a.devices() + "; release with: gpusched "
                 + (root.simulate().isPresent() ? "--simulate " + root.simulate().get() + " " : "") + "release "
                 + a.id());
     }

@@ -1,16 +1,16 @@
 package io.gpusched.cli.commands;
 
+import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.gpusched.cli.CliException;
 import io.gpusched.cli.GpuschedCommand;
-import io.gpusched.cli.Node;
-import io.gpusched.core.Allocation;
-import io.gpusched.cuda.CudaEnvironment;
-import io.gpusched.cuda.CudaRequirement;
+import io.gpusched.client.AllocationEnvironment;
+import io.gpusched.client.NodeClient;
+import io.gpusched.core.AllocationView;
 import io.gpusched.yarn.YarnContainerGpus;
 import java.util.LinkedHashMap;
 import java.util.Map;
+import java.util.Optional;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
@@ -42,35 +42,41 @@ public final class EnvCommand implements Callable<Integer> {
                     + " $CONTAINER_ID)", 2);
         }
         YarnContainerGpus.check(id);
-        // read only (no lock, nothing written): a container is never the NodeManager's user
-        Node.Read node = root.readLedger();
-        Allocation a = YarnContainerGpus.find(node.ledger(), id).orElseThrow(() -> new CliException(
-                "container " + id + " has no GPUs in the node ledger " + node.stateDirectory()
-                        + " (it asked for none, it has finished, or the NodeManager's gpusched.yarn.state-dir"
-                        + " is another directory: pass it with --state-dir)",
-                NO_GPUS));
-        CudaEnvironment ce = CudaOutput.resolver(node.config()).resolve(a, CudaRequirement.NONE);
-        Map<String, String> vars = new LinkedHashMap<>(ce.variables());
-        if (root.json()) {
-            ObjectMapper m = new ObjectMapper();
-            ObjectNode o = m.createObjectNode();
-            o.put("container", id);
-            o.put("allocation", a.id());
-            a.deviceIndices().forEach(o.putArray("gpus")::add);
-            a.deviceUuids().forEach(o.putArray("uuids")::add);
-            ObjectNode env = o.putObject("env");
-            vars.forEach(env::put);
-            ce.pathPrepends().forEach((k, v) -> env.put(k, String.join(":", v)));
-            root.out().println(o.toString());
-            return 0;
-        }
-        root.out().println("# " + id + ": GPUs " + a.deviceIndices() + " (" + a.id() + ")");
-        vars.forEach((k, v) -> root.out().println("export " + k + "=" + quote(v)));
-        ce.pathPrepends().forEach((k, v) -> {
-            if (!v.isEmpty()) {
-                root.out().println("export " + k + "=" + quote(String.join(":", v)) + "${" + k + ":+:$" + k + "}");
+        // a local ledger is only read (no lock, nothing written): a container is never the NodeManager's user
+        try (NodeClient n = root.client()) {
+            AllocationView a = n.allocations().stream()
+                    .filter(x -> id.equals(x.labels().get(YarnContainerGpus.LABEL))).findFirst()
+                    .orElseThrow(() -> new CliException("container " + id + " has no GPUs in " + n.source()
+                            + " (it asked for none, it has finished, or the NodeManager's gpusched.yarn.state-dir"
+                            + " is another directory: pass it with --state-dir)", NO_GPUS));
+            AllocationEnvironment ce = n.environment(a.id(), Optional.empty());
+            Map<String, String> vars = new LinkedHashMap<>(ce.variables());
+            if (root.json()) {
+                Map<String, Object> o = new LinkedHashMap<>();
+                o.put("container", id);
+                o.put("allocation", a.id()); // earlier names, kept one release: allocation (the id), gpus, env
+                o.put("gpus", a.devices());
+                o.putAll(a.toMapWithOldNames());
+                Map<String, String> env = new LinkedHashMap<>(vars);
+                ce.pathPrepends().forEach((k, v) -> env.put(k, String.join(":", v)));
+                o.put("environment", env);
+                o.put("env", env);
+                try {
+                    root.out().println(new ObjectMapper().writeValueAsString(o));
+                } catch (JsonProcessingException e) {
+                    throw new IllegalStateException(e);
+                }
+                return 0;
             }
-        });
+            root.out().println("# " + id + ": GPUs " + a.devices() + " (" + a.id() + ")");
+            vars.forEach((k, v) -> root.out().println("export " + k + "=" + quote(v)));
+            ce.pathPrepends().forEach((k, v) -> {
+                if (!v.isEmpty()) {
+                    root.out().println("export " + k + "=" + quote(String.join(":", v)) + "${" + k + ":+:$" + k
+                            + "}");
+                }
+            });
+        }
         return 0;
     }
 

@@ -1,10 +1,11 @@
 package io.gpusched.cli.commands;
 
 import io.gpusched.cli.GpuschedCommand;
-import io.gpusched.cli.Node;
+import io.gpusched.cli.JsonViews;
 import io.gpusched.cli.Tables;
-import io.gpusched.core.DeviceState;
-import io.gpusched.core.GpuMetrics;
+import io.gpusched.client.NodeClient;
+import io.gpusched.core.DeviceView;
+import io.gpusched.core.MemorySize;
 import io.gpusched.core.internal.Json;
 import java.util.ArrayList;
 import java.util.List;
@@ -22,34 +23,33 @@ public final class ListCommand implements Callable<Integer> {
 
     @Override
     public Integer call() {
-        try (Node n = root.open(Optional.empty())) {
+        try (NodeClient n = root.client()) {
+            List<DeviceView> devices = n.devices();
             if (root.json()) {
-                root.out().println(Json.pretty(n.scheduler().status().devices()));
+                root.out().println(Json.pretty(JsonViews.devices(devices)));
                 return 0;
             }
-            root.out().println("Backend " + n.inventory().backend() + ", " + n.inventory().devices().size()
-                    + " GPUs");
-            root.out().print(table(n.scheduler().devices()));
+            root.out().println("Backend " + n.node().backend() + ", " + devices.size() + " GPUs");
+            root.out().print(table(devices));
         }
         return 0;
     }
 
-    static String table(List<DeviceState> devices) {
+    static String table(List<DeviceView> devices) {
         List<String[]> rows = new ArrayList<>();
         rows.add(new String[]{"IDX", "NAME", "MEMORY USED/TOTAL", "UTIL", "TEMP", "POWER", "HEALTH", "HELD BY"});
-        for (DeviceState d : devices) {
-            Optional<GpuMetrics> m = d.metrics();
-            rows.add(new String[]{String.valueOf(d.index()), d.device().name(),
-                m.flatMap(GpuMetrics::memoryUsed).map(x -> x.toHumanString()).orElse("?") + " / "
-                        + d.device().memory().toHumanString(),
-                m.filter(x -> x.utilizationPercent().isPresent()).map(x -> String.format(Locale.ROOT, "%.0f%%",
-                        x.utilizationPercent().getAsDouble())).orElse("-"),
-                m.filter(x -> x.temperatureCelsius().isPresent()).map(x -> String.format(Locale.ROOT, "%.0f C",
-                        x.temperatureCelsius().getAsDouble())).orElse("-"),
-                m.filter(x -> x.powerWatts().isPresent()).map(x -> String.format(Locale.ROOT, "%.0f W",
-                        x.powerWatts().getAsDouble())).orElse("-"),
-                d.health() + (d.pool() == DeviceState.Pool.IN_POOL ? "" : " " + d.pool()),
-                d.exclusiveHolder().orElse(d.isShared() ? "shared x" + d.sharedHolders() : "-")});
+        for (DeviceView d : devices) {
+            rows.add(new String[]{String.valueOf(d.index()), d.name(),
+                Optional.ofNullable(d.memoryUsedBytes()).map(x -> MemorySize.ofBytes(x).toHumanString()).orElse("?")
+                        + " / " + MemorySize.ofBytes(Optional.ofNullable(d.memoryTotalBytes()).orElse(0L))
+                                .toHumanString(),
+                Optional.ofNullable(d.utilizationPercent()).map(x -> String.format(Locale.ROOT, "%.0f%%", x))
+                        .orElse("-"),
+                Optional.ofNullable(d.temperatureCelsius()).map(x -> String.format(Locale.ROOT, "%.0f C", x))
+                        .orElse("-"),
+                Optional.ofNullable(d.powerWatts()).map(x -> String.format(Locale.ROOT, "%.0f W", x)).orElse("-"),
+                d.healthText() + (d.inPool() ? "" : " " + d.pool()),
+                d.exclusiveHolder().orElse(d.sharedHolders() > 0 ? "shared x" + d.sharedHolders() : "-")});
         }
         return Tables.format(rows);
     }

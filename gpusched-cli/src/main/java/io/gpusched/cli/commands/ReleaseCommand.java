@@ -1,8 +1,7 @@
 package io.gpusched.cli.commands;
 
 import io.gpusched.cli.GpuschedCommand;
-import io.gpusched.cli.Node;
-import java.util.Optional;
+import io.gpusched.client.NodeClient;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Parameters;
@@ -19,8 +18,8 @@ public final class ReleaseCommand implements Callable<Integer> {
 
     @Override
     public Integer call() {
-        try (Node n = root.open(Optional.empty())) {
-            boolean released = n.scheduler().release(id);
+        try (NodeClient n = root.client()) {
+            boolean released = n.release(id);
             root.out().println(released ? "released " + id : id + " was already released");
         }
         return 0;

@@ -24,7 +24,8 @@ public final class RequestFlags {
     String target;
     @Option(names = "--shared", paramLabel = "SIZE", description = "share GPUs, reserving SIZE on each")
     String shared;
-    @Option(names = "--owner", description = "who asks (default: $USER)")
+    @Option(names = "--owner", description = "who asks (default: you; through the node service, only an admin may"
+            + " name another)")
     String owner;
     @Option(names = "--job", description = "job id")
     String job;
@@ -33,8 +34,23 @@ public final class RequestFlags {
     @Option(names = "--lease", paramLabel = "DURATION", description = "allocation expires after this (2h)")
     String lease;
 
-    /** @return the request these flags describe, parsed by {@link GpuRequests#fromCliFlags} */
+    /**
+     * @return the request these flags describe, parsed by {@link GpuRequests#fromCliFlags} (the owner, when not given,
+     *         is this process's user)
+     */
     public GpuRequest request() {
+        List<String> f = new ArrayList<>(flags());
+        if (owner == null) {
+            add(f, "--owner", System.getProperty("user.name"));
+        }
+        return GpuRequests.fromCliFlags(f);
+    }
+
+    /**
+     * @return the flags as given, each {@code --name=value} (no {@code --owner} unless given: the node service takes
+     *         the caller's own name, and a local ledger this process's user)
+     */
+    public List<String> flags() {
         List<String> f = new ArrayList<>();
         add(f, "--gpu", gpu == null ? null : String.valueOf(gpu));
         add(f, "--gpu-memory", memory);
@@ -44,13 +60,13 @@ public final class RequestFlags {
         add(f, "--devices", devices);
         add(f, "--target", target);
         add(f, "--shared", shared);
-        add(f, "--owner", owner != null ? owner : System.getProperty("user.name"));
+        add(f, "--owner", owner);
         add(f, "--job", job);
         if (labels != null) {
             labels.forEach(l -> add(f, "--label", l));
         }
         add(f, "--lease", lease);
-        return GpuRequests.fromCliFlags(f);
+        return f;
     }
 
     private static void add(List<String> f, String flag, String value) {

@@ -1,9 +1,12 @@
 package io.gpusched.cli.commands;
 
 import io.gpusched.cli.GpuschedCommand;
-import io.gpusched.cli.Node;
-import io.gpusched.core.GpuScheduler;
-import java.util.Optional;
+import io.gpusched.cli.JsonViews;
+import io.gpusched.client.NodeClient;
+import io.gpusched.client.NodeStatus;
+import io.gpusched.core.internal.Json;
+import java.util.LinkedHashMap;
+import java.util.Map;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.ParentCommand;
@@ -16,23 +19,33 @@ public final class StatusCommand implements Callable<Integer> {
 
     @Override
     public Integer call() {
-        try (Node n = root.open(Optional.empty())) {
-            GpuScheduler s = n.scheduler();
+        try (NodeClient n = root.client()) {
+            NodeStatus st = n.status();
             if (root.json()) {
-                root.out().println(s.statusJson());
+                Map<String, Object> m = new LinkedHashMap<>();
+                m.put("backend", st.node().backend());
+                m.put("enabled", st.node().enabled());
+                m.put("strategy", st.node().strategy());
+                m.put("at", st.at());
+                m.put("devices", JsonViews.devices(st.devices()));
+                m.put("allocations", JsonViews.allocations(st.allocations()));
+                m.put("drainSupported", st.node().drainSupported());
+                m.put("notes", st.node().notes());
+                root.out().println(Json.pretty(m));
                 return 0;
             }
-            var st = s.status();
-            root.out().println("Backend " + st.backend() + ", strategy " + st.strategy() + ", "
-                    + st.allocations().size() + " allocations (ledger " + n.stateDirectory() + ")");
-            root.out().print(ListCommand.table(s.devices()));
+            root.out().println("Backend " + st.node().backend() + ", strategy " + st.node().strategy() + ", "
+                    + st.allocations().size() + " allocations"
+                    + st.node().stateDirectory().map(d -> " (ledger " + d + ")").orElse(""));
+            root.out().print(ListCommand.table(st.devices()));
             for (var h : st.allocations()) {
-                root.out().println(h.id() + "  GPUs " + h.deviceIndices() + "  " + h.sharing()
+                root.out().println(h.id() + "  GPUs " + h.devices() + "  " + h.sharing()
                         + (h.owner() == null ? "" : "  owner " + h.owner())
                         + (h.jobId() == null ? "" : "  job " + h.jobId())
-                        + (h.expiresAt() == null ? "" : "  lease until " + h.expiresAt()));
+                        + (h.expiresAt() == null ? "" : "  lease until " + h.expiresAt()
+                                + (h.expired() ? " (expired)" : "")));
             }
-            st.notes().forEach(note -> root.out().println("note: " + note));
+            st.node().notes().forEach(note -> root.out().println("note: " + note));
         }
         return 0;
     }
