@@ -315,13 +315,17 @@ public final class ServiceClient implements NodeClient {
             // the job's output may pause for hours: no limit while it streams; the end of the connection ends it
             c.limits(0, Long.MAX_VALUE);
             while (true) {
-                String line = line(a, "interrupted while job " + jobId + " ran");
+                String line;
+                try {
+                    line = line(a, "interrupted while job " + jobId + " ran");
+                } catch (NodeServiceException e) {
+                    if (e.kind() == NodeServiceException.Kind.CONNECTION_LOST && !closed) {
+                        throw jobLost(jobId, e);
+                    }
+                    throw e;
+                }
                 if (line == null) {
-                    throw new NodeServiceException(NodeServiceException.Kind.CONNECTION_LOST, socket, 200,
-                            "CONNECTION_LOST", "the node service on " + socket + " ended the connection before "
-                                    + (jobId == null ? "the job started" : "job " + jobId + " ended")
-                                    + " (the service stopped, or was killed; a job it ran is ended and its GPUs"
-                                    + " released when it starts again: see gpusched jobs)", null);
+                    throw jobLost(jobId, null);
                 }
                 if (line.isBlank()) {
                     continue;
@@ -351,6 +355,14 @@ public final class ServiceClient implements NodeClient {
         } finally {
             done(c);
         }
+    }
+
+    private NodeServiceException jobLost(String jobId, Exception cause) {
+        return new NodeServiceException(NodeServiceException.Kind.CONNECTION_LOST, socket, 200, "CONNECTION_LOST",
+                "the node service on " + socket + " ended the connection before "
+                        + (jobId == null ? "the job started" : "job " + jobId + " ended")
+                        + " (the service stopped, or was killed; a job it ran is ended and its GPUs released when it"
+                        + " starts again: see gpusched jobs)", cause);
     }
 
     /** @return the next line of a stream, or null at its end */
