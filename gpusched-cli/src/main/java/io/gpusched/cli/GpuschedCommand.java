@@ -88,6 +88,7 @@ public final class GpuschedCommand implements Callable<Integer> {
 
     PrintStream out = System.out;
     PrintStream err = System.err;
+    Map<String, String> environment = System.getenv();
 
     @Override
     public Integer call() {
@@ -103,6 +104,11 @@ public final class GpuschedCommand implements Callable<Integer> {
     /** @return the stream commands print warnings to */
     public PrintStream err() {
         return err;
+    }
+
+    /** @return the environment the command was started with (its own, or a test's) */
+    public Map<String, String> environment() {
+        return environment;
     }
 
     /** @return whether --json was given */
@@ -161,9 +167,18 @@ public final class GpuschedCommand implements Callable<Integer> {
 
     /** @return a command line wired with gpusched's error handling, writing to the given streams */
     public static CommandLine commandLine(PrintStream out, PrintStream err) {
+        return commandLine(out, err, System.getenv());
+    }
+
+    /**
+     * @param environment the environment the command sees ({@code GPUSCHED_SOCKET}, a job's environment, ...)
+     * @return a command line wired with gpusched's error handling, writing to the given streams
+     */
+    public static CommandLine commandLine(PrintStream out, PrintStream err, Map<String, String> environment) {
         GpuschedCommand root = new GpuschedCommand();
         root.out = out;
         root.err = err;
+        root.environment = Map.copyOf(environment);
         CommandLine cl = new CommandLine(root);
         cl.setOut(new PrintWriter(out, true));
         cl.setErr(new PrintWriter(err, true));

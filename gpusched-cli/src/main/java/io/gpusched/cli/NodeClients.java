@@ -43,7 +43,7 @@ public final class NodeClients {
         if (root.stateDir().isPresent()) {
             return local(root, options, "--state-dir " + root.stateDir().get() + " was given");
         }
-        Path socket = ServiceClient.defaultSocket();
+        Path socket = ServiceClient.defaultSocket(root.environment());
         ServiceClient service = ServiceClient.connect(socket);
         NodeInfo node;
         try {

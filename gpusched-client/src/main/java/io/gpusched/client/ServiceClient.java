@@ -18,6 +18,7 @@ import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Base64;
 import java.util.List;
+import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.Set;
@@ -82,7 +83,15 @@ public final class ServiceClient implements NodeClient {
 
     /** @return {@code $GPUSCHED_SOCKET} when set (and not empty), else {@link #DEFAULT_SOCKET} */
     public static Path defaultSocket() {
-        String env = System.getenv(SOCKET_ENV);
+        return defaultSocket(System.getenv());
+    }
+
+    /**
+     * @param environment an environment
+     * @return its {@code GPUSCHED_SOCKET} when set (and not empty), else {@link #DEFAULT_SOCKET}
+     */
+    public static Path defaultSocket(Map<String, String> environment) {
+        String env = environment.get(SOCKET_ENV);
         return env == null || env.isBlank() ? DEFAULT_SOCKET : Path.of(env);
     }
 

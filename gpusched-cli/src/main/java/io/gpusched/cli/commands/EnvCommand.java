@@ -36,7 +36,7 @@ public final class EnvCommand implements Callable<Integer> {
 
     @Override
     public Integer call() {
-        String id = container != null ? container : System.getenv("CONTAINER_ID");
+        String id = container != null ? container : root.environment().get("CONTAINER_ID");
         if (id == null || id.isBlank()) {
             throw new CliException("no container id: pass --container ID, or run inside a YARN container (YARN sets"
                     + " $CONTAINER_ID)", 2);

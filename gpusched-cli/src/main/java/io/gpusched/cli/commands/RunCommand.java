@@ -83,7 +83,7 @@ public final class RunCommand implements Callable<Integer> {
                 throw new CliException("--wait: " + e.getMessage());
             }
         });
-        JobSpec spec = new JobSpec(f.flags(), Optional.ofNullable(cuda), command, System.getenv(),
+        JobSpec spec = new JobSpec(f.flags(), Optional.ofNullable(cuda), command, root.environment(),
                 System.getProperty("user.dir"), maxWait);
         LocalOptions local = new LocalOptions(Optional.ofNullable(strategy), noIsolation,
                 Optional.ofNullable(cgroupParent), root.out() == System.out);
