@@ -213,8 +213,8 @@ public final class LocalNodeClient implements NodeClient {
     @Override
     public synchronized AllocationEnvironment environment(String allocationId, Optional<String> cuda) {
         CudaRequirement req = cuda.map(CudaRequirement::parse).orElse(CudaRequirement.NONE);
-        Allocation a = live().stream().filter(x -> x.id().equals(allocationId)).findFirst().orElseThrow(() ->
-                new GpuAllocationException(GpuAllocationException.Reason.UNKNOWN_ALLOCATION, "no allocation \""
+        Allocation a = live().stream().filter(x -> x.id().equals(allocationId)).findFirst().orElseThrow(
+                () -> new GpuAllocationException(GpuAllocationException.Reason.UNKNOWN_ALLOCATION, "no allocation \""
                         + allocationId + "\" is live in the node ledger"));
         CudaEnvironment env = resolver().resolve(a, req);
         List<String> docker = List.of();

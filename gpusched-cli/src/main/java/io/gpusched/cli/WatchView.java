@@ -45,8 +45,9 @@ public final class WatchView {
             int filled = util < 0 ? 0 : (int) Math.round(Math.min(100, util) / 100 * BAR);
             String bar = "[" + "#".repeat(filled) + ".".repeat(BAR - filled) + "]";
             String mem = Optional.ofNullable(d.memoryUsedBytes()).map(x -> MemorySize.ofBytes(x).toHumanString())
-                    .orElse("?") + " / " + MemorySize.ofBytes(Optional.ofNullable(d.memoryTotalBytes()).orElse(0L))
-                    .toHumanString();
+                    .orElse("?") + " / "
+                    + MemorySize.ofBytes(Optional.ofNullable(d.memoryTotalBytes()).orElse(0L))
+                            .toHumanString();
             String temp = d.temperatureCelsius() != null
                     ? String.format(Locale.ROOT, "%.0f C", d.temperatureCelsius()) : "-";
             String power = d.powerWatts() != null ? String.format(Locale.ROOT, "%.0f W", d.powerWatts()) : "-";

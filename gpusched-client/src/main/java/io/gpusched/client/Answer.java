@@ -58,7 +58,7 @@ final class Answer {
 
     private void readHead() throws IOException {
         int budget = MAX_HEAD_BYTES;
-        for (int interim = 0; ; interim++) {
+        for (int interim = 0;; interim++) {
             String statusLine = headLine(budget);
             budget -= statusLine.length() + 2;
             if (!statusLine.startsWith("HTTP/1.") || statusLine.length() < 12 || statusLine.charAt(8) != ' '
@@ -356,7 +356,8 @@ final class Answer {
     private NodeServiceException bad(String what) {
         return new NodeServiceException(NodeServiceException.Kind.BAD_ANSWER, socket, status, "BAD_ANSWER",
                 "the node service on " + socket + " answered something else than the service's protocol: " + what
-                        + " (is another program listening on this socket?)", null);
+                        + " (is another program listening on this socket?)",
+                null);
     }
 
     private NodeServiceException tooLarge(String what) {
@@ -367,7 +368,8 @@ final class Answer {
     private NodeServiceException lost(String what) {
         return new NodeServiceException(NodeServiceException.Kind.CONNECTION_LOST, socket, status,
                 "CONNECTION_LOST", "the node service on " + socket + " stopped answering: " + what
-                        + " (the service stopped, or was killed)", null);
+                        + " (the service stopped, or was killed)",
+                null);
     }
 
     /** @return the names of the headers read, lower case (for tests) */

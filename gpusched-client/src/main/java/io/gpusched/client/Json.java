@@ -83,7 +83,8 @@ final class Json {
     NodeServiceException bad(String found) {
         return new NodeServiceException(NodeServiceException.Kind.BAD_ANSWER, socket, 0, "BAD_ANSWER",
                 "the node service on " + socket + " answered " + what + " with " + found
-                        + "; is it the same gpusched version as this client?", null);
+                        + "; is it the same gpusched version as this client?",
+                null);
     }
 
     JsonNode object(JsonNode n, String field) {
@@ -218,7 +219,7 @@ final class Json {
             return out;
         }
         object(v, "\"" + name + "\"");
-        for (Iterator<Map.Entry<String, JsonNode>> it = v.fields(); it.hasNext(); ) {
+        for (Iterator<Map.Entry<String, JsonNode>> it = v.fields(); it.hasNext();) {
             Map.Entry<String, JsonNode> e = it.next();
             if (!e.getValue().isTextual()) {
                 throw bad("\"" + name + "\" with a value that is not a string (" + Answer.show(e.getKey()) + ")");

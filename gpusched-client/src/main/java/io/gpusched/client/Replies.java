@@ -156,7 +156,7 @@ final class Replies {
         JsonNode p = o.get("pathPrepends");
         if (p != null && !p.isNull()) {
             json.object(p, "\"pathPrepends\"");
-            for (Iterator<String> it = p.fieldNames(); it.hasNext(); ) {
+            for (Iterator<String> it = p.fieldNames(); it.hasNext();) {
                 String k = it.next();
                 prepends.put(k, json.texts(p, k, true));
             }
@@ -217,7 +217,8 @@ final class Replies {
             String text = new String(body, 0, Math.min(body.length, 300), StandardCharsets.UTF_8).strip();
             return new NodeServiceException(NodeServiceException.Kind.REFUSED, socket, status, "HTTP_" + status,
                     "the node service on " + socket + " answered " + status + " to " + json.what()
-                            + (text.isEmpty() ? "" : ": " + Answer.show(text)), null);
+                            + (text.isEmpty() ? "" : ": " + Answer.show(text)),
+                    null);
         }
         if (reason != null) {
             for (GpuAllocationException.Reason r : GpuAllocationException.Reason.values()) {

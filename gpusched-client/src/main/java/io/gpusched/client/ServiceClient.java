@@ -240,7 +240,8 @@ public final class ServiceClient implements NodeClient {
                 if (line == null) {
                     throw new NodeServiceException(NodeServiceException.Kind.CONNECTION_LOST, socket, 200,
                             "CONNECTION_LOST", "the node service on " + socket + " ended the event stream (the"
-                                    + " service stopped, or dropped this slow client)", null);
+                                    + " service stopped, or dropped this slow client)",
+                            null);
                 }
                 if (line.isEmpty()) {
                     if (data.length() > 0) {
@@ -264,7 +265,8 @@ public final class ServiceClient implements NodeClient {
                     if (data.length() > maxAnswerBytes) {
                         throw new NodeServiceException(NodeServiceException.Kind.ANSWER_TOO_LARGE, socket, 200,
                                 "ANSWER_TOO_LARGE", "the node service on " + socket + " sent an event over the"
-                                        + " client's limit of " + maxAnswerBytes + " bytes", null);
+                                        + " client's limit of " + maxAnswerBytes + " bytes",
+                                null);
                     }
                 }
             }
@@ -371,7 +373,8 @@ public final class ServiceClient implements NodeClient {
                 "the node service on " + socket + " ended the connection before "
                         + (jobId == null ? "the job started" : "job " + jobId + " ended")
                         + " (the service stopped, or was killed; a job it ran is ended and its GPUs released when it"
-                        + " starts again: see gpusched jobs)", cause);
+                        + " starts again: see gpusched jobs)",
+                cause);
     }
 
     /** @return the next line of a stream, or null at its end */
@@ -573,7 +576,8 @@ public final class ServiceClient implements NodeClient {
             done(c);
             throw new NodeServiceException(NodeServiceException.Kind.CONNECTION_LOST, socket, 0, "CONNECTION_LOST",
                     "the node service on " + socket + " closed the connection before it took the request: "
-                            + e.getMessage(), e);
+                            + e.getMessage(),
+                    e);
         } catch (RuntimeException e) {
             done(c);
             throw e;

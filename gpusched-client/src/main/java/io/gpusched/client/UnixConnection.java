@@ -115,7 +115,8 @@ final class UnixConnection implements Closeable, ByteSource {
             };
             throw new NodeServiceException(NodeServiceException.Kind.UNREACHABLE, socket, 0, "NOT_A_SOCKET",
                     socket + " is " + what + ", not a socket: no node service listens there (remove it, or point"
-                            + " GPUSCHED_SOCKET at the service's socket)", null);
+                            + " GPUSCHED_SOCKET at the service's socket)",
+                    null);
         }
     }
 
@@ -124,7 +125,8 @@ final class UnixConnection implements Closeable, ByteSource {
         if (e instanceof AccessDeniedException || m.contains("Permission denied")) {
             return new NodeServiceException(NodeServiceException.Kind.NOT_PERMITTED, socket, 0, "NOT_PERMITTED",
                     "cannot connect to the node service on " + socket + ": permission denied (the service admits only"
-                            + " its socket group; ask an admin to add you to it)", e);
+                            + " its socket group; ask an admin to add you to it)",
+                    e);
         }
         String why = e instanceof ConnectException || m.contains("Connection refused")
                 ? "connection refused: no service is listening (it stopped, or was killed)" : m;

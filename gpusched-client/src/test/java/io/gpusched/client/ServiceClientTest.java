@@ -171,8 +171,9 @@ class ServiceClientTest {
             assertThat(e.kind()).isEqualTo(LedgerException.Kind.NO_SPACE);
             assertThat(e.path()).isEqualTo(Path.of("/var/lib/gpusched/ledger"));
         });
-        assertThatThrownBy(() -> client.whoami()).isInstanceOfSatisfying(NodeServiceException.class, e ->
-                assertThat(e.reason()).isEqualTo("HTTP_502")).hasMessageContaining("502")
+        assertThatThrownBy(() -> client.whoami())
+                .isInstanceOfSatisfying(NodeServiceException.class, e -> assertThat(e.reason()).isEqualTo("HTTP_502"))
+                .hasMessageContaining("502")
                 .hasMessageContaining("Bad gateway").hasMessageContaining(service.socket().toString());
     }
 
@@ -206,7 +207,8 @@ class ServiceClientTest {
                         + "\"data\":\"" + b64("warn\n") + "\"}\n")
                 .chunk("{\"type\":\"future-event\",\"x\":1}\n")
                 .chunk("{\"type\":\"stdout\",\"data\":\"" + b64("epoch 2\n") + "\"}\n{\"type\":\"exit\",\"code\":"
-                        + "137,\"signal\":\"KILL\"}\n").lastChunk());
+                        + "137,\"signal\":\"KILL\"}\n")
+                .lastChunk());
         List<String> seen = new ArrayList<>();
         ByteArrayOutputStream out = new ByteArrayOutputStream();
         JobExit exit = client.run(new JobSpec(List.of("--gpu=2"), Optional.of(">=12.1"), List.of("python",

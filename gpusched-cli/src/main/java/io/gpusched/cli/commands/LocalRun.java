@@ -86,7 +86,8 @@ public final class LocalRun {
             String now = Instant.now().toString();
             listener.started(new JobView(a.id(), a.owner().orElse(System.getProperty("user.name")), null, "RUNNING",
                     a.id(), a.deviceIndices(), now, now, null, null, null, false, job.cgroup == null ? null
-                            : job.cgroup.toString(), command, spec.cwd(), null), AllocationView.of(a, Instant.now()));
+                            : job.cgroup.toString(),
+                    command, spec.cwd(), null), AllocationView.of(a, Instant.now()));
             ProcessBuilder pb = new ProcessBuilder(argv).inheritIO().directory(Path.of(spec.cwd()).toFile());
             pb.environment().clear();
             pb.environment().putAll(vars);

@@ -201,8 +201,9 @@ class ServiceClientAttackTest {
         // an error after the stream began is the error's own type
         ServiceClient d = serveAgain((r, x) -> x.chunkedHead(200, "application/x-ndjson")
                 .chunk("{\"type\":\"error\",\"status\":409,\"error\":\"no GPU free after 10m\",\"reason\":"
-                        + "\"INSUFFICIENT_GPUS\"}\n").lastChunk());
-        assertThatThrownBy(() -> d.run(spec, new JobListener() { }))
+                        + "\"INSUFFICIENT_GPUS\"}\n")
+                .lastChunk());
+        assertThatThrownBy(() -> d.run(spec, new JobListener() {}))
                 .hasMessageContaining("no GPU free after 10m");
     }
 
@@ -214,7 +215,7 @@ class ServiceClientAttackTest {
             x.chunk("{\"type\":\"exit\",\"code\":3,\"signal\":null}\n").lastChunk();
         });
         JobSpec spec = new JobSpec(List.of(), Optional.empty(), List.of("true"), Map.of(), "/", Optional.empty());
-        assertThat(c.run(spec, new JobListener() { })).isEqualTo(new JobExit(3, Optional.empty()));
+        assertThat(c.run(spec, new JobListener() {})).isEqualTo(new JobExit(3, Optional.empty()));
 
         ServiceClient d = serveAgain((r, x) -> {
             x.chunkedHead(200, "application/x-ndjson");
@@ -229,7 +230,7 @@ class ServiceClientAttackTest {
             d.close();
         });
         closer.start();
-        fails(Kind.CONNECTION_LOST, service.socket(), () -> d.run(spec, new JobListener() { }));
+        fails(Kind.CONNECTION_LOST, service.socket(), () -> d.run(spec, new JobListener() {}));
         closer.join();
         assertThatThrownBy(d::node).isInstanceOf(NodeServiceException.class).hasMessageContaining("closed");
     }
