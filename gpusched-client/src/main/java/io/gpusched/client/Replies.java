@@ -190,8 +190,8 @@ final class Replies {
 
     /**
      * Turns an error answer back into the exception it was on the service's side: a refusal with a reason of
-     * {@link GpuAllocationException.Reason} is that; {@code 403} is an {@link AccessDeniedException} (holder and who may
-     * act kept); a ledger error's kind is a {@link LedgerException}; {@code 400} without a reason is an
+     * {@link GpuAllocationException.Reason} is that; {@code 403} is an {@link AccessDeniedException} (holder and who
+     * may act kept); a ledger error's kind is a {@link LedgerException}; {@code 400} without a reason is an
      * {@link IllegalArgumentException} (a request the service could not read); any other is a
      * {@link NodeServiceException} ({@code REFUSED}) with the service's reason code.
      *

@@ -35,7 +35,8 @@ import java.util.function.Predicate;
  * <pre>
  * try (NodeClient node = ServiceClient.connect(ServiceClient.defaultSocket())) {
  *     AllocationView a = node.allocate(List.of("--gpu=2", "--lease=2h"));
- *     Map&lt;String, String&gt; env = node.environment(a.id(), Optional.empty()).variables(); // CUDA_VISIBLE_DEVICES, ...
+ *     // CUDA_VISIBLE_DEVICES and the rest, for the work to start with
+ *     Map&lt;String, String&gt; env = node.environment(a.id(), Optional.empty()).variables();
  *     // ... start the work with env ...
  *     node.release(a.id());
  * }
