@@ -3,19 +3,26 @@ package io.gpusched.cli;
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.gpusched.cli.commands.AllocateCommand;
+import io.gpusched.cli.commands.CancelCommand;
 import io.gpusched.cli.commands.DemoCommand;
 import io.gpusched.cli.commands.DoctorCommand;
 import io.gpusched.cli.commands.EnvCommand;
 import io.gpusched.cli.commands.ExportCommand;
+import io.gpusched.cli.commands.JobsCommand;
 import io.gpusched.cli.commands.K8sDevicePluginCommand;
 import io.gpusched.cli.commands.ListCommand;
+import io.gpusched.cli.commands.LogsCommand;
 import io.gpusched.cli.commands.PlanCommand;
+import io.gpusched.cli.commands.QueueCommand;
 import io.gpusched.cli.commands.ReleaseCommand;
+import io.gpusched.cli.commands.RenewCommand;
 import io.gpusched.cli.commands.RunCommand;
 import io.gpusched.cli.commands.ServeCommand;
 import io.gpusched.cli.commands.StatusCommand;
 import io.gpusched.cli.commands.TopoCommand;
 import io.gpusched.cli.commands.WatchCommand;
+import io.gpusched.client.NodeClient;
+import io.gpusched.client.NodeServiceException;
 import io.gpusched.core.AllocationListener;
 import io.gpusched.core.GpuAllocationException;
 import io.gpusched.core.GpuException;
@@ -41,7 +48,8 @@ import picocli.CommandLine.ScopeType;
 @Command(name = "gpusched", mixinStandardHelpOptions = true, versionProvider = GpuschedCommand.Version.class,
         description = "Discover, allocate and fence the GPUs of this node.",
         subcommands = {DemoCommand.class, ListCommand.class, TopoCommand.class, WatchCommand.class,
-            AllocateCommand.class, ReleaseCommand.class, StatusCommand.class, RunCommand.class,
+            AllocateCommand.class, ReleaseCommand.class, RenewCommand.class, StatusCommand.class, RunCommand.class,
+            JobsCommand.class, LogsCommand.class, CancelCommand.class, QueueCommand.class,
             DoctorCommand.class, PlanCommand.class, ServeCommand.class,
             ExportCommand.class, EnvCommand.class, K8sDevicePluginCommand.class})
 public final class GpuschedCommand implements Callable<Integer> {
@@ -83,6 +91,7 @@ public final class GpuschedCommand implements Callable<Integer> {
 
     PrintStream out = System.out;
     PrintStream err = System.err;
+    Map<String, String> environment = System.getenv();
 
     @Override
     public Integer call() {
@@ -98,6 +107,11 @@ public final class GpuschedCommand implements Callable<Integer> {
     /** @return the stream commands print warnings to */
     public PrintStream err() {
         return err;
+    }
+
+    /** @return the environment the command was started with (its own, or a test's) */
+    public Map<String, String> environment() {
+        return environment;
     }
 
     /** @return whether --json was given */
@@ -140,6 +154,20 @@ public final class GpuschedCommand implements Callable<Integer> {
         return Node.readDevices(simulate(), config(), stateDir());
     }
 
+    /**
+     * @param options what only a local ledger follows ({@code --strategy}, {@code --no-isolation}, ...)
+     * @return the client this command works against: the node service when one answers, else the local ledger, by
+     *         {@link NodeClients}' rule
+     */
+    public NodeClient client(LocalOptions options) {
+        return NodeClients.open(this, options);
+    }
+
+    /** @return the client this command works against, with no local option (see {@link #client(LocalOptions)}) */
+    public NodeClient client() {
+        return client(LocalOptions.NONE);
+    }
+
     /** Opens the node with a listener for the scheduler's audit events. */
     public Node open(Optional<String> strategy, AllocationListener listener) {
         return Node.open(simulate(), config(), stateDir(), strategy, Optional.of(listener));
@@ -147,9 +175,18 @@ public final class GpuschedCommand implements Callable<Integer> {
 
     /** @return a command line wired with gpusched's error handling, writing to the given streams */
     public static CommandLine commandLine(PrintStream out, PrintStream err) {
+        return commandLine(out, err, System.getenv());
+    }
+
+    /**
+     * @param environment the environment the command sees ({@code GPUSCHED_SOCKET}, a job's environment, ...)
+     * @return a command line wired with gpusched's error handling, writing to the given streams
+     */
+    public static CommandLine commandLine(PrintStream out, PrintStream err, Map<String, String> environment) {
         GpuschedCommand root = new GpuschedCommand();
         root.out = out;
         root.err = err;
+        root.environment = Map.copyOf(environment);
         CommandLine cl = new CommandLine(root);
         cl.setOut(new PrintWriter(out, true));
         cl.setErr(new PrintWriter(err, true));
@@ -163,6 +200,8 @@ public final class GpuschedCommand implements Callable<Integer> {
                 message = l.kind().name() + ": " + message;
             } else if (ex instanceof CudaResolutionException) {
                 message = NO_MATCHING_CUDA + ": " + message;
+            } else if (ex instanceof NodeServiceException n) {
+                message = n.reason() + ": " + message;
             }
             // a message may quote what a user, a file or a device reported: shown escaped, on one line
             message = Printable.escape(message);

@@ -1,12 +1,13 @@
 package io.gpusched.cli;
 
-import io.gpusched.core.DeviceState;
-import io.gpusched.core.GpuMetrics;
+import io.gpusched.core.DeviceView;
+import io.gpusched.core.MemorySize;
 import io.gpusched.core.internal.Printable;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Optional;
 
 /**
  * Renders one frame of {@code gpusched watch}: a line per GPU with a utilization bar, memory, temperature, power,
@@ -31,7 +32,7 @@ public final class WatchView {
      * @param ansi     whether to use escape codes (false for pipes and tests)
      * @return the frame
      */
-    public static String render(String title, List<DeviceState> devices, Map<Integer, String> previous, boolean ansi) {
+    public static String render(String title, List<DeviceView> devices, Map<Integer, String> previous, boolean ansi) {
         StringBuilder sb = new StringBuilder();
         if (ansi) {
             sb.append(HOME_AND_CLEAR);
@@ -41,19 +42,19 @@ public final class WatchView {
         rows.add(new String[]{"GPU", "UTIL", "", "MEMORY", "TEMP", "POWER", "HEALTH", "HELD BY"});
         List<Boolean> changed = new ArrayList<>();
         changed.add(false);
-        for (DeviceState d : devices) {
-            GpuMetrics m = d.metrics().orElse(null);
-            double util = m != null && m.utilizationPercent().isPresent() ? m.utilizationPercent().getAsDouble() : -1;
+        for (DeviceView d : devices) {
+            double util = d.utilizationPercent() != null ? d.utilizationPercent() : -1;
             int filled = util < 0 ? 0 : (int) Math.round(Math.min(100, util) / 100 * BAR);
             String bar = "[" + "#".repeat(filled) + ".".repeat(BAR - filled) + "]";
-            String mem = (m != null && m.memoryUsed().isPresent() ? m.memoryUsed().get().toHumanString() : "?") + " / "
-                    + d.device().memory().toHumanString();
-            String temp = m != null && m.temperatureCelsius().isPresent()
-                    ? String.format(Locale.ROOT, "%.0f C", m.temperatureCelsius().getAsDouble()) : "-";
-            String power = m != null && m.powerWatts().isPresent()
-                    ? String.format(Locale.ROOT, "%.0f W", m.powerWatts().getAsDouble()) : "-";
-            String health = d.health().toString() + (d.pool() == DeviceState.Pool.IN_POOL ? "" : " " + d.pool());
-            String holder = d.exclusiveHolder().orElse(d.isShared() ? "shared x" + d.sharedHolders() : "-");
+            String mem = Optional.ofNullable(d.memoryUsedBytes()).map(x -> MemorySize.ofBytes(x).toHumanString())
+                    .orElse("?") + " / "
+                    + MemorySize.ofBytes(Optional.ofNullable(d.memoryTotalBytes()).orElse(0L))
+                            .toHumanString();
+            String temp = d.temperatureCelsius() != null
+                    ? String.format(Locale.ROOT, "%.0f C", d.temperatureCelsius()) : "-";
+            String power = d.powerWatts() != null ? String.format(Locale.ROOT, "%.0f W", d.powerWatts()) : "-";
+            String health = health(d);
+            String holder = d.exclusiveHolder().orElse(d.sharedHolders() > 0 ? "shared x" + d.sharedHolders() : "-");
             rows.add(new String[]{String.valueOf(d.index()), util < 0 ? "-" : String.format(Locale.ROOT, "%3.0f%%",
                     util),
                 bar, mem, temp, power, health, holder});
@@ -67,5 +68,10 @@ public final class WatchView {
                     .append('\n');
         }
         return sb.toString();
+    }
+
+    /** @return a device's health as a frame shows it (with its pool when draining or quarantined) */
+    public static String health(DeviceView d) {
+        return d.healthText() + (d.inPool() ? "" : " " + d.pool());
     }
 }

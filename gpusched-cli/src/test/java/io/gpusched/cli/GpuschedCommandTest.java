@@ -6,13 +6,14 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.gpusched.cli.WatchView;
 import io.gpusched.core.AllocationStrategies;
-import io.gpusched.core.DeviceState;
+import io.gpusched.core.DeviceView;
 import io.gpusched.core.GpuHealth;
 import io.gpusched.core.GpuInventories;
 import io.gpusched.core.GpuScheduler;
 import io.gpusched.core.sim.SimulatedGpuInventory;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Instant;
 import java.util.List;
 import java.util.Map;
 import java.util.regex.Matcher;
@@ -171,7 +172,7 @@ class GpuschedCommandTest {
         inv.setMetrics(1, 50, io.gpusched.core.MemorySize.ofGibibytes(4), 61, 120);
         s.updateMetrics(inv.sample());
         inv.setHealth(2, GpuHealth.unhealthy("XID 79"));
-        List<DeviceState> devices = s.devices();
+        List<DeviceView> devices = DeviceView.of(s.devices(), s.allocations(), Instant.now());
         String frame = WatchView.render("t", devices, Map.of(2, "HEALTHY"), true);
         assertThat(frame).startsWith(WatchView.HOME_AND_CLEAR).contains("[##########..........]")
                 .contains("\u001b[7m2 ").contains("UNHEALTHY (XID 79)").contains("4 GiB / 24 GiB");

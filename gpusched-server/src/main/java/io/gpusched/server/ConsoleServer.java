@@ -101,6 +101,7 @@ public final class ConsoleServer implements AutoCloseable {
     /** Which of {@link #routes} are API paths (named by the OpenAPI document), in order. */
     private final Map<String, Boolean> apiPaths = new LinkedHashMap<>();
     private final AllocationsHandler allocations;
+    private final EnvironmentHandler environment;
     /** Routes a host added, by path prefix, longest first: they take precedence over the console's own. */
     private final Map<String, HttpHandler> hostRoutes;
     /** On the one context, outermost first: errors and headers, the caller, the Host rule, bearer auth. */
@@ -122,6 +123,7 @@ public final class ConsoleServer implements AutoCloseable {
                 b.maxEventStreamsPerClient, b.maxConnections));
         this.meters = new ConsoleMeters(b.scheduler, hostname, sse, limits);
         this.allocations = new AllocationsHandler(b.scheduler, watcher, meters, b.maxBodyBytes);
+        this.environment = new EnvironmentHandler(b.scheduler, b.cudaPaths);
         NodeViewsHandler views = new NodeViewsHandler(b.scheduler, watcher, sse, hostname, b.stateDir, b.cudaPaths,
                 VERSION);
         AssetHandler page = AssetHandler.page();
@@ -300,6 +302,7 @@ public final class ConsoleServer implements AutoCloseable {
     Map<String, Boolean> servedPaths() {
         Map<String, Boolean> m = new LinkedHashMap<>(apiPaths);
         m.put(AllocationsHandler.PREFIX + "{id}", true);
+        m.put(AllocationsHandler.PREFIX + "{id}" + EnvironmentHandler.SUFFIX, true);
         return m;
     }
 
@@ -318,7 +321,9 @@ public final class ConsoleServer implements AutoCloseable {
             }
         }
         HttpHandler h = routes.get(path);
-        if (h == null && path.startsWith(AllocationsHandler.PREFIX)) {
+        if (h == null && EnvironmentHandler.matches(path)) {
+            h = environment;
+        } else if (h == null && path.startsWith(AllocationsHandler.PREFIX)) {
             h = allocations;
         }
         if (h == null) {

@@ -78,6 +78,10 @@ final class NodeViewsHandler implements HttpHandler {
         m.put("eventClients", sse.size());
         m.put("eventClientsDropped", sse.dropped());
         m.put("version", version);
+        var status = scheduler.status();
+        m.put("enabled", status.enabled());
+        m.put("drainSupported", status.drainSupported());
+        m.put("notes", status.notes());
         return m;
     }
 

@@ -5,15 +5,15 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.SerializationFeature;
 import io.gpusched.core.Allocation;
 import io.gpusched.core.AllocationEvent;
+import io.gpusched.core.AllocationView;
 import io.gpusched.core.DeviceState;
-import io.gpusched.core.GpuDevice;
-import io.gpusched.core.GpuMetrics;
+import io.gpusched.core.DeviceView;
 import java.io.UncheckedIOException;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Optional;
 
 /** The JSON shapes of the API and the page, built from the library's values. */
 final class Views {
@@ -63,41 +63,22 @@ final class Views {
         return out;
     }
 
+
+    /** @return each device in the one device shape ({@link DeviceView}), with the allocations holding it */
     static List<Map<String, Object>> devices(List<DeviceState> devices, List<Allocation> allocations) {
+        Instant now = Instant.now();
         List<Map<String, Object>> out = new ArrayList<>();
         for (DeviceState d : devices) {
-            GpuDevice g = d.device();
-            Optional<GpuMetrics> m = d.metrics();
-            Map<String, Object> v = new LinkedHashMap<>();
-            v.put("index", d.index());
-            v.put("uuid", g.uuid());
-            v.put("name", g.name());
-            v.put("vendor", g.vendor().name());
-            v.put("pciBusId", g.pciBusId());
-            v.put("memoryTotalBytes", g.memoryKnown() ? g.memory().bytes() : null);
-            v.put("memoryUsedBytes", m.flatMap(GpuMetrics::memoryUsed).map(x -> x.bytes()).orElse(null));
-            v.put("utilizationPercent", m.filter(x -> x.utilizationPercent().isPresent())
-                    .map(x -> x.utilizationPercent().getAsDouble()).orElse(null));
-            v.put("temperatureCelsius", m.filter(x -> x.temperatureCelsius().isPresent())
-                    .map(x -> x.temperatureCelsius().getAsDouble()).orElse(null));
-            v.put("powerWatts", m.filter(x -> x.powerWatts().isPresent()).map(x -> x.powerWatts().getAsDouble())
-                    .orElse(null));
-            v.put("health", d.health().state().name());
-            v.put("healthReason", d.health().reason().orElse(null));
-            v.put("pool", d.pool().name());
-            v.put("poolReason", d.poolReason().orElse(null));
-            List<Map<String, Object>> holders = new ArrayList<>();
-            int total = 0;
-            for (Allocation a : allocations) {
-                if (a.deviceIndices().contains(d.index())) {
-                    if (holders.size() < MAX_HOLDERS) {
-                        holders.add(allocation(a));
-                    }
-                    total++;
-                }
+            Map<String, Object> v = DeviceView.of(d, allocations, now).toMap();
+            List<?> holders = (List<?>) v.get("holders");
+            List<Map<String, Object>> shown = new ArrayList<>();
+            for (Object h : holders.subList(0, Math.min(MAX_HOLDERS, holders.size()))) {
+                @SuppressWarnings("unchecked")
+                Map<String, Object> hm = (Map<String, Object>) h;
+                shown.add(bounded(hm));
             }
-            v.put("holders", holders);
-            v.put("holdersTotal", total);
+            v.put("holders", shown);
+            v.put("holdersTotal", holders.size());
             out.add(v);
         }
         return out;
@@ -107,20 +88,27 @@ final class Views {
         return allocations.stream().map(Views::allocation).toList();
     }
 
+    /** @return the allocation in the one allocation shape ({@link AllocationView}) */
     static Map<String, Object> allocation(Allocation a) {
-        Map<String, Object> v = new LinkedHashMap<>();
-        v.put("id", a.id());
-        v.put("owner", a.owner().map(Views::bounded).orElse(null));
-        v.put("ownerUid", a.request().ownerUid().isPresent() ? a.request().ownerUid().getAsLong() : null);
-        v.put("jobId", a.request().jobId().map(Views::bounded).orElse(null));
-        v.put("devices", a.deviceIndices());
-        v.put("uuids", a.deviceUuids());
-        v.put("sharing", a.sharing().name());
-        v.put("sharedMemoryBytes", a.sharedMemory().map(x -> x.bytes()).orElse(null));
-        v.put("createdAt", a.createdAt().toString());
-        v.put("expiresAt", a.expiresAt().map(Object::toString).orElse(null));
-        v.put("holderPid", a.request().holder().map(h -> h.pid()).orElse(null));
-        v.put("labels", labels(a.request().labels()));
+        return bounded(AllocationView.of(a, Instant.now()).toMap());
+    }
+
+    /**
+     * @return the allocation shape with its owner, job id and labels {@link #bounded}: whatever the ledger holds, the
+     *     console's answers and events stay bounded
+     */
+    static Map<String, Object> bounded(Map<String, Object> allocation) {
+        Map<String, Object> v = new LinkedHashMap<>(allocation);
+        for (String k : List.of("owner", "jobId")) {
+            if (v.get(k) instanceof String s) {
+                v.put(k, bounded(s));
+            }
+        }
+        if (v.get("labels") instanceof Map<?, ?> l) {
+            Map<String, String> labels = new LinkedHashMap<>();
+            l.forEach((key, value) -> labels.put(String.valueOf(key), String.valueOf(value)));
+            v.put("labels", labels(labels));
+        }
         return v;
     }
 

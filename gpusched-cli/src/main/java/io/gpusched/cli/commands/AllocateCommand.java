@@ -1,19 +1,19 @@
 package io.gpusched.cli.commands;
 
-import io.gpusched.cdi.CdiOptions;
-import io.gpusched.cdi.ContainerDevices;
 import io.gpusched.cli.CliException;
 import io.gpusched.cli.GpuschedCommand;
-import io.gpusched.cli.Node;
+import io.gpusched.cli.LocalOptions;
 import io.gpusched.cli.ShellText;
-import io.gpusched.core.Allocation;
-import io.gpusched.core.GpuRequest;
+import io.gpusched.client.AllocationEnvironment;
+import io.gpusched.client.NodeClient;
+import io.gpusched.core.AllocationView;
+import io.gpusched.core.MemorySize;
+import io.gpusched.core.internal.Durations;
 import io.gpusched.core.internal.Json;
 import io.gpusched.core.internal.Printable;
-import io.gpusched.cuda.CudaEnvironment;
 import io.gpusched.cuda.CudaRequirement;
+import java.time.Duration;
 import java.util.ArrayList;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
@@ -32,12 +32,17 @@ public final class AllocateCommand implements Callable<Integer> {
     @Mixin
     RequestFlags flags = new RequestFlags();
 
-    @Option(names = "--strategy", description = "packing, spreading, topology, topology-remaining or thermal")
+    @Option(names = "--strategy", description = "packing, spreading, topology, topology-remaining or thermal"
+            + " (a local ledger only: the node service uses its own)")
     String strategy;
 
     @Option(names = "--cuda", paramLabel = "REQ", description = "CUDA requirement for the printed environment"
             + " (>=12.1, 12.4, 12)")
     String cuda;
+
+    @Option(names = "--wait", paramLabel = "DURATION", description = "when the GPUs are busy, wait up to this long"
+            + " (10m, 2h) in the node's queue (the service's fair queue) instead of being refused at once")
+    String wait;
 
     @Option(names = "--format", paramLabel = "env|docker|cdi", description = "print only what a runtime needs for"
             + " this allocation: env (KEY=VALUE lines), docker (--device and -e flags) or cdi (CDI --device names and"
@@ -45,37 +50,49 @@ public final class AllocateCommand implements Callable<Integer> {
     String format;
 
     @Override
-    public Integer call() {
+    public Integer call() throws InterruptedException {
+        RequestFlags f = flags == null ? new RequestFlags() : flags;
+        f.request(); // refuses bad flags here, before anything is asked of the node
+        List<String> request = f.flags();
         // every check before the allocation, so that a refusal leaves no allocate and release records behind
         if (format != null && !List.of("env", "docker", "cdi").contains(format)) {
             throw new CliException("--format " + Printable.escape(format) + ": expected env, docker or cdi");
         }
-        GpuRequest request = (flags == null ? new RequestFlags() : flags).request();
-        CudaRequirement req = cuda == null ? CudaRequirement.NONE : CudaRequirement.parse(cuda);
-        try (Node n = root.open(Optional.ofNullable(strategy))) {
-            Allocation a = n.scheduler().allocate(request);
-            CudaEnvironment env;
+        if (cuda != null) {
+            CudaRequirement.parse(cuda);
+        }
+        Optional<Duration> maxWait = Optional.ofNullable(wait).map(w -> {
             try {
-                env = CudaOutput.resolver(n).resolve(a, req);
+                return Durations.parse(w);
+            } catch (IllegalArgumentException e) {
+                throw new CliException("--wait: " + e.getMessage());
+            }
+        });
+        try (NodeClient n = root.client(new LocalOptions(Optional.ofNullable(strategy), false, Optional.empty(),
+                true))) {
+            AllocationView a = maxWait.isPresent() ? n.allocate(request, maxWait.get()) : n.allocate(request);
+            AllocationEnvironment env;
+            try {
+                env = n.environment(a.id(), Optional.ofNullable(cuda));
+                if (format != null && !format.equals("env") && env.dockerArgs().isEmpty()) {
+                    throw new CliException("--format " + format + ": " + env.containerProblem()
+                            .orElse("no container flags for " + a.id()));
+                }
             } catch (RuntimeException e) {
-                n.scheduler().release(a.id());
+                n.release(a.id());
                 throw e;
             }
             if (format != null) {
                 printFormat(n, a, env);
             } else if (root.json()) {
-                Map<String, Object> m = new LinkedHashMap<>();
-                m.put("id", a.id());
-                m.put("devices", a.deviceIndices());
-                m.put("uuids", a.deviceUuids());
-                m.put("sharing", a.sharing().name());
-                m.put("expiresAt", a.expiresAt().map(Object::toString).orElse(null));
+                Map<String, Object> m = a.toMap();
                 m.put("environment", env.variables());
                 root.out().println(Printable.escapeJson(Json.pretty(m)));
             } else {
-                root.out().println("allocated " + a.id() + ": GPUs " + a.deviceIndices() + " " + a.sharing()
-                        + a.sharedMemory().map(x -> " (" + x.toHumanString() + " each)").orElse("")
-                        + a.expiresAt().map(x -> ", lease until " + x).orElse(""));
+                root.out().println("allocated " + a.id() + ": GPUs " + a.devices() + " " + a.sharing()
+                        + Optional.ofNullable(a.sharedMemoryBytes()).map(x -> " (" + MemorySize.ofBytes(x)
+                                .toHumanString() + " each)").orElse("")
+                        + Optional.ofNullable(a.expiresAt()).map(x -> ", lease until " + x).orElse(""));
                 root.out().println("environment:");
                 CudaOutput.printEnvironment(root.out(), env);
                 root.out().println("release with: " + releaseCommand(a));
@@ -90,25 +107,24 @@ public final class AllocateCommand implements Callable<Integer> {
      * and {@code cdi} as one line of words. Everything is rendered before anything is printed: a value no shell line
      * can carry (a device UUID holding a newline) releases the allocation and prints nothing.
      */
-    private void printFormat(Node n, Allocation a, CudaEnvironment env) {
+    private void printFormat(NodeClient n, AllocationView a, AllocationEnvironment env) {
         List<String> lines = new ArrayList<>();
         try {
             if (format.equals("env")) {
                 env.variables().forEach((k, v) -> lines.add(ShellText.assignment(k, v)));
             } else {
-                ContainerDevices c = ContainerDevices.of(a, n.inventory().devices(), CdiOptions.defaults());
                 List<String> words = new ArrayList<>();
-                for (String w : format.equals("docker") ? c.dockerArgs() : c.cdiArgs()) {
+                for (String w : format.equals("docker") ? env.dockerArgs() : env.cdiArgs()) {
                     words.add(ShellText.word(w, "--format " + format + " argument"));
                 }
                 lines.add(String.join(" ", words));
             }
         } catch (RuntimeException e) {
-            n.scheduler().release(a.id());
+            n.release(a.id());
             throw e;
         }
         lines.forEach(root.out()::println);
-        root.err().println("allocated " + a.id() + ": GPUs " + a.deviceIndices() + "; release with: "
+        root.err().println("allocated " + Printable.escape(a.id()) + ": GPUs " + a.devices() + "; release with: "
                 + releaseCommand(a));
     }
 
@@ -116,7 +132,7 @@ public final class AllocateCommand implements Callable<Integer> {
      * @return the command that releases {@code a} as it would be pasted: with the {@code --simulate}, {@code --config}
      *         and {@code --state-dir} this command was given (else the release would look in another ledger)
      */
-    private String releaseCommand(Allocation a) {
+    private String releaseCommand(AllocationView a) {
         List<String> words = new ArrayList<>(List.of("gpusched"));
         root.simulate().ifPresent(s -> words.addAll(List.of("--simulate", s)));
         root.config().ifPresent(c -> words.addAll(List.of("--config", c.toAbsolutePath().toString())));

@@ -1,19 +1,19 @@
 package io.gpusched.cli.commands;
 
+import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.gpusched.cli.CliException;
 import io.gpusched.cli.GpuschedCommand;
-import io.gpusched.cli.Node;
-import io.gpusched.core.Allocation;
+import io.gpusched.client.AllocationEnvironment;
+import io.gpusched.client.NodeClient;
+import io.gpusched.core.AllocationView;
 import io.gpusched.core.internal.Printable;
-import io.gpusched.cuda.CudaEnvironment;
-import io.gpusched.cuda.CudaRequirement;
 import io.gpusched.yarn.YarnContainerGpus;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
@@ -39,44 +39,49 @@ public final class EnvCommand implements Callable<Integer> {
 
     @Override
     public Integer call() {
-        String id = container != null ? container : System.getenv("CONTAINER_ID");
+        String id = container != null ? container : root.environment().get("CONTAINER_ID");
         if (id == null || id.isBlank()) {
             throw new CliException("no container id: pass --container ID, or run inside a YARN container (YARN sets"
                     + " $CONTAINER_ID)", 2);
         }
         YarnContainerGpus.check(id);
-        // read only (no lock, nothing written): a container is never the NodeManager's user
-        Node.Read node = root.readLedger();
-        Allocation a = YarnContainerGpus.find(node.ledger(), id).orElseThrow(() -> new CliException(
-                "container " + id + " has no GPUs in the node ledger " + node.stateDirectory()
-                        + " (it asked for none, it has finished, or the NodeManager's gpusched.yarn.state-dir"
-                        + " is another directory: pass it with --state-dir)",
-                NO_GPUS));
-        CudaEnvironment ce = CudaOutput.resolver(node.config()).resolve(a, CudaRequirement.NONE);
-        Map<String, String> vars = new LinkedHashMap<>(ce.variables());
-        if (root.json()) {
-            ObjectMapper m = new ObjectMapper();
-            ObjectNode o = m.createObjectNode();
-            o.put("container", id);
-            o.put("allocation", a.id());
-            a.deviceIndices().forEach(o.putArray("gpus")::add);
-            a.deviceUuids().forEach(o.putArray("uuids")::add);
-            ObjectNode env = o.putObject("env");
-            vars.forEach(env::put);
-            ce.pathPrepends().forEach((k, v) -> env.put(k, String.join(":", v)));
-            root.out().println(Printable.escapeJson(o.toString()));
-            return 0;
-        }
-        // every line rendered before any is printed: a value that cannot be carried prints nothing
-        List<String> lines = new ArrayList<>();
-        lines.add("# " + Printable.escape(id) + ": GPUs " + a.deviceIndices() + " (" + Printable.escape(a.id()) + ")");
-        vars.forEach((k, v) -> lines.add("export " + k + "=" + quote(v)));
-        ce.pathPrepends().forEach((k, v) -> {
-            if (!v.isEmpty()) {
-                lines.add("export " + k + "=" + quote(String.join(":", v)) + "${" + k + ":+:$" + k + "}");
+        // a local ledger is only read (no lock, nothing written): a container is never the NodeManager's user
+        try (NodeClient n = root.client()) {
+            AllocationView a = n.allocations().stream()
+                    .filter(x -> id.equals(x.labels().get(YarnContainerGpus.LABEL))).findFirst()
+                    .orElseThrow(() -> new CliException("container " + id + " has no GPUs in " + Printable.escape(String.valueOf(n.source()))
+                            + " (it asked for none, it has finished, or the NodeManager's gpusched.yarn.state-dir"
+                            + " is another directory: pass it with --state-dir)", NO_GPUS));
+            AllocationEnvironment ce = n.environment(a.id(), Optional.empty());
+            Map<String, String> vars = new LinkedHashMap<>(ce.variables());
+            if (root.json()) {
+                Map<String, Object> o = new LinkedHashMap<>();
+                o.put("container", id);
+                o.put("allocation", a.id()); // earlier names, kept one release: allocation (the id), gpus, env
+                o.put("gpus", a.devices());
+                o.putAll(a.toMapWithOldNames());
+                Map<String, String> env = new LinkedHashMap<>(vars);
+                ce.pathPrepends().forEach((k, v) -> env.put(k, String.join(":", v)));
+                o.put("environment", env);
+                o.put("env", env);
+                try {
+                    root.out().println(Printable.escapeJson(new ObjectMapper().writeValueAsString(o)));
+                } catch (JsonProcessingException e) {
+                    throw new IllegalStateException(e);
+                }
+                return 0;
             }
-        });
-        lines.forEach(root.out()::println);
+            // every line rendered before any is printed: a value that cannot be carried prints nothing
+            List<String> lines = new ArrayList<>();
+            lines.add("# " + Printable.escape(id) + ": GPUs " + a.devices() + " (" + Printable.escape(a.id()) + ")");
+            vars.forEach((k, v) -> lines.add("export " + k + "=" + quote(v)));
+            ce.pathPrepends().forEach((k, v) -> {
+                if (!v.isEmpty()) {
+                    lines.add("export " + k + "=" + quote(String.join(":", v)) + "${" + k + ":+:$" + k + "}");
+                }
+            });
+            lines.forEach(root.out()::println);
+        }
         return 0;
     }
 

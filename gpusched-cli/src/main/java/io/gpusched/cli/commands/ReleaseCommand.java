@@ -1,9 +1,8 @@
 package io.gpusched.cli.commands;
 
 import io.gpusched.cli.GpuschedCommand;
-import io.gpusched.cli.Node;
+import io.gpusched.client.NodeClient;
 import io.gpusched.core.internal.Printable;
-import java.util.Optional;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Parameters;
@@ -20,8 +19,8 @@ public final class ReleaseCommand implements Callable<Integer> {
 
     @Override
     public Integer call() {
-        try (Node n = root.open(Optional.empty())) {
-            boolean released = n.scheduler().release(id);
+        try (NodeClient n = root.client()) {
+            boolean released = n.release(id);
             root.out().println(released ? "released " + Printable.escape(id)
                     : Printable.escape(id) + " was already released");
         }

@@ -25,7 +25,8 @@ public final class RequestFlags {
     String target;
     @Option(names = "--shared", paramLabel = "SIZE", description = "share GPUs, reserving SIZE on each")
     String shared;
-    @Option(names = "--owner", description = "who asks (default: $USER)")
+    @Option(names = "--owner", description = "who asks (default: you; through the node service, only an admin may"
+            + " name another)")
     String owner;
     @Option(names = "--job", description = "job id")
     String job;
@@ -35,10 +36,23 @@ public final class RequestFlags {
     String lease;
 
     /**
-     * @return the request these flags describe, parsed by {@link GpuRequests#fromCliFlags}
+     * @return the request these flags describe, parsed by {@link GpuRequests#fromCliFlags} (the owner, when not given,
+     *         is this process's user)
      * @throws io.gpusched.cli.CliException when {@code --target} names another node
      */
     public GpuRequest request() {
+        List<String> f = new ArrayList<>(flags());
+        if (owner == null) {
+            add(f, "--owner", System.getProperty("user.name"));
+        }
+        return ThisNode.requireLocalTarget(GpuRequests.fromCliFlags(f));
+    }
+
+    /**
+     * @return the flags as given, each {@code --name=value} (no {@code --owner} unless given: the node service takes
+     *         the caller's own name, and a local ledger this process's user)
+     */
+    public List<String> flags() {
         List<String> f = new ArrayList<>();
         add(f, "--gpu", gpu == null ? null : String.valueOf(gpu));
         add(f, "--gpu-memory", memory);
@@ -48,13 +62,13 @@ public final class RequestFlags {
         add(f, "--devices", devices);
         add(f, "--target", target);
         add(f, "--shared", shared);
-        add(f, "--owner", owner != null ? owner : System.getProperty("user.name"));
+        add(f, "--owner", owner);
         add(f, "--job", job);
         if (labels != null) {
             labels.forEach(l -> add(f, "--label", l));
         }
         add(f, "--lease", lease);
-        return ThisNode.requireLocalTarget(GpuRequests.fromCliFlags(f));
+        return f;
     }
 
     private static void add(List<String> f, String flag, String value) {

@@ -2,13 +2,17 @@ package io.gpusched.cli.commands;
 
 import io.gpusched.cli.CliException;
 import io.gpusched.cli.GpuschedCommand;
-import io.gpusched.cli.Node;
-import io.gpusched.core.Allocation;
-import io.gpusched.core.GpuRequest;
-import io.gpusched.core.HolderProcess;
-import io.gpusched.core.host.JobCgroups;
+import io.gpusched.cli.JsonViews;
+import io.gpusched.cli.LocalOptions;
+import io.gpusched.client.JobExit;
+import io.gpusched.client.JobListener;
+import io.gpusched.client.JobSpec;
+import io.gpusched.client.JobView;
+import io.gpusched.client.NodeClient;
+import io.gpusched.core.AllocationView;
+import io.gpusched.core.internal.Durations;
+import io.gpusched.core.internal.Json;
 import io.gpusched.core.internal.Printable;
-import io.gpusched.cuda.CudaEnvironment;
 import io.gpusched.cuda.CudaRequirement;
 import io.gpusched.isolation.CgroupDeviceIsolator;
 import java.io.IOException;
@@ -16,9 +20,9 @@ import java.nio.file.FileAlreadyExistsException;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.Callable;
 import java.util.stream.Stream;
@@ -28,7 +32,13 @@ import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
 import picocli.CommandLine.ParentCommand;
 
-/** {@code gpusched run}. */
+/**
+ * {@code gpusched run}: through the node service when one answers (the service allocates, fences and starts the job as
+ * the caller, and streams its output back), else on the local ledger ({@link LocalRun}). Either way the exit code is
+ * the job's, and the job's GPUs are released however it ends. Signals: before the job starts, Ctrl-C or SIGTERM ends
+ * the command (a queued request is dropped); once it runs, they are passed on to the job (through the service, a
+ * signal request; a local job gets the terminal's Ctrl-C itself), a second Ctrl-C sends TERM and a third KILL.
+ */
 @Command(name = "run", description = "Allocate, fence a cgroup, start the command with its GPU environment,"
         + " release when it exits. The exit code is the command's.")
 public final class RunCommand implements Callable<Integer> {
@@ -38,17 +48,27 @@ public final class RunCommand implements Callable<Integer> {
     @Mixin
     RequestFlags flags = new RequestFlags();
 
-    @Option(names = "--strategy", description = "packing, spreading, topology, topology-remaining or thermal")
+    @Option(names = "--strategy", description = "packing, spreading, topology, topology-remaining or thermal"
+            + " (a local ledger only)")
     String strategy;
 
     @Option(names = "--cuda", paramLabel = "REQ", description = "CUDA requirement (>=12.1, 12.4, 12)")
     String cuda;
 
-    @Option(names = "--no-isolation", description = "run without a cgroup fence (when isolation is unavailable)")
+    @Option(names = "--wait", paramLabel = "DURATION", description = "when the GPUs are busy, wait up to this long"
+            + " (10m, 2h) in the node's queue instead of being refused at once")
+    String wait;
+
+    @Option(names = "--detach", description = "start the job with no client attached (through the node service):"
+            + " its output goes to a file you own, read with gpusched logs ID")
+    boolean detach;
+
+    @Option(names = "--no-isolation", description = "run without a cgroup fence (when isolation is unavailable; a"
+            + " local ledger only)")
     boolean noIsolation;
 
     @Option(names = "--cgroup-parent", paramLabel = "DIR", description = "parent cgroup for jobs (default: a"
-            + " gpusched cgroup at the root of cgroup2, else of the v1 devices hierarchy)")
+            + " gpusched cgroup at the root of cgroup2, else of the v1 devices hierarchy; a local ledger only)")
     Path cgroupParent;
 
     @Parameters(arity = "1..*", paramLabel = "COMMAND", description = "the command, after --")
@@ -56,80 +76,66 @@ public final class RunCommand implements Callable<Integer> {
 
     @Override
     public Integer call() throws Exception {
-        GpuRequest request = (flags == null ? new RequestFlags() : flags).request();
-        CudaRequirement req = cuda == null ? CudaRequirement.NONE : CudaRequirement.parse(cuda);
-        try (Node n = root.open(Optional.ofNullable(strategy))) {
-            CgroupDeviceIsolator isolator = CgroupDeviceIsolator.detect(n.inventory().devices());
-            if (!noIsolation && !isolator.isAvailable()) {
-                throw new CliException("isolation is off: " + isolator.unavailabilityCause().get()
-                        + "; run with --no-isolation to run the job unfenced");
-            }
-            if (cgroupParent != null && !noIsolation) {
-                checkCgroupParent(cgroupParent, isolator);
-            }
-            List<Path> madeParents = new ArrayList<>();
-            Path parent = noIsolation ? null : cgroupParent != null ? cgroupParent
-                    : isolator.v2Root().or(isolator::v1Root).orElseThrow().resolve("gpusched");
-            if (parent != null) {
-                // job cgroups of runs killed before they recorded theirs (their allocation is no longer live)
-                for (String problem : JobCgroups.cleanStale(parent, n.scheduler())) {
-                    root.err().println("gpusched: note: " + Printable.escape(problem));
-                }
-            }
-            // bound to this process, which starts the job, waits for it and releases on its exit: if this process
-            // dies (kill -9), the kernel kills the job (see childArgv) and the ledger's next transaction reclaims
-            Allocation a = n.scheduler().allocate(request.withHolder(HolderProcess.current()));
-            JobRun job = new JobRun(n.scheduler(), a, root.err());
-            Thread hook = new Thread(job::cleanUp, "gpusched-run-cleanup");
-            Runtime.getRuntime().addShutdownHook(hook);
+        RequestFlags f = flags == null ? new RequestFlags() : flags;
+        f.request(); // refuses bad flags here, before anything is asked of the node
+        if (cuda != null) {
+            CudaRequirement.parse(cuda);
+        }
+        Optional<Duration> maxWait = Optional.ofNullable(wait).map(w -> {
             try {
-                CudaEnvironment env = CudaOutput.resolver(n).resolve(a, req);
-                Map<String, String> vars = env.applyTo(System.getenv());
-                String cgroupDir = "";
-                if (noIsolation) {
-                    root.err().println("gpusched: isolation is off (--no-isolation): the job can reach every GPU"
-                            + " of this host");
+                return Durations.parse(w);
+            } catch (IllegalArgumentException e) {
+                throw new CliException("--wait: " + e.getMessage());
+            }
+        });
+        JobSpec spec = new JobSpec(f.flags(), Optional.ofNullable(cuda), command, root.environment(),
+                System.getProperty("user.dir"), maxWait);
+        LocalOptions local = new LocalOptions(Optional.ofNullable(strategy), noIsolation,
+                Optional.ofNullable(cgroupParent), root.out() == System.out);
+        try (NodeClient n = root.client(local)) {
+            if (detach) {
+                JobView j = n.submit(spec);
+                if (root.json()) {
+                    root.out().println(Printable.escapeJson(Json.pretty(JsonViews.job(j))));
                 } else {
-                    makeParents(parent, madeParents, cgroupParent != null);
-                    job.cgroup = Files.createDirectory(parent.resolve(JobCgroups.name(a.id())));
-                    job.fence = isolator.fence(job.cgroup, a);
-                    // recorded before the job starts: if this process is killed, whoever reclaims the allocation
-                    // ends the cgroup's processes (grandchildren too) before its GPUs go to anyone else
-                    n.scheduler().recordJobCgroup(a.id(), job.cgroup);
-                    cgroupDir = job.cgroup.toString();
+                    root.out().println("started job " + j.id() + (j.devices().isEmpty() ? "" : ": GPUs "
+                            + j.devices()) + " (" + j.state() + "); output: gpusched logs " + j.id()
+                            + "; cancel: gpusched cancel " + j.id());
                 }
-                if (!executable(command.get(0), vars.get("PATH"))) {
-                    throw new CliException("cannot start " + command.get(0) + ": not an executable file"
-                            + (command.get(0).contains("/") ? "" : " on PATH"), 127);
-                }
-                List<String> argv = childArgv(ProcessHandle.current().pid(), cgroupDir, command);
-                root.err().println("gpusched: " + a.id() + " GPUs " + a.deviceIndices()
-                        + (job.cgroup == null ? "" : " fenced in " + job.cgroup));
-                ProcessBuilder pb = new ProcessBuilder(argv).inheritIO();
-                pb.environment().clear();
-                pb.environment().putAll(vars);
-                if (root.out() != System.out) {
-                    pb.redirectOutput(ProcessBuilder.Redirect.PIPE).redirectErrorStream(true);
-                }
-                Process p;
-                try {
-                    p = pb.start();
-                } catch (IOException e) {
-                    throw new CliException("cannot start " + command.get(0) + ": " + e.getMessage(), 127);
-                }
-                job.process = p;
-                if (root.out() != System.out) {
-                    p.getInputStream().transferTo(root.out());
-                }
-                return p.waitFor();
-            } finally {
-                job.cleanUp();
-                removeMadeParents(madeParents);
-                try {
-                    Runtime.getRuntime().removeShutdownHook(hook);
-                } catch (IllegalStateException shuttingDown) {
-                    // Ctrl-C or SIGTERM: the JVM is shutting down and the hook is running; the exit code is the job's
-                }
+                return 0;
+            }
+            if (noIsolation) {
+                root.err().println("gpusched: isolation is off (--no-isolation): the job can reach every GPU"
+                        + " of this host");
+            }
+            try (SignalRelay relay = SignalRelay.install(n, root.err())) {
+                JobExit exit = n.run(spec, new JobListener() {
+                    @Override
+                    public void queued(int position) {
+                        root.err().println("gpusched: waiting for GPUs, position " + position + " in the node's"
+                                + " queue");
+                    }
+
+                    @Override
+                    public void started(JobView job, AllocationView a) {
+                        relay.started(job.id());
+                        root.err().println("gpusched: " + Printable.escape(a.id()) + " GPUs " + a.devices()
+                                + (job.cgroup() == null ? "" : " fenced in " + Printable.escape(job.cgroup())));
+                    }
+
+                    @Override
+                    public void stdout(byte[] data) {
+                        root.out().write(data, 0, data.length);
+                        root.out().flush();
+                    }
+
+                    @Override
+                    public void stderr(byte[] data) {
+                        root.err().write(data, 0, data.length);
+                        root.err().flush();
+                    }
+                });
+                return exit.code();
             }
         }
     }
@@ -177,7 +183,7 @@ public final class RunCommand implements Callable<Integer> {
      * Creates the parent cgroup and the ones above it that are missing; with {@code given} (a {@code --cgroup-parent}),
      * remembers each one made, deepest last, so the run removes them again.
      */
-    private static void makeParents(Path parent, List<Path> made, boolean given) throws IOException {
+    static void makeParents(Path parent, List<Path> made, boolean given) throws IOException {
         List<Path> missing = new ArrayList<>();
         for (Path p = parent; p != null && !Files.exists(p, LinkOption.NOFOLLOW_LINKS); p = p.getParent()) {
             missing.add(0, p);
@@ -195,7 +201,7 @@ public final class RunCommand implements Callable<Integer> {
     }
 
     /** Removes the {@code --cgroup-parent} cgroups this run made, deepest first, when no other job is inside. */
-    private static void removeMadeParents(List<Path> made) {
+    static void removeMadeParents(List<Path> made) {
         for (int i = made.size() - 1; i >= 0; i--) {
             try {
                 Files.delete(made.get(i));

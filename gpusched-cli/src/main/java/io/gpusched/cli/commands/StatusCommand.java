@@ -1,10 +1,13 @@
 package io.gpusched.cli.commands;
 
 import io.gpusched.cli.GpuschedCommand;
-import io.gpusched.cli.Node;
-import io.gpusched.core.GpuScheduler;
+import io.gpusched.cli.JsonViews;
+import io.gpusched.client.NodeClient;
+import io.gpusched.client.NodeStatus;
+import io.gpusched.core.internal.Json;
+import java.util.LinkedHashMap;
+import java.util.Map;
 import io.gpusched.core.internal.Printable;
-import java.util.Optional;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.ParentCommand;
@@ -17,26 +20,35 @@ public final class StatusCommand implements Callable<Integer> {
 
     @Override
     public Integer call() {
-        try (Node n = root.open(Optional.empty())) {
-            GpuScheduler s = n.scheduler();
+        try (NodeClient n = root.client()) {
+            NodeStatus st = n.status();
             if (root.json()) {
-                root.out().println(Printable.escapeJson(s.statusJson()));
+                Map<String, Object> m = new LinkedHashMap<>();
+                m.put("backend", st.node().backend());
+                m.put("enabled", st.node().enabled());
+                m.put("strategy", st.node().strategy());
+                m.put("at", st.at());
+                m.put("devices", JsonViews.devices(st.devices()));
+                m.put("allocations", JsonViews.allocations(st.allocations()));
+                m.put("drainSupported", st.node().drainSupported());
+                m.put("notes", st.node().notes());
+                root.out().println(Printable.escapeJson(Json.pretty(m)));
                 return 0;
             }
-            var st = s.status();
             // owners, jobs, device names and notes come from requests, node files and backends: each is escaped
-            root.out().println("Backend " + Printable.escape(st.backend()) + ", strategy " + st.strategy() + ", "
-                    + st.allocations().size() + " allocations (ledger "
-                    + Printable.escape(n.stateDirectory().toString()) + ")");
-            root.out().print(ListCommand.table(s.devices()));
+            root.out().println("Backend " + Printable.escape(st.node().backend()) + ", strategy "
+                    + st.node().strategy() + ", " + st.allocations().size() + " allocations"
+                    + st.node().stateDirectory().map(d -> " (ledger " + Printable.escape(String.valueOf(d)) + ")")
+                            .orElse(""));
+            root.out().print(ListCommand.table(st.devices()));
             for (var h : st.allocations()) {
-                root.out().println(Printable.escape(h.id()) + "  GPUs " + h.deviceIndices() + "  " + h.sharing()
+                root.out().println(Printable.escape(h.id()) + "  GPUs " + h.devices() + "  " + h.sharing()
                         + (h.owner() == null ? "" : "  owner " + Printable.escape(h.owner()))
                         + (h.jobId() == null ? "" : "  job " + Printable.escape(h.jobId()))
                         + (h.expiresAt() == null ? "" : h.expired() ? "  lease expired at " + h.expiresAt()
                                 + " (held until released or renewed)" : "  lease until " + h.expiresAt()));
             }
-            st.notes().forEach(note -> root.out().println("note: " + Printable.escape(note)));
+            st.node().notes().forEach(note -> root.out().println("note: " + Printable.escape(note)));
         }
         return 0;
     }

@@ -1,15 +1,13 @@
 package io.gpusched.cli.commands;
 
 import io.gpusched.cli.GpuschedCommand;
-import io.gpusched.cli.Node;
 import io.gpusched.cli.WatchView;
-import io.gpusched.core.DeviceState;
+import io.gpusched.client.NodeClient;
+import io.gpusched.core.DeviceView;
 import io.gpusched.core.internal.Durations;
 import java.time.Duration;
 import java.util.HashMap;
-import java.util.List;
 import java.util.Map;
-import java.util.Optional;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
@@ -21,7 +19,8 @@ public final class WatchCommand implements Callable<Integer> {
     @ParentCommand
     GpuschedCommand root;
 
-    @Option(names = "--interval", defaultValue = "1s", description = "refresh interval (500ms, 2s, ...)")
+    @Option(names = "--interval", defaultValue = "1s", description = "refresh interval of a local ledger (500ms, 2s,"
+            + " ...); through the node service, a frame comes each time the service samples the GPUs")
     String interval;
 
     @Option(names = "--count", defaultValue = "0", description = "frames to draw; 0: until Ctrl-C")
@@ -34,25 +33,23 @@ public final class WatchCommand implements Callable<Integer> {
     public Integer call() throws InterruptedException {
         Duration every = Durations.parse(interval);
         boolean ansi = !noAnsi && System.console() != null;
-        try (Node n = root.open(Optional.empty())) {
+        try (NodeClient n = root.client()) {
+            String backend = n.node().backend();
             Thread restore = new Thread(() -> root.out().print(ansi ? "\u001b[0m\n" : ""));
             Runtime.getRuntime().addShutdownHook(restore);
             Map<Integer, String> previous = new HashMap<>();
-            for (int frame = 0; count == 0 || frame < count; frame++) {
-                n.scheduler().updateMetrics(n.inventory().sample());
-                List<DeviceState> devices = n.scheduler().devices();
-                root.out().print(WatchView.render("gpusched watch - " + n.inventory().backend() + " - every "
-                        + interval + " (Ctrl-C to stop)", devices, previous, ansi));
+            int[] frame = {0};
+            n.watch(every, snapshot -> {
+                root.out().print(WatchView.render("gpusched watch - " + backend + " - every " + interval
+                        + " (Ctrl-C to stop)", snapshot.devices(), previous, ansi));
                 root.out().flush();
                 previous.clear();
-                for (DeviceState d : devices) {
-                    previous.put(d.index(), d.health() + (d.pool() == DeviceState.Pool.IN_POOL ? "" : " "
-                            + d.pool()));
+                for (DeviceView d : snapshot.devices()) {
+                    previous.put(d.index(), WatchView.health(d));
                 }
-                if (count == 0 || frame < count - 1) {
-                    Thread.sleep(every.toMillis());
-                }
-            }
+                frame[0]++;
+                return count == 0 || frame[0] < count;
+            });
             try {
                 Runtime.getRuntime().removeShutdownHook(restore);
             } catch (IllegalStateException shuttingDown) {
