@@ -6,11 +6,14 @@ import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuVendor;
 import io.gpusched.core.MemorySize;
 import io.gpusched.core.PcieLevel;
+import io.gpusched.core.internal.Durations;
 import io.gpusched.core.internal.StrictYaml;
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
@@ -34,6 +37,11 @@ import java.util.function.Function;
  * pcie: [[0, 1, SINGLE]]      # optional overrides; else derived: same pcie_switch SINGLE, same host_bridge
  *                             # HOSTBRIDGE, same numa_node NODE, otherwise SYSTEM
  * </pre>
+ * Scripted usage (optional, per device; see {@link UsageTrace}): {@code usage: {step: 10s, utilization: [90, 0],
+ * memory: [20GiB], power: [250, 60]}} (or {@code usage: training}, a {@link UsageTrace#preset preset}), processes
+ * with their own traces {@code processes: [{pid: 4242, step: 10s, utilization: [40], memory: [8GiB]}]}, and
+ * {@code energy_counter: false} for a GPU without the driver's energy counter (the default is true for NVIDIA compute
+ * capability 7.0 (Volta) and later and for AMD, false for older NVIDIA GPUs, as the drivers behave).
  * A device's {@code uuid} defaults to a stable value derived from the node name and index, {@code minor} to its index.
  */
 public final class NodeDescriptions {
@@ -45,7 +53,9 @@ public final class NodeDescriptions {
             Set.of("node", "description", "driver_version", "defaults", "devices", "links", "fabric_links", "pcie");
     private static final Set<String> DEVICE_KEYS = Set.of("index", "uuid", "vendor", "name", "memory",
             "compute_capability", "architecture", "pci_bus_id", "numa_node", "minor", "pcie_switch", "host_bridge",
-            "parent", "driver_version", "properties");
+            "parent", "driver_version", "properties", "usage", "processes", "energy_counter");
+    private static final Set<String> USAGE_KEYS = Set.of("step", "utilization", "memory", "power");
+    private static final Set<String> PROCESS_KEYS = Set.of("pid", "step", "utilization", "memory");
 
     /** Most devices one description may list: topology is derived per pair, so the cost grows with the square. */
     public static final int MAX_DEVICES = 1024;
@@ -148,10 +158,33 @@ public final class NodeDescriptions {
                 g.property(k, props.string(k, ""));
             }
             placement.put(index, new String[]{d.string("pcie_switch", null), d.string("host_bridge", null)});
+            GpuDevice built;
             try {
-                b.device(g.build());
+                built = g.build();
+                b.device(built);
             } catch (IllegalArgumentException e) {
                 throw d.error(root.pathOf("devices") + "[index " + index + "]", e.getMessage());
+            }
+            boolean counterByDefault = built.vendor() == GpuVendor.AMD || built.vendor() == GpuVendor.NVIDIA
+                    && built.computeCapability().map(c -> c.major() >= 7).orElse(false);
+            b.energyCounter(index, d.bool("energy_counter", counterByDefault));
+            if (d.has("usage")) {
+                b.trace(index, usage(d, "usage", built));
+            }
+            Map<Integer, UsageTrace> procs = new HashMap<>();
+            List<StrictYaml> pl = d.maps("processes");
+            if (pl.size() > 64) {
+                throw d.error(d.pathOf("processes"), "lists " + pl.size() + " processes; at most 64 per device");
+            }
+            for (StrictYaml pr : pl) {
+                pr.onlyKeys(PROCESS_KEYS);
+                int pid = pr.requiredInteger("pid", 1, 1 << 22);
+                if (procs.put(pid, trace(pr, built)) != null) {
+                    throw pr.error(pr.pathOf("pid"), "pid " + pid + " is given twice on this device");
+                }
+            }
+            if (!procs.isEmpty()) {
+                b.processTraces(index, procs);
             }
         }
         derivePcie(b, placement, numa);
@@ -197,6 +230,67 @@ public final class NodeDescriptions {
         } catch (IllegalArgumentException e) {
             throw new GpuConfigException(source + ": " + e.getMessage(), e);
         }
+    }
+
+    /** @return the trace under {@code key}: a preset name or a mapping of step and value lists */
+    private static UsageTrace usage(StrictYaml d, String key, GpuDevice device) {
+        Object raw = d.raw(key);
+        if (!(raw instanceof Map)) {
+            String name = d.string(key, "");
+            try {
+                return UsageTrace.preset(name, device.memory());
+            } catch (IllegalArgumentException e) {
+                throw d.error(d.pathOf(key), e.getMessage() + ", or a mapping {step, utilization, memory, power}");
+            }
+        }
+        return trace(d.child(key).onlyKeys(USAGE_KEYS), device);
+    }
+
+    private static UsageTrace trace(StrictYaml t, GpuDevice device) {
+        Duration step = t.parsed("step", Durations::parse, Duration.ofSeconds(10));
+        List<Double> util = numbers(t, "utilization");
+        if (util.isEmpty()) {
+            throw t.error(t.pathOf("utilization"), "is required: a list of percentages such as [90, 0]");
+        }
+        List<MemorySize> mem = new ArrayList<>();
+        List<String> ms = t.strings("memory");
+        for (int i = 0; i < ms.size(); i++) {
+            try {
+                MemorySize m = MemorySize.parse(ms.get(i));
+                if (!device.memory().isAtLeast(m)) {
+                    throw new IllegalArgumentException(m + " is more than the device's " + device.memory());
+                }
+                mem.add(m);
+            } catch (IllegalArgumentException e) {
+                throw t.error(t.pathOf("memory") + "[" + i + "]", e.getMessage());
+            }
+        }
+        List<Double> power = t.has("power") ? numbers(t, "power") : List.of();
+        try {
+            return new UsageTrace(step, util, mem, power);
+        } catch (IllegalArgumentException e) {
+            throw t.error(t.pathOf("utilization"), e.getMessage());
+        }
+    }
+
+    private static List<Double> numbers(StrictYaml t, String key) {
+        List<String> raw = t.strings(key);
+        if (raw.size() > UsageTrace.MAX_STEPS) {
+            throw t.error(t.pathOf(key), "has " + raw.size() + " values; at most " + UsageTrace.MAX_STEPS);
+        }
+        List<Double> out = new ArrayList<>();
+        for (int i = 0; i < raw.size(); i++) {
+            String v = raw.get(i);
+            try {
+                if (!v.matches("[0-9]{1,6}(\\.[0-9]{1,6})?")) {
+                    throw new NumberFormatException();
+                }
+                out.add(Double.parseDouble(v));
+            } catch (NumberFormatException e) {
+                throw t.error(t.pathOf(key) + "[" + i + "]", "\"" + v + "\" is not a number such as 42 or 97.5");
+            }
+        }
+        return out;
     }
 
     private static void requireDevice(StrictYaml root, String at, Map<Integer, ?> devices, int a, int b) {
