@@ -1,0 +1,228 @@
+package io.gpusched.accounting;
+
+import io.gpusched.accounting.AccountingRecord.Checkpoint;
+import io.gpusched.accounting.AccountingRecord.IdleAction;
+import io.gpusched.accounting.AccountingRecord.Interval;
+import io.gpusched.core.Allocation;
+import io.gpusched.core.AllocationEvent;
+import io.gpusched.core.AllocationListener;
+import io.gpusched.core.GpuInventory;
+import io.gpusched.core.GpuSample;
+import io.gpusched.core.ProcessAttribution;
+import io.gpusched.core.host.AllocationAttribution;
+import java.time.Clock;
+import java.time.Instant;
+import java.time.LocalDate;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Optional;
+import java.util.Set;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The node's accounting sampler: fed each sweep of the GPUs by its host (the console's and the service's tick, so one
+ * sweep feeds both the console's history and accounting), it credits usage to live allocations ({@link UsageMeter}),
+ * writes their open intervals to the store every {@code gpu.accounting.checkpoint} and their last interval when they
+ * end, runs the idle policy ({@link IdleWatch}) and audits its steps in the store, and compacts and prunes old days
+ * once a day.
+ *
+ * <p>One per node: {@link #open} takes the store's sampler lock, and answers empty when another process holds it (a
+ * second console on the node, {@code gpusched run} beside the service), so two samplers never count one allocation
+ * twice. A sampler that starts continues every allocation from where the store left it ({@link
+ * AccountingStore#recover}): what a crash lost (at most one checkpoint interval) is recorded as a {@code gap}, and
+ * nothing is counted twice.
+ *
+ * <p>Thread-safe: sweeps and events may come from different threads.
+ */
+public final class AccountingSampler implements AllocationListener, AutoCloseable {
+    private static final Logger LOG = LoggerFactory.getLogger(AccountingSampler.class);
+
+    private final AccountingStore.Writer writer;
+    private final AccountingSettings settings;
+    private final GpuInventory inventory;
+    private final UsageMeter meter;
+    private final IdleWatch idle;
+    private final Clock clock;
+    private Instant lastCheckpoint;
+    private LocalDate lastHousekeeping;
+    private boolean first = true;
+    private boolean closed;
+
+    private AccountingSampler(AccountingStore.Writer writer, AccountingSettings settings, GpuInventory inventory,
+            ProcessAttribution attribution, IdleEffects effects, Clock clock) {
+        this.writer = writer;
+        this.settings = settings;
+        this.inventory = inventory;
+        this.clock = clock;
+        this.meter = new UsageMeter(settings.idle().threshold(), attribution);
+        this.idle = new IdleWatch(settings.idle(), effects);
+        LocalDate today = AccountingStore.dayOf(clock.instant());
+        AccountingStore.Recovered r = writer.store().recover(today.minusDays(settings.retention().toDays()));
+        meter.resume(r.tails());
+        if (!r.tails().isEmpty()) {
+            LOG.info("accounting: continuing {} allocation(s) from {}", r.tails().size(), writer.store().directory());
+        }
+    }
+
+    /**
+     * Opens the node's sampler over a store, unless another process is the sampler.
+     *
+     * @param store       the node's store
+     * @param settings    {@code gpu.accounting} and {@code gpu.idle}
+     * @param inventory   the node's inventory (per-process usage of shared GPUs)
+     * @param attribution maps processes to allocations (null: {@link AllocationAttribution#host()})
+     * @param effects     carries out the idle policy
+     * @param clock       the sweeps' clock
+     * @return the sampler, or empty when another process holds the store's sampler lock
+     */
+    public static Optional<AccountingSampler> open(AccountingStore store, AccountingSettings settings,
+            GpuInventory inventory, ProcessAttribution attribution, IdleEffects effects, Clock clock) {
+        Objects.requireNonNull(settings, "settings");
+        Objects.requireNonNull(inventory, "inventory");
+        Objects.requireNonNull(effects, "effects");
+        Objects.requireNonNull(clock, "clock");
+        Optional<AccountingStore.Writer> w = store.openWriter();
+        if (w.isEmpty()) {
+            LOG.info("accounting: another process is the node's sampler ({} is locked)",
+                    store.directory().resolve(AccountingStore.LOCK));
+            return Optional.empty();
+        }
+        try {
+            return Optional.of(new AccountingSampler(w.get(), settings, inventory,
+                    attribution != null ? attribution : AllocationAttribution.host(), effects, clock));
+        } catch (RuntimeException e) {
+            w.get().close();
+            throw e;
+        }
+    }
+
+    /** @return the store written */
+    public AccountingStore store() {
+        return writer.store();
+    }
+
+    /** @return the idle policy's state */
+    public IdleWatch idleWatch() {
+        return idle;
+    }
+
+    /** @return when each live allocation that is idle now went idle */
+    public synchronized Map<String, Instant> idleSince() {
+        return meter.idleSince();
+    }
+
+    /**
+     * One sweep: credits it, writes what closed (and a checkpoint when due), then runs the idle policy.
+     *
+     * @param sample the sweep ({@link GpuInventory#sample()}, the one the host's other consumers got)
+     * @param live   the allocations live at the sweep (the scheduler's, caught up with the node ledger)
+     * @return the idle policy's steps taken at this sweep
+     */
+    public List<IdleAction> sweep(GpuSample sample, List<Allocation> live) {
+        List<IdleAction> steps;
+        synchronized (this) {
+            if (closed) {
+                return List.of();
+            }
+            Instant now = sample.takenAt();
+            List<Interval> closedNow = new ArrayList<>();
+            Set<String> liveIds = new HashSet<>();
+            live.forEach(a -> liveIds.add(a.id()));
+            if (first) {
+                closedNow.addAll(meter.endResumedNotLive(liveIds));
+                first = false;
+            }
+            closedNow.addAll(meter.endVanished(liveIds));
+            closedNow.addAll(meter.observe(now, sample, live, inventory::processUsage));
+            List<AccountingRecord> out = new ArrayList<>(closedNow);
+            if (lastCheckpoint == null || !now.isBefore(lastCheckpoint.plus(settings.checkpoint()))) {
+                out.addAll(meter.checkpoint());
+                out.add(new Checkpoint(now, new ArrayList<>(meter.tracked())));
+                lastCheckpoint = now;
+            }
+            steps = idle.evaluate(now, live, meter.idleSince());
+            out.addAll(steps);
+            writer.append(out);
+            housekeeping(now);
+        }
+        return steps;
+    }
+
+    /** Ends allocations as the scheduler releases them (this process's releases and other processes', caught up). */
+    @Override
+    public void onEvent(AllocationEvent e) {
+        if (e.allocationId().isEmpty()) {
+            return;
+        }
+        String cause = switch (e.type()) {
+            case RELEASED -> "RELEASED";
+            case RECLAIMED -> "RECLAIMED";
+            default -> null;
+        };
+        if (cause == null) {
+            return;
+        }
+        synchronized (this) {
+            if (closed) {
+                return;
+            }
+            List<Interval> last = meter.end(e.allocationId().get(), e.at(), cause);
+            if (!last.isEmpty()) {
+                writer.append(last);
+            }
+        }
+    }
+
+    /** Writes every open interval now (a checkpoint), e.g. before a planned stop. */
+    public synchronized void checkpoint() {
+        if (closed) {
+            return;
+        }
+        List<AccountingRecord> out = new ArrayList<>(meter.checkpoint());
+        out.add(new Checkpoint(clock.instant(), new ArrayList<>(meter.tracked())));
+        writer.append(out);
+        lastCheckpoint = clock.instant();
+    }
+
+    private void housekeeping(Instant now) {
+        LocalDate today = AccountingStore.dayOf(now);
+        if (today.equals(lastHousekeeping)) {
+            return;
+        }
+        lastHousekeeping = today;
+        try {
+            LocalDate oldest = today.minusDays(settings.retention().toDays());
+            writer.retain(oldest);
+            LocalDate compactBefore = today.minusDays(settings.compactAfter().toDays());
+            for (LocalDate d : writer.store().days()) {
+                if (d.isBefore(compactBefore) && !writer.store().hasSummary(d)) {
+                    writer.compact(d);
+                }
+            }
+        } catch (RuntimeException e) {
+            LOG.warn("accounting: compaction of {} failed: {}", writer.store().directory(), e.toString());
+        }
+    }
+
+    /** Writes a last checkpoint (allocations stay open: the next sampler continues them) and releases the lock. */
+    @Override
+    public synchronized void close() {
+        if (closed) {
+            return;
+        }
+        try {
+            List<AccountingRecord> out = new ArrayList<>(meter.checkpoint());
+            out.add(new Checkpoint(clock.instant(), new ArrayList<>(meter.tracked())));
+            writer.append(out);
+        } catch (RuntimeException e) {
+            LOG.warn("accounting: last checkpoint failed: {}", e.toString());
+        } finally {
+            closed = true;
+            writer.close();
+        }
+    }
+}
