@@ -6,14 +6,17 @@ import io.gpusched.accounting.AccountingRecord.Interval;
 import io.gpusched.core.Allocation;
 import io.gpusched.core.AllocationEvent;
 import io.gpusched.core.AllocationListener;
+import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuInventory;
 import io.gpusched.core.GpuSample;
 import io.gpusched.core.ProcessAttribution;
 import io.gpusched.core.host.AllocationAttribution;
 import java.time.Clock;
+import java.time.Duration;
 import java.time.Instant;
 import java.time.LocalDate;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
@@ -51,6 +54,8 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
     private LocalDate lastHousekeeping;
     private boolean first = true;
     private boolean closed;
+    /** allocations granted (their events) that no sweep has seen yet */
+    private final Map<String, AllocationEvent> granted = new HashMap<>();
 
     private AccountingSampler(AccountingStore.Writer writer, AccountingSettings settings, GpuInventory inventory,
             ProcessAttribution attribution, IdleEffects effects, Clock clock) {
@@ -138,6 +143,8 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
             }
             closedNow.addAll(meter.endVanished(liveIds));
             closedNow.addAll(meter.observe(now, sample, live, inventory::processUsage));
+            granted.keySet().removeAll(meter.tracked());
+            granted.values().removeIf(e -> e.at().isBefore(now.minus(Duration.ofDays(1))));
             List<AccountingRecord> out = new ArrayList<>(closedNow);
             if (lastCheckpoint == null || !now.isBefore(lastCheckpoint.plus(settings.checkpoint()))) {
                 out.addAll(meter.checkpoint());
@@ -158,6 +165,14 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
         if (e.allocationId().isEmpty()) {
             return;
         }
+        if (e.type() == AllocationEvent.Type.ALLOCATED) {
+            synchronized (this) {
+                if (!closed && !meter.tracked().contains(e.allocationId().get())) {
+                    granted.put(e.allocationId().get(), e);
+                }
+            }
+            return;
+        }
         String cause = switch (e.type()) {
             case RELEASED -> "RELEASED";
             case RECLAIMED -> "RECLAIMED";
@@ -170,7 +185,17 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
             if (closed) {
                 return;
             }
-            List<Interval> last = meter.end(e.allocationId().get(), e.at(), cause);
+            String id = e.allocationId().get();
+            List<Interval> last = meter.end(id, e.at(), cause);
+            AllocationEvent grant = granted.remove(id);
+            if (last.isEmpty() && grant != null) {
+                List<GpuDevice> devices = new ArrayList<>();
+                for (String uuid : grant.deviceUuids()) {
+                    inventory.devices().stream().filter(d -> d.uuid().equals(uuid)).findFirst()
+                            .ifPresent(devices::add);
+                }
+                last = UsageMeter.unsampled(id, grant.owner(), grant.jobId(), devices, grant.at(), e.at(), cause);
+            }
             if (!last.isEmpty()) {
                 writer.append(last);
             }

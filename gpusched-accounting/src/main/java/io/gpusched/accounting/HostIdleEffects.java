@@ -3,6 +3,7 @@ package io.gpusched.accounting;
 import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuScheduler;
 import io.gpusched.core.HolderProcess;
+import io.gpusched.core.host.StateDirectory;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -38,12 +39,12 @@ public final class HostIdleEffects implements IdleEffects {
     private final List<Consumer<IdleNotice>> listeners = new CopyOnWriteArrayList<>();
 
     /**
-     * @param scheduler the node's scheduler (releases)
-     * @param root      whether this process runs as root (then the hook runs as the owner)
+     * @param scheduler the node's scheduler (releases); whether this process runs as root (then the hook runs as the
+     *                  owner) is read from the kernel, not taken from the caller
      */
-    public HostIdleEffects(GpuScheduler scheduler, boolean root) {
+    public HostIdleEffects(GpuScheduler scheduler) {
         this.scheduler = Objects.requireNonNull(scheduler, "scheduler");
-        this.root = root;
+        this.root = StateDirectory.isRoot();
     }
 
     /** @param l gets every step told to holders @return this */

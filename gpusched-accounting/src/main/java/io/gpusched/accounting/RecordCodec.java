@@ -77,10 +77,10 @@ public final class RecordCodec {
             g.writeStartObject();
             if (r instanceof Interval i) {
                 g.writeStringField("k", "i");
-                g.writeStringField("id", i.allocationId());
+                g.writeStringField("id", clip(i.allocationId()));
                 writeOwner(g, i.owner(), i.ownerUid());
                 if (i.jobId().isPresent()) {
-                    g.writeStringField("job", i.jobId().get());
+                    g.writeStringField("job", clip(i.jobId().get()));
                 }
                 g.writeNumberField("from", i.from().toEpochMilli());
                 g.writeNumberField("to", i.to().toEpochMilli());
@@ -100,7 +100,7 @@ public final class RecordCodec {
                 for (DeviceUsage d : i.devices()) {
                     g.writeStartObject();
                     g.writeNumberField("i", d.index());
-                    g.writeStringField("uuid", d.uuid());
+                    g.writeStringField("uuid", clip(d.uuid()));
                     writeFigures(g, d.figures());
                     if (d.counterAtEnd().isPresent()) {
                         g.writeNumberField("ec", d.counterAtEnd().getAsLong());
@@ -108,7 +108,7 @@ public final class RecordCodec {
                     if (!d.notes().isEmpty()) {
                         g.writeArrayFieldStart("notes");
                         for (String n : d.notes()) {
-                            g.writeString(n);
+                            g.writeString(clip(n));
                         }
                         g.writeEndArray();
                     }
@@ -120,25 +120,26 @@ public final class RecordCodec {
                 g.writeNumberField("at", c.at().toEpochMilli());
                 g.writeArrayFieldStart("open");
                 for (String id : c.open()) {
-                    g.writeString(id);
+                    g.writeString(clip(id));
                 }
                 g.writeEndArray();
             } else if (r instanceof IdleAction a) {
                 g.writeStringField("k", "a");
                 g.writeNumberField("at", a.at().toEpochMilli());
-                g.writeStringField("id", a.allocationId());
+                g.writeStringField("id", clip(a.allocationId()));
                 if (a.owner().isPresent()) {
-                    g.writeStringField("owner", a.owner().get());
+                    g.writeStringField("owner", clip(a.owner().get()));
                 }
                 g.writeStringField("action", a.action().name());
                 g.writeNumberField("idleFor", a.idleFor().toMillis());
-                g.writeStringField("detail", a.detail());
+                g.writeStringField("detail", a.detail().length() > MAX_TEXT ? a.detail()
+                        .substring(0, MAX_TEXT) : a.detail());
             } else if (r instanceof DaySummary s) {
                 g.writeStringField("k", "d");
                 g.writeStringField("day", s.day().toString());
                 writeOwner(g, s.owner(), s.ownerUid());
                 g.writeNumberField("i", s.index());
-                g.writeStringField("uuid", s.uuid());
+                g.writeStringField("uuid", clip(s.uuid()));
                 g.writeNumberField("n", s.allocations());
                 writeFigures(g, s.figures());
             }
@@ -152,7 +153,7 @@ public final class RecordCodec {
 
     private static void writeOwner(JsonGenerator g, Optional<String> owner, OptionalLong uid) throws IOException {
         if (owner.isPresent()) {
-            g.writeStringField("owner", owner.get());
+            g.writeStringField("owner", clip(owner.get()));
         }
         if (uid.isPresent()) {
             g.writeNumberField("uid", uid.getAsLong());
@@ -174,6 +175,14 @@ public final class RecordCodec {
         g.writeNumberField("e", f.energyMillijoules);
         g.writeNumberField("ee", f.estimatedMillijoules);
         g.writeNumberField("em", f.energyMillis);
+    }
+
+    /** @return a text the reader accepts: cut to {@link #MAX_TEXT} characters, never empty */
+    private static String clip(String s) {
+        if (s.isEmpty()) {
+            return "-";
+        }
+        return s.length() > MAX_TEXT ? s.substring(0, MAX_TEXT) : s;
     }
 
     static int crc(byte[] b) {
@@ -313,8 +322,7 @@ public final class RecordCodec {
                     + List.of(IdleStep.values()));
         }
         return new IdleAction(Instant.ofEpochMilli(time(n, "at")), text(n, "id", true).orElseThrow(),
-                text(n, "owner", false), step, Duration.ofMillis(nonNegative(n, "idleFor", true)),
-                text(n, "detail", false).orElse(""));
+                text(n, "owner", false), step, Duration.ofMillis(nonNegative(n, "idleFor", true)), detail(n));
     }
 
     private static DaySummary summary(JsonNode n) {
@@ -385,6 +393,18 @@ public final class RecordCodec {
             throw new AccountingFormatException(key + ": expected a text of 1 to " + MAX_TEXT + " characters");
         }
         return Optional.of(v.textValue());
+    }
+
+    /** @return the detail: a text of 0 to {@link #MAX_TEXT} characters (empty when absent) */
+    private static String detail(JsonNode n) {
+        JsonNode v = n.get("detail");
+        if (v == null) {
+            return "";
+        }
+        if (!v.isTextual() || v.textValue().length() > MAX_TEXT) {
+            throw new AccountingFormatException("detail: expected a text of at most " + MAX_TEXT + " characters");
+        }
+        return v.textValue();
     }
 
     private static boolean bool(JsonNode n, String key) {

@@ -20,7 +20,6 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
-import java.util.OptionalDouble;
 import java.util.OptionalLong;
 import java.util.Set;
 import java.util.TreeSet;
@@ -518,7 +517,7 @@ final class UsageMeter {
     List<Interval> checkpoint() {
         List<Interval> out = new ArrayList<>();
         for (Track tr : tracks.values()) {
-            if (tr.covered > tr.from) {
+            if (tr.covered > tr.from || tr.first) { // a grant is recorded at the first checkpoint, even if empty
                 out.add(close(tr, tr.covered, Optional.empty(), false));
             }
         }
@@ -554,8 +553,31 @@ final class UsageMeter {
         return day.plusDays(1).atStartOfDay().toInstant(ZoneOffset.UTC).toEpochMilli();
     }
 
-    /** @return the current utilization of an allocation as the last sweep charged it (the mean over its GPUs) */
-    static OptionalDouble unused() {
-        return OptionalDouble.empty();
+    /**
+     * @return the intervals of an allocation no sweep saw (granted and released between two sweeps): held time only,
+     *         cut at each UTC midnight, the first marked as the grant and the last with its end
+     */
+    static List<Interval> unsampled(String id, Optional<String> owner, Optional<String> jobId,
+            List<GpuDevice> devices, Instant from, Instant to, String cause) {
+        List<Interval> out = new ArrayList<>();
+        long cur = from.toEpochMilli();
+        long end = Math.max(cur, to.toEpochMilli());
+        boolean first = true;
+        do {
+            long part = Math.min(end, nextMidnight(cur));
+            List<DeviceUsage> ds = new ArrayList<>();
+            for (GpuDevice d : devices) {
+                UsageFigures f = new UsageFigures();
+                f.heldMillis = part - cur;
+                ds.add(new DeviceUsage(d.index(), d.uuid(), f, OptionalLong.empty(), List.of("not sampled: granted"
+                        + " and released between two sweeps of the node's sampler")));
+            }
+            out.add(new Interval(id, owner, OptionalLong.empty(), jobId, Instant.ofEpochMilli(cur),
+                    Instant.ofEpochMilli(part), first, part == end ? Optional.of(cause) : Optional.empty(), true,
+                    Optional.empty(), ds));
+            first = false;
+            cur = part;
+        } while (cur < end);
+        return out;
     }
 }

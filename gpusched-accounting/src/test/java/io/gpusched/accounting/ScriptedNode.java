@@ -56,7 +56,7 @@ final class ScriptedNode implements AutoCloseable {
         store = AccountingStore.at(stateDir);
         ProcessAttribution byPid = (device, pid, holders) -> Optional.ofNullable(pids.get(pid))
                 .map(UsageOwner::allocation);
-        HostIdleEffects effects = new HostIdleEffects(scheduler, false).listener(notices::add);
+        HostIdleEffects effects = new HostIdleEffects(scheduler).listener(notices::add);
         sampler = AccountingSampler.open(store, settings, inventory, byPid, effects, clock).orElseThrow();
         scheduler.addListener(sampler);
     }
