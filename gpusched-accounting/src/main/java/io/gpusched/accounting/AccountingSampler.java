@@ -23,6 +23,8 @@ import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.Set;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.function.Consumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -54,6 +56,8 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
     private LocalDate lastHousekeeping;
     private boolean first = true;
     private boolean closed;
+    private final List<Consumer<Interval>> intervalListeners =
+            new CopyOnWriteArrayList<>();
     /** allocations granted (their events) that no sweep has seen yet */
     private final Map<String, AllocationEvent> granted = new HashMap<>();
 
@@ -105,6 +109,28 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
         }
     }
 
+    /**
+     * @param l gets every interval as it is written (after the store has it): per-owner counters follow the store
+     */
+    public void addIntervalListener(Consumer<Interval> l) {
+        intervalListeners.add(Objects.requireNonNull(l, "listener"));
+    }
+
+    private void write(List<? extends AccountingRecord> records) {
+        writer.append(records);
+        for (AccountingRecord r : records) {
+            if (r instanceof Interval iv) {
+                for (Consumer<Interval> l : intervalListeners) {
+                    try {
+                        l.accept(iv);
+                    } catch (RuntimeException e) {
+                        LOG.warn("accounting: interval listener {} failed: {}", l, e.toString());
+                    }
+                }
+            }
+        }
+    }
+
     /** @return the store written */
     public AccountingStore store() {
         return writer.store();
@@ -153,7 +179,7 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
             }
             steps = idle.evaluate(now, live, meter.idleSince());
             out.addAll(steps);
-            writer.append(out);
+            write(out);
             housekeeping(now);
         }
         return steps;
@@ -197,7 +223,7 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
                 last = UsageMeter.unsampled(id, grant.owner(), grant.jobId(), devices, grant.at(), e.at(), cause);
             }
             if (!last.isEmpty()) {
-                writer.append(last);
+                write(last);
             }
         }
     }
@@ -209,7 +235,7 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
         }
         List<AccountingRecord> out = new ArrayList<>(meter.checkpoint());
         out.add(new Checkpoint(clock.instant(), new ArrayList<>(meter.tracked())));
-        writer.append(out);
+        write(out);
         lastCheckpoint = clock.instant();
     }
 
@@ -242,7 +268,7 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
         try {
             List<AccountingRecord> out = new ArrayList<>(meter.checkpoint());
             out.add(new Checkpoint(clock.instant(), new ArrayList<>(meter.tracked())));
-            writer.append(out);
+            write(out);
         } catch (RuntimeException e) {
             LOG.warn("accounting: last checkpoint failed: {}", e.toString());
         } finally {

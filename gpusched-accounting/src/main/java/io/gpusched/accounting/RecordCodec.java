@@ -372,7 +372,7 @@ public final class RecordCodec {
     }
 
     private static void only(JsonNode n, Set<String> keys, String what) {
-        for (Iterator<String> it = n.fieldNames(); it.hasNext(); ) {
+        for (Iterator<String> it = n.fieldNames(); it.hasNext();) {
             String k = it.next();
             if (!keys.contains(k)) {
                 throw new AccountingFormatException("unknown key \"" + printable(k) + "\" in a " + what + " record;"

@@ -119,7 +119,9 @@ public final class ReportViews {
         List<String[]> lines = new ArrayList<>();
         lines.add(head);
         for (UsageReport.Row row : r.rows()) {
-            lines.add(cells(safe(row.key()), row.allocations(), row.figures(), row.idleSteps()));
+            String key = r.by() == UsageReport.GroupBy.ALLOCATION ? row.key() + row.owner().map(o -> " " + o)
+                    .orElse("") : row.key();
+            lines.add(cells(safe(key), row.allocations(), row.figures(), row.idleSteps()));
         }
         lines.add(cells("total", r.allocations(), r.total(), Set.of()));
         int[] w = new int[head.length];
@@ -184,14 +186,18 @@ public final class ReportViews {
                 .append(f.energyMillis() > 0 ? String.format(Locale.ROOT, "%.6f", f.kilowattHours()) : "")
                 .append(',').append(f.energyEstimated()).append(',')
                 .append(f.meanUtilization().isPresent() ? String.format(Locale.ROOT, "%.2f",
-                        f.meanUtilization().getAsDouble()) : "").append(',')
+                        f.meanUtilization().getAsDouble()) : "")
+                .append(',')
                 .append(f.peakUtilization().isPresent() ? String.format(Locale.ROOT, "%.1f",
-                        f.peakUtilization().getAsDouble()) : "").append(',')
+                        f.peakUtilization().getAsDouble()) : "")
+                .append(',')
                 .append(f.idleFraction().isPresent() ? String.format(Locale.ROOT, "%.4f",
-                        f.idleFraction().getAsDouble()) : "").append(',')
+                        f.idleFraction().getAsDouble()) : "")
+                .append(',')
                 .append(f.memoryPeakBytes().isPresent() ? Long.toString(f.memoryPeakBytes().getAsLong()) : "")
                 .append(',').append(f.heldMillis() > 0 ? String.format(Locale.ROOT, "%.4f",
-                        (double) f.measuredMillis() / f.heldMillis()) : "").append('\n');
+                        (double) f.measuredMillis() / f.heldMillis()) : "")
+                .append('\n');
     }
 
     /** @return one allocation's usage as text: a header, a line per GPU, the verdict */
@@ -201,7 +207,8 @@ public final class ReportViews {
                 .append(u.jobId().map(j -> "  job " + safe(j)).orElse("")).append('\n');
         b.append("  ").append(u.complete() ? "granted " : "from ").append(u.from()).append(", ")
                 .append(u.end().map(e -> e.toLowerCase(Locale.ROOT) + " " + u.to()).orElse("running (last record "
-                        + u.to() + ")")).append('\n');
+                        + u.to() + ")"))
+                .append('\n');
         for (AllocationUsage.Device d : u.devices()) {
             b.append("  GPU ").append(d.index()).append(" ").append(safe(d.uuid())).append(": ")
                     .append(AllocationUsage.verdict(1, d.figures())).append('\n');

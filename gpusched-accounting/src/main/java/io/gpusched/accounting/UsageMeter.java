@@ -246,8 +246,10 @@ final class UsageMeter {
                 s.util.put(id, m.utilizationPercent().getAsDouble());
             } else {
                 s.utilNote = "utilization not measured: " + usage.apply(d).flatMap(
-                        ProcessUsageSample::utilizationUnmeasured).orElse(s.mig
-                                ? "MIG partitions report no utilization" : "the backend reports none for this GPU");
+                        ProcessUsageSample::utilizationUnmeasured).orElse(
+                                s.mig
+                                        ? "MIG partitions report no utilization"
+                                        : "the backend reports none for this GPU");
             }
             m.memoryUsed().ifPresent(x -> s.memory.put(id, x.bytes()));
             s.energyShare.put(id, 1.0);
@@ -536,7 +538,8 @@ final class UsageMeter {
         Interval iv = new Interval(a.id(), a.owner(), a.request().ownerUid(), a.request().jobId(),
                 Instant.ofEpochMilli(tr.from), Instant.ofEpochMilli(to), tr.first, end, gap,
                 tr.idleSince == null || end.isPresent() ? Optional.empty() : Optional.of(Instant.ofEpochMilli(
-                        tr.idleSince)), devices);
+                        tr.idleSince)),
+                devices);
         tr.from = to;
         tr.first = false;
         tr.figures.clear();

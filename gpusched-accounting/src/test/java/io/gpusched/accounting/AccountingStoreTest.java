@@ -122,7 +122,7 @@ class AccountingStoreTest {
         Path secret = Files.writeString(dir.resolve("secret"), "not a journal\n");
         Files.createSymbolicLink(s.directory().resolve("2026-05-02.log"), secret);
         List<String> warnings = new ArrayList<>();
-        s.readDay(LocalDate.parse("2026-05-02"), r -> { }, warnings);
+        s.readDay(LocalDate.parse("2026-05-02"), r -> {}, warnings);
         assertThat(warnings).singleElement().satisfies(w -> assertThat(w).contains("2026-05-02.log"));
     }
 

@@ -11,6 +11,7 @@ import io.gpusched.cli.commands.K8sDevicePluginCommand;
 import io.gpusched.cli.commands.ListCommand;
 import io.gpusched.cli.commands.PlanCommand;
 import io.gpusched.cli.commands.ReleaseCommand;
+import io.gpusched.cli.commands.ReportCommand;
 import io.gpusched.cli.commands.RunCommand;
 import io.gpusched.cli.commands.ServeCommand;
 import io.gpusched.cli.commands.StatusCommand;
@@ -40,7 +41,7 @@ import picocli.CommandLine.ScopeType;
         subcommands = {DemoCommand.class, ListCommand.class, TopoCommand.class, WatchCommand.class,
             AllocateCommand.class, ReleaseCommand.class, StatusCommand.class, RunCommand.class,
             DoctorCommand.class, PlanCommand.class, ServeCommand.class,
-            ExportCommand.class, EnvCommand.class, K8sDevicePluginCommand.class})
+            ExportCommand.class, EnvCommand.class, K8sDevicePluginCommand.class, ReportCommand.class})
 public final class GpuschedCommand implements Callable<Integer> {
 
     @Option(names = "--simulate", paramLabel = "PROFILE", scope = ScopeType.INHERIT,

@@ -5,6 +5,10 @@ import com.sun.net.httpserver.HttpContext;
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpHandler;
 import com.sun.net.httpserver.HttpServer;
+import io.gpusched.accounting.AccountingSampler;
+import io.gpusched.accounting.AccountingSettings;
+import io.gpusched.accounting.AccountingStore;
+import io.gpusched.accounting.HostIdleEffects;
 import io.gpusched.core.AllocationEvent;
 import io.gpusched.core.AllocationListener;
 import io.gpusched.core.GpuInventory;
@@ -116,6 +120,8 @@ public final class ConsoleServer implements AutoCloseable {
     /** Which of {@link #routes} are API paths (named by the OpenAPI document), in order. */
     private final Map<String, Boolean> apiPaths = new LinkedHashMap<>();
     private final AllocationsHandler allocations;
+    /** the node's accounting sampler, when this console is it (empty: another process is, or accounting is off) */
+    private final Optional<AccountingSampler> sampler;
     /** On the one context, outermost first: errors and headers, the Host rule, bearer auth. */
     private final List<Filter> routeFilters;
     private HttpServer server;
@@ -148,10 +154,37 @@ public final class ConsoleServer implements AutoCloseable {
         }
         route(EventsHandler.PATH, new EventsHandler(sse, watcher, workers, b.maxSseClients), true);
         route(AllocationsHandler.PATH, allocations, true);
+        AccountingStore store = AccountingStore.at(b.stateDir);
+        UsageHandler usage = new UsageHandler(store, b.clock);
+        for (String p : UsageHandler.paths()) {
+            route(p, usage, true);
+        }
+        this.sampler = openSampler(b, store);
         routeFilters = List.of(new ExchangeFilter(),
                 new HostFilter(!b.listen.getAddress().isLoopbackAddress(), b.allowedHosts, hostname, b.maxBodyBytes),
                 new BearerAuthFilter(token, b.maxBodyBytes));
         b.scheduler.addListener(listener);
+    }
+
+    /** Opens the node's accounting sampler on this console's sweeps, unless another process samples the node. */
+    private Optional<AccountingSampler> openSampler(Builder b, AccountingStore store) {
+        if (!b.accounting.enabled()) {
+            return Optional.empty();
+        }
+        UsageMeters usageMeters = new UsageMeters(meters.registry());
+        Optional<AccountingSampler> s = AccountingSampler.open(store, b.accounting, b.scheduler.inventory(), null,
+                new HostIdleEffects(b.scheduler).listener(watcher::onIdle), b.clock);
+        s.ifPresent(x -> {
+            x.addIntervalListener(usageMeters::onInterval);
+            b.scheduler.addListener(x);
+            watcher.feedSweeps(sample -> x.sweep(sample, b.scheduler.allocations()));
+        });
+        return s;
+    }
+
+    /** @return the accounting sampler, when this console is the node's (for tests) */
+    Optional<AccountingSampler> sampler() {
+        return sampler;
     }
 
     private void route(String path, HttpHandler handler, boolean api) {
@@ -271,6 +304,10 @@ public final class ConsoleServer implements AutoCloseable {
     public void close() {
         b.scheduler.removeListener(listener);
         ticker.shutdownNow();
+        sampler.ifPresent(s -> {
+            b.scheduler.removeListener(s);
+            s.close();
+        });
         sse.close();
         if (server != null) {
             server.stop(0);
@@ -348,6 +385,7 @@ public final class ConsoleServer implements AutoCloseable {
         private Boolean ticking;
         private Duration eventStall;
         private List<String> allowedHosts;
+        private AccountingSettings accounting;
 
         private Builder() {
         }
@@ -515,6 +553,18 @@ public final class ConsoleServer implements AutoCloseable {
             return this;
         }
 
+        /**
+         * @param v {@code gpu.accounting} and {@code gpu.idle} (default {@link AccountingSettings#defaults()}): the
+         *     console is the node's accounting sampler (its ticks feed it) unless another process is, or accounting
+         *     is off
+         * @return this
+         */
+        public Builder accounting(AccountingSettings v) {
+            unset(accounting, "accounting settings");
+            accounting = Objects.requireNonNull(v, "accounting");
+            return this;
+        }
+
         /** @param v more CUDA locations for the doctor view @return this */
         public Builder cudaPaths(List<Path> v) {
             unset(cudaPaths, "CUDA paths");
@@ -560,6 +610,7 @@ public final class ConsoleServer implements AutoCloseable {
             ticking = ticking == null || ticking;
             eventStall = eventStall != null ? eventStall : Duration.ofSeconds(30);
             allowedHosts = allowedHosts != null ? allowedHosts : List.of();
+            accounting = accounting != null ? accounting : AccountingSettings.defaults();
             return new ConsoleServer(this);
         }
     }

@@ -1,10 +1,12 @@
 package io.gpusched.server;
 
+import io.gpusched.accounting.IdleNotice;
 import io.gpusched.core.Allocation;
 import io.gpusched.core.AllocationEvent;
 import io.gpusched.core.DeviceState;
 import io.gpusched.core.GpuInventory;
 import io.gpusched.core.GpuMetrics;
+import io.gpusched.core.GpuSample;
 import io.gpusched.core.GpuScheduler;
 import java.time.Clock;
 import java.time.Duration;
@@ -15,6 +17,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.function.Consumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -55,7 +58,8 @@ final class NodeWatcher {
             } catch (RuntimeException e) {
                 LOG.warn("cannot catch up with the node ledger: {}", e.toString());
             }
-            scheduler.updateMetrics(inventory.sample());
+            GpuSample sample = inventory.sample();
+            scheduler.updateMetrics(sample);
             List<DeviceState> devices = scheduler.devices();
             long now = clock.millis();
             List<Map<String, Object>> points = new ArrayList<>();
@@ -69,9 +73,43 @@ final class NodeWatcher {
             }
             sse.broadcast("tick", Views.json(Map.of("t", now, "points", points)));
             pushStateIfChanged();
+            Consumer<GpuSample> feed = sweepFeed;
+            if (feed != null) {
+                try {
+                    feed.accept(sample); // the same sweep feeds accounting
+                } catch (RuntimeException e) {
+                    LOG.warn("accounting sweep failed: {}", e.toString());
+                }
+            }
         } catch (RuntimeException e) {
             LOG.warn("console tick failed: {}", e.toString());
         }
+    }
+
+    private volatile Consumer<GpuSample> sweepFeed;
+
+    /** @param feed gets each tick's sweep after the console used it (the node's accounting sampler) */
+    void feedSweeps(Consumer<GpuSample> feed) {
+        sweepFeed = feed;
+    }
+
+    /** An idle-policy step: pushed as an {@code idle} event and kept in the audit. */
+    void onIdle(IdleNotice n) {
+        Map<String, Object> m = new LinkedHashMap<>();
+        m.put("type", "IDLE_" + n.step().name());
+        m.put("at", clock.instant().toString());
+        m.put("allocationId", n.allocationId());
+        m.put("owner", n.owner().orElse(null));
+        m.put("devices", n.devices());
+        m.put("idleSeconds", n.idleFor().toSeconds());
+        m.put("message", n.message());
+        synchronized (audit) {
+            audit.addLast(m);
+            while (audit.size() > 200) {
+                audit.removeFirst();
+            }
+        }
+        sse.broadcast("idle", Views.json(m));
     }
 
     /** Pushes devices and allocations when they differ from the last push. */

@@ -12,6 +12,7 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
+import java.time.Clock;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -68,6 +69,17 @@ public final class NodeDescriptions {
      * @throws IllegalArgumentException naming the valid profiles
      */
     public static SimulatedGpuInventory profile(String name) {
+        return profile(name, Clock.systemUTC());
+    }
+
+    /**
+     * @param name  a built-in profile
+     * @param clock the clock its samples, traces and energy counters follow (a demo replaying time, a test)
+     * @return the built-in profile of this name
+     * @throws IllegalArgumentException naming the valid profiles
+     */
+    public static SimulatedGpuInventory profile(String name, Clock clock) {
+        Objects.requireNonNull(clock, "clock");
         if (!PROFILES.contains(name)) {
             throw new IllegalArgumentException("unknown simulated profile \"" + name + "\"; valid profiles are "
                     + PROFILES + " (or a path to a YAML node description)");
@@ -75,7 +87,7 @@ public final class NodeDescriptions {
         String resource = "/io/gpusched/core/sim/" + name + ".yaml";
         try (InputStream in = NodeDescriptions.class.getResourceAsStream(resource)) {
             Objects.requireNonNull(in, resource);
-            return parse(new String(in.readAllBytes(), StandardCharsets.UTF_8), resource);
+            return parse(new String(in.readAllBytes(), StandardCharsets.UTF_8), resource, clock);
         } catch (IOException e) {
             throw new IllegalStateException("cannot read built-in profile " + resource, e);
         }
@@ -95,10 +107,15 @@ public final class NodeDescriptions {
      *                            for any text.
      */
     public static SimulatedGpuInventory parse(String yaml, String source) {
+        return parse(yaml, source, Clock.systemUTC());
+    }
+
+    /** As {@link #parse(String, String)}, the node following {@code clock}. */
+    public static SimulatedGpuInventory parse(String yaml, String source, Clock clock) {
         StrictYaml root = StrictYaml.parse(yaml, source).onlyKeys(ROOT_KEYS);
         String node = root.requiredString("node");
         SimulatedGpuInventory.Builder b = SimulatedGpuInventory.builder(node)
-                .description(root.string("description", ""));
+                .description(root.string("description", "")).clock(clock);
         StrictYaml defaults = root.child("defaults").onlyKeys(DEVICE_KEYS);
         String driver = root.string("driver_version", null);
         List<StrictYaml> devices = root.maps("devices");

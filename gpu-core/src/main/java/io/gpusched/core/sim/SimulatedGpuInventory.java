@@ -576,7 +576,7 @@ public final class SimulatedGpuInventory implements GpuInventory {
             return this;
         }
 
-        /** @param index a device @param v whether it reports an energy counter (else the node's default) @return this */
+        /** @param index a device @param v whether it reports an energy counter (else the node's) @return this */
         public Builder energyCounter(int index, boolean v) {
             energyCounters.put(index, v);
             return this;

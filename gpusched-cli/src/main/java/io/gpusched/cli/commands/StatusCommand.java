@@ -1,8 +1,12 @@
 package io.gpusched.cli.commands;
 
+import io.gpusched.accounting.AccountingStore;
+import io.gpusched.accounting.IdleStatus;
 import io.gpusched.cli.GpuschedCommand;
 import io.gpusched.cli.Node;
 import io.gpusched.core.GpuScheduler;
+import java.time.Instant;
+import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
@@ -26,11 +30,13 @@ public final class StatusCommand implements Callable<Integer> {
             root.out().println("Backend " + st.backend() + ", strategy " + st.strategy() + ", "
                     + st.allocations().size() + " allocations (ledger " + n.stateDirectory() + ")");
             root.out().print(ListCommand.table(s.devices()));
+            Map<String, IdleStatus> idle = IdleStatus.read(AccountingStore.at(n.stateDirectory()), Instant.now());
             for (var h : st.allocations()) {
                 root.out().println(h.id() + "  GPUs " + h.deviceIndices() + "  " + h.sharing()
                         + (h.owner() == null ? "" : "  owner " + h.owner())
                         + (h.jobId() == null ? "" : "  job " + h.jobId())
-                        + (h.expiresAt() == null ? "" : "  lease until " + h.expiresAt()));
+                        + (h.expiresAt() == null ? "" : "  lease until " + h.expiresAt())
+                        + (idle.containsKey(h.id()) ? "  " + idle.get(h.id()).describe() : ""));
             }
             st.notes().forEach(note -> root.out().println("note: " + note));
         }
