@@ -53,7 +53,7 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
     private final IdleWatch idle;
     private final Clock clock;
     private Instant lastCheckpoint;
-    private LocalDate lastHousekeeping;
+    private long lastHousekeepingDay = Long.MIN_VALUE;
     private boolean first = true;
     private boolean closed;
     private final List<Consumer<Interval>> intervalListeners =
@@ -143,7 +143,7 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
 
     /** @return when each live allocation that is idle now went idle */
     public synchronized Map<String, Instant> idleSince() {
-        return meter.idleSince();
+        return Map.copyOf(meter.idleSince());
     }
 
     /**
@@ -169,8 +169,10 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
             }
             closedNow.addAll(meter.endVanished(liveIds));
             closedNow.addAll(meter.observe(now, sample, live, inventory::processUsage));
-            granted.keySet().removeAll(meter.tracked());
-            granted.values().removeIf(e -> e.at().isBefore(now.minus(Duration.ofDays(1))));
+            if (!granted.isEmpty()) {
+                granted.keySet().removeAll(meter.tracked());
+                granted.values().removeIf(e -> e.at().isBefore(now.minus(Duration.ofDays(1))));
+            }
             List<AccountingRecord> out = new ArrayList<>(closedNow);
             if (lastCheckpoint == null || !now.isBefore(lastCheckpoint.plus(settings.checkpoint()))) {
                 out.addAll(meter.checkpoint());
@@ -240,11 +242,12 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
     }
 
     private void housekeeping(Instant now) {
-        LocalDate today = AccountingStore.dayOf(now);
-        if (today.equals(lastHousekeeping)) {
+        long epochDay = Math.floorDiv(now.toEpochMilli(), 86_400_000L);
+        if (epochDay == lastHousekeepingDay) {
             return;
         }
-        lastHousekeeping = today;
+        lastHousekeepingDay = epochDay;
+        LocalDate today = AccountingStore.dayOf(now);
         try {
             LocalDate oldest = today.minusDays(settings.retention().toDays());
             writer.retain(oldest);

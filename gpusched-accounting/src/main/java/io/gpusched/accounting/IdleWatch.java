@@ -71,7 +71,10 @@ public final class IdleWatch {
      * @return the steps taken, for the audit
      */
     public List<IdleAction> evaluate(Instant now, List<Allocation> live, Map<String, Instant> idleSince) {
-        List<IdleAction> out = new ArrayList<>();
+        List<IdleAction> out = new ArrayList<>(0);
+        if (idleSince.isEmpty() && states.isEmpty()) {
+            return out; // nothing idle, nothing flagged: the common case costs nothing more
+        }
         Set<String> liveIds = new HashSet<>();
         for (Allocation a : live) {
             liveIds.add(a.id());

@@ -12,10 +12,10 @@ import io.gpusched.core.ProcessUsageSample;
 import io.gpusched.core.SharingMode;
 import io.gpusched.core.UsageOwner;
 import java.time.Instant;
-import java.time.LocalDate;
-import java.time.ZoneOffset;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -67,6 +67,9 @@ final class UsageMeter {
     private final Map<String, Track> tracks = new LinkedHashMap<>();
     private final Map<String, Interval> resumeFrom = new HashMap<>();
     private final Map<Integer, OptionalLong> lastCounter = new HashMap<>();
+    /** allocation id to when it went idle, for those idle at the last sweep (kept up to date, read without a copy) */
+    private final Map<String, Instant> idle = new HashMap<>();
+    private final Map<String, Instant> idleView = Collections.unmodifiableMap(idle);
     private Long lastTick;
 
     /**
@@ -86,7 +89,7 @@ final class UsageMeter {
         boolean first;
         Long idleSince;
         final Map<Integer, UsageFigures> figures = new LinkedHashMap<>();
-        final Map<Integer, TreeSet<String>> notes = new HashMap<>();
+        final Map<Integer, Set<String>> notes = new HashMap<>();
         final Map<Integer, OptionalLong> counter = new HashMap<>();
         boolean lastTickIdle;
     }
@@ -103,13 +106,7 @@ final class UsageMeter {
 
     /** @return when each tracked allocation's GPUs went idle, for those idle at the last sweep */
     Map<String, Instant> idleSince() {
-        Map<String, Instant> out = new LinkedHashMap<>();
-        tracks.forEach((id, t) -> {
-            if (t.idleSince != null) {
-                out.put(id, Instant.ofEpochMilli(t.idleSince));
-            }
-        });
-        return out;
+        return idleView;
     }
 
     /** @return whether the allocation's GPUs were all measured and idle at the last sweep */
@@ -140,11 +137,15 @@ final class UsageMeter {
                 devices.put(d.index(), d);
             }
         }
+        Map<Integer, GpuMetrics> byIndex = new HashMap<>();
+        for (GpuMetrics m : sample.metrics()) {
+            byIndex.put(m.index(), m);
+        }
         // per device: energy over [prev, t), and per-allocation shares on shared GPUs
         Map<Integer, DeviceSweep> sweeps = new HashMap<>();
         for (Map.Entry<Integer, List<Allocation>> e : holders.entrySet()) {
             GpuDevice d = devices.get(e.getKey());
-            Optional<GpuMetrics> m = sample.forDevice(d.index());
+            Optional<GpuMetrics> m = Optional.ofNullable(byIndex.get(d.index()));
             sweeps.put(d.index(), sweep(d, m, e.getValue(), prev, t, usage));
         }
         for (GpuMetrics m : sample.metrics()) {
@@ -165,9 +166,8 @@ final class UsageMeter {
                 credit(tr, tr.covered, t, prev, sweeps, out);
             }
             for (GpuDevice d : a.devices()) {
-                OptionalLong c = sample.forDevice(d.index()).map(GpuMetrics::energyMillijoules)
-                        .orElse(OptionalLong.empty());
-                tr.counter.put(d.index(), c);
+                GpuMetrics m = byIndex.get(d.index());
+                tr.counter.put(d.index(), m == null ? OptionalLong.empty() : m.energyMillijoules());
             }
         }
         lastTick = t;
@@ -337,8 +337,10 @@ final class UsageMeter {
             if (tr.idleSince == null) {
                 tr.idleSince = from;
             }
+            this.idle.computeIfAbsent(tr.allocation.id(), k -> Instant.ofEpochMilli(tr.idleSince));
         } else {
             tr.idleSince = null;
+            this.idle.remove(tr.allocation.id());
         }
         tr.lastTickIdle = idle;
     }
@@ -429,6 +431,7 @@ final class UsageMeter {
             cur = end;
         }
         tr.idleSince = null;
+        idle.remove(tr.allocation.id());
     }
 
     private OptionalLong currentCounter(int index) {
@@ -447,6 +450,7 @@ final class UsageMeter {
      */
     List<Interval> end(String id, Instant at, String cause) {
         Track tr = tracks.remove(id);
+        idle.remove(id);
         if (tr == null) {
             Interval tail = resumeFrom.remove(id);
             if (tail == null) {
@@ -490,6 +494,9 @@ final class UsageMeter {
      * did not see): each ends at its last sweep, marked {@code UNOBSERVED}.
      */
     List<Interval> endVanished(Set<String> live) {
+        if (live.containsAll(tracks.keySet())) {
+            return List.of();
+        }
         List<Interval> out = new ArrayList<>();
         for (String id : new ArrayList<>(tracks.keySet())) {
             if (!live.contains(id)) {
@@ -531,7 +538,7 @@ final class UsageMeter {
         List<DeviceUsage> devices = new ArrayList<>();
         for (GpuDevice d : a.devices()) {
             UsageFigures f = tr.figures.getOrDefault(d.index(), new UsageFigures());
-            List<String> notes = new ArrayList<>(tr.notes.getOrDefault(d.index(), new TreeSet<>()));
+            List<String> notes = new ArrayList<>(new TreeSet<>(tr.notes.getOrDefault(d.index(), Set.of())));
             devices.add(new DeviceUsage(d.index(), d.uuid(), f, tr.counter.getOrDefault(d.index(),
                     OptionalLong.empty()), notes.subList(0, Math.min(notes.size(), RecordCodec.MAX_NOTES))));
         }
@@ -548,13 +555,15 @@ final class UsageMeter {
     }
 
     private static void note(Track tr, GpuDevice d, String note) {
-        tr.notes.computeIfAbsent(d.index(), k -> new TreeSet<>()).add(note);
+        tr.notes.computeIfAbsent(d.index(), k -> new HashSet<>(4)).add(note); // sorted when written
     }
 
+    /** @return the first UTC midnight after {@code millis} (java.time's UTC days are 86,400,000 ms long) */
     static long nextMidnight(long millis) {
-        LocalDate day = LocalDate.ofInstant(Instant.ofEpochMilli(millis), ZoneOffset.UTC);
-        return day.plusDays(1).atStartOfDay().toInstant(ZoneOffset.UTC).toEpochMilli();
+        return (Math.floorDiv(millis, DAY_MILLIS) + 1) * DAY_MILLIS;
     }
+
+    private static final long DAY_MILLIS = 86_400_000L;
 
     /**
      * @return the intervals of an allocation no sweep saw (granted and released between two sweeps): held time only,

@@ -10,8 +10,10 @@ import io.gpusched.core.sim.SimulatedGpuInventory;
 import io.gpusched.core.sim.UsageTrace;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -161,5 +163,22 @@ class ScriptedTraceReportTest {
         assertThat(f.heldMillis()).isEqualTo(24_000);
         assertThat(f.measuredMillis()).isEqualTo(20_000);
         assertThat(f.meanUtilization().getAsDouble()).isEqualTo(80.0);
+    }
+
+    @Test
+    void whileAnAllocationRunsTheStoreLagsAtMostOneCheckpoint() {
+        node.trace(0, UsageTrace.of(TEN, 50));
+        node.sweep();
+        Allocation a = node.allocate(GpuRequest.builder().requiredDevices(0).owner("gina").build());
+        for (int i = 0; i < 60; i++) { // ten minutes of sweeps, checkpoint every 30 s
+            node.clock.advance(TEN);
+            node.sweep();
+            Optional<AllocationUsage> u = AllocationUsage.find(node.store, a.id());
+            Instant durable = u.map(AllocationUsage::to).orElse(a.createdAt());
+            assertThat(Duration.between(durable, node.clock.instant())).as("what a crash now would lose")
+                    .isLessThan(Duration.ofSeconds(30));
+            u.ifPresent(x -> assertThat(x.total().heldMillis()).isEqualTo(Duration.between(a.createdAt(), x.to())
+                    .toMillis()));
+        }
     }
 }

@@ -74,10 +74,12 @@ final class UsageMeters {
                 .register(registry);
         FunctionCounter.builder("gpusched.usage.energy.joules", s.joules, DoubleAdder::sum)
                 .tag("owner", owner).description("Energy charged to allocations of this owner, joules (part may be"
-                        + " estimated: see gpusched report)").register(registry);
+                        + " estimated: see gpusched report)")
+                .register(registry);
         FunctionCounter.builder("gpusched.usage.idle.seconds", s.idleSeconds, DoubleAdder::sum)
                 .tag("owner", owner).description("GPU-seconds at or below gpu.idle.threshold of this owner's"
-                        + " allocations").register(registry);
+                        + " allocations")
+                .register(registry);
         return s;
     }
 }

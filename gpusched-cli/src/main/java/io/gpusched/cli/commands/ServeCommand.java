@@ -1,7 +1,7 @@
 package io.gpusched.cli.commands;
 
-import io.gpusched.cli.CliException;
 import io.gpusched.accounting.AccountingSettings;
+import io.gpusched.cli.CliException;
 import io.gpusched.cli.GpuschedCommand;
 import io.gpusched.cli.Node;
 import io.gpusched.core.internal.Durations;
