@@ -7,6 +7,7 @@ import java.time.ZoneOffset;
 import java.util.List;
 import java.util.Objects;
 import java.util.Optional;
+import java.util.OptionalInt;
 import java.util.OptionalLong;
 
 /**
@@ -139,26 +140,33 @@ public sealed interface AccountingRecord {
     }
 
     /**
-     * A day's usage of one owner on one device, written by compaction so that reports over long periods read one row
-     * per owner, device and day instead of every interval.
+     * A day's usage of one owner (all GPUs), or of one GPU (all owners), written by compaction so that reports over long
+     * periods read a few rows per day instead of every interval.
      *
      * @param day         the UTC day
-     * @param owner       the owner (empty: allocations without one)
-     * @param ownerUid    the owner's uid, where known
-     * @param index       device index
-     * @param uuid        device UUID
-     * @param allocations allocations granted that day (first intervals), so sums over days count each once
+     * @param owner       for an owner row: the owner (empty: allocations without one); empty for a GPU row
+     * @param ownerUid    the owner's uid, where known (owner rows)
+     * @param index       for a GPU row: the device index; empty for an owner row
+     * @param uuid        for a GPU row: the device UUID
+     * @param allocations allocations granted that day: per owner row, those of the owner; per GPU row, those whose first
+     *                    GPU it is (so rows of either kind add up over the day to the day's allocations)
      * @param figures     the day's figures (copied)
      */
-    record DaySummary(LocalDate day, Optional<String> owner, OptionalLong ownerUid, int index, String uuid,
-            long allocations, UsageFigures figures) implements AccountingRecord {
+    record DaySummary(LocalDate day, Optional<String> owner, OptionalLong ownerUid, OptionalInt index,
+            Optional<String> uuid, long allocations, UsageFigures figures) implements AccountingRecord {
         /** Copies the figures. */
         public DaySummary {
             Objects.requireNonNull(day, "day");
             Objects.requireNonNull(owner, "owner");
             Objects.requireNonNull(ownerUid, "ownerUid");
+            Objects.requireNonNull(index, "index");
             Objects.requireNonNull(uuid, "uuid");
             figures = figures.copy();
+        }
+
+        /** @return whether this is a GPU row (else an owner row) */
+        public boolean gpuRow() {
+            return index.isPresent();
         }
 
         @Override

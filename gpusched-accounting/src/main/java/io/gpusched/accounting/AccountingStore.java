@@ -32,13 +32,16 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.OptionalInt;
+import java.util.OptionalLong;
+import java.util.TreeMap;
 import java.util.TreeSet;
 import java.util.function.Consumer;
 
 /**
  * The node's accounting store: {@code <state dir>/accounting/}, one append-only journal per UTC day
  * ({@code YYYY-MM-DD.log}, lines of {@link RecordCodec}) and, for days compacted, a summary beside it
- * ({@code YYYY-MM-DD.sum}: one {@link DaySummary} per owner and device). Every process of the node may read it
+ * ({@code YYYY-MM-DD.sum}: one {@link DaySummary} per owner and one per GPU, and the day's idle-policy steps). Every process of the node may read it
  * without a lock (directory {@code 0755}, files {@code 0644}); one process writes it, the node's sampler, which holds
  * the {@code fcntl} lock on {@code sampler.lock} ({@link #openWriter}).
  *
@@ -448,7 +451,13 @@ public final class AccountingStore {
                     ch.close();
                 }
                 replace(journal(day), out);
-                replace(summary(day), summarize(day, merged.values()));
+                List<AccountingRecord> sum = summarize(day, merged.values());
+                for (AccountingRecord r : others) {
+                    if (r instanceof AccountingRecord.IdleAction) {
+                        sum.add(r); // a report over whole days reads the summary alone
+                    }
+                }
+                replace(summary(day), sum);
             } catch (IOException e) {
                 throw new UncheckedIOException("cannot compact " + journal(day) + ": " + e.getMessage(), e);
             }
@@ -547,25 +556,31 @@ public final class AccountingStore {
     }
 
     /**
-     * @return one summary row per owner and device of the day's (merged) intervals; {@code n} counts the allocations
-     *         granted that day on their first device
+     * @return the day's summary: one row per owner (all its GPUs) and one per GPU (all owners); {@code n} counts the
+     *         allocations granted that day, per owner, and per GPU on their first GPU
      */
     static List<AccountingRecord> summarize(LocalDate day, Iterable<Interval> intervals) {
-        Map<String, DaySummary> rows = new LinkedHashMap<>();
+        Map<String, DaySummary> owners = new LinkedHashMap<>();
+        Map<Integer, DaySummary> gpus = new TreeMap<>();
         for (Interval iv : intervals) {
+            String key = iv.owner().orElse("") + "\u0000" + iv.ownerUid();
+            DaySummary o = owners.get(key);
+            owners.put(key, new DaySummary(day, iv.owner(), iv.ownerUid(), OptionalInt.empty(), Optional.empty(),
+                    (o == null ? 0 : o.allocations()) + (iv.first() ? 1 : 0),
+                    o == null ? iv.total() : o.figures().add(iv.total())));
             boolean firstDevice = true;
             for (DeviceUsage d : iv.devices()) {
-                String key = iv.owner().orElse("") + "\u0000" + iv.ownerUid() + "\u0000" + d.index() + "\u0000"
-                        + d.uuid();
-                DaySummary cur = rows.get(key);
-                UsageFigures f = cur == null ? d.figures() : cur.figures().add(d.figures());
-                // an allocation granted this day counts once, on its first device, so rows add up over devices
-                long n = (cur == null ? 0 : cur.allocations()) + (iv.first() && firstDevice ? 1 : 0);
+                DaySummary g = gpus.get(d.index());
+                gpus.put(d.index(), new DaySummary(day, Optional.empty(), OptionalLong.empty(),
+                        OptionalInt.of(d.index()), Optional.of(d.uuid()),
+                        (g == null ? 0 : g.allocations()) + (iv.first() && firstDevice ? 1 : 0),
+                        g == null ? d.figures() : g.figures().add(d.figures())));
                 firstDevice = false;
-                rows.put(key, new DaySummary(day, iv.owner(), iv.ownerUid(), d.index(), d.uuid(), n, f));
             }
         }
-        return new ArrayList<>(rows.values());
+        List<AccountingRecord> out = new ArrayList<>(owners.values());
+        out.addAll(gpus.values());
+        return out;
     }
 
     @Override

@@ -23,6 +23,7 @@ import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Optional;
+import java.util.OptionalInt;
 import java.util.OptionalLong;
 import java.util.Set;
 import java.util.TreeSet;
@@ -138,8 +139,10 @@ public final class RecordCodec {
                 g.writeStringField("k", "d");
                 g.writeStringField("day", s.day().toString());
                 writeOwner(g, s.owner(), s.ownerUid());
-                g.writeNumberField("i", s.index());
-                g.writeStringField("uuid", clip(s.uuid()));
+                if (s.index().isPresent()) {
+                    g.writeNumberField("i", s.index().getAsInt());
+                    g.writeStringField("uuid", clip(s.uuid().orElse("-")));
+                }
                 g.writeNumberField("n", s.allocations());
                 writeFigures(g, s.figures());
             }
@@ -341,8 +344,18 @@ public final class RecordCodec {
         if (f.heldMillis > Duration.ofDays(1).toMillis() * MAX_DEVICES) {
             throw new AccountingFormatException("held: " + f.heldMillis + " ms is more than a day");
         }
-        return new DaySummary(d, text(n, "owner", false), n(n, "uid"), integer(n, "i", 0, 1 << 20),
-                text(n, "uuid", true).orElseThrow(), nonNegative(n, "n", true), f);
+        if (n.has("i")) { // a GPU row
+            if (n.has("owner") || n.has("uid")) {
+                throw new AccountingFormatException("a GPU row (i) has no owner or uid");
+            }
+            return new DaySummary(d, Optional.empty(), OptionalLong.empty(), OptionalInt.of(integer(n, "i", 0,
+                    1 << 20)), text(n, "uuid", true), nonNegative(n, "n", true), f);
+        }
+        if (n.has("uuid")) {
+            throw new AccountingFormatException("uuid without i: an owner row names no GPU");
+        }
+        return new DaySummary(d, text(n, "owner", false), n(n, "uid"), OptionalInt.empty(), Optional.empty(),
+                nonNegative(n, "n", true), f);
     }
 
     private static UsageFigures figures(JsonNode d) {

@@ -120,11 +120,7 @@ public record UsageReport(Instant since, Instant until, GroupBy by, List<Row> ro
                 store.readSummary(d, r -> {
                     if (r instanceof DaySummary s) {
                         b.summary(s);
-                    }
-                }, b.warnings);
-                // idle actions and nothing else from the journal
-                store.readDay(d, r -> {
-                    if (r instanceof IdleAction a) {
+                    } else if (r instanceof IdleAction a) {
                         b.action(a);
                     }
                 }, b.warnings);
@@ -224,15 +220,18 @@ public record UsageReport(Instant since, Instant until, GroupBy by, List<Row> ro
         }
 
         void summary(DaySummary s) {
+            if (s.gpuRow() != (by == GroupBy.DEVICE)) {
+                return; // by device: the GPU rows; otherwise the owner rows (each row kind covers the whole day)
+            }
             String key = switch (by) {
                 case OWNER -> s.owner().orElse("-");
-                case DEVICE -> Integer.toString(s.index());
+                case DEVICE -> Integer.toString(s.index().getAsInt());
                 case DAY -> s.day().toString();
                 case ALLOCATION -> throw new IllegalStateException("summaries have no allocations");
             };
             RowAcc acc = rows.computeIfAbsent(key, RowAcc::new);
             Instant start = s.day().atStartOfDay().toInstant(ZoneOffset.UTC);
-            acc.add(s.figures(), s.index(), start, start.plusSeconds(86_400), List.of());
+            acc.add(s.figures(), s.index().orElse(-1), start, start.plusSeconds(86_400), List.of());
             acc.allocations += s.allocations(); // each allocation is counted on its first device only
             allocations += s.allocations();
             total.add(s.figures());
@@ -271,7 +270,9 @@ public record UsageReport(Instant since, Instant until, GroupBy by, List<Row> ro
 
         void add(UsageFigures f, int device, Instant a, Instant b, List<String> n) {
             figures.add(f);
-            devices.add(device);
+            if (device >= 0) {
+                devices.add(device);
+            }
             from = from == null || a.isBefore(from) ? a : from;
             to = to == null || b.isAfter(to) ? b : to;
             for (String x : n) {

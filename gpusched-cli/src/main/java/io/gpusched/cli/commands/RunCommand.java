@@ -3,6 +3,7 @@ package io.gpusched.cli.commands;
 import io.gpusched.cli.CliException;
 import io.gpusched.cli.GpuschedCommand;
 import io.gpusched.cli.Node;
+import io.gpusched.cli.RunSampler;
 import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuRequest;
 import io.gpusched.core.HolderProcess;
@@ -63,6 +64,7 @@ public final class RunCommand implements Callable<Integer> {
             // bound to this process, which starts the job, waits for it and releases on its exit: if this process
             // dies (kill -9), the kernel kills the job (see childArgv) and the ledger's next transaction reclaims
             Allocation a = n.scheduler().allocate(request.withHolder(HolderProcess.current()));
+            RunSampler sampler = RunSampler.start(n, root.config()); // the node's sampler when no other runs
             JobRun job = new JobRun(n.scheduler(), a);
             Thread hook = new Thread(job::cleanUp, "gpusched-run-cleanup");
             Runtime.getRuntime().addShutdownHook(hook);
@@ -107,6 +109,7 @@ public final class RunCommand implements Callable<Integer> {
                 return p.waitFor();
             } finally {
                 job.cleanUp();
+                sampler.close();
                 Runtime.getRuntime().removeShutdownHook(hook);
             }
         }
