@@ -210,8 +210,8 @@ public final class AccountingBenchmark {
     }
 
     static void report(Path dir, List<Integer> sizes) throws Exception {
-        System.out.println("allocations  records  write+compact s  report by owner ms  by day ms  by allocation ms"
-                + "  heap MiB (after GC, during the by-owner report)");
+        System.out.println("allocations  records  write+compact s  by owner ms (CPU ms)  by day ms  by allocation ms"
+                + " (CPU ms)  heap MiB (growth during the by-owner report)");
         for (int total : sizes) {
             Path state = Files.createTempDirectory(dir, "year-" + total);
             AccountingStore store = AccountingStore.at(state);
@@ -248,16 +248,21 @@ public final class AccountingBenchmark {
             double writeS = (System.nanoTime() - w0) / 1e9;
             Instant since = first.atStartOfDay().toInstant(ZoneOffset.UTC);
             Instant until = first.plusDays(365).atStartOfDay().toInstant(ZoneOffset.UTC);
+            ThreadMXBean cpu = ManagementFactory.getThreadMXBean();
             double[] owner = new double[5];
+            double[] ownerCpu = new double[5];
             double[] day = new double[5];
             double[] alloc = new double[3];
+            double[] allocCpu = new double[3];
             long heap = 0;
             for (int i = 0; i < owner.length; i++) {
                 System.gc();
                 long before = used();
+                long c0 = cpu.getCurrentThreadCpuTime();
                 long t0 = System.nanoTime();
                 UsageReport r = UsageReport.of(store, since, until, UsageReport.GroupBy.OWNER);
                 owner[i] = (System.nanoTime() - t0) / 1e6;
+                ownerCpu[i] = (cpu.getCurrentThreadCpuTime() - c0) / 1e6;
                 heap = Math.max(heap, used() - before);
                 if (r.allocations() != records) {
                     throw new IllegalStateException(r.allocations() + " allocations reported, " + records + " written");
@@ -267,12 +272,15 @@ public final class AccountingBenchmark {
                 day[i] = (System.nanoTime() - t0) / 1e6;
             }
             for (int i = 0; i < alloc.length; i++) {
+                long c0 = cpu.getCurrentThreadCpuTime();
                 long t0 = System.nanoTime();
                 UsageReport.of(store, since, until, UsageReport.GroupBy.ALLOCATION);
                 alloc[i] = (System.nanoTime() - t0) / 1e6;
+                allocCpu[i] = (cpu.getCurrentThreadCpuTime() - c0) / 1e6;
             }
-            System.out.printf(Locale.ROOT, "%11d  %7d  %14.1f  %18.1f  %9.1f  %16.1f  %8.1f%n", total, records, writeS,
-                    median(owner), median(day), median(alloc), heap / 1048576.0);
+            System.out.printf(Locale.ROOT, "%11d  %7d  %14.1f  %8.1f (%7.1f)  %9.1f  %8.1f (%7.1f)  %8.1f%n", total,
+                    records, writeS, median(owner), median(ownerCpu), median(day), median(alloc), median(allocCpu),
+                    heap / 1048576.0);
             System.out.println("  (one line is " + RecordCodec.encode(new Interval("n1-1", Optional.of("user1"),
                     OptionalLong.of(1001), Optional.of("job-1"), since, since.plusSeconds(60), true,
                     Optional.of("RELEASED"), false, Optional.empty(), List.of(new DeviceUsage(0, "GPU-0",

@@ -114,7 +114,7 @@ class ConsoleBrowserTest {
                 assertThat((java.util.Map<String, Object>) injected)
                         .as("elements and flags the payloads would have made")
                         .containsEntry("img", 0L).containsEntry("iframe", 0L).containsEntry("b", 0L)
-                        .containsEntry("svgOnload", 0L).containsEntry("scripts", "/app.js")
+                        .containsEntry("svgOnload", 0L).containsEntry("scripts", "/app.js,/usage.js")
                         .containsEntry("flag", "undefined");
                 Files.createDirectories(Path.of("target"));
                 Files.write(Path.of("target", "console-screenshot-hostile.png"),

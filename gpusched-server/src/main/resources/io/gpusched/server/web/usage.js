@@ -12,38 +12,54 @@
   };
   const fmt = (v, digits, unit) => v === null || v === undefined ? 'n/m' : v.toFixed(digits) + (unit || '');
 
-  // horizontal bars: GPU-hours per row, the idle share drawn darker; data-* attributes carry the figures for tests
+  // horizontal bars: GPU-hours per row (label left, value right), the idle share drawn darker at the bar's end;
+  // data-* attributes carry the figures for tests; every label is set as text
   function bars(rows, label) {
     const max = Math.max(0.0001, ...rows.map(r => r.gpuHours));
-    const h = 22, w = 100;
+    const h = 24, w = 600, left = 150, right = 90, len0 = w - left - right;
+    const height = rows.length * h + 4;
     const svg = document.createElementNS(SVG, 'svg');
     svg.setAttribute('class', 'bars');
-    svg.setAttribute('viewBox', '0 0 ' + w + ' ' + Math.max(h, rows.length * h));
-    svg.setAttribute('preserveAspectRatio', 'none');
+    svg.setAttribute('viewBox', '0 0 ' + w + ' ' + height);
+    svg.setAttribute('height', String(height));
     svg.setAttribute('data-chart', label);
     rows.forEach((r, i) => {
+      const y = i * h + 4;
+      const name = document.createElementNS(SVG, 'text');
+      name.setAttribute('x', String(left - 6));
+      name.setAttribute('y', String(y + 15));
+      name.setAttribute('text-anchor', 'end');
+      name.textContent = r.key.length > 22 ? r.key.slice(0, 21) + '…' : r.key;
+      svg.appendChild(name);
+      const len = r.gpuHours / max * len0;
       const busy = document.createElementNS(SVG, 'rect');
-      const len = r.gpuHours / max * w;
-      busy.setAttribute('x', '0');
-      busy.setAttribute('y', String(i * h + 3));
-      busy.setAttribute('width', len.toFixed(3));
+      busy.setAttribute('x', String(left));
+      busy.setAttribute('y', String(y));
+      busy.setAttribute('width', len.toFixed(2));
       busy.setAttribute('height', String(h - 6));
       busy.setAttribute('class', 'busy');
       busy.setAttribute('data-key', r.key);
       busy.setAttribute('data-gpu-hours', String(r.gpuHours));
-      const idle = document.createElementNS(SVG, 'rect');
-      const idleLen = r.idleFraction === null ? 0 : len * r.idleFraction;
-      idle.setAttribute('x', (len - idleLen).toFixed(3));
-      idle.setAttribute('y', String(i * h + 3));
-      idle.setAttribute('width', idleLen.toFixed(3));
-      idle.setAttribute('height', String(h - 6));
-      idle.setAttribute('class', 'idle');
       const title = document.createElementNS(SVG, 'title');
       title.textContent = r.key + ': ' + fmt(r.gpuHours, 2, ' GPU-h') + ', idle ' + fmt(r.idleFraction === null ? null
         : 100 * r.idleFraction, 0, ' %');
       busy.appendChild(title);
       svg.appendChild(busy);
-      svg.appendChild(idle);
+      const idleLen = r.idleFraction === null ? 0 : len * r.idleFraction;
+      if (idleLen > 0) {
+        const idle = document.createElementNS(SVG, 'rect');
+        idle.setAttribute('x', (left + len - idleLen).toFixed(2));
+        idle.setAttribute('y', String(y));
+        idle.setAttribute('width', idleLen.toFixed(2));
+        idle.setAttribute('height', String(h - 6));
+        idle.setAttribute('class', 'idle');
+        svg.appendChild(idle);
+      }
+      const value = document.createElementNS(SVG, 'text');
+      value.setAttribute('x', (left + len + 6).toFixed(2));
+      value.setAttribute('y', String(y + 15));
+      value.textContent = fmt(r.gpuHours, 2, ' GPU-h');
+      svg.appendChild(value);
     });
     return svg;
   }
