@@ -235,8 +235,9 @@ public final class AccountingBenchmark {
                             ds.add(new DeviceUsage(rnd.nextInt(8), "GPU-" + g, Figures.of(len, rnd.nextInt(101)),
                                     OptionalLong.of(rnd.nextInt(1 << 30)), List.of()));
                         }
-                        recs.add(new Interval("n1-" + (id++), Optional.of("user" + rnd.nextInt(60)),
-                                OptionalLong.of(1000 + rnd.nextInt(60)), Optional.of("job-" + id),
+                        int user = rnd.nextInt(60); // 60 users, each with its uid
+                        recs.add(new Interval("n1-" + (id++), Optional.of("user" + user),
+                                OptionalLong.of(1000 + user), Optional.of("job-" + id),
                                 start.plusMillis(from), start.plusMillis(from + len), true, Optional.of("RELEASED"),
                                 false, Optional.empty(), ds));
                     }
@@ -284,7 +285,8 @@ public final class AccountingBenchmark {
             System.out.println("  (one line is " + RecordCodec.encode(new Interval("n1-1", Optional.of("user1"),
                     OptionalLong.of(1001), Optional.of("job-1"), since, since.plusSeconds(60), true,
                     Optional.of("RELEASED"), false, Optional.empty(), List.of(new DeviceUsage(0, "GPU-0",
-                            Figures.of(60_000, 50), OptionalLong.of(1), List.of())))).length() + " bytes)");
+                            Figures.of(60_000, 50), OptionalLong.of(1), List.of()))))
+                    .length() + " bytes)");
         }
     }
 

@@ -46,7 +46,8 @@ class UsagePageBrowserTest {
         // one more allocation, by an owner whose name is markup, as a record of the store
         String json = "{\"k\":\"i\",\"id\":\"x-1\",\"owner\":" + new ObjectMapper().writeValueAsString(hostile)
                 + ",\"from\":" + (System.currentTimeMillis() - 600_000) + ",\"to\":" + (System.currentTimeMillis()
-                        - 540_000) + ",\"first\":true,\"end\":\"RELEASED\",\"gpus\":[{\"i\":0,\"uuid\":\"GPU-0\","
+                        - 540_000)
+                + ",\"first\":true,\"end\":\"RELEASED\",\"gpus\":[{\"i\":0,\"uuid\":\"GPU-0\","
                 + "\"held\":60000,\"meas\":60000,\"um\":60000,\"us\":3000000.0,\"up\":50.0,\"idle\":0,\"e\":0,"
                 + "\"ee\":0,\"em\":0}]}";
         CRC32C crc = new CRC32C();
@@ -68,8 +69,8 @@ class UsagePageBrowserTest {
             try {
                 WebDriverWait wait = new WebDriverWait(browser, Duration.ofSeconds(20));
                 browser.get(console.url() + "/#usage");
-                wait.until(b -> b.findElements(By.cssSelector("#usage-owners tbody tr[data-key]")).size()
-                        == api.get("rows").size());
+                wait.until(b -> b.findElements(By.cssSelector("#usage-owners tbody tr[data-key]")).size() == api
+                        .get("rows").size());
                 List<WebElement> rows = browser.findElements(By.cssSelector("#usage-owners tbody tr[data-key]"));
                 assertThat(rows).extracting(r -> r.getAttribute("data-key")).contains("alice", "bob", "carol",
                         "dave", "erin", hostile);
