@@ -140,16 +140,16 @@ public sealed interface AccountingRecord {
     }
 
     /**
-     * A day's usage of one owner (all GPUs), or of one GPU (all owners), written by compaction so that reports over long
-     * periods read a few rows per day instead of every interval.
+     * A day's usage of one owner (all GPUs), or of one GPU (all owners), written by compaction so that reports over
+     * long periods read a few rows per day instead of every interval.
      *
      * @param day         the UTC day
      * @param owner       for an owner row: the owner (empty: allocations without one); empty for a GPU row
      * @param ownerUid    the owner's uid, where known (owner rows)
      * @param index       for a GPU row: the device index; empty for an owner row
      * @param uuid        for a GPU row: the device UUID
-     * @param allocations allocations granted that day: per owner row, those of the owner; per GPU row, those whose first
-     *                    GPU it is (so rows of either kind add up over the day to the day's allocations)
+     * @param allocations allocations granted that day: per owner row, those of the owner; per GPU row, those whose
+     *                    first GPU it is (so rows of either kind add up over the day to the day's allocations)
      * @param figures     the day's figures (copied)
      */
     record DaySummary(LocalDate day, Optional<String> owner, OptionalLong ownerUid, OptionalInt index,

@@ -41,9 +41,9 @@ import java.util.function.Consumer;
 /**
  * The node's accounting store: {@code <state dir>/accounting/}, one append-only journal per UTC day
  * ({@code YYYY-MM-DD.log}, lines of {@link RecordCodec}) and, for days compacted, a summary beside it
- * ({@code YYYY-MM-DD.sum}: one {@link DaySummary} per owner and one per GPU, and the day's idle-policy steps). Every process of the node may read it
- * without a lock (directory {@code 0755}, files {@code 0644}); one process writes it, the node's sampler, which holds
- * the {@code fcntl} lock on {@code sampler.lock} ({@link #openWriter}).
+ * ({@code YYYY-MM-DD.sum}: one {@link DaySummary} per owner and one per GPU, and the day's idle-policy steps). Every
+ * process of the node may read it without a lock (directory {@code 0755}, files {@code 0644}); one process writes
+ * it, the node's sampler, which holds the {@code fcntl} lock on {@code sampler.lock} ({@link #openWriter}).
  *
  * <p>Durability: a batch of records is appended and forced to disk ({@code fsync}) before {@link Writer#append}
  * returns; a new day's file is made durable with its directory. A crash leaves at most a torn last line, which
@@ -148,9 +148,16 @@ public final class AccountingStore {
 
     /** Reads one file line by line, bounded; a last line without its newline (a write in progress) is skipped. */
     private static void read(Path file, Consumer<AccountingRecord> sink, List<String> warnings) {
+        if (!Files.exists(file, LinkOption.NOFOLLOW_LINKS)) {
+            return;
+        }
+        if (!Files.isRegularFile(file, LinkOption.NOFOLLOW_LINKS)) { // before opening: a FIFO would block the open
+            warnings.add(file + " is not a regular file (a link, a FIFO, a device?); skipped");
+            return;
+        }
         InputStream in;
         try {
-            in = Files.newInputStream(file, LinkOption.NOFOLLOW_LINKS);
+            in = Files.newInputStream(file, LinkOption.NOFOLLOW_LINKS, StandardOpenOption.READ);
         } catch (NoSuchFileException e) {
             return;
         } catch (IOException e) {
@@ -158,10 +165,6 @@ public final class AccountingStore {
             return;
         }
         try (in) {
-            if (!Files.isRegularFile(file, LinkOption.NOFOLLOW_LINKS)) {
-                warnings.add(file + " is not a regular file; skipped");
-                return;
-            }
             byte[] buf = new byte[1 << 16];
             byte[] line = new byte[1 << 12];
             int len = 0;

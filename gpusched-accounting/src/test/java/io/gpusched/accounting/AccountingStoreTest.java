@@ -5,6 +5,12 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.gpusched.accounting.AccountingRecord.DeviceUsage;
 import io.gpusched.accounting.AccountingRecord.Interval;
+import io.gpusched.core.Allocation;
+import io.gpusched.core.GpuRequest;
+import io.gpusched.core.sim.UsageTrace;
+import io.gpusched.core.Allocation;
+import io.gpusched.core.GpuRequest;
+import io.gpusched.core.sim.UsageTrace;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
@@ -12,10 +18,14 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.PosixFilePermissions;
+import java.time.Duration;
+import java.time.Duration;
 import java.time.Instant;
 import java.time.LocalDate;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
+import java.util.Map;
 import java.util.Optional;
 import java.util.OptionalLong;
 import org.junit.jupiter.api.Test;
@@ -108,7 +118,7 @@ class AccountingStoreTest {
     }
 
     @Test
-    void aSymlinkedStoreIsRefusedAndSymlinkedDaysAreNotRead() throws IOException {
+    void aSymlinkedStoreIsRefusedAndSymlinkedDaysAreNotRead() throws IOException, InterruptedException {
         Path elsewhere = Files.createDirectories(dir.resolve("elsewhere"));
         Path state = Files.createDirectories(dir.resolve("state"));
         Files.createSymbolicLink(state.resolve("accounting"), elsewhere);
@@ -124,6 +134,12 @@ class AccountingStoreTest {
         List<String> warnings = new ArrayList<>();
         s.readDay(LocalDate.parse("2026-05-02"), r -> {}, warnings);
         assertThat(warnings).singleElement().satisfies(w -> assertThat(w).contains("2026-05-02.log"));
+        // a FIFO in place of a day never blocks a reader (it is not opened)
+        Process mkfifo = new ProcessBuilder("mkfifo", s.directory().resolve("2026-05-03.log").toString()).start();
+        assertThat(mkfifo.waitFor()).isZero();
+        List<String> more = new ArrayList<>();
+        s.readDay(LocalDate.parse("2026-05-03"), r -> {}, more);
+        assertThat(more).singleElement().satisfies(w -> assertThat(w).contains("not a regular file"));
     }
 
     @Test
@@ -155,6 +171,20 @@ class AccountingStoreTest {
             assertThat(w.retain(LocalDate.parse("2026-05-02"))).containsExactly(LocalDate.parse("2026-05-01"));
             assertThat(s.days()).containsExactly(LocalDate.parse("2026-05-02"));
             assertThat(s.hasSummary(LocalDate.parse("2026-05-01"))).isFalse();
+        }
+    }
+
+    @Test
+    void statusShowsAnIdleAllocationFromTheStore() {
+        try (ScriptedNode node = new ScriptedNode(dir, AccountingSettings.defaults().withCheckpoint(
+                Duration.ofMinutes(1)))) {
+            node.trace(0, UsageTrace.of(Duration.ofSeconds(10), 0));
+            node.sweep();
+            Allocation a = node.allocate(GpuRequest.builder().requiredDevices(0).owner("hal").build());
+            node.run(Duration.ofMinutes(1), 45);
+            Map<String, IdleStatus> idle = IdleStatus.read(node.store, node.clock.instant());
+            assertThat(idle).containsOnlyKeys(a.id());
+            assertThat(idle.get(a.id()).describe()).isEqualTo("idle 45 min (flagged)");
         }
     }
 }
