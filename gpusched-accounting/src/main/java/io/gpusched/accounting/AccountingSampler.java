@@ -58,6 +58,10 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
     private boolean closed;
     private final List<Consumer<Interval>> intervalListeners =
             new CopyOnWriteArrayList<>();
+    /** records a failed append left, written first by the next one */
+    private final List<AccountingRecord> pending = new ArrayList<>();
+    /** Most records kept while the store refuses writes. */
+    static final int MAX_PENDING = 100_000;
     /** allocations granted (their events) that no sweep has seen yet */
     private final Map<String, AllocationEvent> granted = new HashMap<>();
 
@@ -116,9 +120,30 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
         intervalListeners.add(Objects.requireNonNull(l, "listener"));
     }
 
+    /**
+     * Appends records, with any a failed append left behind first: a disk that was full or failing loses no interval
+     * the meter already closed (kept in memory up to {@value #MAX_PENDING} records, the oldest dropped past that, with
+     * a warning), and they are written, in order, once the store takes writes again.
+     */
     private void write(List<? extends AccountingRecord> records) {
-        writer.append(records);
-        for (AccountingRecord r : records) {
+        List<AccountingRecord> batch = records.isEmpty() && pending.isEmpty() ? List.of() : new ArrayList<>(pending);
+        if (batch.isEmpty() && records.isEmpty()) {
+            return;
+        }
+        batch.addAll(records);
+        try {
+            writer.append(batch);
+            pending.clear();
+        } catch (RuntimeException e) {
+            pending.clear();
+            int drop = Math.max(0, batch.size() - MAX_PENDING);
+            if (drop > 0) {
+                LOG.warn("accounting: {} records dropped: the store has refused writes for too long", drop);
+            }
+            pending.addAll(batch.subList(drop, batch.size()));
+            throw e;
+        }
+        for (AccountingRecord r : batch) {
             if (r instanceof Interval iv) {
                 for (Consumer<Interval> l : intervalListeners) {
                     try {

@@ -341,9 +341,11 @@ public final class AccountingStore {
                 byDay.computeIfAbsent(dayOf(r.at()), d -> new StringBuilder()).append(RecordCodec.encode(r))
                         .append('\n');
             }
+            Map<FileChannel, Long> before = new LinkedHashMap<>();
             try {
                 for (Map.Entry<LocalDate, StringBuilder> e : byDay.entrySet()) {
                     FileChannel ch = channel(e.getKey());
+                    before.put(ch, ch.size());
                     ByteBuffer b = ByteBuffer.wrap(e.getValue().toString().getBytes(StandardCharsets.UTF_8));
                     while (b.hasRemaining()) {
                         ch.write(b);
@@ -353,6 +355,16 @@ public final class AccountingStore {
                     open.get(d).force(false);
                 }
             } catch (IOException e) {
+                // all or nothing: a batch the disk refused part of is taken back, so a retry neither leaves a torn
+                // line in the middle of a journal nor writes the part that did land twice
+                for (Map.Entry<FileChannel, Long> b : before.entrySet()) {
+                    try {
+                        b.getKey().truncate(b.getValue());
+                        b.getKey().position(b.getValue());
+                    } catch (IOException ignored) {
+                        // the next writer cuts a torn tail
+                    }
+                }
                 throw new UncheckedIOException("cannot append to the accounting store " + dir + ": "
                         + e.getMessage(), e);
             }
