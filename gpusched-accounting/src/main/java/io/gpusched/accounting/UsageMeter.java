@@ -148,9 +148,6 @@ final class UsageMeter {
             Optional<GpuMetrics> m = Optional.ofNullable(byIndex.get(d.index()));
             sweeps.put(d.index(), sweep(d, m, e.getValue(), prev, t, usage));
         }
-        for (GpuMetrics m : sample.metrics()) {
-            lastCounter.put(m.index(), m.energyMillijoules());
-        }
         for (Allocation a : live) {
             Track tr = tracks.get(a.id());
             if (tr == null) {
@@ -160,7 +157,7 @@ final class UsageMeter {
             tr.allocation = a;
             long sampledFrom = prev != null ? prev : t;
             if (tr.covered < sampledFrom) {
-                gap(tr, tr.covered, sampledFrom, sweeps, prev == null, out);
+                gap(tr, tr.covered, sampledFrom, sweeps, prev == null ? byIndex : null, out);
             }
             if (tr.covered < t) {
                 credit(tr, tr.covered, t, prev, sweeps, out);
@@ -169,6 +166,9 @@ final class UsageMeter {
                 GpuMetrics m = byIndex.get(d.index());
                 tr.counter.put(d.index(), m == null ? OptionalLong.empty() : m.energyMillijoules());
             }
+        }
+        for (GpuMetrics m : sample.metrics()) { // after the gaps: they read the counters at the previous sweep
+            lastCounter.put(m.index(), m.energyMillijoules());
         }
         lastTick = t;
         return out;
@@ -390,7 +390,11 @@ final class UsageMeter {
     }
 
     /** Records [from, to) as nothing sampled: held time, energy where the counter bridges an exclusive GPU. */
-    private void gap(Track tr, long from, long to, Map<Integer, DeviceSweep> sweeps, boolean counterNow,
+    /**
+     * @param now the sweep's metrics when the gap ends now (the first sweep of this meter), null when it ends at the
+     *            previous sweep (the counters then are the ones kept from it)
+     */
+    private void gap(Track tr, long from, long to, Map<Integer, DeviceSweep> sweeps, Map<Integer, GpuMetrics> now,
             List<Interval> out) {
         if (tr.covered > tr.from || tr.first) {
             if (tr.covered > tr.from) {
@@ -400,7 +404,8 @@ final class UsageMeter {
         Map<Integer, Long> bridged = new HashMap<>();
         for (GpuDevice d : tr.allocation.devices()) {
             OptionalLong before = tr.counter.getOrDefault(d.index(), OptionalLong.empty());
-            OptionalLong after = counterNow ? currentCounter(d.index()) : lastCounterBefore(d.index());
+            OptionalLong after = now != null ? (now.containsKey(d.index()) ? now.get(d.index()).energyMillijoules()
+                    : OptionalLong.empty()) : lastCounter.getOrDefault(d.index(), OptionalLong.empty());
             DeviceSweep s = sweeps.get(d.index());
             boolean exclusive = s != null && s.energyShare.size() == 1 && s.shareNote == null && !s.mig;
             if (exclusive && before.isPresent() && after.isPresent() && after.getAsLong() >= before.getAsLong()) {
@@ -432,14 +437,6 @@ final class UsageMeter {
         }
         tr.idleSince = null;
         idle.remove(tr.allocation.id());
-    }
-
-    private OptionalLong currentCounter(int index) {
-        return lastCounter.getOrDefault(index, OptionalLong.empty());
-    }
-
-    private OptionalLong lastCounterBefore(int index) {
-        return lastCounter.getOrDefault(index, OptionalLong.empty());
     }
 
     /**

@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.within;
 import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuRequest;
 import io.gpusched.core.MemorySize;
+import io.gpusched.core.ProcessAttribution;
 import io.gpusched.core.sim.SimulatedGpuInventory;
 import io.gpusched.core.sim.UsageTrace;
 import java.nio.file.Path;
@@ -180,5 +181,34 @@ class ScriptedTraceReportTest {
             u.ifPresent(x -> assertThat(x.total().heldMillis()).isEqualTo(Duration.between(a.createdAt(), x.to())
                     .toMillis()));
         }
+    }
+
+    @Test
+    void timeNoSamplerSawIsAGapWhoseEnergyTheCounterBridges() {
+        node.trace(0, new UsageTrace(TEN, List.of(50.0), List.of(), List.of(200.0)));
+        node.sweep();
+        Allocation a = node.allocate(GpuRequest.builder().requiredDevices(0).owner("jo").build());
+        node.run(TEN, 3);
+        node.scheduler.removeListener(node.sampler);
+        node.sampler.close(); // the sampler stops; a minute passes with none
+        node.clock.advance(Duration.ofSeconds(60));
+        try (AccountingSampler again = AccountingSampler.open(node.store, AccountingSettings.defaults(),
+                node.inventory, ProcessAttribution.none(), new HostIdleEffects(node.scheduler), node.clock)
+                .orElseThrow()) {
+            node.scheduler.addListener(again);
+            again.sweep(node.inventory.sample(), node.scheduler.allocations());
+            node.clock.advance(TEN);
+            again.sweep(node.inventory.sample(), node.scheduler.allocations());
+            node.scheduler.release(a.id());
+        }
+        AllocationUsage u = usage(a);
+        UsageFigures f = u.total();
+        assertThat(f.heldMillis()).isEqualTo(100_000);
+        assertThat(f.measuredMillis()).as("the minute without a sampler is not sampled").isEqualTo(40_000);
+        assertThat(f.energyMillijoules()).as("200 W the whole 100 s: the counter bridges the gap")
+                .isEqualTo(200L * 100_000);
+        assertThat(f.estimatedMillijoules()).isZero();
+        assertThat(u.gaps()).isEqualTo(60_000);
+        assertThat(u.devices().get(0).notes()).contains(UsageMeter.NOT_SAMPLED);
     }
 }
