@@ -5,8 +5,10 @@ import static org.assertj.core.api.Assertions.within;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -63,5 +65,35 @@ class ReportCommandTest {
         CliRunner.Result none = cli.run("--simulate", "dgx1-v100", "report", "no-such-allocation");
         assertThat(none.exit()).isEqualTo(1);
         assertThat(none.err()).contains("no usage is recorded for allocation \"no-such-allocation\"");
+    }
+
+    /** The README's accounting lines, run as pasted ({@code <ID>}: an allocation the demo recorded). */
+    @Test
+    void readmeAccountingLinesRunAsPasted(@TempDir Path state) throws Exception {
+        String readme = Files.readString(Path.of("../README.md"));
+        int sec = readme.indexOf("## Accounting: what each allocation used");
+        assertThat(sec).as("README section").isPositive();
+        int start = readme.indexOf("```bash\n", sec) + 8;
+        List<String> lines = readme.substring(start, readme.indexOf("```", start)).lines()
+                .map(l -> l.contains("#") ? l.substring(0, l.indexOf('#')) : l).map(String::strip)
+                .filter(l -> !l.isEmpty()).toList();
+        assertThat(lines).hasSizeGreaterThanOrEqualTo(4);
+        CliRunner cli = new CliRunner(state);
+        String id = null;
+        for (String line : lines) {
+            assertThat(line).startsWith("./gpusched ");
+            if (line.contains("<ID>")) {
+                if (id == null) {
+                    id = JSON.readTree(cli.run("--simulate", "dgx1-v100", "report", "--by", "allocation", "--json")
+                            .out()).get("rows").get(0).get("key").asText();
+                }
+                line = line.replace("<ID>", id);
+            }
+            CliRunner.Result r = cli.run(line.substring("./gpusched ".length()).split("\\s+"));
+            assertThat(r.exit()).as(line + "\n" + r.out() + r.err()).isZero();
+            if (line.endsWith(id == null ? "\u0000" : id)) {
+                assertThat(r.out()).contains("GPU-hours").contains("% of the time");
+            }
+        }
     }
 }
