@@ -99,8 +99,9 @@ class ConsoleBrowserTest {
                 String row = browser.findElement(By.cssSelector("#alloc-rows tr[data-allocation='" + id + "']"))
                         .getText();
                 assertThat(row).contains(owner).contains(job).contains("k=" + label);
-                assertThat(browser.findElement(By.cssSelector("#gpu-1 [data-role=health]")).getText())
-                        .contains(reason);
+                // cards are drawn anew on every tick: read the health line where a redraw cannot pull it away
+                wait.until(b -> b.findElement(By.cssSelector("#gpu-1 [data-role=health]")).getText()
+                        .contains(reason));
                 assertThat(browser.findElement(By.id("audit-list")).getText()).contains(owner);
                 // and nothing it spells exists: no img, svg element other than sparklines, iframe, b, or script
                 // beyond the page's own
