@@ -93,7 +93,11 @@ final class NodeWatcher {
         sweepFeed = feed;
     }
 
-    /** An idle-policy step: pushed as an {@code idle} event and kept in the audit. */
+    /**
+     * An idle-policy step: pushed as an {@code idle} event (for clients that follow the idle policy) and an
+     * {@code audit} event (the page's audit list), and kept in the audit ({@code IDLE_FLAGGED}, {@code IDLE_WARNED},
+     * ...).
+     */
     void onIdle(IdleNotice n) {
         Map<String, Object> m = new LinkedHashMap<>();
         m.put("type", "IDLE_" + n.step().name());
@@ -109,7 +113,9 @@ final class NodeWatcher {
                 audit.removeFirst();
             }
         }
-        sse.broadcast("idle", Views.json(m));
+        String json = Views.json(m);
+        sse.broadcast("idle", json);
+        sse.broadcast("audit", json); // the page's audit list shows it as it happens
     }
 
     /** Pushes devices and allocations when they differ from the last push. */

@@ -6,6 +6,8 @@ import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.gpusched.accounting.AccountingRecord.Interval;
+import io.gpusched.accounting.AccountingSettings;
+import io.gpusched.accounting.IdlePolicy;
 import io.gpusched.accounting.RecordCodec;
 import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuRequests;
@@ -27,6 +29,8 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.time.Instant;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.zip.CRC32C;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -92,6 +96,39 @@ class UsageRoutesTest {
             String metrics = get(c, "/metrics").body();
             assertThat(metrics).contains("gpusched_usage_gpu_seconds_total{owner=\"alice\"} 60.0");
             assertThat(metrics).contains("gpusched_usage_idle_seconds_total{owner=\"alice\"} 0.0");
+        }
+    }
+
+    @Test
+    void idleStepsReachTheAuditAndTheHolderIsWarnedBeforeTheRelease(@TempDir Path state) throws Exception {
+        ManualClock clock = new ManualClock(Instant.parse("2026-04-02T08:00:00Z"));
+        SimulatedGpuInventory inv = NodeDescriptions.profile("pcie-4xa10", clock);
+        inv.setTrace(1, UsageTrace.of(Duration.ofSeconds(10), 0));
+        AccountingSettings settings = AccountingSettings.defaults().withIdle(new IdlePolicy(1, Duration.ofMinutes(1),
+                Duration.ofMinutes(2), Duration.ofMinutes(3), IdlePolicy.Action.RELEASE, "TERM", Duration.ZERO,
+                List.of(), false, List.of()));
+        try (GpuScheduler s = GpuScheduler.builder().inventory(inv).clock(clock).auditLogging(false)
+                .maintenanceInterval(Duration.ZERO).build();
+             ConsoleServer c = ConsoleServer.builder().scheduler(s).stateDir(state).clock(clock).ticking(false)
+                     .accounting(settings).listen(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0))
+                     .build().start()) {
+            c.watcher().tick();
+            Allocation a = s.allocate(GpuRequests.fromCliFlags("--devices=1", "--owner=ivy"));
+            for (int i = 0; i < 20; i++) {
+                clock.advance(Duration.ofSeconds(10));
+                c.watcher().tick();
+            }
+            JsonNode audit = JSON.readTree(get(c, "/api/v1/audit").body());
+            List<String> types = new ArrayList<>();
+            audit.forEach(e -> types.add(e.get("type").asText()));
+            assertThat(types).containsSubsequence("IDLE_FLAGGED", "IDLE_WARNED", "IDLE_RELEASED");
+            assertThat(s.allocations()).as("released by the idle policy").isEmpty();
+            audit.forEach(e -> {
+                if (e.get("type").asText().startsWith("IDLE_")) {
+                    assertThat(e.get("allocationId").asText()).isEqualTo(a.id());
+                    assertThat(e.get("owner").asText()).isEqualTo("ivy");
+                }
+            });
         }
     }
 
