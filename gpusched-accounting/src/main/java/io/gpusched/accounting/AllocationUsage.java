@@ -126,8 +126,8 @@ public record AllocationUsage(String id, Optional<String> owner, Optional<String
             b.append(", peak memory ").append(String.format("%.1f GiB", f.memoryPeakBytes().getAsLong()
                     / (double) (1L << 30)));
         }
-        if (f.heldMillis() > f.measuredMillis()) {
-            b.append(" (").append(String.format("%.0f", 100.0 * f.measuredMillis() / f.heldMillis()))
+        if (f.heldMillis() > f.measuredMillis()) { // floor: a few seconds unsampled never read as 100 %
+            b.append(" (").append((long) Math.floor(100.0 * f.measuredMillis() / f.heldMillis()))
                     .append(" % of the time sampled)");
         }
         return b.toString();
