@@ -67,6 +67,15 @@ final class UsageMeter {
     private final Map<String, Track> tracks = new LinkedHashMap<>();
     private final Map<String, Interval> resumeFrom = new HashMap<>();
     private final Map<Integer, OptionalLong> lastCounter = new HashMap<>();
+    /**
+     * Per shared device, per pid: whom the attribution charged it to, kept while the pid stays in the device's process
+     * list and the device's holders stay the same (a process's cgroup and parent do not change under it; its pid
+     * cannot be reused while it is listed), so {@code /proc} is read once per process, not once per sweep.
+     */
+    private final Map<Integer, Map<Integer, Attributed>> attributed = new HashMap<>();
+
+    private record Attributed(Set<String> holders, Optional<UsageOwner> owner) {
+    }
     /** allocation id to when it went idle, for those idle at the last sweep (kept up to date, read without a copy) */
     private final Map<String, Instant> idle = new HashMap<>();
     private final Map<String, Instant> idleView = Collections.unmodifiableMap(idle);
@@ -202,11 +211,12 @@ final class UsageMeter {
         double energy = -1;
         boolean energyExact;
         String energyNote;
-        /** per allocation id: utilization (percent) charged, or absent where not measured */
-        final Map<String, Double> util = new HashMap<>();
-        final Map<String, Long> memory = new HashMap<>();
+        /** per allocation id: utilization (percent) charged, or absent where not measured (small immutable maps on
+         *  an exclusive GPU, the common case: no hash tables per sweep) */
+        Map<String, Double> util = Map.of();
+        Map<String, Long> memory = Map.of();
         /** per allocation id: its share of the device's energy, 0 to 1 */
-        final Map<String, Double> energyShare = new HashMap<>();
+        Map<String, Double> energyShare = Map.of();
         String utilNote;
         String shareNote;
         long prev;
@@ -243,7 +253,7 @@ final class UsageMeter {
         if (exclusive) {
             String id = hs.get(0).id();
             if (m.utilizationPercent().isPresent()) {
-                s.util.put(id, m.utilizationPercent().getAsDouble());
+                s.util = Map.of(id, m.utilizationPercent().getAsDouble());
             } else {
                 s.utilNote = "utilization not measured: " + usage.apply(d).flatMap(
                         ProcessUsageSample::utilizationUnmeasured).orElse(
@@ -251,10 +261,15 @@ final class UsageMeter {
                                         ? "MIG partitions report no utilization"
                                         : "the backend reports none for this GPU");
             }
-            m.memoryUsed().ifPresent(x -> s.memory.put(id, x.bytes()));
-            s.energyShare.put(id, 1.0);
+            if (m.memoryUsed().isPresent()) {
+                s.memory = Map.of(id, m.memoryUsed().get().bytes());
+            }
+            s.energyShare = Map.of(id, 1.0);
             return s;
         }
+        s.util = new HashMap<>();
+        s.memory = new HashMap<>();
+        s.energyShare = new HashMap<>();
         Optional<ProcessUsageSample> ps = usage.apply(d);
         boolean utilMeasured = ps.isPresent() && ps.get().utilizationUnmeasured().isEmpty();
         if (ps.isEmpty()) {
@@ -265,8 +280,16 @@ final class UsageMeter {
         double total = 0;
         Map<String, Double> busy = new HashMap<>();
         if (ps.isPresent()) {
+            Map<Integer, Attributed> known = attributed.computeIfAbsent(d.index(), k -> new HashMap<>());
+            Set<String> holderIds = new HashSet<>();
+            hs.forEach(a -> holderIds.add(a.id()));
+            Map<Integer, Attributed> seen = new HashMap<>();
             for (GpuProcessUsage p : ps.get().processes()) {
-                Optional<UsageOwner> o = attribution.ownerOf(d, p.pid(), hs);
+                Attributed was = known.get(p.pid());
+                Optional<UsageOwner> o = was != null && was.holders.equals(holderIds) ? was.owner
+                        : attribution.ownerOf(d, p.pid(), hs);
+                seen.put(p.pid(), was != null && was.holders.equals(holderIds) ? was
+                        : new Attributed(holderIds, o));
                 double u = p.smUtilizationPercent().orElse(0);
                 total += u;
                 if (o.isEmpty() || o.get().kind() != UsageOwner.Kind.ALLOCATION
@@ -277,6 +300,7 @@ final class UsageMeter {
                 busy.merge(id, u, Double::sum);
                 p.memoryUsed().ifPresent(x -> s.memory.merge(id, x.bytes(), Long::sum));
             }
+            attributed.put(d.index(), seen); // processes gone from the list are forgotten
         }
         for (Allocation a : hs) {
             if (utilMeasured) {
