@@ -55,6 +55,9 @@ import java.util.function.Consumer;
  * well under a second from the day summaries (docs/PERFORMANCE.md), readers never take a lock (a reader holding a
  * SQLite read lock stalls its writer; a WAL database needs its readers to write), and the format is the ledger's
  * proven one (checksummed lines, a torn tail cut), documented in docs/ACCOUNTING.md.
+ *
+ * <p>Why it is about 600 lines: the reader, the recovery scan and the writer (appends all or nothing, torn tails,
+ * compaction, retention) share the layout and the file discipline; the format itself is {@link RecordCodec}'s.
  */
 public final class AccountingStore {
     /** The store's directory name under a state directory. */

@@ -47,6 +47,9 @@ import java.util.function.Function;
  * counter bridges it on an exclusively held GPU.
  *
  * <p>Not thread-safe: the sampler calls it from one thread.
+ *
+ * <p>Why it is about 600 lines: one sweep's crediting (per device, exclusive or shared, energy by counter or power,
+ * day cuts, gaps, the end of an allocation) is one state machine over the same per-allocation tracks.
  */
 final class UsageMeter {
     static final String NOT_SAMPLED = "not sampled: no sampler ran over this time (the node's sampler was stopped or"
