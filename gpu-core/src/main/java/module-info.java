@@ -27,6 +27,7 @@ module io.gpusched.core {
             io.gpusched.cdi,
             io.gpusched.slurm,
             io.gpusched.server,
+            io.gpusched.accounting,
             io.gpusched.cli;
 
     // the ledger's records and the status views are read and written by Jackson

@@ -32,6 +32,8 @@ import java.util.Set;
  *   thermal: {max_sample_age: 30s}                 # older samples are ignored by the thermal strategy
  *   placement: {work_budget: 1000000}              # topology search budget (units, >= 1000) or exact
  *   state_dir: /var/lib/gpusched                   # node ledger shared by the node's processes; unset: in memory
+ *   accounting: {...}                              # read by gpusched-accounting (AccountingSettings), not here
+ *   idle: {...}                                    # read by gpusched-accounting (IdlePolicy), not here
  * </pre>
  * Unknown keys are rejected with their path named.
  *
@@ -85,8 +87,7 @@ public record GpuConfig(
     private static final Set<String> ROOT_KEYS = Set.of("gpu");
     private static final Set<String> GPU_KEYS = Set.of("enabled", "strategy", "backends", "cuda_paths",
             "max_gpus_per_request", "allow_sharing", "max_shared_per_gpu", "leases", "drain", "rate_limit", "thermal",
-            "state_dir",
-            "placement");
+            "state_dir", "placement", "accounting", "idle");
 
     /** @throws GpuConfigException naming the invalid setting */
     public GpuConfig {

@@ -10,7 +10,9 @@ import io.gpusched.core.GpuRequests;
 import io.gpusched.core.GpuScheduler;
 import io.gpusched.core.GpuVendor;
 import io.gpusched.core.MemorySize;
+import io.gpusched.core.host.StateDirectory;
 import java.io.PrintStream;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
@@ -56,8 +58,23 @@ public final class Demo {
         }
     }
 
-    /** @return 0 when every step worked */
+    /** @return 0 when every step worked (no usage is replayed: see {@link #run(PrintStream, Optional, Optional)}) */
     public static int run(PrintStream out, Optional<String> simulate) {
+        return run(out, simulate, Optional.empty(), false);
+    }
+
+    /**
+     * The demo, and on a simulated node the last hour of scripted usage replayed into its accounting store
+     * ({@link DemoUsage}), so that {@code gpusched --simulate PROFILE report} shows it.
+     *
+     * @param stateDir {@code --state-dir} as given; empty: the {@link StateDirectory} rule for the simulated node
+     * @return 0 when every step worked
+     */
+    public static int run(PrintStream out, Optional<String> simulate, Optional<Path> stateDir) {
+        return run(out, simulate, stateDir, true);
+    }
+
+    private static int run(PrintStream out, Optional<String> simulate, Optional<Path> stateDir, boolean usage) {
         try (GpuInventory inv = openNode(out, simulate);
              GpuScheduler scheduler = GpuScheduler.builder().inventory(inv).auditLogging(false).build()) {
             out.println();
@@ -87,6 +104,10 @@ public final class Demo {
             out.println("Released; " + scheduler.allocations().size() + " allocations left, "
                     + scheduler.devices().stream().filter(d -> d.isIdle()).count() + " of "
                     + inv.devices().size() + " GPUs idle.");
+            if (usage && inv.backend().startsWith(GpuInventories.SIMULATED_PREFIX)) {
+                String profile = inv.backend().substring(GpuInventories.SIMULATED_PREFIX.length());
+                DemoUsage.replay(out, simulate.orElse(profile), StateDirectory.forNode(stateDir, inv));
+            }
             return 0;
         }
     }

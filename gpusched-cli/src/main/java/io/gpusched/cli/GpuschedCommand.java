@@ -16,6 +16,7 @@ import io.gpusched.cli.commands.PlanCommand;
 import io.gpusched.cli.commands.QueueCommand;
 import io.gpusched.cli.commands.ReleaseCommand;
 import io.gpusched.cli.commands.RenewCommand;
+import io.gpusched.cli.commands.ReportCommand;
 import io.gpusched.cli.commands.RunCommand;
 import io.gpusched.cli.commands.ServeCommand;
 import io.gpusched.cli.commands.StatusCommand;
@@ -51,7 +52,7 @@ import picocli.CommandLine.ScopeType;
             AllocateCommand.class, ReleaseCommand.class, RenewCommand.class, StatusCommand.class, RunCommand.class,
             JobsCommand.class, LogsCommand.class, CancelCommand.class, QueueCommand.class,
             DoctorCommand.class, PlanCommand.class, ServeCommand.class,
-            ExportCommand.class, EnvCommand.class, K8sDevicePluginCommand.class})
+            ExportCommand.class, EnvCommand.class, K8sDevicePluginCommand.class, ReportCommand.class})
 public final class GpuschedCommand implements Callable<Integer> {
 
     @Option(names = "--simulate", paramLabel = "PROFILE", scope = ScopeType.INHERIT,

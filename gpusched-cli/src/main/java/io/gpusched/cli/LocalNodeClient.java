@@ -291,10 +291,12 @@ public final class LocalNodeClient implements NodeClient {
                 listener.stderr(data);
             }
         };
+        RunSampler sampler = RunSampler.start(n, config); // the node's accounting sampler when no other process is
         try {
             return LocalRun.run(n.scheduler(), n.inventory().devices(), resolver(), options, spec,
                     request(spec.flags()), tracking, p -> running = p, err);
         } finally {
+            sampler.close();
             running = null;
             runningId = null;
         }

@@ -99,8 +99,9 @@ class ConsoleBrowserTest {
                 String row = browser.findElement(By.cssSelector("#alloc-rows tr[data-allocation='" + id + "']"))
                         .getText();
                 assertThat(row).contains(owner).contains(job).contains("k=" + label);
-                assertThat(browser.findElement(By.cssSelector("#gpu-1 [data-role=health]")).getText())
-                        .contains(reason);
+                // cards are drawn anew on every tick: read the health line where a redraw cannot pull it away
+                wait.until(b -> b.findElement(By.cssSelector("#gpu-1 [data-role=health]")).getText()
+                        .contains(reason));
                 assertThat(browser.findElement(By.id("audit-list")).getText()).contains(owner);
                 // and nothing it spells exists: no img, svg element other than sparklines, iframe, b, or script
                 // beyond the page's own
@@ -114,7 +115,7 @@ class ConsoleBrowserTest {
                 assertThat((java.util.Map<String, Object>) injected)
                         .as("elements and flags the payloads would have made")
                         .containsEntry("img", 0L).containsEntry("iframe", 0L).containsEntry("b", 0L)
-                        .containsEntry("svgOnload", 0L).containsEntry("scripts", "/app.js")
+                        .containsEntry("svgOnload", 0L).containsEntry("scripts", "/app.js,/usage.js")
                         .containsEntry("flag", "undefined");
                 Files.createDirectories(Path.of("target"));
                 Files.write(Path.of("target", "console-screenshot-hostile.png"),

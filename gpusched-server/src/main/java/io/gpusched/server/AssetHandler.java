@@ -24,6 +24,7 @@ final class AssetHandler implements HttpHandler {
         h.assets.put("/", new Asset("index.html", "text/html; charset=utf-8"));
         h.assets.put("/index.html", new Asset("index.html", "text/html; charset=utf-8"));
         h.assets.put("/app.js", new Asset("app.js", "text/javascript; charset=utf-8"));
+        h.assets.put("/usage.js", new Asset("usage.js", "text/javascript; charset=utf-8"));
         h.assets.put("/app.css", new Asset("app.css", "text/css; charset=utf-8"));
         h.assets.put("/favicon.svg", new Asset("favicon.svg", "image/svg+xml"));
         return h;

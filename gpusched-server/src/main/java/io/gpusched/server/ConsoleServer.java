@@ -3,6 +3,10 @@ package io.gpusched.server;
 import com.sun.net.httpserver.Filter;
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpHandler;
+import io.gpusched.accounting.AccountingSampler;
+import io.gpusched.accounting.AccountingSettings;
+import io.gpusched.accounting.AccountingStore;
+import io.gpusched.accounting.HostIdleEffects;
 import io.gpusched.core.AllocationEvent;
 import io.gpusched.core.AllocationListener;
 import io.gpusched.core.GpuInventory;
@@ -102,6 +106,8 @@ public final class ConsoleServer implements AutoCloseable {
     private final Map<String, Boolean> apiPaths = new LinkedHashMap<>();
     private final AllocationsHandler allocations;
     private final EnvironmentHandler environment;
+    /** the node's accounting sampler, when this console is it (empty: another process is, or accounting is off) */
+    private final Optional<AccountingSampler> sampler;
     /** Routes a host added, by path prefix, longest first: they take precedence over the console's own. */
     private final Map<String, HttpHandler> hostRoutes;
     /** On the one context, outermost first: errors and headers, the caller, the Host rule, bearer auth. */
@@ -142,6 +148,12 @@ public final class ConsoleServer implements AutoCloseable {
         route(EventsHandler.PATH, new EventsHandler(sse, watcher, workers, b.maxSseClients, limits), true);
         route(API + "/whoami", ex -> Exchanges.get(ex, () -> Exchanges.json(ex, 200, whoami(Caller.of(ex)))), true);
         route(AllocationsHandler.PATH, allocations, true);
+        AccountingStore store = AccountingStore.at(b.stateDir);
+        UsageHandler usage = new UsageHandler(store, b.clock);
+        for (String p : UsageHandler.paths()) {
+            route(p, usage, true);
+        }
+        this.sampler = openSampler(b, store);
         hostRoutes = new TreeMap<>((x, y) -> x.length() != y.length() ? y.length() - x.length() : x.compareTo(y));
         hostRoutes.putAll(b.hostRoutes);
         callers = new CallerResolver(b.adminGroup);
@@ -149,6 +161,27 @@ public final class ConsoleServer implements AutoCloseable {
                 new HostFilter(!b.listen.getAddress().isLoopbackAddress(), b.allowedHosts, hostname, b.maxBodyBytes),
                 new BearerAuthFilter(token, b.maxBodyBytes));
         b.scheduler.addListener(listener);
+    }
+
+    /** Opens the node's accounting sampler on this console's sweeps, unless another process samples the node. */
+    private Optional<AccountingSampler> openSampler(Builder b, AccountingStore store) {
+        if (!b.accounting.enabled()) {
+            return Optional.empty();
+        }
+        UsageMeters usageMeters = new UsageMeters(meters.registry());
+        Optional<AccountingSampler> s = AccountingSampler.open(store, b.accounting, b.scheduler.inventory(), null,
+                new HostIdleEffects(b.scheduler).listener(watcher::onIdle), b.clock);
+        s.ifPresent(x -> {
+            x.addIntervalListener(usageMeters::onInterval);
+            b.scheduler.addListener(x);
+            watcher.feedSweeps(sample -> x.sweep(sample, b.scheduler.allocations()));
+        });
+        return s;
+    }
+
+    /** @return the accounting sampler, when this console is the node's (for tests) */
+    Optional<AccountingSampler> sampler() {
+        return sampler;
     }
 
     private void route(String path, HttpHandler handler, boolean api) {
@@ -288,6 +321,10 @@ public final class ConsoleServer implements AutoCloseable {
     public void close() {
         b.scheduler.removeListener(listener);
         ticker.shutdownNow();
+        sampler.ifPresent(s -> {
+            b.scheduler.removeListener(s);
+            s.close();
+        });
         sse.close();
         JettyTransport t = transport;
         if (t != null) {
@@ -398,6 +435,7 @@ public final class ConsoleServer implements AutoCloseable {
         private Boolean ticking;
         private Duration eventStall;
         private List<String> allowedHosts;
+        private AccountingSettings accounting;
         private Path unixSocket;
         private String socketGroup;
         private String adminGroup;
@@ -571,6 +609,18 @@ public final class ConsoleServer implements AutoCloseable {
         Builder ticking(boolean v) {
             unset(ticking, "ticking");
             ticking = v;
+            return this;
+        }
+
+        /**
+         * @param v {@code gpu.accounting} and {@code gpu.idle} (default {@link AccountingSettings#defaults()}): the
+         *     console is the node's accounting sampler (its ticks feed it) unless another process is, or accounting
+         *     is off
+         * @return this
+         */
+        public Builder accounting(AccountingSettings v) {
+            unset(accounting, "accounting settings");
+            accounting = Objects.requireNonNull(v, "accounting");
             return this;
         }
 
@@ -769,6 +819,7 @@ public final class ConsoleServer implements AutoCloseable {
             ticking = ticking == null || ticking;
             eventStall = eventStall != null ? eventStall : Duration.ofSeconds(30);
             allowedHosts = allowedHosts != null ? allowedHosts : List.of();
+            accounting = accounting != null ? accounting : AccountingSettings.defaults();
             idleTimeout = idleTimeout != null ? idleTimeout : Duration.ofSeconds(10);
             maxConnectionsPerClient = maxConnectionsPerClient != null ? maxConnectionsPerClient : 64;
             maxRequestsPerClient = maxRequestsPerClient != null ? maxRequestsPerClient : 32;

@@ -1,11 +1,13 @@
 package io.gpusched.server;
 
 import com.sun.net.httpserver.HttpExchange;
+import io.gpusched.accounting.IdleNotice;
 import io.gpusched.core.Allocation;
 import io.gpusched.core.AllocationEvent;
 import io.gpusched.core.DeviceState;
 import io.gpusched.core.GpuInventory;
 import io.gpusched.core.GpuMetrics;
+import io.gpusched.core.GpuSample;
 import io.gpusched.core.GpuScheduler;
 import java.io.IOException;
 import java.time.Clock;
@@ -17,6 +19,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.function.Consumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -62,7 +65,8 @@ final class NodeWatcher {
             } catch (RuntimeException e) {
                 LOG.warn("cannot catch up with the node ledger: {}", e.toString());
             }
-            scheduler.updateMetrics(inventory.sample());
+            GpuSample sample = inventory.sample();
+            scheduler.updateMetrics(sample);
             List<DeviceState> devices = scheduler.devices();
             long now = clock.millis();
             List<Map<String, Object>> points = new ArrayList<>();
@@ -76,11 +80,52 @@ final class NodeWatcher {
             }
             sse.broadcast("tick", Views.json(Map.of("t", now, "points", points)));
             pushStateIfChanged();
+            Consumer<GpuSample> feed = sweepFeed;
+            if (feed != null) {
+                try {
+                    feed.accept(sample); // the same sweep feeds accounting
+                } catch (RuntimeException e) {
+                    LOG.warn("accounting sweep failed: {}", e.toString());
+                }
+            }
         } catch (RuntimeException e) {
             LOG.warn("console tick failed: {}", e.toString());
         }
     }
 
+    private volatile Consumer<GpuSample> sweepFeed;
+
+    /** @param feed gets each tick's sweep after the console used it (the node's accounting sampler) */
+    void feedSweeps(Consumer<GpuSample> feed) {
+        sweepFeed = feed;
+    }
+
+    /**
+     * An idle-policy step: pushed as an {@code idle} event (for clients that follow the idle policy) and an
+     * {@code audit} event (the page's audit list), and kept in the audit ({@code IDLE_FLAGGED}, {@code IDLE_WARNED},
+     * ...).
+     */
+    void onIdle(IdleNotice n) {
+        Map<String, Object> m = new LinkedHashMap<>();
+        m.put("type", "IDLE_" + n.step().name());
+        m.put("at", clock.instant().toString());
+        m.put("allocationId", n.allocationId());
+        m.put("owner", n.owner().orElse(null));
+        m.put("devices", n.devices());
+        m.put("idleSeconds", n.idleFor().toSeconds());
+        m.put("message", n.message());
+        synchronized (audit) {
+            audit.addLast(m);
+            while (audit.size() > 200) {
+                audit.removeFirst();
+            }
+        }
+        String json = Views.json(m);
+        sse.broadcast("idle", json);
+        sse.broadcast("audit", json); // the page's audit list shows it as it happens
+    }
+
+    /** Pushes devices and allocations when they differ from the last push. */
     /** Pushes the devices and allocations that differ from the last push, as one {@code delta} event. */
     synchronized void pushStateIfChanged() {
         List<Allocation> allocations = scheduler.allocations();

@@ -9,11 +9,14 @@ import io.gpusched.core.MemorySize;
 import io.gpusched.core.PcieLevel;
 import io.gpusched.core.devices.CharMajors;
 import io.gpusched.core.devices.GpuDeviceNodes;
+import io.gpusched.core.internal.Durations;
 import io.gpusched.core.internal.StrictYaml;
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
+import java.time.Clock;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -44,6 +47,11 @@ import java.util.regex.Pattern;
  *                             # HOSTBRIDGE, same numa_node NODE, otherwise SYSTEM
  * char_majors: {nvidia-uvm: 510, nvidia-caps: 235}   # optional: the node's /proc/devices majors
  * </pre>
+ * Scripted usage (optional, per device; see {@link UsageTrace}): {@code usage: {step: 10s, utilization: [90, 0],
+ * memory: [20GiB], power: [250, 60]}} (or {@code usage: training}, a {@link UsageTrace#preset preset}), processes
+ * with their own traces {@code processes: [{pid: 4242, step: 10s, utilization: [40], memory: [8GiB]}]}, and
+ * {@code energy_counter: false} for a GPU without the driver's energy counter (the default is true for NVIDIA compute
+ * capability 7.0 (Volta) and later and for AMD, false for older NVIDIA GPUs, as the drivers behave).
  * A device's {@code uuid} defaults to a stable value derived from the node name and index, {@code minor} to its index.
  * {@code char_majors} are the node's own character-device majors, so that its device nodes (CDI specs, fences) never
  * depend on the machine it is simulated on; by default {@link #DEFAULT_CHAR_MAJORS} of its vendors (NVIDIA:
@@ -69,7 +77,9 @@ public final class NodeDescriptions {
                     "char_majors");
     private static final Set<String> DEVICE_KEYS = Set.of("index", "uuid", "vendor", "name", "memory",
             "compute_capability", "architecture", "pci_bus_id", "numa_node", "minor", "pcie_switch", "host_bridge",
-            "parent", "driver_version", "properties");
+            "parent", "driver_version", "properties", "usage", "processes", "energy_counter");
+    private static final Set<String> USAGE_KEYS = Set.of("step", "utilization", "memory", "power");
+    private static final Set<String> PROCESS_KEYS = Set.of("pid", "step", "utilization", "memory");
 
     /** The majors of a node's vendors when its description gives no {@code char_majors}. */
     public static final Map<GpuVendor, Map<String, Integer>> DEFAULT_CHAR_MAJORS = Map.of(
@@ -86,6 +96,17 @@ public final class NodeDescriptions {
      * @throws IllegalArgumentException naming the valid profiles
      */
     public static SimulatedGpuInventory profile(String name) {
+        return profile(name, Clock.systemUTC());
+    }
+
+    /**
+     * @param name  a built-in profile
+     * @param clock the clock its samples, traces and energy counters follow (a demo replaying time, a test)
+     * @return the built-in profile of this name
+     * @throws IllegalArgumentException naming the valid profiles
+     */
+    public static SimulatedGpuInventory profile(String name, Clock clock) {
+        Objects.requireNonNull(clock, "clock");
         if (!PROFILES.contains(name)) {
             throw new IllegalArgumentException("unknown simulated profile \"" + name + "\"; valid profiles are "
                     + PROFILES + " (or a path to a YAML node description)");
@@ -93,7 +114,7 @@ public final class NodeDescriptions {
         String resource = "/io/gpusched/core/sim/" + name + ".yaml";
         try (InputStream in = NodeDescriptions.class.getResourceAsStream(resource)) {
             Objects.requireNonNull(in, resource);
-            return parse(new String(in.readAllBytes(), StandardCharsets.UTF_8), resource);
+            return parse(new String(in.readAllBytes(), StandardCharsets.UTF_8), resource, clock);
         } catch (IOException e) {
             throw new IllegalStateException("cannot read built-in profile " + resource, e);
         }
@@ -113,6 +134,11 @@ public final class NodeDescriptions {
      *                            for any text.
      */
     public static SimulatedGpuInventory parse(String yaml, String source) {
+        return parse(yaml, source, Clock.systemUTC());
+    }
+
+    /** As {@link #parse(String, String)}, the node following {@code clock}. */
+    public static SimulatedGpuInventory parse(String yaml, String source, Clock clock) {
         StrictYaml root = StrictYaml.parse(yaml, source).onlyKeys(ROOT_KEYS);
         String node = root.requiredString("node");
         Optional<String> badName = DeviceIdentifiers.text(node, "the node name");
@@ -123,7 +149,7 @@ public final class NodeDescriptions {
             throw root.error(root.pathOf("description"), p);
         });
         SimulatedGpuInventory.Builder b = SimulatedGpuInventory.builder(node)
-                .description(root.string("description", ""));
+                .description(root.string("description", "")).clock(clock);
         StrictYaml defaults = root.child("defaults").onlyKeys(DEVICE_KEYS);
         String driver = root.string("driver_version", null);
         List<StrictYaml> devices = root.maps("devices");
@@ -189,13 +215,35 @@ public final class NodeDescriptions {
                 g.property(k, props.string(k, ""));
             }
             placement.put(index, new String[]{d.string("pcie_switch", null), d.string("host_bridge", null)});
+            GpuDevice dev;
             try {
-                GpuDevice dev = g.build();
+                dev = g.build();
                 DeviceIdentifiers.check(dev);
                 built.add(dev);
                 built(root, dev, byIndex);
             } catch (IllegalArgumentException e) {
                 throw d.error(root.pathOf("devices") + "[index " + index + "]", e.getMessage());
+            }
+            boolean counterByDefault = dev.vendor() == GpuVendor.AMD || dev.vendor() == GpuVendor.NVIDIA
+                    && dev.computeCapability().map(c -> c.major() >= 7).orElse(false);
+            b.energyCounter(index, d.bool("energy_counter", counterByDefault));
+            if (d.has("usage")) {
+                b.trace(index, usage(d, "usage", dev));
+            }
+            Map<Integer, UsageTrace> procs = new HashMap<>();
+            List<StrictYaml> pl = d.maps("processes");
+            if (pl.size() > 64) {
+                throw d.error(d.pathOf("processes"), "lists " + pl.size() + " processes; at most 64 per device");
+            }
+            for (StrictYaml pr : pl) {
+                pr.onlyKeys(PROCESS_KEYS);
+                int pid = pr.requiredInteger("pid", 1, 1 << 22);
+                if (procs.put(pid, trace(pr, dev)) != null) {
+                    throw pr.error(pr.pathOf("pid"), "pid " + pid + " is given twice on this device");
+                }
+            }
+            if (!procs.isEmpty()) {
+                b.processTraces(index, procs);
             }
         }
         String majors = charMajors(root, built).format();
@@ -381,6 +429,67 @@ public final class NodeDescriptions {
     }
 
     private static final Pattern BDF = Pattern.compile("([0-9a-f]{1,8}):([0-9a-f]{2}):([0-9a-f]{2})\\.([0-7])");
+
+    /** @return the trace under {@code key}: a preset name or a mapping of step and value lists */
+    private static UsageTrace usage(StrictYaml d, String key, GpuDevice device) {
+        Object raw = d.raw(key);
+        if (!(raw instanceof Map)) {
+            String name = d.string(key, "");
+            try {
+                return UsageTrace.preset(name, device.memory());
+            } catch (IllegalArgumentException e) {
+                throw d.error(d.pathOf(key), e.getMessage() + ", or a mapping {step, utilization, memory, power}");
+            }
+        }
+        return trace(d.child(key).onlyKeys(USAGE_KEYS), device);
+    }
+
+    private static UsageTrace trace(StrictYaml t, GpuDevice device) {
+        Duration step = t.parsed("step", Durations::parse, Duration.ofSeconds(10));
+        List<Double> util = numbers(t, "utilization");
+        if (util.isEmpty()) {
+            throw t.error(t.pathOf("utilization"), "is required: a list of percentages such as [90, 0]");
+        }
+        List<MemorySize> mem = new ArrayList<>();
+        List<String> ms = t.strings("memory");
+        for (int i = 0; i < ms.size(); i++) {
+            try {
+                MemorySize m = MemorySize.parse(ms.get(i));
+                if (!device.memory().isAtLeast(m)) {
+                    throw new IllegalArgumentException(m + " is more than the device's " + device.memory());
+                }
+                mem.add(m);
+            } catch (IllegalArgumentException e) {
+                throw t.error(t.pathOf("memory") + "[" + i + "]", e.getMessage());
+            }
+        }
+        List<Double> power = t.has("power") ? numbers(t, "power") : List.of();
+        try {
+            return new UsageTrace(step, util, mem, power);
+        } catch (IllegalArgumentException e) {
+            throw t.error(t.pathOf("utilization"), e.getMessage());
+        }
+    }
+
+    private static List<Double> numbers(StrictYaml t, String key) {
+        List<String> raw = t.strings(key);
+        if (raw.size() > UsageTrace.MAX_STEPS) {
+            throw t.error(t.pathOf(key), "has " + raw.size() + " values; at most " + UsageTrace.MAX_STEPS);
+        }
+        List<Double> out = new ArrayList<>();
+        for (int i = 0; i < raw.size(); i++) {
+            String v = raw.get(i);
+            try {
+                if (!v.matches("[0-9]{1,6}(\\.[0-9]{1,6})?")) {
+                    throw new NumberFormatException();
+                }
+                out.add(Double.parseDouble(v));
+            } catch (NumberFormatException e) {
+                throw t.error(t.pathOf(key) + "[" + i + "]", "\"" + v + "\" is not a number such as 42 or 97.5");
+            }
+        }
+        return out;
+    }
 
     private static void requireDevice(StrictYaml root, String at, Map<Integer, ?> devices, int a, int b) {
         if (a == b || !devices.containsKey(a) || !devices.containsKey(b)) {

@@ -14,6 +14,6 @@ public final class DemoCommand implements Callable<Integer> {
 
     @Override
     public Integer call() {
-        return Demo.run(root.out(), root.simulate());
+        return Demo.run(root.out(), root.simulate(), root.stateDir());
     }
 }

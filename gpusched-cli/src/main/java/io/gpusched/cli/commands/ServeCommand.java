@@ -1,5 +1,6 @@
 package io.gpusched.cli.commands;
 
+import io.gpusched.accounting.AccountingSettings;
 import io.gpusched.cli.CliException;
 import io.gpusched.cli.GpuschedCommand;
 import io.gpusched.cli.Node;
@@ -63,7 +64,9 @@ public final class ServeCommand implements Callable<Integer> {
             try {
                 server = ConsoleServer.builder().scheduler(n.scheduler()).stateDir(n.stateDirectory())
                         .listen(address).allowRemote(allowRemote).allowedHosts(allowedHosts).sampleInterval(every)
-                        .cudaPaths(n.config().cudaPaths()).build();
+                        .cudaPaths(n.config().cudaPaths())
+                        .accounting(root.config().map(AccountingSettings::load).orElse(AccountingSettings.defaults()))
+                        .build();
             } catch (IllegalStateException e) {
                 throw new CliException(e.getMessage());
             } catch (IllegalArgumentException e) {

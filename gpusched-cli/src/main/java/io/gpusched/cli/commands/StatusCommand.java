@@ -1,13 +1,17 @@
 package io.gpusched.cli.commands;
 
+import io.gpusched.accounting.AccountingStore;
+import io.gpusched.accounting.IdleStatus;
 import io.gpusched.cli.GpuschedCommand;
 import io.gpusched.cli.JsonViews;
 import io.gpusched.client.NodeClient;
 import io.gpusched.client.NodeStatus;
 import io.gpusched.core.internal.Json;
+import io.gpusched.core.internal.Printable;
+import java.nio.file.Path;
+import java.time.Instant;
 import java.util.LinkedHashMap;
 import java.util.Map;
-import io.gpusched.core.internal.Printable;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.ParentCommand;
@@ -41,15 +45,30 @@ public final class StatusCommand implements Callable<Integer> {
                     + st.node().stateDirectory().map(d -> " (ledger " + Printable.escape(String.valueOf(d)) + ")")
                             .orElse(""));
             root.out().print(ListCommand.table(st.devices()));
+            Map<String, IdleStatus> idle = idle(st);
             for (var h : st.allocations()) {
                 root.out().println(Printable.escape(h.id()) + "  GPUs " + h.devices() + "  " + h.sharing()
                         + (h.owner() == null ? "" : "  owner " + Printable.escape(h.owner()))
                         + (h.jobId() == null ? "" : "  job " + Printable.escape(h.jobId()))
                         + (h.expiresAt() == null ? "" : h.expired() ? "  lease expired at " + h.expiresAt()
-                                + " (held until released or renewed)" : "  lease until " + h.expiresAt()));
+                                + " (held until released or renewed)" : "  lease until " + h.expiresAt())
+                        + (idle.containsKey(h.id()) ? "  " + idle.get(h.id()).describe() : ""));
             }
             st.node().notes().forEach(note -> root.out().println("note: " + Printable.escape(note)));
         }
         return 0;
+    }
+
+    /**
+     * @return per allocation idle at the accounting store's last checkpoint, its state; empty where this user cannot
+     *         read the store (the node service's ledger is root's) or the node has no ledger directory to show
+     */
+    private static Map<String, IdleStatus> idle(NodeStatus st) {
+        try {
+            return st.node().stateDirectory().map(d -> IdleStatus.read(AccountingStore.at(Path.of(d)), Instant.now()))
+                    .orElse(Map.of());
+        } catch (RuntimeException unreadable) {
+            return Map.of();
+        }
     }
 }

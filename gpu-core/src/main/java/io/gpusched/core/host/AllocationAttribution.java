@@ -1,0 +1,173 @@
+package io.gpusched.core.host;
+
+import io.gpusched.core.Allocation;
+import io.gpusched.core.GpuDevice;
+import io.gpusched.core.HolderProcess;
+import io.gpusched.core.ProcessAttribution;
+import io.gpusched.core.SharingMode;
+import io.gpusched.core.UsageOwner;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.InvalidPathException;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Objects;
+import java.util.Optional;
+
+/**
+ * gpusched's own rule for charging a process on a GPU to one of the allocations holding that GPU, first match wins:
+ * <ol>
+ *   <li>the process's cgroup (any line of {@code /proc/<pid>/cgroup}) is the allocation's job cgroup
+ *       ({@link io.gpusched.core.GpuRequest#jobCgroup()}) or below it;</li>
+ *   <li>the process is the allocation's holder ({@link io.gpusched.core.GpuRequest#holder()}: the pid with the
+ *       kernel's start time recorded, so a reused pid is not mistaken for it) or a descendant of it (parents followed
+ *       through {@code /proc/<pid>/stat}, at most {@value #MAX_ANCESTORS} steps);</li>
+ *   <li>the device has exactly one holder and it holds the device exclusively: every process on it is that
+ *       allocation's.</li>
+ * </ol>
+ * Nothing else: a process on a shared GPU that none of these rules ties to a holder is not charged to anyone (a
+ * guess would put one user's work on another's bill).
+ */
+public final class AllocationAttribution implements ProcessAttribution {
+    /** Most parent steps followed from a process towards a holder. */
+    public static final int MAX_ANCESTORS = 64;
+
+    private final Path procRoot;
+    private final Path cgroupRoot;
+
+    private AllocationAttribution(Path procRoot, Path cgroupRoot) {
+        this.procRoot = Objects.requireNonNull(procRoot, "procRoot");
+        this.cgroupRoot = Objects.requireNonNull(cgroupRoot, "cgroupRoot");
+    }
+
+    /** @return the rule over this host's {@code /proc} and {@code /sys/fs/cgroup} */
+    public static AllocationAttribution host() {
+        return new AllocationAttribution(Path.of("/proc"), Path.of("/sys/fs/cgroup"));
+    }
+
+    /**
+     * @param procRoot   a {@code /proc} tree (tests)
+     * @param cgroupRoot where cgroups are mounted ({@code /sys/fs/cgroup}: cgroup v2 there, v1 controllers below it)
+     * @return the rule over those trees
+     */
+    public static AllocationAttribution of(Path procRoot, Path cgroupRoot) {
+        return new AllocationAttribution(procRoot, cgroupRoot);
+    }
+
+    @Override
+    public Optional<UsageOwner> ownerOf(GpuDevice device, int pid, List<Allocation> holders) {
+        if (holders.isEmpty()) {
+            return Optional.empty();
+        }
+        List<String> cgroups = null;
+        for (Allocation a : holders) {
+            Optional<String> job = a.request().jobCgroup();
+            if (job.isPresent()) {
+                if (cgroups == null) {
+                    cgroups = cgroupPaths(pid);
+                }
+                if (inCgroup(cgroups, job.get())) {
+                    return Optional.of(UsageOwner.allocation(a.id()));
+                }
+            }
+        }
+        List<Long> lineage = null;
+        for (Allocation a : holders) {
+            Optional<HolderProcess> h = a.request().holder();
+            if (h.isPresent()) {
+                if (lineage == null) {
+                    lineage = lineage(pid);
+                }
+                if (lineage.contains(h.get().pid()) && h.get().isAlive(procRoot)) {
+                    return Optional.of(UsageOwner.allocation(a.id()));
+                }
+            }
+        }
+        if (holders.size() == 1 && holders.get(0).sharing() == SharingMode.EXCLUSIVE) {
+            return Optional.of(UsageOwner.allocation(holders.get(0).id()));
+        }
+        return Optional.empty();
+    }
+
+    /** @return each cgroup path line of {@code /proc/<pid>/cgroup}, as {@code controllers:path} */
+    private List<String> cgroupPaths(int pid) {
+        List<String> out = new ArrayList<>();
+        try {
+            for (String line : Files.readAllLines(procRoot.resolve(Integer.toString(pid)).resolve("cgroup"),
+                    StandardCharsets.ISO_8859_1)) {
+                int first = line.indexOf(':');
+                int second = first < 0 ? -1 : line.indexOf(':', first + 1);
+                if (second > 0 && line.startsWith("/", second + 1)) {
+                    out.add(line.substring(first + 1));
+                }
+            }
+        } catch (IOException | RuntimeException e) {
+            return List.of();
+        }
+        return out;
+    }
+
+    /** @return whether one of the process's cgroups is {@code jobCgroup} or below it */
+    private boolean inCgroup(List<String> lines, String jobCgroup) {
+        Path job;
+        try {
+            job = Path.of(jobCgroup).normalize();
+        } catch (InvalidPathException e) {
+            return false;
+        }
+        for (String line : lines) {
+            int colon = line.indexOf(':');
+            String controllers = line.substring(0, colon);
+            Path path;
+            try {
+                path = Path.of(line.substring(colon + 1)).normalize();
+            } catch (InvalidPathException e) {
+                continue;
+            }
+            List<Path> mounts = new ArrayList<>();
+            if (controllers.isEmpty()) {
+                mounts.add(cgroupRoot);
+            } else {
+                for (String c : controllers.split(",")) {
+                    mounts.add(cgroupRoot.resolve(c.startsWith("name=") ? c.substring(5) : c));
+                }
+                mounts.add(cgroupRoot.resolve(controllers));
+            }
+            for (Path mount : mounts) {
+                Path abs = Path.of(mount + path.toString()).normalize();
+                if (abs.startsWith(job)) {
+                    return true;
+                }
+            }
+        }
+        return false;
+    }
+
+    /** @return the pid and its ancestors' pids, nearest first, at most {@link #MAX_ANCESTORS} + 1 */
+    private List<Long> lineage(long pid) {
+        List<Long> out = new ArrayList<>();
+        long p = pid;
+        while (p > 0 && out.size() <= MAX_ANCESTORS && !out.contains(p)) {
+            out.add(p);
+            p = parentOf(p);
+        }
+        return out;
+    }
+
+    private long parentOf(long pid) {
+        try {
+            String stat = Files.readString(procRoot.resolve(Long.toString(pid)).resolve("stat"),
+                    StandardCharsets.ISO_8859_1);
+            int close = stat.lastIndexOf(')');
+            if (close < 0) {
+                return 0;
+            }
+            String[] f = stat.substring(close + 1).trim().split("\\s+");
+            return f.length > 1 ? Long.parseLong(f[1]) : 0;
+        } catch (IOException | RuntimeException e) {
+            return 0;
+        }
+    }
+}

@@ -1,0 +1,307 @@
+package io.gpusched.accounting;
+
+import io.gpusched.accounting.AccountingRecord.Checkpoint;
+import io.gpusched.accounting.AccountingRecord.IdleAction;
+import io.gpusched.accounting.AccountingRecord.Interval;
+import io.gpusched.core.Allocation;
+import io.gpusched.core.AllocationEvent;
+import io.gpusched.core.AllocationListener;
+import io.gpusched.core.GpuDevice;
+import io.gpusched.core.GpuInventory;
+import io.gpusched.core.GpuSample;
+import io.gpusched.core.ProcessAttribution;
+import io.gpusched.core.host.AllocationAttribution;
+import java.time.Clock;
+import java.time.Duration;
+import java.time.Instant;
+import java.time.LocalDate;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Optional;
+import java.util.Set;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.function.Consumer;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The node's accounting sampler: fed each sweep of the GPUs by its host (the console's and the service's tick, so one
+ * sweep feeds both the console's history and accounting), it credits usage to live allocations ({@link UsageMeter}),
+ * writes their open intervals to the store every {@code gpu.accounting.checkpoint} and their last interval when they
+ * end, runs the idle policy ({@link IdleWatch}) and audits its steps in the store, and compacts and prunes old days
+ * once a day.
+ *
+ * <p>One per node: {@link #open} takes the store's sampler lock, and answers empty when another process holds it (a
+ * second console on the node, {@code gpusched run} beside the service), so two samplers never count one allocation
+ * twice. A sampler that starts continues every allocation from where the store left it ({@link
+ * AccountingStore#recover}): what a crash lost (at most one checkpoint interval) is recorded as a {@code gap}, and
+ * nothing is counted twice.
+ *
+ * <p>Thread-safe: sweeps and events may come from different threads.
+ */
+public final class AccountingSampler implements AllocationListener, AutoCloseable {
+    private static final Logger LOG = LoggerFactory.getLogger(AccountingSampler.class);
+
+    private final AccountingStore.Writer writer;
+    private final AccountingSettings settings;
+    private final GpuInventory inventory;
+    private final UsageMeter meter;
+    private final IdleWatch idle;
+    private final Clock clock;
+    private Instant lastCheckpoint;
+    private long lastHousekeepingDay = Long.MIN_VALUE;
+    private boolean first = true;
+    private boolean closed;
+    private final List<Consumer<Interval>> intervalListeners =
+            new CopyOnWriteArrayList<>();
+    /** records a failed append left, written first by the next one */
+    private final List<AccountingRecord> pending = new ArrayList<>();
+    /** Most records kept while the store refuses writes. */
+    static final int MAX_PENDING = 100_000;
+    /** allocations granted (their events) that no sweep has seen yet */
+    private final Map<String, AllocationEvent> granted = new HashMap<>();
+
+    private AccountingSampler(AccountingStore.Writer writer, AccountingSettings settings, GpuInventory inventory,
+            ProcessAttribution attribution, IdleEffects effects, Clock clock) {
+        this.writer = writer;
+        this.settings = settings;
+        this.inventory = inventory;
+        this.clock = clock;
+        this.meter = new UsageMeter(settings.idle().threshold(), attribution);
+        this.idle = new IdleWatch(settings.idle(), effects);
+        LocalDate today = AccountingStore.dayOf(clock.instant());
+        AccountingStore.Recovered r = writer.store().recover(today.minusDays(settings.retention().toDays()));
+        meter.resume(r.tails());
+        if (!r.tails().isEmpty()) {
+            LOG.info("accounting: continuing {} allocation(s) from {}", r.tails().size(), writer.store().directory());
+        }
+    }
+
+    /**
+     * Opens the node's sampler over a store, unless another process is the sampler.
+     *
+     * @param store       the node's store
+     * @param settings    {@code gpu.accounting} and {@code gpu.idle}
+     * @param inventory   the node's inventory (per-process usage of shared GPUs)
+     * @param attribution maps processes to allocations (null: {@link AllocationAttribution#host()})
+     * @param effects     carries out the idle policy
+     * @param clock       the sweeps' clock
+     * @return the sampler, or empty when another process holds the store's sampler lock
+     */
+    public static Optional<AccountingSampler> open(AccountingStore store, AccountingSettings settings,
+            GpuInventory inventory, ProcessAttribution attribution, IdleEffects effects, Clock clock) {
+        Objects.requireNonNull(settings, "settings");
+        Objects.requireNonNull(inventory, "inventory");
+        Objects.requireNonNull(effects, "effects");
+        Objects.requireNonNull(clock, "clock");
+        Optional<AccountingStore.Writer> w = store.openWriter();
+        if (w.isEmpty()) {
+            LOG.info("accounting: another process is the node's sampler ({} is locked)",
+                    store.directory().resolve(AccountingStore.LOCK));
+            return Optional.empty();
+        }
+        try {
+            return Optional.of(new AccountingSampler(w.get(), settings, inventory,
+                    attribution != null ? attribution : AllocationAttribution.host(), effects, clock));
+        } catch (RuntimeException e) {
+            w.get().close();
+            throw e;
+        }
+    }
+
+    /**
+     * @param l gets every interval as it is written (after the store has it): per-owner counters follow the store
+     */
+    public void addIntervalListener(Consumer<Interval> l) {
+        intervalListeners.add(Objects.requireNonNull(l, "listener"));
+    }
+
+    /**
+     * Appends records, with any a failed append left behind first: a disk that was full or failing loses no interval
+     * the meter already closed (kept in memory up to {@value #MAX_PENDING} records, the oldest dropped past that, with
+     * a warning), and they are written, in order, once the store takes writes again.
+     */
+    private void write(List<? extends AccountingRecord> records) {
+        List<AccountingRecord> batch = records.isEmpty() && pending.isEmpty() ? List.of() : new ArrayList<>(pending);
+        if (batch.isEmpty() && records.isEmpty()) {
+            return;
+        }
+        batch.addAll(records);
+        try {
+            writer.append(batch);
+            pending.clear();
+        } catch (RuntimeException e) {
+            pending.clear();
+            int drop = Math.max(0, batch.size() - MAX_PENDING);
+            if (drop > 0) {
+                LOG.warn("accounting: {} records dropped: the store has refused writes for too long", drop);
+            }
+            pending.addAll(batch.subList(drop, batch.size()));
+            throw e;
+        }
+        for (AccountingRecord r : batch) {
+            if (r instanceof Interval iv) {
+                for (Consumer<Interval> l : intervalListeners) {
+                    try {
+                        l.accept(iv);
+                    } catch (RuntimeException e) {
+                        LOG.warn("accounting: interval listener {} failed: {}", l, e.toString());
+                    }
+                }
+            }
+        }
+    }
+
+    /** @return the store written */
+    public AccountingStore store() {
+        return writer.store();
+    }
+
+    /** @return the idle policy's state */
+    public IdleWatch idleWatch() {
+        return idle;
+    }
+
+    /** @return when each live allocation that is idle now went idle */
+    public synchronized Map<String, Instant> idleSince() {
+        return Map.copyOf(meter.idleSince());
+    }
+
+    /**
+     * One sweep: credits it, writes what closed (and a checkpoint when due), then runs the idle policy.
+     *
+     * @param sample the sweep ({@link GpuInventory#sample()}, the one the host's other consumers got)
+     * @param live   the allocations live at the sweep (the scheduler's, caught up with the node ledger)
+     * @return the idle policy's steps taken at this sweep
+     */
+    public List<IdleAction> sweep(GpuSample sample, List<Allocation> live) {
+        List<IdleAction> steps;
+        synchronized (this) {
+            if (closed) {
+                return List.of();
+            }
+            Instant now = sample.takenAt();
+            List<Interval> closedNow = new ArrayList<>();
+            Set<String> liveIds = new HashSet<>();
+            live.forEach(a -> liveIds.add(a.id()));
+            if (first) {
+                closedNow.addAll(meter.endResumedNotLive(liveIds));
+                first = false;
+            }
+            closedNow.addAll(meter.endVanished(liveIds));
+            closedNow.addAll(meter.observe(now, sample, live, inventory::processUsage));
+            if (!granted.isEmpty()) {
+                granted.keySet().removeAll(meter.tracked());
+                granted.values().removeIf(e -> e.at().isBefore(now.minus(Duration.ofDays(1))));
+            }
+            List<AccountingRecord> out = new ArrayList<>(closedNow);
+            if (lastCheckpoint == null || !now.isBefore(lastCheckpoint.plus(settings.checkpoint()))) {
+                out.addAll(meter.checkpoint());
+                out.add(new Checkpoint(now, new ArrayList<>(meter.tracked())));
+                lastCheckpoint = now;
+            }
+            steps = idle.evaluate(now, live, meter.idleSince());
+            out.addAll(steps);
+            write(out);
+            housekeeping(now);
+        }
+        return steps;
+    }
+
+    /** Ends allocations as the scheduler releases them (this process's releases and other processes', caught up). */
+    @Override
+    public void onEvent(AllocationEvent e) {
+        if (e.allocationId().isEmpty()) {
+            return;
+        }
+        if (e.type() == AllocationEvent.Type.ALLOCATED) {
+            synchronized (this) {
+                if (!closed && !meter.tracked().contains(e.allocationId().get())) {
+                    granted.put(e.allocationId().get(), e);
+                }
+            }
+            return;
+        }
+        String cause = switch (e.type()) {
+            case RELEASED -> "RELEASED";
+            case RECLAIMED -> "RECLAIMED";
+            default -> null;
+        };
+        if (cause == null) {
+            return;
+        }
+        synchronized (this) {
+            if (closed) {
+                return;
+            }
+            String id = e.allocationId().get();
+            List<Interval> last = meter.end(id, e.at(), cause);
+            AllocationEvent grant = granted.remove(id);
+            if (last.isEmpty() && grant != null) {
+                List<GpuDevice> devices = new ArrayList<>();
+                for (String uuid : grant.deviceUuids()) {
+                    inventory.devices().stream().filter(d -> d.uuid().equals(uuid)).findFirst()
+                            .ifPresent(devices::add);
+                }
+                last = UsageMeter.unsampled(id, grant.owner(), grant.jobId(), devices, grant.at(), e.at(), cause);
+            }
+            if (!last.isEmpty()) {
+                write(last);
+            }
+        }
+    }
+
+    /** Writes every open interval now (a checkpoint), e.g. before a planned stop. */
+    public synchronized void checkpoint() {
+        if (closed) {
+            return;
+        }
+        List<AccountingRecord> out = new ArrayList<>(meter.checkpoint());
+        out.add(new Checkpoint(clock.instant(), new ArrayList<>(meter.tracked())));
+        write(out);
+        lastCheckpoint = clock.instant();
+    }
+
+    private void housekeeping(Instant now) {
+        long epochDay = Math.floorDiv(now.toEpochMilli(), 86_400_000L);
+        if (epochDay == lastHousekeepingDay) {
+            return;
+        }
+        lastHousekeepingDay = epochDay;
+        LocalDate today = AccountingStore.dayOf(now);
+        try {
+            LocalDate oldest = today.minusDays(settings.retention().toDays());
+            writer.retain(oldest);
+            LocalDate compactBefore = today.minusDays(settings.compactAfter().toDays());
+            for (LocalDate d : writer.store().days()) {
+                if (d.isBefore(compactBefore) && !writer.store().hasSummary(d)) {
+                    writer.compact(d);
+                }
+            }
+        } catch (RuntimeException e) {
+            LOG.warn("accounting: compaction of {} failed: {}", writer.store().directory(), e.toString());
+        }
+    }
+
+    /** Writes a last checkpoint (allocations stay open: the next sampler continues them) and releases the lock. */
+    @Override
+    public synchronized void close() {
+        if (closed) {
+            return;
+        }
+        try {
+            List<AccountingRecord> out = new ArrayList<>(meter.checkpoint());
+            out.add(new Checkpoint(clock.instant(), new ArrayList<>(meter.tracked())));
+            write(out);
+        } catch (RuntimeException e) {
+            LOG.warn("accounting: last checkpoint failed: {}", e.toString());
+        } finally {
+            closed = true;
+            writer.close();
+        }
+    }
+}

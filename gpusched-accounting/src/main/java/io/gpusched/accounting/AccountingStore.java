@@ -1,0 +1,608 @@
+package io.gpusched.accounting;
+
+import io.gpusched.accounting.AccountingRecord.Checkpoint;
+import io.gpusched.accounting.AccountingRecord.DaySummary;
+import io.gpusched.accounting.AccountingRecord.DeviceUsage;
+import io.gpusched.accounting.AccountingRecord.Interval;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.UncheckedIOException;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.channels.FileLock;
+import java.nio.channels.OverlappingFileLockException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.AtomicMoveNotSupportedException;
+import java.nio.file.DirectoryStream;
+import java.nio.file.FileAlreadyExistsException;
+import java.nio.file.Files;
+import java.nio.file.LinkOption;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.nio.file.StandardOpenOption;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.time.Instant;
+import java.time.LocalDate;
+import java.time.ZoneOffset;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.OptionalInt;
+import java.util.OptionalLong;
+import java.util.TreeMap;
+import java.util.TreeSet;
+import java.util.function.Consumer;
+
+/**
+ * The node's accounting store: {@code <state dir>/accounting/}, one append-only journal per UTC day
+ * ({@code YYYY-MM-DD.log}, lines of {@link RecordCodec}) and, for days compacted, a summary beside it
+ * ({@code YYYY-MM-DD.sum}: one {@link DaySummary} per owner and one per GPU, and the day's idle-policy steps). Every
+ * process of the node may read it without a lock (directory {@code 0755}, files {@code 0644}); one process writes
+ * it, the node's sampler, which holds the {@code fcntl} lock on {@code sampler.lock} ({@link #openWriter}).
+ *
+ * <p>Durability: a batch of records is appended and forced to disk ({@code fsync}) before {@link Writer#append}
+ * returns; a new day's file is made durable with its directory. A crash leaves at most a torn last line, which
+ * readers skip and the next writer cuts. Compaction ({@link Writer#compact}) rewrites an old day as one interval per
+ * allocation (a new file forced, then renamed over the old one, so a reader sees the old file or the new one, never a
+ * mix) and writes its summary; retention ({@link Writer#retain}) deletes whole days.
+ *
+ * <p>Why a file of its own, and not the ledger or an embedded database: reports read a year of a busy node's usage in
+ * well under a second from the day summaries (docs/PERFORMANCE.md), readers never take a lock (a reader holding a
+ * SQLite read lock stalls its writer; a WAL database needs its readers to write), and the format is the ledger's
+ * proven one (checksummed lines, a torn tail cut), documented in docs/ACCOUNTING.md.
+ *
+ * <p>Why it is about 600 lines: the reader, the recovery scan and the writer (appends all or nothing, torn tails,
+ * compaction, retention) share the layout and the file discipline; the format itself is {@link RecordCodec}'s.
+ */
+public final class AccountingStore {
+    /** The store's directory name under a state directory. */
+    public static final String DIR = "accounting";
+    static final String LOCK = "sampler.lock";
+
+    private final Path dir;
+
+    private AccountingStore(Path dir) {
+        this.dir = dir;
+    }
+
+    /** @return the store of a node's state directory (nothing is created or read yet) */
+    public static AccountingStore at(Path stateDir) {
+        return new AccountingStore(stateDir.toAbsolutePath().normalize().resolve(DIR));
+    }
+
+    /** @return the store's directory */
+    public Path directory() {
+        return dir;
+    }
+
+    static String dayName(LocalDate d) {
+        return d.toString();
+    }
+
+    Path journal(LocalDate d) {
+        return dir.resolve(dayName(d) + ".log");
+    }
+
+    Path summary(LocalDate d) {
+        return dir.resolve(dayName(d) + ".sum");
+    }
+
+    static LocalDate dayOf(Instant t) {
+        return LocalDate.ofInstant(t, ZoneOffset.UTC);
+    }
+
+    /** @return the days that have a journal, oldest first (empty when the store does not exist) */
+    public List<LocalDate> days() {
+        TreeSet<LocalDate> out = new TreeSet<>();
+        if (!Files.isDirectory(dir, LinkOption.NOFOLLOW_LINKS)) {
+            return List.of();
+        }
+        try (DirectoryStream<Path> ds = Files.newDirectoryStream(dir, "*.log")) {
+            for (Path p : ds) {
+                String n = p.getFileName().toString();
+                if (n.matches("[0-9]{4}-[0-9]{2}-[0-9]{2}\\.log")) {
+                    try {
+                        out.add(LocalDate.parse(n.substring(0, 10)));
+                    } catch (RuntimeException e) {
+                        // not a day: ignored
+                    }
+                }
+            }
+        } catch (IOException e) {
+            throw new UncheckedIOException("cannot list the accounting store " + dir + ": " + e.getMessage(), e);
+        }
+        return List.copyOf(out);
+    }
+
+    /** @return whether the day has a summary (it was compacted and nothing was added since) */
+    public boolean hasSummary(LocalDate day) {
+        return Files.isRegularFile(summary(day), LinkOption.NOFOLLOW_LINKS);
+    }
+
+    /**
+     * Reads a day's journal.
+     *
+     * @param day      the UTC day
+     * @param sink     gets each record, in file order
+     * @param warnings gets a sentence for each line that is not a valid record (skipped: a damaged line loses that
+     *                 record only)
+     */
+    public void readDay(LocalDate day, Consumer<AccountingRecord> sink, List<String> warnings) {
+        read(journal(day), sink, warnings);
+    }
+
+    /** Reads a day's summary rows; a day without one reads nothing. */
+    public void readSummary(LocalDate day, Consumer<AccountingRecord> sink, List<String> warnings) {
+        read(summary(day), sink, warnings);
+    }
+
+    /** @return every record of a day's journal (for tests and small days) */
+    public List<AccountingRecord> day(LocalDate day) {
+        List<AccountingRecord> out = new ArrayList<>();
+        List<String> warnings = new ArrayList<>();
+        readDay(day, out::add, warnings);
+        return out;
+    }
+
+    /** Reads one file line by line, bounded; a last line without its newline (a write in progress) is skipped. */
+    private static void read(Path file, Consumer<AccountingRecord> sink, List<String> warnings) {
+        if (!Files.exists(file, LinkOption.NOFOLLOW_LINKS)) {
+            return;
+        }
+        if (!Files.isRegularFile(file, LinkOption.NOFOLLOW_LINKS)) { // before opening: a FIFO would block the open
+            warnings.add(file + " is not a regular file (a link, a FIFO, a device?); skipped");
+            return;
+        }
+        InputStream in;
+        try {
+            in = Files.newInputStream(file, LinkOption.NOFOLLOW_LINKS, StandardOpenOption.READ);
+        } catch (NoSuchFileException e) {
+            return;
+        } catch (IOException e) {
+            warnings.add("cannot read " + file + ": " + e.getMessage());
+            return;
+        }
+        try (in) {
+            byte[] buf = new byte[1 << 16];
+            byte[] line = new byte[1 << 12];
+            int len = 0;
+            boolean tooLong = false;
+            long lineNo = 0;
+            int r;
+            while ((r = in.read(buf)) > 0) {
+                for (int i = 0; i < r; i++) {
+                    byte b = buf[i];
+                    if (b == '\n') {
+                        lineNo++;
+                        if (tooLong) {
+                            warnings.add(file.getFileName() + " line " + lineNo + ": over "
+                                    + RecordCodec.MAX_LINE_BYTES + " bytes; skipped");
+                        } else if (len > 0) {
+                            String s = new String(line, 0, len, StandardCharsets.UTF_8);
+                            try {
+                                sink.accept(RecordCodec.decode(s));
+                            } catch (AccountingFormatException e) {
+                                if (warnings.size() < 100) {
+                                    warnings.add(file.getFileName() + " line " + lineNo + ": " + e.getMessage()
+                                            + "; skipped");
+                                }
+                            }
+                        }
+                        len = 0;
+                        tooLong = false;
+                    } else if (!tooLong) {
+                        if (len == line.length) {
+                            if (len >= RecordCodec.MAX_LINE_BYTES) {
+                                tooLong = true;
+                                continue;
+                            }
+                            line = Arrays.copyOf(line, Math.min(RecordCodec.MAX_LINE_BYTES, len * 2));
+                        }
+                        line[len++] = b;
+                    }
+                }
+            }
+        } catch (IOException e) {
+            warnings.add("cannot read " + file + ": " + e.getMessage());
+        }
+    }
+
+    /**
+     * Where each allocation's record stands, read back to the last checkpoint marker: what a sampler that starts
+     * continues from.
+     *
+     * @param tails    per open allocation, its last interval
+     * @param markerAt the last checkpoint marker's time, if any
+     */
+    public record Recovered(Map<String, Interval> tails, Optional<Instant> markerAt) {
+    }
+
+    /**
+     * @param notBefore the oldest day to read back to
+     * @return the allocations whose last interval has no end, each with that interval
+     */
+    public Recovered recover(LocalDate notBefore) {
+        List<LocalDate> days = new ArrayList<>(days());
+        List<String> warnings = new ArrayList<>();
+        Map<String, Interval> last = new HashMap<>();
+        Optional<Instant> marker = Optional.empty();
+        for (int i = days.size() - 1; i >= 0 && !days.get(i).isBefore(notBefore); i--) {
+            List<AccountingRecord> recs = new ArrayList<>();
+            readDay(days.get(i), recs::add, warnings);
+            Instant markerHere = null;
+            for (AccountingRecord r : recs) {
+                if (r instanceof Checkpoint c) {
+                    markerHere = c.at();
+                }
+            }
+            for (AccountingRecord r : recs) {
+                if (r instanceof Interval iv) {
+                    Interval seen = last.get(iv.allocationId());
+                    if (seen == null || iv.to().isAfter(seen.to()) || iv.to().equals(seen.to()) && iv.end()
+                            .isPresent()) {
+                        last.put(iv.allocationId(), iv);
+                    }
+                }
+            }
+            if (markerHere != null) {
+                marker = Optional.of(markerHere);
+                if (i > 0) {
+                    // intervals open at the marker have records in this day or the one before it (a batch is
+                    // written at one time, but an interval that started yesterday lives in yesterday's file)
+                    readDay(days.get(i - 1), r -> {
+                        if (r instanceof Interval iv) {
+                            last.merge(iv.allocationId(), iv, (a, b) -> a.to().isBefore(b.to()) ? b : a);
+                        }
+                    }, warnings);
+                }
+                break;
+            }
+        }
+        Map<String, Interval> open = new LinkedHashMap<>();
+        last.forEach((id, iv) -> {
+            if (iv.end().isEmpty()) {
+                open.put(id, iv);
+            }
+        });
+        return new Recovered(open, marker);
+    }
+
+    /**
+     * Opens the store for writing, creating its directory ({@code 0755}) when absent, if no other process is the
+     * node's sampler.
+     *
+     * @return the writer, or empty when another process (or another writer in this JVM) holds the sampler lock
+     * @throws UncheckedIOException when the directory cannot be made or is a link
+     */
+    public Optional<Writer> openWriter() {
+        try {
+            if (Files.isSymbolicLink(dir)) {
+                throw new IOException(dir + " is a symbolic link; the accounting store must be a directory");
+            }
+            if (!Files.isDirectory(dir, LinkOption.NOFOLLOW_LINKS)) {
+                Files.createDirectories(dir.getParent());
+                try {
+                    Files.createDirectory(dir, PosixFilePermissions.asFileAttribute(
+                            PosixFilePermissions.fromString("rwxr-xr-x")));
+                } catch (FileAlreadyExistsException e) {
+                    // made meanwhile by another process
+                }
+                Files.setPosixFilePermissions(dir, PosixFilePermissions.fromString("rwxr-xr-x"));
+            }
+            FileChannel lockChannel = FileChannel.open(dir.resolve(LOCK), StandardOpenOption.CREATE,
+                    StandardOpenOption.WRITE, LinkOption.NOFOLLOW_LINKS);
+            FileLock lock;
+            try {
+                lock = lockChannel.tryLock();
+            } catch (OverlappingFileLockException e) {
+                lock = null;
+            }
+            if (lock == null) {
+                lockChannel.close();
+                return Optional.empty();
+            }
+            return Optional.of(new Writer(lockChannel, lock));
+        } catch (IOException e) {
+            throw new UncheckedIOException("cannot open the accounting store " + dir + " for writing: "
+                    + e.getMessage(), e);
+        }
+    }
+
+    /** The one writer of a node's store: holds the sampler lock until {@link #close()}. Not thread-safe. */
+    public final class Writer implements AutoCloseable {
+        private final FileChannel lockChannel;
+        private final FileLock lock;
+        private final Map<LocalDate, FileChannel> open = new HashMap<>();
+
+        private Writer(FileChannel lockChannel, FileLock lock) {
+            this.lockChannel = lockChannel;
+            this.lock = lock;
+        }
+
+        /** @return the store written */
+        public AccountingStore store() {
+            return AccountingStore.this;
+        }
+
+        /**
+         * Appends the records, each to the journal of its day, and forces every journal touched to disk before
+         * returning. A day that had a summary loses it (the next compaction writes it again).
+         *
+         * @throws UncheckedIOException when a write or the force fails (nothing after it is acknowledged)
+         */
+        public void append(List<? extends AccountingRecord> records) {
+            if (records.isEmpty()) {
+                return;
+            }
+            Map<LocalDate, StringBuilder> byDay = new LinkedHashMap<>();
+            for (AccountingRecord r : records) {
+                byDay.computeIfAbsent(dayOf(r.at()), d -> new StringBuilder()).append(RecordCodec.encode(r))
+                        .append('\n');
+            }
+            Map<FileChannel, Long> before = new LinkedHashMap<>();
+            try {
+                for (Map.Entry<LocalDate, StringBuilder> e : byDay.entrySet()) {
+                    FileChannel ch = channel(e.getKey());
+                    before.put(ch, ch.size());
+                    ByteBuffer b = ByteBuffer.wrap(e.getValue().toString().getBytes(StandardCharsets.UTF_8));
+                    while (b.hasRemaining()) {
+                        ch.write(b);
+                    }
+                }
+                for (LocalDate d : byDay.keySet()) {
+                    open.get(d).force(false);
+                }
+            } catch (IOException e) {
+                // all or nothing: a batch the disk refused part of is taken back, so a retry neither leaves a torn
+                // line in the middle of a journal nor writes the part that did land twice
+                for (Map.Entry<FileChannel, Long> b : before.entrySet()) {
+                    try {
+                        b.getKey().truncate(b.getValue());
+                        b.getKey().position(b.getValue());
+                    } catch (IOException ignored) {
+                        // the next writer cuts a torn tail
+                    }
+                }
+                throw new UncheckedIOException("cannot append to the accounting store " + dir + ": "
+                        + e.getMessage(), e);
+            }
+        }
+
+        private FileChannel channel(LocalDate day) throws IOException {
+            FileChannel ch = open.get(day);
+            if (ch != null) {
+                return ch;
+            }
+            if (open.size() > 4) { // keep at most a few days open (today, yesterday, a gap's days)
+                for (FileChannel c : open.values()) {
+                    c.close();
+                }
+                open.clear();
+            }
+            Files.deleteIfExists(summary(day));
+            Path f = journal(day);
+            boolean fresh = !Files.exists(f, LinkOption.NOFOLLOW_LINKS);
+            ch = FileChannel.open(f, StandardOpenOption.CREATE, StandardOpenOption.WRITE, StandardOpenOption.READ,
+                    LinkOption.NOFOLLOW_LINKS);
+            if (fresh) {
+                Files.setPosixFilePermissions(f, PosixFilePermissions.fromString("rw-r--r--"));
+                forceDirectory();
+            }
+            cutTornTail(ch);
+            ch.position(ch.size());
+            open.put(day, ch);
+            return ch;
+        }
+
+        /** Cuts a last line without its newline: a write a crash interrupted, never acknowledged. */
+        private void cutTornTail(FileChannel ch) throws IOException {
+            long size = ch.size();
+            if (size == 0) {
+                return;
+            }
+            ByteBuffer one = ByteBuffer.allocate(1);
+            ch.read(one, size - 1);
+            if (one.get(0) == '\n') {
+                return;
+            }
+            long pos = size - 1;
+            ByteBuffer chunk = ByteBuffer.allocate(8192);
+            while (pos > 0) {
+                long start = Math.max(0, pos - chunk.capacity());
+                chunk.clear().limit((int) (pos - start));
+                ch.read(chunk, start);
+                for (int i = chunk.limit() - 1; i >= 0; i--) {
+                    if (chunk.get(i) == '\n') {
+                        ch.truncate(start + i + 1);
+                        ch.force(true);
+                        return;
+                    }
+                }
+                pos = start;
+            }
+            ch.truncate(0);
+            ch.force(true);
+        }
+
+        private void forceDirectory() throws IOException {
+            try (FileChannel d = FileChannel.open(dir, StandardOpenOption.READ)) {
+                d.force(true);
+            }
+        }
+
+        /**
+         * Compacts a day: its intervals become one per allocation (sums, the larger peaks, the first start and the
+         * last end), its last checkpoint marker and every idle action are kept, and its summary is written. The new
+         * journal is forced and renamed over the old one.
+         *
+         * @param day a day that no sampler writes to any more (older than {@code gpu.accounting.compact_after})
+         */
+        public void compact(LocalDate day) {
+            List<String> warnings = new ArrayList<>();
+            List<AccountingRecord> recs = new ArrayList<>();
+            readDay(day, recs::add, warnings);
+            Map<String, Interval> merged = new LinkedHashMap<>();
+            List<AccountingRecord> others = new ArrayList<>();
+            Checkpoint lastMarker = null;
+            for (AccountingRecord r : recs) {
+                if (r instanceof Interval iv) {
+                    merged.merge(iv.allocationId(), iv, AccountingStore::merge);
+                } else if (r instanceof Checkpoint c) {
+                    lastMarker = c;
+                } else if (!(r instanceof DaySummary)) {
+                    others.add(r);
+                }
+            }
+            List<AccountingRecord> out = new ArrayList<>(merged.values());
+            out.addAll(others);
+            if (lastMarker != null) {
+                out.add(lastMarker);
+            }
+            try {
+                FileChannel ch = open.remove(day);
+                if (ch != null) {
+                    ch.close();
+                }
+                replace(journal(day), out);
+                List<AccountingRecord> sum = summarize(day, merged.values());
+                for (AccountingRecord r : others) {
+                    if (r instanceof AccountingRecord.IdleAction) {
+                        sum.add(r); // a report over whole days reads the summary alone
+                    }
+                }
+                replace(summary(day), sum);
+            } catch (IOException e) {
+                throw new UncheckedIOException("cannot compact " + journal(day) + ": " + e.getMessage(), e);
+            }
+        }
+
+        private void replace(Path target, List<AccountingRecord> records) throws IOException {
+            Path tmp = dir.resolve("." + target.getFileName() + ".tmp");
+            Files.deleteIfExists(tmp);
+            StringBuilder b = new StringBuilder();
+            for (AccountingRecord r : records) {
+                b.append(RecordCodec.encode(r)).append('\n');
+            }
+            try (FileChannel ch = FileChannel.open(tmp, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE,
+                    LinkOption.NOFOLLOW_LINKS)) {
+                ByteBuffer buf = ByteBuffer.wrap(b.toString().getBytes(StandardCharsets.UTF_8));
+                while (buf.hasRemaining()) {
+                    ch.write(buf);
+                }
+                ch.force(true);
+            }
+            Files.setPosixFilePermissions(tmp, PosixFilePermissions.fromString("rw-r--r--"));
+            try {
+                Files.move(tmp, target, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+            } catch (AtomicMoveNotSupportedException e) {
+                Files.move(tmp, target, StandardCopyOption.REPLACE_EXISTING);
+            }
+            forceDirectory();
+        }
+
+        /**
+         * Deletes every day before {@code oldestKept}, journal and summary.
+         *
+         * @return the days deleted
+         */
+        public List<LocalDate> retain(LocalDate oldestKept) {
+            List<LocalDate> gone = new ArrayList<>();
+            for (LocalDate d : days()) {
+                if (d.isBefore(oldestKept)) {
+                    try {
+                        FileChannel ch = open.remove(d);
+                        if (ch != null) {
+                            ch.close();
+                        }
+                        Files.deleteIfExists(summary(d));
+                        Files.deleteIfExists(journal(d));
+                        gone.add(d);
+                    } catch (IOException e) {
+                        throw new UncheckedIOException("cannot delete " + journal(d) + ": " + e.getMessage(), e);
+                    }
+                }
+            }
+            return gone;
+        }
+
+        /** Closes the journals and releases the sampler lock. */
+        @Override
+        public void close() {
+            for (FileChannel c : open.values()) {
+                try {
+                    c.close();
+                } catch (IOException e) {
+                    // closing: nothing more to do
+                }
+            }
+            open.clear();
+            try {
+                lock.release();
+                lockChannel.close();
+            } catch (IOException e) {
+                // the lock goes with the channel
+            }
+        }
+    }
+
+    /** @return two intervals of one allocation as one: the first start, the last end, figures added */
+    static Interval merge(Interval a, Interval b) {
+        Interval lo = a.from().isAfter(b.from()) ? b : a;
+        Interval hi = lo == a ? b : a;
+        Map<Integer, DeviceUsage> devices = new LinkedHashMap<>();
+        for (Interval iv : List.of(lo, hi)) {
+            for (DeviceUsage d : iv.devices()) {
+                devices.merge(d.index(), d, (x, y) -> {
+                    TreeSet<String> notes = new TreeSet<>(x.notes());
+                    notes.addAll(y.notes());
+                    List<String> n = new ArrayList<>(notes);
+                    return new DeviceUsage(x.index(), x.uuid(), x.figures().add(y.figures()),
+                            y.counterAtEnd().isPresent() ? y.counterAtEnd() : x.counterAtEnd(),
+                            n.subList(0, Math.min(n.size(), RecordCodec.MAX_NOTES)));
+                });
+            }
+        }
+        Instant to = hi.to().isAfter(lo.to()) ? hi.to() : lo.to();
+        return new Interval(lo.allocationId(), lo.owner().or(hi::owner), lo.ownerUid().isPresent() ? lo.ownerUid()
+                : hi.ownerUid(), lo.jobId().or(hi::jobId), lo.from(), to, lo.first() || hi.first(),
+                hi.end().or(lo::end), lo.gap() || hi.gap(), hi.idleSince(), new ArrayList<>(devices.values()));
+    }
+
+    /**
+     * @return the day's summary: one row per owner (all its GPUs) and one per GPU (all owners); {@code n} counts the
+     *         allocations granted that day, per owner, and per GPU on their first GPU
+     */
+    static List<AccountingRecord> summarize(LocalDate day, Iterable<Interval> intervals) {
+        Map<String, DaySummary> owners = new LinkedHashMap<>();
+        Map<Integer, DaySummary> gpus = new TreeMap<>();
+        for (Interval iv : intervals) {
+            String key = iv.owner().orElse("") + "\u0000" + iv.ownerUid();
+            DaySummary o = owners.get(key);
+            owners.put(key, new DaySummary(day, iv.owner(), iv.ownerUid(), OptionalInt.empty(), Optional.empty(),
+                    (o == null ? 0 : o.allocations()) + (iv.first() ? 1 : 0),
+                    o == null ? iv.total() : o.figures().add(iv.total())));
+            boolean firstDevice = true;
+            for (DeviceUsage d : iv.devices()) {
+                DaySummary g = gpus.get(d.index());
+                gpus.put(d.index(), new DaySummary(day, Optional.empty(), OptionalLong.empty(),
+                        OptionalInt.of(d.index()), Optional.of(d.uuid()),
+                        (g == null ? 0 : g.allocations()) + (iv.first() && firstDevice ? 1 : 0),
+                        g == null ? d.figures() : g.figures().add(d.figures())));
+                firstDevice = false;
+            }
+        }
+        List<AccountingRecord> out = new ArrayList<>(owners.values());
+        out.addAll(gpus.values());
+        return out;
+    }
+
+    @Override
+    public String toString() {
+        return "AccountingStore[" + dir + "]";
+    }
+}

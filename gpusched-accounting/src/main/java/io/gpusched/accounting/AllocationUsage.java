@@ -1,0 +1,135 @@
+package io.gpusched.accounting;
+
+import io.gpusched.accounting.AccountingRecord.DeviceUsage;
+import io.gpusched.accounting.AccountingRecord.IdleAction;
+import io.gpusched.accounting.AccountingRecord.Interval;
+import java.time.Instant;
+import java.time.LocalDate;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.TreeMap;
+import java.util.TreeSet;
+
+/**
+ * One allocation's usage, per GPU and in total: {@code gpusched report ID} (the {@code jobstats} view) and
+ * {@code /api/v1/usage/allocations/{id}}.
+ *
+ * @param id          the allocation
+ * @param owner       its owner
+ * @param jobId       its job
+ * @param from        its first interval's start (the grant, when {@code complete})
+ * @param to          its last interval's end (the release, when {@code end} is present)
+ * @param end         how it ended; empty while it runs
+ * @param complete    whether the store still holds its grant (false: older days were deleted by retention)
+ * @param devices     per GPU: index, UUID, figures, notes
+ * @param total       all GPUs together
+ * @param idle        the idle policy's steps on it
+ * @param gaps        milliseconds of its time nothing sampled (summed over GPUs)
+ */
+public record AllocationUsage(String id, Optional<String> owner, Optional<String> jobId, Instant from, Instant to,
+        Optional<String> end, boolean complete, List<Device> devices, UsageFigures total, List<IdleAction> idle,
+        long gaps) {
+
+    /**
+     * One GPU of it.
+     *
+     * @param index   device index
+     * @param uuid    device UUID
+     * @param figures its figures
+     * @param notes   why figures are missing or estimated
+     */
+    public record Device(int index, String uuid, UsageFigures figures, List<String> notes) {
+    }
+
+    /**
+     * @param store the node's store
+     * @param id    an allocation id
+     * @return its usage, or empty when the store has no record of it
+     */
+    public static Optional<AllocationUsage> find(AccountingStore store, String id) {
+        List<LocalDate> days = store.days();
+        List<Interval> found = new ArrayList<>();
+        List<IdleAction> idle = new ArrayList<>();
+        List<String> warnings = new ArrayList<>();
+        boolean complete = false;
+        for (int i = days.size() - 1; i >= 0 && !complete; i--) {
+            List<Interval> here = new ArrayList<>();
+            store.readDay(days.get(i), r -> {
+                if (r instanceof Interval iv && iv.allocationId().equals(id)) {
+                    here.add(iv);
+                } else if (r instanceof IdleAction a && a.allocationId().equals(id)) {
+                    idle.add(a);
+                }
+            }, warnings);
+            found.addAll(here);
+            complete = here.stream().anyMatch(Interval::first);
+        }
+        if (found.isEmpty()) {
+            return Optional.empty();
+        }
+        found.sort((a, b) -> a.from().compareTo(b.from()));
+        idle.sort((a, b) -> a.at().compareTo(b.at()));
+        Map<Integer, UsageFigures> per = new TreeMap<>();
+        Map<Integer, String> uuids = new TreeMap<>();
+        Map<Integer, TreeSet<String>> notes = new TreeMap<>();
+        UsageFigures total = new UsageFigures();
+        long gaps = 0;
+        Optional<String> end = Optional.empty();
+        Instant to = found.get(0).to();
+        for (Interval iv : found) {
+            for (DeviceUsage d : iv.devices()) {
+                per.computeIfAbsent(d.index(), k -> new UsageFigures()).add(d.figures());
+                uuids.put(d.index(), d.uuid());
+                notes.computeIfAbsent(d.index(), k -> new TreeSet<>()).addAll(d.notes());
+                total.add(d.figures());
+                if (iv.gap()) {
+                    gaps += d.figures().heldMillis();
+                }
+            }
+            end = iv.end().isPresent() ? iv.end() : end;
+            to = iv.to().isAfter(to) ? iv.to() : to;
+        }
+        List<Device> devices = new ArrayList<>();
+        per.forEach((i, f) -> devices.add(new Device(i, uuids.get(i), f, List.copyOf(notes.get(i)))));
+        Interval first = found.get(0);
+        return Optional.of(new AllocationUsage(id, first.owner(), first.jobId(), first.from(), to, end, complete,
+                devices, total, idle, gaps));
+    }
+
+    /** @return one line: "2 GPUs, 31 % mean utilization, idle 62 % of the time, 1.24 kWh, peak memory 20.0 GiB" */
+    public String verdict() {
+        return verdict(devices.size(), total);
+    }
+
+    /** @return the verdict line for figures over {@code gpus} GPUs */
+    public static String verdict(int gpus, UsageFigures f) {
+        StringBuilder b = new StringBuilder();
+        b.append(gpus).append(gpus == 1 ? " GPU" : " GPUs");
+        b.append(", ").append(String.format("%.2f", f.heldMillis() / 3.6e6)).append(" GPU-hours");
+        if (f.meanUtilization().isPresent()) {
+            b.append(", ").append(Math.round(f.meanUtilization().getAsDouble())).append(" % mean utilization");
+            b.append(", idle ").append(Math.round(100 * f.idleFraction().orElse(0))).append(" % of the time");
+        } else {
+            b.append(", utilization not measured");
+        }
+        if (f.energyMillis() > 0) {
+            b.append(", ").append(String.format("%.3f", f.kilowattHours())).append(" kWh");
+            if (f.energyEstimated()) {
+                b.append(f.estimatedMillijoules() == f.energyMillijoules() ? " (estimated)" : " (partly estimated)");
+            }
+        } else {
+            b.append(", energy not measured");
+        }
+        if (f.memoryPeakBytes().isPresent()) {
+            b.append(", peak memory ").append(String.format("%.1f GiB", f.memoryPeakBytes().getAsLong()
+                    / (double) (1L << 30)));
+        }
+        if (f.heldMillis() > f.measuredMillis()) { // floor: a few seconds unsampled never read as 100 %
+            b.append(" (").append((long) Math.floor(100.0 * f.measuredMillis() / f.heldMillis()))
+                    .append(" % of the time sampled)");
+        }
+        return b.toString();
+    }
+}

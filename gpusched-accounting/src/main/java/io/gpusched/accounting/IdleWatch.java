@@ -1,0 +1,218 @@
+package io.gpusched.accounting;
+
+import io.gpusched.accounting.AccountingRecord.IdleAction;
+import io.gpusched.core.Allocation;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Optional;
+import java.util.Set;
+
+/**
+ * The idle policy's state machine: after each sweep it is told which allocations are idle since when, and decides,
+ * against the time it is given, what to flag, warn and act on ({@link IdlePolicy}). Every step is returned as an
+ * {@link IdleAction} for the store (the audit) and carried out through {@link IdleEffects}.
+ *
+ * <p>Order, per allocation: flagged once idle for {@code window}; warned once idle for {@code warn_after} (unless the
+ * action is {@code none} or the owner is exempt); acted on once idle for {@code act_after} <em>and</em> at least
+ * {@code grace} after its warning, never without a warning first; an action is taken once. An allocation busy again
+ * before the action is left alone and its clock starts over. A dry run audits what it would do and does nothing
+ * (no warning is sent, no hook run, nothing released or signalled).
+ */
+public final class IdleWatch {
+    private final IdlePolicy policy;
+    private final IdleEffects effects;
+    private final Map<String, State> states = new HashMap<>();
+
+    private static final class State {
+        boolean flagged;
+        Instant warnedAt;
+        boolean acted;
+        boolean exemptNoted;
+    }
+
+    /**
+     * @param policy  the policy
+     * @param effects what carries it out
+     */
+    public IdleWatch(IdlePolicy policy, IdleEffects effects) {
+        this.policy = Objects.requireNonNull(policy, "policy");
+        this.effects = Objects.requireNonNull(effects, "effects");
+    }
+
+    /** @return the policy */
+    public IdlePolicy policy() {
+        return policy;
+    }
+
+    /** @return the allocations flagged idle now */
+    public Set<String> flagged() {
+        Set<String> out = new HashSet<>();
+        states.forEach((id, s) -> {
+            if (s.flagged) {
+                out.add(id);
+            }
+        });
+        return out;
+    }
+
+    /**
+     * Decides after one sweep.
+     *
+     * @param now       the sweep's time
+     * @param live      the allocations live now
+     * @param idleSince for each allocation idle at this sweep, since when (all its GPUs measured at or below the
+     *                  threshold)
+     * @return the steps taken, for the audit
+     */
+    public List<IdleAction> evaluate(Instant now, List<Allocation> live, Map<String, Instant> idleSince) {
+        List<IdleAction> out = new ArrayList<>(0);
+        if (idleSince.isEmpty() && states.isEmpty()) {
+            return out; // nothing idle, nothing flagged: the common case costs nothing more
+        }
+        Set<String> liveIds = new HashSet<>();
+        for (Allocation a : live) {
+            liveIds.add(a.id());
+            Instant since = idleSince.get(a.id());
+            State s = states.get(a.id());
+            if (since == null || since.isAfter(now)) {
+                if (s != null) {
+                    if (s.flagged && !s.acted) {
+                        out.add(step(now, a, IdleStep.BUSY_AGAIN, Duration.ZERO, "busy again: left alone"
+                                + (s.warnedAt != null ? " (it was warned at " + s.warnedAt + ")" : "")));
+                        effects.notify(a, IdleStep.BUSY_AGAIN, Duration.ZERO, "GPUs of " + a.id() + " are busy"
+                                + " again; the idle policy leaves it alone");
+                    }
+                    states.remove(a.id());
+                }
+                continue;
+            }
+            if (s == null) {
+                s = new State();
+                states.put(a.id(), s);
+            }
+            Duration idle = Duration.between(since, now);
+            String owner = a.owner().orElse(null);
+            if (!s.flagged && idle.compareTo(policy.window()) >= 0) {
+                s.flagged = true;
+                String msg = a.id() + " (" + a.deviceIndices().size() + " GPU" + (a.deviceIndices().size() == 1
+                        ? "" : "s") + ", owner " + (owner == null ? "none" : owner) + ") idle for " + human(idle)
+                        + " (at or below " + fmt(policy.threshold()) + " % since " + since + ")";
+                out.add(step(now, a, IdleStep.FLAGGED, idle, msg));
+                effects.notify(a, IdleStep.FLAGGED, idle, msg);
+            }
+            if (s.acted || policy.action() == IdlePolicy.Action.NONE) {
+                continue;
+            }
+            if (policy.exempt(owner)) {
+                if (!s.exemptNoted && idle.compareTo(policy.warnAfter()) >= 0) {
+                    s.exemptNoted = true;
+                    out.add(step(now, a, IdleStep.SKIPPED, idle, "owner " + owner + " is exempt"
+                            + " (gpu.idle.exempt_owners): not warned or acted on"));
+                }
+                continue;
+            }
+            if (s.warnedAt == null && idle.compareTo(policy.warnAfter()) >= 0) {
+                s.warnedAt = now;
+                String msg = warning(a, idle);
+                if (policy.dryRun()) {
+                    out.add(step(now, a, IdleStep.DRY_RUN, idle, "dry run: would warn: " + msg));
+                } else {
+                    effects.notify(a, IdleStep.WARNED, idle, msg);
+                    String hook = hook(a, IdleStep.WARNED, idle);
+                    out.add(step(now, a, IdleStep.WARNED, idle, msg + hook));
+                }
+            }
+            boolean acts = policy.action() == IdlePolicy.Action.RELEASE
+                    || policy.action() == IdlePolicy.Action.SIGNAL;
+            if (acts && s.warnedAt != null && idle.compareTo(policy.actAfter()) >= 0
+                    && !now.isBefore(s.warnedAt.plus(policy.grace()))) {
+                s.acted = true;
+                out.add(act(now, a, idle));
+            }
+        }
+        states.keySet().retainAll(liveIds);
+        return out;
+    }
+
+    private IdleAction act(Instant now, Allocation a, Duration idle) {
+        boolean release = policy.action() == IdlePolicy.Action.RELEASE;
+        String what = release ? "release " + a.id() : "send SIG" + policy.signal() + " to the job of " + a.id();
+        if (policy.dryRun()) {
+            return step(now, a, IdleStep.DRY_RUN, idle, "dry run: would " + what + " (idle " + human(idle) + ")");
+        }
+        try {
+            String done = release ? effects.release(a) : effects.signal(a, policy.signal());
+            IdleStep st = release ? IdleStep.RELEASED : IdleStep.SIGNALLED;
+            effects.notify(a, st, idle, done);
+            return step(now, a, st, idle, done + " (idle " + human(idle) + ", gpu.idle.action "
+                    + policy.action().name().toLowerCase() + ")" + hook(a, st, idle));
+        } catch (RuntimeException e) {
+            return step(now, a, IdleStep.FAILED, idle, "could not " + what + ": " + e.getMessage());
+        }
+    }
+
+    private String warning(Allocation a, Duration idle) {
+        String then = switch (policy.action()) {
+            case RELEASE -> "it will be released";
+            case SIGNAL -> "its job will get SIG" + policy.signal();
+            default -> "nothing more will be done";
+        };
+        Duration left = policy.actAfter().minus(idle);
+        Duration wait = left.compareTo(policy.grace()) > 0 ? left : policy.grace();
+        return "GPUs " + a.deviceIndices() + " of " + a.id() + " have been idle for " + human(idle) + "; "
+                + (policy.action() == IdlePolicy.Action.WARN ? then : then + " in " + human(wait)
+                        + " unless they get busy")
+                + " (gpu.idle)";
+    }
+
+    private String hook(Allocation a, IdleStep step, Duration idle) {
+        if (policy.hook().isEmpty()) {
+            return "";
+        }
+        List<String> argv = new ArrayList<>();
+        for (String arg : policy.hook()) {
+            argv.add(switch (arg) {
+                case "{allocation}" -> a.id();
+                case "{owner}" -> a.owner().orElse("");
+                case "{step}" -> step.name().toLowerCase();
+                case "{idle}" -> Long.toString(idle.toSeconds());
+                default -> arg;
+            });
+        }
+        try {
+            return "; hook: " + effects.runHook(a, argv);
+        } catch (RuntimeException e) {
+            return "; hook failed: " + e.getMessage();
+        }
+    }
+
+    private static IdleAction step(Instant now, Allocation a, IdleStep st, Duration idle, String detail) {
+        String d = detail.length() > RecordCodec.MAX_TEXT ? detail.substring(0, RecordCodec.MAX_TEXT - 3) + "..."
+                : detail;
+        return new IdleAction(now, a.id(), a.owner(), st, idle, d);
+    }
+
+    static String human(Duration d) {
+        long m = d.toMinutes();
+        if (m < 1) {
+            return d.toSeconds() + " s";
+        }
+        return m < 120 ? m + " min" : String.format("%.1f h", d.toMinutes() / 60.0);
+    }
+
+    private static String fmt(double v) {
+        return v == Math.rint(v) ? Long.toString((long) v) : Double.toString(v);
+    }
+
+    /** @return the state of one allocation, for status views: flagged, warned at */
+    public Optional<Instant> warnedAt(String id) {
+        State s = states.get(id);
+        return s == null ? Optional.empty() : Optional.ofNullable(s.warnedAt);
+    }
+}

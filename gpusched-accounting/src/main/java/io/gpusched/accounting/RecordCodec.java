@@ -1,0 +1,492 @@
+package io.gpusched.accounting;
+
+import com.fasterxml.jackson.core.JsonFactory;
+import com.fasterxml.jackson.core.JsonGenerator;
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.core.StreamReadConstraints;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.gpusched.accounting.AccountingRecord.Checkpoint;
+import io.gpusched.accounting.AccountingRecord.DaySummary;
+import io.gpusched.accounting.AccountingRecord.DeviceUsage;
+import io.gpusched.accounting.AccountingRecord.IdleAction;
+import io.gpusched.accounting.AccountingRecord.Interval;
+import java.io.IOException;
+import java.io.StringWriter;
+import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
+import java.time.DateTimeException;
+import java.time.Duration;
+import java.time.Instant;
+import java.time.LocalDate;
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Optional;
+import java.util.OptionalInt;
+import java.util.OptionalLong;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.zip.CRC32C;
+
+/**
+ * The accounting store's line format: {@code <crc32c> <json>}, the CRC-32C of the JSON's UTF-8 bytes as eight
+ * lowercase hex digits, one space, and one JSON object on one line. Times are milliseconds since the epoch (UTC);
+ * figures are milliseconds, percent times milliseconds, bytes and millijoules. docs/ACCOUNTING.md documents every key.
+ *
+ * <p>{@link #decode} is the parser of a file any process of the node reads: for any text it returns a record or throws
+ * {@link AccountingFormatException} naming what is wrong, never another exception; values out of range (negative
+ * times, a utilization over 100 %, an interval ending before it starts, more measured time than held) are refused as
+ * well as malformed ones, and so is a line over {@link #MAX_LINE_BYTES}.
+ */
+public final class RecordCodec {
+    /** Longest line, in bytes (a 1,024-GPU allocation with notes fits). */
+    public static final int MAX_LINE_BYTES = 1 << 20;
+    /** Most notes per device. */
+    public static final int MAX_NOTES = 8;
+    /** Most devices per interval. */
+    public static final int MAX_DEVICES = 1024;
+    /** Most ids in a checkpoint marker. */
+    public static final int MAX_OPEN = 100_000;
+    /** Longest id, owner, job, UUID, note or detail, in characters. */
+    public static final int MAX_TEXT = 512;
+    /** Latest time accepted: 9999-12-31. */
+    static final long MAX_EPOCH_MILLIS = 253_402_300_799_999L;
+
+    private static final JsonFactory FACTORY = JsonFactory.builder()
+            .streamReadConstraints(StreamReadConstraints.builder().maxNestingDepth(8).maxNumberLength(40)
+                    .maxStringLength(MAX_LINE_BYTES).build())
+            .build();
+    private static final ObjectMapper MAPPER = new ObjectMapper(FACTORY);
+    private static final Set<String> INTERVAL_KEYS = Set.of("k", "id", "owner", "uid", "job", "from", "to", "first",
+            "end", "gap", "idle", "gpus");
+    private static final Set<String> DEVICE_KEYS = Set.of("i", "uuid", "held", "meas", "um", "us", "up", "idle", "mp",
+            "e", "ee", "em", "ec", "notes");
+    private static final Set<String> SUMMARY_KEYS = Set.of("k", "day", "owner", "uid", "i", "uuid", "n", "held",
+            "meas", "um", "us", "up", "idle", "mp", "e", "ee", "em");
+    private static final Set<String> ENDS = Set.of("RELEASED", "EXPIRED", "RECLAIMED", "UNOBSERVED");
+
+    private RecordCodec() {
+    }
+
+    // ------------------------------------------------------------------------------------------------- encoding
+
+    /** @return the record as one line, without the newline */
+    public static String encode(AccountingRecord r) {
+        StringWriter w = new StringWriter(256);
+        try (JsonGenerator g = FACTORY.createGenerator(w)) {
+            g.writeStartObject();
+            if (r instanceof Interval i) {
+                g.writeStringField("k", "i");
+                g.writeStringField("id", clip(i.allocationId()));
+                writeOwner(g, i.owner(), i.ownerUid());
+                if (i.jobId().isPresent()) {
+                    g.writeStringField("job", clip(i.jobId().get()));
+                }
+                g.writeNumberField("from", i.from().toEpochMilli());
+                g.writeNumberField("to", i.to().toEpochMilli());
+                if (i.first()) {
+                    g.writeBooleanField("first", true);
+                }
+                if (i.end().isPresent()) {
+                    g.writeStringField("end", i.end().get());
+                }
+                if (i.gap()) {
+                    g.writeBooleanField("gap", true);
+                }
+                if (i.idleSince().isPresent()) {
+                    g.writeNumberField("idle", i.idleSince().get().toEpochMilli());
+                }
+                g.writeArrayFieldStart("gpus");
+                for (DeviceUsage d : i.devices()) {
+                    g.writeStartObject();
+                    g.writeNumberField("i", d.index());
+                    g.writeStringField("uuid", clip(d.uuid()));
+                    writeFigures(g, d.figures());
+                    if (d.counterAtEnd().isPresent()) {
+                        g.writeNumberField("ec", d.counterAtEnd().getAsLong());
+                    }
+                    if (!d.notes().isEmpty()) {
+                        g.writeArrayFieldStart("notes");
+                        for (String n : d.notes()) {
+                            g.writeString(clip(n));
+                        }
+                        g.writeEndArray();
+                    }
+                    g.writeEndObject();
+                }
+                g.writeEndArray();
+            } else if (r instanceof Checkpoint c) {
+                g.writeStringField("k", "c");
+                g.writeNumberField("at", c.at().toEpochMilli());
+                g.writeArrayFieldStart("open");
+                for (String id : c.open()) {
+                    g.writeString(clip(id));
+                }
+                g.writeEndArray();
+            } else if (r instanceof IdleAction a) {
+                g.writeStringField("k", "a");
+                g.writeNumberField("at", a.at().toEpochMilli());
+                g.writeStringField("id", clip(a.allocationId()));
+                if (a.owner().isPresent()) {
+                    g.writeStringField("owner", clip(a.owner().get()));
+                }
+                g.writeStringField("action", a.action().name());
+                g.writeNumberField("idleFor", a.idleFor().toMillis());
+                g.writeStringField("detail", a.detail().length() > MAX_TEXT ? a.detail()
+                        .substring(0, MAX_TEXT) : a.detail());
+            } else if (r instanceof DaySummary s) {
+                g.writeStringField("k", "d");
+                g.writeStringField("day", s.day().toString());
+                writeOwner(g, s.owner(), s.ownerUid());
+                if (s.index().isPresent()) {
+                    g.writeNumberField("i", s.index().getAsInt());
+                    g.writeStringField("uuid", clip(s.uuid().orElse("-")));
+                }
+                g.writeNumberField("n", s.allocations());
+                writeFigures(g, s.figures());
+            }
+            g.writeEndObject();
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+        String json = w.toString();
+        return String.format("%08x", crc(json.getBytes(StandardCharsets.UTF_8))) + " " + json;
+    }
+
+    private static void writeOwner(JsonGenerator g, Optional<String> owner, OptionalLong uid) throws IOException {
+        if (owner.isPresent()) {
+            g.writeStringField("owner", clip(owner.get()));
+        }
+        if (uid.isPresent()) {
+            g.writeNumberField("uid", uid.getAsLong());
+        }
+    }
+
+    private static void writeFigures(JsonGenerator g, UsageFigures f) throws IOException {
+        g.writeNumberField("held", f.heldMillis);
+        g.writeNumberField("meas", f.measuredMillis);
+        g.writeNumberField("um", f.utilizationMillis);
+        g.writeNumberField("us", f.utilizationPercentMillis);
+        if (f.utilizationPeak >= 0) {
+            g.writeNumberField("up", f.utilizationPeak);
+        }
+        g.writeNumberField("idle", f.idleMillis);
+        if (f.memoryPeakBytes >= 0) {
+            g.writeNumberField("mp", f.memoryPeakBytes);
+        }
+        g.writeNumberField("e", f.energyMillijoules);
+        g.writeNumberField("ee", f.estimatedMillijoules);
+        g.writeNumberField("em", f.energyMillis);
+    }
+
+    /** @return a text the reader accepts: cut to {@link #MAX_TEXT} characters, never empty */
+    private static String clip(String s) {
+        if (s.isEmpty()) {
+            return "-";
+        }
+        return s.length() > MAX_TEXT ? s.substring(0, MAX_TEXT) : s;
+    }
+
+    static int crc(byte[] b) {
+        CRC32C c = new CRC32C();
+        c.update(b, 0, b.length);
+        return (int) c.getValue();
+    }
+
+    // ------------------------------------------------------------------------------------------------- decoding
+
+    /**
+     * @param line one line without its newline
+     * @return the record
+     * @throws AccountingFormatException naming what is wrong; nothing else for any input
+     */
+    public static AccountingRecord decode(String line) {
+        if (line.length() > MAX_LINE_BYTES) {
+            throw new AccountingFormatException("line of " + line.length() + " characters; at most "
+                    + MAX_LINE_BYTES);
+        }
+        if (line.length() < 11 || line.charAt(8) != ' ') {
+            throw new AccountingFormatException("not \"<crc32c> <json>\": expected 8 hex digits, a space and a JSON"
+                    + " object");
+        }
+        int crc = 0;
+        for (int i = 0; i < 8; i++) {
+            int v = Character.digit(line.charAt(i), 16);
+            if (v < 0 || Character.isUpperCase(line.charAt(i))) {
+                throw new AccountingFormatException("checksum \"" + printable(line.substring(0, 8)) + "\" is not 8"
+                        + " lowercase hex digits");
+            }
+            crc = crc << 4 | v;
+        }
+        String json = line.substring(9);
+        byte[] bytes = json.getBytes(StandardCharsets.UTF_8);
+        if (crc(bytes) != crc) {
+            throw new AccountingFormatException("checksum mismatch: the line says " + line.substring(0, 8)
+                    + ", its JSON sums to " + String.format("%08x", crc(bytes)) + " (a damaged record)");
+        }
+        JsonNode n;
+        try {
+            n = MAPPER.readTree(bytes);
+        } catch (JsonProcessingException e) {
+            throw new AccountingFormatException("not JSON: " + e.getOriginalMessage());
+        } catch (IOException | RuntimeException e) {
+            throw new AccountingFormatException("not JSON: " + e);
+        }
+        if (n == null || !n.isObject()) {
+            throw new AccountingFormatException("expected a JSON object");
+        }
+        String k = text(n, "k", true).orElseThrow();
+        return switch (k) {
+            case "i" -> interval(n);
+            case "c" -> checkpoint(n);
+            case "a" -> action(n);
+            case "d" -> summary(n);
+            default -> throw new AccountingFormatException("k: \"" + printable(k) + "\" is not a record kind; valid:"
+                    + " i (interval), c (checkpoint), a (idle action), d (day summary)");
+        };
+    }
+
+    private static Interval interval(JsonNode n) {
+        only(n, INTERVAL_KEYS, "interval");
+        String id = text(n, "id", true).orElseThrow();
+        long from = time(n, "from");
+        long to = time(n, "to");
+        if (to < from) {
+            throw new AccountingFormatException("to (" + to + ") is before from (" + from + ")");
+        }
+        Optional<String> end = text(n, "end", false);
+        if (end.isPresent() && !ENDS.contains(end.get())) {
+            throw new AccountingFormatException("end: \"" + printable(end.get()) + "\"; valid: " + ENDS);
+        }
+        Optional<Instant> idle = n.has("idle") ? Optional.of(Instant.ofEpochMilli(time(n, "idle")))
+                : Optional.empty();
+        JsonNode gpus = n.get("gpus");
+        if (gpus == null || !gpus.isArray() || gpus.size() > MAX_DEVICES) {
+            throw new AccountingFormatException("gpus: expected a list of at most " + MAX_DEVICES + " devices");
+        }
+        List<DeviceUsage> devices = new ArrayList<>();
+        for (JsonNode d : gpus) {
+            if (!d.isObject()) {
+                throw new AccountingFormatException("gpus: each device is a JSON object");
+            }
+            only(d, DEVICE_KEYS, "device");
+            UsageFigures f = figures(d);
+            if (f.heldMillis > to - from) {
+                throw new AccountingFormatException("held: " + f.heldMillis + " ms in an interval of " + (to - from)
+                        + " ms");
+            }
+            List<String> notes = new ArrayList<>();
+            JsonNode ns = d.get("notes");
+            if (ns != null) {
+                if (!ns.isArray() || ns.size() > MAX_NOTES) {
+                    throw new AccountingFormatException("notes: expected a list of at most " + MAX_NOTES + " texts");
+                }
+                for (JsonNode x : ns) {
+                    if (!x.isTextual() || x.textValue().length() > MAX_TEXT) {
+                        throw new AccountingFormatException("notes: each note is a text of at most " + MAX_TEXT
+                                + " characters");
+                    }
+                    notes.add(x.textValue());
+                }
+            }
+            devices.add(new DeviceUsage(integer(d, "i", 0, 1 << 20), text(d, "uuid", true).orElseThrow(), f,
+                    n(d, "ec"), notes));
+        }
+        return new Interval(id, text(n, "owner", false), n(n, "uid"), text(n, "job", false),
+                Instant.ofEpochMilli(from), Instant.ofEpochMilli(to), bool(n, "first"), end, bool(n, "gap"), idle,
+                devices);
+    }
+
+    private static Checkpoint checkpoint(JsonNode n) {
+        only(n, Set.of("k", "at", "open"), "checkpoint");
+        JsonNode open = n.get("open");
+        if (open == null || !open.isArray() || open.size() > MAX_OPEN) {
+            throw new AccountingFormatException("open: expected a list of at most " + MAX_OPEN + " allocation ids");
+        }
+        List<String> ids = new ArrayList<>();
+        for (JsonNode x : open) {
+            if (!x.isTextual() || x.textValue().isEmpty() || x.textValue().length() > MAX_TEXT) {
+                throw new AccountingFormatException("open: each id is a text of 1 to " + MAX_TEXT + " characters");
+            }
+            ids.add(x.textValue());
+        }
+        return new Checkpoint(Instant.ofEpochMilli(time(n, "at")), ids);
+    }
+
+    private static IdleAction action(JsonNode n) {
+        only(n, Set.of("k", "at", "id", "owner", "action", "idleFor", "detail"), "idle action");
+        String a = text(n, "action", true).orElseThrow();
+        IdleStep step;
+        try {
+            step = IdleStep.valueOf(a);
+        } catch (IllegalArgumentException e) {
+            throw new AccountingFormatException("action: \"" + printable(a) + "\"; valid: "
+                    + List.of(IdleStep.values()));
+        }
+        return new IdleAction(Instant.ofEpochMilli(time(n, "at")), text(n, "id", true).orElseThrow(),
+                text(n, "owner", false), step, Duration.ofMillis(nonNegative(n, "idleFor", true)), detail(n));
+    }
+
+    private static DaySummary summary(JsonNode n) {
+        only(n, SUMMARY_KEYS, "day summary");
+        String day = text(n, "day", true).orElseThrow();
+        LocalDate d;
+        try {
+            if (!day.matches("[0-9]{4}-[0-9]{2}-[0-9]{2}")) {
+                throw new DateTimeException(day);
+            }
+            d = LocalDate.parse(day);
+        } catch (DateTimeException e) {
+            throw new AccountingFormatException("day: \"" + printable(day) + "\" is not a date such as 2026-01-31");
+        }
+        UsageFigures f = figures(n);
+        if (f.heldMillis > Duration.ofDays(1).toMillis() * MAX_DEVICES) {
+            throw new AccountingFormatException("held: " + f.heldMillis + " ms is more than a day");
+        }
+        if (n.has("i")) { // a GPU row
+            if (n.has("owner") || n.has("uid")) {
+                throw new AccountingFormatException("a GPU row (i) has no owner or uid");
+            }
+            return new DaySummary(d, Optional.empty(), OptionalLong.empty(), OptionalInt.of(integer(n, "i", 0,
+                    1 << 20)), text(n, "uuid", true), nonNegative(n, "n", true), f);
+        }
+        if (n.has("uuid")) {
+            throw new AccountingFormatException("uuid without i: an owner row names no GPU");
+        }
+        return new DaySummary(d, text(n, "owner", false), n(n, "uid"), OptionalInt.empty(), Optional.empty(),
+                nonNegative(n, "n", true), f);
+    }
+
+    private static UsageFigures figures(JsonNode d) {
+        UsageFigures f = new UsageFigures();
+        f.heldMillis = nonNegative(d, "held", true);
+        f.measuredMillis = nonNegative(d, "meas", true);
+        f.utilizationMillis = nonNegative(d, "um", true);
+        f.utilizationPercentMillis = real(d, "us", 0, 100.0 * f.utilizationMillis, true);
+        f.utilizationPeak = d.has("up") ? real(d, "up", 0, 100, true) : -1;
+        f.idleMillis = nonNegative(d, "idle", true);
+        f.memoryPeakBytes = d.has("mp") ? nonNegative(d, "mp", true) : -1;
+        f.energyMillijoules = nonNegative(d, "e", true);
+        f.estimatedMillijoules = nonNegative(d, "ee", true);
+        f.energyMillis = nonNegative(d, "em", true);
+        if (f.measuredMillis > f.heldMillis || f.utilizationMillis > f.measuredMillis
+                || f.idleMillis > f.utilizationMillis || f.energyMillis > f.heldMillis
+                || f.estimatedMillijoules > f.energyMillijoules) {
+            throw new AccountingFormatException("figures out of order: expected idle <= um <= meas <= held, em <="
+                    + " held and ee <= e; got held " + f.heldMillis + ", meas " + f.measuredMillis + ", um "
+                    + f.utilizationMillis + ", idle " + f.idleMillis + ", em " + f.energyMillis + ", e "
+                    + f.energyMillijoules + ", ee " + f.estimatedMillijoules);
+        }
+        if (f.utilizationPeak < 0 && f.utilizationMillis > 0) {
+            throw new AccountingFormatException("up: a peak utilization is required where um > 0");
+        }
+        return f;
+    }
+
+    private static void only(JsonNode n, Set<String> keys, String what) {
+        for (Iterator<String> it = n.fieldNames(); it.hasNext();) {
+            String k = it.next();
+            if (!keys.contains(k)) {
+                throw new AccountingFormatException("unknown key \"" + printable(k) + "\" in a " + what + " record;"
+                        + " valid keys: " + new TreeSet<>(keys));
+            }
+        }
+    }
+
+    private static Optional<String> text(JsonNode n, String key, boolean required) {
+        JsonNode v = n.get(key);
+        if (v == null || v.isNull()) {
+            if (required) {
+                throw new AccountingFormatException(key + ": required");
+            }
+            return Optional.empty();
+        }
+        if (!v.isTextual() || v.textValue().isEmpty() || v.textValue().length() > MAX_TEXT) {
+            throw new AccountingFormatException(key + ": expected a text of 1 to " + MAX_TEXT + " characters");
+        }
+        return Optional.of(v.textValue());
+    }
+
+    /** @return the detail: a text of 0 to {@link #MAX_TEXT} characters (empty when absent) */
+    private static String detail(JsonNode n) {
+        JsonNode v = n.get("detail");
+        if (v == null) {
+            return "";
+        }
+        if (!v.isTextual() || v.textValue().length() > MAX_TEXT) {
+            throw new AccountingFormatException("detail: expected a text of at most " + MAX_TEXT + " characters");
+        }
+        return v.textValue();
+    }
+
+    private static boolean bool(JsonNode n, String key) {
+        JsonNode v = n.get(key);
+        if (v == null) {
+            return false;
+        }
+        if (!v.isBoolean()) {
+            throw new AccountingFormatException(key + ": expected true or false");
+        }
+        return v.booleanValue();
+    }
+
+    private static long nonNegative(JsonNode n, String key, boolean required) {
+        JsonNode v = n.get(key);
+        if (v == null) {
+            if (required) {
+                throw new AccountingFormatException(key + ": required (a whole number >= 0)");
+            }
+            return 0;
+        }
+        if (!v.isIntegralNumber() || !v.canConvertToLong() || v.longValue() < 0) {
+            throw new AccountingFormatException(key + ": expected a whole number from 0 to " + Long.MAX_VALUE);
+        }
+        return v.longValue();
+    }
+
+    private static OptionalLong n(JsonNode n, String key) {
+        return n.has(key) ? OptionalLong.of(nonNegative(n, key, true)) : OptionalLong.empty();
+    }
+
+    private static int integer(JsonNode n, String key, int min, int max) {
+        long v = nonNegative(n, key, true);
+        if (v < min || v > max) {
+            throw new AccountingFormatException(key + ": expected " + min + " to " + max + ", was " + v);
+        }
+        return (int) v;
+    }
+
+    private static long time(JsonNode n, String key) {
+        long v = nonNegative(n, key, true);
+        if (v > MAX_EPOCH_MILLIS) {
+            throw new AccountingFormatException(key + ": " + v + " is after the year 9999 (milliseconds since"
+                    + " 1970 expected)");
+        }
+        return v;
+    }
+
+    private static double real(JsonNode n, String key, double min, double max, boolean required) {
+        JsonNode v = n.get(key);
+        if (v == null) {
+            if (required) {
+                throw new AccountingFormatException(key + ": required");
+            }
+            return 0;
+        }
+        double d = v.isNumber() ? v.doubleValue() : Double.NaN;
+        if (!(d >= min && d <= max * (1 + 1e-9) + 1e-9)) {
+            throw new AccountingFormatException(key + ": expected a number from " + min + " to " + max);
+        }
+        return d;
+    }
+
+    static String printable(String s) {
+        StringBuilder b = new StringBuilder();
+        for (int i = 0; i < s.length() && i < 64; i++) {
+            char c = s.charAt(i);
+            b.append(c < 0x20 || c > 0x7e ? String.format("\\u%04x", (int) c) : String.valueOf(c));
+        }
+        return s.length() > 64 ? b + "..." : b.toString();
+    }
+}

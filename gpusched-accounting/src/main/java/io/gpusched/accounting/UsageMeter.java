@@ -1,0 +1,619 @@
+package io.gpusched.accounting;
+
+import io.gpusched.accounting.AccountingRecord.DeviceUsage;
+import io.gpusched.accounting.AccountingRecord.Interval;
+import io.gpusched.core.Allocation;
+import io.gpusched.core.GpuDevice;
+import io.gpusched.core.GpuMetrics;
+import io.gpusched.core.GpuProcessUsage;
+import io.gpusched.core.GpuSample;
+import io.gpusched.core.ProcessAttribution;
+import io.gpusched.core.ProcessUsageSample;
+import io.gpusched.core.SharingMode;
+import io.gpusched.core.UsageOwner;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.OptionalLong;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.function.Function;
+
+/**
+ * Turns sweeps of a node's GPUs into per-allocation usage: pure Java, driven by the times it is given.
+ *
+ * <p>Each {@link #observe} credits the span since the previous sweep (or since the grant, for an allocation granted
+ * within it) to every live allocation, device by device, with the values of this sweep (what a driver reports at a
+ * time is what the device did up to it):
+ * <ul>
+ *   <li>a GPU held exclusively by one allocation: the device's utilization, memory and energy;</li>
+ *   <li>a GPU several allocations share: each process the backend lists is charged to its allocation by the
+ *       {@link ProcessAttribution} (utilization and memory summed per allocation, never the device's figure copied to
+ *       each); the device's energy is split by each allocation's share of the processes' SM utilization (estimated),
+ *       equally when none was busy or utilization is not measured per process (said in a note); a process no rule
+ *       ties to a holder is charged to no one;</li>
+ *   <li>a MIG partition: utilization "not measured" with the backend's reason; energy not measured (a partition has
+ *       no counter of its own, and the GPU's counter covers every partition).</li>
+ * </ul>
+ * Energy over a span is the driver counter's delta where the device has one (exact), else power times time
+ * (estimated, marked). Spans are cut at UTC midnight so every interval lies within one day. A time nothing sampled
+ * (a sampler that was not running) becomes a {@code gap} interval: held time, no utilization, and energy only where the
+ * counter bridges it on an exclusively held GPU.
+ *
+ * <p>Not thread-safe: the sampler calls it from one thread.
+ *
+ * <p>Why it is about 600 lines: one sweep's crediting (per device, exclusive or shared, energy by counter or power,
+ * day cuts, gaps, the end of an allocation) is one state machine over the same per-allocation tracks.
+ */
+final class UsageMeter {
+    static final String NOT_SAMPLED = "not sampled: no sampler ran over this time (the node's sampler was stopped or"
+            + " had not started)";
+    static final String MIG_ENERGY = "energy not measured: a MIG partition has no energy counter of its own (the GPU's"
+            + " counter covers every partition)";
+    static final String NO_PROCESSES = "utilization not measured: a shared GPU whose backend cannot list its processes"
+            + " (the device's figure is never copied to each holder)";
+    static final String NO_ENERGY = "energy not measured: no energy counter and no power reading";
+    static final String ESTIMATED_POWER = "energy estimated: no energy counter, power samples x time";
+    static final String SPLIT_BY_UTIL = "energy estimated: a shared GPU's energy split by each holder's share of SM"
+            + " utilization (no driver measures energy per process)";
+    static final String SPLIT_EQUALLY = "energy estimated: a shared GPU's energy split equally among its holders (no"
+            + " process was busy, or utilization is not measured per process)";
+
+    private final double idleThreshold;
+    private final ProcessAttribution attribution;
+    private final Map<String, Track> tracks = new LinkedHashMap<>();
+    private final Map<String, Interval> resumeFrom = new HashMap<>();
+    private final Map<Integer, OptionalLong> lastCounter = new HashMap<>();
+    /**
+     * Per shared device, per pid: whom the attribution charged it to, kept while the pid stays in the device's process
+     * list and the device's holders stay the same (a process's cgroup and parent do not change under it; its pid
+     * cannot be reused while it is listed), so {@code /proc} is read once per process, not once per sweep.
+     */
+    private final Map<Integer, Map<Integer, Attributed>> attributed = new HashMap<>();
+
+    private record Attributed(Set<String> holders, Optional<UsageOwner> owner) {
+    }
+    /** allocation id to when it went idle, for those idle at the last sweep (kept up to date, read without a copy) */
+    private final Map<String, Instant> idle = new HashMap<>();
+    private final Map<String, Instant> idleView = Collections.unmodifiableMap(idle);
+    private Long lastTick;
+
+    /**
+     * @param idleThreshold utilization (percent) at or below which a GPU counts as idle
+     * @param attribution   maps processes on shared GPUs to allocations
+     */
+    UsageMeter(double idleThreshold, ProcessAttribution attribution) {
+        this.idleThreshold = idleThreshold;
+        this.attribution = attribution;
+    }
+
+    /** One allocation's open interval and where its record stands. */
+    private static final class Track {
+        Allocation allocation;
+        long from;
+        long covered;
+        boolean first;
+        Long idleSince;
+        final Map<Integer, UsageFigures> figures = new LinkedHashMap<>();
+        final Map<Integer, Set<String>> notes = new HashMap<>();
+        final Map<Integer, OptionalLong> counter = new HashMap<>();
+        boolean lastTickIdle;
+    }
+
+    /** Continues allocations the store left open (their last intervals): nothing before them is counted again. */
+    void resume(Map<String, Interval> tails) {
+        resumeFrom.putAll(tails);
+    }
+
+    /** @return the allocations tracked (live as of the last sweep) */
+    Set<String> tracked() {
+        return tracks.keySet();
+    }
+
+    /** @return when each tracked allocation's GPUs went idle, for those idle at the last sweep */
+    Map<String, Instant> idleSince() {
+        return idleView;
+    }
+
+    /** @return whether the allocation's GPUs were all measured and idle at the last sweep */
+    boolean idleAtLastSweep(String id) {
+        Track t = tracks.get(id);
+        return t != null && t.lastTickIdle;
+    }
+
+    /**
+     * Credits one sweep.
+     *
+     * @param now    when the sweep was taken
+     * @param sample the sweep's metrics
+     * @param live   the allocations live now
+     * @param usage  per-process usage of a device (called only for GPUs more than one allocation may use)
+     * @return intervals closed by this sweep (gaps, and the part before a UTC midnight it crossed)
+     */
+    List<Interval> observe(Instant now, GpuSample sample, List<Allocation> live,
+            Function<GpuDevice, Optional<ProcessUsageSample>> usage) {
+        long t = now.toEpochMilli();
+        Long prev = lastTick != null && lastTick <= t ? lastTick : null;
+        List<Interval> out = new ArrayList<>();
+        Map<Integer, List<Allocation>> holders = new HashMap<>();
+        Map<Integer, GpuDevice> devices = new HashMap<>();
+        for (Allocation a : live) {
+            for (GpuDevice d : a.devices()) {
+                holders.computeIfAbsent(d.index(), k -> new ArrayList<>()).add(a);
+                devices.put(d.index(), d);
+            }
+        }
+        Map<Integer, GpuMetrics> byIndex = new HashMap<>();
+        for (GpuMetrics m : sample.metrics()) {
+            byIndex.put(m.index(), m);
+        }
+        // per device: energy over [prev, t), and per-allocation shares on shared GPUs
+        Map<Integer, DeviceSweep> sweeps = new HashMap<>();
+        for (Map.Entry<Integer, List<Allocation>> e : holders.entrySet()) {
+            GpuDevice d = devices.get(e.getKey());
+            Optional<GpuMetrics> m = Optional.ofNullable(byIndex.get(d.index()));
+            sweeps.put(d.index(), sweep(d, m, e.getValue(), prev, t, usage));
+        }
+        for (Allocation a : live) {
+            Track tr = tracks.get(a.id());
+            if (tr == null) {
+                tr = start(a);
+                tracks.put(a.id(), tr);
+            }
+            tr.allocation = a;
+            long sampledFrom = prev != null ? prev : t;
+            if (tr.covered < sampledFrom) {
+                gap(tr, tr.covered, sampledFrom, sweeps, prev == null ? byIndex : null, out);
+            }
+            if (tr.covered < t) {
+                credit(tr, tr.covered, t, prev, sweeps, out);
+            }
+            for (GpuDevice d : a.devices()) {
+                GpuMetrics m = byIndex.get(d.index());
+                tr.counter.put(d.index(), m == null ? OptionalLong.empty() : m.energyMillijoules());
+            }
+        }
+        for (GpuMetrics m : sample.metrics()) { // after the gaps: they read the counters at the previous sweep
+            lastCounter.put(m.index(), m.energyMillijoules());
+        }
+        lastTick = t;
+        return out;
+    }
+
+    private Track start(Allocation a) {
+        Track tr = new Track();
+        tr.allocation = a;
+        Interval tail = resumeFrom.remove(a.id());
+        if (tail != null) {
+            tr.from = tail.to().toEpochMilli();
+            tr.covered = tr.from;
+            tr.first = false;
+            tr.idleSince = tail.idleSince().map(Instant::toEpochMilli).orElse(null);
+            for (DeviceUsage d : tail.devices()) {
+                tr.counter.put(d.index(), d.counterAtEnd());
+            }
+        } else {
+            tr.from = a.createdAt().toEpochMilli();
+            tr.covered = tr.from;
+            tr.first = true;
+        }
+        return tr;
+    }
+
+    /** What one sweep says about one device, and how it is shared among its holders. */
+    private static final class DeviceSweep {
+        boolean sampled;
+        boolean mig;
+        /** energy over [prev, t), mJ; -1: none */
+        double energy = -1;
+        boolean energyExact;
+        String energyNote;
+        /** per allocation id: utilization (percent) charged, or absent where not measured (small immutable maps on
+         *  an exclusive GPU, the common case: no hash tables per sweep) */
+        Map<String, Double> util = Map.of();
+        Map<String, Long> memory = Map.of();
+        /** per allocation id: its share of the device's energy, 0 to 1 */
+        Map<String, Double> energyShare = Map.of();
+        String utilNote;
+        String shareNote;
+        long prev;
+        long now;
+    }
+
+    private DeviceSweep sweep(GpuDevice d, Optional<GpuMetrics> metrics, List<Allocation> hs, Long prev, long t,
+            Function<GpuDevice, Optional<ProcessUsageSample>> usage) {
+        DeviceSweep s = new DeviceSweep();
+        s.sampled = metrics.isPresent();
+        s.mig = d.parentUuid().isPresent();
+        s.now = t;
+        s.prev = prev == null ? t : prev;
+        if (metrics.isEmpty()) {
+            return s;
+        }
+        GpuMetrics m = metrics.get();
+        if (s.mig) {
+            s.energyNote = MIG_ENERGY;
+        } else if (prev != null && prev < t) {
+            OptionalLong before = lastCounter.getOrDefault(d.index(), OptionalLong.empty());
+            OptionalLong after = m.energyMillijoules();
+            if (before.isPresent() && after.isPresent() && after.getAsLong() >= before.getAsLong()) {
+                s.energy = after.getAsLong() - before.getAsLong();
+                s.energyExact = true;
+            } else if (m.powerWatts().isPresent()) {
+                s.energy = m.powerWatts().getAsDouble() * (t - prev); // W x ms = mJ
+                s.energyNote = ESTIMATED_POWER;
+            } else {
+                s.energyNote = NO_ENERGY;
+            }
+        }
+        boolean exclusive = hs.size() == 1 && hs.get(0).sharing() == SharingMode.EXCLUSIVE;
+        if (exclusive) {
+            String id = hs.get(0).id();
+            if (m.utilizationPercent().isPresent()) {
+                s.util = Map.of(id, m.utilizationPercent().getAsDouble());
+            } else {
+                s.utilNote = "utilization not measured: " + usage.apply(d).flatMap(
+                        ProcessUsageSample::utilizationUnmeasured).orElse(
+                                s.mig
+                                        ? "MIG partitions report no utilization"
+                                        : "the backend reports none for this GPU");
+            }
+            if (m.memoryUsed().isPresent()) {
+                s.memory = Map.of(id, m.memoryUsed().get().bytes());
+            }
+            s.energyShare = Map.of(id, 1.0);
+            return s;
+        }
+        s.util = new HashMap<>();
+        s.memory = new HashMap<>();
+        s.energyShare = new HashMap<>();
+        Optional<ProcessUsageSample> ps = usage.apply(d);
+        boolean utilMeasured = ps.isPresent() && ps.get().utilizationUnmeasured().isEmpty();
+        if (ps.isEmpty()) {
+            s.utilNote = NO_PROCESSES;
+        } else if (!utilMeasured) {
+            s.utilNote = "utilization not measured: " + ps.get().utilizationUnmeasured().get();
+        }
+        double total = 0;
+        Map<String, Double> busy = new HashMap<>();
+        if (ps.isPresent()) {
+            Map<Integer, Attributed> known = attributed.computeIfAbsent(d.index(), k -> new HashMap<>());
+            Set<String> holderIds = new HashSet<>();
+            hs.forEach(a -> holderIds.add(a.id()));
+            Map<Integer, Attributed> seen = new HashMap<>();
+            for (GpuProcessUsage p : ps.get().processes()) {
+                Attributed was = known.get(p.pid());
+                Optional<UsageOwner> o = was != null && was.holders.equals(holderIds) ? was.owner
+                        : attribution.ownerOf(d, p.pid(), hs);
+                seen.put(p.pid(), was != null && was.holders.equals(holderIds) ? was
+                        : new Attributed(holderIds, o));
+                double u = p.smUtilizationPercent().orElse(0);
+                total += u;
+                if (o.isEmpty() || o.get().kind() != UsageOwner.Kind.ALLOCATION
+                        || hs.stream().noneMatch(a -> a.id().equals(o.get().id()))) {
+                    continue;
+                }
+                String id = o.get().id();
+                busy.merge(id, u, Double::sum);
+                p.memoryUsed().ifPresent(x -> s.memory.merge(id, x.bytes(), Long::sum));
+            }
+            attributed.put(d.index(), seen); // processes gone from the list are forgotten
+        }
+        for (Allocation a : hs) {
+            if (utilMeasured) {
+                s.util.put(a.id(), Math.min(100, busy.getOrDefault(a.id(), 0.0)));
+            }
+            if (ps.isPresent() && ps.get().memoryUnmeasured().isEmpty()) {
+                s.memory.putIfAbsent(a.id(), 0L);
+            }
+        }
+        if (utilMeasured && total > 0) {
+            for (Allocation a : hs) {
+                s.energyShare.put(a.id(), busy.getOrDefault(a.id(), 0.0) / total);
+            }
+            s.shareNote = SPLIT_BY_UTIL;
+        } else {
+            for (Allocation a : hs) {
+                s.energyShare.put(a.id(), 1.0 / hs.size());
+            }
+            s.shareNote = SPLIT_EQUALLY;
+        }
+        return s;
+    }
+
+    /** Credits [from, to) with the sweep's values, cutting the open interval at each UTC midnight crossed. */
+    private void credit(Track tr, long from, long to, Long prev, Map<Integer, DeviceSweep> sweeps,
+            List<Interval> out) {
+        boolean allIdle = true;
+        boolean anyMeasured = false;
+        for (GpuDevice d : tr.allocation.devices()) {
+            DeviceSweep s = sweeps.get(d.index());
+            Double u = s == null ? null : s.util.get(tr.allocation.id());
+            if (u == null) {
+                allIdle = false;
+            } else {
+                anyMeasured = true;
+                allIdle &= u <= idleThreshold;
+            }
+        }
+        boolean idle = allIdle && anyMeasured;
+        long cur = from;
+        while (cur < to) {
+            long midnight = nextMidnight(cur);
+            long end = Math.min(to, midnight);
+            for (GpuDevice d : tr.allocation.devices()) {
+                creditDevice(tr, d, cur, end, sweeps.get(d.index()));
+            }
+            cur = end;
+            tr.covered = cur;
+            if (cur == midnight && cur < to) {
+                if (idle && tr.idleSince == null) {
+                    tr.idleSince = from;
+                }
+                out.add(close(tr, cur, Optional.empty(), false));
+            }
+        }
+        tr.covered = to;
+        if (idle) {
+            if (tr.idleSince == null) {
+                tr.idleSince = from;
+            }
+            this.idle.computeIfAbsent(tr.allocation.id(), k -> Instant.ofEpochMilli(tr.idleSince));
+        } else {
+            tr.idleSince = null;
+            this.idle.remove(tr.allocation.id());
+        }
+        tr.lastTickIdle = idle;
+    }
+
+    private void creditDevice(Track tr, GpuDevice d, long from, long to, DeviceSweep s) {
+        long dt = to - from;
+        UsageFigures f = tr.figures.computeIfAbsent(d.index(), k -> new UsageFigures());
+        f.heldMillis += dt;
+        if (s == null || !s.sampled) {
+            note(tr, d, "not measured: the sweep read no metrics for this GPU");
+            return;
+        }
+        String id = tr.allocation.id();
+        f.measuredMillis += dt;
+        Double u = s.util.get(id);
+        if (u != null) {
+            f.utilizationMillis += dt;
+            f.utilizationPercentMillis += u * dt;
+            f.utilizationPeak = Math.max(f.utilizationPeak, u);
+            if (u <= idleThreshold) {
+                f.idleMillis += dt;
+            }
+        } else if (s.utilNote != null) {
+            note(tr, d, s.utilNote);
+        }
+        Long mem = s.memory.get(id);
+        if (mem != null) {
+            f.memoryPeakBytes = Math.max(f.memoryPeakBytes, mem);
+        }
+        if (s.energy >= 0 && s.now > s.prev) {
+            double share = s.energyShare.getOrDefault(id, 0.0);
+            long mj = Math.round(s.energy * share * dt / (s.now - s.prev));
+            f.energyMillijoules += mj;
+            f.energyMillis += dt;
+            if (!s.energyExact || s.shareNote != null) {
+                f.estimatedMillijoules += mj;
+            }
+            if (s.shareNote != null) {
+                note(tr, d, s.shareNote);
+            }
+            if (!s.energyExact) {
+                note(tr, d, s.energyNote);
+            }
+        } else if (s.energyNote != null && s.now > s.prev) {
+            note(tr, d, s.energyNote);
+        }
+    }
+
+    /** Records [from, to) as nothing sampled: held time, energy where the counter bridges an exclusive GPU. */
+    /**
+     * @param now the sweep's metrics when the gap ends now (the first sweep of this meter), null when it ends at the
+     *            previous sweep (the counters then are the ones kept from it)
+     */
+    private void gap(Track tr, long from, long to, Map<Integer, DeviceSweep> sweeps, Map<Integer, GpuMetrics> now,
+            List<Interval> out) {
+        if (tr.covered > tr.from || tr.first) {
+            if (tr.covered > tr.from) {
+                out.add(close(tr, tr.covered, Optional.empty(), false));
+            }
+        }
+        Map<Integer, Long> bridged = new HashMap<>();
+        for (GpuDevice d : tr.allocation.devices()) {
+            OptionalLong before = tr.counter.getOrDefault(d.index(), OptionalLong.empty());
+            OptionalLong after = now != null ? (now.containsKey(d.index()) ? now.get(d.index()).energyMillijoules()
+                    : OptionalLong.empty()) : lastCounter.getOrDefault(d.index(), OptionalLong.empty());
+            DeviceSweep s = sweeps.get(d.index());
+            boolean exclusive = s != null && s.energyShare.size() == 1 && s.shareNote == null && !s.mig;
+            if (exclusive && before.isPresent() && after.isPresent() && after.getAsLong() >= before.getAsLong()) {
+                bridged.put(d.index(), after.getAsLong() - before.getAsLong());
+            }
+        }
+        long cur = from;
+        long span = to - from;
+        while (cur < to) {
+            long end = Math.min(to, nextMidnight(cur));
+            for (GpuDevice d : tr.allocation.devices()) {
+                UsageFigures f = tr.figures.computeIfAbsent(d.index(), k -> new UsageFigures());
+                f.heldMillis += end - cur;
+                Long e = bridged.get(d.index());
+                if (e != null && span > 0) {
+                    long mj = Math.round((double) e * (end - cur) / span);
+                    f.energyMillijoules += mj;
+                    f.energyMillis += end - cur;
+                    if (end - cur != span) {
+                        f.estimatedMillijoules += mj; // a counter delta spread over the days it spans
+                    }
+                    note(tr, d, "energy over the unsampled time from the energy counter's delta");
+                }
+                note(tr, d, NOT_SAMPLED);
+            }
+            tr.covered = end;
+            out.add(close(tr, end, Optional.empty(), true));
+            cur = end;
+        }
+        tr.idleSince = null;
+        idle.remove(tr.allocation.id());
+    }
+
+    /**
+     * Ends an allocation: its last interval runs to {@code at} (the release), the time after the last sweep counted
+     * as held but not measured.
+     *
+     * @return its last intervals (more than one where {@code at} is past a midnight), empty when it was not tracked
+     */
+    List<Interval> end(String id, Instant at, String cause) {
+        Track tr = tracks.remove(id);
+        idle.remove(id);
+        if (tr == null) {
+            Interval tail = resumeFrom.remove(id);
+            if (tail == null) {
+                return List.of();
+            }
+            Track t2 = new Track();
+            t2.allocation = null;
+            return List.of(new Interval(tail.allocationId(), tail.owner(), tail.ownerUid(), tail.jobId(), tail.to(),
+                    tail.to(), false, Optional.of("UNOBSERVED"), false, Optional.empty(), tail.devices().stream()
+                            .map(d -> new DeviceUsage(d.index(), d.uuid(), new UsageFigures(), d.counterAtEnd(),
+                                    List.of("released after " + tail.to() + " while no sampler ran")))
+                            .toList()));
+        }
+        List<Interval> out = new ArrayList<>();
+        long r = at.toEpochMilli();
+        if (r < tr.covered) {
+            long len = tr.covered - tr.from;
+            long keep = Math.max(0, r - tr.from);
+            double f = len <= 0 ? 0 : (double) keep / len;
+            tr.figures.values().forEach(x -> x.scale(f));
+            tr.covered = Math.max(r, tr.from);
+        }
+        long cur = tr.covered;
+        while (cur < r) {
+            long endOfPart = Math.min(r, nextMidnight(cur));
+            for (GpuDevice d : tr.allocation.devices()) {
+                tr.figures.computeIfAbsent(d.index(), k -> new UsageFigures()).heldMillis += endOfPart - cur;
+            }
+            cur = endOfPart;
+            tr.covered = cur;
+            if (cur < r) {
+                out.add(close(tr, cur, Optional.empty(), false));
+            }
+        }
+        out.add(close(tr, tr.covered, Optional.of(cause), false));
+        return out;
+    }
+
+    /**
+     * Ends allocations tracked but no longer live that no event ended (released by a process whose record this one
+     * did not see): each ends at its last sweep, marked {@code UNOBSERVED}.
+     */
+    List<Interval> endVanished(Set<String> live) {
+        if (live.containsAll(tracks.keySet())) {
+            return List.of();
+        }
+        List<Interval> out = new ArrayList<>();
+        for (String id : new ArrayList<>(tracks.keySet())) {
+            if (!live.contains(id)) {
+                Track tr = tracks.get(id);
+                out.addAll(end(id, Instant.ofEpochMilli(tr.covered), "UNOBSERVED"));
+            }
+        }
+        return out;
+    }
+
+    /** @return the allocations left open by the store that are not live: each ended as released unobserved */
+    List<Interval> endResumedNotLive(Set<String> live) {
+        List<Interval> out = new ArrayList<>();
+        for (String id : new ArrayList<>(resumeFrom.keySet())) {
+            if (!live.contains(id)) {
+                out.addAll(end(id, Instant.EPOCH, "UNOBSERVED"));
+            }
+        }
+        return out;
+    }
+
+    /**
+     * Closes every open interval at its last sweep and opens the next one there.
+     *
+     * @return the intervals (allocations granted since the last sweep and not yet swept have none)
+     */
+    List<Interval> checkpoint() {
+        List<Interval> out = new ArrayList<>();
+        for (Track tr : tracks.values()) {
+            if (tr.covered > tr.from || tr.first) { // a grant is recorded at the first checkpoint, even if empty
+                out.add(close(tr, tr.covered, Optional.empty(), false));
+            }
+        }
+        return out;
+    }
+
+    private Interval close(Track tr, long to, Optional<String> end, boolean gap) {
+        Allocation a = tr.allocation;
+        List<DeviceUsage> devices = new ArrayList<>();
+        for (GpuDevice d : a.devices()) {
+            UsageFigures f = tr.figures.getOrDefault(d.index(), new UsageFigures());
+            List<String> notes = new ArrayList<>(new TreeSet<>(tr.notes.getOrDefault(d.index(), Set.of())));
+            devices.add(new DeviceUsage(d.index(), d.uuid(), f, tr.counter.getOrDefault(d.index(),
+                    OptionalLong.empty()), notes.subList(0, Math.min(notes.size(), RecordCodec.MAX_NOTES))));
+        }
+        Interval iv = new Interval(a.id(), a.owner(), a.request().ownerUid(), a.request().jobId(),
+                Instant.ofEpochMilli(tr.from), Instant.ofEpochMilli(to), tr.first, end, gap,
+                tr.idleSince == null || end.isPresent() ? Optional.empty() : Optional.of(Instant.ofEpochMilli(
+                        tr.idleSince)),
+                devices);
+        tr.from = to;
+        tr.first = false;
+        tr.figures.clear();
+        tr.notes.clear();
+        return iv;
+    }
+
+    private static void note(Track tr, GpuDevice d, String note) {
+        tr.notes.computeIfAbsent(d.index(), k -> new HashSet<>(4)).add(note); // sorted when written
+    }
+
+    /** @return the first UTC midnight after {@code millis} (java.time's UTC days are 86,400,000 ms long) */
+    static long nextMidnight(long millis) {
+        return (Math.floorDiv(millis, DAY_MILLIS) + 1) * DAY_MILLIS;
+    }
+
+    private static final long DAY_MILLIS = 86_400_000L;
+
+    /**
+     * @return the intervals of an allocation no sweep saw (granted and released between two sweeps): held time only,
+     *         cut at each UTC midnight, the first marked as the grant and the last with its end
+     */
+    static List<Interval> unsampled(String id, Optional<String> owner, Optional<String> jobId,
+            List<GpuDevice> devices, Instant from, Instant to, String cause) {
+        List<Interval> out = new ArrayList<>();
+        long cur = from.toEpochMilli();
+        long end = Math.max(cur, to.toEpochMilli());
+        boolean first = true;
+        do {
+            long part = Math.min(end, nextMidnight(cur));
+            List<DeviceUsage> ds = new ArrayList<>();
+            for (GpuDevice d : devices) {
+                UsageFigures f = new UsageFigures();
+                f.heldMillis = part - cur;
+                ds.add(new DeviceUsage(d.index(), d.uuid(), f, OptionalLong.empty(), List.of("not sampled: granted"
+                        + " and released between two sweeps of the node's sampler")));
+            }
+            out.add(new Interval(id, owner, OptionalLong.empty(), jobId, Instant.ofEpochMilli(cur),
+                    Instant.ofEpochMilli(part), first, part == end ? Optional.of(cause) : Optional.empty(), true,
+                    Optional.empty(), ds));
+            first = false;
+            cur = part;
+        } while (cur < end);
+        return out;
+    }
+}

@@ -1,0 +1,285 @@
+package io.gpusched.accounting;
+
+import io.gpusched.accounting.AccountingRecord.DaySummary;
+import io.gpusched.accounting.AccountingRecord.DeviceUsage;
+import io.gpusched.accounting.AccountingRecord.IdleAction;
+import io.gpusched.accounting.AccountingRecord.Interval;
+import java.time.Instant;
+import java.time.LocalDate;
+import java.time.ZoneOffset;
+import java.util.ArrayList;
+import java.util.EnumSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Optional;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.TreeSet;
+
+/**
+ * Usage over a period, grouped: what {@code gpusched report}, the console's usage page and {@code /api/v1/usage} show.
+ *
+ * <p>How a period is cut: every interval lies within one UTC day; an interval that straddles {@code since} or
+ * {@code until} counts in proportion to its overlap (intervals are at most {@code gpu.accounting.checkpoint} long,
+ * and a whole day once compacted), peaks as they are. A whole day inside the period is read from its summary where it
+ * has one. So figures of consecutive periods add up to the figures of their union, and per-day rows add up to the
+ * period's total.
+ *
+ * @param since       start of the period (inclusive)
+ * @param until       end of the period (exclusive)
+ * @param by          how rows are grouped
+ * @param rows        one per group, by key
+ * @param total       the whole period
+ * @param allocations allocations granted in the period
+ * @param idle        the idle policy's steps in the period, oldest first
+ * @param warnings    lines of the store that could not be read (skipped)
+ */
+public record UsageReport(Instant since, Instant until, GroupBy by, List<Row> rows, UsageFigures total,
+        long allocations, List<IdleAction> idle, List<String> warnings) {
+
+    /** Copies the lists. */
+    public UsageReport {
+        Objects.requireNonNull(since, "since");
+        Objects.requireNonNull(until, "until");
+        rows = List.copyOf(rows);
+        idle = List.copyOf(idle);
+        warnings = List.copyOf(warnings);
+    }
+
+    /** How a report's rows are grouped. */
+    public enum GroupBy {
+        /** One row per owner (allocations without one: {@code -}). */
+        OWNER,
+        /** One row per allocation. */
+        ALLOCATION,
+        /** One row per GPU index. */
+        DEVICE,
+        /** One row per UTC day. */
+        DAY;
+
+        /** @throws IllegalArgumentException naming the valid groupings */
+        public static GroupBy parse(String s) {
+            try {
+                return valueOf(s.toUpperCase(Locale.ROOT));
+            } catch (IllegalArgumentException e) {
+                throw new IllegalArgumentException("--by " + RecordCodec.printable(s) + " is not a grouping; valid:"
+                        + " owner, allocation, device, day");
+            }
+        }
+    }
+
+    /**
+     * One group's usage.
+     *
+     * @param key         the owner, allocation id, GPU index or day
+     * @param owner       the owner (for allocation rows)
+     * @param jobId       the job (for allocation rows)
+     * @param devices     the GPU indices seen in the group
+     * @param from        the earliest interval start in the group
+     * @param to          the latest interval end in the group
+     * @param end         how the allocation ended (for allocation rows), if it did in the period
+     * @param allocations allocations granted in the period
+     * @param figures     the group's figures
+     * @param idleSteps   idle-policy steps taken in the period (for allocation and owner rows)
+     * @param notes       why figures are missing or estimated (distinct, at most 8)
+     */
+    public record Row(String key, Optional<String> owner, Optional<String> jobId, Set<Integer> devices, Instant from,
+            Instant to, Optional<String> end, long allocations, UsageFigures figures, Set<IdleStep> idleSteps,
+            Set<String> notes) {
+    }
+
+    /**
+     * Builds a report from the store.
+     *
+     * @param store the node's store
+     * @param since start, inclusive
+     * @param until end, exclusive (after {@code since})
+     * @param by    the grouping
+     * @return the report
+     * @throws IllegalArgumentException when {@code until} is not after {@code since}
+     */
+    public static UsageReport of(AccountingStore store, Instant since, Instant until, GroupBy by) {
+        if (!until.isAfter(since)) {
+            throw new IllegalArgumentException("--until " + until + " is not after --since " + since);
+        }
+        Builder b = new Builder(since, until, by);
+        LocalDate first = LocalDate.ofInstant(since, ZoneOffset.UTC);
+        LocalDate last = LocalDate.ofInstant(until.minusMillis(1), ZoneOffset.UTC);
+        List<LocalDate> days = store.days();
+        for (LocalDate d : days) {
+            if (d.isBefore(first) || d.isAfter(last)) {
+                continue;
+            }
+            Instant start = d.atStartOfDay().toInstant(ZoneOffset.UTC);
+            Instant end = d.plusDays(1).atStartOfDay().toInstant(ZoneOffset.UTC);
+            boolean whole = !start.isBefore(since) && !end.isAfter(until);
+            if (whole && by != GroupBy.ALLOCATION && store.hasSummary(d)) {
+                store.readSummary(d, r -> {
+                    if (r instanceof DaySummary s) {
+                        b.summary(s);
+                    } else if (r instanceof IdleAction a) {
+                        b.action(a);
+                    }
+                }, b.warnings);
+            } else {
+                store.readDay(d, b::record, b.warnings);
+            }
+        }
+        return b.build();
+    }
+
+    /** Accumulates rows. */
+    private static final class Builder {
+        final Instant since;
+        final Instant until;
+        final GroupBy by;
+        final Map<String, RowAcc> rows = new TreeMap<>();
+        final UsageFigures total = new UsageFigures();
+        long allocations;
+        final List<IdleAction> idle = new ArrayList<>();
+        final List<String> warnings = new ArrayList<>();
+
+        Builder(Instant since, Instant until, GroupBy by) {
+            this.since = since;
+            this.until = until;
+            this.by = by;
+        }
+
+        void record(AccountingRecord r) {
+            if (r instanceof Interval iv) {
+                interval(iv);
+            } else if (r instanceof IdleAction a) {
+                action(a);
+            }
+        }
+
+        void action(IdleAction a) {
+            if (!a.at().isBefore(since) && a.at().isBefore(until)) {
+                idle.add(a);
+                String key = switch (by) {
+                    case OWNER -> a.owner().orElse("-");
+                    case ALLOCATION -> a.allocationId();
+                    default -> null;
+                };
+                if (key != null && rows.containsKey(key)) {
+                    rows.get(key).steps.add(a.action());
+                }
+            }
+        }
+
+        void interval(Interval iv) {
+            long from = iv.from().toEpochMilli();
+            long to = iv.to().toEpochMilli();
+            long lo = Math.max(from, since.toEpochMilli());
+            long hi = Math.min(to, until.toEpochMilli());
+            boolean point = from == to && !iv.from().isBefore(since) && iv.from().isBefore(until);
+            if (hi <= lo && !point) {
+                return;
+            }
+            double f = to == from ? 1 : (double) (hi - lo) / (to - from);
+            boolean granted = iv.first() && !iv.from().isBefore(since) && iv.from().isBefore(until);
+            if (granted) {
+                allocations++;
+            }
+            for (DeviceUsage d : iv.devices()) {
+                UsageFigures x = d.figures();
+                if (f < 1) {
+                    x.scale(f);
+                }
+                String key = switch (by) {
+                    case OWNER -> iv.owner().orElse("-");
+                    case ALLOCATION -> iv.allocationId();
+                    case DEVICE -> Integer.toString(d.index());
+                    case DAY -> AccountingStore.dayOf(iv.from()).toString();
+                };
+                RowAcc acc = rows.computeIfAbsent(key, k -> new RowAcc(k));
+                acc.add(x, d.index(), iv.from(), iv.to(), d.notes());
+                if (by == GroupBy.ALLOCATION) {
+                    acc.owner = acc.owner.or(iv::owner);
+                    acc.job = acc.job.or(iv::jobId);
+                    if (iv.end().isPresent()) {
+                        acc.end = iv.end();
+                    }
+                }
+                total.add(x);
+            }
+            if (granted) {
+                String key = switch (by) {
+                    case OWNER -> iv.owner().orElse("-");
+                    case ALLOCATION -> iv.allocationId();
+                    case DEVICE -> iv.devices().isEmpty() ? null : Integer.toString(iv.devices().get(0).index());
+                    case DAY -> AccountingStore.dayOf(iv.from()).toString();
+                };
+                if (key != null) {
+                    rows.computeIfAbsent(key, RowAcc::new).allocations++;
+                }
+            }
+        }
+
+        void summary(DaySummary s) {
+            if (s.gpuRow() != (by == GroupBy.DEVICE)) {
+                return; // by device: the GPU rows; otherwise the owner rows (each row kind covers the whole day)
+            }
+            String key = switch (by) {
+                case OWNER -> s.owner().orElse("-");
+                case DEVICE -> Integer.toString(s.index().getAsInt());
+                case DAY -> s.day().toString();
+                case ALLOCATION -> throw new IllegalStateException("summaries have no allocations");
+            };
+            RowAcc acc = rows.computeIfAbsent(key, RowAcc::new);
+            Instant start = s.day().atStartOfDay().toInstant(ZoneOffset.UTC);
+            acc.add(s.figures(), s.index().orElse(-1), start, start.plusSeconds(86_400), List.of());
+            acc.allocations += s.allocations(); // each allocation is counted on its first device only
+            allocations += s.allocations();
+            total.add(s.figures());
+        }
+
+        UsageReport build() {
+            List<Row> out = new ArrayList<>();
+            for (RowAcc r : rows.values()) {
+                out.add(new Row(r.key, r.owner, r.job, Set.copyOf(r.devices), r.from == null ? since : r.from,
+                        r.to == null ? since : r.to, r.end, r.allocations, r.figures, Set.copyOf(r.steps),
+                        Set.copyOf(r.notes)));
+            }
+            if (by == GroupBy.DEVICE) {
+                out.sort((x, y) -> Integer.compare(Integer.parseInt(x.key()), Integer.parseInt(y.key())));
+            }
+            return new UsageReport(since, until, by, out, total, allocations, idle, warnings);
+        }
+    }
+
+    private static final class RowAcc {
+        final String key;
+        Optional<String> owner = Optional.empty();
+        Optional<String> job = Optional.empty();
+        Optional<String> end = Optional.empty();
+        final TreeSet<Integer> devices = new TreeSet<>();
+        Instant from;
+        Instant to;
+        long allocations;
+        final UsageFigures figures = new UsageFigures();
+        final Set<IdleStep> steps = EnumSet.noneOf(IdleStep.class);
+        final Set<String> notes = new TreeSet<>();
+
+        RowAcc(String key) {
+            this.key = key;
+        }
+
+        void add(UsageFigures f, int device, Instant a, Instant b, List<String> n) {
+            figures.add(f);
+            if (device >= 0) {
+                devices.add(device);
+            }
+            from = from == null || a.isBefore(from) ? a : from;
+            to = to == null || b.isAfter(to) ? b : to;
+            for (String x : n) {
+                if (notes.size() < 8) {
+                    notes.add(x);
+                }
+            }
+        }
+    }
+}

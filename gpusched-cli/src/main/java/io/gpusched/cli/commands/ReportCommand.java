@@ -1,0 +1,122 @@
+package io.gpusched.cli.commands;
+
+import io.gpusched.accounting.AccountingStore;
+import io.gpusched.accounting.AllocationUsage;
+import io.gpusched.accounting.ReportTimes;
+import io.gpusched.accounting.ReportViews;
+import io.gpusched.accounting.UsageReport;
+import io.gpusched.cli.CliException;
+import io.gpusched.cli.GpuschedCommand;
+import io.gpusched.core.BackendUnavailableException;
+import io.gpusched.core.GpuConfig;
+import io.gpusched.core.GpuInventory;
+import io.gpusched.core.host.InventorySpec;
+import io.gpusched.core.host.StateDirectory;
+import io.gpusched.core.internal.Json;
+import java.nio.file.Path;
+import java.time.Instant;
+import java.util.concurrent.Callable;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Parameters;
+import picocli.CommandLine.ParentCommand;
+
+/**
+ * {@code gpusched report}: GPU usage from the node's accounting store, read without a lock (any user who may read the
+ * state directory may run it).
+ */
+@Command(name = "report", description = {"GPU usage from the node's accounting store: GPU-hours, energy (kWh), mean"
+        + " utilization, idle share and peak memory per owner, allocation, GPU or day.",
+    "With an allocation id: that allocation per GPU, with a verdict line."})
+public final class ReportCommand implements Callable<Integer> {
+    @ParentCommand
+    GpuschedCommand root;
+
+    @Parameters(arity = "0..1", paramLabel = "ID", description = "one allocation (or job) to report on")
+    String id;
+
+    @Option(names = "--since", paramLabel = "WHEN", defaultValue = "7d",
+            description = "start: a duration back from now (7d, 12h, 30m), a date (2026-01-31, UTC) or an instant"
+                    + " (2026-01-31T08:00:00Z); default ${DEFAULT-VALUE}")
+    String since;
+
+    @Option(names = "--until", paramLabel = "WHEN", description = "end, in the same forms (default: now)")
+    String until;
+
+    @Option(names = "--by", paramLabel = "GROUP", defaultValue = "owner",
+            description = "owner, allocation, device or day; default ${DEFAULT-VALUE}")
+    String by;
+
+    @Option(names = "--csv", description = "print CSV")
+    boolean csv;
+
+    @Override
+    public Integer call() {
+        if (csv && root.json()) {
+            throw new CliException("--csv and --json: choose one");
+        }
+        UsageReport.GroupBy group = UsageReport.GroupBy.parse(by);
+        Instant now = Instant.now();
+        Instant from = when("--since", since, now);
+        Instant to = until == null ? now : when("--until", until, now);
+        AccountingStore store = AccountingStore.at(stateDirectory());
+        if (id != null) {
+            AllocationUsage u = AllocationUsage.find(store, id).orElseThrow(() -> new CliException("no usage is"
+                    + " recorded for allocation \"" + printable(id) + "\" in " + store.directory()
+                    + " (its days may be past gpu.accounting.retention, or no sampler ran while it lived)", 1));
+            if (root.json()) {
+                root.out().println(Json.pretty(ReportViews.allocation(u)));
+            } else {
+                root.out().print(ReportViews.text(u));
+            }
+            return 0;
+        }
+        if (!to.isAfter(from)) {
+            throw new CliException("--until " + to + " is not after --since " + from);
+        }
+        UsageReport r = UsageReport.of(store, from, to, group);
+        if (root.json()) {
+            root.out().println(Json.pretty(ReportViews.report(r)));
+        } else if (csv) {
+            root.out().print(ReportViews.csv(r));
+        } else {
+            root.out().print(ReportViews.text(r));
+            if (r.rows().isEmpty()) {
+                root.out().println("No usage recorded in " + store.directory() + " for this period. The node's"
+                        + " sampler is the console or the service (gpusched console, gpusched serve); gpusched demo"
+                        + " replays scripted usage on a simulated node.");
+            }
+        }
+        return 0;
+    }
+
+    /** @return the node's state directory, by the same rule as every command, without opening the ledger */
+    private Path stateDirectory() {
+        GpuConfig config = root.config().map(GpuConfig::load).orElse(GpuConfig.defaults());
+        InventorySpec spec = root.simulate().map(InventorySpec::simulated).orElse(InventorySpec.AUTO);
+        try (GpuInventory inv = spec.open(config)) {
+            return StateDirectory.forNode(root.stateDir().or(config::stateDir), inv);
+        } catch (BackendUnavailableException e) {
+            throw new CliException("no GPU backend is available here (" + String.join("; ", e.causes())
+                    + "); use --simulate PROFILE for a simulated node's report, or --state-dir DIR");
+        }
+    }
+
+    /** @return a time, as {@link ReportTimes#parse} reads it */
+    static Instant when(String option, String text, Instant now) {
+        try {
+            return ReportTimes.parse(option, text, now);
+        } catch (IllegalArgumentException e) {
+            throw new CliException(e.getMessage());
+        }
+    }
+
+    private static String printable(String s) {
+        StringBuilder b = new StringBuilder();
+        for (int i = 0; i < s.length() && i < 64; i++) {
+            char c = s.charAt(i);
+            b.append(c < 0x20 || c > 0x7e ? String.format("\\u%04x", (int) c) : String.valueOf(c));
+        }
+        return b.toString();
+    }
+}
