@@ -15,6 +15,7 @@ import java.net.Socket;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
@@ -80,23 +81,29 @@ class OpenApiMatchesRoutesTest {
             // each documented operation, over HTTP, answers with one of its documented statuses
             String id = s.allocate(GpuRequests.fromCliFlags("--gpu=1")).id();
             List<String> checked = new ArrayList<>();
+            // every operation, deletions last (a DELETE of {id} first would leave the others nothing to read)
+            List<Map.Entry<String, Map.Entry<String, JsonNode>>> operations = new ArrayList<>();
             for (Iterator<Map.Entry<String, JsonNode>> it = api.get("paths").fields(); it.hasNext();) {
                 Map.Entry<String, JsonNode> p = it.next();
                 for (Iterator<Map.Entry<String, JsonNode>> ops = p.getValue().fields(); ops.hasNext();) {
                     Map.Entry<String, JsonNode> op = ops.next();
-                    if (op.getKey().equals("parameters")) { // shared by the path's operations, not one
-                        continue;
+                    if (!op.getKey().equals("parameters")) { // shared by the path's operations, not one
+                        operations.add(Map.entry(p.getKey(), op));
                     }
-                    String method = op.getKey().toUpperCase(java.util.Locale.ROOT);
-                    String path = p.getKey().replace("{id}", id);
-                    String body = method.equals("POST") ? "{\"flags\": [\"--gpu=1\"]}" : null;
-                    String[] r = request(c, method, path, c.token().value(), body);
-                    Set<String> statuses = new TreeSet<>();
-                    op.getValue().get("responses").fieldNames().forEachRemaining(statuses::add);
-                    assertThat(statuses).as("%s %s answered %s: %s", method, path, r[0], r[1]).contains(r[0]);
-                    assertThat(r[0]).as("%s %s", method, path).startsWith("2");
-                    checked.add(method + " " + p.getKey());
                 }
+            }
+            operations.sort(Comparator.comparing(o -> o.getValue().getKey().equals("delete")));
+            for (Map.Entry<String, Map.Entry<String, JsonNode>> o : operations) {
+                Map.Entry<String, JsonNode> op = o.getValue();
+                String method = op.getKey().toUpperCase(java.util.Locale.ROOT);
+                String path = o.getKey().replace("{id}", id);
+                String body = method.equals("POST") ? "{\"flags\": [\"--gpu=1\"]}" : null;
+                String[] r = request(c, method, path, c.token().value(), body);
+                Set<String> statuses = new TreeSet<>();
+                op.getValue().get("responses").fieldNames().forEachRemaining(statuses::add);
+                assertThat(statuses).as("%s %s answered %s: %s", method, path, r[0], r[1]).contains(r[0]);
+                assertThat(r[0]).as("%s %s: %s", method, path, r[1]).startsWith("2");
+                checked.add(method + " " + o.getKey());
             }
             assertThat(checked).contains("GET /api/v1/samples", "POST /api/v1/allocations",
                     "DELETE /api/v1/allocations/{id}", "GET /api/v1/events", "GET /metrics");
