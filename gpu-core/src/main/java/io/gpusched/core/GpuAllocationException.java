@@ -36,7 +36,12 @@ public class GpuAllocationException extends GpuException {
          * The owner was granted allocations more often than its rate limit allows ({@code gpu.rate_limit}). Only
          * granted allocations spend tokens; refusals (this one included) do not.
          */
-        RATE_LIMITED(true);
+        RATE_LIMITED(true),
+        /**
+         * The owner already holds as many GPUs as their quota allows ({@code gpu.users}); the message names the limit,
+         * where it comes from and what the owner holds. Transient: it may succeed once the owner releases.
+         */
+        QUOTA_EXCEEDED(true);
 
         private final boolean transientCondition;
 
