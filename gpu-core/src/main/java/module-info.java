@@ -26,6 +26,7 @@ module io.gpusched.core {
             io.gpusched.cuda,
             io.gpusched.cdi,
             io.gpusched.server,
+            io.gpusched.service,
             io.gpusched.cli;
 
     // the ledger's records and the status views are read and written by Jackson

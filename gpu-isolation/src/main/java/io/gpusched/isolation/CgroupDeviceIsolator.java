@@ -207,6 +207,11 @@ public final class CgroupDeviceIsolator implements DeviceIsolator {
                 denyAllPlan());
     }
 
+    /** @return every GPU device node and vendor control node of the host: what {@link #fenceOff} denies */
+    public List<DeviceNode> denyAllNodes() {
+        return denyAllPlan().denied();
+    }
+
     /** @return every GPU node and control node of the host as denied, none allowed */
     NodePlan denyAllPlan() {
         if (hostDevices.isEmpty()) {

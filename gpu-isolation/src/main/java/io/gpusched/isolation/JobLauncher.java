@@ -22,7 +22,7 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Starts a job as its user in a fenced cgroup of its own: makes {@code <parent>/job-<allocation id>}, fences it to
+ * Starts a job as its user in a fenced cgroup of its own: makes {@code <parent>/job-<job id>}, fences it to
  * exactly the allocation's device nodes ({@link CgroupDeviceIsolator}, v1 or v2 by the parent's hierarchy), and starts
  * the command so that nothing of the user's runs as root:
  * <ol>
@@ -106,11 +106,16 @@ public final class JobLauncher implements AutoCloseable {
         return isolator;
     }
 
-    /** @return the cgroup directory a job of this allocation gets */
-    public Path cgroupFor(Allocation a) {
-        String name = "job-" + a.id();
-        if (!JOB_DIR.matcher(name).matches()) {
-            throw new IsolationException("allocation id \"" + JobSpec.printable(a.id()) + "\" cannot name a cgroup");
+    /**
+     * @param jobId the job's id: letters, digits, {@code _ . -}, 1 to 200 characters
+     * @return the cgroup directory the job gets: {@code <parent>/job-<jobId>}
+     * @throws IsolationException for an id that cannot name a cgroup
+     */
+    public Path cgroupFor(String jobId) {
+        String name = "job-" + jobId;
+        if (!JOB_DIR.matcher(name).matches() || jobId.startsWith(".")) {
+            throw new IsolationException("job id \"" + JobSpec.printable(jobId) + "\" cannot name a cgroup (letters,"
+                    + " digits, _ . -, at most 200)");
         }
         return parent.resolve(name);
     }
@@ -160,14 +165,15 @@ public final class JobLauncher implements AutoCloseable {
     }
 
     /**
-     * Makes the job's cgroup, fences it to the allocation, and starts the job as its user.
+     * Makes the job's cgroup ({@link #cgroupFor}), fences it to the allocation, and starts the job as its user.
      *
+     * @param jobId the job's id (names its cgroup)
      * @throws IsolationException when the cgroup exists already, cannot be made or fenced, or the job cannot be
      *                            started; nothing is left behind
      */
-    public LaunchedJob launch(JobSpec spec, Allocation allocation) {
+    public LaunchedJob launch(String jobId, JobSpec spec, Allocation allocation) {
         Objects.requireNonNull(spec, "spec");
-        Path cgroup = cgroupFor(allocation);
+        Path cgroup = cgroupFor(jobId);
         try {
             Files.createDirectories(parent);
             Files.createDirectory(cgroup);
@@ -199,8 +205,8 @@ public final class JobLauncher implements AutoCloseable {
                 throw new IsolationException("cannot start the job: " + e.getCause().getMessage(), e.getCause());
             }
             writeEnvironment(p, spec.env());
-            LOG.info("job of allocation {} started as {} (uid {}) in {}: pid {}", allocation.id(), spec.user(),
-                    spec.uid(), cgroup, p.pid());
+            LOG.info("job {} on allocation {} started as {} (uid {}) in {}: pid {}", jobId, allocation.id(),
+                    spec.user(), spec.uid(), cgroup, p.pid());
             return new LaunchedJob(this, allocation, cgroup, relative(cgroup), fence, p);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
@@ -252,9 +258,9 @@ public final class JobLauncher implements AutoCloseable {
 
     /**
      * Ends and removes job cgroups under the parent that a previous run left (its service was killed): every
-     * {@code job-*} directory whose allocation {@code keep} does not accept.
+     * {@code job-*} directory whose job id {@code keep} does not accept.
      *
-     * @param keep the allocation ids (from {@code job-<id>}) to leave alone
+     * @param keep the job ids (from {@code job-<id>}) to leave alone
      * @return what was ended, and anything that could not be
      */
     public List<String> endLeftovers(Predicate<String> keep) {

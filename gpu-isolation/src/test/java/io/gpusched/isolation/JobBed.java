@@ -75,7 +75,7 @@ public final class JobBed implements AutoCloseable {
     }
 
     public LaunchedJob launch(JobSpec spec, Allocation a) {
-        LaunchedJob j = launcher.launch(spec, a);
+        LaunchedJob j = launcher.launch("t" + a.id(), spec, a);
         jobs.add(j);
         return j;
     }

@@ -53,13 +53,13 @@ class JobLauncherTest {
             assertThat(lines.get(0)).isEqualTo(String.valueOf(alice.uid()));
             assertThat(lines.get(1)).isEqualTo(String.valueOf(alice.gid()));
             assertThat(lines.get(2).split(" ")).contains(alice.name(), team);
-            String rel = "/" + CgroupBed.root(jb.isolator, m).relativize(jb.launcher.cgroupFor(a));
+            String rel = "/" + CgroupBed.root(jb.isolator, m).relativize(jb.launcher.cgroupFor("t" + a.id()));
             assertThat(r.out()).contains(":" + rel + "\n");
             assertThat(r.out()).contains("/home/" + alice.name() + "\n");
             Map<String, String> acc = JobBed.access(r.out());
             assertThat(acc).containsEntry("nvidia1", "rw").containsEntry("nvidia2", "rw")
                     .containsEntry("nvidiactl", "rw").containsEntry("nvidia0", "-").containsEntry("nvidia3", "-");
-            assertThat(jb.launcher.cgroupFor(a)).doesNotExist();
+            assertThat(jb.launcher.cgroupFor("t" + a.id())).doesNotExist();
         }
     }
 

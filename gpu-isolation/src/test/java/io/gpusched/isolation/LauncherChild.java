@@ -29,7 +29,7 @@ public final class LauncherChild {
         JobSpec spec =
                 new JobSpec(List.of("/bin/sh", "-c", "sleep 600 & exec sleep 600"), Map.of("PATH", "/usr/bin:/bin"),
                         Path.of("/"), Long.parseLong(args[4]), Long.parseLong(args[5]), args[6], Optional.empty());
-        LaunchedJob j = launcher.launch(spec, a);
+        LaunchedJob j = launcher.launch(args[7], spec, a);
         System.out.println("STARTED " + j.pid() + " " + j.cgroup());
         System.out.flush();
         Thread.sleep(Long.MAX_VALUE);
