@@ -41,6 +41,18 @@ public interface GpuInventory extends AutoCloseable {
     }
 
     /**
+     * Reads what each process used on a device since the previous call for that device (per-process SM utilization
+     * samples and memory), for per-allocation accounting on shared GPUs. Off the allocation path: the host's sampler
+     * calls it.
+     *
+     * @param device one of {@link #devices()}
+     * @return the sample, or empty when this backend cannot list a device's processes at all
+     */
+    default Optional<ProcessUsageSample> processUsage(GpuDevice device) {
+        return Optional.empty();
+    }
+
+    /**
      * Registers a listener for health changes (XID errors, lost devices, recovery). Backends without a health source
      * never call it.
      *

@@ -4,6 +4,7 @@ import java.time.Instant;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.OptionalDouble;
+import java.util.OptionalLong;
 
 /**
  * Live values of one device at one moment. A value the device does not report is empty, never {@code -1}.
@@ -14,6 +15,8 @@ import java.util.OptionalDouble;
  * @param temperatureCelsius core (NVIDIA) or edge/junction (AMD) temperature
  * @param powerWatts         board power draw
  * @param sampledAt          when the values were read
+ * @param energyMillijoules  the device's total energy counter (millijoules since the driver was loaded; NVML's
+ *                           {@code nvmlDeviceGetTotalEnergyConsumption}, Volta and later), where it has one
  */
 public record GpuMetrics(
         int index,
@@ -21,7 +24,14 @@ public record GpuMetrics(
         Optional<MemorySize> memoryUsed,
         OptionalDouble temperatureCelsius,
         OptionalDouble powerWatts,
-        Instant sampledAt) {
+        Instant sampledAt,
+        OptionalLong energyMillijoules) {
+
+    /** Metrics without an energy counter. */
+    public GpuMetrics(int index, OptionalDouble utilizationPercent, Optional<MemorySize> memoryUsed,
+            OptionalDouble temperatureCelsius, OptionalDouble powerWatts, Instant sampledAt) {
+        this(index, utilizationPercent, memoryUsed, temperatureCelsius, powerWatts, sampledAt, OptionalLong.empty());
+    }
 
     /** @throws NullPointerException if a component is null */
     public GpuMetrics {
@@ -30,6 +40,16 @@ public record GpuMetrics(
         Objects.requireNonNull(temperatureCelsius, "temperatureCelsius");
         Objects.requireNonNull(powerWatts, "powerWatts");
         Objects.requireNonNull(sampledAt, "sampledAt");
+        Objects.requireNonNull(energyMillijoules, "energyMillijoules");
+    }
+
+    /** @return a copy with the device's total energy counter, in millijoules since the driver was loaded */
+    public GpuMetrics withEnergyMillijoules(long millijoules) {
+        if (millijoules < 0) {
+            throw new IllegalArgumentException("energy counter must be >= 0 mJ, was " + millijoules);
+        }
+        return new GpuMetrics(index, utilizationPercent, memoryUsed, temperatureCelsius, powerWatts, sampledAt,
+                OptionalLong.of(millijoules));
     }
 
     /** @return metrics with every value absent, e.g. for a device that could not be read */

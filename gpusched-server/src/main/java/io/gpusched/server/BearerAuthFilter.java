@@ -7,7 +7,8 @@ import java.io.IOException;
 /**
  * Bearer-token authorization: every change (any method but GET and HEAD) needs {@code Authorization: Bearer <token>}
  * (401 with {@code WWW-Authenticate} otherwise, the body drained); reads from loopback clients are open, reads from
- * beyond this host need the token too. No cookie is read, so there is no CSRF.
+ * beyond this host need the token too. No cookie is read, so there is no CSRF. TCP only: on the node service's Unix
+ * socket the caller is the connection's peer ({@link IdentityFilter}) and the routes decide what it may do.
  */
 final class BearerAuthFilter extends Filter {
     private final ApiToken token;
@@ -24,6 +25,10 @@ final class BearerAuthFilter extends Filter {
 
     @Override
     public void doFilter(HttpExchange ex, Chain chain) throws IOException {
+        if (IdentityFilter.unix(ex)) { // the caller is the peer (IdentityFilter); the routes decide what it may do
+            chain.doFilter(ex);
+            return;
+        }
         String method = ex.getRequestMethod();
         boolean loopback = ex.getRemoteAddress().getAddress().isLoopbackAddress();
         boolean authorized = token.accepts(ex.getRequestHeaders().getFirst("Authorization"));

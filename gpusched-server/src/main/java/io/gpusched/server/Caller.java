@@ -1,5 +1,6 @@
 package io.gpusched.server;
 
+import com.sun.net.httpserver.HttpExchange;
 import java.util.List;
 import java.util.Objects;
 
@@ -16,6 +17,8 @@ import java.util.Objects;
  *               console token's holder
  */
 public record Caller(long uid, long gid, String user, List<String> groups, boolean admin) {
+    /** The exchange attribute {@link ConsoleServer} sets on every request before any handler runs. */
+    static final String ATTRIBUTE = Caller.class.getName();
 
     /** Copies the list. */
     public Caller {
@@ -26,6 +29,21 @@ public record Caller(long uid, long gid, String user, List<String> groups, boole
     /** @return the console token's holder: an admin acting as root */
     public static Caller consoleToken() {
         return new Caller(0, 0, "root (console token)", List.of(), true);
+    }
+
+    /**
+     * The caller of a request {@link ConsoleServer} serves, set by the server before any filter of the host's or
+     * handler runs; nothing in the request can set or change it.
+     *
+     * @param exchange a request the console is serving
+     * @return its caller
+     * @throws IllegalStateException when the exchange was not served by a {@link ConsoleServer}
+     */
+    public static Caller of(HttpExchange exchange) {
+        if (exchange.getAttribute(ATTRIBUTE) instanceof Caller c) {
+            return c;
+        }
+        throw new IllegalStateException("no caller on this exchange: it was not served by a ConsoleServer");
     }
 
     /** @return a reader without identity (a TCP request without the token) */

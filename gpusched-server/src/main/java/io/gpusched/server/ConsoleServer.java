@@ -1,10 +1,8 @@
 package io.gpusched.server;
 
 import com.sun.net.httpserver.Filter;
-import com.sun.net.httpserver.HttpContext;
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpHandler;
-import com.sun.net.httpserver.HttpServer;
 import io.gpusched.core.AllocationEvent;
 import io.gpusched.core.AllocationListener;
 import io.gpusched.core.GpuInventory;
@@ -26,6 +24,7 @@ import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.Properties;
+import java.util.TreeMap;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
@@ -34,48 +33,52 @@ import org.slf4j.LoggerFactory;
 
 /**
  * The node console: a web page, a JSON REST API under {@code /api/v1} with server-sent events, an OpenAPI document
- * and Prometheus {@code /metrics}, over the JDK's own HTTP server ({@code com.sun.net.httpserver}).
+ * and Prometheus {@code /metrics}. Its routes are JDK {@code com.sun.net.httpserver} handlers and filters, served by
+ * Jetty 12 through {@code jetty-http-spi}: on TCP (the console) and, when asked ({@link Builder#unixSocket}), on a
+ * Unix socket, the node service's, with one route table and one JSON for both.
  *
- * <p>Security: it listens on loopback unless told otherwise ({@link Builder#allowRemote}); reads are open to loopback
- * clients only (others need the token too); every change (POST, DELETE) needs {@code Authorization: Bearer <token>}
- * with the token from {@link ApiToken} in the state directory. No cookies are read, so there is no CSRF. Request
- * bodies are capped ({@link Builder#maxBodyBytes}); allocations go through the scheduler, so the ledger's rate limits
- * apply.
+ * <p>Security on TCP: it listens on loopback unless told otherwise ({@link Builder#allowRemote}); reads are open to
+ * loopback clients only (others need the token too); every change (POST, DELETE) needs {@code Authorization: Bearer
+ * <token>} with the token from {@link ApiToken} in the state directory ({@link Caller#consoleToken()}). No cookies are
+ * read, so there is no CSRF. Request bodies are capped ({@link Builder#maxBodyBytes}); allocations go through the
+ * scheduler, so the ledger's rate limits apply.
  *
- * <p>Host rule (DNS rebinding: a page whose name is re-pointed at 127.0.0.1 makes a local browser a loopback client,
- * but its requests still carry its own name in {@code Host}): every request, on every path (page, assets, REST, events,
- * metrics), is refused with 421 and a JSON error naming the Host and what is accepted unless its Host, with any port,
- * is {@code localhost}, an IPv4 literal in 127.0.0.0/8, {@code [::1]}, or a name given to {@link Builder#allowedHosts}
- * ({@code --allowed-host}); when listening beyond loopback, also any IP literal (a literal cannot be re-pointed) and
- * this host's name. The port is not compared (an SSH tunnel's local port differs; a rebinding page is refused by its
- * name). A request without Host is accepted on HTTP/1.0 only (400 on HTTP/1.1), and two Host headers are 400.
+ * <p>On the Unix socket the caller is the connection's peer, as the kernel says ({@code SO_PEERCRED}, read once when
+ * the connection is accepted), with names from NSS: a {@link Caller} every handler reads with
+ * {@link Caller#of(HttpExchange)}. Neither the Host rule nor the token applies there. Routes a host adds
+ * ({@link Builder#route}) decide what each caller may do; the console's own changes (allocate, release) on the
+ * socket are for admins only ({@code 403 FORBIDDEN} otherwise), so a socket served without the node service's routes
+ * gives no one rights over others' allocations.
  *
- * <p>Limits, and which of them are this server's own: the body limit is enforced by this class (a bounded read; a
- * declared or streamed body over it is 413), per server. Event-stream clients that do not read are dropped by this
- * class (see {@link #eventClients()}). Two limits only the JDK's server can enforce, and it offers no per-server hook
- * for them, only JVM-wide system properties read once, when the first {@code HttpServer} of the JVM is created:
- * <ul>
- *   <li>the time to receive a whole request ({@code sun.net.httpserver.maxReqTime}, unlimited by default, so a client
- *       that never finishes its headers or body would hold a worker forever): {@link #start()} sets it to
- *       {@value #JDK_MAX_REQ_TIME_SECONDS} s <em>only if the property is unset</em>, so a host's own value is never
- *       overridden; in a host JVM that created an {@code HttpServer} before, it has no effect (set it at launch);</li>
- *   <li>the size of request headers ({@code sun.net.httpserver.maxReqHeaderSize}): not set here; JDK 17.0.15 bounds
- *       headers at 380 KiB by default (older builds did not: set the property at launch on those).</li>
- * </ul>
+ * <p>Host rule on TCP (DNS rebinding: a page whose name is re-pointed at 127.0.0.1 makes a local browser a loopback
+ * client, but its requests still carry its own name in {@code Host}): every request, on every path (page, assets,
+ * REST, events, metrics), is refused with 421 and a JSON error naming the Host and what is accepted unless its Host,
+ * with any port, is {@code localhost}, an IPv4 literal in 127.0.0.0/8, {@code [::1]}, or a name given to
+ * {@link Builder#allowedHosts} ({@code --allowed-host}); when listening beyond loopback, also any IP literal (a literal
+ * cannot be re-pointed) and this host's name. The port is not compared (an SSH tunnel's local port differs; a
+ * rebinding page is refused by its name). A request without Host is accepted on HTTP/1.0 only (400 on HTTP/1.1), and
+ * two Host headers are 400.
+ *
+ * <p>Limits: the body limit is this class's (a bounded read; a declared or streamed body over it is 413). Jetty
+ * parses requests without a thread per connection, so a client that stalls mid-request holds a connection, not a
+ * worker, and a connection silent for {@link Builder#idleTimeout} (default 10 s) is closed, also mid-request. Request
+ * headers are limited to Jetty's 8 KiB (431). Event-stream clients that do not read are dropped (see
+ * {@link #eventClients()}). None of this sets a JVM-wide property.
  *
  * <p>Start it with {@link #builder()}, then {@link #start()}; {@link #close()} stops it. The caller keeps ownership of
  * the scheduler and the inventory. The console registers its allocation listener on the scheduler when built and
  * removes it on {@link #close()}.
  *
- * <p>Where things are: this class holds the builder, start/close and the route table. The JDK server has one context
- * with three {@link Filter}s, outermost first: {@link ExchangeFilter} (common headers, exceptions to JSON errors),
- * {@link HostFilter} (the Host rule) and {@link BearerAuthFilter}; then each path goes to its route group's handler:
- * {@link AssetHandler} (the page, the OpenAPI document), {@link NodeViewsHandler}, {@link EventsHandler},
- * {@link AllocationsHandler}, and {@code /metrics} to {@link ConsoleMeters}. {@link Exchanges} is the plumbing they
- * share.
+ * <p>Where things are: this class holds the builder, start/close and the route table; {@link JettyTransport} the
+ * Jetty server and its connectors, {@link UnixSocketFile} the socket file. One context with four {@link Filter}s,
+ * outermost first: {@link ExchangeFilter} (common headers, exceptions to JSON errors), {@link IdentityFilter} (the
+ * caller), {@link HostFilter} (the Host rule, TCP) and {@link BearerAuthFilter} (TCP); then each path goes to a host's
+ * route ({@link Builder#route}) or to its route group's handler: {@link AssetHandler} (the page, the OpenAPI
+ * document), {@link NodeViewsHandler}, {@link EventsHandler}, {@link AllocationsHandler}, and {@code /metrics} to
+ * {@link ConsoleMeters}. {@link Exchanges} is the plumbing they share.
  *
  * <p>Why it is over 500 lines: the class comment and the builder's documented, checked settings; the routes,
- * filters, plumbing and meters are in their own types.
+ * filters, plumbing, transport and meters are in their own types.
  */
 public final class ConsoleServer implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(ConsoleServer.class);
@@ -84,24 +87,6 @@ public final class ConsoleServer implements AutoCloseable {
     static final Duration HISTORY = Duration.ofMinutes(10);
     /** The shortest sampling interval ({@link Builder#sampleInterval}). */
     public static final Duration MIN_SAMPLE_INTERVAL = Duration.ofMillis(1);
-
-    /** Seconds a client may take to send a whole request; see the class comment. */
-    static final long JDK_MAX_REQ_TIME_SECONDS = 10;
-    static final String JDK_MAX_REQ_TIME = "sun.net.httpserver.maxReqTime";
-
-    /**
-     * Sets the JDK server's JVM-wide request time limit when the host has not set it; a value already there (from
-     * the command line or the host's code) is kept as it is.
-     *
-     * @return whether this call set it
-     */
-    static synchronized boolean applyJdkRequestTimeLimit() {
-        if (System.getProperty(JDK_MAX_REQ_TIME) != null) {
-            return false;
-        }
-        System.setProperty(JDK_MAX_REQ_TIME, Long.toString(JDK_MAX_REQ_TIME_SECONDS));
-        return true;
-    }
 
     private final Builder b;
     private final ApiToken token;
@@ -116,15 +101,18 @@ public final class ConsoleServer implements AutoCloseable {
     /** Which of {@link #routes} are API paths (named by the OpenAPI document), in order. */
     private final Map<String, Boolean> apiPaths = new LinkedHashMap<>();
     private final AllocationsHandler allocations;
-    /** On the one context, outermost first: errors and headers, the Host rule, bearer auth. */
+    /** Routes a host added, by path prefix, longest first: they take precedence over the console's own. */
+    private final Map<String, HttpHandler> hostRoutes;
+    /** On the one context, outermost first: errors and headers, the caller, the Host rule, bearer auth. */
     private final List<Filter> routeFilters;
-    private HttpServer server;
+    private final CallerResolver callers;
+    private JettyTransport transport;
 
     private ConsoleServer(Builder b) {
         this.b = b;
         this.token = ApiToken.loadOrCreate(b.stateDir);
         String hostname = hostname();
-        this.workers = new ConsoleWorkers(b.threads);
+        this.workers = new ConsoleWorkers();
         this.ticker = Executors.newSingleThreadScheduledExecutor(ConsoleWorkers.daemon("gpusched-console-tick"));
         this.sse = new SseHub(b.maxSseClients, b.eventStall.toNanos(), ConsoleWorkers.daemon("gpusched-console-sse"));
         this.watcher = new NodeWatcher(b.scheduler, b.scheduler.inventory(), b.refresh, sse, b.clock,
@@ -147,8 +135,12 @@ public final class ConsoleServer implements AutoCloseable {
             route(p, views, true);
         }
         route(EventsHandler.PATH, new EventsHandler(sse, watcher, workers, b.maxSseClients), true);
+        route(API + "/whoami", ex -> Exchanges.get(ex, () -> Exchanges.json(ex, 200, whoami(Caller.of(ex)))), true);
         route(AllocationsHandler.PATH, allocations, true);
-        routeFilters = List.of(new ExchangeFilter(),
+        hostRoutes = new TreeMap<>((x, y) -> x.length() != y.length() ? y.length() - x.length() : x.compareTo(y));
+        hostRoutes.putAll(b.hostRoutes);
+        callers = new CallerResolver(b.adminGroup);
+        routeFilters = List.of(new ExchangeFilter(), new IdentityFilter(callers, token),
                 new HostFilter(!b.listen.getAddress().isLoopbackAddress(), b.allowedHosts, hostname, b.maxBodyBytes),
                 new BearerAuthFilter(token, b.maxBodyBytes));
         b.scheduler.addListener(listener);
@@ -175,35 +167,36 @@ public final class ConsoleServer implements AutoCloseable {
     }
 
     /**
-     * Binds the socket and starts serving.
+     * Binds the TCP address (and the Unix socket, when one was asked for) and starts serving.
      *
      * @return this
-     * @throws UncheckedIOException when the address cannot be bound
+     * @throws UncheckedIOException when the address or the socket cannot be bound
+     * @throws IllegalStateException when the socket path is unsafe or in use (see {@link Builder#unixSocket}), or
+     *     this console was started before
      */
     public ConsoleServer start() {
-        InetSocketAddress listen = b.listen;
-        applyJdkRequestTimeLimit();
-        try {
-            server = HttpServer.create(listen, 256);
-        } catch (IOException e) {
-            throw new UncheckedIOException("cannot listen on " + listen + ": " + e.getMessage(), e);
+        if (transport != null) {
+            throw new IllegalStateException("the console was already started");
         }
+        JettyTransport t = new JettyTransport(b.listen, b.unixSocket == null ? null
+                : new UnixSocketFile(b.unixSocket, b.socketGroup),
+                b.threads + b.maxSseClients
+                        + ConsoleWorkers.JETTY_OWN,
+                b.idleTimeout, this::dispatch, routeFilters);
+        t.start();
         try {
-            server.setExecutor(workers);
-            HttpContext context = server.createContext("/", this::dispatch);
-            context.getFilters().addAll(routeFilters);
-            server.start();
+            transport = t;
             if (b.ticking) {
                 ticker.scheduleWithFixedDelay(watcher::tick, 0, b.sampleInterval.toMillis(), TimeUnit.MILLISECONDS);
             }
             ticker.scheduleWithFixedDelay(sse::heartbeat, 15, 15, TimeUnit.SECONDS);
         } catch (RuntimeException | Error e) { // never leave the port listening behind a start that failed
-            HttpServer s = server;
-            server = null;
-            s.stop(0);
+            transport = null;
+            t.stop();
             throw e;
         }
-        LOG.info("gpusched console on {}/ (token in {})", url(), token.file());
+        LOG.info("gpusched console on {}/ (token in {}){}", url(), token.file(),
+                b.unixSocket == null ? "" : "; node socket " + t.socketPath());
         return this;
     }
 
@@ -212,12 +205,16 @@ public final class ConsoleServer implements AutoCloseable {
      * @throws IllegalStateException when the server is not listening (not started, or its start failed)
      */
     public InetSocketAddress address() {
-        HttpServer s = server;
-        if (s == null) {
+        JettyTransport t = transport;
+        if (t == null) {
             throw new IllegalStateException("the console is not listening (not started, or its start failed)");
         }
-        InetSocketAddress a = s.getAddress();
-        return new InetSocketAddress(a.getAddress(), a.getPort());
+        return new InetSocketAddress(b.listen.getAddress(), t.port());
+    }
+
+    /** @return the Unix socket served (the node service's), when one was asked for */
+    public Optional<Path> socketPath() {
+        return Optional.ofNullable(b.unixSocket);
     }
 
     /** @return the base URL, e.g. http://127.0.0.1:9400 */
@@ -242,6 +239,17 @@ public final class ConsoleServer implements AutoCloseable {
         return sse.size();
     }
 
+    /**
+     * For a host's handler that answers late (a request that waits in a queue) or streams: lifts the connection's idle
+     * timeout ({@link Builder#idleTimeout}) until the exchange ends. Call it after reading the request body, so that a
+     * client that stalls in its body is still cut. A client that goes away is noticed when the answer is written.
+     *
+     * @param exchange a request this console serves
+     */
+    public static void keepOpen(HttpExchange exchange) {
+        Exchanges.keepOpen(exchange);
+    }
+
     /** @return this build's version, as {@code /api/v1/node} reports it (from the build, not a literal) */
     public static String version() {
         return VERSION;
@@ -252,9 +260,9 @@ public final class ConsoleServer implements AutoCloseable {
         return sse;
     }
 
-    /** @return the JDK server (for tests that read its connection records) */
-    HttpServer httpServer() {
-        return server;
+    /** @return the transport (for tests that count its connections and threads) */
+    JettyTransport transport() {
+        return transport;
     }
 
     /** @return the node watcher (for tests) */
@@ -272,10 +280,10 @@ public final class ConsoleServer implements AutoCloseable {
         b.scheduler.removeListener(listener);
         ticker.shutdownNow();
         sse.close();
-        if (server != null) {
-            server.stop(0);
+        JettyTransport t = transport;
+        if (t != null) {
+            t.stop();
         }
-        workers.shutdownNow();
         meters.close();
     }
 
@@ -288,18 +296,48 @@ public final class ConsoleServer implements AutoCloseable {
         return m;
     }
 
-    /** Routes a request that passed the filters: exact paths from the table, then allocations by id, else 404. */
+    /**
+     * Routes a request that passed the filters: a host's route by the longest prefix it matches, then exact paths
+     * from the console's table, then allocations by id, else 404. On the Unix socket the console's own changes are
+     * for admins only.
+     */
     private void dispatch(HttpExchange ex) throws IOException {
         String path = ex.getRequestURI().getRawPath();
+        for (Map.Entry<String, HttpHandler> r : hostRoutes.entrySet()) {
+            String p = r.getKey();
+            if (path.equals(p) || path.startsWith(p.endsWith("/") ? p : p + "/")) {
+                r.getValue().handle(ex);
+                return;
+            }
+        }
         HttpHandler h = routes.get(path);
         if (h == null && path.startsWith(AllocationsHandler.PREFIX)) {
             h = allocations;
         }
-        if (h != null) {
-            h.handle(ex);
-        } else {
+        if (h == null) {
             Exchanges.error(ex, 404, "no such resource: " + path + " (see " + API + "/openapi.json)", null);
+            return;
         }
+        String method = ex.getRequestMethod();
+        Caller caller = Caller.of(ex);
+        if (IdentityFilter.unix(ex) && !method.equals("GET") && !method.equals("HEAD") && !caller.admin()) {
+            Exchanges.drain(ex, b.maxBodyBytes);
+            Exchanges.error(ex, 403, method + " " + path + " on the node socket is for admins (root or the admin"
+                    + " group); " + caller.user() + " (uid " + caller.uid() + ") is not one", "FORBIDDEN");
+            return;
+        }
+        h.handle(ex);
+    }
+
+    /** @return the caller as {@code GET /api/v1/whoami} shows it (docs/SERVICE.md) */
+    static Map<String, Object> whoami(Caller c) {
+        Map<String, Object> m = new LinkedHashMap<>();
+        m.put("uid", c.uid());
+        m.put("gid", c.gid());
+        m.put("user", c.user());
+        m.put("groups", c.groups());
+        m.put("admin", c.admin());
+        return m;
     }
 
     private static String hostname() {
@@ -348,6 +386,11 @@ public final class ConsoleServer implements AutoCloseable {
         private Boolean ticking;
         private Duration eventStall;
         private List<String> allowedHosts;
+        private Path unixSocket;
+        private String socketGroup;
+        private String adminGroup;
+        private Duration idleTimeout;
+        private final Map<String, HttpHandler> hostRoutes = new LinkedHashMap<>();
 
         private Builder() {
         }
@@ -481,10 +524,10 @@ public final class ConsoleServer implements AutoCloseable {
         }
 
         /**
-         * @param v most HTTP worker threads, at least 1, started on demand (default 256); a client that never
-         *     finishes its request holds one until the JDK's request time limit cuts it (see the class comment).
-         *     Each open event stream holds a thread of its own for its life, on top of these (so at most
-         *     {@code v + maxSseClients})
+         * @param v most HTTP worker threads, at least 1, started on demand (default 256); a client that stalls in
+         *     its headers holds none, one that stalls in its body holds one until the idle timeout closes it. Each
+         *     open event stream holds a thread of its own for its life, on top of these (so at most
+         *     {@code v + maxSseClients}, plus Jetty's few)
          * @return this
          */
         public Builder threads(int v) {
@@ -512,6 +555,106 @@ public final class ConsoleServer implements AutoCloseable {
         Builder ticking(boolean v) {
             unset(ticking, "ticking");
             ticking = v;
+            return this;
+        }
+
+        /**
+         * Serves the same routes on a Unix socket too: the node service's ({@code gpusched serve --socket}). Callers
+         * there are known by their peer credentials ({@link Caller#of(HttpExchange)}). The directory is created
+         * {@code 0755} when absent, and must be a directory (not a link) only its owner (root, or this process's
+         * user) can write; a file already at the path is replaced only when it is a socket nothing answers on
+         * (anything else is refused, naming it). The socket is {@code 0666}, or {@code 0660} with
+         * {@link #socketGroup}; it is removed on {@link ConsoleServer#close()}.
+         *
+         * @param v the socket's path (at most 82 bytes: it is bound beside the path first)
+         * @return this
+         */
+        public Builder unixSocket(Path v) {
+            unset(unixSocket, "unix socket");
+            Objects.requireNonNull(v, "unixSocket");
+            if (v.toString().isEmpty() || v.getFileName() == null) {
+                throw new IllegalArgumentException("--socket \"" + v + "\" is not a file path");
+            }
+            unixSocket = v.toAbsolutePath().normalize();
+            return this;
+        }
+
+        /**
+         * @param v the only group whose members may connect to the Unix socket (mode 0660, this group); without it
+         *     any local user may (0666)
+         * @return this
+         * @throws IllegalArgumentException when the name cannot be a group's
+         */
+        public Builder socketGroup(String v) {
+            unset(socketGroup, "socket group");
+            socketGroup = groupName(v, "--socket-group");
+            return this;
+        }
+
+        /**
+         * @param v the admin group: its members are admins on the Unix socket ({@link Caller#admin()}), as root is;
+         *     default none (root only)
+         * @return this
+         * @throws IllegalArgumentException when the name cannot be a group's
+         */
+        public Builder adminGroup(String v) {
+            unset(adminGroup, "admin group");
+            adminGroup = groupName(v, "admin group");
+            return this;
+        }
+
+        private static String groupName(String v, String what) {
+            Objects.requireNonNull(v, what);
+            if (!CallerResolver.name(v) || v.startsWith("-")) {
+                throw new IllegalArgumentException(what + " \"" + SampleHistory.printable(v) + "\" is not a group"
+                        + " name (printable, no blank, not starting with '-', at most 256 characters)");
+            }
+            return v;
+        }
+
+        /**
+         * @param v how long a connection may stay silent, also in the middle of a request, before it is closed
+         *     (default 10 s; at least 1 s). Event streams and handlers that call {@link ConsoleServer#keepOpen} are
+         *     exempt while they run
+         * @return this
+         */
+        public Builder idleTimeout(Duration v) {
+            unset(idleTimeout, "idle timeout");
+            if (v.compareTo(Duration.ofSeconds(1)) < 0) {
+                throw new IllegalArgumentException("idle timeout " + v + " is under 1 s");
+            }
+            idleTimeout = v;
+            return this;
+        }
+
+        /**
+         * Adds a route of the host's (the node service adds {@code /api/v1/jobs}, {@code /api/v1/queue}, ...) to the
+         * same route table, behind the same filters: it serves {@code pathPrefix} and every path under it
+         * ({@code pathPrefix + "/..."}), and takes precedence over the console's own routes there (the longest
+         * prefix wins). The handler reads its caller with {@link Caller#of(HttpExchange)} and decides what the
+         * caller may do; on TCP the Host rule and the token have already been applied.
+         *
+         * @param pathPrefix an absolute path without a trailing slash, query or fragment, e.g. {@code /api/v1/jobs}
+         * @param handler    its handler
+         * @return this
+         * @throws IllegalArgumentException when the prefix is not such a path
+         * @throws IllegalStateException when the prefix was already routed
+         */
+        public Builder route(String pathPrefix, HttpHandler handler) {
+            Objects.requireNonNull(pathPrefix, "pathPrefix");
+            Objects.requireNonNull(handler, "handler");
+            if (!pathPrefix.startsWith("/") || pathPrefix.length() < 2 || pathPrefix.endsWith("/")
+                    || pathPrefix.contains("//") || pathPrefix.contains("/./") || pathPrefix.contains("/../")
+                    || pathPrefix.endsWith("/..") || pathPrefix.endsWith("/.")
+                    || !pathPrefix.chars().allMatch(c -> c > 0x20 && c < 0x7f && c != '?' && c != '#'
+                            && c != '%' && c != '\\')) {
+                throw new IllegalArgumentException("route \"" + SampleHistory.printable(pathPrefix) + "\" is not"
+                        + " an absolute path without a trailing slash, query, escapes or dot segments (e.g."
+                        + " /api/v1/jobs)");
+            }
+            if (hostRoutes.putIfAbsent(pathPrefix, handler) != null) {
+                throw new IllegalStateException("route " + pathPrefix + " was already added");
+            }
             return this;
         }
 
@@ -560,6 +703,11 @@ public final class ConsoleServer implements AutoCloseable {
             ticking = ticking == null || ticking;
             eventStall = eventStall != null ? eventStall : Duration.ofSeconds(30);
             allowedHosts = allowedHosts != null ? allowedHosts : List.of();
+            idleTimeout = idleTimeout != null ? idleTimeout : Duration.ofSeconds(10);
+            if (socketGroup != null && unixSocket == null) {
+                throw new IllegalArgumentException("--socket-group " + socketGroup + " is for the Unix socket, and no"
+                        + " socket was asked for (unixSocket / --socket)");
+            }
             return new ConsoleServer(this);
         }
     }

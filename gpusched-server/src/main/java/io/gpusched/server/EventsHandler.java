@@ -7,9 +7,9 @@ import java.io.IOException;
 /**
  * {@code /api/v1/events}: the server-sent event stream ({@code state} first, then {@code tick}, {@code state} and
  * {@code audit} events). A stream holds its handler's worker thread for the stream's life (see
- * {@link SseHub.Stream#await()}: an abnormal end is thrown out of the handler so that the JDK server forgets the
- * connection); the pool grows by one thread per held stream ({@link ConsoleWorkers#hold}). HEAD answers the headers
- * only; past {@code maxClients} streams a client gets 503.
+ * {@link SseHub.Stream#await()}: an abnormal end is thrown out of the handler, so that the server aborts the
+ * connection); the pool has a thread per allowed stream on top of the request workers ({@link ConsoleWorkers}).
+ * HEAD answers the headers only; past {@code maxClients} streams a client gets 503.
  */
 final class EventsHandler implements HttpHandler {
     static final String PATH = ConsoleServer.API + "/events";
@@ -39,6 +39,7 @@ final class EventsHandler implements HttpHandler {
             ex.close();
             return;
         }
+        Exchanges.keepOpen(ex); // a stream is silent between events; the heartbeat and the stall check watch it
         SseHub.Stream stream = sse.open(ex, "state", Views.json(watcher.state()));
         if (stream == null) {
             Exchanges.error(ex, 503, "too many event-stream clients (" + maxClients + ")", null);

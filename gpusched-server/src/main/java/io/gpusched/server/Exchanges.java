@@ -9,6 +9,8 @@ import java.nio.charset.StandardCharsets;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import org.eclipse.jetty.http.spi.JettyHttpExchange;
+import org.eclipse.jetty.io.EndPoint;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -40,6 +42,36 @@ final class Exchanges {
         BadQuery(String m) {
             super(m);
         }
+    }
+
+    private static final String IDLE = Exchanges.class.getName() + ".idleTimeout";
+
+    /**
+     * Lifts the idle timeout from this exchange's connection until the exchange ends (then {@link ExchangeFilter}
+     * gives it back, for the next request on the connection). For a handler that answers late or streams: an event
+     * stream, a request that waits in a queue. Call it after the request body is read, so that a client that stalls
+     * in its body is still cut by the idle timeout.
+     */
+    static void keepOpen(HttpExchange ex) {
+        EndPoint e = endPoint(ex);
+        if (e != null && ex.getAttribute(IDLE) == null) {
+            ex.setAttribute(IDLE, e.getIdleTimeout());
+            e.setIdleTimeout(0);
+        }
+    }
+
+    /** Gives the connection its idle timeout back after {@link #keepOpen}; harmless otherwise. */
+    static void restoreIdleTimeout(HttpExchange ex) {
+        EndPoint e = endPoint(ex);
+        if (e != null && ex.getAttribute(IDLE) instanceof Long ms) {
+            e.setIdleTimeout(ms);
+            ex.setAttribute(IDLE, null);
+        }
+    }
+
+    private static EndPoint endPoint(HttpExchange ex) {
+        return ex instanceof JettyHttpExchange j ? j.getRequest().getConnectionMetaData().getConnection().getEndPoint()
+                : null;
     }
 
     /** A response body writer that may fail with I/O. */

@@ -15,7 +15,7 @@ import java.util.Locale;
  * ConsoleServer.Builder#allowRemote}),
  * also any IP literal (a literal cannot be re-pointed) and this host's name. A request without a Host is accepted on
  * HTTP/1.0 only (400 on HTTP/1.1); two Host headers are 400; any other refusal is 421 with a JSON error naming the
- * Host and what is accepted.
+ * Host and what is accepted. Requests on the node service's Unix socket pass (no browser page can reach it).
  */
 final class HostFilter extends Filter {
     private final boolean remote;
@@ -38,6 +38,10 @@ final class HostFilter extends Filter {
 
     @Override
     public void doFilter(HttpExchange ex, Chain chain) throws IOException {
+        if (IdentityFilter.unix(ex)) { // no browser reaches the Unix socket: the rule is TCP's
+            chain.doFilter(ex);
+            return;
+        }
         String refused = refusal(ex);
         if (refused != null) {
             Exchanges.drain(ex, maxBodyBytes);

@@ -27,10 +27,10 @@ import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * Event streams that end abnormally must not leave the JDK server's connection record behind. JDK 17's
- * {@code ExchangeImpl.close} after a failed write closes the socket but never removes the connection from the server's
- * set of connections; the console ends such a stream by throwing from its handler, which makes the server close and
- * forget the connection. Checked from outside the console: the JDK server's own set ({@link JdkConnections}) comes
+ * Event streams that end abnormally must not leave the server's connection behind (the JDK server, which served the
+ * console before Jetty, kept a record of such connections until it stopped; the console ends such a stream by
+ * throwing from its handler, which makes the server abort and forget the connection). Checked from outside the
+ * console: the server's own set of connections ({@link ServerConnections}) comes
  * back to the number of connections still open after many streams whose clients hung up, after slow clients were
  * dropped, and after a stalled client was dropped. And the cost of the fix is checked: handlers held for a stream's
  * life do not starve REST requests, the event-client limit still answers 503, and closing the server with a stuck
@@ -119,7 +119,7 @@ class EventStreamConnectionRecordsTest {
     void streamsWhoseClientsHungUpLeaveNoConnectionRecord() throws Exception {
         try (Node node = new Node(b -> b)) {
             Reader good = node.reader();
-            JdkConnections records = JdkConnections.of(node.console);
+            ServerConnections records = ServerConnections.of(node.console);
             records.awaitCount(1, "with one client");
             int rounds = 5;
             int perRound = 40;
@@ -159,7 +159,7 @@ class EventStreamConnectionRecordsTest {
         int slowClients = 24;
         try (Node node = new Node(b -> b)) {
             Reader good = node.reader();
-            JdkConnections records = JdkConnections.of(node.console);
+            ServerConnections records = ServerConnections.of(node.console);
             List<Socket> slow = new ArrayList<>();
             for (int i = 0; i < slowClients; i++) {
                 Socket s = subscribe(node.console, 1024); // never reads
@@ -199,7 +199,7 @@ class EventStreamConnectionRecordsTest {
             Socket s = subscribe(node.console, 1024);
             node.sockets.add(s);
             node.awaitConnections(1);
-            JdkConnections records = JdkConnections.of(node.console);
+            ServerConnections records = ServerConnections.of(node.console);
             records.awaitCount(1, "with one client");
             blockItsWriter(node);
             int checks = 0;

@@ -85,6 +85,12 @@ class HostRuleTest {
                     "localhost.evil.example", "127.0.0.1.evil.example", "127.1", "0.0.0.0", "gpu-node-7.example.evil",
                     "[::1]x", "localhost:abc", "")) {
                 String a = get(path, "Host: " + host + "\r\n", "HTTP/1.1");
+                if (host.isEmpty()) { // Jetty refuses an empty Host on HTTP/1.1 itself, in the console's JSON
+                    assertThat(status(a)).as("GET %s Host: (empty) -> %s", path, a).isEqualTo(400);
+                    assertThat(a).contains("application/json").contains("\"status\":400")
+                            .doesNotContain("text/event-stream");
+                    continue;
+                }
                 assertThat(status(a)).as("GET %s Host: %s -> %s", path, host, a).isEqualTo(421);
                 assertThat(a).contains("application/json").contains("\"status\":421")
                         .contains("Host " + host + " is not served here").contains("localhost, 127.0.0.0/8");

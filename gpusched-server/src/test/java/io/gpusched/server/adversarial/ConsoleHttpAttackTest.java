@@ -433,6 +433,16 @@ class ConsoleHttpAttackTest {
 
     @Test
     void eventClientsThatComeAndGoLeaveNoneCountedAndTheServerAnswers() throws Exception {
+        // a header with an unbalanced quote: Jetty's header reader refuses the request (400, the console's JSON,
+        // naming the value); no stream is opened and the server goes on answering
+        try (Socket s = new Socket(server.address().getAddress(), port)) {
+            s.setSoTimeout(20_000);
+            s.getOutputStream().write(("GET /api/v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+                    + "Last-Event-ID: \u00ff\u00fe%00'\"<script>\r\n\r\n").getBytes(StandardCharsets.ISO_8859_1));
+            String answer = new String(s.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+            assertThat(answer).startsWith("HTTP/1.1 400").contains("application/json").contains("\"status\":400")
+                    .contains("<script>").doesNotContain("text/event-stream");
+        }
         for (int round = 0; round < 5; round++) {
             List<Socket> socks = new ArrayList<>();
             for (int i = 0; i < 40; i++) {
@@ -440,7 +450,7 @@ class ConsoleHttpAttackTest {
                     case 0 -> new String[]{"Last-Event-ID: -1"};
                     case 1 -> new String[]{"Last-Event-ID: 99999999999999999999999999999"};
                     case 2 -> new String[]{"Last-Event-ID: " + "x".repeat(8000)};
-                    case 3 -> new String[]{"Last-Event-ID: \u00ff\u00fe%00'\"<script>"};
+                    case 3 -> new String[]{"Last-Event-ID: \u00ff\u00fe%00'<script>"};
                     default -> new String[0];
                 };
                 socks.add(openStream(h));
