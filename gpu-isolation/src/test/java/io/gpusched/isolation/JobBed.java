@@ -4,7 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.gpusched.core.Allocation;
-import io.gpusched.testing.TestUsers;
+import io.gpusched.testing.LocalUsers;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
@@ -23,21 +23,20 @@ import java.util.concurrent.TimeUnit;
 
 /**
  * A bed for jobs run as their user: a {@link CgroupBed} (fake GPU nodes, a simulated 4-GPU host) in a directory every
- * user may traverse, real users ({@link TestUsers}), and a {@link JobLauncher} whose cgroup parent is a fresh cgroup
+ * user may traverse, real users ({@link LocalUsers}), and a {@link JobLauncher} whose cgroup parent is a fresh cgroup
  * of the chosen hierarchy. Closing ends every job cgroup left, the users and the cgroups.
  */
 public final class JobBed implements AutoCloseable {
     public final Path dir;
     public final CgroupBed bed;
-    public final TestUsers users = new TestUsers();
+    public final LocalUsers users = LocalUsers.create();
     public final CgroupDeviceIsolator isolator;
     public final Path parent;
     public final JobLauncher launcher;
     private final List<LaunchedJob> jobs = new ArrayList<>();
 
     public JobBed(Path tmp, CgroupDeviceIsolator.Mechanism m) throws Exception {
-        String why = TestUsers.unavailable();
-        assumeTrue(why == null, () -> "skipped: " + why);
+        assumeTrue(LocalUsers.available(), "skipped: making users needs root, useradd and setpriv");
         assumeTrue(Files.isExecutable(Path.of("/usr/bin/setpriv")), "skipped: util-linux setpriv is missing");
         open(tmp);
         this.dir = Files.createDirectory(tmp.resolve("bed"));
@@ -66,11 +65,11 @@ public final class JobBed implements AutoCloseable {
         return bed.gpus(idx);
     }
 
-    /** @return a spec for a user, with a small environment and their home as working directory */
-    public JobSpec spec(TestUsers.User u, List<String> argv, Map<String, String> env) {
+    /** @return a spec for a user, with a small environment and {@code /} as working directory */
+    public JobSpec spec(LocalUsers.User u, List<String> argv, Map<String, String> env) {
         Map<String, String> e = new LinkedHashMap<>(env);
         e.putIfAbsent("PATH", "/usr/bin:/bin");
-        return new JobSpec(argv, e, Path.of("/home/" + u.name()), u.uid(), u.gid(), u.name(),
+        return new JobSpec(argv, e, Path.of("/"), u.uid(), u.gid(), u.name(),
                 Optional.empty());
     }
 

@@ -7,6 +7,7 @@ import io.gpusched.core.DeviceState;
 import io.gpusched.core.GpuAllocationException;
 import io.gpusched.core.GpuAllocationException.Reason;
 import io.gpusched.server.Caller;
+import io.gpusched.server.ConsoleServer;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.net.URLDecoder;
@@ -21,8 +22,8 @@ import java.util.function.BooleanSupplier;
 import java.util.function.Function;
 
 /**
- * The service's routes on the console's route table (docs/SERVICE.md, Routes): {@code /api/v1/whoami},
- * {@code /queue}, {@code /jobs...}, {@code /allocations...} (allocate, release and renew for their caller; the
+ * The service's routes on the console's route table (docs/SERVICE.md, Routes; {@code /api/v1/whoami} is the
+ * console's own): {@code /api/v1/queue}, {@code /jobs...}, {@code /allocations...} (allocate, release and renew for their caller; the
  * console's own allocation routes on the socket are replaced by these), and {@code /devices/{index}/drain|undrain}.
  * Each handler takes its caller from the exchange (the transport's peer credentials; never the request) and lets
  * {@link NodeService} decide what that caller may do. Paths under a prefix that these routes do not serve (such as
@@ -42,12 +43,17 @@ public final class ServiceRoutes {
             ex -> ServiceExchanges.fail(ex, new ServiceExchanges.NotFound("no such resource: "
                     + ex.getRequestURI().getRawPath()));
 
+    /** Routes whose callers are the console's ({@link Caller#of}), on the console's Jetty transport. */
+    public ServiceRoutes(NodeService service) {
+        this(service, Caller::of, ClientWatch::of);
+    }
+
     /**
      * @param callers the caller of an exchange (the transport's: {@code Caller::of})
      * @param gone    for an exchange, whether its client's connection has closed (a waiting request is then dropped);
      *                a transport that cannot tell answers never
      */
-    public ServiceRoutes(NodeService service, Function<HttpExchange, Caller> callers,
+    ServiceRoutes(NodeService service, Function<HttpExchange, Caller> callers,
             Function<HttpExchange, BooleanSupplier> gone) {
         this.service = Objects.requireNonNull(service, "service");
         this.callers = Objects.requireNonNull(callers, "callers");
@@ -62,7 +68,6 @@ public final class ServiceRoutes {
     /** @return the routes by path prefix, for {@code ConsoleServer.Builder.route} */
     public Map<String, HttpHandler> routes() {
         Map<String, HttpHandler> m = new LinkedHashMap<>();
-        m.put(API + "/whoami", guarded(this::whoami));
         m.put(API + "/queue", guarded(this::queue));
         m.put(API + "/jobs", guarded(this::jobs));
         m.put(API + "/allocations", guarded(this::allocations));
@@ -129,14 +134,6 @@ public final class ServiceRoutes {
 
     // ------------------------------------------------------------------------------------------------ routes
 
-    private void whoami(HttpExchange ex, Caller c, String path) throws IOException {
-        if (!path.equals(API + "/whoami")) {
-            throw new ServiceExchanges.NotFound("no such resource: " + Requests.printable(path));
-        }
-        only(ex, "GET", "HEAD");
-        ServiceExchanges.send(ex, 200, ServiceViews.whoami(c));
-    }
-
     private void queue(HttpExchange ex, Caller c, String path) throws IOException {
         if (!path.equals(API + "/queue")) {
             throw new ServiceExchanges.NotFound("no such resource: " + Requests.printable(path));
@@ -150,6 +147,9 @@ public final class ServiceRoutes {
         if (path.equals(base) || path.equals(base + "/")) {
             if (ex.getRequestMethod().equals("POST")) {
                 Requests.Allocate r = Requests.allocate(ServiceExchanges.body(ex, MAX_BODY));
+                if (r.maxWait().isPresent()) {
+                    ConsoleServer.keepOpen(ex); // the answer comes when the request is served
+                }
                 Allocation a = service.allocate(c, r.request(), r.maxWait(), gone.apply(ex));
                 ex.getResponseHeaders().set("Location", base + "/" + a.id());
                 try {
@@ -272,6 +272,9 @@ public final class ServiceRoutes {
 
     private void logs(HttpExchange ex, Caller c, String id, boolean follow) throws IOException, InterruptedException {
         service.checkLogs(c, id);
+        if (follow) {
+            ConsoleServer.keepOpen(ex);
+        }
         ex.getResponseHeaders().set("Content-Type", "text/plain; charset=utf-8");
         ex.getResponseHeaders().set("Cache-Control", "no-store");
         ex.sendResponseHeaders(200, 0);
@@ -284,10 +287,14 @@ public final class ServiceRoutes {
         Requests.Job r = Requests.job(ServiceExchanges.body(ex, MAX_JOB_BODY));
         Job job = service.prepareJob(c, r);
         if (r.detach()) {
+            if (r.maxWait().isEmpty()) {
+                ConsoleServer.keepOpen(ex); // the answer comes once the job started
+            }
             service.jobs().detach(job);
             ServiceExchanges.send(ex, 201, job.view(c));
             return;
         }
+        ConsoleServer.keepOpen(ex); // the job's output may pause for hours; a heartbeat checks its client
         StreamSink sink = new StreamSink(ex, service, c);
         try {
             Optional<Allocation> a = service.jobs().allocate(job, sink);

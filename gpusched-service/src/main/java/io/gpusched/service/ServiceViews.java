@@ -2,7 +2,6 @@ package io.gpusched.service;
 
 import io.gpusched.core.Allocation;
 import io.gpusched.core.MemorySize;
-import io.gpusched.server.Caller;
 import java.time.Instant;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -34,16 +33,6 @@ final class ServiceViews {
 
     static List<Map<String, Object>> allocations(List<Allocation> all, Instant now) {
         return all.stream().map(a -> allocation(a, now)).toList();
-    }
-
-    static Map<String, Object> whoami(Caller c) {
-        Map<String, Object> v = new LinkedHashMap<>();
-        v.put("uid", c.uid());
-        v.put("gid", c.gid());
-        v.put("user", c.user());
-        v.put("groups", c.groups());
-        v.put("admin", c.admin());
-        return v;
     }
 
     static Map<String, Object> queueEntry(FairQueue.View q) {

@@ -9,8 +9,11 @@ import io.gpusched.core.sim.SimulatedGpuInventory;
 import io.gpusched.isolation.CgroupDeviceIsolator;
 import io.gpusched.isolation.JobLauncher;
 import io.gpusched.server.Caller;
-import io.gpusched.testing.TestUsers;
+import io.gpusched.server.ConsoleServer;
+import io.gpusched.testing.LocalUsers;
 import java.io.IOException;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
@@ -32,12 +35,14 @@ final class ServiceBed implements AutoCloseable {
     final SimulatedGpuInventory inventory = GpuInventories.simulated("dgx1-v100");
     final GpuScheduler scheduler;
     final UserDirectory users = new UserDirectory();
-    final TestUsers accounts = new TestUsers();
+    final LocalUsers accounts = LocalUsers.create();
     final GpuConfig config;
     CgroupDeviceIsolator isolator;
     JobLauncher launcher;
     Path jobParent;
     NodeService service;
+    ConsoleServer console;
+    Path socket;
     private final List<Path> cgroups = new ArrayList<>();
 
     ServiceBed(Path tmp, GpuConfig config) throws IOException {
@@ -51,8 +56,7 @@ final class ServiceBed implements AutoCloseable {
 
     /** Needs root, cgroup2 with device programs, setpriv and useradd: skips the test, saying why, when missing. */
     ServiceBed jobs() throws Exception {
-        String why = TestUsers.unavailable();
-        assumeTrue(why == null, () -> "skipped: " + why);
+        assumeTrue(LocalUsers.available(), "skipped: making users needs root, useradd and setpriv");
         assumeTrue(Files.isExecutable(Path.of("/usr/bin/setpriv")), "skipped: util-linux setpriv is missing");
         for (Path p = dir; p != null && p.getNameCount() > 1; p = p.getParent()) {
             if (p.startsWith(Path.of("/tmp")) && !p.equals(Path.of("/tmp"))) {
@@ -79,8 +83,11 @@ final class ServiceBed implements AutoCloseable {
     }
 
     private void node(String name, int major, int minor) throws Exception {
-        TestUsers.run("/usr/bin/mknod", "-m", "666", dev.resolve(name).toString(), "c", String.valueOf(major),
-                String.valueOf(minor));
+        LocalUsers.Result r = LocalUsers.run(List.of("/usr/bin/mknod", "-m", "666", dev.resolve(name).toString(), "c",
+                String.valueOf(major), String.valueOf(minor)), 30);
+        if (r.exit() != 0) {
+            throw new IOException("mknod " + name + ": " + r.err());
+        }
     }
 
     /** @return a fresh cgroup under the cgroup2 root (removed on close), e.g. a login cgroup */
@@ -89,6 +96,43 @@ final class ServiceBed implements AutoCloseable {
         Files.createDirectory(p);
         cgroups.add(p);
         return p;
+    }
+
+    /** The console with the service's routes on a Unix socket under the test's directory (after {@link #start}). */
+    ConsoleServer serve() throws IOException {
+        Files.setPosixFilePermissions(dir, PosixFilePermissions.fromString("rwx--x--x"));
+        socket = dir.resolve("run").resolve("gpusched.sock");
+        ServiceRoutes routes = new ServiceRoutes(service);
+        ConsoleServer.Builder b = ConsoleServer.builder().scheduler(scheduler).stateDir(state)
+                .listen(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0)).unixSocket(socket);
+        config.service().adminGroup().ifPresent(b::adminGroup);
+        routes.routes().forEach(b::route);
+        console = b.build();
+        routes.console(console::serveOwn);
+        console.start();
+        return console;
+    }
+
+    /** The answer of one curl over the socket. */
+    record Answer(int status, String body) {
+    }
+
+    /**
+     * Runs curl on the socket as a user (null: root).
+     *
+     * @param args curl's arguments after the socket, e.g. {@code -X DELETE http://localhost/api/v1/...}
+     */
+    Answer curl(LocalUsers.User as, String... args) throws IOException {
+        List<String> cmd = new ArrayList<>(List.of("curl", "-sS", "--max-time", "60", "-w", "\n%{http_code}",
+                "--unix-socket", socket.toString()));
+        cmd.addAll(List.of(args));
+        LocalUsers.Result r = as == null ? LocalUsers.run(cmd, 90) : LocalUsers.runAs(as, cmd, 90);
+        String out = r.out();
+        int nl = out.lastIndexOf('\n');
+        if (r.exit() != 0 || nl < 0) {
+            throw new IOException("curl " + args[args.length - 1] + " failed (" + r.exit() + "): " + r.err() + out);
+        }
+        return new Answer(Integer.parseInt(out.substring(nl + 1).strip()), out.substring(0, nl));
     }
 
     NodeService start() {
@@ -111,7 +155,7 @@ final class ServiceBed implements AutoCloseable {
         return new Caller(uid, uid, user, List.of(groups), admin);
     }
 
-    static Caller caller(TestUsers.User u, boolean admin, String... groups) {
+    static Caller caller(LocalUsers.User u, boolean admin, String... groups) {
         List<String> g = new ArrayList<>(List.of(u.name()));
         g.addAll(List.of(groups));
         return new Caller(u.uid(), u.gid(), u.name(), g, admin);
@@ -124,6 +168,9 @@ final class ServiceBed implements AutoCloseable {
     @Override
     public void close() throws Exception {
         try {
+            if (console != null) {
+                console.close();
+            }
             if (service != null) {
                 service.close();
             }

@@ -10,7 +10,7 @@ import io.gpusched.core.ServiceSettings;
 import io.gpusched.core.UserQuotas;
 import io.gpusched.server.Caller;
 import io.gpusched.testing.LedgerReader;
-import io.gpusched.testing.TestUsers;
+import io.gpusched.testing.LocalUsers;
 import java.io.ByteArrayOutputStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -93,11 +93,11 @@ class ServiceJobsTest {
     @Test
     void alicesJobRunsAsAliceOpensOnlyItsGpusAndEverythingIsUndone(@TempDir Path tmp) throws Exception {
         try (ServiceBed bed = new ServiceBed(tmp, config(List.of())).jobs()) {
-            TestUsers.User alice = bed.accounts.user("alice");
+            LocalUsers.User alice = bed.accounts.user("alice");
             NodeService s = bed.start();
             RecordingSink sink = new RecordingSink();
             Job j = attached(s, ServiceBed.caller(alice, false), job(List.of("/bin/sh", "-c", probe(bed)
-                    + "; echo to-stderr >&2; exit 3"), "/home/" + alice.name(), false, "--devices=2,5"), sink)
+                    + "; echo to-stderr >&2; exit 3"), home(tmp, alice), false, "--devices=2,5"), sink)
                     .get(2, TimeUnit.MINUTES);
             assertThat(sink.code).as(sink.stderr()).isEqualTo(3);
             String out = sink.stdout();
@@ -123,12 +123,12 @@ class ServiceJobsTest {
     @Test
     void aDetachedJobsOutputIsItsUsersAndOnlyItsOwnerOrAnAdminReadsOrCancelsIt(@TempDir Path tmp) throws Exception {
         try (ServiceBed bed = new ServiceBed(tmp, config(List.of())).jobs()) {
-            TestUsers.User alice = bed.accounts.user("alice");
-            TestUsers.User bob = bed.accounts.user("bob");
+            LocalUsers.User alice = bed.accounts.user("alice");
+            LocalUsers.User bob = bed.accounts.user("bob");
             NodeService s = bed.start();
             Caller a = ServiceBed.caller(alice, false);
             Caller b = ServiceBed.caller(bob, false);
-            Job j = s.prepareJob(a, job(List.of("/bin/sh", "-c", "echo started; sleep 600"), "/home/" + alice.name(),
+            Job j = s.prepareJob(a, job(List.of("/bin/sh", "-c", "echo started; sleep 600"), home(tmp, alice),
                     true, "--gpu=1"));
             s.jobs().detach(j);
             assertThat(j.state).isEqualTo(Job.State.RUNNING);
@@ -142,11 +142,9 @@ class ServiceJobsTest {
             s.jobs().logs(a, j.id, false, logs);
             assertThat(logs.toString(StandardCharsets.UTF_8)).isEqualTo("started\n");
             // alice herself reads her file by name (the directory lists nothing to others)
-            Process cat = TestUsers.as(alice, List.of("/bin/cat", out.toString()));
-            assertThat(new String(cat.getInputStream().readAllBytes(), StandardCharsets.UTF_8)).isEqualTo("started\n");
-            Process peek = TestUsers.as(bob, List.of("/bin/cat", out.toString()));
-            peek.getInputStream().readAllBytes();
-            assertThat(peek.waitFor()).as("bob cannot read alice's output").isNotZero();
+            assertThat(LocalUsers.runAs(alice, List.of("/bin/cat", out.toString()), 30).out()).isEqualTo("started\n");
+            assertThat(LocalUsers.runAs(bob, List.of("/bin/cat", out.toString()), 30).exit())
+                    .as("bob cannot read alice's output").isNotZero();
 
             assertThatThrownBy(() -> s.checkLogs(b, j.id)).isInstanceOf(AccessDeniedException.class);
             assertThatThrownBy(() -> s.cancelJob(b, j.id)).isInstanceOf(AccessDeniedException.class)
@@ -171,13 +169,13 @@ class ServiceJobsTest {
     @Test
     void aWorkingDirectoryOnlyRootCanReadIsRefusedBeforeAnythingIsAllocated(@TempDir Path tmp) throws Exception {
         try (ServiceBed bed = new ServiceBed(tmp, config(List.of())).jobs()) {
-            TestUsers.User alice = bed.accounts.user("alice");
+            LocalUsers.User alice = bed.accounts.user("alice");
             NodeService s = bed.start();
             Path secret = Files.createDirectory(tmp.resolve("secret"));
             Files.setPosixFilePermissions(secret, PosixFilePermissions.fromString("rwx------"));
             Path link = Files.createSymbolicLink(tmp.resolve("innocent"), secret);
-            for (String cwd : List.of(secret.toString(), link.toString(), "/home/" + alice.name() + "/../.."
-                    + secret)) {
+            for (String cwd : List.of(secret.toString(), link.toString(), home(tmp, alice) + "/../"
+                    + secret.getFileName())) {
                 assertThatThrownBy(() -> s.prepareJob(ServiceBed.caller(alice, false), job(List.of("/bin/pwd"), cwd,
                         false))).as(cwd).isInstanceOf(IllegalArgumentException.class)
                         .hasMessageContaining("cannot enter the working directory");
@@ -191,7 +189,7 @@ class ServiceJobsTest {
     @Test
     void aClientThatGoesAwayOrAJobKilledByASignalEndsWithEverythingUndone(@TempDir Path tmp) throws Exception {
         try (ServiceBed bed = new ServiceBed(tmp, config(List.of())).jobs()) {
-            TestUsers.User alice = bed.accounts.user("alice");
+            LocalUsers.User alice = bed.accounts.user("alice");
             NodeService s = bed.start();
             Caller a = ServiceBed.caller(alice, false);
             RecordingSink leaving = new RecordingSink();
@@ -231,7 +229,7 @@ class ServiceJobsTest {
     @Test
     void theNextServiceEndsTheJobsOfOneThatDiedAndReleasesThem(@TempDir Path tmp) throws Exception {
         try (ServiceBed bed = new ServiceBed(tmp, config(List.of())).jobs()) {
-            TestUsers.User alice = bed.accounts.user("alice");
+            LocalUsers.User alice = bed.accounts.user("alice");
             NodeService first = bed.start();
             RecordingSink sink = new RecordingSink();
             attached(first, ServiceBed.caller(alice, false), job(List.of("/bin/sh", "-c", "sleep 600 & echo up;"
@@ -267,7 +265,7 @@ class ServiceJobsTest {
     @Test
     void aLoginCgroupOpensNoGpuWhileJobsOpenTheirOwnAndARestartReplacesTheFence(@TempDir Path tmp) throws Exception {
         try (ServiceBed bed = new ServiceBed(tmp, config(List.of())).jobs()) {
-            TestUsers.User alice = bed.accounts.user("alice");
+            LocalUsers.User alice = bed.accounts.user("alice");
             Path login = bed.cgroup("login");
             assertThat(loginProbe(bed, login)).as("before: the login opens every node").doesNotContain("EPERM");
             GpuConfig fenced = config(List.of(login));
@@ -306,6 +304,13 @@ class ServiceJobsTest {
                     .stateDir(bed.state).jobs(bed.launcher, null).isolator(bed.isolator).build())
                     .hasMessageContaining("are nested");
         }
+    }
+
+    /** @return a working directory of the user's own (the test's users have no home) */
+    static String home(Path tmp, LocalUsers.User u) throws Exception {
+        Path d = Files.createDirectories(tmp.resolve("home-" + u.name()));
+        LocalUsers.run(List.of("/bin/chown", u.uid() + ":" + u.gid(), d.toString()), 30);
+        return d.toString();
     }
 
     /** @return each node's line as a root process in the cgroup sees it: {@code nvidiaN open|EPERM} */
