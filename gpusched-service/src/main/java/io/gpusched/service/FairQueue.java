@@ -89,9 +89,13 @@ final class FairQueue implements AutoCloseable {
 
         /** @return its place in the projected order, 1 first; 0 once it left the queue */
         int position() {
-            List<Ticket> order = order();
-            int i = order.indexOf(this);
-            return i < 0 ? 0 : i + 1;
+            lock.lock(); // order() walks the users' queues, which other threads change under the lock
+            try {
+                int i = order().indexOf(this);
+                return i < 0 ? 0 : i + 1;
+            } finally {
+                lock.unlock();
+            }
         }
     }
 

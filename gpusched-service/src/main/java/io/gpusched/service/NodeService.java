@@ -362,6 +362,11 @@ public final class NodeService implements AutoCloseable {
         }
     }
 
+    /** @return every job the service keeps, as {@code viewer} may see them (docs/SERVICE.md, job view) */
+    public List<Map<String, Object>> jobViews(Caller viewer) {
+        return jobs.all().stream().map(j -> j.view(viewer)).toList();
+    }
+
     /** @return the waiting requests, in the order they would be served */
     public List<Map<String, Object>> queueView() {
         return queue.views().stream().map(ServiceViews::queueEntry).toList();

@@ -146,8 +146,9 @@ final class Requests {
             throw new IllegalArgumentException("\"cwd\" is required: the absolute working directory to start in");
         }
         String cwd = text(c, "cwd", 4096);
-        if (!cwd.startsWith("/")) {
-            throw new IllegalArgumentException("\"cwd\" must be an absolute path, was \"" + printable(cwd) + "\"");
+        if (!cwd.startsWith("/") || cwd.indexOf('\0') >= 0) {
+            throw new IllegalArgumentException("\"cwd\" must be an absolute path without NUL, was \"" + printable(cwd)
+                    + "\"");
         }
         boolean detach = false;
         JsonNode d = root.get("detach");

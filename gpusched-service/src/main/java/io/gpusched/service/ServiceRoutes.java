@@ -23,8 +23,9 @@ import java.util.function.Function;
 
 /**
  * The service's routes on the console's route table (docs/SERVICE.md, Routes; {@code /api/v1/whoami} is the
- * console's own): {@code /api/v1/queue}, {@code /jobs...}, {@code /allocations...} (allocate, release and renew for their caller; the
- * console's own allocation routes on the socket are replaced by these), and {@code /devices/{index}/drain|undrain}.
+ * console's own): {@code /api/v1/queue}, {@code /jobs...}, {@code /allocations...} (allocate, release and renew for
+ * their caller; the console's own allocation routes on the socket are replaced by these), and
+ * {@code /devices/{index}/drain|undrain}.
  * Each handler takes its caller from the exchange (the transport's peer credentials; never the request) and lets
  * {@link NodeService} decide what that caller may do. Paths under a prefix that these routes do not serve (such as
  * {@code /api/v1/allocations/{id}/environment}) go to the console's own routes.
@@ -295,7 +296,7 @@ public final class ServiceRoutes {
             return;
         }
         ConsoleServer.keepOpen(ex); // the job's output may pause for hours; a heartbeat checks its client
-        StreamSink sink = new StreamSink(ex, service, c);
+        StreamSink sink = new StreamSink(ex, service, c, gone.apply(ex));
         try {
             Optional<Allocation> a = service.jobs().allocate(job, sink);
             if (a.isEmpty()) {

@@ -9,6 +9,7 @@ import java.util.Arrays;
 import java.util.Base64;
 import java.util.LinkedHashMap;
 import java.util.Map;
+import java.util.function.BooleanSupplier;
 
 /**
  * An attached job's client: {@code 200}, {@code application/x-ndjson}, one JSON object a line, each flushed as it
@@ -19,13 +20,16 @@ final class StreamSink implements JobSink {
     private final HttpExchange ex;
     private final NodeService service;
     private final Caller caller;
+    private final BooleanSupplier watch;
     private OutputStream out;
     private volatile boolean gone;
 
-    StreamSink(HttpExchange ex, NodeService service, Caller caller) {
+    /** @param watch whether the client's connection has closed (checked while the job waits in the queue) */
+    StreamSink(HttpExchange ex, NodeService service, Caller caller, BooleanSupplier watch) {
         this.ex = ex;
         this.service = service;
         this.caller = caller;
+        this.watch = watch;
     }
 
     /** @return whether the answer has begun (errors then go in the stream) */
@@ -64,6 +68,9 @@ final class StreamSink implements JobSink {
 
     @Override
     public boolean gone() {
+        if (!gone && watch.getAsBoolean()) { // a read tells at once; a write only when there is one
+            gone = true;
+        }
         return gone;
     }
 

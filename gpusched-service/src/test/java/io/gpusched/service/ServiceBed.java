@@ -28,24 +28,24 @@ import java.util.UUID;
  * no driver behind them, so an open the fence allows fails with ENXIO and one it refuses with EPERM), a job cgroup
  * parent of its own under the cgroup2 root, and real users. Everything is removed on close.
  */
-final class ServiceBed implements AutoCloseable {
-    final Path dir;
-    final Path state;
-    final Path dev;
-    final SimulatedGpuInventory inventory = GpuInventories.simulated("dgx1-v100");
-    final GpuScheduler scheduler;
-    final UserDirectory users = new UserDirectory();
-    final LocalUsers accounts = LocalUsers.create();
-    final GpuConfig config;
-    CgroupDeviceIsolator isolator;
-    JobLauncher launcher;
-    Path jobParent;
-    NodeService service;
-    ConsoleServer console;
-    Path socket;
+public final class ServiceBed implements AutoCloseable {
+    public final Path dir;
+    public final Path state;
+    public final Path dev;
+    public final SimulatedGpuInventory inventory = GpuInventories.simulated("dgx1-v100");
+    public final GpuScheduler scheduler;
+    public final UserDirectory users = new UserDirectory();
+    public final LocalUsers accounts = LocalUsers.create();
+    public final GpuConfig config;
+    public CgroupDeviceIsolator isolator;
+    public JobLauncher launcher;
+    public Path jobParent;
+    public NodeService service;
+    public ConsoleServer console;
+    public Path socket;
     private final List<Path> cgroups = new ArrayList<>();
 
-    ServiceBed(Path tmp, GpuConfig config) throws IOException {
+    public ServiceBed(Path tmp, GpuConfig config) throws IOException {
         this.dir = tmp;
         this.state = tmp.resolve("state");
         this.dev = tmp.resolve("dev");
@@ -55,7 +55,7 @@ final class ServiceBed implements AutoCloseable {
     }
 
     /** Needs root, cgroup2 with device programs, setpriv and useradd: skips the test, saying why, when missing. */
-    ServiceBed jobs() throws Exception {
+    public ServiceBed jobs() throws Exception {
         assumeTrue(LocalUsers.available(), "skipped: making users needs root, useradd and setpriv");
         assumeTrue(Files.isExecutable(Path.of("/usr/bin/setpriv")), "skipped: util-linux setpriv is missing");
         for (Path p = dir; p != null && p.getNameCount() > 1; p = p.getParent()) {
@@ -91,7 +91,7 @@ final class ServiceBed implements AutoCloseable {
     }
 
     /** @return a fresh cgroup under the cgroup2 root (removed on close), e.g. a login cgroup */
-    Path cgroup(String base) throws IOException {
+    public Path cgroup(String base) throws IOException {
         Path p = isolator.v2Root().get().resolve("gsu-" + base + "-" + UUID.randomUUID().toString().substring(0, 8));
         Files.createDirectory(p);
         cgroups.add(p);
@@ -99,7 +99,7 @@ final class ServiceBed implements AutoCloseable {
     }
 
     /** The console with the service's routes on a Unix socket under the test's directory (after {@link #start}). */
-    ConsoleServer serve() throws IOException {
+    public ConsoleServer serve() throws IOException {
         Files.setPosixFilePermissions(dir, PosixFilePermissions.fromString("rwx--x--x"));
         socket = dir.resolve("run").resolve("gpusched.sock");
         ServiceRoutes routes = new ServiceRoutes(service);
@@ -114,7 +114,7 @@ final class ServiceBed implements AutoCloseable {
     }
 
     /** The answer of one curl over the socket. */
-    record Answer(int status, String body) {
+    public record Answer(int status, String body) {
     }
 
     /**
@@ -122,7 +122,7 @@ final class ServiceBed implements AutoCloseable {
      *
      * @param args curl's arguments after the socket, e.g. {@code -X DELETE http://localhost/api/v1/...}
      */
-    Answer curl(LocalUsers.User as, String... args) throws IOException {
+    public Answer curl(LocalUsers.User as, String... args) throws IOException {
         List<String> cmd = new ArrayList<>(List.of("curl", "-sS", "--max-time", "60", "-w", "\n%{http_code}",
                 "--unix-socket", socket.toString()));
         cmd.addAll(List.of(args));
@@ -135,7 +135,7 @@ final class ServiceBed implements AutoCloseable {
         return new Answer(Integer.parseInt(out.substring(nl + 1).strip()), out.substring(0, nl));
     }
 
-    NodeService start() {
+    public NodeService start() {
         NodeService.Builder b = NodeService.builder().scheduler(scheduler).config(config).stateDir(state)
                 .users(users);
         if (launcher != null) {
@@ -151,17 +151,17 @@ final class ServiceBed implements AutoCloseable {
     }
 
     /** @return a caller as the transport would make it for this uid (by hand: no socket in these tests) */
-    static Caller caller(String user, long uid, boolean admin, String... groups) {
+    public static Caller caller(String user, long uid, boolean admin, String... groups) {
         return new Caller(uid, uid, user, List.of(groups), admin);
     }
 
-    static Caller caller(LocalUsers.User u, boolean admin, String... groups) {
+    public static Caller caller(LocalUsers.User u, boolean admin, String... groups) {
         List<String> g = new ArrayList<>(List.of(u.name()));
         g.addAll(List.of(groups));
         return new Caller(u.uid(), u.gid(), u.name(), g, admin);
     }
 
-    static Caller root() {
+    public static Caller root() {
         return new Caller(0, 0, "root", List.of("root"), true);
     }
 
