@@ -41,6 +41,7 @@ import java.util.Set;
  *     login_cgroups: [/sys/fs/cgroup/user.slice]   # processes there open no GPU node; empty: off
  *     job_cgroup_parent: ""                        # empty: gpusched.jobs at the cgroup root
  *     kill_grace: 10s                              # TERM, then KILL after this
+ *     job_group: ""                                # a group only jobs get (with NVreg_DeviceFileMode=0660)
  * </pre>
  * Unknown keys are rejected with their path named.
  *
@@ -185,7 +186,7 @@ public record GpuConfig(
         b.cudaPaths(paths);
         b.users(users(gpu.child("users").onlyKeys(Set.of("max_gpus", "per_user", "per_group"))));
         b.service(service(gpu.child("service").onlyKeys(Set.of("socket", "socket_group", "admin_group",
-                "login_cgroups", "job_cgroup_parent", "kill_grace"))));
+                "login_cgroups", "job_cgroup_parent", "kill_grace", "job_group"))));
         String stateDir = gpu.string("state_dir", null);
         if (stateDir != null) {
             Path dir = null;
@@ -242,7 +243,8 @@ public record GpuConfig(
         Optional<String> adminGroup = optionalText(s, "admin_group");
         Duration grace = s.parsed("kill_grace", Durations::parse, d.killGrace());
         try {
-            return new ServiceSettings(socket, socketGroup, adminGroup, login, parent, grace);
+            return new ServiceSettings(socket, socketGroup, adminGroup, login, parent, grace,
+                    optionalText(s, "job_group"));
         } catch (GpuConfigException e) {
             throw new GpuConfigException(s.source() + ": " + e.getMessage(), e);
         }

@@ -18,9 +18,12 @@ import java.util.Optional;
  * @param jobCgroupParent where job cgroups are made; empty: {@code gpusched.jobs} at the root of cgroup2 (else of the
  *                        v1 devices hierarchy)
  * @param killGrace       how long a job has between TERM and KILL when it is cancelled or its client goes
+ * @param jobGroup        a group every job gets as an extra supplementary group (and no login has): with the
+ *                        driver's {@code NVreg_DeviceFileMode=0660} and {@code NVreg_DeviceFileGID} of this group,
+ *                        only jobs open the GPUs (the alternative to {@code login_cgroups}); empty: none
  */
 public record ServiceSettings(Path socket, Optional<String> socketGroup, Optional<String> adminGroup,
-        List<Path> loginCgroups, Optional<Path> jobCgroupParent, Duration killGrace) {
+        List<Path> loginCgroups, Optional<Path> jobCgroupParent, Duration killGrace, Optional<String> jobGroup) {
 
     /** The default socket path. */
     public static final String DEFAULT_SOCKET = "/run/gpusched/gpusched.sock";
@@ -32,6 +35,7 @@ public record ServiceSettings(Path socket, Optional<String> socketGroup, Optiona
         Objects.requireNonNull(adminGroup, "adminGroup");
         Objects.requireNonNull(jobCgroupParent, "jobCgroupParent");
         Objects.requireNonNull(killGrace, "killGrace");
+        Objects.requireNonNull(jobGroup, "jobGroup");
         loginCgroups = List.copyOf(loginCgroups);
         if (!socket.isAbsolute()) {
             throw new GpuConfigException("gpu.service.socket: \"" + socket + "\" is not an absolute path; expected"
@@ -39,6 +43,7 @@ public record ServiceSettings(Path socket, Optional<String> socketGroup, Optiona
         }
         socketGroup.ifPresent(g -> name(g, "gpu.service.socket_group"));
         adminGroup.ifPresent(g -> name(g, "gpu.service.admin_group"));
+        jobGroup.ifPresent(g -> name(g, "gpu.service.job_group"));
         for (int i = 0; i < loginCgroups.size(); i++) {
             absolute(loginCgroups.get(i), "gpu.service.login_cgroups[" + i + "]", "/sys/fs/cgroup/user.slice");
         }
@@ -65,31 +70,39 @@ public record ServiceSettings(Path socket, Optional<String> socketGroup, Optiona
     /** @return the defaults: socket {@value #DEFAULT_SOCKET}, any user may connect, no admin group, no login fence */
     public static ServiceSettings defaults() {
         return new ServiceSettings(Path.of(DEFAULT_SOCKET), Optional.empty(), Optional.empty(), List.of(),
-                Optional.empty(), Duration.ofSeconds(10));
+                Optional.empty(), Duration.ofSeconds(10), Optional.empty());
     }
 
     /** @return a copy with another admin group */
     public ServiceSettings withAdminGroup(String group) {
-        return new ServiceSettings(socket, socketGroup, Optional.of(group), loginCgroups, jobCgroupParent, killGrace);
+        return new ServiceSettings(socket, socketGroup, Optional.of(group), loginCgroups, jobCgroupParent, killGrace,
+                jobGroup);
     }
 
     /** @return a copy with other login cgroups */
     public ServiceSettings withLoginCgroups(List<Path> cgroups) {
-        return new ServiceSettings(socket, socketGroup, adminGroup, cgroups, jobCgroupParent, killGrace);
+        return new ServiceSettings(socket, socketGroup, adminGroup, cgroups, jobCgroupParent, killGrace, jobGroup);
     }
 
     /** @return a copy with another job cgroup parent */
     public ServiceSettings withJobCgroupParent(Path parent) {
-        return new ServiceSettings(socket, socketGroup, adminGroup, loginCgroups, Optional.of(parent), killGrace);
+        return new ServiceSettings(socket, socketGroup, adminGroup, loginCgroups, Optional.of(parent), killGrace,
+                jobGroup);
     }
 
     /** @return a copy with another kill grace */
     public ServiceSettings withKillGrace(Duration grace) {
-        return new ServiceSettings(socket, socketGroup, adminGroup, loginCgroups, jobCgroupParent, grace);
+        return new ServiceSettings(socket, socketGroup, adminGroup, loginCgroups, jobCgroupParent, grace, jobGroup);
+    }
+
+    /** @return a copy with another job group */
+    public ServiceSettings withJobGroup(String group) {
+        return new ServiceSettings(socket, socketGroup, adminGroup, loginCgroups, jobCgroupParent, killGrace,
+                Optional.of(group));
     }
 
     /** @return a copy with another socket and socket group */
     public ServiceSettings withSocket(Path path, Optional<String> group) {
-        return new ServiceSettings(path, group, adminGroup, loginCgroups, jobCgroupParent, killGrace);
+        return new ServiceSettings(path, group, adminGroup, loginCgroups, jobCgroupParent, killGrace, jobGroup);
     }
 }

@@ -55,6 +55,7 @@ class QuotaTest {
                     login_cgroups: [/sys/fs/cgroup/user.slice]
                     job_cgroup_parent: /sys/fs/cgroup/gpusched.jobs
                     kill_grace: 3s
+                    job_group: gpujobs
                 """, "test.yaml");
         assertThat(c.users()).isEqualTo(new UserQuotas(4, Map.of("alice", 8), Map.of("students", 2)));
         assertThat(c.service().adminGroup()).contains("gpuadmin");
@@ -63,6 +64,8 @@ class QuotaTest {
         assertThat(c.service().loginCgroups()).containsExactly(Path.of("/sys/fs/cgroup/user.slice"));
         assertThat(c.service().jobCgroupParent()).contains(Path.of("/sys/fs/cgroup/gpusched.jobs"));
         assertThat(c.service().killGrace()).isEqualTo(Duration.ofSeconds(3));
+        assertThat(c.service().jobGroup()).contains("gpujobs");
+        assertThat(GpuConfig.defaults().service().jobGroup()).isEmpty();
         assertThat(GpuConfig.defaults().service()).isEqualTo(ServiceSettings.defaults());
         assertThatThrownBy(() -> GpuConfig.parse("gpu: {users: {max_gpus: -1}}", "x.yaml"))
                 .isInstanceOf(GpuConfigException.class).hasMessageStartingWith("x.yaml: gpu.users.max_gpus");
@@ -81,6 +84,8 @@ class QuotaTest {
                 .isInstanceOf(GpuConfigException.class).hasMessageContaining("gpu.service.kill_grace");
         assertThatThrownBy(() -> GpuConfig.parse("gpu: {service: {admin_group: 'a:b'}}", "x.yaml"))
                 .isInstanceOf(GpuConfigException.class).hasMessageContaining("gpu.service.admin_group");
+        assertThatThrownBy(() -> GpuConfig.parse("gpu: {service: {job_group: 'a b'}}", "x.yaml"))
+                .isInstanceOf(GpuConfigException.class).hasMessageContaining("gpu.service.job_group");
     }
 
     @Test

@@ -62,6 +62,8 @@ public final class JobLauncher implements AutoCloseable {
     private final Path hierarchy;
     private final Path setpriv;
     private final ExecutorService starter;
+    /** The gid every job gets besides its user's groups; -1: none. */
+    private final long jobGid;
 
     private JobLauncher(Builder b) {
         this.isolator = b.isolator;
@@ -80,6 +82,7 @@ public final class JobLauncher implements AutoCloseable {
                     + " normalized, was " + parent);
         }
         this.setpriv = b.setpriv;
+        this.jobGid = b.jobGroup == null ? -1 : gidOf(b.jobGroup);
         if (!Files.isExecutable(setpriv)) {
             throw new IsolationException("cannot run jobs as their user: " + setpriv + " (util-linux setpriv) is"
                     + " missing");
@@ -160,8 +163,50 @@ public final class JobLauncher implements AutoCloseable {
     }
 
     private List<String> switchTo(JobSpec spec) {
-        return List.of(setpriv.toString(), "--reuid=" + spec.uid(), "--regid=" + spec.gid(), "--init-groups",
+        String groups = "--init-groups";
+        if (jobGid >= 0) { // the user's own groups (as NSS has them) and the job group
+            String own = lookup(List.of("/usr/bin/id", "-G", "--", spec.user())).orElseThrow(
+                    () -> new IsolationException("the groups of " + spec.user() + " cannot be looked up (id -G)"));
+            if (!own.matches("[0-9 ]{1,65536}")) {
+                throw new IsolationException("id -G " + spec.user() + " answered \"" + JobSpec.printable(own) + "\"");
+            }
+            groups = "--groups=" + String.join(",", own.trim().split(" +")) + "," + jobGid;
+        }
+        return List.of(setpriv.toString(), "--reuid=" + spec.uid(), "--regid=" + spec.gid(), groups,
                 "--pdeathsig=KILL", "--");
+    }
+
+    private static long gidOf(String group) {
+        String line = lookup(List.of("/usr/bin/getent", "group", "--", group)).orElseThrow(
+                () -> new IsolationException("gpu.service.job_group: group \"" + JobSpec.printable(group)
+                        + "\" does not exist (getent group)"));
+        String[] f = line.split(":", -1);
+        if (f.length < 3 || !f[2].matches("[0-9]{1,10}")) {
+            throw new IsolationException("getent group " + group + " answered \"" + JobSpec.printable(line) + "\"");
+        }
+        return Long.parseLong(f[2]);
+    }
+
+    private static Optional<String> lookup(List<String> cmd) {
+        try {
+            ProcessBuilder pb = new ProcessBuilder(cmd).redirectError(ProcessBuilder.Redirect.DISCARD);
+            pb.environment().clear();
+            pb.environment().putAll(ROOT_ENV);
+            Process p = pb.start();
+            p.getOutputStream().close();
+            String out = new String(p.getInputStream().readNBytes(65536), StandardCharsets.UTF_8).strip();
+            if (!p.waitFor(10, TimeUnit.SECONDS)) {
+                p.destroyForcibly();
+                return Optional.empty();
+            }
+            return p.exitValue() == 0 && !out.isEmpty() ? Optional.of(out.lines().findFirst().orElse(""))
+                    : Optional.empty();
+        } catch (IOException e) {
+            return Optional.empty();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return Optional.empty();
+        }
     }
 
     /**
@@ -299,8 +344,20 @@ public final class JobLauncher implements AutoCloseable {
         private CgroupDeviceIsolator isolator;
         private Path parent;
         private Path setpriv = Path.of("/usr/bin/setpriv");
+        private String jobGroup;
 
         private Builder() {
+        }
+
+        /**
+         * @param v a group every job gets besides its user's own ({@code gpu.service.job_group}): with the driver's
+         *          {@code NVreg_DeviceFileMode=0660} and this group's gid as {@code NVreg_DeviceFileGID}, only jobs
+         *          open the GPUs
+         * @return this
+         */
+        public Builder jobGroup(String v) {
+            jobGroup = Objects.requireNonNull(v, "jobGroup");
+            return this;
         }
 
         /** @param v the isolator that fences jobs (required) @return this */

@@ -64,6 +64,32 @@ class JobLauncherTest {
     }
 
     /**
+     * With a job group ({@code gpu.service.job_group}), a job has its user's own groups and that one, which its user
+     * is no member of (so a login of the same user does not have it); a group that does not exist is refused by name.
+     */
+    @Test
+    void aJobGroupIsAddedToTheUsersOwnGroups(@TempDir Path tmp) throws Exception {
+        try (JobBed jb = new JobBed(tmp, Mechanism.V2)) {
+            String team = jb.users.group("team");
+            String jobs = jb.users.group("jobs");
+            User alice = jb.users.user("alice", team);
+            try (JobLauncher withGroup = JobLauncher.builder().isolator(jb.isolator).cgroupParent(jb.parent)
+                    .jobGroup(jobs).build()) {
+                Allocation a = jb.gpus(0);
+                JobBed.Result r = JobBed.finish(withGroup.launch("t" + a.id(), jb.spec(alice, List.of("/usr/bin/id",
+                        "-Gn"), Map.of()), a));
+                assertThat(r.code()).as(r.err()).isZero();
+                assertThat(r.out().strip().split(" ")).containsExactlyInAnyOrder(alice.name(), team, jobs);
+            }
+            LocalUsers.Result login = LocalUsers.run(List.of("/usr/bin/id", "-Gn", alice.name()), 10);
+            assertThat(login.out().strip().split(" ")).doesNotContain(jobs);
+            assertThatThrownBy(() -> JobLauncher.builder().isolator(jb.isolator).cgroupParent(jb.parent)
+                    .jobGroup("gsu-no-such-group-x").build()).isInstanceOf(IsolationException.class)
+                    .hasMessageContaining("gpu.service.job_group").hasMessageContaining("gsu-no-such-group-x");
+        }
+    }
+
+    /**
      * A library preloaded through the job's environment records the effective uid of every process that loads it:
      * only the job's own processes do (the user's uid), never a root shell or setpriv on the way.
      */
@@ -188,6 +214,16 @@ class JobLauncherTest {
                     LauncherChild.class.getName(), jb.bed.dev.toString(), jb.bed.proc.toString(),
                     tmp.resolve("iso-state").toString(), jb.parent.toString(), String.valueOf(alice.uid()),
                     String.valueOf(alice.gid()), alice.name(), "k1-7").redirectErrorStream(true).start();
+            try {
+                killedService(jb, child);
+            } finally {
+                child.destroyForcibly(); // never left behind, whatever failed
+            }
+        }
+    }
+
+    private static void killedService(JobBed jb, Process child) throws Exception {
+        {
             BufferedReader r = new BufferedReader(new InputStreamReader(child.getInputStream(),
                     StandardCharsets.UTF_8));
             String line;

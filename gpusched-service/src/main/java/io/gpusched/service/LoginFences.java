@@ -13,7 +13,6 @@ import java.nio.file.StandardCopyOption;
 import java.util.ArrayList;
 import java.util.LinkedHashSet;
 import java.util.List;
-import java.util.Optional;
 import java.util.Set;
 import java.util.UUID;
 import java.util.concurrent.TimeUnit;
@@ -131,6 +130,25 @@ final class LoginFences implements AutoCloseable {
                     + " opening one", cg);
             return;
         }
+        List<String> open = openNodes(cg, nodes);
+        if (!open.isEmpty()) {
+            throw new IsolationException("the kernel does not apply the login fence on " + cg + ": a process there"
+                    + " can still open " + open.get(0) + " (no BPF device hook for cgroup2, or no"
+                    + " devices controller for v1, on this kernel); logins are NOT fenced, so the service does not"
+                    + " start with gpu.service.login_cgroups set: fix the kernel, or protect the nodes with the"
+                    + " driver's NVreg_DeviceFileMode=0660 (see README, \"A shared node\")");
+        }
+    }
+
+    /**
+     * Asks, from a root shell in a fresh child of {@code cg} (so every device program of {@code cg} and its ancestors
+     * applies), which of {@code nodes} can be read or written ({@code access(2)} runs the device programs as
+     * {@code open} does, without opening the device).
+     *
+     * @return the nodes a process there can open
+     * @throws IsolationException when the check cannot run
+     */
+    static List<String> openNodes(Path cg, List<String> nodes) {
         Path probe = cg.resolve("gpusched-probe-" + UUID.randomUUID().toString().substring(0, 8));
         String out;
         int rc;
@@ -138,8 +156,8 @@ final class LoginFences implements AutoCloseable {
             Files.createDirectory(probe);
             try {
                 List<String> cmd = new ArrayList<>(List.of("/bin/sh", "-c", "echo $$ > \"$0/cgroup.procs\" || exit 97\n"
-                        + "for f; do /usr/bin/test -r \"$f\" && echo \"OPEN $f\"; /usr/bin/test -w \"$f\" &&"
-                        + " echo \"OPEN $f\"; done; exit 0", probe.toString()));
+                        + "for f; do if /usr/bin/test -r \"$f\" || /usr/bin/test -w \"$f\"; then echo \"OPEN $f\"; fi;"
+                        + " done; exit 0", probe.toString()));
                 cmd.addAll(nodes);
                 ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true);
                 pb.environment().clear();
@@ -148,7 +166,7 @@ final class LoginFences implements AutoCloseable {
                 out = new String(p.getInputStream().readNBytes(64 * 1024), StandardCharsets.UTF_8);
                 if (!p.waitFor(30, TimeUnit.SECONDS)) {
                     p.destroyForcibly();
-                    throw new IsolationException("checking the login fence on " + cg + " took over 30 s");
+                    throw new IsolationException("checking the devices of " + cg + " took over 30 s");
                 }
                 rc = p.exitValue();
             } finally {
@@ -162,23 +180,16 @@ final class LoginFences implements AutoCloseable {
                 }
             }
         } catch (IOException e) {
-            throw new IsolationException("cannot check the login fence on " + cg + ": " + e.getMessage());
+            throw new IsolationException("cannot check the devices of " + cg + ": " + e.getMessage());
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-            throw new IsolationException("interrupted while checking the login fence on " + cg);
+            throw new IsolationException("interrupted while checking the devices of " + cg);
         }
         if (rc != 0) {
-            throw new IsolationException("cannot check the login fence on " + cg + ": the probe failed (exit " + rc
+            throw new IsolationException("cannot check the devices of " + cg + ": the probe failed (exit " + rc
                     + "): " + out.strip());
         }
-        Optional<String> open = out.lines().filter(l -> l.startsWith("OPEN ")).findFirst();
-        if (open.isPresent()) {
-            throw new IsolationException("the kernel does not apply the login fence on " + cg + ": a process there"
-                    + " can still open " + open.get().substring(5) + " (no BPF device hook for cgroup2, or no"
-                    + " devices controller for v1, on this kernel); logins are NOT fenced, so the service does not"
-                    + " start with gpu.service.login_cgroups set: fix the kernel, or protect the nodes with the"
-                    + " driver's NVreg_DeviceFileMode=0660 (see README, \"A shared node\")");
-        }
+        return out.lines().filter(l -> l.startsWith("OPEN ")).map(l -> l.substring(5)).toList();
     }
 
     private Set<Path> previous() {

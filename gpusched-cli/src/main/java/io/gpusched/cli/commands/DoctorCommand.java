@@ -5,6 +5,7 @@ import io.gpusched.core.GpuConfig;
 import io.gpusched.core.internal.Json;
 import io.gpusched.nvml.Wsl2;
 import io.gpusched.server.DoctorReport;
+import io.gpusched.service.Protection;
 import java.io.PrintStream;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -51,6 +52,11 @@ public final class DoctorCommand implements Callable<Integer> {
         out.println("  " + (iso.available() ? "[ok]  available (" + iso.mechanism() + " by default)"
                 : "[--]  unavailable: " + iso.cause() + "\n        -> run as root on a host with a cgroup v1 devices"
                         + " hierarchy or cgroup2, or use gpusched run --no-isolation"));
+        GpuConfig cfg = root.config().map(GpuConfig::load).orElse(GpuConfig.defaults());
+        Protection shared = Protection.check(cfg, Path.of("/dev"), Path.of("/proc"));
+        out.println("Shared node (logins off the GPUs): " + shared.verdict());
+        shared.loginFence().forEach(l -> out.println("  login fence: " + l));
+        shared.deviceFiles().forEach(l -> out.println("  " + l));
         out.println("CUDA (driver " + (r.driver() == null ? "not loaded" : r.driver()) + "):");
         if (r.cuda().isEmpty()) {
             out.println("  none found in /usr/local/cuda*, /opt/cuda, /usr/lib/cuda, CUDA_HOME, CUDA_PATH"

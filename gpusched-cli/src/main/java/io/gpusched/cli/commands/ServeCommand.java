@@ -192,6 +192,7 @@ public final class ServeCommand implements Callable<Integer> {
             } else {
                 JobLauncher.Builder lb = JobLauncher.builder().isolator(iso);
                 config.service().jobCgroupParent().ifPresent(lb::cgroupParent);
+                config.service().jobGroup().ifPresent(lb::jobGroup);
                 launcher = lb.build();
             }
         } catch (GpuException e) {
