@@ -111,10 +111,14 @@ public final class ServiceBenchmark {
             try (ConsoleServer c = b.build()) {
                 routes.console(c::serveOwn);
                 c.start();
+                // more clients than GPUs: each waits its turn in the service's fair queue (without a wait, a
+                // request on a full node is refused at once)
+                String body = clients > 8 ? "{\"flags\":[\"--gpu=1\"],\"wait\":\"1m\"}"
+                        : "{\"flags\":[\"--gpu=1\"]}";
                 return run(clients, seconds, i -> {
                     Client cl = new Client(socket);
                     return () -> {
-                        String a = cl.call("POST", "/api/v1/allocations", "{\"flags\":[\"--gpu=1\"]}", 201);
+                        String a = cl.call("POST", "/api/v1/allocations", body, 201);
                         int at = a.indexOf("\"id\":\"") + 6;
                         String id = a.substring(at, a.indexOf('"', at));
                         cl.call("DELETE", "/api/v1/allocations/" + id, null, 200);
