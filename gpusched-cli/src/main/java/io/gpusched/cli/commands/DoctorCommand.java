@@ -9,6 +9,7 @@ import io.gpusched.core.internal.Printable;
 import io.gpusched.cuda.CudaInstallation;
 import io.gpusched.nvml.Wsl2;
 import io.gpusched.server.DoctorReport;
+import io.gpusched.service.Protection;
 import java.io.PrintStream;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -78,6 +79,11 @@ public final class DoctorCommand implements Callable<Integer> {
         out.println("  " + (iso.available() ? "[ok]  available (" + iso.mechanism() + " by default)"
                 : "[--]  unavailable: " + e(iso.cause()) + "\n        -> run as root on a host with a cgroup v1"
                         + " devices hierarchy or cgroup2, or use gpusched run --no-isolation"));
+        GpuConfig cfg = root.config().map(GpuConfig::load).orElse(GpuConfig.defaults());
+        Protection shared = Protection.check(cfg, Path.of("/dev"), Path.of("/proc"));
+        out.println("Shared node (logins off the GPUs): " + e(shared.verdict()));
+        shared.loginFence().forEach(l -> out.println("  login fence: " + e(l)));
+        shared.deviceFiles().forEach(l -> out.println("  " + e(l)));
         out.println("CUDA (" + (simulated ? "judged against the simulated node's driver " : "driver ")
                 + (r.driver() == null ? "not loaded" : e(r.driver())) + "):");
         if (r.cuda().isEmpty()) {
