@@ -314,8 +314,20 @@ static unsigned long long total_of(nvmlDevice_t d) {
     return scenario == 0 ? 32ULL << 30 : 80ULL << 30;
 }
 
+/* A GPU's scripted memory used, else the scenario's; a MIG device with scripted processes: their memory's sum */
 static unsigned long long used_of(nvmlDevice_t d) {
     long long v = d->mig < 0 ? __atomic_load_n(&dev_used[d->gpu], __ATOMIC_RELAXED) : -1;
+    if (d->mig >= 0) {
+        pthread_mutex_lock(&mu);
+        if (procs_scripted[d->gpu][d->mig + 1]) {
+            v = 0;
+            for (int i = 0; i < nprocs[d->gpu][d->mig + 1]; i++) {
+                unsigned long long m = procs[d->gpu][d->mig + 1][i].mem;
+                if (m != (unsigned long long) NVML_VALUE_NOT_AVAILABLE) v += (long long) m;
+            }
+        }
+        pthread_mutex_unlock(&mu);
+    }
     return v >= 0 ? (unsigned long long) v : (unsigned long long) (d->gpu + 1) << 30;
 }
 

@@ -17,7 +17,6 @@ import io.gpusched.nvml.internal.NvmlBinding;
 import io.gpusched.nvml.internal.NvmlEventWatch;
 import io.gpusched.nvml.internal.NvmlLayout;
 import io.gpusched.nvml.internal.NvmlPoller;
-import io.gpusched.nvml.internal.NvmlReturn;
 import io.gpusched.nvml.internal.NvmlSession;
 import io.gpusched.nvml.internal.NvmlSession.RawDevice;
 import java.time.Instant;
@@ -51,6 +50,10 @@ import org.slf4j.LoggerFactory;
  * XIDs ignored) make it UNHEALTHY. A device returns to HEALTHY only after its live metric calls (utilization,
  * memory, temperature) have answered without error for the whole {@link NvmlOptions#recoveryAfter() recovery
  * period}; {@link #sample()} runs these checks, and the watcher, when on, runs them between events.
+ *
+ * <p>Why it is over 500 lines: it is where discovery's results, the live sweep, the per-process reads and the health
+ * state machine meet a device's lock and lifecycle; each part's logic lives elsewhere ({@link DeviceHealth},
+ * {@link NvmlProcessUsage}, {@code NvmlPoller}, {@code NvmlSession}).
  */
 public final class NvmlInventory implements GpuInventory {
     private static final Logger LOG = LoggerFactory.getLogger(NvmlInventory.class);
@@ -364,29 +367,7 @@ public final class NvmlInventory implements GpuInventory {
             String why = fault.describe();
             return Optional.of(new ProcessUsageSample(now, List.of(), Optional.of(why), Optional.of(why)));
         }
-        String memWhy = running.code() == 0 ? null : whyNot("nvmlDeviceGetComputeRunningProcesses_v3",
-                running.code());
-        String utilWhy = mig ? MIG_UTILIZATION
-                : samples.code() == 0 || samples.code() == NvmlReturn.ERROR_NOT_FOUND.code() ? null
-                        : whyNot("nvmlDeviceGetProcessUtilization", samples.code());
-        List<long[]> fresh = null;
-        if (utilWhy == null) {
-            fresh = new ArrayList<>();
-            for (long[] s : samples.processes()) {
-                if (Long.compareUnsigned(s[1], seen) > 0) { // the driver's contract; an older one would count twice
-                    fresh.add(s);
-                }
-            }
-        }
-        return Optional.of(NvmlProcessUsage.combine(now, running.code() == 0 ? running.processes() : null, memWhy,
-                fresh, utilWhy));
-    }
-
-    private static String whyNot(String call, int code) {
-        if (code == NvmlReturn.ERROR_FUNCTION_NOT_FOUND.code()) {
-            return "this driver's NVML has no " + call;
-        }
-        return call + ": " + NvmlReturn.describe(code);
+        return Optional.of(NvmlProcessUsage.assemble(now, mig, running, samples, seen));
     }
 
     @Override

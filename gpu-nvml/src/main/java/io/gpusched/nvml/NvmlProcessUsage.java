@@ -3,6 +3,8 @@ package io.gpusched.nvml;
 import io.gpusched.core.GpuProcessUsage;
 import io.gpusched.core.MemorySize;
 import io.gpusched.core.ProcessUsageSample;
+import io.gpusched.nvml.internal.NvmlReturn;
+import io.gpusched.nvml.internal.NvmlSession;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -95,6 +97,41 @@ final class NvmlProcessUsage {
         String utilWhy = utilWhyNot != null ? utilWhyNot
                 : samples == null ? "per-process utilization was not read" : null;
         return new ProcessUsageSample(takenAt, out, Optional.ofNullable(utilWhy), Optional.ofNullable(memWhy));
+    }
+
+    /**
+     * @param now     when it was read
+     * @param mig     whether the device is a MIG device (utilization is then not read)
+     * @param running what {@code nvmlDeviceGetComputeRunningProcesses_v3} answered
+     * @param samples what {@code nvmlDeviceGetProcessUtilization} answered (null on a MIG device)
+     * @param seen    the last-seen timestamp it was asked with: older samples are dropped (they would count twice)
+     * @return the sample
+     */
+    static ProcessUsageSample assemble(Instant now, boolean mig, NvmlSession.ProcessList running,
+            NvmlSession.ProcessList samples, long seen) {
+        String memWhy = running.code() == 0 ? null : whyNot("nvmlDeviceGetComputeRunningProcesses_v3",
+                running.code());
+        String utilWhy = mig ? NvmlInventory.MIG_UTILIZATION
+                : samples.code() == 0 || samples.code() == NvmlReturn.ERROR_NOT_FOUND.code() ? null
+                : whyNot("nvmlDeviceGetProcessUtilization", samples.code());
+        List<long[]> fresh = null;
+        if (utilWhy == null) {
+            fresh = new ArrayList<>();
+            for (long[] s : samples.processes()) {
+                if (Long.compareUnsigned(s[1], seen) > 0) {
+                    fresh.add(s);
+                }
+            }
+        }
+        return combine(now, running.code() == 0 ? running.processes() : null, memWhy, fresh, utilWhy);
+    }
+
+    /** @return why a call's figure is not measured: NVML's answer, or that the driver lacks the call */
+    static String whyNot(String call, int code) {
+        if (code == NvmlReturn.ERROR_FUNCTION_NOT_FOUND.code()) {
+            return "this driver's NVML has no " + call;
+        }
+        return call + ": " + NvmlReturn.describe(code);
     }
 
     /** @return the newest timestamp of {@code samples} past {@code lastSeen}, or {@code lastSeen} */

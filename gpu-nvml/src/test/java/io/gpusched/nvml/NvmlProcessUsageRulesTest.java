@@ -18,8 +18,10 @@ class NvmlProcessUsageRulesTest {
     @Test
     void meanPerPidOverItsSamplesAndZeroForAListedProcessWithout() {
         ProcessUsageSample s = NvmlProcessUsage.combine(AT, List.of(new long[]{7, 100, -1, -1},
-                new long[]{8, 200, -1, -1}), null, List.of(new long[]{7, 1, 30}, new long[]{7, 2, 50},
-                        new long[]{9, 2, 5}), null);
+                new long[]{8, 200, -1, -1}), null,
+                List.of(new long[]{7, 1, 30}, new long[]{7, 2, 50},
+                        new long[]{9, 2, 5}),
+                null);
         assertThat(s.processes()).containsExactly(
                 new GpuProcessUsage(7, OptionalDouble.of(40), Optional.of(MemorySize.ofBytes(100))),
                 new GpuProcessUsage(8, OptionalDouble.of(0), Optional.of(MemorySize.ofBytes(200))),
