@@ -172,9 +172,9 @@ final class ContainerLedger implements AutoCloseable {
      * Releases the records of containers YARN no longer holds devices for: their devices cgroup is gone (YARN removes
      * it when it cleans the container up, see {@link ContainerCgroups}), in one node-ledger transaction (one forced
      * append; none when nothing ended). The records are read first, then the cgroups: a record's cgroup is made after
-     * the record, so a container seen without one has ended (or never started). A record younger than {@code grace} is
-     * kept whatever its cgroup says (YARN makes the cgroup right after the plug-in records the container's GPUs), and so
-     * is every record when the cgroups cannot be seen. A record released meanwhile by another process is skipped by
+     * the record, so a container seen without one has ended (or never started). A record younger than {@code grace}
+     * is kept whatever its cgroup says (YARN makes the cgroup right after the plug-in records the container's GPUs),
+     * and so is every record when the cgroups cannot be seen. A record released meanwhile by another process is skipped by
      * the ledger: a release is written once.
      *
      * @return the ids of the records released
@@ -231,7 +231,8 @@ final class ContainerLedger implements AutoCloseable {
         int n = 0;
         for (GpuDevice d : registered) {
             int i = d.index();
-            if (inventory.health(d).isHealthy() && !others.contains(i) && (!outOfPool.contains(i) || yarn.contains(i))) {
+            if (inventory.health(d).isHealthy() && !others.contains(i)
+                    && (!outOfPool.contains(i) || yarn.contains(i))) {
                 n++;
             }
         }

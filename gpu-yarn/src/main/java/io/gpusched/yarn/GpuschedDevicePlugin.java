@@ -136,8 +136,8 @@ public class GpuschedDevicePlugin implements DevicePlugin, DevicePluginScheduler
      */
     public static final String KEY_CONTAINER_CGROUPS = "gpusched.yarn.container-cgroups";
     /**
-     * After how long without a running NodeManager (milliseconds) the records of its containers count as outliving YARN:
-     * {@code gpusched status} and {@code doctor} then flag them with the command that releases them; default
+     * After how long without a running NodeManager (milliseconds) the records of its containers count as outliving
+     * YARN: {@code gpusched status} and {@code doctor} then flag them with the command that releases them; default
      * {@code 600000} (10 minutes). It travels in the NodeManager's heartbeat ({@link NodeManagerHeartbeat}).
      */
     public static final String KEY_OUTLIVED_AFTER_MS = "gpusched.yarn.outlived-after-ms";

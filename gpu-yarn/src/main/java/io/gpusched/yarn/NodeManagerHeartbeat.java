@@ -79,9 +79,11 @@ public record NodeManagerHeartbeat(long pid, long startTime, String host, Instan
          */
         public String describe(String command) {
             return ids.size() + " allocation" + (ids.size() == 1 ? "" : "s") + " of YARN containers (" + String.join(
-                    ", ", ids) + ") held while no NodeManager has run since " + lastSeen + heartbeat.map(h -> " (its"
+                    ", ", ids) + ") held while no NodeManager has run since " + lastSeen
+                    + heartbeat.map(h -> " (its"
                             + " last heartbeat: pid " + h.pid() + " on " + h.host() + ")").orElse(" (no NodeManager"
-                                    + " heartbeat here; the newest record's time)") + ", more than " + after + ". A"
+                                    + " heartbeat here; the newest record's time)")
+                    + ", more than " + after + ". A"
                     + " NodeManager started again with recovery releases those of its containers that ended; if YARN"
                     + " was removed from this node, release them with: " + command + " release " + String.join(" ",
                             ids);
@@ -114,7 +116,8 @@ public record NodeManagerHeartbeat(long pid, long startTime, String host, Instan
         }
         String text = "# the YARN NodeManager with gpusched's plug-in on this node, rewritten every tick\n"
                 + "pid=" + me.pid() + "\nstart=" + me.startTime() + "\nhost=" + host.replaceAll("[^A-Za-z0-9._-]",
-                        "_") + "\nat=" + System.currentTimeMillis() + "\nevery_ms=" + every.toMillis()
+                        "_")
+                + "\nat=" + System.currentTimeMillis() + "\nevery_ms=" + every.toMillis()
                 + "\noutlived_after_ms=" + outlivedAfter.toMillis() + "\n";
         byte[] rnd = new byte[6];
         new SecureRandom().nextBytes(rnd);

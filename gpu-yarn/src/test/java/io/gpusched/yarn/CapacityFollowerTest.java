@@ -148,8 +148,8 @@ class CapacityFollowerTest {
         pc.set(GpuschedDevicePlugin.KEY_HEALTH_INTERVAL_MS, "100");
         pc.set(GpuschedDevicePlugin.KEY_NODE_ID, node.toString());
         try (SimulatedGpuInventory inv = (SimulatedGpuInventory) GpuInventories.simulated("dgx1-v100");
-                GpuNode cli = GpuNode.builder().inventory(inv).stateDir(ledger).maintenanceInterval(Duration.ZERO)
-                        .auditLogging(false).build()) {
+             GpuNode cli = GpuNode.builder().inventory(inv).stateDir(ledger).maintenanceInterval(Duration.ZERO)
+                     .auditLogging(false).build()) {
             GpuschedDevicePlugin p = new GpuschedDevicePlugin(inv, pc);
             try {
                 Set<Device> all = p.getDevices();

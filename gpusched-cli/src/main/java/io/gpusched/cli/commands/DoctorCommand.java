@@ -1,14 +1,19 @@
 package io.gpusched.cli.commands;
 
 import io.gpusched.cli.GpuschedCommand;
+import io.gpusched.cli.Node;
+import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuConfig;
 import io.gpusched.core.internal.Json;
 import io.gpusched.nvml.Wsl2;
 import io.gpusched.server.DoctorReport;
+import io.gpusched.yarn.NodeManagerHeartbeat;
+import io.gpusched.yarn.YarnContainerGpus;
 import java.io.PrintStream;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Optional;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.ParentCommand;
@@ -64,6 +69,29 @@ public final class DoctorCommand implements Callable<Integer> {
             out.println("        " + c.verdict());
         }
         r.cudaProblems().forEach(p -> out.println("  problem: " + p));
+        yarn(out);
         return 0;
+    }
+
+    /** The YARN NodeManager beside this node's ledger, when there is one or its containers' records (issue 32). */
+    private void yarn(PrintStream out) {
+        Node.Read r;
+        try {
+            r = root.readLedger();
+        } catch (RuntimeException e) { // no backend or no ledger here: nothing to say about YARN
+            return;
+        }
+        Optional<NodeManagerHeartbeat> hb = NodeManagerHeartbeat.read(r.stateDirectory());
+        List<Allocation> live = r.ledger().allocations();
+        long records = live.stream().filter(a -> a.request().labels().containsKey(YarnContainerGpus.LABEL)).count();
+        if (hb.isEmpty() && records == 0) {
+            return;
+        }
+        out.println("YARN (node ledger " + r.stateDirectory() + "): " + records + " allocation" + (records == 1 ? ""
+                : "s") + " of YARN containers");
+        hb.ifPresent(h -> out.println(h.running() ? "  [ok]  NodeManager pid " + h.pid() + " runs (heartbeat every "
+                + h.every().toMillis() + " ms)" : "  [--]  no NodeManager runs; the last, pid " + h.pid() + " on "
+                        + h.host() + ", wrote its heartbeat at " + h.at()));
+        YarnOutlived.note(root, r.stateDirectory(), live).ifPresent(t -> out.println("  [--]  " + t));
     }
 }

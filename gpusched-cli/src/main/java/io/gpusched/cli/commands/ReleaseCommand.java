@@ -2,6 +2,7 @@ package io.gpusched.cli.commands;
 
 import io.gpusched.cli.GpuschedCommand;
 import io.gpusched.cli.Node;
+import java.util.List;
 import java.util.Optional;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
@@ -9,19 +10,27 @@ import picocli.CommandLine.Parameters;
 import picocli.CommandLine.ParentCommand;
 
 /** {@code gpusched release}. */
-@Command(name = "release", description = "Release an allocation.")
+@Command(name = "release", description = "Release allocations.")
 public final class ReleaseCommand implements Callable<Integer> {
     @ParentCommand
     GpuschedCommand root;
 
-    @Parameters(paramLabel = "ID", description = "allocation id")
-    String id;
+    @Parameters(paramLabel = "ID", arity = "1..*", description = "allocation id; several are released together"
+            + " (one ledger write, none when one of them was never issued)")
+    List<String> ids;
 
     @Override
     public Integer call() {
         try (Node n = root.open(Optional.empty())) {
-            boolean released = n.scheduler().release(id);
-            root.out().println(released ? "released " + id : id + " was already released");
+            if (ids.size() == 1) {
+                String id = ids.get(0);
+                boolean released = n.scheduler().release(id);
+                root.out().println(released ? "released " + id : id + " was already released");
+            } else {
+                int released = n.scheduler().releaseAll(ids);
+                root.out().println("released " + released + " of " + ids.size() + ": " + String.join(" ", ids)
+                        + (released < ids.size() ? " (the others were already released)" : ""));
+            }
         }
         return 0;
     }

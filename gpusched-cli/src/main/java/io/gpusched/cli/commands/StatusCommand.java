@@ -33,6 +33,8 @@ public final class StatusCommand implements Callable<Integer> {
                         + (h.expiresAt() == null ? "" : "  lease until " + h.expiresAt()));
             }
             st.notes().forEach(note -> root.out().println("note: " + note));
+            YarnOutlived.note(root, n.stateDirectory(), s.allocations()).ifPresent(t -> root.out().println("note: "
+                    + t));
         }
         return 0;
     }
