@@ -6,8 +6,8 @@ import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuInventories;
 import io.gpusched.core.GpuInventory;
 import io.gpusched.core.GpuRequest;
+import io.gpusched.core.GpuScheduler;
 import io.gpusched.core.HolderProcess;
-import io.gpusched.core.host.GpuNode;
 import io.gpusched.testing.LedgerReader;
 import io.gpusched.yarn.NodeManagerHeartbeat;
 import io.gpusched.yarn.YarnContainerGpus;
@@ -16,6 +16,7 @@ import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Clock;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.List;
@@ -56,12 +57,15 @@ class YarnOutlivedStatusTest {
         String c1;
         String c2;
         String other;
+        // the records were made two hours ago (a NodeManager ran then)
         try (GpuInventory inv = GpuInventories.simulated("dgx1-v100");
-                GpuNode node = GpuNode.builder().inventory(inv).stateDir(state).maintenanceInterval(Duration.ZERO)
-                        .auditLogging(false).build()) {
+             GpuScheduler node = GpuScheduler.builder().inventory(inv).stateDir(state).auditLogging(false)
+                     .maintenanceInterval(Duration.ZERO).clock(Clock.offset(Clock.systemUTC(),
+                             Duration.ofHours(-2)))
+                     .build()) {
             c1 = yarnRecord(node, "container_1700000000000_0001_01_000002").id();
             c2 = yarnRecord(node, "container_1700000000000_0001_01_000003").id();
-            other = node.scheduler().allocate(GpuRequest.builder().count(1).owner("alice").build()).id();
+            other = node.allocate(GpuRequest.builder().count(1).owner("alice").build()).id();
         }
         HolderProcess me = HolderProcess.current();
         Path hb = state.resolve(NodeManagerHeartbeat.FILE);
@@ -115,8 +119,8 @@ class YarnOutlivedStatusTest {
         assertThat(List.of(c1, c2)).doesNotContain(other);
     }
 
-    private static Allocation yarnRecord(GpuNode node, String cid) {
-        return node.scheduler().allocate(GpuRequest.builder().count(2).owner("yarn").jobId(cid)
+    private static Allocation yarnRecord(GpuScheduler node, String cid) {
+        return node.allocate(GpuRequest.builder().count(2).owner("yarn").jobId(cid)
                 .label(YarnContainerGpus.LABEL, cid).build());
     }
 }

@@ -90,7 +90,8 @@ public final class DoctorCommand implements Callable<Integer> {
         out.println("YARN (node ledger " + r.stateDirectory() + "): " + records + " allocation" + (records == 1 ? ""
                 : "s") + " of YARN containers");
         hb.ifPresent(h -> out.println(h.running() ? "  [ok]  NodeManager pid " + h.pid() + " runs (heartbeat every "
-                + h.every().toMillis() + " ms)" : "  [--]  no NodeManager runs; the last, pid " + h.pid() + " on "
+                + h.every().toMillis() + " ms)"
+                : "  [--]  no NodeManager runs; the last, pid " + h.pid() + " on "
                         + h.host() + ", wrote its heartbeat at " + h.at()));
         YarnOutlived.note(root, r.stateDirectory(), live).ifPresent(t -> out.println("  [--]  " + t));
     }
