@@ -31,6 +31,7 @@ import java.util.Set;
  *   thermal: {max_sample_age: 30s}                 # older samples are ignored by the thermal strategy
  *   placement: {work_budget: 1000000}              # topology search budget (units, >= 1000) or exact
  *   state_dir: /var/lib/gpusched                   # node ledger shared by the node's processes; unset: in memory
+ *   state_group: gpusched-engines                  # the group that may share it (unset: $GPUSCHED_STATE_GROUP, else none)
  * </pre>
  * Unknown keys are rejected with their path named.
  *
@@ -51,6 +52,9 @@ import java.util.Set;
  * @param workBudget        {@code gpu.placement.work_budget}: work units one topology search may spend (at least
  *                          1,000; {@link io.gpusched.core.strategy.TopologyAwareStrategy#EXACT} for none, written
  *                          {@code exact})
+ * @param stateGroup        {@code gpu.state_group}: the group that may share the state directory with its owner (a
+ *                          directory it owns, setgid, may be written by the group: engines running as service users of
+ *                          their own beside the root service); empty: {@code $GPUSCHED_STATE_GROUP}, else none
  */
 public record GpuConfig(
         boolean enabled,
@@ -65,12 +69,13 @@ public record GpuConfig(
         int rateLimitBurst,
         Duration sampleMaxAge,
         Optional<Path> stateDir,
-        long workBudget) {
+        long workBudget,
+        Optional<String> stateGroup) {
 
     private static final Set<String> ROOT_KEYS = Set.of("gpu");
     private static final Set<String> GPU_KEYS = Set.of("enabled", "strategy", "backends", "cuda_paths",
             "max_gpus_per_request", "allow_sharing", "leases", "drain", "rate_limit", "thermal", "state_dir",
-            "placement");
+            "placement", "state_group");
 
     /** @throws GpuConfigException naming the invalid setting */
     public GpuConfig {
@@ -89,6 +94,12 @@ public record GpuConfig(
         Objects.requireNonNull(drainTimeout, "drainTimeout");
         Objects.requireNonNull(stateDir, "stateDir");
         Objects.requireNonNull(sampleMaxAge, "sampleMaxAge");
+        Objects.requireNonNull(stateGroup, "stateGroup");
+        if (stateGroup.isPresent() && !stateGroup.get().matches("[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}")) {
+            throw new GpuConfigException("gpu.state_group: \"" + stateGroup.get().replace("\0", "\\0") + "\" is not a"
+                    + " group name; expected a name such as gpusched-engines (letters, digits, '_', '.', '-'; at most"
+                    + " 32) or a number");
+        }
         if (drainTimeout.isNegative() || sampleMaxAge.isNegative() || sampleMaxAge.isZero()) {
             throw new GpuConfigException("gpu.drain.timeout must be >= 0 and gpu.thermal.max_sample_age > 0; got "
                     + drainTimeout + ", " + sampleMaxAge);
@@ -181,6 +192,7 @@ public record GpuConfig(
             }
             b.stateDir(dir);
         }
+        b.stateGroup(gpu.string("state_group", null));
         try {
             return b.build();
         } catch (GpuConfigException e) {
@@ -206,7 +218,7 @@ public record GpuConfig(
      */
     public GpuConfig withStrategy(String name) {
         return new GpuConfig(enabled, name, backends, cudaPaths, maxGpusPerRequest, allowSharing, releaseOnExpiry,
-                drainTimeout, rateLimitPerSecond, rateLimitBurst, sampleMaxAge, stateDir, workBudget);
+                drainTimeout, rateLimitPerSecond, rateLimitBurst, sampleMaxAge, stateDir, workBudget, stateGroup);
     }
 
     /**
@@ -215,7 +227,8 @@ public record GpuConfig(
      */
     public GpuConfig withBackends(List<String> names) {
         return new GpuConfig(enabled, strategy, List.copyOf(names), cudaPaths, maxGpusPerRequest, allowSharing,
-                releaseOnExpiry, drainTimeout, rateLimitPerSecond, rateLimitBurst, sampleMaxAge, stateDir, workBudget);
+                releaseOnExpiry, drainTimeout, rateLimitPerSecond, rateLimitBurst, sampleMaxAge, stateDir, workBudget,
+                stateGroup);
     }
 
     /** @return a builder with the defaults */
@@ -238,6 +251,7 @@ public record GpuConfig(
         private Duration sampleMaxAge = Duration.ofSeconds(30);
         private Path stateDir;
         private long workBudget = TopologyAwareStrategy.DEFAULT_WORK_BUDGET;
+        private String stateGroup;
 
         private Builder() {
         }
@@ -265,6 +279,15 @@ public record GpuConfig(
             return this;
         }
 
+        /**
+         * @param v the group that may share the state directory ({@code gpu.state_group}); null: {@code
+         *          $GPUSCHED_STATE_GROUP}, else none @return this
+         */
+        public Builder stateGroup(String v) {
+            stateGroup = v;
+            return this;
+        }
+
         /** @return this */
         public Builder enabled(boolean v) { enabled = v; return this; }
         /** @return this */
@@ -285,7 +308,7 @@ public record GpuConfig(
         public GpuConfig build() {
             return new GpuConfig(enabled, strategy, backends, cudaPaths, maxGpusPerRequest, allowSharing,
                     releaseOnExpiry, drainTimeout, rateLimitPerSecond, rateLimitBurst, sampleMaxAge,
-                    Optional.ofNullable(stateDir), workBudget);
+                    Optional.ofNullable(stateDir), workBudget, Optional.ofNullable(stateGroup).filter(g -> !g.isBlank()));
         }
     }
 }

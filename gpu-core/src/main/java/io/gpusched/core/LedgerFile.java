@@ -63,6 +63,8 @@ final class LedgerFile {
     private final Path dir;
     private final Path file;
     private final long compactAt;
+    /** The group that may share the directory with its owner ({@link StateGroup}). */
+    private final StateGroup group;
     /** Null for a reader ({@link #read}): it takes no lock. */
     private final NodeLock lock;
     /** A reader opens the ledger file for reading only, takes no lock, and leaves a torn tail where it is. */
@@ -79,16 +81,21 @@ final class LedgerFile {
     private long generation;
 
     LedgerFile(Path dir) {
-        this(dir, LedgerCompaction.threshold());
+        this(dir, LedgerCompaction.threshold(), StateGroup.of(Optional.empty()));
     }
 
     LedgerFile(Path dir, long compactAt) {
+        this(dir, compactAt, StateGroup.of(Optional.empty()));
+    }
+
+    LedgerFile(Path dir, long compactAt, StateGroup group) {
         this.dir = dir.toAbsolutePath().normalize();
         this.file = this.dir.resolve(FILE);
         this.compactAt = compactAt;
+        this.group = group;
         this.readOnly = false;
-        LedgerDirectorySecurity.prepareDirectory(this.dir);
-        this.lock = new NodeLock(this.dir);
+        LedgerDirectorySecurity.prepareDirectory(this.dir, group);
+        this.lock = new NodeLock(this.dir, group);
     }
 
     /** A reader: no directory created, no lock file, the ledger opened read-only; see {@link #read}. */
@@ -96,6 +103,7 @@ final class LedgerFile {
         this.dir = dir.toAbsolutePath().normalize();
         this.file = this.dir.resolve(FILE);
         this.compactAt = Long.MAX_VALUE;
+        this.group = StateGroup.of(Optional.empty());
         this.readOnly = readOnly;
         this.lock = null;
     }
@@ -118,7 +126,7 @@ final class LedgerFile {
      */
     static NodeState read(Path dir, NodeState initial, List<String> warnings) {
         LedgerFile r = new LedgerFile(dir, true);
-        LedgerDirectorySecurity.checkForReader(r.dir, r.file);
+        LedgerDirectorySecurity.checkForReader(r.dir, r.file, r.group);
         LedgerException last = null;
         for (int tries = 0; tries < READ_TRIES; tries++) {
             Object before = r.identity();
@@ -167,6 +175,11 @@ final class LedgerFile {
         return file;
     }
 
+    /** @return the group that may share the directory ({@link StateGroup#NONE} when none is configured) */
+    StateGroup group() {
+        return group;
+    }
+
     /** @return the node's id prefix */
     String prefix() {
         return prefix;
@@ -210,9 +223,9 @@ final class LedgerFile {
                 byte[] rnd = new byte[3];
                 new SecureRandom().nextBytes(rnd);
                 String p = String.format(Locale.ROOT, "a%02x%02x%02x", rnd[0], rnd[1], rnd[2]);
-                LedgerCompaction.writeGeneration(dir, file, p, 1, null);
+                LedgerCompaction.writeGeneration(dir, file, p, 1, null, group);
             }
-            LedgerDirectorySecurity.checkNotWritableByOthers(file, "ledger");
+            LedgerDirectorySecurity.checkFile(file, "ledger", group);
             out[0] = reload(initial, events, false);
             maybeCompact(out[0]);
         });
@@ -268,16 +281,30 @@ final class LedgerFile {
         }
     }
 
-    /** @return the ledger file opened for reading and writing, or for reading only (not through a link) by a reader */
+    /**
+     * @return the ledger file opened for reading and writing, or for reading only by a reader; never through a link
+     *         (one planted in its place fails to open), and a writer's only when it is a regular file with one link
+     *         (checked after the open: see {@link LedgerDirectorySecurity#checkFile})
+     */
     private FileChannel openFile() throws IOException {
-        return readOnly ? FileChannel.open(file, StandardOpenOption.READ, LinkOption.NOFOLLOW_LINKS)
-                : FileChannel.open(file, StandardOpenOption.READ, StandardOpenOption.WRITE);
+        if (readOnly) {
+            return FileChannel.open(file, StandardOpenOption.READ, LinkOption.NOFOLLOW_LINKS);
+        }
+        FileChannel c = FileChannel.open(file, StandardOpenOption.READ, StandardOpenOption.WRITE,
+                LinkOption.NOFOLLOW_LINKS);
+        try {
+            LedgerDirectorySecurity.checkFile(file, "ledger", group);
+        } catch (LedgerException e) {
+            c.close();
+            throw e;
+        }
+        return c;
     }
 
     private NodeState catchUp(NodeState current, List<AllocationEvent> events) {
         Object key;
         try {
-            key = Files.readAttributes(file, BasicFileAttributes.class).fileKey();
+            key = Files.readAttributes(file, BasicFileAttributes.class, LinkOption.NOFOLLOW_LINKS).fileKey();
         } catch (IOException e) {
             throw io("the node ledger " + file + " cannot be read (was it removed?)", file, e);
         }
@@ -301,9 +328,12 @@ final class LedgerFile {
      */
     private NodeState reload(NodeState like, List<AllocationEvent> events, boolean diff) {
         closeChannel();
+        if (!readOnly) { // a link, FIFO or linked file planted in the ledger's place: a typed refusal, not an I/O error
+            LedgerDirectorySecurity.checkFile(file, "ledger", group);
+        }
         try {
             channel = openFile();
-            fileKey = Files.readAttributes(file, BasicFileAttributes.class).fileKey();
+            fileKey = Files.readAttributes(file, BasicFileAttributes.class, LinkOption.NOFOLLOW_LINKS).fileKey();
         } catch (AccessDeniedException e) {
             throw readOnly ? LedgerDirectorySecurity.denied(file, dir, file)
                     : io("cannot open the node ledger " + file, file, e);
@@ -472,7 +502,7 @@ final class LedgerFile {
             return;
         }
         try {
-            LedgerCompaction.writeGeneration(dir, file, prefix, generation + 1, s);
+            LedgerCompaction.writeGeneration(dir, file, prefix, generation + 1, s, group);
             reloadAfterCompaction();
         } catch (LedgerException e) {
             LOG.warn("compacting {} failed; it keeps growing until the next try: {}", file, e.getMessage());
@@ -482,8 +512,8 @@ final class LedgerFile {
     private void reloadAfterCompaction() {
         closeChannel();
         try {
-            channel = FileChannel.open(file, StandardOpenOption.READ, StandardOpenOption.WRITE);
-            fileKey = Files.readAttributes(file, BasicFileAttributes.class).fileKey();
+            channel = openFile();
+            fileKey = Files.readAttributes(file, BasicFileAttributes.class, LinkOption.NOFOLLOW_LINKS).fileKey();
             readOffset = channel.size();
         } catch (IOException e) {
             throw io("cannot open the node ledger " + file, file, e);
