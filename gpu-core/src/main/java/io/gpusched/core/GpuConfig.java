@@ -31,7 +31,7 @@ import java.util.Set;
  *   thermal: {max_sample_age: 30s}                 # older samples are ignored by the thermal strategy
  *   placement: {work_budget: 1000000}              # topology search budget (units, >= 1000) or exact
  *   state_dir: /var/lib/gpusched                   # node ledger shared by the node's processes; unset: in memory
- *   state_group: gpusched-engines                  # the group that may share it (unset: $GPUSCHED_STATE_GROUP, else none)
+ *   state_group: gpusched-engines                  # the group sharing it (unset: $GPUSCHED_STATE_GROUP, else none)
  * </pre>
  * Unknown keys are rejected with their path named.
  *
@@ -308,7 +308,8 @@ public record GpuConfig(
         public GpuConfig build() {
             return new GpuConfig(enabled, strategy, backends, cudaPaths, maxGpusPerRequest, allowSharing,
                     releaseOnExpiry, drainTimeout, rateLimitPerSecond, rateLimitBurst, sampleMaxAge,
-                    Optional.ofNullable(stateDir), workBudget, Optional.ofNullable(stateGroup).filter(g -> !g.isBlank()));
+                    Optional.ofNullable(stateDir), workBudget,
+                    Optional.ofNullable(stateGroup).filter(g -> !g.isBlank()));
         }
     }
 }

@@ -53,6 +53,7 @@ final class LedgerDirectorySecurity {
      * it.
      */
     static void prepareDirectory(Path dir, StateGroup group) {
+        refuseLinksInSharedDirectories(dir, group);
         if (!Files.isDirectory(dir)) {
             try {
                 Path first = dir; // the outermost directory this call creates
@@ -79,6 +80,26 @@ final class LedgerDirectorySecurity {
         checkNotWritableByOthers(dir, "state directory", group);
         if (shares(dir, group)) {
             checkProtectedHardlinks(dir, group, Path.of("/proc"));
+        }
+    }
+
+    /**
+     * A member of the state group may rename entries of a directory the group shares, so a path component inside one
+     * (a simulated node's {@code simulated/<profile>} below a shared base) is used only where it is not a link: one
+     * planted there would make gpusched create and write its files wherever it points.
+     *
+     * @throws LedgerException {@code INSECURE_PERMISSIONS} naming the link
+     */
+    static void refuseLinksInSharedDirectories(Path dir, StateGroup group) {
+        if (!group.configured()) {
+            return;
+        }
+        for (Path p = dir; p != null && p.getParent() != null; p = p.getParent()) {
+            if (Files.isSymbolicLink(p) && shares(p.getParent(), group)) {
+                throw new LedgerException(Kind.INSECURE_PERMISSIONS, p, p + " is a symbolic link in " + p.getParent()
+                        + ", which group " + group.name().orElse("?") + " may write; it is not followed (a member could"
+                        + " point it anywhere): remove it, and gpusched makes the directory", null);
+            }
         }
     }
 
@@ -230,7 +251,8 @@ final class LedgerDirectorySecurity {
                     + (others ? "other users" : "its group") + " (mode " + mode + "); the node ledger decides who gets"
                     + " which GPU, so it must be writable by its owner only: run chmod " + (others ? "o-w " : "go-w ")
                     + p + (others ? "" : "; or, to share it with the engines' users, make the group that owns it the"
-                            + " state group (gpu.state_group or " + StateGroup.ENV + ")"), null);
+                            + " state group (gpu.state_group or " + StateGroup.ENV + ")"),
+                    null);
         }
     }
 
@@ -349,9 +371,9 @@ final class LedgerDirectorySecurity {
     }
 
     /**
-     * Writes {@code body} to {@code dir/name} whole or not at all: a new temporary file of a random name (created, never
-     * opened through a link), forced, given {@link #fileMode} without following a link, renamed over the old one (a
-     * rename replaces a link itself, never its target), the directory forced.
+     * Writes {@code body} to {@code dir/name} whole or not at all: a new temporary file of a random name (created,
+     * never opened through a link), forced, given {@link #fileMode} without following a link, renamed over the old one
+     * (a rename replaces a link itself, never its target), the directory forced.
      */
     static void writeAtomically(Path dir, String name, byte[] body, StateGroup group) throws IOException {
         byte[] rnd = new byte[6];
