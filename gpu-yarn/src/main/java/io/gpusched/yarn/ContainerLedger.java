@@ -174,8 +174,8 @@ final class ContainerLedger implements AutoCloseable {
      * append; none when nothing ended). The records are read first, then the cgroups: a record's cgroup is made after
      * the record, so a container seen without one has ended (or never started). A record younger than {@code grace}
      * is kept whatever its cgroup says (YARN makes the cgroup right after the plug-in records the container's GPUs),
-     * and so is every record when the cgroups cannot be seen. A record released meanwhile by another process is skipped by
-     * the ledger: a release is written once.
+     * and so is every record when the cgroups cannot be seen. A record released meanwhile by another process is skipped
+     * by the ledger: a release is written once.
      *
      * @return the ids of the records released
      */
