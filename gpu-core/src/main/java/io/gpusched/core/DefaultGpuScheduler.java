@@ -99,11 +99,12 @@ final class DefaultGpuScheduler implements GpuScheduler {
         LedgerFile file = null;
         Ledger l;
         try {
-            file = stateDir == null ? null : new LedgerFile(stateDir);
+            file = stateDir == null ? null : new LedgerFile(stateDir, LedgerCompaction.threshold(),
+                    StateGroup.of(config.stateGroup()));
             if (file != null) {
                 NodeIdentity.check(file, inventory);
             }
-            this.tickets = file == null ? null : WaitTickets.of(file.directory()).orElse(null);
+            this.tickets = file == null ? null : WaitTickets.of(file.directory(), file.group()).orElse(null);
             LedgerFile f = file;
             WaitTickets t = tickets;
             this.waiters = new WaitQueue(f == null ? null : t == null ? f::stamp : () -> List.of(f.stamp(), t.stamp()),

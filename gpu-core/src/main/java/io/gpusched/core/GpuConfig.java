@@ -45,6 +45,7 @@ import java.util.Set;
  *     job_cgroup_parent: ""                        # empty: gpusched.jobs at the cgroup root
  *     kill_grace: 10s                              # TERM, then KILL after this
  *     job_group: ""                                # a group only jobs get (with NVreg_DeviceFileMode=0660)
+ *   state_group: gpusched-engines                  # the group sharing it (unset: $GPUSCHED_STATE_GROUP, else none)
  * </pre>
  * Unknown keys are rejected with their path named.
  *
@@ -75,6 +76,9 @@ import java.util.Set;
  *                          refused for that GPU ({@code INSUFFICIENT_GPUS}, or {@code DEVICE_BUSY} for a GPU named)
  * @param users             {@code gpu.users}: per-user GPU limits, enforced in the ledger's transaction
  * @param service           {@code gpu.service}: the node service's settings
+ * @param stateGroup        {@code gpu.state_group}: the group that may share the state directory with its owner (a
+ *                          directory it owns, setgid, may be written by the group: engines running as service users of
+ *                          their own beside the root service); empty: {@code $GPUSCHED_STATE_GROUP}, else none
  */
 public record GpuConfig(
         boolean enabled,
@@ -92,7 +96,8 @@ public record GpuConfig(
         long workBudget,
         int maxSharedPerGpu,
         UserQuotas users,
-        ServiceSettings service) {
+        ServiceSettings service,
+        Optional<String> stateGroup) {
 
     /** The default of {@code gpu.max_shared_per_gpu}: MPS serves at most 48 client contexts per GPU. */
     public static final int DEFAULT_MAX_SHARED_PER_GPU = 48;
@@ -102,7 +107,8 @@ public record GpuConfig(
     private static final Set<String> ROOT_KEYS = Set.of("gpu");
     private static final Set<String> GPU_KEYS = Set.of("enabled", "strategy", "backends", "cuda_paths",
             "max_gpus_per_request", "allow_sharing", "max_shared_per_gpu", "leases", "drain", "rate_limit", "thermal",
-            "state_dir", "placement", "accounting", "idle", "users", "service");
+            "state_dir", "placement", "accounting", "idle", "users", "service",
+            "state_group");
 
     /** @throws GpuConfigException naming the invalid setting */
     public GpuConfig {
@@ -121,6 +127,12 @@ public record GpuConfig(
         Objects.requireNonNull(drainTimeout, "drainTimeout");
         Objects.requireNonNull(stateDir, "stateDir");
         Objects.requireNonNull(sampleMaxAge, "sampleMaxAge");
+        Objects.requireNonNull(stateGroup, "stateGroup");
+        if (stateGroup.isPresent() && !stateGroup.get().matches("[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}")) {
+            throw new GpuConfigException("gpu.state_group: \"" + stateGroup.get().replace("\0", "\\0") + "\" is not a"
+                    + " group name; expected a name such as gpusched-engines (letters, digits, '_', '.', '-'; at most"
+                    + " 32) or a number");
+        }
         if (drainTimeout.isNegative() || sampleMaxAge.isNegative() || sampleMaxAge.isZero()) {
             throw new GpuConfigException("gpu.drain.timeout must be >= 0 and gpu.thermal.max_sample_age > 0; got "
                     + drainTimeout + ", " + sampleMaxAge);
@@ -225,6 +237,7 @@ public record GpuConfig(
             }
             b.stateDir(dir);
         }
+        b.stateGroup(gpu.string("state_group", null));
         try {
             return b.build();
         } catch (GpuConfigException e) {
@@ -324,7 +337,7 @@ public record GpuConfig(
     public GpuConfig withStrategy(String name) {
         return new GpuConfig(enabled, name, backends, cudaPaths, maxGpusPerRequest, allowSharing, releaseOnExpiry,
                 drainTimeout, rateLimitPerSecond, rateLimitBurst, sampleMaxAge, stateDir, workBudget, maxSharedPerGpu,
-                users, service);
+                users, service, stateGroup);
     }
 
     /**
@@ -334,21 +347,22 @@ public record GpuConfig(
     public GpuConfig withBackends(List<String> names) {
         return new GpuConfig(enabled, strategy, List.copyOf(names), cudaPaths, maxGpusPerRequest, allowSharing,
                 releaseOnExpiry, drainTimeout, rateLimitPerSecond, rateLimitBurst, sampleMaxAge, stateDir, workBudget,
-                maxSharedPerGpu, users, service);
+                maxSharedPerGpu, users, service,
+                stateGroup);
     }
 
     /** @return this configuration with other user quotas ({@code gpu.users}) */
     public GpuConfig withUsers(UserQuotas v) {
         return new GpuConfig(enabled, strategy, backends, cudaPaths, maxGpusPerRequest, allowSharing, releaseOnExpiry,
                 drainTimeout, rateLimitPerSecond, rateLimitBurst, sampleMaxAge, stateDir, workBudget, maxSharedPerGpu,
-                v, service);
+                v, service, stateGroup);
     }
 
     /** @return this configuration with other service settings ({@code gpu.service}) */
     public GpuConfig withService(ServiceSettings v) {
         return new GpuConfig(enabled, strategy, backends, cudaPaths, maxGpusPerRequest, allowSharing, releaseOnExpiry,
                 drainTimeout, rateLimitPerSecond, rateLimitBurst, sampleMaxAge, stateDir, workBudget, maxSharedPerGpu,
-                users, v);
+                users, v, stateGroup);
     }
 
     /** @return a builder with the defaults */
@@ -374,6 +388,7 @@ public record GpuConfig(
         private int maxSharedPerGpu = DEFAULT_MAX_SHARED_PER_GPU;
         private UserQuotas users = UserQuotas.none();
         private ServiceSettings service = ServiceSettings.defaults();
+        private String stateGroup;
 
         private Builder() {
         }
@@ -413,6 +428,15 @@ public record GpuConfig(
             return this;
         }
 
+        /**
+         * @param v the group that may share the state directory ({@code gpu.state_group}); null: {@code
+         *          $GPUSCHED_STATE_GROUP}, else none @return this
+         */
+        public Builder stateGroup(String v) {
+            stateGroup = v;
+            return this;
+        }
+
         /** @return this */
         public Builder enabled(boolean v) { enabled = v; return this; }
         /** @return this */
@@ -438,7 +462,8 @@ public record GpuConfig(
         public GpuConfig build() {
             return new GpuConfig(enabled, strategy, backends, cudaPaths, maxGpusPerRequest, allowSharing,
                     releaseOnExpiry, drainTimeout, rateLimitPerSecond, rateLimitBurst, sampleMaxAge,
-                    Optional.ofNullable(stateDir), workBudget, maxSharedPerGpu, users, service);
+                    Optional.ofNullable(stateDir), workBudget, maxSharedPerGpu, users, service,
+                    Optional.ofNullable(stateGroup).filter(g -> !g.isBlank()));
         }
     }
 }
