@@ -127,13 +127,14 @@ public final class DoctorCommand implements Callable<Integer> {
         if (hb.isEmpty() && records == 0) {
             return;
         }
-        out.println("YARN (node ledger " + e(r.stateDirectory().toString()) + "): " + records + " allocation" + (records == 1 ? ""
-                : "s") + " of YARN containers");
+        out.println("YARN (node ledger " + e(r.stateDirectory().toString()) + "): " + records + " allocation"
+                + (records == 1 ? "" : "s") + " of YARN containers");
         hb.ifPresent(h -> out.println(h.running() ? "  [ok]  NodeManager pid " + h.pid() + " runs (heartbeat every "
                 + h.every().toMillis() + " ms)"
                 : "  [--]  no NodeManager runs; the last, pid " + h.pid() + " on "
                         + e(h.host()) + ", wrote its heartbeat at " + h.at()));
         YarnOutlived.note(root, r.stateDirectory(), live).ifPresent(t -> out.println("  [--]  " + e(t)));
+    }
 
     private static String e(String s) {
         return Printable.escape(s);
