@@ -33,9 +33,9 @@ import org.yaml.snakeyaml.Yaml;
  * among the parent's MIG devices), the name {@code nvidia-ctk cdi generate} gives it; and {@code all}. Each device
  * carries its own nodes (from gpu-core's {@link GpuDeviceNodes}); the spec-wide edits carry the vendor's control
  * nodes ({@code nvidiactl}, {@code nvidia-uvm} and {@code nvidia-uvm-tools} always: by path alone while the module is
- * not loaded, {@code nvidia-modeset} where present; {@code kfd}), read-only library mounts, and for NVIDIA {@code CUDA_DEVICE_ORDER=PCI_BUS_ID}. {@code cdiVersion}
- * is the lowest the fields need (0.5.0: names that start with a digit and {@code hostPath}), no
- * {@code annotations}: podman 4.3 ignores a whole spec of 0.6.0 or newer.
+ * not loaded, {@code nvidia-modeset} where present; {@code kfd}), read-only library mounts, and for NVIDIA
+ * {@code CUDA_DEVICE_ORDER=PCI_BUS_ID}. {@code cdiVersion} is the lowest the fields need (0.5.0: names that start with
+ * a digit and {@code hostPath}), no {@code annotations}: podman 4.3 ignores a whole spec of 0.6.0 or newer.
  * <p>
  * No device sets {@code CUDA_VISIBLE_DEVICES}, {@code NVIDIA_VISIBLE_DEVICES} or {@code ROCR_VISIBLE_DEVICES}: env
  * of several requested devices does not combine (podman 4.3 applies each device's env in turn, the last one wins, even

@@ -34,8 +34,8 @@ import io.gpusched.server.ConsoleServer;
 import io.gpusched.server.TopologyGrid;
 import java.io.IOException;
 import java.io.OutputStream;
-import java.net.InetAddress;
 import java.io.PrintStream;
+import java.net.InetAddress;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.time.Instant;
@@ -171,6 +171,11 @@ public final class LocalNodeClient implements NodeClient {
     @Override
     public boolean release(String id) {
         return scheduler().release(id);
+    }
+
+    @Override
+    public int releaseAll(List<String> ids) {
+        return scheduler().releaseAll(ids);
     }
 
     @Override

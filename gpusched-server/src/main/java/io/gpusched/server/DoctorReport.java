@@ -2,8 +2,8 @@ package io.gpusched.server;
 
 import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuInventories;
-import io.gpusched.core.devices.CharMajors;
 import io.gpusched.core.GpuInventory;
+import io.gpusched.core.devices.CharMajors;
 import io.gpusched.core.internal.NvidiaDriver;
 import io.gpusched.cuda.Compatibility;
 import io.gpusched.cuda.CompatibilityTable;

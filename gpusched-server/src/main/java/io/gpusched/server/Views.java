@@ -63,7 +63,6 @@ final class Views {
         return out;
     }
 
-
     /** @return each device in the one device shape ({@link DeviceView}), with the allocations holding it */
     static List<Map<String, Object>> devices(List<DeviceState> devices, List<Allocation> allocations) {
         Instant now = Instant.now();

@@ -81,8 +81,8 @@ class EventDeltasTest {
     void deltasRebuildTheStateAndStaySmall() throws Exception {
         SimulatedGpuInventory inv = GpuInventories.simulated("dgx1-v100");
         try (GpuScheduler s = GpuScheduler.builder().inventory(inv).auditLogging(false).build();
-                ConsoleServer c = ConsoleServer.builder().scheduler(s).stateDir(state).ticking(false)
-                        .listen(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0)).build().start()) {
+             ConsoleServer c = ConsoleServer.builder().scheduler(s).stateDir(state).ticking(false)
+                     .listen(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0)).build().start()) {
             String held = s.allocate(GpuRequests.fromCliFlags("--gpu=2", "--owner=before")).id();
             HttpClient http = HttpClient.newHttpClient();
             BlockingQueue<Event> events = new LinkedBlockingQueue<>();

@@ -97,7 +97,7 @@ class HpcJobMappingTest {
     @Test
     void jobIdsThatAreNotPlainTokensAreReplacedByTheAllocationId() throws IOException {
         HpcJobMapping m = HpcJobMapping.open(dir);
-        m.sync(List.of(alloc("x-1", "123\n456", gpu(0)), alloc("x-2", "../../etc", gpu(1)),
+        m.sync(List.of(alloc("x-1", "123;456", gpu(0)), alloc("x-2", "../../etc", gpu(1)),
                 alloc("x-3", "a b", gpu(2)), alloc("x-4", "slurm-99@node7:step.0", gpu(3))));
         assertThat(files()).isEqualTo(Map.of("0", "x-1\n", "1", "x-2\n", "2", "x-3\n", "3",
                 "slurm-99@node7:step.0\n"));

@@ -49,7 +49,8 @@ public final class EnvCommand implements Callable<Integer> {
         try (NodeClient n = root.client()) {
             AllocationView a = n.allocations().stream()
                     .filter(x -> id.equals(x.labels().get(YarnContainerGpus.LABEL))).findFirst()
-                    .orElseThrow(() -> new CliException("container " + id + " has no GPUs in " + Printable.escape(String.valueOf(n.source()))
+                    .orElseThrow(() -> new CliException("container " + id + " has no GPUs in "
+                            + Printable.escape(String.valueOf(n.source()))
                             + " (it asked for none, it has finished, or the NodeManager's gpusched.yarn.state-dir"
                             + " is another directory: pass it with --state-dir)", NO_GPUS));
             AllocationEnvironment ce = n.environment(a.id(), Optional.empty());

@@ -28,10 +28,7 @@ public final class ReleaseCommand implements Callable<Integer> {
                 root.out().println(released ? "released " + Printable.escape(id)
                         : Printable.escape(id) + " was already released");
             } else {
-                int released = 0;
-                for (String id : ids) {
-                    released += n.release(id) ? 1 : 0;
-                }
+                int released = n.releaseAll(ids);
                 root.out().println("released " + released + " of " + ids.size() + ": "
                         + Printable.escape(String.join(" ", ids))
                         + (released < ids.size() ? " (the others were already released)" : ""));

@@ -45,9 +45,9 @@ public final class HostileLoadHarness {
         Path classes = ClientLimitsAttackTest.copyHostileClient(tmp.resolve("hostile"));
         SimulatedGpuInventory inv = GpuInventories.simulated("dgx1-v100");
         try (GpuScheduler s = GpuScheduler.builder().inventory(inv).auditLogging(false).build();
-                ConsoleServer c = ConsoleServer.builder().scheduler(s).stateDir(Files.createDirectory(tmp.resolve("st")))
-                        .listen(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0)).unixSocket(socket).build()
-                        .start()) {
+             ConsoleServer c = ConsoleServer.builder().scheduler(s).stateDir(Files.createDirectory(tmp.resolve("st")))
+                     .listen(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0)).unixSocket(socket).build()
+                     .start()) {
             String tcp = "tcp:127.0.0.1:" + c.address().getPort();
             String unix = "unix:" + socket;
             String[][] conditions = {{"none", "", "0"}, {"half", unix, "300"}, {"half", unix, "1000"},
