@@ -11,6 +11,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.function.Consumer;
 import java.util.Optional;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
@@ -217,8 +218,30 @@ public final class JobLauncher implements AutoCloseable {
      *                            started; nothing is left behind
      */
     public LaunchedJob launch(String jobId, JobSpec spec, Allocation allocation) {
+        return launch(jobId, cgroupFor(jobId), spec, allocation, made -> { });
+    }
+
+    /**
+     * Starts a job as {@link #launch(String, JobSpec, Allocation)} does, in the cgroup the node ledger names for its
+     * allocation ({@code <parent>/job-<allocation id>}, {@link io.gpusched.core.host.JobCgroups#name}), and hands that
+     * cgroup, made and fenced, to {@code beforeStart} before anything of the user's runs: a host records it there
+     * ({@code GpuScheduler.recordJobCgroup}) so that whoever reclaims the allocation ends the job first. An exception
+     * from {@code beforeStart} undoes the cgroup and the fence and is thrown.
+     *
+     * @param jobId       the job's id (for the log)
+     * @param spec        what to run, as whom
+     * @param allocation  its GPUs
+     * @param beforeStart given the job's cgroup before the job starts
+     * @return the running job
+     * @throws IsolationException when the cgroup cannot be made or fenced, or the job cannot start
+     */
+    public LaunchedJob launch(String jobId, JobSpec spec, Allocation allocation, Consumer<Path> beforeStart) {
+        return launch(jobId, cgroupFor(allocation.id()), spec, allocation, beforeStart);
+    }
+
+    private LaunchedJob launch(String jobId, Path cgroup, JobSpec spec, Allocation allocation,
+            Consumer<Path> beforeStart) {
         Objects.requireNonNull(spec, "spec");
-        Path cgroup = cgroupFor(jobId);
         try {
             Files.createDirectories(parent);
             Files.createDirectory(cgroup);
@@ -228,6 +251,7 @@ public final class JobLauncher implements AutoCloseable {
         Fence fence = null;
         try {
             fence = isolator.fence(cgroup, allocation);
+            beforeStart.accept(cgroup);
             List<String> cmd = new ArrayList<>(List.of("/bin/sh", "-c", ROOT_SCRIPT, "gpusched-job",
                     cgroup.toString()));
             cmd.addAll(switchTo(spec));

@@ -23,7 +23,6 @@ final class Job {
     final Requests.Job request;
     final Instant createdAt;
     final Optional<Path> output;
-    final Path cgroup;
     volatile State state = State.QUEUED;
     volatile Allocation allocation;
     volatile LaunchedJob launched;
@@ -36,14 +35,21 @@ final class Job {
     /** Set by a cancel (or a client that went away): the driver ends the job as CANCELLED. */
     volatile String cancelled;
     final CompletableFuture<Void> ended = new CompletableFuture<>();
+    /** Completed once a launched job's cgroup is emptied and removed and its allocation released (or kept held). */
+    final CompletableFuture<Void> settled = new CompletableFuture<>();
 
-    Job(String id, Caller owner, Requests.Job request, Instant createdAt, Optional<Path> output, Path cgroup) {
+    Job(String id, Caller owner, Requests.Job request, Instant createdAt, Optional<Path> output) {
         this.id = id;
         this.owner = owner;
         this.request = request;
         this.createdAt = createdAt;
         this.output = output;
-        this.cgroup = cgroup;
+    }
+
+    /** @return the job's cgroup ({@code <parent>/job-<allocation id>}), or null before it was launched */
+    Path cgroup() {
+        LaunchedJob l = launched;
+        return l == null ? null : l.cgroup();
     }
 
     boolean over() {
@@ -70,7 +76,7 @@ final class Job {
         v.put("exitCode", exitCode);
         v.put("signal", signal);
         v.put("detached", request.detach());
-        v.put("cgroup", launched == null ? null : cgroup.toString());
+        v.put("cgroup", launched == null ? null : launched.cgroup().toString());
         v.put("argv", full ? request.argv() : null);
         v.put("cwd", full ? request.cwd() : null);
         v.put("output", full ? output.map(Path::toString).orElse(null) : null);

@@ -131,12 +131,11 @@ final class Jobs implements AutoCloseable {
             throw new IllegalArgumentException("\"cwd\": " + cwd.get());
         }
         String id = "j" + HexFormat.of().formatHex(bytes(5));
-        Path cg = launcher.cgroupFor(id);
         Optional<Path> out = Optional.empty();
         if (r.detach()) {
             out = Optional.of(outputDir.resolve(id + ".out"));
         }
-        Job job = new Job(id, c, r, clock.instant(), out, cg);
+        Job job = new Job(id, c, r, clock.instant(), out);
         synchronized (jobs) {
             jobs.put(id, job);
             trim();
@@ -154,10 +153,13 @@ final class Jobs implements AutoCloseable {
         return new JobSpec(r.argv(), env, Path.of(r.cwd()), c.uid(), c.gid(), c.user(), Optional.empty());
     }
 
-    /** @return the allocation request of a job: owned by its caller, bound to this process, naming its cgroup */
+    /**
+     * @return the allocation request of a job: owned by its caller, bound to this process (its cgroup is recorded once
+     *         made, named after the allocation: {@link #launch})
+     */
     private static GpuRequest requestOf(Job job) {
         return job.request.request().withOwner(job.owner.user(), job.owner.uid()).withJobId(job.id)
-                .withHolder(HolderProcess.current()).withJobCgroup(job.cgroup.toString());
+                .withHolder(HolderProcess.current());
     }
 
     /**
@@ -244,7 +246,10 @@ final class Jobs implements AutoCloseable {
             } catch (IllegalArgumentException e) {
                 throw new IllegalArgumentException("\"cuda\": " + e.getMessage(), e);
             }
-            l = launcher.launch(job.id, spec(job.owner, job.request, env), a);
+            // the cgroup is job-<allocation id>, recorded in the node ledger before the job starts: whoever reclaims
+            // the allocation (this service's successor, any process of the node) ends the job's processes first
+            l = launcher.launch(job.id, spec(job.owner, job.request, env), a,
+                    cg -> scheduler.recordJobCgroup(a.id(), cg));
             job.launched = l;
             job.startedAt = clock.instant();
             job.state = Job.State.RUNNING;
@@ -306,6 +311,7 @@ final class Jobs implements AutoCloseable {
                 t.interrupt();
             }
             release(job, a);
+            job.settled.complete(null);
         }
     }
 
@@ -511,6 +517,9 @@ final class Jobs implements AutoCloseable {
         }
         try {
             j.ended.get(grace.toMillis() + 30_000, TimeUnit.MILLISECONDS);
+            if (l != null) { // answered once its GPUs are released: a cancelled job's GPUs are free when it returns
+                j.settled.get(30_000, TimeUnit.MILLISECONDS);
+            }
         } catch (ExecutionException | TimeoutException e) {
             LOG.warn("job {} did not end within its grace period after a cancel", id);
         }

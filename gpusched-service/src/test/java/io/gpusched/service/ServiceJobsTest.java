@@ -109,7 +109,7 @@ class ServiceJobsTest {
             assertThat(out).contains("nvidiactl open");
             assertThat(sink.stderr()).isEqualTo("to-stderr\n");
             assertThat(j.state).isEqualTo(Job.State.EXITED);
-            assertThat(j.cgroup).doesNotExist();
+            assertThat(j.cgroup()).doesNotExist();
             assertThat(bed.scheduler.allocations()).isEmpty();
             LedgerReader r = LedgerReader.read(bed.state);
             assertThat(r.live).isEmpty();
@@ -158,7 +158,7 @@ class ServiceJobsTest {
 
             Job cancelled = s.cancelJob(ServiceBed.root(), j.id);
             assertThat(cancelled.state).isEqualTo(Job.State.CANCELLED);
-            assertThat(j.cgroup).doesNotExist();
+            assertThat(j.cgroup()).doesNotExist();
             for (int i = 0; i < 500 && !bed.scheduler.allocations().isEmpty(); i++) {
                 Thread.sleep(10);
             }
@@ -202,7 +202,7 @@ class ServiceJobsTest {
             Job gone = f.get(2, TimeUnit.MINUTES);
             assertThat(gone.state).isEqualTo(Job.State.CANCELLED);
             assertThat(gone.cancelled).contains("client went away");
-            assertThat(gone.cgroup).doesNotExist();
+            assertThat(gone.cgroup()).doesNotExist();
 
             RecordingSink sink = new RecordingSink();
             CompletableFuture<Job> k = attached(s, a, job(List.of("/bin/sh", "-c", "echo $$; exec sleep 600"), "/",
@@ -216,7 +216,7 @@ class ServiceJobsTest {
             assertThat(killed.state).isEqualTo(Job.State.KILLED);
             assertThat(killed.signal).isEqualTo("KILL");
             assertThat(sink.code).isEqualTo(137);
-            assertThat(killed.cgroup).doesNotExist();
+            assertThat(killed.cgroup()).doesNotExist();
             assertThat(bed.scheduler.allocations()).isEmpty();
             assertThat(LedgerReader.read(bed.state).live).isEmpty();
         }
@@ -238,14 +238,18 @@ class ServiceJobsTest {
                 Thread.sleep(10);
             }
             Job j = first.jobs().all().get(0);
-            assertThat(j.cgroup).exists();
+            assertThat(j.cgroup()).exists();
             String id = j.allocation.id();
+            // named after its allocation and recorded in the node ledger, so any reclaimer ends the job first
+            assertThat(j.cgroup().getFileName().toString()).isEqualTo("job-" + id);
+            assertThat(bed.scheduler.allocation(id).orElseThrow().request().jobCgroup())
+                    .contains(j.cgroup().toString());
             // the first service is left as a killed one would be: not closed
             NodeService second = NodeService.builder().scheduler(bed.scheduler).config(bed.config).stateDir(bed.state)
                     .jobs(bed.launcher, null).isolator(bed.isolator).build().start();
             try {
-                assertThat(second.recovered()).anyMatch(l -> l.startsWith("ended " + j.cgroup));
-                assertThat(j.cgroup).doesNotExist();
+                assertThat(second.recovered()).anyMatch(l -> l.startsWith("ended " + j.cgroup()));
+                assertThat(j.cgroup()).doesNotExist();
                 // released by the second, or (in this JVM, where the first still runs) by the first on its job's end
                 for (int i = 0; i < 500 && LedgerReader.read(bed.state).live.containsKey(id); i++) {
                     Thread.sleep(10);

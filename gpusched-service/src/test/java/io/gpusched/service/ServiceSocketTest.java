@@ -133,7 +133,7 @@ class ServiceSocketTest {
                     }
                 }
             }
-            assertThat(out.toString()).isEqualTo(alice.uid() + "\n");
+            assertThat(out.toString()).as(run.body()).isEqualTo(alice.uid() + "\n");
             assertThat(errs.toString()).contains("err");
             assertThat(exit).isNotNull();
             assertThat(exit.get("code").asInt()).isEqualTo(4);
