@@ -28,6 +28,7 @@ module io.gpusched.core {
             io.gpusched.slurm,
             io.gpusched.server,
             io.gpusched.accounting,
+            io.gpusched.service,
             io.gpusched.cli;
 
     // the ledger's records and the status views are read and written by Jackson

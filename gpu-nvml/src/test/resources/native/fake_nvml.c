@@ -6,6 +6,11 @@
  *   0 dgx1  8x Tesla V100-SXM2-32GB, hybrid cube-mesh NVLink to GPUs, minors of GPU 0 and 1 swapped
  *   1 hgx   8x NVIDIA H100 80GB HBM3, 18 NVLinks each into NVSwitches
  *   2 mig   2x NVIDIA A100-SXM4-80GB, GPU 0 in MIG mode with two 3g.40gb devices, 12 NVLinks between them
+ * Accounting script (fake_nvml_set_energy, fake_nvml_add_proc, fake_nvml_add_util_sample): each GPU's total-energy
+ * counter (or NOT_SUPPORTED, as on GPUs before Volta), the compute processes of a GPU or of one MIG device with their
+ * memory (or NVML_VALUE_NOT_AVAILABLE), and the driver's buffer of per-process utilization samples, answered as
+ * nvmlDeviceGetProcessUtilization answers: samples newer than lastSeenTimeStamp, NOT_FOUND when there are none,
+ * INSUFFICIENT_SIZE (with the count) for a short buffer, NOT_SUPPORTED on MIG devices.
  * Faults: init result, lost GPU, XID events, process lists, and per-function, per-GPU error injection
  * (fake_nvml_inject: any entry point below answers any nvmlReturn_t for one GPU, or for every call with gpu -1).
  * Every entry point counts its calls per GPU and declares its scope (FNS); the tests read both, so an entry point
@@ -13,7 +18,8 @@
  * while a thread is inside nvmlEventSetWait_v2 or while the event set is still allocated, and any call on a device
  * or the event set after the last nvmlShutdown. fake_nvml_block_wait makes nvmlEventSetWait_v2 block until
  * released, ignoring its timeout. Build with -DOLD_DRIVER to leave out nvmlDeviceGetMemoryInfo_v2 and
- * nvmlDeviceGetNvLinkRemoteDeviceType, as drivers before R510 do.
+ * nvmlDeviceGetNvLinkRemoteDeviceType, as drivers before R510 do. Build with -DNO_PROCESS_CALLS to leave out
+ * nvmlDeviceGetComputeRunningProcesses_v3, nvmlDeviceGetProcessUtilization and nvmlDeviceGetTotalEnergyConsumption.
  */
 #include <nvml.h>
 #include <pthread.h>
@@ -41,6 +47,23 @@ static int proc_count[MAX_GPUS];
 static unsigned long long registered[MAX_GPUS];
 static long long calls;
 
+/* accounting script */
+#define MAX_PROCS 16
+#define MAX_SAMPLES 256
+static long long energy_mj[MAX_GPUS];      /* the counter; < 0: NOT_SUPPORTED */
+static int energy_scripted[MAX_GPUS];
+typedef struct { unsigned int pid; unsigned long long mem; } fake_proc;
+static fake_proc procs[MAX_GPUS][MAX_MIG + 1][MAX_PROCS]; /* [gpu][0: the whole GPU, 1 + m: MIG device m] */
+static int nprocs[MAX_GPUS][MAX_MIG + 1];
+static int procs_scripted[MAX_GPUS][MAX_MIG + 1];
+typedef struct { unsigned int pid; unsigned long long ts; unsigned int sm; } fake_sample;
+static fake_sample util_samples[MAX_GPUS][MAX_SAMPLES];
+static int nsamples[MAX_GPUS];
+static unsigned long long last_seen_arg[MAX_GPUS];
+static long long dev_util[MAX_GPUS] = {-1, -1, -1, -1, -1, -1, -1, -1}; /* -1: the scenario's value */
+static long long dev_used[MAX_GPUS] = {-1, -1, -1, -1, -1, -1, -1, -1};
+static long long dev_power[MAX_GPUS] = {-1, -1, -1, -1, -1, -1, -1, -1};
+
 typedef struct { int gpu; unsigned long long xid; unsigned int gi, ci; } fake_event;
 static fake_event queue[64];
 static int q_head, q_len;
@@ -65,7 +88,8 @@ static const struct { const char *name; int scope; } FNS[] = {
     {"nvmlDeviceGetTemperature", SCOPE_DEVICE}, {"nvmlDeviceGetPowerUsage", SCOPE_DEVICE},
     {"nvmlDeviceGetComputeRunningProcesses_v3", SCOPE_DEVICE}, {"nvmlEventSetCreate", SCOPE_NODE},
     {"nvmlDeviceGetSupportedEventTypes", SCOPE_DEVICE}, {"nvmlDeviceRegisterEvents", SCOPE_DEVICE},
-    {"nvmlEventSetWait_v2", SCOPE_NODE}, {"nvmlEventSetFree", SCOPE_NODE}};
+    {"nvmlEventSetWait_v2", SCOPE_NODE}, {"nvmlEventSetFree", SCOPE_NODE},
+    {"nvmlDeviceGetTotalEnergyConsumption", SCOPE_DEVICE}, {"nvmlDeviceGetProcessUtilization", SCOPE_DEVICE}};
 #define NFNS ((int) (sizeof FNS / sizeof FNS[0]))
 #define MAX_RULES 16
 typedef struct { int fn; int gpu; nvmlReturn_t rc; } rule;
@@ -121,6 +145,11 @@ void fake_nvml_reset(void) {
     memset(lost, 0, sizeof lost); memset(proc_count, 0, sizeof proc_count); memset(registered, 0, sizeof registered);
     nrules = 0; memset(fn_calls, 0, sizeof fn_calls); memset(fn_hits, 0, sizeof fn_hits);
     violations = 0; block_wait = 0;
+    memset(energy_mj, 0, sizeof energy_mj); memset(energy_scripted, 0, sizeof energy_scripted);
+    memset(nprocs, 0, sizeof nprocs); memset(procs_scripted, 0, sizeof procs_scripted);
+    memset(nsamples, 0, sizeof nsamples); memset(last_seen_arg, 0, sizeof last_seen_arg);
+    memset(dev_util, 0xFF, sizeof dev_util); memset(dev_used, 0xFF, sizeof dev_used);
+    memset(dev_power, 0xFF, sizeof dev_power);
     pthread_cond_broadcast(&cv);
     pthread_mutex_unlock(&mu);
 }
@@ -169,6 +198,55 @@ void fake_nvml_set_init_result(int r) { init_result = (nvmlReturn_t) r; }
 void fake_nvml_set_lost(int gpu, int is_lost) { pthread_mutex_lock(&mu); lost[gpu] = is_lost; pthread_cond_broadcast(&cv); pthread_mutex_unlock(&mu); }
 void fake_nvml_set_processes(int gpu, int n) { proc_count[gpu] = n; }
 long long fake_nvml_calls(void) { return calls; }
+/* GPU gpu's total-energy counter is now mj (mJ since the driver loaded); mj < 0: the call answers NOT_SUPPORTED */
+void fake_nvml_set_energy(int gpu, long long mj) {
+    pthread_mutex_lock(&mu); energy_mj[gpu] = mj; energy_scripted[gpu] = 1; pthread_mutex_unlock(&mu);
+}
+/* The compute processes of GPU gpu (mig -1) or of its MIG device mig are scripted, none so far */
+void fake_nvml_clear_procs(int gpu, int mig) {
+    pthread_mutex_lock(&mu); nprocs[gpu][mig + 1] = 0; procs_scripted[gpu][mig + 1] = 1; pthread_mutex_unlock(&mu);
+}
+/* Adds (or updates) a compute process; mem < 0: usedGpuMemory is NVML_VALUE_NOT_AVAILABLE. @return 0, -1 when full */
+int fake_nvml_add_proc(int gpu, int mig, unsigned int pid, long long mem) {
+    int rc = -1;
+    pthread_mutex_lock(&mu);
+    procs_scripted[gpu][mig + 1] = 1;
+    unsigned long long m = mem < 0 ? NVML_VALUE_NOT_AVAILABLE : (unsigned long long) mem;
+    for (int i = 0; i < nprocs[gpu][mig + 1]; i++) {
+        if (procs[gpu][mig + 1][i].pid == pid) { procs[gpu][mig + 1][i].mem = m; rc = 0; }
+    }
+    if (rc != 0 && nprocs[gpu][mig + 1] < MAX_PROCS) {
+        procs[gpu][mig + 1][nprocs[gpu][mig + 1]++] = (fake_proc) {pid, m};
+        rc = 0;
+    }
+    pthread_mutex_unlock(&mu);
+    return rc;
+}
+/* Removes a compute process */
+void fake_nvml_remove_proc(int gpu, int mig, unsigned int pid) {
+    pthread_mutex_lock(&mu);
+    int n = nprocs[gpu][mig + 1];
+    for (int i = 0; i < n; i++) {
+        if (procs[gpu][mig + 1][i].pid == pid) { procs[gpu][mig + 1][i] = procs[gpu][mig + 1][n - 1]; n--; break; }
+    }
+    nprocs[gpu][mig + 1] = n;
+    pthread_mutex_unlock(&mu);
+}
+/* The driver recorded a per-process SM utilization sample on GPU gpu at CPU time ts (us). @return 0, -1 when full */
+int fake_nvml_add_util_sample(int gpu, unsigned int pid, unsigned long long ts, unsigned int sm) {
+    pthread_mutex_lock(&mu);
+    int rc = -1;
+    if (nsamples[gpu] < MAX_SAMPLES) { util_samples[gpu][nsamples[gpu]++] = (fake_sample) {pid, ts, sm}; rc = 0; }
+    pthread_mutex_unlock(&mu);
+    return rc;
+}
+/* GPU gpu's utilization (%), memory used (bytes) and power (mW) from now on; -1 keeps the scenario's value */
+void fake_nvml_set_device(int gpu, long long util, long long used, long long power_mw) {
+    pthread_mutex_lock(&mu); dev_util[gpu] = util; dev_used[gpu] = used; dev_power[gpu] = power_mw;
+    pthread_mutex_unlock(&mu);
+}
+/* @return the lastSeenTimeStamp of the last nvmlDeviceGetProcessUtilization call about GPU gpu */
+unsigned long long fake_nvml_last_seen(int gpu) { return last_seen_arg[gpu]; }
 int fake_nvml_initialized(void) { return initialized; }
 int fake_nvml_push_xid(int gpu, unsigned long long xid, unsigned int gi, unsigned int ci) {
     pthread_mutex_lock(&mu);
@@ -208,6 +286,13 @@ long fake_nvml_layout(int which) {
     case 24: return NVML_NVLINK_MAX_LINKS;
     case 25: return NVML_NVLINK_DEVICE_TYPE_SWITCH;
     case 26: return NVML_DEVICE_UUID_V2_BUFFER_SIZE;
+    case 27: return sizeof(nvmlProcessUtilizationSample_t);
+    case 28: return offsetof(nvmlProcessUtilizationSample_t, pid);
+    case 29: return offsetof(nvmlProcessUtilizationSample_t, timeStamp);
+    case 30: return offsetof(nvmlProcessUtilizationSample_t, smUtil);
+    case 31: return offsetof(nvmlProcessInfo_t, gpuInstanceId);
+    case 32: return offsetof(nvmlProcessInfo_t, computeInstanceId);
+    case 33: return (long) NVML_VALUE_NOT_AVAILABLE;
     default: return -1;
     }
 }
@@ -227,6 +312,23 @@ static unsigned int bus_of(int g) { return scenario == 0 ? dgx1_bus[g] : scenari
 static unsigned long long total_of(nvmlDevice_t d) {
     if (d->mig >= 0) return 40ULL << 30;
     return scenario == 0 ? 32ULL << 30 : 80ULL << 30;
+}
+
+/* A GPU's scripted memory used, else the scenario's; a MIG device with scripted processes: their memory's sum */
+static unsigned long long used_of(nvmlDevice_t d) {
+    long long v = d->mig < 0 ? __atomic_load_n(&dev_used[d->gpu], __ATOMIC_RELAXED) : -1;
+    if (d->mig >= 0) {
+        pthread_mutex_lock(&mu);
+        if (procs_scripted[d->gpu][d->mig + 1]) {
+            v = 0;
+            for (int i = 0; i < nprocs[d->gpu][d->mig + 1]; i++) {
+                unsigned long long m = procs[d->gpu][d->mig + 1][i].mem;
+                if (m != (unsigned long long) NVML_VALUE_NOT_AVAILABLE) v += (long long) m;
+            }
+        }
+        pthread_mutex_unlock(&mu);
+    }
+    return v >= 0 ? (unsigned long long) v : (unsigned long long) (d->gpu + 1) << 30;
 }
 
 /* ---- NVML ---- */
@@ -295,7 +397,7 @@ nvmlReturn_t nvmlDeviceGetSerial(nvmlDevice_t d, char *serial, unsigned int leng
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *m) {
     ENTER(d);
     m->total = total_of(d);
-    m->used = (unsigned long long) (d->gpu + 1) << 30;
+    m->used = used_of(d);
     m->free = m->total - m->used;
     return NVML_SUCCESS;
 }
@@ -305,7 +407,7 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, nvmlMemory_v2_t *m) {
     if (m->version != nvmlMemory_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
     m->total = total_of(d);
     m->reserved = 512ULL << 20;
-    m->used = (unsigned long long) (d->gpu + 1) << 30;
+    m->used = used_of(d);
     m->free = m->total - m->used - m->reserved;
     return NVML_SUCCESS;
 }
@@ -430,7 +532,8 @@ nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t d, unsigned int li
 nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilization_t *u) {
     ENTER(d);
     if (d->mig >= 0) return NVML_ERROR_NOT_SUPPORTED;
-    u->gpu = (unsigned) (d->gpu * 10) % 100;
+    long long su = __atomic_load_n(&dev_util[d->gpu], __ATOMIC_RELAXED);
+    u->gpu = su >= 0 ? (unsigned) su : (unsigned) (d->gpu * 10) % 100;
     u->memory = 5;
     return NVML_SUCCESS;
 }
@@ -443,22 +546,66 @@ nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t d, nvmlTemperatureSensors_t s
 nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t d, unsigned int *power) {
     ENTER(d);
     if (d->mig >= 0) return NVML_ERROR_NOT_SUPPORTED;
-    *power = (100u + (unsigned) d->gpu) * 1000u + 500u;
+    long long sp = __atomic_load_n(&dev_power[d->gpu], __ATOMIC_RELAXED);
+    *power = sp >= 0 ? (unsigned) sp : (100u + (unsigned) d->gpu) * 1000u + 500u;
     return NVML_SUCCESS;
 }
+#ifndef NO_PROCESS_CALLS
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int *count, nvmlProcessInfo_t *infos) {
     ENTER(d);
-    unsigned int n = (unsigned) proc_count[d->gpu];
-    if (*count < n) { *count = n; return NVML_ERROR_INSUFFICIENT_SIZE; }
+    int slot = d->mig + 1;
+    pthread_mutex_lock(&mu);
+    int scripted = procs_scripted[d->gpu][slot];
+    unsigned int n = scripted ? (unsigned) nprocs[d->gpu][slot] : (unsigned) proc_count[d->gpu];
+    if (*count < n) { *count = n; pthread_mutex_unlock(&mu); return NVML_ERROR_INSUFFICIENT_SIZE; }
     for (unsigned int i = 0; i < n; i++) {
-        infos[i].pid = 4200 + i;
-        infos[i].usedGpuMemory = (unsigned long long) (i + 1) << 30;
-        infos[i].gpuInstanceId = 0xFFFFFFFF;
-        infos[i].computeInstanceId = 0xFFFFFFFF;
+        infos[i].pid = scripted ? procs[d->gpu][slot][i].pid : 4200 + i;
+        infos[i].usedGpuMemory = scripted ? procs[d->gpu][slot][i].mem : (unsigned long long) (i + 1) << 30;
+        infos[i].gpuInstanceId = d->mig >= 0 ? (unsigned) d->mig + 1 : 0xFFFFFFFF;
+        infos[i].computeInstanceId = d->mig >= 0 ? 0 : 0xFFFFFFFF;
     }
+    pthread_mutex_unlock(&mu);
     *count = n;
     return NVML_SUCCESS;
 }
+nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t d, unsigned long long *energy) {
+    ENTER(d);
+    if (d->mig >= 0) return NVML_ERROR_NOT_SUPPORTED;
+    pthread_mutex_lock(&mu);
+    long long e = energy_scripted[d->gpu] ? energy_mj[d->gpu] : 1000000LL * (d->gpu + 1);
+    pthread_mutex_unlock(&mu);
+    if (e < 0) return NVML_ERROR_NOT_SUPPORTED;
+    *energy = (unsigned long long) e;
+    return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d, nvmlProcessUtilizationSample_t *utilization,
+                                             unsigned int *processSamplesCount, unsigned long long lastSeenTimeStamp) {
+    ENTER(d);
+    if (processSamplesCount == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+    if (d->mig >= 0) return NVML_ERROR_NOT_SUPPORTED;
+    pthread_mutex_lock(&mu);
+    last_seen_arg[d->gpu] = lastSeenTimeStamp;
+    unsigned int n = 0;
+    for (int i = 0; i < nsamples[d->gpu]; i++) if (util_samples[d->gpu][i].ts > lastSeenTimeStamp) n++;
+    if (n == 0) { *processSamplesCount = 0; pthread_mutex_unlock(&mu); return NVML_ERROR_NOT_FOUND; }
+    if (utilization == NULL || *processSamplesCount < n) {
+        *processSamplesCount = n;
+        pthread_mutex_unlock(&mu);
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    unsigned int k = 0;
+    for (int i = 0; i < nsamples[d->gpu]; i++) {
+        fake_sample *s = &util_samples[d->gpu][i];
+        if (s->ts <= lastSeenTimeStamp) continue;
+        utilization[k] = (nvmlProcessUtilizationSample_t) {.pid = s->pid, .timeStamp = s->ts, .smUtil = s->sm,
+                                                           .memUtil = 0, .encUtil = 0, .decUtil = 0};
+        k++;
+    }
+    pthread_mutex_unlock(&mu);
+    *processSamplesCount = k;
+    return NVML_SUCCESS;
+}
+#endif
 nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set) {
     if (!initialized) return NVML_ERROR_UNINITIALIZED;
     TRACK(-1, -1);

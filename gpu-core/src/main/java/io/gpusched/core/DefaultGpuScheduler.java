@@ -65,6 +65,7 @@ final class DefaultGpuScheduler implements GpuScheduler {
     private final Ledger ledger;
     private final String idPrefix;
     private final List<String> recoveryProblems;
+    private final GroupResolver groups;
 
     DefaultGpuScheduler(GpuScheduler.Builder b) {
         this.inventory = b.inventory;
@@ -76,6 +77,7 @@ final class DefaultGpuScheduler implements GpuScheduler {
             ls.add(0, AllocationListener.slf4j());
         }
         this.listeners = List.copyOf(ls);
+        this.groups = b.groups != null ? b.groups : GroupResolver.none();
         List<GpuDevice> devices = inventory.devices();
         Map<Integer, GpuDevice> byIndex = new HashMap<>();
         Map<String, GpuDevice> byUuid = new HashMap<>();
@@ -97,11 +99,12 @@ final class DefaultGpuScheduler implements GpuScheduler {
         LedgerFile file = null;
         Ledger l;
         try {
-            file = stateDir == null ? null : new LedgerFile(stateDir);
+            file = stateDir == null ? null : new LedgerFile(stateDir, LedgerCompaction.threshold(),
+                    StateGroup.of(config.stateGroup()));
             if (file != null) {
                 NodeIdentity.check(file, inventory);
             }
-            this.tickets = file == null ? null : WaitTickets.of(file.directory()).orElse(null);
+            this.tickets = file == null ? null : WaitTickets.of(file.directory(), file.group()).orElse(null);
             LedgerFile f = file;
             WaitTickets t = tickets;
             this.waiters = new WaitQueue(f == null ? null : t == null ? f::stamp : () -> List.of(f.stamp(), t.stamp()),
@@ -178,7 +181,7 @@ final class DefaultGpuScheduler implements GpuScheduler {
     public Allocation allocate(GpuRequest request) {
         Objects.requireNonNull(request, "request");
         try {
-            return commitAllocation(request, null);
+            return commitAllocation(request, null, quotaOf(request));
         } catch (GpuAllocationException e) {
             rejected(request, e);
             throw e;
@@ -207,11 +210,11 @@ final class DefaultGpuScheduler implements GpuScheduler {
      * decides under the lock as before (still bounded by the strategy's budget). A refusal is always decided under the
      * lock, on the latest state.
      */
-    private Allocation commitAllocation(GpuRequest request, Waiter waiter) {
+    private Allocation commitAllocation(GpuRequest request, Waiter waiter, UserQuotas.Limit quota) {
         for (int attempt = 1;; attempt++) {
             Placement.Pick pick = attempt <= PLACEMENT_ATTEMPTS ? pickOutsideLock(request) : null;
             try {
-                return ledger.commit(allocation(request, waiter, pick));
+                return ledger.commit(allocation(request, waiter, pick, quota));
             } catch (StaleSnapshot e) {
                 staleSnapshots.incrementAndGet();
                 if (attempt == 1 && ledger.durable()) {
@@ -262,6 +265,7 @@ final class DefaultGpuScheduler implements GpuScheduler {
         long waitMillis = Math.max(0, maxWait.toMillis());
         long now = System.currentTimeMillis();
         Waiter waiter = new Waiter(waitMillis > Long.MAX_VALUE - now ? Long.MAX_VALUE : now + waitMillis);
+        UserQuotas.Limit quota = quotaOf(request);
         try {
             if (!waiters.awaitTurn(ticket, deadline)) {
                 last = new GpuAllocationException(Reason.INSUFFICIENT_GPUS, request.describe() + " requested; still"
@@ -270,7 +274,7 @@ final class DefaultGpuScheduler implements GpuScheduler {
                 while (true) {
                     WaitQueue.Mark mark = waiters.mark();
                     try {
-                        return commitAllocation(request, waiter);
+                        return commitAllocation(request, waiter, quota);
                     } catch (GpuAllocationException e) {
                         last = e;
                         if (!e.reason().isTransient()) {
@@ -334,8 +338,9 @@ final class DefaultGpuScheduler implements GpuScheduler {
      *
      * @param waiter the waiting caller, or null for allocate/tryAllocate
      */
-    private Ledger.Change<Allocation> allocation(GpuRequest request, Waiter waiter, Placement.Pick pick) {
-        Ledger.Change<Allocation> decide = decideAllocation(request, waiter, pick);
+    private Ledger.Change<Allocation> allocation(GpuRequest request, Waiter waiter, Placement.Pick pick,
+            UserQuotas.Limit quota) {
+        Ledger.Change<Allocation> decide = decideAllocation(request, waiter, pick, quota);
         if (tickets == null || waiter == null) {
             return decide;
         }
@@ -346,8 +351,9 @@ final class DefaultGpuScheduler implements GpuScheduler {
                 waiter.ticket = null;
                 return d;
             } catch (GpuAllocationException e) {
-                if (e.reason() == Reason.RATE_LIMITED) {
-                    // tokens refill with time, not with a change on the node: never hold the node's queue for them
+                if (e.reason() == Reason.RATE_LIMITED || e.reason() == Reason.QUOTA_EXCEEDED) {
+                    // tokens refill with time, not with a change on the node, and a quota frees only when this owner
+                    // releases: never hold the node's queue for either
                     tickets.remove(waiter.ticket);
                     waiter.ticket = null;
                 } else if (e.reason().isTransient() && waiter.ticket == null
@@ -388,7 +394,8 @@ final class DefaultGpuScheduler implements GpuScheduler {
      * @param pick the strategy's choice on a snapshot, made outside the lock, or null to decide here
      * @throws StaleSnapshot when the pick is no longer valid on the latest state
      */
-    private Ledger.Change<Allocation> decideAllocation(GpuRequest request, Waiter waiter, Placement.Pick pick) {
+    private Ledger.Change<Allocation> decideAllocation(GpuRequest request, Waiter waiter, Placement.Pick pick,
+            UserQuotas.Limit quota) {
         return (state, seq) -> {
             if (!config.enabled()) {
                 throw new GpuAllocationException(Reason.DISABLED,
@@ -402,6 +409,9 @@ final class DefaultGpuScheduler implements GpuScheduler {
             if (request.sharing() == SharingMode.SHARED && !config.allowSharing()) {
                 throw new GpuAllocationException(Reason.INVALID_REQUEST, "shared GPUs requested, but sharing is"
                         + " disabled (gpu.allow_sharing: false); ask for exclusive GPUs");
+            }
+            if (quota != null) {
+                checkQuota(request, quota, state);
             }
             Instant now = clock.instant();
             rateLimits.check(request, now);
@@ -439,6 +449,66 @@ final class DefaultGpuScheduler implements GpuScheduler {
             }
             return d;
         };
+    }
+
+    /**
+     * The owner's limit, decided outside the lock (the group lookup may take a while); null when the request has no
+     * owner or no limit is configured.
+     */
+    private UserQuotas.Limit quotaOf(GpuRequest request) {
+        UserQuotas q = config.users();
+        if (request.owner().isEmpty() || !q.any()) {
+            return null;
+        }
+        String user = request.owner().get();
+        List<String> gs = List.of();
+        if (!q.perGroup().isEmpty() && !q.perUser().containsKey(user)) {
+            try {
+                gs = List.copyOf(groups.groupsOf(user));
+            } catch (RuntimeException e) {
+                LOG.warn("the groups of {} could not be resolved (per-group limits do not apply to this request): {}",
+                        user, e.toString());
+            }
+        }
+        UserQuotas.Limit l = q.limitFor(user, gs);
+        return l.limited() ? l : null;
+    }
+
+    /** Under the lock: refuses when the owner would hold more GPUs than {@code quota} allows. */
+    private static void checkQuota(GpuRequest request, UserQuotas.Limit quota, NodeState state) {
+        String user = request.owner().get();
+        if (request.count() > quota.gpus()) {
+            throw new GpuAllocationException(Reason.INVALID_REQUEST, request.describe() + " requested by " + user
+                    + "; " + user + " may hold at most " + quota.gpus() + " GPU(s) at once (" + quota.source()
+                    + "), so this request can never be served: ask for " + quota.gpus() + " or fewer");
+        }
+        int held = 0;
+        List<String> ids = new ArrayList<>();
+        for (Allocation a : state.live.values()) {
+            if (ownedBySame(request, a.request())) {
+                held += a.devices().size();
+                if (ids.size() < 5) {
+                    ids.add(a.id() + " (" + a.devices().size() + ")");
+                } else if (ids.size() == 5) {
+                    ids.add("...");
+                }
+            }
+        }
+        if (held + request.count() > quota.gpus()) {
+            throw new GpuAllocationException(Reason.QUOTA_EXCEEDED, request.describe() + " requested by " + user
+                    + ", who holds " + held + " GPU(s) already" + (ids.isEmpty() ? "" : " in " + String.join(", ",
+                            ids))
+                    + "; the limit is " + quota.gpus() + " GPU(s) per user (" + quota.source()
+                    + "): release one of them first, or wait for your own releases");
+        }
+    }
+
+    /** @return whether two requests have the same owner: the same uid where both have one, else the same name */
+    private static boolean ownedBySame(GpuRequest asked, GpuRequest held) {
+        if (asked.ownerUid().isPresent() && held.ownerUid().isPresent()) {
+            return asked.ownerUid().getAsLong() == held.ownerUid().getAsLong();
+        }
+        return held.owner().isPresent() && held.owner().equals(asked.owner());
     }
 
     /**
@@ -599,7 +669,7 @@ final class DefaultGpuScheduler implements GpuScheduler {
         }
         decideDrains(ids);
         try {
-            return ledger.commit(releasing(ids, decideAllocation(request, null, null)));
+            return ledger.commit(releasing(ids, decideAllocation(request, null, null, quotaOf(request))));
         } catch (GpuAllocationException e) {
             rejected(request, e);
             throw e;
@@ -740,6 +810,40 @@ final class DefaultGpuScheduler implements GpuScheduler {
             return Ledger.Decision.of(true, new PoolChanged(d.device().uuid(), Pool.IN_POOL,
                     Optional.of("quarantine cleared"), Optional.of(clock.instant())));
         });
+    }
+
+    @Override
+    public boolean drain(int deviceIndex, String reason) {
+        Objects.requireNonNull(reason, "reason");
+        return ledger.commit((state, seq) -> {
+            DeviceState d = deviceAt(state, deviceIndex);
+            if (d.pool() == Pool.CORDONED) {
+                return Ledger.Decision.of(false);
+            }
+            return Ledger.Decision.of(true, new PoolChanged(d.device().uuid(), Pool.CORDONED,
+                    Optional.of(reason.isBlank() ? "drained" : reason), Optional.of(clock.instant())));
+        });
+    }
+
+    @Override
+    public boolean undrain(int deviceIndex) {
+        return ledger.commit((state, seq) -> {
+            DeviceState d = deviceAt(state, deviceIndex);
+            if (d.pool() != Pool.CORDONED) {
+                return Ledger.Decision.of(false);
+            }
+            return Ledger.Decision.of(true, new PoolChanged(d.device().uuid(), Pool.IN_POOL,
+                    Optional.of("undrained"), Optional.of(clock.instant())));
+        });
+    }
+
+    private static DeviceState deviceAt(NodeState state, int deviceIndex) {
+        Integer p = state.positionOfIndex(deviceIndex);
+        if (p == null) {
+            throw new GpuAllocationException(Reason.UNKNOWN_DEVICE, "GPU index " + deviceIndex
+                    + " is not on this node");
+        }
+        return state.state(p);
     }
 
     @Override

@@ -35,7 +35,12 @@ public record DeviceState(
         /** Released, waiting for its processes to exit. */
         DRAINING,
         /** Kept processes past the drain timeout; out of the pool until cleared. */
-        QUARANTINED
+        QUARANTINED,
+        /**
+         * Taken out of service by an admin ({@link GpuScheduler#drain}): takes no new allocation until undrained; an
+         * allocation holding it keeps it until released.
+         */
+        CORDONED
     }
 
     /** @throws IllegalArgumentException if the state is inconsistent */

@@ -42,7 +42,12 @@ public class GpuAllocationException extends GpuException {
          * processes, which would keep using GPUs the next caller gets; end the job (its host releases the allocation
          * then), or let a reclaim end it.
          */
-        JOB_RUNNING(false);
+        JOB_RUNNING(false),
+        /**
+         * The owner already holds as many GPUs as their quota allows ({@code gpu.users}); the message names the limit,
+         * where it comes from and what the owner holds. Transient: it may succeed once the owner releases.
+         */
+        QUOTA_EXCEEDED(true);
 
         private final boolean transientCondition;
 

@@ -10,7 +10,9 @@ import java.nio.file.InvalidPathException;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.Set;
@@ -34,6 +36,16 @@ import java.util.Set;
  *   state_dir: /var/lib/gpusched                   # node ledger shared by the node's processes; unset: in memory
  *   accounting: {...}                              # read by gpusched-accounting (AccountingSettings), not here
  *   idle: {...}                                    # read by gpusched-accounting (IdlePolicy), not here
+ *   users: {max_gpus: 4, per_user: {alice: 8}, per_group: {students: 2}}  # GPUs one user may hold; 0: no limit
+ *   service:                                       # the node service (gpusched serve; docs/SERVICE.md)
+ *     socket: /run/gpusched/gpusched.sock
+ *     socket_group: ""                             # empty: any local user may connect
+ *     admin_group: gpuadmin                        # may act on anyone's allocations and jobs, drain and undrain
+ *     login_cgroups: [/sys/fs/cgroup/user.slice]   # processes there open no GPU node; empty: off
+ *     job_cgroup_parent: ""                        # empty: gpusched.jobs at the cgroup root
+ *     kill_grace: 10s                              # TERM, then KILL after this
+ *     job_group: ""                                # a group only jobs get (with NVreg_DeviceFileMode=0660)
+ *   state_group: gpusched-engines                  # the group sharing it (unset: $GPUSCHED_STATE_GROUP, else none)
  * </pre>
  * Unknown keys are rejected with their path named.
  *
@@ -62,6 +74,11 @@ import java.util.Set;
  *                          {@value #MAX_SHARED_PER_GPU_LIMIT} (default {@value #DEFAULT_MAX_SHARED_PER_GPU}, MPS's own
  *                          limit of client contexts per GPU); a shared request that would go past it on a GPU is
  *                          refused for that GPU ({@code INSUFFICIENT_GPUS}, or {@code DEVICE_BUSY} for a GPU named)
+ * @param users             {@code gpu.users}: per-user GPU limits, enforced in the ledger's transaction
+ * @param service           {@code gpu.service}: the node service's settings
+ * @param stateGroup        {@code gpu.state_group}: the group that may share the state directory with its owner (a
+ *                          directory it owns, setgid, may be written by the group: engines running as service users of
+ *                          their own beside the root service); empty: {@code $GPUSCHED_STATE_GROUP}, else none
  */
 public record GpuConfig(
         boolean enabled,
@@ -77,7 +94,10 @@ public record GpuConfig(
         Duration sampleMaxAge,
         Optional<Path> stateDir,
         long workBudget,
-        int maxSharedPerGpu) {
+        int maxSharedPerGpu,
+        UserQuotas users,
+        ServiceSettings service,
+        Optional<String> stateGroup) {
 
     /** The default of {@code gpu.max_shared_per_gpu}: MPS serves at most 48 client contexts per GPU. */
     public static final int DEFAULT_MAX_SHARED_PER_GPU = 48;
@@ -87,7 +107,8 @@ public record GpuConfig(
     private static final Set<String> ROOT_KEYS = Set.of("gpu");
     private static final Set<String> GPU_KEYS = Set.of("enabled", "strategy", "backends", "cuda_paths",
             "max_gpus_per_request", "allow_sharing", "max_shared_per_gpu", "leases", "drain", "rate_limit", "thermal",
-            "state_dir", "placement", "accounting", "idle");
+            "state_dir", "placement", "accounting", "idle", "users", "service",
+            "state_group");
 
     /** @throws GpuConfigException naming the invalid setting */
     public GpuConfig {
@@ -106,6 +127,12 @@ public record GpuConfig(
         Objects.requireNonNull(drainTimeout, "drainTimeout");
         Objects.requireNonNull(stateDir, "stateDir");
         Objects.requireNonNull(sampleMaxAge, "sampleMaxAge");
+        Objects.requireNonNull(stateGroup, "stateGroup");
+        if (stateGroup.isPresent() && !stateGroup.get().matches("[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}")) {
+            throw new GpuConfigException("gpu.state_group: \"" + stateGroup.get().replace("\0", "\\0") + "\" is not a"
+                    + " group name; expected a name such as gpusched-engines (letters, digits, '_', '.', '-'; at most"
+                    + " 32) or a number");
+        }
         if (drainTimeout.isNegative() || sampleMaxAge.isNegative() || sampleMaxAge.isZero()) {
             throw new GpuConfigException("gpu.drain.timeout must be >= 0 and gpu.thermal.max_sample_age > 0; got "
                     + drainTimeout + ", " + sampleMaxAge);
@@ -123,6 +150,8 @@ public record GpuConfig(
                     + " (shared allocations one GPU takes at once; default " + DEFAULT_MAX_SHARED_PER_GPU + "), was "
                     + maxSharedPerGpu);
         }
+        Objects.requireNonNull(users, "users");
+        Objects.requireNonNull(service, "service");
         if (maxGpusPerRequest < 0) {
             throw new GpuConfigException("gpu.max_gpus_per_request: must be >= 0 (0 = no limit), was "
                     + maxGpusPerRequest);
@@ -191,6 +220,9 @@ public record GpuConfig(
             }
         }
         b.cudaPaths(paths);
+        b.users(users(gpu.child("users").onlyKeys(Set.of("max_gpus", "per_user", "per_group"))));
+        b.service(service(gpu.child("service").onlyKeys(Set.of("socket", "socket_group", "admin_group",
+                "login_cgroups", "job_cgroup_parent", "kill_grace", "job_group"))));
         String stateDir = gpu.string("state_dir", null);
         if (stateDir != null) {
             Path dir = null;
@@ -205,10 +237,84 @@ public record GpuConfig(
             }
             b.stateDir(dir);
         }
+        b.stateGroup(gpu.string("state_group", null));
         try {
             return b.build();
         } catch (GpuConfigException e) {
             throw new GpuConfigException(source + ": " + e.getMessage(), e);
+        }
+    }
+
+    private static UserQuotas users(StrictYaml u) {
+        int max = u.integer("max_gpus", 0, 0, 1_000_000);
+        Map<String, Integer> perUser = limits(u.child("per_user"));
+        Map<String, Integer> perGroup = limits(u.child("per_group"));
+        try {
+            return new UserQuotas(max, perUser, perGroup);
+        } catch (GpuConfigException e) {
+            throw new GpuConfigException(u.source() + ": " + e.getMessage(), e);
+        }
+    }
+
+    private static Map<String, Integer> limits(StrictYaml m) {
+        Map<String, Integer> out = new LinkedHashMap<>();
+        for (String name : m.keys()) {
+            if (!UserQuotas.validName(name)) {
+                throw m.error(m.pathOf(name.replaceAll("[^\\x20-\\x7e]", "?")), "is not a user or group name (1 to "
+                        + UserQuotas.MAX_NAME + " printable characters, no whitespace, ':' or '/')");
+            }
+            out.put(name, m.requiredInteger(name, 0, 1_000_000));
+        }
+        return out;
+    }
+
+    private static ServiceSettings service(StrictYaml s) {
+        ServiceSettings d = ServiceSettings.defaults();
+        List<Path> login = new ArrayList<>();
+        for (String p : s.strings("login_cgroups")) {
+            login.add(cgroupPath(s, "login_cgroups", p));
+        }
+        Optional<Path> parent = optionalText(s, "job_cgroup_parent").map(p -> cgroupPath(s, "job_cgroup_parent", p));
+        Path socket = absolutePath(s, "socket", d.socket());
+        Optional<String> socketGroup = optionalText(s, "socket_group");
+        Optional<String> adminGroup = optionalText(s, "admin_group");
+        Duration grace = s.parsed("kill_grace", Durations::parse, d.killGrace());
+        try {
+            return new ServiceSettings(socket, socketGroup, adminGroup, login, parent, grace,
+                    optionalText(s, "job_group"));
+        } catch (GpuConfigException e) {
+            throw new GpuConfigException(s.source() + ": " + e.getMessage(), e);
+        }
+    }
+
+    private static Optional<String> optionalText(StrictYaml s, String key) {
+        String v = s.string(key, "");
+        return v.isEmpty() ? Optional.empty() : Optional.of(v);
+    }
+
+    private static Path absolutePath(StrictYaml s, String key, Path fallback) {
+        String v = s.string(key, null);
+        if (v == null) {
+            return fallback;
+        }
+        try {
+            Path p = Path.of(v);
+            if (p.isAbsolute()) {
+                return p;
+            }
+        } catch (InvalidPathException e) {
+            // reported below
+        }
+        throw s.error(s.pathOf(key), "\"" + v.replace("\0", "\\0") + "\" is not an absolute path; expected e.g. "
+                + fallback);
+    }
+
+    private static Path cgroupPath(StrictYaml s, String key, String v) {
+        try {
+            return Path.of(v);
+        } catch (InvalidPathException e) {
+            throw s.error(s.pathOf(key), "\"" + v.replace("\0", "\\0") + "\" is not a usable path ("
+                    + e.getReason() + ")");
         }
     }
 
@@ -230,7 +336,8 @@ public record GpuConfig(
      */
     public GpuConfig withStrategy(String name) {
         return new GpuConfig(enabled, name, backends, cudaPaths, maxGpusPerRequest, allowSharing, releaseOnExpiry,
-                drainTimeout, rateLimitPerSecond, rateLimitBurst, sampleMaxAge, stateDir, workBudget, maxSharedPerGpu);
+                drainTimeout, rateLimitPerSecond, rateLimitBurst, sampleMaxAge, stateDir, workBudget, maxSharedPerGpu,
+                users, service, stateGroup);
     }
 
     /**
@@ -240,7 +347,22 @@ public record GpuConfig(
     public GpuConfig withBackends(List<String> names) {
         return new GpuConfig(enabled, strategy, List.copyOf(names), cudaPaths, maxGpusPerRequest, allowSharing,
                 releaseOnExpiry, drainTimeout, rateLimitPerSecond, rateLimitBurst, sampleMaxAge, stateDir, workBudget,
-                maxSharedPerGpu);
+                maxSharedPerGpu, users, service,
+                stateGroup);
+    }
+
+    /** @return this configuration with other user quotas ({@code gpu.users}) */
+    public GpuConfig withUsers(UserQuotas v) {
+        return new GpuConfig(enabled, strategy, backends, cudaPaths, maxGpusPerRequest, allowSharing, releaseOnExpiry,
+                drainTimeout, rateLimitPerSecond, rateLimitBurst, sampleMaxAge, stateDir, workBudget, maxSharedPerGpu,
+                v, service, stateGroup);
+    }
+
+    /** @return this configuration with other service settings ({@code gpu.service}) */
+    public GpuConfig withService(ServiceSettings v) {
+        return new GpuConfig(enabled, strategy, backends, cudaPaths, maxGpusPerRequest, allowSharing, releaseOnExpiry,
+                drainTimeout, rateLimitPerSecond, rateLimitBurst, sampleMaxAge, stateDir, workBudget, maxSharedPerGpu,
+                users, v, stateGroup);
     }
 
     /** @return a builder with the defaults */
@@ -264,8 +386,23 @@ public record GpuConfig(
         private Path stateDir;
         private long workBudget = TopologyAwareStrategy.DEFAULT_WORK_BUDGET;
         private int maxSharedPerGpu = DEFAULT_MAX_SHARED_PER_GPU;
+        private UserQuotas users = UserQuotas.none();
+        private ServiceSettings service = ServiceSettings.defaults();
+        private String stateGroup;
 
         private Builder() {
+        }
+
+        /** @param v per-user GPU limits ({@code gpu.users}) @return this */
+        public Builder users(UserQuotas v) {
+            users = Objects.requireNonNull(v, "users");
+            return this;
+        }
+
+        /** @param v the node service's settings ({@code gpu.service}) @return this */
+        public Builder service(ServiceSettings v) {
+            service = Objects.requireNonNull(v, "service");
+            return this;
         }
 
         /** @return this */
@@ -288,6 +425,15 @@ public record GpuConfig(
         /** @param v the node ledger's directory ({@code gpu.state_dir}); null: none @return this */
         public Builder stateDir(Path v) {
             stateDir = v;
+            return this;
+        }
+
+        /**
+         * @param v the group that may share the state directory ({@code gpu.state_group}); null: {@code
+         *          $GPUSCHED_STATE_GROUP}, else none @return this
+         */
+        public Builder stateGroup(String v) {
+            stateGroup = v;
             return this;
         }
 
@@ -316,7 +462,8 @@ public record GpuConfig(
         public GpuConfig build() {
             return new GpuConfig(enabled, strategy, backends, cudaPaths, maxGpusPerRequest, allowSharing,
                     releaseOnExpiry, drainTimeout, rateLimitPerSecond, rateLimitBurst, sampleMaxAge,
-                    Optional.ofNullable(stateDir), workBudget, maxSharedPerGpu);
+                    Optional.ofNullable(stateDir), workBudget, maxSharedPerGpu, users, service,
+                    Optional.ofNullable(stateGroup).filter(g -> !g.isBlank()));
         }
     }
 }

@@ -78,6 +78,33 @@ public interface GpuScheduler extends AutoCloseable {
     boolean clearQuarantine(int deviceIndex);
 
     /**
+     * Takes a GPU out of service (an admin's drain, recorded in the node ledger so that every process of the node sees
+     * it): it takes no new allocation until {@link #undrain}; an allocation holding it keeps it until released, and it
+     * stays out of service after that release. Its pool becomes {@link DeviceState.Pool#CORDONED}.
+     *
+     * @param deviceIndex the GPU's index
+     * @param reason      why, shown in status (who drained it and why)
+     * @return true if it was in service and is now drained; false if it was drained already
+     * @throws GpuAllocationException with {@code UNKNOWN_DEVICE} for an index the node does not have
+     * @throws UnsupportedOperationException from an implementation that cannot (the default)
+     */
+    default boolean drain(int deviceIndex, String reason) {
+        throw new UnsupportedOperationException(getClass().getName() + " cannot drain GPUs");
+    }
+
+    /**
+     * Puts a drained GPU back in service.
+     *
+     * @param deviceIndex the GPU's index
+     * @return true if it was drained and is now back in the pool; false if it was not drained
+     * @throws GpuAllocationException with {@code UNKNOWN_DEVICE} for an index the node does not have
+     * @throws UnsupportedOperationException from an implementation that cannot (the default)
+     */
+    default boolean undrain(int deviceIndex) {
+        throw new UnsupportedOperationException(getClass().getName() + " cannot undrain GPUs");
+    }
+
+    /**
      * @return problems found when the node ledger was loaded (devices this inventory does not have, an incomplete
      *         last record that was cut off)
      */
@@ -252,6 +279,7 @@ public interface GpuScheduler extends AutoCloseable {
         Duration maintenanceInterval = Duration.ofSeconds(1);
         Path stateDir;
         boolean strictRecovery;
+        GroupResolver groups;
         final List<AllocationListener> listeners = new ArrayList<>();
 
         private Builder() {
@@ -358,6 +386,17 @@ public interface GpuScheduler extends AutoCloseable {
             Objects.requireNonNull(v, "journal");
             Path parent = v.toAbsolutePath().getParent();
             return stateDir(parent);
+        }
+
+        /**
+         * @param v the groups of a request's owner, for per-group quotas ({@code gpu.users.per_group}); asked outside
+         *          the ledger's lock. Default: {@link GroupResolver#none()} (per-group limits then never apply)
+         * @return this
+         */
+        public Builder groups(GroupResolver v) {
+            unset(groups, "group resolver");
+            groups = Objects.requireNonNull(v, "groups");
+            return this;
         }
 
         /** @param v refuse to start when a ledger allocation holds a device the inventory does not have @return this */

@@ -12,6 +12,7 @@ import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
+import java.nio.file.attribute.PosixFilePermission;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.util.Set;
 
@@ -41,9 +42,10 @@ final class LedgerCompaction {
      * @param p     the node's id prefix
      * @param gen   the new file's generation
      * @param s     the state to keep, or null for a new, empty ledger
+     * @param group the state group: in a directory it shares, the file is made {@code 0660}
      * @throws LedgerException {@code NO_SPACE} or {@code IO}; the old file is then as it was
      */
-    static void writeGeneration(Path dir, Path file, String p, long gen, NodeState s) {
+    static void writeGeneration(Path dir, Path file, String p, long gen, NodeState s, StateGroup group) {
         Path tmp = dir.resolve(LedgerFile.FILE + ".new");
         StringBuilder sb = new StringBuilder();
         sb.append(LedgerCodec.header(p, gen));
@@ -59,17 +61,17 @@ final class LedgerCompaction {
             throw new LedgerException(Kind.IO, tmp, "cannot remove " + tmp + " (left by an earlier compaction, or not"
                     + " a regular file) to compact the ledger: " + e.getMessage(), e);
         }
+        Set<PosixFilePermission> mode = LedgerDirectorySecurity.fileMode(dir, group);
         try (FileChannel c = FileChannel.open(tmp, Set.of(StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE,
-                LinkOption.NOFOLLOW_LINKS),
-                PosixFilePermissions.asFileAttribute(
-                        PosixFilePermissions.fromString("rw-r--r--")))) {
+                LinkOption.NOFOLLOW_LINKS), PosixFilePermissions.asFileAttribute(mode))) {
             ByteBuffer b = ByteBuffer.wrap(sb.toString().getBytes(StandardCharsets.UTF_8));
             while (b.hasRemaining()) {
                 c.write(b);
             }
             c.force(true);
-            // the umask may have narrowed the mode: readers (a YARN container's user) need to read the ledger
-            Files.setPosixFilePermissions(tmp, PosixFilePermissions.fromString("rw-r--r--"));
+            // the umask may have narrowed the mode: readers (a YARN container's user) need to read the ledger, and
+            // the state group to write it; set without following a link planted meanwhile
+            LedgerDirectorySecurity.setMode(tmp, mode);
         } catch (IOException e) {
             try {
                 Files.deleteIfExists(tmp);

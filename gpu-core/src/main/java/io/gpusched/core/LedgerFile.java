@@ -63,6 +63,8 @@ final class LedgerFile {
     private final Path dir;
     private final Path file;
     private final long compactAt;
+    /** The group that may share the directory with its owner ({@link StateGroup}). */
+    private final StateGroup group;
     /** Null for a reader ({@link #read}): it takes no lock. */
     private final NodeLock lock;
     /** A reader opens the ledger file for reading only, takes no lock, and leaves a torn tail where it is. */
@@ -79,18 +81,23 @@ final class LedgerFile {
     private long generation;
 
     LedgerFile(Path dir) {
-        this(dir, LedgerCompaction.threshold());
+        this(dir, LedgerCompaction.threshold(), StateGroup.of(Optional.empty()));
     }
 
     LedgerFile(Path dir, long compactAt) {
+        this(dir, compactAt, StateGroup.of(Optional.empty()));
+    }
+
+    LedgerFile(Path dir, long compactAt, StateGroup group) {
         this.dir = StateDirectoryShape.forWriter(dir);
         this.file = this.dir.resolve(FILE);
         this.compactAt = compactAt;
+        this.group = group;
         this.readOnly = false;
         Path given = dir.toAbsolutePath().normalize();
         try {
-            LedgerDirectorySecurity.prepareDirectory(this.dir);
-            this.lock = new NodeLock(this.dir);
+            LedgerDirectorySecurity.prepareDirectory(this.dir, group);
+            this.lock = new NodeLock(this.dir, group);
         } catch (LedgerException e) {
             if (given.equals(this.dir)) {
                 throw e;
@@ -105,6 +112,7 @@ final class LedgerFile {
         this.dir = dir.toAbsolutePath().normalize();
         this.file = this.dir.resolve(FILE);
         this.compactAt = Long.MAX_VALUE;
+        this.group = StateGroup.of(Optional.empty());
         this.readOnly = readOnly;
         this.lock = null;
     }
@@ -127,7 +135,7 @@ final class LedgerFile {
      */
     static NodeState read(Path dir, NodeState initial, List<String> warnings) {
         LedgerFile r = new LedgerFile(dir, true);
-        LedgerDirectorySecurity.checkForReader(r.dir, r.file);
+        LedgerDirectorySecurity.checkForReader(r.dir, r.file, r.group);
         LedgerException last = null;
         for (int tries = 0; tries < READ_TRIES; tries++) {
             Object before = r.identity();
@@ -176,6 +184,11 @@ final class LedgerFile {
         return file;
     }
 
+    /** @return the group that may share the directory ({@link StateGroup#NONE} when none is configured) */
+    StateGroup group() {
+        return group;
+    }
+
     /** @return the node's id prefix */
     String prefix() {
         return prefix;
@@ -219,9 +232,9 @@ final class LedgerFile {
                 byte[] rnd = new byte[3];
                 new SecureRandom().nextBytes(rnd);
                 String p = String.format(Locale.ROOT, "a%02x%02x%02x", rnd[0], rnd[1], rnd[2]);
-                LedgerCompaction.writeGeneration(dir, file, p, 1, null);
+                LedgerCompaction.writeGeneration(dir, file, p, 1, null, group);
             }
-            LedgerDirectorySecurity.checkNotWritableByOthers(file, "ledger");
+            LedgerDirectorySecurity.checkFile(file, "ledger", group);
             out[0] = reload(initial, events, false);
             maybeCompact(out[0]);
         });
@@ -277,16 +290,30 @@ final class LedgerFile {
         }
     }
 
-    /** @return the ledger file opened for reading and writing, or for reading only (not through a link) by a reader */
+    /**
+     * @return the ledger file opened for reading and writing, or for reading only by a reader; never through a link
+     *         (one planted in its place fails to open), and a writer's only when it is a regular file with one link
+     *         (checked after the open: see {@link LedgerDirectorySecurity#checkFile})
+     */
     private FileChannel openFile() throws IOException {
-        return readOnly ? FileChannel.open(file, StandardOpenOption.READ, LinkOption.NOFOLLOW_LINKS)
-                : FileChannel.open(file, StandardOpenOption.READ, StandardOpenOption.WRITE);
+        if (readOnly) {
+            return FileChannel.open(file, StandardOpenOption.READ, LinkOption.NOFOLLOW_LINKS);
+        }
+        FileChannel c = FileChannel.open(file, StandardOpenOption.READ, StandardOpenOption.WRITE,
+                LinkOption.NOFOLLOW_LINKS);
+        try {
+            LedgerDirectorySecurity.checkFile(file, "ledger", group);
+        } catch (LedgerException e) {
+            c.close();
+            throw e;
+        }
+        return c;
     }
 
     private NodeState catchUp(NodeState current, List<AllocationEvent> events) {
         Object key;
         try {
-            key = Files.readAttributes(file, BasicFileAttributes.class).fileKey();
+            key = Files.readAttributes(file, BasicFileAttributes.class, LinkOption.NOFOLLOW_LINKS).fileKey();
         } catch (IOException e) {
             throw io("the node ledger " + file + " cannot be read (was it removed?)", file, e);
         }
@@ -310,9 +337,12 @@ final class LedgerFile {
      */
     private NodeState reload(NodeState like, List<AllocationEvent> events, boolean diff) {
         closeChannel();
+        if (!readOnly) { // a link, FIFO or linked file planted in the ledger's place: a typed refusal, not an I/O error
+            LedgerDirectorySecurity.checkFile(file, "ledger", group);
+        }
         try {
             channel = openFile();
-            fileKey = Files.readAttributes(file, BasicFileAttributes.class).fileKey();
+            fileKey = Files.readAttributes(file, BasicFileAttributes.class, LinkOption.NOFOLLOW_LINKS).fileKey();
         } catch (AccessDeniedException e) {
             throw readOnly ? LedgerDirectorySecurity.denied(file, dir, file)
                     : io("cannot open the node ledger " + file, file, e);
@@ -481,7 +511,7 @@ final class LedgerFile {
             return;
         }
         try {
-            LedgerCompaction.writeGeneration(dir, file, prefix, generation + 1, s);
+            LedgerCompaction.writeGeneration(dir, file, prefix, generation + 1, s, group);
             reloadAfterCompaction();
         } catch (LedgerException e) {
             LOG.warn("compacting {} failed; it keeps growing until the next try: {}", file, e.getMessage());
@@ -491,8 +521,8 @@ final class LedgerFile {
     private void reloadAfterCompaction() {
         closeChannel();
         try {
-            channel = FileChannel.open(file, StandardOpenOption.READ, StandardOpenOption.WRITE);
-            fileKey = Files.readAttributes(file, BasicFileAttributes.class).fileKey();
+            channel = openFile();
+            fileKey = Files.readAttributes(file, BasicFileAttributes.class, LinkOption.NOFOLLOW_LINKS).fileKey();
             readOffset = channel.size();
         } catch (IOException e) {
             throw io("cannot open the node ledger " + file, file, e);

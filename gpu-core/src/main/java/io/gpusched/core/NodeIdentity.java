@@ -2,10 +2,10 @@ package io.gpusched.core;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import io.gpusched.core.LedgerException.Kind;
-import io.gpusched.core.host.ConfigFiles;
 import io.gpusched.core.internal.Json;
 import java.io.BufferedReader;
 import java.io.IOException;
+import java.io.InputStream;
 import java.nio.ByteBuffer;
 import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
@@ -21,6 +21,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Set;
 import java.util.TreeSet;
 import org.slf4j.Logger;
@@ -61,8 +62,8 @@ final class NodeIdentity {
     static List<String> check(LedgerFile ledger, GpuInventory inventory) {
         List<String> warnings = new ArrayList<>();
         ledger.underLock(() -> {
-            migrateLegacy(ledger.directory(), inventory.backend(), warnings);
-            checkOrRecord(ledger.directory(), inventory, true);
+            migrateLegacy(ledger.directory(), inventory.backend(), warnings, ledger.group());
+            checkOrRecord(ledger.directory(), inventory, true, ledger.group());
         });
         return warnings;
     }
@@ -74,7 +75,7 @@ final class NodeIdentity {
      * @throws LedgerException {@code NODE_MISMATCH}, or {@code CORRUPT} for an unreadable node record
      */
     static void verify(Path dir, GpuInventory inventory) {
-        checkOrRecord(dir, inventory, false);
+        checkOrRecord(dir, inventory, false, StateGroup.of(Optional.empty()));
     }
 
     /** @return the directory name the 0.1 CLI gave this backend's ledger */
@@ -82,7 +83,7 @@ final class NodeIdentity {
         return backend.replaceAll("[^A-Za-z0-9._-]", "_").toLowerCase(Locale.ROOT);
     }
 
-    private static void migrateLegacy(Path dir, String backend, List<String> warnings) {
+    private static void migrateLegacy(Path dir, String backend, List<String> warnings, StateGroup group) {
         List<Path> legacy = new ArrayList<>();
         try (DirectoryStream<Path> ds = Files.newDirectoryStream(dir)) {
             for (Path sub : ds) {
@@ -111,7 +112,7 @@ final class NodeIdentity {
                 warnings.add(w);
                 continue;
             }
-            adopt(sub, own, backend, warnings);
+            adopt(sub, own, backend, warnings, group);
         }
         // 0.1's command kept a simulated node's default ledger in <base>/<backend>/, beside the real node's; the
         // default is now <base>/simulated/<profile>/
@@ -122,13 +123,13 @@ final class NodeIdentity {
             Path f = sibling.resolve(LedgerFile.FILE);
             if (Files.isDirectory(sibling, LinkOption.NOFOLLOW_LINKS)
                     && Files.isRegularFile(f, LinkOption.NOFOLLOW_LINKS) && startsWithMagic(f)) {
-                adopt(sibling, own, backend, warnings);
+                adopt(sibling, own, backend, warnings, group);
             }
         }
     }
 
     /** Moves this node's legacy ledger {@code sub/ledger} to {@code own}, or refuses when {@code own} exists. */
-    private static void adopt(Path sub, Path own, String backend, List<String> warnings) {
+    private static void adopt(Path sub, Path own, String backend, List<String> warnings, StateGroup group) {
         Path old = sub.resolve(LedgerFile.FILE);
         if (Files.exists(own, LinkOption.NOFOLLOW_LINKS)) {
             throw new LedgerException(Kind.LEGACY_LEDGER, old, "two ledgers of this node (" + backend + "): "
@@ -138,7 +139,7 @@ final class NodeIdentity {
                     + "remove " + sub + ", then start again", null);
         }
         try {
-            LedgerDirectorySecurity.checkNotWritableByOthers(old, "legacy ledger");
+            LedgerDirectorySecurity.checkFile(old, "legacy ledger", group);
             Files.move(old, own, StandardCopyOption.ATOMIC_MOVE);
             fsyncDir(own.getParent());
             Files.writeString(sub.resolve(MOVED_NOTE), "The ledger that was here moved to " + own
@@ -175,7 +176,7 @@ final class NodeIdentity {
     }
 
     /** @param write whether to record the node (a writer, under the lock) or only compare (a reader) */
-    private static void checkOrRecord(Path dir, GpuInventory inventory, boolean write) {
+    private static void checkOrRecord(Path dir, GpuInventory inventory, boolean write, StateGroup group) {
         Path f = dir.resolve(FILE);
         boolean simulated = inventory.backend().startsWith(GpuInventories.SIMULATED_PREFIX);
         Set<String> gpus = gpus(inventory.devices());
@@ -186,7 +187,7 @@ final class NodeIdentity {
                 checkLedgerWithoutIdentity(dir, ledgerFile, inventory);
             }
             if (write) {
-                record(dir, f, inventory.backend(), simulated, gpus);
+                record(dir, f, inventory.backend(), simulated, gpus, group);
             }
             return;
         }
@@ -196,19 +197,18 @@ final class NodeIdentity {
                     + " node)", null);
         }
         if (write) {
-            LedgerDirectorySecurity.checkNotWritableByOthers(f, "node identity file");
+            LedgerDirectorySecurity.checkFile(f, "node identity file", group);
         } else {
-            LedgerDirectorySecurity.checkForReader(f, dir, "node identity file");
+            LedgerDirectorySecurity.checkForReader(f, dir, "node identity file", group);
         }
         JsonNode n;
-        try {
-            long size = Files.size(f);
-            if (size > MAX_BYTES) {
+        try (InputStream in = Files.newInputStream(f, StandardOpenOption.READ, LinkOption.NOFOLLOW_LINKS)) {
+            byte[] body = in.readNBytes((int) MAX_BYTES + 1);
+            if (body.length > MAX_BYTES) {
                 throw new LedgerException(Kind.CORRUPT, f, f + " (which node this state directory describes) has "
-                        + size + " bytes, more than a node's record can (" + MAX_BYTES + "); restore it or remove it",
-                        null);
+                        + "more bytes than a node's record can (" + MAX_BYTES + "); restore it or remove it", null);
             }
-            n = Json.MAPPER.readTree(Files.readString(f));
+            n = Json.MAPPER.readTree(new String(body, StandardCharsets.UTF_8));
         } catch (IOException | RuntimeException e) {
             if (e instanceof LedgerException l) {
                 throw l;
@@ -257,7 +257,7 @@ final class NodeIdentity {
         if (write && !had.equals(gpus) && !gpus.isEmpty()) {
             LOG.info("state directory {} was recorded for {}; this process sees {} (a GPU lost, added or "
                     + "repartitioned): same node, recorded as it is now", dir, there, here);
-            record(dir, f, inventory.backend(), simulated, gpus); // the identity follows the GPUs the node has
+            record(dir, f, inventory.backend(), simulated, gpus, group); // the identity follows the node's GPUs
         }
     }
 
@@ -335,7 +335,8 @@ final class NodeIdentity {
                 + (first.isEmpty() ? "" : " " + String.join(", ", first) + (gpus.size() > 2 ? ", ..." : ""));
     }
 
-    private static void record(Path dir, Path f, String backend, boolean simulated, Set<String> gpus) {
+    private static void record(Path dir, Path f, String backend, boolean simulated, Set<String> gpus,
+            StateGroup group) {
         Map<String, Object> m = new LinkedHashMap<>();
         m.put("format", FORMAT);
         m.put("simulated", simulated);
@@ -343,7 +344,7 @@ final class NodeIdentity {
         m.put("gpus", List.copyOf(gpus));
         try {
             byte[] body = (Json.MAPPER.writeValueAsString(m) + "\n").getBytes(StandardCharsets.UTF_8);
-            ConfigFiles.writeAtomically(dir, FILE, body); // temp, force, rename, directory force
+            LedgerDirectorySecurity.writeAtomically(dir, FILE, body, group); // temp, force, rename, directory force
         } catch (IOException | GpuException e) {
             throw new LedgerException(Kind.IO, f, "cannot record which node " + dir + " describes in " + f + ": "
                     + e.getMessage(), e);

@@ -8,8 +8,10 @@ import java.nio.channels.FileChannel;
 import java.nio.channels.FileLock;
 import java.nio.channels.FileLockInterruptionException;
 import java.nio.file.Files;
+import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
+import java.nio.file.attribute.PosixFilePermission;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.util.Map;
 import java.util.Set;
@@ -37,15 +39,17 @@ final class NodeLock {
         volatile FileChannel channel;
         /** Open NodeLocks using it; guarded by LOCKS. The channel closes with the last (closing it drops locks). */
         int users;
+        final StateGroup group;
 
-        DirLock(FileChannel channel) {
+        DirLock(FileChannel channel, StateGroup group) {
             this.channel = channel;
+            this.group = group;
         }
 
         /** Opens the lock file again after an interrupt closed the channel (holding no lock: closing dropped it). */
         void reopen(Path lockFile) throws IOException {
             if (!channel.isOpen()) {
-                channel = open(lockFile);
+                channel = open(lockFile, group);
             }
         }
     }
@@ -63,7 +67,7 @@ final class NodeLock {
      *
      * @throws LedgerException when it cannot be opened, or others may write it
      */
-    NodeLock(Path dir) {
+    NodeLock(Path dir, StateGroup group) {
         this.lockFile = dir.resolve(LOCK);
         try {
             // one JVM-wide lock per directory, whatever name it is given (a link to it, a relative path): closing
@@ -75,7 +79,7 @@ final class NodeLock {
         synchronized (LOCKS) {
             this.dirLock = LOCKS.computeIfAbsent(this.dir, d -> {
                 try {
-                    return new DirLock(open(lockFile));
+                    return new DirLock(open(lockFile, group), group);
                 } catch (IOException e) {
                     throw io("cannot open the lock file " + lockFile, lockFile, e);
                 }
@@ -83,7 +87,7 @@ final class NodeLock {
             dirLock.users++;
         }
         try {
-            LedgerDirectorySecurity.checkNotWritableByOthers(lockFile, "lock file");
+            LedgerDirectorySecurity.checkFile(lockFile, "lock file", group);
         } catch (LedgerException e) {
             release();
             throw e;
@@ -91,18 +95,22 @@ final class NodeLock {
     }
 
     /**
-     * Opens (creating, mode 0644) the lock file for reading and writing: unlike a write-only open, that never waits
-     * for a FIFO's reader (this runs under {@link #LOCKS}), and anything but a regular file is refused.
+     * Opens (creating, mode 0644, or 0660 in a directory the state group shares) the lock file for reading and
+     * writing, never through a link: unlike a write-only open, that never waits for a FIFO's reader (this runs under
+     * {@link #LOCKS}), and anything but a regular file with one link is refused.
      */
-    private static FileChannel open(Path lockFile) throws IOException {
+    private static FileChannel open(Path lockFile, StateGroup group) throws IOException {
         refuseIrregular(lockFile);
+        Set<PosixFilePermission> mode = LedgerDirectorySecurity.fileMode(lockFile.getParent(), group);
+        boolean made = !Files.exists(lockFile, LinkOption.NOFOLLOW_LINKS);
         FileChannel c = FileChannel.open(lockFile, Set.of(StandardOpenOption.CREATE, StandardOpenOption.READ,
-                StandardOpenOption.WRITE),
-                PosixFilePermissions.asFileAttribute(
-                        PosixFilePermissions.fromString("rw-r--r--")));
+                StandardOpenOption.WRITE, LinkOption.NOFOLLOW_LINKS), PosixFilePermissions.asFileAttribute(mode));
         try {
             refuseIrregular(lockFile);
-        } catch (LedgerException e) {
+            if (made && mode.contains(PosixFilePermission.GROUP_WRITE)) {
+                LedgerDirectorySecurity.setMode(lockFile, mode); // the umask may have narrowed it
+            }
+        } catch (LedgerException | IOException e) {
             c.close();
             throw e;
         }
@@ -110,7 +118,8 @@ final class NodeLock {
     }
 
     private static void refuseIrregular(Path lockFile) {
-        if (Files.exists(lockFile) && !Files.isRegularFile(lockFile)) {
+        if (Files.exists(lockFile, LinkOption.NOFOLLOW_LINKS)
+                && !Files.isRegularFile(lockFile, LinkOption.NOFOLLOW_LINKS)) {
             throw new LedgerException(LedgerException.Kind.INSECURE_PERMISSIONS, lockFile, "the lock file "
                     + lockFile + " is not a regular file (a directory, FIFO or device); it is not used: remove it,"
                     + " and the next writer creates it", null);

@@ -246,9 +246,11 @@ final class Placement {
                                     : "")
                     : " are free";
             long draining = usable.stream().filter(d -> d.pool() == Pool.DRAINING).count();
+            long cordoned = usable.stream().filter(d -> d.pool() == Pool.CORDONED).count();
             throw new GpuAllocationException(Reason.INSUFFICIENT_GPUS, r.describe() + " requested; "
                     + free.size() + " of " + usable.size() + " suitable GPUs" + why + " (held: " + holders(usable)
-                    + (draining > 0 ? "; " + draining + " draining" : "") + ")");
+                    + (draining > 0 ? "; " + draining + " draining" : "")
+                    + (cordoned > 0 ? "; " + cordoned + " drained by an admin" : "") + ")");
         }
         return free;
     }
@@ -293,6 +295,10 @@ final class Placement {
         if (d.pool() == Pool.QUARANTINED) {
             throw new GpuAllocationException(Reason.DEVICE_UNHEALTHY, which + " is quarantined: "
                     + d.poolReason().orElse(""));
+        }
+        if (d.pool() == Pool.CORDONED) {
+            throw new GpuAllocationException(Reason.DEVICE_BUSY, which + " is out of service (drained by an admin: "
+                    + d.poolReason().orElse("no reason given") + "); an admin undrains it");
         }
         if (d.pool() == Pool.DRAINING) {
             throw new GpuAllocationException(Reason.DEVICE_BUSY, which + " is draining: "

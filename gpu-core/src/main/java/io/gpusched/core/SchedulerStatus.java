@@ -46,7 +46,7 @@ public record SchedulerStatus(String backend, boolean enabled, String strategy, 
      * @param memoryUsedBytes    latest memory in use, or null
      * @param temperatureCelsius latest temperature, or null
      * @param powerWatts         latest power draw, or null
-     * @param pool               IN_POOL, DRAINING or QUARANTINED
+     * @param pool               IN_POOL, DRAINING, QUARANTINED or CORDONED (drained by an admin)
      * @param poolReason         why draining or quarantined, or null
      */
     public record Device(int index, String uuid, String name, String vendor, long memoryTotalBytes,

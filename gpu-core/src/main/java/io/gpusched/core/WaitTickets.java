@@ -4,8 +4,12 @@ import java.io.IOException;
 import java.nio.file.DirectoryStream;
 import java.nio.file.FileAlreadyExistsException;
 import java.nio.file.Files;
+import java.nio.file.LinkOption;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
+import java.nio.file.SecureDirectoryStream;
+import java.nio.file.StandardOpenOption;
+import java.nio.file.attribute.PosixFilePermission;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.util.ArrayList;
 import java.util.Comparator;
@@ -46,19 +50,49 @@ final class WaitTickets {
     }
 
     private final Path dir;
+    private final StateGroup group;
     private final HolderProcess me;
     private final LongSupplier wallClock;
     private final Predicate<HolderProcess> alive;
     private final Set<String> mine = ConcurrentHashMap.newKeySet();
 
     WaitTickets(Path stateDir, HolderProcess me, LongSupplier wallClock, Predicate<HolderProcess> alive) {
+        this(stateDir, StateGroup.NONE, me, wallClock, alive);
+    }
+
+    WaitTickets(Path stateDir, StateGroup group, HolderProcess me, LongSupplier wallClock,
+            Predicate<HolderProcess> alive) {
         this.dir = stateDir.resolve(DIR);
+        this.group = group;
         this.me = me;
         this.wallClock = wallClock;
         this.alive = alive;
-        if (Files.isDirectory(dir)) {
-            LedgerDirectorySecurity.checkNotWritableByOthers(dir, "waiters directory");
+        if (Files.exists(dir, LinkOption.NOFOLLOW_LINKS)) {
+            LedgerDirectorySecurity.checkNotWritableByOthers(dir, "waiters directory", group, false);
         }
+    }
+
+    /** An operation on the waiters directory. */
+    private interface InWaiters<T> {
+        T apply(SecureDirectoryStream<Path> waiters) throws IOException;
+    }
+
+    /**
+     * Runs {@code op} on the waiters directory opened without following a link ({@code openat} with
+     * {@code O_NOFOLLOW}), so that names created, listed and removed there are relative to that very directory even
+     * where others may rename entries of the state directory (one the state group shares); {@code op} gets null where
+     * the platform has no secure directory streams, and works on the path.
+     */
+    private <T> T inWaiters(InWaiters<T> op) throws IOException {
+        try (DirectoryStream<Path> state = Files.newDirectoryStream(dir.getParent())) {
+            if (state instanceof SecureDirectoryStream<Path> s) {
+                try (SecureDirectoryStream<Path> w = s.newDirectoryStream(dir.getFileName(),
+                        LinkOption.NOFOLLOW_LINKS)) {
+                    return op.apply(w);
+                }
+            }
+        }
+        return op.apply(null);
     }
 
     /**
@@ -72,8 +106,13 @@ final class WaitTickets {
             LOG.warn("/proc does not show this process: waiting allocations are not queued across processes");
             return Optional.empty();
         }
-        return Optional.of(new WaitTickets(stateDir, new HolderProcess(pid, start.get()), System::currentTimeMillis,
-                HolderProcess::isAlive));
+        return Optional.of(new WaitTickets(stateDir, StateGroup.NONE, new HolderProcess(pid, start.get()),
+                System::currentTimeMillis, HolderProcess::isAlive));
+    }
+
+    /** As {@link #of(Path)}, in a state directory the state group {@code group} may share. */
+    static Optional<WaitTickets> of(Path stateDir, StateGroup group) {
+        return of(stateDir).map(t -> new WaitTickets(stateDir, group, t.me, t.wallClock, t.alive));
     }
 
     /** @return the directory holding the tickets */
@@ -83,10 +122,17 @@ final class WaitTickets {
 
     private List<Ticket> present() {
         List<Ticket> out = new ArrayList<>();
-        try (DirectoryStream<Path> ds = Files.newDirectoryStream(dir)) {
-            for (Path p : ds) {
-                parse(p.getFileName().toString()).ifPresent(out::add);
-            }
+        try {
+            inWaiters(w -> {
+                if (w != null) {
+                    w.forEach(p -> parse(p.getFileName().toString()).ifPresent(out::add));
+                    return null;
+                }
+                try (DirectoryStream<Path> ds = Files.newDirectoryStream(dir)) {
+                    ds.forEach(p -> parse(p.getFileName().toString()).ifPresent(out::add));
+                }
+                return null;
+            });
         } catch (NoSuchFileException e) {
             return out;
         } catch (IOException e) {
@@ -161,23 +207,35 @@ final class WaitTickets {
      * @param deadline epoch milliseconds when the waiter gives up
      */
     Ticket register(long deadline) {
-        if (!Files.isDirectory(dir)) {
+        if (!Files.exists(dir, LinkOption.NOFOLLOW_LINKS)) {
             try {
-                Files.createDirectories(dir, PosixFilePermissions.asFileAttribute(
+                Files.createDirectory(dir, PosixFilePermissions.asFileAttribute(
                         PosixFilePermissions.fromString("rwxr-xr-x")));
-            } catch (IOException e) {
-                throw new LedgerException(LedgerException.Kind.IO, dir, "cannot create " + dir + ": " + e, e);
+                Files.setAttribute(dir, "unix:mode", LedgerDirectorySecurity.directoryMode(dir.getParent(), group),
+                        LinkOption.NOFOLLOW_LINKS);
+            } catch (FileAlreadyExistsException e) {
+                // another process made it meanwhile: checked below
+            } catch (IOException | UnsupportedOperationException | IllegalArgumentException e) {
+                throw new LedgerException(LedgerException.Kind.IO, dir, "cannot create " + dir + ": " + e, null);
             }
         }
-        LedgerDirectorySecurity.checkNotWritableByOthers(dir, "waiters directory");
+        LedgerDirectorySecurity.checkNotWritableByOthers(dir, "waiters directory", group, false);
+        Set<PosixFilePermission> mode = LedgerDirectorySecurity.fileMode(dir, group);
         List<Ticket> all = present();
         long n = all.isEmpty() ? 1 : all.get(all.size() - 1).number() + 1;
         while (true) {
             String name = String.format(Locale.ROOT, "%019d-%d-%d-%d", n, me.pid(), me.startTime(), deadline);
             mine.add(name);
             try {
-                Files.createFile(dir.resolve(name), PosixFilePermissions.asFileAttribute(
-                        PosixFilePermissions.fromString("rw-r--r--")));
+                inWaiters(w -> {
+                    if (w == null) {
+                        Files.createFile(dir.resolve(name), PosixFilePermissions.asFileAttribute(mode));
+                    } else {
+                        w.newByteChannel(Path.of(name), Set.of(StandardOpenOption.CREATE_NEW,
+                                StandardOpenOption.WRITE), PosixFilePermissions.asFileAttribute(mode)).close();
+                    }
+                    return null;
+                });
                 return new Ticket(n, me, deadline, name);
             } catch (FileAlreadyExistsException e) {
                 mine.remove(name);
@@ -201,7 +259,20 @@ final class WaitTickets {
 
     private void delete(Ticket t) {
         try {
-            Files.deleteIfExists(dir.resolve(t.name()));
+            inWaiters(w -> {
+                if (w == null) {
+                    Files.deleteIfExists(dir.resolve(t.name()));
+                } else {
+                    try {
+                        w.deleteFile(Path.of(t.name())); // unlinkat in that very directory
+                    } catch (NoSuchFileException gone) {
+                        // removed by its owner or another process meanwhile
+                    }
+                }
+                return null;
+            });
+        } catch (NoSuchFileException e) {
+            // no waiters directory: nothing to remove
         } catch (IOException | RuntimeException e) {
             LOG.warn("cannot remove the waiting ticket {}: {}", dir.resolve(t.name()), e.toString());
         }

@@ -237,6 +237,23 @@ class GpuSchedulerTest {
     }
 
     @Test
+    void quotaExceededNamesTheLimitItsSourceAndWhatTheUserHolds() {
+        GpuConfig config = GpuConfig.builder().users(new UserQuotas(3, java.util.Map.of(), java.util.Map.of()))
+                .build();
+        GpuScheduler s = GpuScheduler.builder().inventory(dgx).clock(CLOCK).config(config).build();
+        Allocation held = s.allocate(GpuRequests.fromCliFlags("--gpu=2", "--owner=alice"));
+        GpuAllocationException e = refused(s, GpuRequests.fromCliFlags("--gpu=2", "--owner=alice"),
+                Reason.QUOTA_EXCEEDED);
+        assertThat(e.getMessage()).contains("alice").contains("holds 2 GPU(s)").contains(held.id())
+                .contains("the limit is 3").contains("gpu.users.max_gpus");
+        assertThat(Reason.QUOTA_EXCEEDED.isTransient()).as("it may pass once alice releases").isTrue();
+        s.allocate(GpuRequests.fromCliFlags("--gpu=1", "--owner=alice"));
+        s.allocate(GpuRequests.fromCliFlags("--gpu=3", "--owner=bob"));
+        s.release(held.id());
+        s.allocate(GpuRequests.fromCliFlags("--gpu=2", "--owner=alice"));
+    }
+
+    @Test
     void noPlacementWhenTheStrategyDeclines() {
         AllocationStrategy never = new AllocationStrategy() {
             @Override

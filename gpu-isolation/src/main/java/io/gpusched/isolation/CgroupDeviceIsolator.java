@@ -3,6 +3,8 @@ package io.gpusched.isolation;
 import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuException;
+import io.gpusched.core.GpuRequest;
+import io.gpusched.core.GpuVendor;
 import io.gpusched.core.devices.DeviceNode;
 import io.gpusched.core.devices.DevicePlan;
 import io.gpusched.core.devices.GpuDeviceNodes;
@@ -13,6 +15,7 @@ import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -236,6 +239,61 @@ public final class CgroupDeviceIsolator implements DeviceIsolator {
     @Override
     public Fence fence(Path cgroup, Allocation allocation) {
         Objects.requireNonNull(allocation, "allocation");
+        return fence(cgroup, allocation, null);
+    }
+
+    /** The id of the allocation a {@link #fenceOff} fence reports. */
+    public static final String DENY_ALL = "deny-all";
+
+    /**
+     * Denies every GPU device node of the host and the vendors' control nodes ({@code nvidiactl}, {@code nvidia-uvm},
+     * {@code kfd}, ...) to {@code cgroup} and all its descendants: the node service's fence on login cgroups. On cgroup
+     * v2 it is a device program like a job's (replacing any program of ours on the cgroup, so a restart replaces, never
+     * stacks); on v1 the same exceptions a job fence writes. Its {@link Fence#allocation()} is an empty allocation
+     * with id {@value #DENY_ALL}. Revoke it to give the cgroup back to the host's policy.
+     *
+     * @throws IsolationException as {@link #fence}, and when the host has no GPU to deny or a GPU without a device
+     *                            minor (it could not be denied)
+     */
+    public Fence fenceOff(Path cgroup) {
+        return fence(cgroup, new Allocation(DENY_ALL, List.of(), GpuRequest.builder().build(), Instant.EPOCH),
+                denyAllPlan());
+    }
+
+    /** @return every GPU device node and vendor control node of the host: what {@link #fenceOff} denies */
+    public List<DeviceNode> denyAllNodes() {
+        return denyAllPlan().denied();
+    }
+
+    /** @return every GPU node and control node of the host as denied, none allowed */
+    NodePlan denyAllPlan() {
+        if (hostDevices.isEmpty()) {
+            throw new IsolationException("no GPU is known on this host, so there is nothing to deny");
+        }
+        List<DeviceNode> denied = new ArrayList<>();
+        List<Integer> majors = new ArrayList<>();
+        List<String> notes = new ArrayList<>();
+        for (GpuVendor v : hostDevices.stream().map(GpuDevice::vendor).distinct().toList()) {
+            List<GpuDevice> all = hostDevices.stream().filter(d -> d.vendor() == v).toList();
+            NodePlan p = plan(new Allocation(DENY_ALL, all, GpuRequest.builder().count(all.size()).build(),
+                    Instant.EPOCH));
+            for (DeviceNode n : p.allowed()) {
+                if (!denied.contains(n)) {
+                    denied.add(n);
+                }
+            }
+            for (DeviceNode n : p.denied()) {
+                if (!denied.contains(n)) {
+                    denied.add(n);
+                }
+            }
+            p.vendorMajors().stream().filter(m -> !majors.contains(m)).forEach(majors::add);
+            notes.addAll(p.notes());
+        }
+        return new NodePlan(List.of(), denied, majors, notes);
+    }
+
+    private Fence fence(Path cgroup, Allocation allocation, NodePlan fixed) {
         Resolved r = resolve(cgroup);
         pruneGone();
         ReentrantLock lock = lockFor(r.path());
@@ -243,14 +301,21 @@ public final class CgroupDeviceIsolator implements DeviceIsolator {
         try (CgroupLock node = CgroupLock.acquire(stateDir, r.id(), r.path())) {
             AbstractFence existing = active.get(r.path());
             if (existing != null && existing.isActive()) {
-                if (existing.id().equals(r.id())) {
+                if (existing.id().equals(r.id()) && fixed != null) {
+                    // a deny-all fence takes over: what the old one put there is replaced as a dead fencer's would
+                    // be (v2: our programs swapped; v1: the host's policy read back from the node-wide record)
+                    existing.active = false;
+                    existing.dropped();
+                    active.remove(r.path(), existing);
+                } else if (existing.id().equals(r.id())) {
                     existing.update(allocation);
                     return existing;
+                } else {
+                    existing.forgetGone("the cgroup at " + r.path() + " was removed and made again ("
+                            + existing.id() + " is now " + r.id() + ")");
                 }
-                existing.forgetGone("the cgroup at " + r.path() + " was removed and made again (" + existing.id()
-                        + " is now " + r.id() + ")");
             }
-            NodePlan plan = plan(allocation);
+            NodePlan plan = fixed != null ? fixed : plan(allocation);
             AbstractFence f = r.v2() ? new V2Fence(this, r.path(), allocation, plan)
                     : new V1Fence(this, r.path(), allocation, plan);
             f.apply();

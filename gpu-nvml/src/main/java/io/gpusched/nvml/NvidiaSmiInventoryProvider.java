@@ -6,9 +6,11 @@ import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuInventory;
 import io.gpusched.core.GpuInventoryProvider;
 import io.gpusched.core.GpuMetrics;
+import io.gpusched.core.GpuProcessUsage;
 import io.gpusched.core.GpuSample;
 import io.gpusched.core.GpuVendor;
 import io.gpusched.core.MemorySize;
+import io.gpusched.core.ProcessUsageSample;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -21,12 +23,15 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.OptionalDouble;
+import java.util.OptionalInt;
 import java.util.concurrent.TimeUnit;
 
 /**
  * Last-resort fallback: runs {@code nvidia-smi -q -x} (no shell, with a timeout) and parses it. Each
  * {@link GpuInventory#sample()} runs it again, which costs 7 to 400 ms: for hosts where NVML cannot be loaded into
- * the JVM. No topology. MIG devices without a UUID in the XML get the legacy {@code MIG-GPU-…/GI/CI} identifier.
+ * the JVM. No topology, no energy counter. Per-process usage: the memory of each process in {@code <processes>}, from
+ * the latest sample's run (no run of its own when that is fresh); utilization per process is not measured. MIG
+ * devices without a UUID in the XML get the legacy {@code MIG-GPU-…/GI/CI} identifier.
  * Binary from {@code -Dgpusched.nvidia-smi.path}, else {@code nvidia-smi} on the PATH.
  */
 public final class NvidiaSmiInventoryProvider implements GpuInventoryProvider {
@@ -132,7 +137,64 @@ public final class NvidiaSmiInventoryProvider implements GpuInventoryProvider {
         if (devices.isEmpty()) {
             throw new BackendUnavailableException("nvidia-smi lists no GPU");
         }
-        return new StaticNvidiaInventory("nvidia-smi", devices, () -> sample(devices));
+        Latest latest = new Latest();
+        return new StaticNvidiaInventory("nvidia-smi", devices, () -> sample(devices, latest),
+                d -> processUsage(d, devices, latest));
+    }
+
+    /** The report of the latest run, which {@link #processUsage} reuses rather than run nvidia-smi again. */
+    private static final class Latest {
+        NvidiaSmiXml.Report report;
+        Instant at;
+    }
+
+    /** Why per-process utilization is not measured through nvidia-smi. */
+    static final String NO_PROCESS_UTILIZATION = "nvidia-smi -q -x gives no per-process utilization";
+
+    /**
+     * The processes holding memory on a device, from the {@code <processes>} of the latest report (the latest
+     * {@link GpuInventory#sample()}'s run when it is at most 5 s old, else a run of its own): memory per process in
+     * MiB; utilization not measured ({@value #NO_PROCESS_UTILIZATION}). A MIG device gets the processes of its GPU
+     * and compute instance.
+     */
+    private Optional<ProcessUsageSample> processUsage(GpuDevice d, List<GpuDevice> devices, Latest latest) {
+        Instant now = Instant.now();
+        NvidiaSmiXml.Report r;
+        synchronized (latest) {
+            r = latest.report;
+            if (r == null || latest.at.isBefore(now.minusSeconds(5))) {
+                try {
+                    r = NvidiaSmiXml.parse(run());
+                } catch (RuntimeException e) {
+                    String why = "nvidia-smi: " + e.getMessage();
+                    return Optional.of(new ProcessUsageSample(now, List.of(), Optional.of(why), Optional.of(why)));
+                }
+                latest.report = r;
+                latest.at = now;
+            }
+        }
+        String gpuUuid = d.parentUuid().orElse(d.uuid());
+        Optional<NvidiaSmiXml.Gpu> g = r.gpus().stream().filter(x -> x.uuid().equals(gpuUuid)).findFirst();
+        if (g.isEmpty()) {
+            String why = "nvidia-smi no longer lists GPU " + gpuUuid;
+            return Optional.of(new ProcessUsageSample(now, List.of(), Optional.of(why), Optional.of(why)));
+        }
+        OptionalInt gi = integer(d.properties().get("mig.gpu_instance_id"));
+        OptionalInt ci = integer(d.properties().get("mig.compute_instance_id"));
+        List<GpuProcessUsage> out = new ArrayList<>();
+        for (NvidiaSmiXml.Process p : g.get().processes()) {
+            boolean here = d.isPartition() ? p.gpuInstanceId().equals(gi) && p.computeInstanceId().equals(ci)
+                    : p.gpuInstanceId().isEmpty();
+            if (here) {
+                out.add(new GpuProcessUsage(p.pid(), OptionalDouble.empty(), p.usedMemoryMib().isPresent()
+                        ? Optional.of(MemorySize.ofMebibytes(p.usedMemoryMib().getAsLong())) : Optional.empty()));
+            }
+        }
+        return Optional.of(new ProcessUsageSample(now, out, Optional.of(NO_PROCESS_UTILIZATION), Optional.empty()));
+    }
+
+    private static OptionalInt integer(String s) {
+        return s != null && s.matches("[0-9]{1,9}") ? OptionalInt.of(Integer.parseInt(s)) : OptionalInt.empty();
     }
 
     /** GPUs in document order take indices 0..n-1; MIG devices follow, and their parent is withheld. */
@@ -169,11 +231,16 @@ public final class NvidiaSmiInventoryProvider implements GpuInventoryProvider {
         return out;
     }
 
-    private GpuSample sample(List<GpuDevice> devices) {
+    private GpuSample sample(List<GpuDevice> devices, Latest latest) {
         Instant now = Instant.now();
         Map<String, NvidiaSmiXml.Gpu> byUuid = new HashMap<>();
         try {
-            for (NvidiaSmiXml.Gpu g : NvidiaSmiXml.parse(run()).gpus()) {
+            NvidiaSmiXml.Report r = NvidiaSmiXml.parse(run());
+            synchronized (latest) {
+                latest.report = r;
+                latest.at = now;
+            }
+            for (NvidiaSmiXml.Gpu g : r.gpus()) {
                 byUuid.put(g.uuid(), g);
             }
         } catch (RuntimeException e) {

@@ -45,6 +45,20 @@ public final class NvidiaSmiXml {
     }
 
     /**
+     * One {@code <process_info>} of a GPU's {@code <processes>}: a process holding memory on it (or on one of its MIG
+     * devices).
+     *
+     * @param pid               host pid
+     * @param type              {@code C} (compute), {@code G} (graphics) or {@code C+G}, where given
+     * @param gpuInstanceId     the MIG GPU instance it runs in ({@code N/A} off MIG: absent)
+     * @param computeInstanceId the MIG compute instance
+     * @param usedMemoryMib     memory it holds, where given
+     */
+    public record Process(int pid, Optional<String> type, OptionalInt gpuInstanceId, OptionalInt computeInstanceId,
+            OptionalLong usedMemoryMib) {
+    }
+
+    /**
      * One {@code <gpu>}.
      *
      * @param pciBusId       normalized bus id
@@ -58,10 +72,17 @@ public final class NvidiaSmiXml {
      * @param powerWatts     power draw
      * @param migEnabled     current MIG mode
      * @param migs           MIG devices
+     * @param processes      the processes holding memory on it ({@code <processes>}); pids outside 1 to
+     *                       2<sup>31</sup>-1 are left out
      */
     public record Gpu(String pciBusId, String name, String uuid, OptionalInt minor, OptionalLong memoryTotalMib,
             OptionalLong memoryUsedMib, OptionalDouble utilization, OptionalDouble temperature,
-            OptionalDouble powerWatts, boolean migEnabled, List<Mig> migs) {
+            OptionalDouble powerWatts, boolean migEnabled, List<Mig> migs, List<Process> processes) {
+        /** Copies the lists. */
+        public Gpu {
+            migs = List.copyOf(migs);
+            processes = List.copyOf(processes);
+        }
     }
 
     /**
@@ -113,6 +134,15 @@ public final class NvidiaSmiXml {
                         text(md, "uuid"), mib(text(md, "fb_memory_usage", "total")),
                         mib(text(md, "fb_memory_usage", "used"))));
             }
+            List<Process> processes = new ArrayList<>();
+            for (Element p : child(g, "processes").map(x -> children(x, "process_info")).orElse(List.of())) {
+                OptionalInt pid = integer(text(p, "pid"));
+                if (pid.isEmpty() || pid.getAsInt() < 1) {
+                    continue;
+                }
+                processes.add(new Process(pid.getAsInt(), text(p, "type"), integer(text(p, "gpu_instance_id")),
+                        integer(text(p, "compute_instance_id")), mib(text(p, "used_memory"))));
+            }
             OptionalDouble power = number(text(g, "power_readings", "power_draw")
                     .or(() -> text(g, "gpu_power_readings", "instant_power_draw"))
                     .or(() -> text(g, "gpu_power_readings", "power_draw"))
@@ -121,7 +151,8 @@ public final class NvidiaSmiXml {
                     integer(text(g, "minor_number")), mib(text(g, "fb_memory_usage", "total")),
                     mib(text(g, "fb_memory_usage", "used")), number(text(g, "utilization", "gpu_util")),
                     number(text(g, "temperature", "gpu_temp")), power,
-                    text(g, "mig_mode", "current_mig").map(s -> s.equalsIgnoreCase("Enabled")).orElse(false), migs));
+                    text(g, "mig_mode", "current_mig").map(s -> s.equalsIgnoreCase("Enabled")).orElse(false), migs,
+                    processes));
         }
         OptionalInt attached = integer(text(root, "attached_gpus"));
         if (attached.isPresent() && attached.getAsInt() != gpus.size()) {

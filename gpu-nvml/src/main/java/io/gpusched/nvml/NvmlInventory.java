@@ -12,6 +12,7 @@ import io.gpusched.core.GpuSample;
 import io.gpusched.core.GpuTopology;
 import io.gpusched.core.GpuVendor;
 import io.gpusched.core.MemorySize;
+import io.gpusched.core.ProcessUsageSample;
 import io.gpusched.nvml.internal.NvmlBinding;
 import io.gpusched.nvml.internal.NvmlEventWatch;
 import io.gpusched.nvml.internal.NvmlLayout;
@@ -27,6 +28,7 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.OptionalDouble;
 import java.util.OptionalInt;
+import java.util.OptionalLong;
 import java.util.Set;
 import java.util.concurrent.CopyOnWriteArrayList;
 import org.slf4j.Logger;
@@ -48,6 +50,10 @@ import org.slf4j.LoggerFactory;
  * XIDs ignored) make it UNHEALTHY. A device returns to HEALTHY only after its live metric calls (utilization,
  * memory, temperature) have answered without error for the whole {@link NvmlOptions#recoveryAfter() recovery
  * period}; {@link #sample()} runs these checks, and the watcher, when on, runs them between events.
+ *
+ * <p>Why it is over 500 lines: it is where discovery's results, the live sweep, the per-process reads and the health
+ * state machine meet a device's lock and lifecycle; each part's logic lives elsewhere ({@link DeviceHealth},
+ * {@link NvmlProcessUsage}, {@code NvmlPoller}, {@code NvmlSession}).
  */
 public final class NvmlInventory implements GpuInventory {
     private static final Logger LOG = LoggerFactory.getLogger(NvmlInventory.class);
@@ -62,6 +68,8 @@ public final class NvmlInventory implements GpuInventory {
     private final long[] parentHandles;
     private final int[] gpuInstance;
     private final int[] computeInstance;
+    /** per device: the newest per-process utilization sample read (µs), guarded by the poller */
+    private final long[] lastSeen;
     private final GpuTopology topology;
     private final NvmlPoller poller;
     private final DeviceHealth health;
@@ -86,6 +94,7 @@ public final class NvmlInventory implements GpuInventory {
         parentHandles = new long[n];
         gpuInstance = new int[n];
         computeInstance = new int[n];
+        lastSeen = new long[n];
         health = new DeviceHealth(n, options.clock(), options.recoveryAfter(),
                 (call, status) -> toHealth(new NvmlSession.Fault(call, status), Optional.empty()));
         int nextMigIndex = gpus;
@@ -251,7 +260,8 @@ public final class NvmlInventory implements GpuInventory {
                         v[base + 3] == NvmlPoller.ABSENT ? OptionalDouble.empty() : OptionalDouble.of(v[base + 3]),
                         v[base + 4] == NvmlPoller.ABSENT ? OptionalDouble.empty()
                                 : OptionalDouble.of(v[base + 4] / 1000.0),
-                        now));
+                        now,
+                        v[base + 5] == NvmlPoller.ABSENT ? OptionalLong.empty() : OptionalLong.of(v[base + 5])));
             }
         }
         for (int i = 0; i < n; i++) {
@@ -300,6 +310,64 @@ public final class NvmlInventory implements GpuInventory {
         }
         return raw.map(list -> list.stream().map(p -> new GpuProcess((int) p[0],
                 p[1] < 0 ? Optional.empty() : Optional.of(MemorySize.ofBytes(p[1])))).toList());
+    }
+
+    /** Why a MIG device has no per-process utilization. */
+    public static final String MIG_UTILIZATION = "MIG: NVML has no per-process utilization on MIG devices"
+            + " (nvmlDeviceGetProcessUtilization is not supported there)";
+
+    /**
+     * What each process used on a device since the previous call for that device: SM utilization from
+     * {@code nvmlDeviceGetProcessUtilization} (the mean of each process's samples newer than the newest sample the
+     * previous call read; the first call reads the driver's whole buffer) and memory from
+     * {@code nvmlDeviceGetComputeRunningProcesses_v3}. What cannot be read is said, not guessed: on a MIG device
+     * utilization is "not measured" ({@link #MIG_UTILIZATION}) while memory is read per process where the driver gives
+     * it; NOT_SUPPORTED, NO_PERMISSION and a driver without the call each leave that figure "not measured" with the
+     * NVML answer as the reason. Any other error is a fault of the device (its health, as {@link #processes} records
+     * it), and the sample says both figures are not measured, naming the error.
+     *
+     * @return the sample; empty only when this driver's NVML has neither call
+     * @throws IllegalArgumentException when the device is not one of {@link #devices()}
+     * @throws IllegalStateException    when the inventory is closed
+     */
+    @Override
+    public Optional<ProcessUsageSample> processUsage(GpuDevice device) {
+        int i = position(device);
+        boolean mig = device.isPartition();
+        Instant now = options.clock().instant();
+        NvmlSession.ProcessList running = null;
+        NvmlSession.ProcessList samples = null;
+        NvmlSession.Fault fault = null;
+        long seen;
+        synchronized (poller) {
+            ensureOpen();
+            if (!session.binding().has(NvmlBinding.Fn.PROCESSES)
+                    && (mig || !session.binding().has(NvmlBinding.Fn.PROCESS_UTILIZATION))) {
+                return Optional.empty();
+            }
+            if (handles[i] == 0) {
+                String why = "the device could not be reached when NVML was opened";
+                return Optional.of(new ProcessUsageSample(now, List.of(), Optional.of(why), Optional.of(why)));
+            }
+            seen = lastSeen[i];
+            try {
+                running = session.runningProcesses(handles[i]);
+                if (!mig) {
+                    samples = session.processUtilization(handles[i], seen);
+                }
+            } catch (NvmlSession.NvmlCallException e) {
+                fault = e.fault();
+            }
+            if (fault == null && samples != null && samples.code() == 0) {
+                lastSeen[i] = NvmlProcessUsage.newest(samples.processes(), seen);
+            }
+        }
+        if (fault != null) {
+            announce(i, health.degrade(i, toHealth(fault, Optional.empty())));
+            String why = fault.describe();
+            return Optional.of(new ProcessUsageSample(now, List.of(), Optional.of(why), Optional.of(why)));
+        }
+        return Optional.of(NvmlProcessUsage.assemble(now, mig, running, samples, seen));
     }
 
     @Override

@@ -5,24 +5,37 @@ import io.gpusched.core.GpuInventory;
 import io.gpusched.core.GpuMetrics;
 import io.gpusched.core.GpuSample;
 import io.gpusched.core.GpuTopology;
+import io.gpusched.core.ProcessUsageSample;
 import java.time.Clock;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Optional;
+import java.util.function.Function;
 import java.util.function.Supplier;
 
-/** An inventory whose devices are read once and whose samples come from a supplier (or carry no values). */
+/**
+ * An inventory whose devices are read once and whose samples come from a supplier (or carry no values), as do its
+ * per-process samples (or none: the source cannot list processes).
+ */
 final class StaticNvidiaInventory implements GpuInventory {
     private final String backend;
     private final List<GpuDevice> devices;
     private final GpuTopology topology;
     private final Supplier<GpuSample> sampler;
+    private final Function<GpuDevice, Optional<ProcessUsageSample>> processes;
 
     StaticNvidiaInventory(String backend, List<GpuDevice> devices, Supplier<GpuSample> sampler) {
+        this(backend, devices, sampler, d -> Optional.empty());
+    }
+
+    StaticNvidiaInventory(String backend, List<GpuDevice> devices, Supplier<GpuSample> sampler,
+            Function<GpuDevice, Optional<ProcessUsageSample>> processes) {
         this.backend = backend;
         this.devices = List.copyOf(devices);
         this.topology = GpuTopology.unconnected(this.devices);
         this.sampler = sampler;
+        this.processes = processes;
     }
 
     /** @return a sampler reporting every value absent: the source has no live metrics */
@@ -56,6 +69,14 @@ final class StaticNvidiaInventory implements GpuInventory {
     @Override
     public GpuSample sample() {
         return sampler.get();
+    }
+
+    @Override
+    public Optional<ProcessUsageSample> processUsage(GpuDevice device) {
+        if (devices.stream().noneMatch(d -> d.uuid().equals(device.uuid()))) {
+            throw new IllegalArgumentException("device " + device.uuid() + " is not in this " + backend + " inventory");
+        }
+        return processes.apply(device);
     }
 
     @Override

@@ -50,6 +50,14 @@ public final class FakeNvml {
      * @param oldDriver leave out the symbols drivers before R510 lack
      */
     public static Path build(Path dir, boolean oldDriver) throws IOException, InterruptedException {
+        return oldDriver ? build(dir, "OLD_DRIVER") : build(dir, new String[0]);
+    }
+
+    /**
+     * Compiles the fake into {@code dir/libnvidia-ml.so.1} with these macros defined ({@code OLD_DRIVER}: leave out
+     * what drivers before R510 lack; {@code NO_PROCESS_CALLS}: leave out the per-process and energy calls).
+     */
+    public static Path build(Path dir, String... defines) throws IOException, InterruptedException {
         Path src = dir.resolve("fake_nvml.c");
         try (InputStream in = FakeNvml.class.getResourceAsStream("/native/fake_nvml.c")) {
             Files.copy(in, src, StandardCopyOption.REPLACE_EXISTING);
@@ -57,8 +65,8 @@ public final class FakeNvml {
         Path out = dir.resolve("libnvidia-ml.so.1");
         List<String> cmd = new java.util.ArrayList<>(List.of(findGcc().orElseThrow().toString(), "-std=c11",
                 "-D_POSIX_C_SOURCE=200809L", "-O2", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC"));
-        if (oldDriver) {
-            cmd.add("-DOLD_DRIVER");
+        for (String d : defines) {
+            cmd.add("-D" + d);
         }
         cmd.addAll(List.of("-o", out.toString(), src.toString(), "-lpthread"));
         Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
@@ -95,6 +103,20 @@ public final class FakeNvml {
         public static native void fake_nvml_block_wait(int on);
         public static native int fake_nvml_in_wait();
         public static native int fake_nvml_event_set_allocated();
+        /** GPU {@code gpu}'s total-energy counter is now {@code mj}; below 0: the call answers NOT_SUPPORTED. */
+        public static native void fake_nvml_set_energy(int gpu, long mj);
+        /** Utilization %, memory used (bytes) and power (mW) of GPU {@code gpu} from now on; -1 keeps the default. */
+        public static native void fake_nvml_set_device(int gpu, long util, long used, long powerMw);
+        /** The compute processes of GPU {@code gpu} ({@code mig} -1) or of its MIG device {@code mig}: none. */
+        public static native void fake_nvml_clear_procs(int gpu, int mig);
+        /** Adds or updates a compute process; {@code mem} below 0: NVML_VALUE_NOT_AVAILABLE. @return 0, -1 if full */
+        public static native int fake_nvml_add_proc(int gpu, int mig, int pid, long mem);
+        /** Removes a compute process. */
+        public static native void fake_nvml_remove_proc(int gpu, int mig, int pid);
+        /** The driver recorded a utilization sample of {@code pid} at {@code ts} µs. @return 0, -1 if full */
+        public static native int fake_nvml_add_util_sample(int gpu, int pid, long ts, int sm);
+        /** @return the lastSeenTimeStamp the last nvmlDeviceGetProcessUtilization call about {@code gpu} passed */
+        public static native long fake_nvml_last_seen(int gpu);
 
         private static String boundTo;
 

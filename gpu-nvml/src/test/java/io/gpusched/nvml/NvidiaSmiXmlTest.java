@@ -7,7 +7,9 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuInventory;
 import io.gpusched.core.GpuMetrics;
+import io.gpusched.core.GpuProcessUsage;
 import io.gpusched.core.MemorySize;
+import io.gpusched.core.ProcessUsageSample;
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
@@ -17,6 +19,7 @@ import java.nio.file.attribute.PosixFilePermissions;
 import java.time.Duration;
 import java.util.List;
 import java.util.Optional;
+import java.util.OptionalDouble;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -120,6 +123,50 @@ class NvidiaSmiXmlTest {
             assertThat(m.temperatureCelsius()).hasValue(13);
             assertThat(m.memoryUsed()).contains(MemorySize.ZERO);
         }
+    }
+
+    @Test
+    void processesOfTheLatestRunGiveMemoryPerProcessNotUtilization(@TempDir Path dir) throws Exception {
+        Path xml = dir.resolve("out.xml");
+        Files.writeString(xml, fixture("nvidia-smi/datakit_8x-v100s-pcie-32gb_drv460.73.01_v11.xml"));
+        Path runs = dir.resolve("runs");
+        Path bin = script(dir, "echo run >> " + runs + "\ncat " + xml);
+        try (GpuInventory inv = new NvidiaSmiInventoryProvider(Optional.of(bin), Duration.ofSeconds(20)).open(null)) {
+            inv.sample();
+            long before = Files.readAllLines(runs).size();
+            ProcessUsageSample s = inv.processUsage(inv.devices().get(0)).orElseThrow();
+            assertThat(Files.readAllLines(runs)).as("the sample's run is reused, nvidia-smi not run again")
+                    .hasSize((int) before);
+            assertThat(s.processes()).containsExactly(new GpuProcessUsage(37305, OptionalDouble.empty(),
+                    Optional.of(MemorySize.ofMebibytes(31683))));
+            assertThat(s.utilizationUnmeasured()).hasValue(NvidiaSmiInventoryProvider.NO_PROCESS_UTILIZATION);
+            assertThat(s.memoryUnmeasured()).isEmpty();
+        }
+    }
+
+    @Test
+    void migProcessesGoToTheirGpuAndComputeInstance(@TempDir Path dir) throws Exception {
+        String processes = "<processes><process_info><gpu_instance_id>3</gpu_instance_id>"
+                + "<compute_instance_id>0</compute_instance_id><pid>4100</pid><type>C</type>"
+                + "<process_name>python</process_name><used_memory>5120 MiB</used_memory></process_info>"
+                + "<process_info><gpu_instance_id>4</gpu_instance_id><compute_instance_id>0</compute_instance_id>"
+                + "<pid>4200</pid><type>C</type><used_memory>N/A</used_memory></process_info>"
+                + "<process_info><pid>0</pid><used_memory>1 MiB</used_memory></process_info>"
+                + "<process_info><pid>99999999999</pid></process_info></processes></gpu>";
+        Path xml = dir.resolve("out.xml");
+        Files.writeString(xml, fixture("smi-v12-a100-mig-trimmed.xml").replace("</gpu>", processes));
+        Path bin = script(dir, "cat " + xml);
+        try (GpuInventory inv = new NvidiaSmiInventoryProvider(Optional.of(bin), Duration.ofSeconds(20)).open(null)) {
+            GpuDevice gi3 = inv.devices().get(0);
+            GpuDevice gi4 = inv.devices().get(1);
+            assertThat(inv.processUsage(gi3).orElseThrow().processes()).as("a run of its own: no sample yet")
+                    .containsExactly(new GpuProcessUsage(4100, OptionalDouble.empty(),
+                            Optional.of(MemorySize.ofMebibytes(5120))));
+            assertThat(inv.processUsage(gi4).orElseThrow().processes()).containsExactly(new GpuProcessUsage(4200,
+                    OptionalDouble.empty(), Optional.empty()));
+        }
+        assertThat(NvidiaSmiXml.parse(Files.readString(xml)).gpus().get(0).processes()).extracting(
+                NvidiaSmiXml.Process::pid).as("pids 0 and past 9 digits are left out").containsExactly(4100, 4200);
     }
 
     @Test

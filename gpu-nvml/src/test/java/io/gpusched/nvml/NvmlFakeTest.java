@@ -99,7 +99,11 @@ class NvmlFakeTest {
             {16, NvmlLayout.EVENT_TYPE}, {17, NvmlLayout.EVENT_DATA}, {18, NvmlLayout.EVENT_GPU_INSTANCE},
             {19, NvmlLayout.EVENT_COMPUTE_INSTANCE}, {20, NvmlLayout.PROCESS_SIZE}, {21, NvmlLayout.PROCESS_PID},
             {22, NvmlLayout.PROCESS_USED_MEMORY}, {23, NvmlLayout.EVENT_TYPE_XID}, {24, NvmlLayout.NVLINK_MAX_LINKS},
-            {25, NvmlLayout.NVLINK_DEVICE_TYPE_SWITCH}, {26, NvmlLayout.STRING_BUFFER}};
+            {25, NvmlLayout.NVLINK_DEVICE_TYPE_SWITCH}, {26, NvmlLayout.STRING_BUFFER},
+            {27, NvmlLayout.PROCESS_UTIL_SIZE}, {28, NvmlLayout.PROCESS_UTIL_PID},
+            {29, NvmlLayout.PROCESS_UTIL_TIMESTAMP}, {30, NvmlLayout.PROCESS_UTIL_SM},
+            {31, NvmlLayout.PROCESS_GPU_INSTANCE}, {32, NvmlLayout.PROCESS_COMPUTE_INSTANCE},
+            {33, NvmlLayout.VALUE_NOT_AVAILABLE}};
         for (long[] e : expected) {
             assertThat(e[1]).as("layout item %d", e[0]).isEqualTo(FakeNvml.Control.fake_nvml_layout((int) e[0]));
         }

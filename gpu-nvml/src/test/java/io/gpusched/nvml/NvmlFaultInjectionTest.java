@@ -11,7 +11,9 @@ import io.gpusched.core.GpuMetrics;
 import io.gpusched.core.GpuProcess;
 import io.gpusched.core.GpuSample;
 import io.gpusched.core.GpuTopology;
+import io.gpusched.core.ProcessUsageSample;
 import io.gpusched.nvml.internal.NvmlBinding;
+import io.gpusched.nvml.internal.NvmlReturn;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -57,6 +59,9 @@ class NvmlFaultInjectionTest {
      */
     static final Map<String, String> REACHED_ONLY_AFTER = Map.of("nvmlDeviceGetMemoryInfo",
             "nvmlDeviceGetMemoryInfo_v2");
+    /** The per-process calls: a failing one is named in the device's per-process sample too. */
+    static final Set<String> PER_PROCESS = Set.of("nvmlDeviceGetProcessUtilization",
+            "nvmlDeviceGetComputeRunningProcesses_v3");
     static final int DGX1_TARGET = 3;
     static final int MIG_TARGET = 0;
 
@@ -67,7 +72,8 @@ class NvmlFaultInjectionTest {
 
     /** What one run shows through the public API. */
     record Observed(List<GpuDevice> devices, Map<Integer, GpuHealth> health, Map<Integer, List<Double>> metrics,
-            Map<Integer, Optional<List<GpuProcess>>> processes, GpuTopology topology) {
+            Map<Integer, Optional<List<GpuProcess>>> processes, Map<Integer, List<Object>> usage,
+            GpuTopology topology) {
     }
 
     static synchronized void prepare() throws Exception {
@@ -119,8 +125,12 @@ class NvmlFaultInjectionTest {
     static Observed drive(NvmlInventory inv) {
         GpuSample first = inv.sample();
         Map<Integer, Optional<List<GpuProcess>>> procs = new LinkedHashMap<>();
+        Map<Integer, List<Object>> usage = new LinkedHashMap<>();
         for (GpuDevice d : inv.devices()) {
             procs.put(d.index(), inv.processes(d));
+            Optional<ProcessUsageSample> u = inv.processUsage(d);
+            usage.put(d.index(), u.isEmpty() ? List.of() : List.of(u.get().processes(),
+                    u.get().utilizationUnmeasured(), u.get().memoryUnmeasured()));
         }
         GpuSample second = inv.sample();
         assertThat(second.metrics()).hasSameSizeAs(first.metrics()).hasSize(inv.devices().size());
@@ -131,13 +141,14 @@ class NvmlFaultInjectionTest {
             v.add(m.memoryUsed().map(x -> (double) x.bytes()).orElse(null));
             v.add(m.temperatureCelsius().isPresent() ? m.temperatureCelsius().getAsDouble() : null);
             v.add(m.powerWatts().isPresent() ? m.powerWatts().getAsDouble() : null);
+            v.add(m.energyMillijoules().isPresent() ? (double) m.energyMillijoules().getAsLong() : null);
             metrics.put(m.index(), v);
         }
         Map<Integer, GpuHealth> health = new LinkedHashMap<>();
         for (GpuDevice d : inv.devices()) {
             health.put(d.index(), inv.health(d));
         }
-        return new Observed(inv.devices(), health, metrics, procs, inv.topology());
+        return new Observed(inv.devices(), health, metrics, procs, usage, inv.topology());
     }
 
     static Stream<Arguments> cases() throws Exception {
@@ -248,6 +259,8 @@ class NvmlFaultInjectionTest {
                     .isEqualTo(base.metrics().get(d.index()));
             assertThat(seen.processes().get(d.index())).as("processes of GPU %d", d.index())
                     .isEqualTo(base.processes().get(d.index()));
+            assertThat(seen.usage().get(d.index())).as("per-process usage of GPU %d", d.index())
+                    .isEqualTo(base.usage().get(d.index()));
         }
         List<Integer> unaffected = seen.devices().stream().filter(d -> !affected.contains(d))
                 .map(GpuDevice::index).toList();
@@ -270,6 +283,15 @@ class NvmlFaultInjectionTest {
             fault = false; // a pair query cannot say which GPU failed; both got a live check, which they passed
         }
         for (GpuDevice d : affected) {
+            if (PER_PROCESS.contains(fn)) {
+                List<Object> u = seen.usage().get(d.index());
+                assertThat(u).as("GPU %d's per-process sample after %s answered %d", d.index(), fn, code)
+                        .hasSize(3);
+                Object why = fn.equals("nvmlDeviceGetProcessUtilization") || fault ? u.get(1) : u.get(2);
+                assertThat(why).as("the sample says why, naming the call and its answer")
+                        .isEqualTo(Optional.of(fn + (fault && code == 7 ? " (the list kept growing)" : "") + ": "
+                                + NvmlReturn.describe(code)));
+            }
             GpuHealth h = seen.health().get(d.index());
             if (!fault) {
                 assertThat(h).as("%s answering NOT_SUPPORTED is not a fault (GPU %d)", fn, d.index())

@@ -4,11 +4,13 @@ import io.gpusched.core.BackendUnavailableException;
 import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuInventory;
 import io.gpusched.core.GpuMetrics;
+import io.gpusched.core.GpuProcessUsage;
 import io.gpusched.core.GpuSample;
 import io.gpusched.core.GpuTopology;
 import io.gpusched.core.GpuVendor;
 import io.gpusched.core.MemorySize;
 import io.gpusched.core.PcieLevel;
+import io.gpusched.core.ProcessUsageSample;
 import io.gpusched.core.internal.PciSysfs;
 import java.io.IOException;
 import java.nio.file.Files;
@@ -369,6 +371,27 @@ public final class KfdSysfsInventory implements GpuInventory {
             out.add(m);
         }
         return new GpuSample(now, out);
+    }
+
+    /**
+     * The processes using a device and their VRAM, from the KFD's {@code proc/<pid>/vram_<gpu_id>} files; per-process
+     * utilization is not measured ({@link KfdProcesses#UTILIZATION_NOT_MEASURED}).
+     *
+     * @return the sample; empty where the sysfs shows no KFD {@code proc} directory or the device's {@code gpu_id}
+     */
+    @Override
+    public Optional<ProcessUsageSample> processUsage(GpuDevice device) {
+        OptionalLong gpuId = KfdProcesses.gpuId(sysfsRoot, device);
+        if (gpuId.isEmpty() || devices.stream().noneMatch(d -> d.uuid().equals(device.uuid()))) {
+            return Optional.empty();
+        }
+        return KfdProcesses.vram(sysfsRoot, gpuId.getAsLong()).map(vram -> {
+            List<GpuProcessUsage> ps = new ArrayList<>();
+            vram.forEach((pid, bytes) -> ps.add(new GpuProcessUsage(pid, OptionalDouble.empty(),
+                    Optional.of(MemorySize.ofBytes(bytes)))));
+            return new ProcessUsageSample(clock.instant(), ps, Optional.of(KfdProcesses.UTILIZATION_NOT_MEASURED),
+                    Optional.empty());
+        });
     }
 
     @Override

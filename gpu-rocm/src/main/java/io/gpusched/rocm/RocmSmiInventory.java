@@ -4,10 +4,12 @@ import io.gpusched.core.BackendUnavailableException;
 import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuInventory;
 import io.gpusched.core.GpuMetrics;
+import io.gpusched.core.GpuProcessUsage;
 import io.gpusched.core.GpuSample;
 import io.gpusched.core.GpuTopology;
 import io.gpusched.core.GpuVendor;
 import io.gpusched.core.MemorySize;
+import io.gpusched.core.ProcessUsageSample;
 import io.gpusched.rocm.internal.RocmSmiBinding;
 import io.gpusched.rocm.internal.RocmSmiBinding.Core;
 import io.gpusched.rocm.internal.RocmSmiReader;
@@ -34,9 +36,12 @@ public final class RocmSmiInventory implements GpuInventory {
     private final GpuTopology topology;
     private final RocmSmiReader.Sampler sampler;
     private final Clock clock;
+    private final Path sysfsRoot;
     private boolean closed;
 
-    private RocmSmiInventory(List<GpuDevice> devices, int[] smiIndex, GpuTopology topology, Clock clock) {
+    private RocmSmiInventory(List<GpuDevice> devices, int[] smiIndex, GpuTopology topology, Clock clock,
+            Path sysfsRoot) {
+        this.sysfsRoot = sysfsRoot;
         this.devices = List.copyOf(devices);
         this.smiIndex = smiIndex;
         this.topology = topology;
@@ -161,13 +166,13 @@ public final class RocmSmiInventory implements GpuInventory {
                 idx[i] = s == null ? -1 : s;
                 joined.add(s == null ? d : d.toBuilder().property("rsmi.index", String.valueOf(s)).build());
             }
-            return new RocmSmiInventory(joined, idx, sys.topology(), clock);
+            return new RocmSmiInventory(joined, idx, sys.topology(), clock, sysfsRoot);
         }
         int[] idx = new int[n];
         for (int i = 0; i < n; i++) {
             idx[i] = i;
         }
-        return new RocmSmiInventory(fromSmi, idx, GpuTopology.unconnected(fromSmi), clock);
+        return new RocmSmiInventory(fromSmi, idx, GpuTopology.unconnected(fromSmi), clock, sysfsRoot);
     }
 
     @Override
@@ -200,9 +205,76 @@ public final class RocmSmiInventory implements GpuInventory {
             out.add(new GpuMetrics(devices.get(i).index(), value(v[base], 1),
                     v[base + 1] == RocmSmiReader.ABSENT ? Optional.empty() : Optional.of(MemorySize.ofBytes(v[base
                             + 1])),
-                    value(v[base + 2], 1000.0), value(v[base + 3], 1_000_000.0), now));
+                    value(v[base + 2], 1000.0), value(v[base + 3], 1_000_000.0), now,
+                    v[base + 4] == RocmSmiReader.ABSENT ? OptionalLong.empty() : OptionalLong.of(v[base + 4])));
         }
         return new GpuSample(now, out);
+    }
+
+    /**
+     * The processes using a device and their VRAM: from the KFD's {@code proc/<pid>/vram_<gpu_id>} files where the
+     * sysfs shows them (exact per GPU), else from ROCm SMI's process list ({@code rsmi_compute_process_info_get} and
+     * {@code rsmi_compute_process_gpus_get}), whose VRAM is a process's sum over all its GPUs: charged to this GPU
+     * only for a process that uses no other, unknown otherwise. Per-process utilization is not measured on AMD GPUs
+     * ({@link KfdProcesses#UTILIZATION_NOT_MEASURED}).
+     *
+     * @return the sample; empty when neither source can list processes here
+     */
+    @Override
+    public synchronized Optional<ProcessUsageSample> processUsage(GpuDevice device) {
+        if (closed) {
+            throw new IllegalStateException("ROCm SMI inventory is closed");
+        }
+        int i = -1;
+        for (int k = 0; k < devices.size() && i < 0; k++) {
+            i = devices.get(k).uuid().equals(device.uuid()) ? k : -1;
+        }
+        if (i < 0) {
+            throw new IllegalArgumentException("device " + device.uuid() + " is not in this ROCm SMI inventory");
+        }
+        Instant now = clock.instant();
+        Optional<String> util = Optional.of(KfdProcesses.UTILIZATION_NOT_MEASURED);
+        OptionalLong gpuId = KfdProcesses.gpuId(sysfsRoot, device);
+        if (gpuId.isPresent()) {
+            Optional<Map<Integer, Long>> kfd = KfdProcesses.vram(sysfsRoot, gpuId.getAsLong());
+            if (kfd.isPresent()) {
+                List<GpuProcessUsage> ps = new ArrayList<>();
+                kfd.get().forEach((pid, bytes) -> ps.add(new GpuProcessUsage(pid, OptionalDouble.empty(),
+                        Optional.of(MemorySize.ofBytes(bytes)))));
+                return Optional.of(new ProcessUsageSample(now, ps, util, Optional.empty()));
+            }
+        }
+        if (!RocmSmiBinding.hasProcesses()) {
+            return Optional.empty();
+        }
+        if (smiIndex[i] < 0) {
+            return Optional.of(new ProcessUsageSample(now, List.of(), util, Optional.of("ROCm SMI does not know this"
+                    + " device and the KFD's sysfs lists no processes")));
+        }
+        RocmSmiReader.SmiProcesses sp = RocmSmiReader.processes();
+        if (sp.status() != 0) {
+            String why = "rsmi_compute_process_info_get returned " + RocmSmiBinding.describe(sp.status());
+            return Optional.of(new ProcessUsageSample(now, List.of(), util, Optional.of(why)));
+        }
+        List<GpuProcessUsage> ps = new ArrayList<>();
+        boolean anyMemory = false;
+        for (long[] row : sp.processes()) {
+            boolean here = false;
+            for (int k = 2; k < row.length; k++) {
+                here |= row[k] == smiIndex[i];
+            }
+            if (!here || row[0] < 1 || row[0] > Integer.MAX_VALUE) {
+                continue;
+            }
+            Optional<MemorySize> mem = row.length == 3 && row[1] >= 0 ? Optional.of(MemorySize.ofBytes(row[1]))
+                    : Optional.empty();
+            anyMemory |= mem.isPresent();
+            ps.add(new GpuProcessUsage((int) row[0], OptionalDouble.empty(), mem));
+        }
+        Optional<String> memWhy = ps.isEmpty() || anyMemory ? Optional.empty()
+                : Optional.of("ROCm SMI gives each process's VRAM summed over all its GPUs, and these processes use"
+                        + " several");
+        return Optional.of(new ProcessUsageSample(now, ps, util, memWhy));
     }
 
     private static OptionalDouble value(long raw, double divisor) {

@@ -50,6 +50,12 @@ final class FakeRocmSmi {
         static native int fake_rsmi_init_calls();
         static native int fake_rsmi_initialized();
         static native void fake_rsmi_set_devices(int n, long[] bdfIds);
+        /** Device {@code dv}'s energy accumulator is now {@code counter} (15.3 µJ each); below 0: NOT_SUPPORTED. */
+        static native void fake_rsmi_set_energy(int dv, long counter);
+        /** Adds a compute process: its VRAM summed over its GPUs, and the ROCm SMI indices of those GPUs. */
+        static native int fake_rsmi_add_process(int pid, long vram, int ngpus, int[] gpus);
+        /** @return sizeof (0) and offsets of process_id (1) and vram_usage (2) of rsmi_process_info_t */
+        static native long fake_rsmi_layout(int which);
 
         static void bind(Path lib) {
             Native.register(Control.class, NativeLibrary.getInstance(lib.toAbsolutePath().toString()));

@@ -3,14 +3,17 @@ package io.gpusched.yarn;
 import io.gpusched.core.Allocation;
 import io.gpusched.core.DeviceState;
 import io.gpusched.core.GpuAllocationException;
+import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuInventory;
 import io.gpusched.core.GpuRequest;
 import io.gpusched.core.GpuScheduler;
 import io.gpusched.core.host.GpuNode;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.HashSet;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
@@ -163,6 +166,77 @@ final class ContainerLedger implements AutoCloseable {
             LOG.info("gpusched: {} finished container record(s) of {} released (YARN offers their GPUs again)", n,
                     finished);
         }
+    }
+
+    /**
+     * Releases the records of containers YARN no longer holds devices for: their devices cgroup is gone (YARN removes
+     * it when it cleans the container up, see {@link ContainerCgroups}), in one node-ledger transaction (one forced
+     * append; none when nothing ended). The records are read first, then the cgroups: a record's cgroup is made after
+     * the record, so a container seen without one has ended (or never started). A record younger than {@code grace}
+     * is kept whatever its cgroup says (YARN makes the cgroup right after the plug-in records the container's GPUs),
+     * and so is every record when the cgroups cannot be seen. A record released meanwhile by another process is skipped
+     * by the ledger: a release is written once.
+     *
+     * @return the ids of the records released
+     */
+    List<String> releaseEnded(ContainerCgroups cgroups, Instant now, Duration grace) {
+        Map<String, String> byContainer = new LinkedHashMap<>();
+        for (Allocation a : records()) {
+            String cid = a.request().labels().get(YarnContainerGpus.LABEL);
+            if (YarnContainerGpus.isContainerId(cid) && !a.createdAt().plus(grace).isAfter(now)) {
+                byContainer.put(cid, a.id());
+            }
+        }
+        if (byContainer.isEmpty()) {
+            return List.of();
+        }
+        Optional<Map<String, Boolean>> present = cgroups.look(byContainer.keySet());
+        if (present.isEmpty()) {
+            return List.of();
+        }
+        List<String> ended = new ArrayList<>();
+        List<String> containers = new ArrayList<>();
+        byContainer.forEach((cid, id) -> {
+            if (!present.get().getOrDefault(cid, true)) {
+                ended.add(id);
+                containers.add(cid);
+            }
+        });
+        if (ended.isEmpty()) {
+            return List.of();
+        }
+        int n = node.scheduler().releaseAll(ended);
+        LOG.info("gpusched: {} record(s) of ended containers released ({} of {}: YARN has cleaned them up, their"
+                + " devices cgroups are gone)", n, ended, containers);
+        return ended;
+    }
+
+    /**
+     * @return how many of {@code registered} YARN can hand out now: healthy, not held by another process of the node
+     *         ledger (YARN's own containers' records are YARN's), and in the pool (a draining or quarantined GPU counts
+     *         only while a YARN container holds it)
+     */
+    int handOut(List<GpuDevice> registered, GpuInventory inventory) {
+        Set<Integer> others = new HashSet<>();
+        Set<Integer> yarn = new HashSet<>();
+        for (Allocation a : node.scheduler().allocations()) {
+            (a.request().labels().containsKey(YarnContainerGpus.LABEL) ? yarn : others).addAll(a.deviceIndices());
+        }
+        Set<Integer> outOfPool = new HashSet<>();
+        for (DeviceState d : node.scheduler().devices()) {
+            if (d.pool() != DeviceState.Pool.IN_POOL) {
+                outOfPool.add(d.index());
+            }
+        }
+        int n = 0;
+        for (GpuDevice d : registered) {
+            int i = d.index();
+            if (inventory.health(d).isHealthy() && !others.contains(i)
+                    && (!outOfPool.contains(i) || yarn.contains(i))) {
+                n++;
+            }
+        }
+        return n;
     }
 
     /** @return the live container records (for tests and {@link YarnContainerGpus}) */

@@ -104,13 +104,43 @@ public class GpuschedDevicePlugin implements DevicePlugin, DevicePluginScheduler
      */
     public static final String KEY_STATE_DIR = "gpusched.yarn.state-dir";
     /**
-     * How often (milliseconds) the plugin checks GPU health and, when the number of healthy GPUs changed, sets the
-     * node's capacity at the ResourceManager (see {@link #getDevices()}); default {@value #DEFAULT_HEALTH_INTERVAL_MS};
-     * {@code 0} turns it off (capacity then changes only when the NodeManager restarts).
+     * How often (milliseconds) the plugin counts the GPUs YARN can hand out (healthy, not held by other processes of
+     * the node ledger) and, when the count changed, sets the node's capacity at the ResourceManager (see
+     * {@link #getDevices()}, {@link CapacityFollower}); default {@value #DEFAULT_HEALTH_INTERVAL_MS}; {@code 0} turns
+     * it off (capacity then changes only when the NodeManager restarts).
      */
     public static final String KEY_HEALTH_INTERVAL_MS = "gpusched.yarn.health-interval-ms";
     /** Default of {@link #KEY_HEALTH_INTERVAL_MS}. */
     public static final long DEFAULT_HEALTH_INTERVAL_MS = 5000;
+    /**
+     * How often (milliseconds) the plugin releases the node-ledger records of containers YARN has cleaned up (their
+     * devices cgroup is gone; see {@link ContainerCgroups}) and writes the NodeManager's heartbeat
+     * ({@link NodeManagerHeartbeat}); default {@value #DEFAULT_RECONCILE_INTERVAL_MS}; {@code 0} turns both off (a
+     * finished container's record is then released only when YARN offers one of its GPUs again).
+     */
+    public static final String KEY_RECONCILE_INTERVAL_MS = "gpusched.yarn.reconcile-interval-ms";
+    /** Default of {@link #KEY_RECONCILE_INTERVAL_MS}. */
+    public static final long DEFAULT_RECONCILE_INTERVAL_MS = 5000;
+    /**
+     * How old (milliseconds) a container's record must be before it is released for a missing cgroup; default
+     * {@value #DEFAULT_ENDED_GRACE_MS}. YARN makes a container's cgroup right after the plugin recorded its GPUs (in
+     * the same {@code preStart}), so a young record may not have one yet.
+     */
+    public static final String KEY_ENDED_GRACE_MS = "gpusched.yarn.ended-grace-ms";
+    /** Default of {@link #KEY_ENDED_GRACE_MS}. */
+    public static final long DEFAULT_ENDED_GRACE_MS = 10_000;
+    /**
+     * The devices cgroup hierarchy where YARN makes one cgroup per container ({@code <devices mount>/<hierarchy>});
+     * default: the one of the NodeManager's own cgroups handler (the LinuxContainerExecutor's). Set it only when the
+     * plugin runs outside a NodeManager.
+     */
+    public static final String KEY_CONTAINER_CGROUPS = "gpusched.yarn.container-cgroups";
+    /**
+     * After how long without a running NodeManager (milliseconds) the records of its containers count as outliving
+     * YARN: {@code gpusched status} and {@code doctor} then flag them with the command that releases them; default
+     * {@code 600000} (10 minutes). It travels in the NodeManager's heartbeat ({@link NodeManagerHeartbeat}).
+     */
+    public static final String KEY_OUTLIVED_AFTER_MS = "gpusched.yarn.outlived-after-ms";
     /**
      * This NodeManager's node id at the ResourceManager ({@code host:port}), for capacity updates; default: the one
      * node the ResourceManager lists on this host (with the port of {@code yarn.nodemanager.address} when fixed).
@@ -195,9 +225,9 @@ public class GpuschedDevicePlugin implements DevicePlugin, DevicePluginScheduler
      * node's capacity from the size of this set and never reads {@link Device#isHealthy()}, so an unhealthy GPU is
      * left out (and logged) rather than reported unhealthy. YARN calls this only while the NodeManager starts (for
      * its capacity and for the device handler's books); afterwards, when a reported GPU turns unhealthy or comes
-     * back, the plugin sets the node's capacity at the ResourceManager itself (every
-     * {@link #KEY_HEALTH_INTERVAL_MS}; see {@link CapacityFollower}). A GPU unhealthy at start is not in YARN's books
-     * and comes back only with a NodeManager restart.
+     * back, or another process of the node ledger takes or gives back GPUs, the plugin sets the node's capacity at the
+     * ResourceManager itself (every {@link #KEY_HEALTH_INTERVAL_MS}; see {@link CapacityFollower}). A GPU unhealthy at
+     * start is not in YARN's books and comes back only with a NodeManager restart.
      *
      * @return the healthy GPUs of the node
      */
@@ -231,11 +261,13 @@ public class GpuschedDevicePlugin implements DevicePlugin, DevicePluginScheduler
     }
 
     private synchronized void startCapacityFollower(Node n, Set<Device> reported) {
-        long ms = getConf().getLong(KEY_HEALTH_INTERVAL_MS, DEFAULT_HEALTH_INTERVAL_MS);
-        if (ms < 0) {
-            throw new IllegalArgumentException(KEY_HEALTH_INTERVAL_MS + " = " + ms + "; expected milliseconds >= 0"
-                    + " (0 turns capacity updates off)");
-        }
+        long ms = millis(KEY_HEALTH_INTERVAL_MS, DEFAULT_HEALTH_INTERVAL_MS, "0 turns capacity updates off");
+        long every = millis(KEY_RECONCILE_INTERVAL_MS, DEFAULT_RECONCILE_INTERVAL_MS, "0 turns the release of ended"
+                + " containers' records and the NodeManager's heartbeat off");
+        long grace = millis(KEY_ENDED_GRACE_MS, DEFAULT_ENDED_GRACE_MS, "0 releases a record as soon as its cgroup"
+                + " is not there");
+        long outlived = millis(KEY_OUTLIVED_AFTER_MS, NodeManagerHeartbeat.DEFAULT_OUTLIVED_AFTER.toMillis(),
+                "how long without a NodeManager before its containers' records are flagged");
         List<GpuDevice> registered = new ArrayList<>();
         for (Device dev : reported) {
             GpuDevice d = n.lookup(dev);
@@ -247,12 +279,27 @@ public class GpuschedDevicePlugin implements DevicePlugin, DevicePluginScheduler
             capacity.registered(registered);
             return;
         }
-        if (ms == 0) {
+        if (ms == 0 && every == 0) {
             return;
         }
-        capacity = new CapacityFollower(getConf(), resourceName(), n.inventory, registered,
-                Duration.ofMillis(ms));
+        capacity = new CapacityFollower(getConf(), resourceName(), n.inventory, registered, Duration.ofMillis(ms),
+                new CapacityFollower.Reconcile(n.ledger, ContainerCgroups.of(getConf()), Duration.ofMillis(every),
+                        Duration.ofMillis(grace), Duration.ofMillis(outlived)));
         capacity.start();
+    }
+
+    private long millis(String key, long dflt, String zero) {
+        long v;
+        try {
+            v = getConf().getLong(key, dflt);
+        } catch (NumberFormatException e) {
+            v = -1;
+        }
+        if (v < 0) {
+            throw new IllegalArgumentException(key + " = " + getConf().get(key) + "; expected milliseconds >= 0 ("
+                    + zero + ")");
+        }
+        return v;
     }
 
     /** @return the capacity follower started by the first {@link #getDevices()}, if any */

@@ -182,9 +182,14 @@ public final class YarnContainerGpus {
         }
     }
 
+    /** @return whether {@code s} is a YARN container id (so it names no path but its own) */
+    static boolean isContainerId(String s) {
+        return s != null && s.length() <= 128 && CONTAINER_ID.matcher(s).matches();
+    }
+
     /** @throws IllegalArgumentException when {@code containerId} is not a YARN container id */
     public static void check(String containerId) {
-        if (containerId == null || !CONTAINER_ID.matcher(containerId).matches()) {
+        if (!isContainerId(containerId)) {
             throw new IllegalArgumentException("\"" + containerId + "\" is not a YARN container id; expected"
                     + " container_<cluster timestamp>_<app>_<attempt>_<number> such as"
                     + " container_1700000000000_0001_01_000002 (YARN sets $CONTAINER_ID in every container)");

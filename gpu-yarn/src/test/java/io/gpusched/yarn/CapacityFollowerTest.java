@@ -2,16 +2,22 @@ package io.gpusched.yarn;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuHealth;
 import io.gpusched.core.GpuInventories;
+import io.gpusched.core.GpuRequest;
+import io.gpusched.core.host.GpuNode;
 import io.gpusched.core.sim.SimulatedGpuInventory;
 import java.io.IOException;
 import java.net.InetAddress;
 import java.net.ServerSocket;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.EnumSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
 import org.apache.hadoop.ipc.RPC;
 import org.apache.hadoop.yarn.api.ApplicationClientProtocol;
 import org.apache.hadoop.yarn.api.protocolrecords.GetClusterNodesRequest;
@@ -24,6 +30,7 @@ import org.apache.hadoop.yarn.conf.YarnConfiguration;
 import org.apache.hadoop.yarn.server.api.ResourceTracker;
 import org.apache.hadoop.yarn.server.api.ServerRMProxy;
 import org.apache.hadoop.yarn.server.api.protocolrecords.RegisterNodeManagerRequest;
+import org.apache.hadoop.yarn.server.nodemanager.api.deviceplugin.Device;
 import org.apache.hadoop.yarn.server.resourcemanager.ResourceManager;
 import org.apache.hadoop.yarn.util.resource.ResourceUtils;
 import org.junit.jupiter.api.AfterEach;
@@ -121,6 +128,54 @@ class CapacityFollowerTest {
                 inv.setHealth(5, GpuHealth.HEALTHY);
                 awaitGpus(8);
                 assertThat(p.capacityFollower().updates()).as("one update per change seen").isBetween(4L, 5L);
+            } finally {
+                p.close();
+            }
+        }
+    }
+
+    /**
+     * Issue 32, item 2: capacity is what YARN can hand out. Another process of the node ledger (a scheduler on the
+     * same state directory, as the CLI is) takes 2 GPUs: 6; YARN's own container taking 2 more leaves it at 6 (what YARN
+     * sold is not "others"); a lost GPU among the free ones: 5; the other process gives its GPUs back: 7; the GPU
+     * recovers: 8.
+     */
+    @Test
+    void capacityLeavesOutTheGpusOtherProcessesHoldAndNotYarnsOwnContainers() throws Exception {
+        YarnConfiguration pc = new YarnConfiguration(conf);
+        Path ledger = tmp.resolve("ledger");
+        pc.set(GpuschedDevicePlugin.KEY_STATE_DIR, ledger.toString());
+        pc.set(GpuschedDevicePlugin.KEY_HEALTH_INTERVAL_MS, "100");
+        pc.set(GpuschedDevicePlugin.KEY_NODE_ID, node.toString());
+        try (SimulatedGpuInventory inv = (SimulatedGpuInventory) GpuInventories.simulated("dgx1-v100");
+             GpuNode cli = GpuNode.builder().inventory(inv).stateDir(ledger).maintenanceInterval(Duration.ZERO)
+                     .auditLogging(false).build()) {
+            GpuschedDevicePlugin p = new GpuschedDevicePlugin(inv, pc);
+            try {
+                Set<Device> all = p.getDevices();
+                assertThat(all).hasSize(8);
+                Allocation held = cli.scheduler().allocate(GpuRequest.builder().count(2).owner("cli").build());
+                awaitGpus(6);
+                Set<Device> offer = new TreeSet<>();
+                for (Device d : all) {
+                    if (!held.deviceIndices().contains(d.getId())) {
+                        offer.add(d);
+                    }
+                }
+                Set<Device> got = p.allocateDevices(offer, 2, Map.of("CONTAINER_ID",
+                        "container_1700000000000_0001_01_000002"));
+                assertThat(got).hasSize(2);
+                long updates = p.capacityFollower().updates();
+                int free = inv.devices().stream().mapToInt(d -> d.index()).filter(i -> !held.deviceIndices()
+                        .contains(i) && got.stream().noneMatch(d -> d.getId() == i)).findFirst().orElseThrow();
+                inv.setHealth(free, GpuHealth.unhealthy("XID 79: GPU has fallen off the bus"));
+                awaitGpus(5);
+                assertThat(p.capacityFollower().updates()).as("YARN's own container changed nothing; the lost GPU"
+                        + " did").isEqualTo(updates + 1);
+                assertThat(cli.scheduler().release(held.id())).isTrue();
+                awaitGpus(7);
+                inv.setHealth(free, GpuHealth.HEALTHY);
+                awaitGpus(8);
             } finally {
                 p.close();
             }

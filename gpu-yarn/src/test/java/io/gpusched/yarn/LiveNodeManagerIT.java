@@ -6,6 +6,7 @@ import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuInventories;
 import io.gpusched.core.GpuInventory;
+import io.gpusched.core.GpuRequest;
 import io.gpusched.core.host.GpuNode;
 import io.gpusched.testing.ClassPathEntry;
 import java.io.IOException;
@@ -290,6 +291,9 @@ class LiveNodeManagerIT {
                 }
             }
             if (nmClient != null) {
+                if (nm == null || !nm.isAlive()) { // stopping containers through a NodeManager that is gone retries
+                    nmClient.cleanupRunningContainersOnStop(false); // for minutes; they are killed below
+                }
                 nmClient.stop();
             }
             if (amrm != null) {
@@ -476,6 +480,171 @@ class LiveNodeManagerIT {
             assertThat(YarnContainerGpus.find(node.scheduler(), first)).as("finished container released").isEmpty();
         }
         assertThat(failed()).as("no container failed").isEmpty();
+    }
+
+    /**
+     * Issue 37: containers finish and YARN gets no further GPU request. Within the bound README gives (the reconcile
+     * interval after YARN cleaned the container up, and never sooner than the grace after it got its GPUs), their
+     * records leave the ledger file, another process of the node (a scheduler in this JVM on the same state
+     * directory, as {@code gpusched allocate} is) gets exactly their GPUs, and the node's status no longer lists them.
+     */
+    @Test
+    @Order(4)
+    void finishedContainersGpusComeBackWithoutAnotherYarnRequest() throws Exception {
+        List<String> running = runningContainers();
+        assertThat(running).as("the node is full").hasSize(4);
+        List<String> finishing = running.subList(0, 2);
+        Set<Integer> theirs = new TreeSet<>();
+        for (String id : finishing) {
+            theirs.addAll(ledgerFile().get(id));
+            Files.writeString(stops.resolve(id), "");
+        }
+        for (String id : finishing) {
+            ContainerStatus done = await(() -> {
+                allocate();
+                return completed.stream().filter(s -> s.getContainerId().toString().equals(id)).findFirst()
+                        .orElse(null);
+            }, "container " + id + " completes");
+            assertThat(done.getExitStatus()).as(id + ": " + done.getDiagnostics()).isZero();
+        }
+        long ended = System.nanoTime();
+        await(() -> finishing.stream().noneMatch(ledgerFile()::containsKey) ? true : null,
+                "the finished containers' records leave the ledger with no further YARN request: " + ledgerFile());
+        System.out.printf("finished containers' records released %.1f s after YARN reported them complete%n",
+                (System.nanoTime() - ended) / 1e9);
+        try (GpuNode cli = readLedger()) {
+            Allocation a = cli.scheduler().allocate(GpuRequest.builder().deviceIndices(List.copyOf(theirs))
+                    .owner("cli").build());
+            assertThat(new TreeSet<>(a.deviceIndices())).isEqualTo(theirs);
+            assertThat(cli.scheduler().status().allocations()).as("status lists no finished container")
+                    .noneMatch(h -> finishing.contains(h.jobId()));
+            assertThat(cli.scheduler().release(a.id())).isTrue();
+        }
+        assertThat(failed()).as("no container failed").isEmpty();
+    }
+
+    /**
+     * Issue 32, item 2: another process of the node (the CLI's stand-in: a scheduler in this JVM on the same ledger)
+     * takes 2 GPUs: the ResourceManager's capacity goes 8 to 6 and YARN's containers fill the 6 without one failing; a
+     * request beyond them is not placed; the other process releases: 8 again, and the waiting request is placed.
+     */
+    @Test
+    @Order(5)
+    void capacityFollowsTheGpusAnotherProcessTakesAndGivesBack() throws Exception {
+        awaitGpuCapacity(8, "all GPUs sellable");
+        try (GpuNode cli = readLedger()) {
+            Allocation held = cli.scheduler().allocate(GpuRequest.builder().count(2).owner("cli").build());
+            Set<Integer> cliGpus = new TreeSet<>(held.deviceIndices());
+            awaitGpuCapacity(6, "the CLI holds GPUs " + cliGpus);
+            Container c = launch(1, 2).get(0);
+            assertThat(checkContainer(c)).as("the new container's GPUs").doesNotContainAnyElementsOf(cliGpus);
+            await(() -> {
+                allocate();
+                return node().getUsed().getResourceValue(GPU) == 6 ? true : null;
+            }, "6 GPUs in use at the ResourceManager; node: " + node());
+            am.doAs((java.security.PrivilegedExceptionAction<Void>) () -> {
+                wanted++;
+                amrm.addContainerRequest(request(2));
+                return null;
+            });
+            for (int i = 0; i < 12; i++) { // a dozen allocate calls, each after at least one NodeManager heartbeat
+                allocate();
+                assertThat(allocated).as("placed on the CLI's GPUs").isEmpty();
+                Thread.sleep(250);
+            }
+            assertThat(cli.scheduler().release(held.id())).isTrue();
+            awaitGpuCapacity(8, "the CLI released GPUs " + cliGpus);
+            Container next = await(() -> {
+                allocate();
+                return allocated.isEmpty() ? null : allocated.remove(0);
+            }, "the waiting request placed after the CLI released");
+            start(next);
+            assertThat(checkContainer(next)).isEqualTo(cliGpus);
+        }
+        assertThat(failed()).as("no container failed").isEmpty();
+    }
+
+    /**
+     * Issue 37, restart: the NodeManager is killed; two of its containers finish while it is down. The restarted
+     * NodeManager (recovery on) brings all four back, cleans up the two that ended, and their records are released
+     * with no YARN request, while the two still running keep theirs. Then the NodeManager is stopped for good: the
+     * records of its running containers are flagged as outliving YARN once the configured time has passed (issue 32,
+     * item 3), and not before.
+     */
+    @Test
+    @Order(6)
+    void aRestartedNodeManagerReleasesContainersThatEndedWhileItWasDownAndKeepsRunningOnes() throws Exception {
+        List<String> running = runningContainers();
+        assertThat(running).as("the node is full").hasSize(4);
+        Map<String, Set<Integer>> before = ledgerFile();
+        int registrations = registrations();
+        stopNodeManager(true);
+        List<String> endWhileDown = running.subList(0, 2);
+        List<String> keepRunning = running.subList(2, 4);
+        for (String id : endWhileDown) {
+            Files.writeString(stops.resolve(id), "");
+        }
+        for (String id : endWhileDown) { // the test container-executor writes the exit code when the script ends
+            await(() -> {
+                try (Stream<Path> s = Files.walk(work.resolve("nm-local"))) {
+                    return s.anyMatch(p -> p.getFileName().toString().equals(id + ".pid.exitcode")) ? true : null;
+                }
+            }, id + " exits while the NodeManager is down");
+        }
+        assertThat(ledgerFile()).as("nothing changed while no NodeManager ran").isEqualTo(before);
+        startNodeManager();
+        await(() -> registrations() > registrations ? true : null, "the restarted NodeManager registers");
+        await(() -> endWhileDown.stream().noneMatch(ledgerFile()::containsKey) ? true : null,
+                "the records of containers that ended while the NodeManager was down are released: " + ledgerFile());
+        Map<String, Set<Integer>> after = ledgerFile();
+        assertThat(after.keySet()).as("running containers keep their records")
+                .containsExactlyInAnyOrderElementsOf(keepRunning);
+        for (String id : keepRunning) {
+            assertThat(after.get(id)).as(id).isEqualTo(before.get(id));
+        }
+        for (String id : endWhileDown) {
+            ContainerStatus done = await(() -> {
+                allocate();
+                return completed.stream().filter(s -> s.getContainerId().toString().equals(id)).findFirst()
+                        .orElse(null);
+            }, "the recovered NodeManager reports " + id + " complete");
+            assertThat(done.getExitStatus()).as(id + ": " + done.getDiagnostics()).isZero();
+        }
+        NodeManagerHeartbeat hb = NodeManagerHeartbeat.read(ledger).orElseThrow();
+        assertThat(hb.pid()).as("the heartbeat names the running NodeManager").isEqualTo(nm.pid());
+        try (GpuNode n = readLedger()) {
+            assertThat(NodeManagerHeartbeat.outlived(ledger, n.scheduler().allocations(), java.time.Instant.now()
+                    .plus(Duration.ofDays(1)))).as("a NodeManager runs: nothing outlived it").isEmpty();
+        }
+        stopNodeManager(true); // YARN removed from the node: its running containers' records stay
+        try (GpuNode n = readLedger()) {
+            List<Allocation> live = n.scheduler().allocations();
+            java.time.Instant seen = NodeManagerHeartbeat.read(ledger).orElseThrow().at();
+            assertThat(NodeManagerHeartbeat.outlived(ledger, live, seen.plus(Duration.ofMinutes(9))))
+                    .as("not yet: 10 minutes by default").isEmpty();
+            NodeManagerHeartbeat.Outlived o = NodeManagerHeartbeat.outlived(ledger, live,
+                    seen.plus(Duration.ofMinutes(11))).orElseThrow();
+            assertThat(o.ids()).containsExactlyInAnyOrderElementsOf(live.stream().map(Allocation::id).toList());
+            assertThat(o.describe("gpusched --state-dir " + ledger)).contains("release " + String.join(" ", o.ids()));
+        }
+        int again = registrations();
+        startNodeManager(); // YARN comes back: its running containers are its own again, nothing outlived it
+        await(() -> registrations() > again ? true : null, "the NodeManager registers again");
+        await(() -> NodeManagerHeartbeat.read(ledger).filter(h -> h.pid() == nm.pid()).isPresent() ? true : null,
+                "the new NodeManager's heartbeat");
+        try (GpuNode n = readLedger()) {
+            assertThat(NodeManagerHeartbeat.outlived(ledger, n.scheduler().allocations(), java.time.Instant.now()
+                    .plus(Duration.ofDays(1)))).isEmpty();
+        }
+        assertThat(ledgerFile().keySet()).containsExactlyInAnyOrderElementsOf(keepRunning);
+    }
+
+    /** @return the ids of the launched containers that have not completed, oldest first */
+    private static List<String> runningContainers() throws Exception {
+        allocate();
+        Set<String> done = new java.util.HashSet<>();
+        completed.forEach(s -> done.add(s.getContainerId().toString()));
+        return launched.keySet().stream().filter(id -> !done.contains(id)).toList();
     }
 
     /** @return how often a NodeManager of this test logged its registration with the ResourceManager */

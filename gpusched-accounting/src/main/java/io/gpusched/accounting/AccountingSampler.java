@@ -6,11 +6,13 @@ import io.gpusched.accounting.AccountingRecord.Interval;
 import io.gpusched.core.Allocation;
 import io.gpusched.core.AllocationEvent;
 import io.gpusched.core.AllocationListener;
+import io.gpusched.core.GpuConfigException;
 import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuInventory;
 import io.gpusched.core.GpuSample;
 import io.gpusched.core.ProcessAttribution;
 import io.gpusched.core.host.AllocationAttribution;
+import io.gpusched.core.host.HpcJobMapping;
 import java.time.Clock;
 import java.time.Duration;
 import java.time.Instant;
@@ -64,6 +66,9 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
     static final int MAX_PENDING = 100_000;
     /** allocations granted (their events) that no sweep has seen yet */
     private final Map<String, AllocationEvent> granted = new HashMap<>();
+    /** dcgm-exporter's job-mapping directory, when the settings name one */
+    private final HpcJobMapping jobMapping;
+    private String jobMappingError;
 
     private AccountingSampler(AccountingStore.Writer writer, AccountingSettings settings, GpuInventory inventory,
             ProcessAttribution attribution, IdleEffects effects, Clock clock) {
@@ -73,6 +78,7 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
         this.clock = clock;
         this.meter = new UsageMeter(settings.idle().threshold(), attribution);
         this.idle = new IdleWatch(settings.idle(), effects);
+        this.jobMapping = settings.hpcJobMappingDir().map(HpcJobMapping::open).orElse(null);
         LocalDate today = AccountingStore.dayOf(clock.instant());
         AccountingStore.Recovered r = writer.store().recover(today.minusDays(settings.retention().toDays()));
         meter.resume(r.tails());
@@ -91,6 +97,8 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
      * @param effects     carries out the idle policy
      * @param clock       the sweeps' clock
      * @return the sampler, or empty when another process holds the store's sampler lock
+     * @throws GpuConfigException when the settings name an HPC job-mapping directory that cannot be
+     *                                             used (a link, writable by others, owned by another user)
      */
     public static Optional<AccountingSampler> open(AccountingStore store, AccountingSettings settings,
             GpuInventory inventory, ProcessAttribution attribution, IdleEffects effects, Clock clock) {
@@ -208,8 +216,28 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
             out.addAll(steps);
             write(out);
             housekeeping(now);
+            syncJobMapping(live);
         }
         return steps;
+    }
+
+    /** Brings dcgm-exporter's job-mapping files in step with the live allocations; a failure is logged, once. */
+    private void syncJobMapping(List<Allocation> live) {
+        if (jobMapping == null) {
+            return;
+        }
+        try {
+            jobMapping.sync(live);
+            if (jobMappingError != null) {
+                LOG.info("accounting: the HPC job-mapping directory {} is written again", jobMapping.directory());
+                jobMappingError = null;
+            }
+        } catch (RuntimeException e) {
+            if (!String.valueOf(e.getMessage()).equals(jobMappingError)) {
+                LOG.warn("accounting: cannot write the HPC job-mapping directory: {}", e.getMessage());
+            }
+            jobMappingError = String.valueOf(e.getMessage());
+        }
     }
 
     /** Ends allocations as the scheduler releases them (this process's releases and other processes', caught up). */

@@ -1,11 +1,13 @@
 package io.gpusched.accounting;
 
 import io.gpusched.core.GpuConfigException;
+import io.gpusched.core.host.HpcJobMapping;
 import io.gpusched.core.internal.Durations;
 import io.gpusched.core.internal.StrictYaml;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.Objects;
+import java.util.Optional;
 import java.util.Set;
 
 /**
@@ -18,6 +20,7 @@ import java.util.Set;
  *     checkpoint: 60s       # open allocations' usage written this often: the most a crash of the sampler loses
  *     compact_after: 2d     # days older than this are compacted (one record per allocation per day, a summary)
  *     retention: 400d       # days older than this are deleted
+ *     hpc_job_mapping_dir: /run/gpusched/hpc-jobs  # dcgm-exporter's --hpc-job-mapping-dir, written (default: none)
  *   idle: {...}             # see IdlePolicy
  * </pre>
  *
@@ -26,16 +29,30 @@ import java.util.Set;
  * @param compactAfter age (whole days, at least 1) after which a day is compacted
  * @param retention    age (whole days, more than {@code compactAfter}) after which a day is deleted
  * @param idle         the idle policy
+ * @param hpcJobMappingDir where the sampler writes dcgm-exporter's HPC job-mapping files for the node's allocations
+ *                     ({@link HpcJobMapping}), if anywhere
  */
 public record AccountingSettings(boolean enabled, Duration checkpoint, Duration compactAfter, Duration retention,
-        IdlePolicy idle) {
+        IdlePolicy idle, Optional<Path> hpcJobMappingDir) {
 
-    private static final Set<String> ACCOUNTING_KEYS = Set.of("enabled", "checkpoint", "compact_after", "retention");
+    private static final Set<String> ACCOUNTING_KEYS = Set.of("enabled", "checkpoint", "compact_after", "retention",
+            "hpc_job_mapping_dir");
     private static final Set<String> IDLE_KEYS = Set.of("threshold", "window", "warn_after", "act_after", "action",
             "signal", "grace", "exempt_owners", "dry_run", "hook");
 
+    /** Settings without a job-mapping directory. */
+    public AccountingSettings(boolean enabled, Duration checkpoint, Duration compactAfter, Duration retention,
+            IdlePolicy idle) {
+        this(enabled, checkpoint, compactAfter, retention, idle, Optional.empty());
+    }
+
     /** @throws IllegalArgumentException naming the setting */
     public AccountingSettings {
+        Objects.requireNonNull(hpcJobMappingDir, "hpcJobMappingDir");
+        if (hpcJobMappingDir.isPresent() && !hpcJobMappingDir.get().isAbsolute()) {
+            throw new IllegalArgumentException("gpu.accounting.hpc_job_mapping_dir must be an absolute path, was "
+                    + hpcJobMappingDir.get());
+        }
         Objects.requireNonNull(checkpoint, "checkpoint");
         Objects.requireNonNull(compactAfter, "compactAfter");
         Objects.requireNonNull(retention, "retention");
@@ -61,12 +78,17 @@ public record AccountingSettings(boolean enabled, Duration checkpoint, Duration 
 
     /** @return these settings with another idle policy */
     public AccountingSettings withIdle(IdlePolicy p) {
-        return new AccountingSettings(enabled, checkpoint, compactAfter, retention, p);
+        return new AccountingSettings(enabled, checkpoint, compactAfter, retention, p, hpcJobMappingDir);
+    }
+
+    /** @return these settings writing dcgm-exporter's job-mapping files into {@code dir} */
+    public AccountingSettings withHpcJobMappingDir(Path dir) {
+        return new AccountingSettings(enabled, checkpoint, compactAfter, retention, idle, Optional.of(dir));
     }
 
     /** @return these settings with another checkpoint interval */
     public AccountingSettings withCheckpoint(Duration d) {
-        return new AccountingSettings(enabled, d, compactAfter, retention, idle);
+        return new AccountingSettings(enabled, d, compactAfter, retention, idle, hpcJobMappingDir);
     }
 
     /**
@@ -103,7 +125,8 @@ public record AccountingSettings(boolean enabled, Duration checkpoint, Duration 
             return new AccountingSettings(a.bool("enabled", d.enabled()),
                     a.parsed("checkpoint", Durations::parse, d.checkpoint()),
                     a.parsed("compact_after", Durations::parse, d.compactAfter()),
-                    a.parsed("retention", Durations::parse, d.retention()), policy);
+                    a.parsed("retention", Durations::parse, d.retention()), policy,
+                    Optional.ofNullable(a.parsed("hpc_job_mapping_dir", Path::of, null)));
         } catch (GpuConfigException e) {
             throw e;
         } catch (IllegalArgumentException e) {

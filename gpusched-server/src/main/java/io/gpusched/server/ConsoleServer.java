@@ -357,6 +357,19 @@ public final class ConsoleServer implements AutoCloseable {
                 return;
             }
         }
+        serveOwn(ex);
+    }
+
+    /**
+     * Serves a request by the console's own routes, past the hosts' ({@link Builder#route}): for a host's route that
+     * serves some paths under its prefix and leaves the others to the console (the node service's
+     * {@code /api/v1/allocations} leaves {@code /api/v1/allocations/{id}/environment}). On the Unix socket the
+     * console's own changes stay for admins only.
+     *
+     * @param ex a request this console serves, that passed its filters
+     */
+    public void serveOwn(HttpExchange ex) throws IOException {
+        String path = ex.getRequestURI().getRawPath();
         HttpHandler h = routes.get(path);
         if (h == null && EnvironmentHandler.matches(path)) {
             h = environment;

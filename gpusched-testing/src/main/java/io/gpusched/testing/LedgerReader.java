@@ -30,6 +30,20 @@ public final class LedgerReader {
     public final Map<String, Live> live = new LinkedHashMap<>();
     /** Ended allocations, in ledger order. */
     public final List<Ended> ended = new ArrayList<>();
+    /**
+     * The most GPUs each owner held at once over the file's whole history (as far back as its last snapshot), keyed
+     * {@code uid:<n>} where the record has the owner's uid, else {@code owner:<name>}.
+     */
+    public final Map<String, Integer> peakGpusByOwner = new LinkedHashMap<>();
+    /**
+     * Every moment the history granted a GPU that a live exclusive allocation held, or exclusively granted a GPU a live
+     * allocation held (one line each, naming both allocations); empty for a sound ledger.
+     */
+    public final List<String> doubleGrants = new ArrayList<>();
+    private final Map<String, String> owners = new LinkedHashMap<>();
+    private final Map<String, Integer> heldByOwner = new LinkedHashMap<>();
+    private final Map<String, List<String>> holdersByUuid = new LinkedHashMap<>();
+    private final Map<String, Boolean> exclusive = new LinkedHashMap<>();
 
     /**
      * @param stateDir the node's state directory (its {@code ledger} file is read; none: nothing live)
@@ -58,6 +72,7 @@ public final class LedgerReader {
                 case "A" -> r.allocated(n);
                 case "S" -> n.get("live").forEach(r::allocated);
                 case "R" -> {
+                    r.forget(n.get("id").asText());
                     Live l = r.live.remove(n.get("id").asText());
                     r.ended.add(new Ended(n.get("id").asText(), l == null ? -1 : l.pid(), n.get("cause").asText()));
                 }
@@ -70,8 +85,48 @@ public final class LedgerReader {
     private void allocated(JsonNode n) {
         List<String> uuids = new ArrayList<>();
         n.get("devices").forEach(d -> uuids.add(d.asText()));
+        String id = n.get("id").asText();
+        JsonNode req = n.path("request");
+        String owner = req.hasNonNull("uid") ? "uid:" + req.get("uid").asLong()
+                : req.hasNonNull("owner") ? "owner:" + req.get("owner").asText() : null;
+        boolean excl = !req.hasNonNull("sharedBytes");
+        for (String u : uuids) {
+            List<String> holders = holdersByUuid.computeIfAbsent(u, k -> new ArrayList<>());
+            for (String other : holders) {
+                if (excl || exclusive.getOrDefault(other, true)) {
+                    doubleGrants.add("GPU " + u + " granted to " + id + (excl ? " (exclusive)" : " (shared)")
+                            + " while " + other + (exclusive.getOrDefault(other, true) ? " (exclusive)" : " (shared)")
+                            + " held it");
+                }
+            }
+            holders.add(id);
+        }
+        exclusive.put(id, excl);
+        if (owner != null) {
+            owners.put(id, owner);
+            int now = heldByOwner.merge(owner, uuids.size(), Integer::sum);
+            peakGpusByOwner.merge(owner, now, Math::max);
+        }
         JsonNode h = n.path("request").path("holder");
         live.put(n.get("id").asText(), new Live(n.get("id").asText(), h.isArray() ? h.get(0).asLong() : -1, uuids));
+    }
+
+    private void forget(String id) {
+        Live l = live.get(id);
+        if (l == null) {
+            return;
+        }
+        for (String u : l.uuids()) {
+            List<String> holders = holdersByUuid.get(u);
+            if (holders != null) {
+                holders.remove(id);
+            }
+        }
+        exclusive.remove(id);
+        String owner = owners.remove(id);
+        if (owner != null) {
+            heldByOwner.merge(owner, -l.uuids().size(), Integer::sum);
+        }
     }
 
     /** @return live GPU UUIDs by holder pid */

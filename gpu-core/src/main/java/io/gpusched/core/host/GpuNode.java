@@ -4,6 +4,7 @@ import io.gpusched.core.AllocationListener;
 import io.gpusched.core.GpuConfig;
 import io.gpusched.core.GpuInventory;
 import io.gpusched.core.GpuScheduler;
+import io.gpusched.core.GroupResolver;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -91,6 +92,7 @@ public final class GpuNode implements AutoCloseable {
         private Duration maintenance;
         private Boolean auditLogging;
         private Duration metricsPoll;
+        private GroupResolver groups;
         private final List<AllocationListener> listeners = new ArrayList<>();
 
         private Builder() {
@@ -186,6 +188,16 @@ public final class GpuNode implements AutoCloseable {
             return this;
         }
 
+        /**
+         * @param v the groups of a request's owner, for per-group quotas (the node service gives its callers')
+         * @return this
+         */
+        public Builder groups(GroupResolver v) {
+            once(groups, "the group resolver");
+            groups = Objects.requireNonNull(v, "groups");
+            return this;
+        }
+
         /** @param v how often the scheduler polls the inventory's metrics @return this */
         public Builder metricsPollInterval(Duration v) {
             once(metricsPoll, "the metrics poll interval");
@@ -223,6 +235,9 @@ public final class GpuNode implements AutoCloseable {
                     b.metricsPollInterval(metricsPoll);
                 }
                 listeners.forEach(b::listener);
+                if (groups != null) {
+                    b.groups(groups);
+                }
                 GpuScheduler scheduler = b.build();
                 return new GpuNode(owns ? s : InventorySpec.AUTO, inv, owns, scheduler, dir);
             } catch (RuntimeException e) {

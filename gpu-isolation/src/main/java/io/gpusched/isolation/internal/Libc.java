@@ -73,6 +73,8 @@ public interface Libc extends Library {
 
     int setrlimit(int resource, Pointer rlimit) throws LastErrorException;
 
+    int kill(int pid, int sig) throws LastErrorException;
+
     /** @return {@code makedev(major, minor)} as glibc encodes it */
     static long makedev(int major, int minor) {
         long ma = major & 0xFFFFFFFFL;

@@ -36,7 +36,8 @@ public final class NvmlBinding {
         COMPUTE_INSTANCE_ID(ComputeInstanceId.class), TOPOLOGY(Topology.class), NVLINK_STATE(NvLinkState.class),
         NVLINK_REMOTE_PCI(NvLinkRemotePci.class), NVLINK_REMOTE_TYPE(NvLinkRemoteType.class),
         UTILIZATION(Utilization.class), TEMPERATURE(Temperature.class), POWER(Power.class),
-        PROCESSES(Processes.class), EVENTS(Events.class);
+        PROCESSES(Processes.class), EVENTS(Events.class), ENERGY(Energy.class),
+        PROCESS_UTILIZATION(ProcessUtilization.class);
 
         final Class<?> holder;
 
@@ -112,6 +113,15 @@ public final class NvmlBinding {
     public static final class Power { public static native int nvmlDeviceGetPowerUsage(long device, long milliwatts); }
     public static final class Processes {
         public static native int nvmlDeviceGetComputeRunningProcesses_v3(long device, long count, long infos);
+    }
+    /** Volta and later: the device's total energy counter, mJ since the driver was loaded. */
+    public static final class Energy {
+        public static native int nvmlDeviceGetTotalEnergyConsumption(long device, long energy);
+    }
+    /** Maxwell and later, not on MIG: per-process utilization samples newer than {@code lastSeenTimeStamp} (µs). */
+    public static final class ProcessUtilization {
+        public static native int nvmlDeviceGetProcessUtilization(long device, long utilization, long count,
+                long lastSeenTimeStamp);
     }
     public static final class Events {
         public static native int nvmlEventSetCreate(long set);

@@ -49,6 +49,17 @@ public final class NvmlLayout {
     public static final int PROCESS_SIZE = 24;
     public static final int PROCESS_PID = 0;
     public static final int PROCESS_USED_MEMORY = 8;
+    public static final int PROCESS_GPU_INSTANCE = 16;
+    public static final int PROCESS_COMPUTE_INSTANCE = 20;
+
+    /**
+     * {@code nvmlProcessUtilizationSample_t}: pid (uint, then 4 bytes padding), timeStamp (ull, µs), smUtil, memUtil,
+     * encUtil, decUtil (uint).
+     */
+    public static final int PROCESS_UTIL_SIZE = 32;
+    public static final int PROCESS_UTIL_PID = 0;
+    public static final int PROCESS_UTIL_TIMESTAMP = 8;
+    public static final int PROCESS_UTIL_SM = 16;
 
     /** {@code nvmlEventTypeXidCriticalError}. */
     public static final long EVENT_TYPE_XID = 0x8L;

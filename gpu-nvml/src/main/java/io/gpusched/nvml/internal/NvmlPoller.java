@@ -4,18 +4,23 @@ import com.sun.jna.Memory;
 import io.gpusched.nvml.internal.NvmlBinding.Fn;
 
 /**
- * Reads utilization, memory used, temperature and power of a fixed set of devices into a {@code long[]}, reusing
- * one native block per device: no allocation per sweep. A handle of 0 (a device that could not be reached at
- * discovery) is skipped. Not thread-safe; callers serialize. Internal.
+ * Reads utilization, memory used, temperature, power and the total-energy counter of a fixed set of devices into a
+ * {@code long[]}, reusing one native block per device: no allocation per sweep. A handle of 0 (a device that could not
+ * be reached at discovery) is skipped. A device that answers NOT_SUPPORTED for the energy counter (GPUs before Volta,
+ * MIG devices, many vGPUs) is not asked again. Not thread-safe; callers serialize. Internal.
  */
 public final class NvmlPoller {
-    /** Values per device in {@link #values()}: status, utilization %, memory used bytes, temperature, power mW. */
-    public static final int STRIDE = 5;
+    /**
+     * Values per device in {@link #values()}: status, utilization %, memory used bytes, temperature, power mW, energy
+     * counter mJ.
+     */
+    public static final int STRIDE = 6;
     /** Marker for a value not reported. */
     public static final long ABSENT = Long.MIN_VALUE;
     /** The calls of a sweep, as {@link #failedCall(int)} names them. */
     static final String[] CALLS = {"nvmlDeviceGetUtilizationRates", "nvmlDeviceGetMemoryInfo_v2",
-        "nvmlDeviceGetMemoryInfo", "nvmlDeviceGetTemperature", "nvmlDeviceGetPowerUsage"};
+        "nvmlDeviceGetMemoryInfo", "nvmlDeviceGetTemperature", "nvmlDeviceGetPowerUsage",
+        "nvmlDeviceGetTotalEnergyConsumption"};
 
     private final long[] handles;
     private final Memory[] blocks;
@@ -23,11 +28,13 @@ public final class NvmlPoller {
     private final long[] values;
     private final int[] failed;
     private final int[] live;
+    private final boolean[] noEnergy;
     private final boolean memV2;
     private final boolean mem;
     private final boolean util;
     private final boolean temp;
     private final boolean power;
+    private final boolean energy;
 
     /**
      * @param session the open session whose library is read
@@ -40,6 +47,7 @@ public final class NvmlPoller {
         this.util = nvml.has(Fn.UTILIZATION);
         this.temp = nvml.has(Fn.TEMPERATURE);
         this.power = nvml.has(Fn.POWER);
+        this.energy = nvml.has(Fn.ENERGY);
         this.handles = handles.clone();
         this.blocks = new Memory[handles.length];
         this.blockAddr = new long[handles.length];
@@ -50,6 +58,7 @@ public final class NvmlPoller {
         this.values = new long[handles.length * STRIDE];
         this.failed = new int[handles.length];
         this.live = new int[handles.length];
+        this.noEnergy = new boolean[handles.length];
     }
 
     /** @return the array {@link #sweep()} fills: per device, {@link #STRIDE} longs */
@@ -98,6 +107,7 @@ public final class NvmlPoller {
         long used = ABSENT;
         long t = ABSENT;
         long p = ABSENT;
+        long e = ABSENT;
         if (h != 0) {
             if (util) {
                 int rc = NvmlBinding.Utilization.nvmlDeviceGetUtilizationRates(h, a);
@@ -140,6 +150,16 @@ public final class NvmlPoller {
                 }
                 status = seen(i, 4, rc, status);
             }
+            if (energy && !noEnergy[i]) {
+                int rc = NvmlBinding.Energy.nvmlDeviceGetTotalEnergyConsumption(h, a);
+                if (rc == 0) {
+                    e = m.getLong(0);
+                    e = e < 0 ? ABSENT : e; // past 2^63 mJ is no counter a GPU reaches: garbage
+                } else if (NvmlSession.benign(rc)) {
+                    noEnergy[i] = true;
+                }
+                status = seen(i, 5, rc, status);
+            }
         }
         live[i] = answers;
         values[base] = status;
@@ -147,5 +167,6 @@ public final class NvmlPoller {
         values[base + 2] = used;
         values[base + 3] = t;
         values[base + 4] = p;
+        values[base + 5] = e;
     }
 }

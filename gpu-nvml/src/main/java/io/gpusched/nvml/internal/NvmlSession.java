@@ -510,39 +510,124 @@ public final class NvmlSession implements AutoCloseable {
      * @throws NvmlCallException when the call fails (the caller turns it into the device's health)
      */
     public synchronized Optional<List<long[]>> processes(long device) {
-        if (!nvml.has(Fn.PROCESSES)) {
-            return Optional.empty();
+        ProcessList l = runningProcesses(device);
+        if (l.code() == NvmlReturn.ERROR_NO_PERMISSION.code()) {
+            throw new NvmlCallException("nvmlDeviceGetComputeRunningProcesses_v3", l.code());
         }
-        int capacity = 16;
+        return l.code() == 0 ? Optional.of(l.processes()) : Optional.empty();
+    }
+
+    /**
+     * The answer of a call listing one device's processes or their samples.
+     *
+     * @param code      0, or why there is no list: NOT_SUPPORTED, NO_PERMISSION, FUNCTION_NOT_FOUND (the symbol is
+     *                  absent from this driver), NOT_FOUND (no samples newer than the last seen)
+     * @param processes for running processes {pid, used bytes (-1: not reported), GPU instance, compute instance};
+     *                  for utilization samples {pid, timestamp µs, SM %}
+     */
+    public record ProcessList(int code, List<long[]> processes) {
+    }
+
+    private Memory processBuffer = new Memory(16L * NvmlLayout.PROCESS_SIZE);
+    private Memory sampleBuffer = new Memory(32L * NvmlLayout.PROCESS_UTIL_SIZE);
+
+    /**
+     * Lists the compute processes of a device ({@code nvmlDeviceGetComputeRunningProcesses_v3}), growing the buffer
+     * while NVML answers INSUFFICIENT_SIZE.
+     *
+     * @throws NvmlCallException for a code other than success, NOT_SUPPORTED and NO_PERMISSION
+     */
+    public synchronized ProcessList runningProcesses(long device) {
+        String call = "nvmlDeviceGetComputeRunningProcesses_v3";
+        if (!nvml.has(Fn.PROCESSES)) {
+            return new ProcessList(NvmlReturn.ERROR_FUNCTION_NOT_FOUND.code(), List.of());
+        }
         for (int attempt = 0; attempt < 4; attempt++) {
-            Memory infos = new Memory((long) capacity * NvmlLayout.PROCESS_SIZE);
+            int capacity = (int) (processBuffer.size() / NvmlLayout.PROCESS_SIZE);
             scratch.setInt(0, capacity);
-            int rc = NvmlBinding.Processes.nvmlDeviceGetComputeRunningProcesses_v3(device, addr(scratch), addr(infos));
+            int rc = NvmlBinding.Processes.nvmlDeviceGetComputeRunningProcesses_v3(device, addr(scratch),
+                    addr(processBuffer));
             long count = scratch.getInt(0) & 0xFFFFFFFFL;
             if (rc == NvmlReturn.ERROR_INSUFFICIENT_SIZE.code()) {
-                capacity = (int) Math.max(capacity * 2L, Math.min(count, 1 << 16) + 8);
+                processBuffer = new Memory(grown(capacity, count) * NvmlLayout.PROCESS_SIZE);
                 continue;
             }
-            if (benign(rc)) {
-                return Optional.empty();
+            if (benign(rc) || rc == NvmlReturn.ERROR_NO_PERMISSION.code()) {
+                return new ProcessList(rc, List.of());
             }
             if (rc != 0) {
-                throw new NvmlCallException("nvmlDeviceGetComputeRunningProcesses_v3", rc);
+                throw new NvmlCallException(call, rc);
             }
             if (count > capacity) {
-                throw new NvmlCallException("nvmlDeviceGetComputeRunningProcesses_v3 (count " + count
-                        + " beyond the buffer of " + capacity + ")", NvmlReturn.ERROR_UNKNOWN.code());
+                throw new NvmlCallException(call + " (count " + count + " beyond the buffer of " + capacity + ")",
+                        NvmlReturn.ERROR_UNKNOWN.code());
             }
             List<long[]> out = new ArrayList<>((int) count);
             for (int i = 0; i < count; i++) {
                 long base = (long) i * NvmlLayout.PROCESS_SIZE;
-                out.add(new long[]{infos.getInt(base + NvmlLayout.PROCESS_PID) & 0xFFFFFFFFL,
-                    infos.getLong(base + NvmlLayout.PROCESS_USED_MEMORY)});
+                out.add(new long[]{processBuffer.getInt(base + NvmlLayout.PROCESS_PID) & 0xFFFFFFFFL,
+                    processBuffer.getLong(base + NvmlLayout.PROCESS_USED_MEMORY),
+                    processBuffer.getInt(base + NvmlLayout.PROCESS_GPU_INSTANCE) & 0xFFFFFFFFL,
+                    processBuffer.getInt(base + NvmlLayout.PROCESS_COMPUTE_INSTANCE) & 0xFFFFFFFFL});
             }
-            return Optional.of(out);
+            return new ProcessList(0, out);
         }
-        throw new NvmlCallException("nvmlDeviceGetComputeRunningProcesses_v3 (the list kept growing)",
-                NvmlReturn.ERROR_INSUFFICIENT_SIZE.code());
+        throw new NvmlCallException(call + " (the list kept growing)", NvmlReturn.ERROR_INSUFFICIENT_SIZE.code());
+    }
+
+    /**
+     * Reads the per-process utilization samples the driver recorded after {@code lastSeen}
+     * ({@code nvmlDeviceGetProcessUtilization}; one sample per process and driver sample period, for processes with
+     * non-zero utilization in it), growing the buffer while NVML answers INSUFFICIENT_SIZE.
+     *
+     * @param lastSeen the CPU timestamp (µs) of the newest sample already read; 0 for the driver's whole buffer
+     * @return the samples, or the code NOT_FOUND (none newer), NOT_SUPPORTED, NO_PERMISSION or FUNCTION_NOT_FOUND
+     * @throws NvmlCallException for any other code
+     */
+    public synchronized ProcessList processUtilization(long device, long lastSeen) {
+        String call = "nvmlDeviceGetProcessUtilization";
+        if (!nvml.has(Fn.PROCESS_UTILIZATION)) {
+            return new ProcessList(NvmlReturn.ERROR_FUNCTION_NOT_FOUND.code(), List.of());
+        }
+        for (int attempt = 0; attempt < 4; attempt++) {
+            int capacity = (int) (sampleBuffer.size() / NvmlLayout.PROCESS_UTIL_SIZE);
+            scratch.setInt(0, capacity);
+            int rc = NvmlBinding.ProcessUtilization.nvmlDeviceGetProcessUtilization(device, addr(sampleBuffer),
+                    addr(scratch), lastSeen);
+            long count = scratch.getInt(0) & 0xFFFFFFFFL;
+            if (rc == NvmlReturn.ERROR_INSUFFICIENT_SIZE.code()) {
+                sampleBuffer = new Memory(grown(capacity, count) * NvmlLayout.PROCESS_UTIL_SIZE);
+                continue;
+            }
+            if (benign(rc) || rc == NvmlReturn.ERROR_NO_PERMISSION.code()
+                    || rc == NvmlReturn.ERROR_NOT_FOUND.code()) {
+                return new ProcessList(rc, List.of());
+            }
+            if (rc != 0) {
+                throw new NvmlCallException(call, rc);
+            }
+            if (count > capacity) {
+                throw new NvmlCallException(call + " (count " + count + " beyond the buffer of " + capacity + ")",
+                        NvmlReturn.ERROR_UNKNOWN.code());
+            }
+            List<long[]> out = new ArrayList<>((int) count);
+            for (int i = 0; i < count; i++) {
+                long base = (long) i * NvmlLayout.PROCESS_UTIL_SIZE;
+                out.add(new long[]{sampleBuffer.getInt(base + NvmlLayout.PROCESS_UTIL_PID) & 0xFFFFFFFFL,
+                    sampleBuffer.getLong(base + NvmlLayout.PROCESS_UTIL_TIMESTAMP),
+                    sampleBuffer.getInt(base + NvmlLayout.PROCESS_UTIL_SM) & 0xFFFFFFFFL});
+            }
+            return new ProcessList(0, out);
+        }
+        throw new NvmlCallException(call + " (the list kept growing)", NvmlReturn.ERROR_INSUFFICIENT_SIZE.code());
+    }
+
+    /** Most entries a process or sample buffer grows to. */
+    static final int MAX_ENTRIES = (1 << 16) + 8;
+
+    /** @return a buffer size (entries) past {@code count} and at least double {@code capacity}; at most 65,544 */
+    private static long grown(int capacity, long count) {
+        return Math.min(MAX_ENTRIES, Math.max(capacity * 2L, Math.min(count, 1 << 16) + 8));
     }
 
     /** Calls {@code nvmlShutdown} (a failure is logged: nothing more can be done) and releases the binding. */

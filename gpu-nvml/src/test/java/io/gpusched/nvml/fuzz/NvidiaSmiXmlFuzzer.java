@@ -5,7 +5,8 @@ import io.gpusched.nvml.NvidiaSmiXml;
 /**
  * Fuzz target for {@link NvidiaSmiXml#parse(String)}, the reader of {@code nvidia-smi -q -x}: a report, or only
  * IllegalArgumentException whose message says it is about nvidia-smi output; any other exception, a stack overflow,
- * running out of memory or hanging is a finding. A parsed GPU has a bus id and a UUID, and no negative memory.
+ * running out of memory or hanging is a finding. A parsed GPU has a bus id and a UUID, and no negative memory; its
+ * processes have pids of 1 or more and no negative memory.
  */
 public final class NvidiaSmiXmlFuzzer {
     private NvidiaSmiXmlFuzzer() {
@@ -42,6 +43,11 @@ public final class NvidiaSmiXmlFuzzer {
                     throw new AssertionError("negative used memory " + v + " MiB: " + g);
                 }
             });
+            for (NvidiaSmiXml.Process p : g.processes()) {
+                if (p.pid() < 1 || p.usedMemoryMib().orElse(0) < 0) {
+                    throw new AssertionError("process with pid below 1 or negative memory: " + p);
+                }
+            }
         }
     }
 }

@@ -13,7 +13,9 @@ import java.util.Optional;
 /**
  * ROCm SMI through JNA direct mapping, pointers as {@code long} addresses. {@code librocm_smi64} is found under any
  * of its sonames ({@code .so.1} on Debian, {@code .so.6}, {@code .so.7}); {@code rsmi_dev_power_get} is optional
- * (absent from 5.x). Bound once per JVM; another path may be bound only while none is in use. Internal.
+ * (absent from 5.x), as are the energy counter ({@code rsmi_dev_energy_count_get}) and the process list
+ * ({@code rsmi_compute_process_info_get}, {@code rsmi_compute_process_gpus_get}). Bound once per JVM; another path may
+ * be bound only while none is in use. Internal.
  */
 public final class RocmSmiBinding {
     /** Sonames tried in order, then the unversioned name. */
@@ -41,8 +43,21 @@ public final class RocmSmiBinding {
         public static native int rsmi_dev_power_get(int dv, long power, long type);
     }
 
+    /** Optional: the energy accumulator (ROCm 4.x and later, on GPUs whose firmware has it). */
+    public static final class Energy {
+        public static native int rsmi_dev_energy_count_get(int dv, long power, long resolution, long timestamp);
+    }
+
+    /** Optional: the node's compute processes and the GPUs each uses. */
+    public static final class Processes {
+        public static native int rsmi_compute_process_info_get(long procs, long numItems);
+        public static native int rsmi_compute_process_gpus_get(int pid, long indices, long numDevices);
+    }
+
     private static String current;
     private static boolean hasPowerGet;
+    private static boolean hasEnergy;
+    private static boolean hasProcesses;
     private static int users;
 
     private RocmSmiBinding() {
@@ -93,6 +108,12 @@ public final class RocmSmiBinding {
             if (hasPowerGet) {
                 Native.unregister(PowerGet.class);
             }
+            if (hasEnergy) {
+                Native.unregister(Energy.class);
+            }
+            if (hasProcesses) {
+                Native.unregister(Processes.class);
+            }
             current = null;
         }
         List<String> errors = new ArrayList<>();
@@ -115,11 +136,32 @@ public final class RocmSmiBinding {
             } catch (UnsatisfiedLinkError e) {
                 hasPowerGet = false;
             }
+            hasEnergy = optional(Energy.class, lib);
+            hasProcesses = optional(Processes.class, lib);
             current = name;
             users = 1;
             return name;
         }
         throw new LoadException("library not found: none of " + errors + " could be loaded");
+    }
+
+    private static boolean optional(Class<?> holder, NativeLibrary lib) {
+        try {
+            Native.register(holder, lib);
+            return true;
+        } catch (UnsatisfiedLinkError e) {
+            return false;
+        }
+    }
+
+    /** @return true if {@code rsmi_dev_energy_count_get} is bound */
+    public static synchronized boolean hasEnergy() {
+        return hasEnergy;
+    }
+
+    /** @return true if {@code rsmi_compute_process_info_get} and {@code rsmi_compute_process_gpus_get} are bound */
+    public static synchronized boolean hasProcesses() {
+        return hasProcesses;
     }
 
     /** @return true if {@code rsmi_dev_power_get} is bound */

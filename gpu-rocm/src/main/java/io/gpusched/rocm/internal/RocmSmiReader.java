@@ -4,7 +4,9 @@ import com.sun.jna.Memory;
 import com.sun.jna.Pointer;
 import io.gpusched.rocm.internal.RocmSmiBinding.Core;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.List;
 import java.util.Locale;
 import java.util.OptionalLong;
 
@@ -62,22 +64,103 @@ public final class RocmSmiReader {
                 : OptionalLong.empty();
     }
 
-    /** Reads busy %, VRAM used (bytes), temperature (m°C, edge else junction) and power (µW) per device. */
+    /** Bytes of one {@code rsmi_process_info_t} (pid, pasid, vram, sdma, cu_occupancy; padded to 8). */
+    public static final long PROCESS_INFO_SIZE = 32;
+    /** Most processes read from ROCm SMI's list. */
+    static final int MAX_PROCESSES = 4096;
+    /** Most GPUs read for one process. */
+    static final int MAX_GPUS = 64;
+
+    /**
+     * ROCm SMI's compute processes.
+     *
+     * @param status    {@code rsmi_compute_process_info_get}'s status (0: the list is complete)
+     * @param processes one row per process: pid, VRAM in bytes (summed over all its GPUs), then the ROCm SMI indices of
+     *                  the GPUs it uses (none where {@code rsmi_compute_process_gpus_get} did not answer)
+     */
+    public record SmiProcesses(int status, List<long[]> processes) {
+        /** Copies the list. */
+        public SmiProcesses {
+            processes = List.copyOf(processes);
+        }
+    }
+
+    /**
+     * Reads the node's compute processes and the GPUs each uses. The list is asked for its length first, then read
+     * into room for a few more (processes start meanwhile); INSUFFICIENT_SIZE grows it, at most {@value #MAX_PROCESSES}
+     * rows.
+     *
+     * @return the processes, or the status of the call that failed with no rows
+     */
+    public static SmiProcesses processes() {
+        Memory count = new Memory(8);
+        count.setInt(0, 0);
+        int rc = RocmSmiBinding.Processes.rsmi_compute_process_info_get(0, Pointer.nativeValue(count));
+        if (rc != 0) {
+            return new SmiProcesses(rc, List.of());
+        }
+        int room = Math.min(MAX_PROCESSES, Math.max(1, count.getInt(0)) + 8);
+        Memory infos;
+        int n;
+        while (true) {
+            infos = new Memory(room * PROCESS_INFO_SIZE);
+            infos.clear();
+            count.setInt(0, room);
+            rc = RocmSmiBinding.Processes.rsmi_compute_process_info_get(Pointer.nativeValue(infos),
+                    Pointer.nativeValue(count));
+            n = Math.min(room, Math.max(0, count.getInt(0)));
+            if (rc == RsmiStatus.RSMI_STATUS_INSUFFICIENT_SIZE.code() && room < MAX_PROCESSES) {
+                room = Math.min(MAX_PROCESSES, room * 2);
+                continue;
+            }
+            if (rc != 0 && rc != RsmiStatus.RSMI_STATUS_INSUFFICIENT_SIZE.code()) {
+                return new SmiProcesses(rc, List.of());
+            }
+            break;
+        }
+        List<long[]> out = new ArrayList<>(n);
+        Memory gpus = new Memory(4L * MAX_GPUS);
+        for (int i = 0; i < n; i++) {
+            long pid = Integer.toUnsignedLong(infos.getInt(i * PROCESS_INFO_SIZE));
+            long vram = infos.getLong(i * PROCESS_INFO_SIZE + 8);
+            count.setInt(0, MAX_GPUS);
+            int g = RocmSmiBinding.Processes.rsmi_compute_process_gpus_get((int) pid, Pointer.nativeValue(gpus),
+                    Pointer.nativeValue(count));
+            int k = g == 0 || g == RsmiStatus.RSMI_STATUS_INSUFFICIENT_SIZE.code()
+                    ? Math.min(MAX_GPUS, Math.max(0, count.getInt(0))) : 0;
+            long[] row = new long[2 + k];
+            row[0] = pid;
+            row[1] = vram;
+            for (int j = 0; j < k; j++) {
+                row[2 + j] = Integer.toUnsignedLong(gpus.getInt(4L * j));
+            }
+            out.add(row);
+        }
+        return new SmiProcesses(0, out);
+    }
+
+    /**
+     * Reads busy %, VRAM used (bytes), temperature (m°C, edge else junction), power (µW) and the energy accumulator
+     * (mJ: the counter times its resolution) per device. A device that answers NOT_SUPPORTED for the energy counter is
+     * not asked again.
+     */
     public static final class Sampler {
-        /** Values per device: busy, vram used, millidegrees, microwatts. */
-        public static final int STRIDE = 4;
+        /** Values per device: busy, vram used, millidegrees, microwatts, millijoules. */
+        public static final int STRIDE = 5;
         private final int[] devices;
         private final Memory[] blocks;
         private final long[] values;
+        private final boolean[] noEnergy;
 
         /** @param devices ROCm SMI indices, -1 for devices it does not know */
         public Sampler(int[] devices) {
             this.devices = devices.clone();
             this.blocks = new Memory[devices.length];
             for (int i = 0; i < blocks.length; i++) {
-                blocks[i] = new Memory(16);
+                blocks[i] = new Memory(32);
             }
             this.values = new long[devices.length * STRIDE];
+            this.noEnergy = new boolean[devices.length];
         }
 
         /** @return the array {@link #sweep()} fills */
@@ -88,6 +171,7 @@ public final class RocmSmiReader {
         /** Reads every device once; absent values are {@link #ABSENT}. */
         public void sweep() {
             boolean powerGet = RocmSmiBinding.hasPowerGet();
+            boolean energy = RocmSmiBinding.hasEnergy();
             for (int i = 0; i < devices.length; i++) {
                 int dv = devices[i];
                 int base = i * STRIDE;
@@ -111,7 +195,29 @@ public final class RocmSmiReader {
                         || Core.rsmi_dev_power_ave_get(dv, 0, a) == 0) {
                     values[base + 3] = b.getLong(0);
                 }
+                if (energy && !noEnergy[i]) {
+                    int rc = RocmSmiBinding.Energy.rsmi_dev_energy_count_get(dv, a, a + 8, a + 16);
+                    if (rc == 0) {
+                        values[base + 4] = millijoules(b.getLong(0), b.getFloat(8));
+                    } else if (rc == RsmiStatus.RSMI_STATUS_NOT_SUPPORTED.code()) {
+                        noEnergy[i] = true;
+                    }
+                }
             }
+        }
+
+        /**
+         * @param counter    the accumulator (unsigned)
+         * @param resolution µJ per count, as the library reports it
+         * @return the counter in whole millijoules, floored; {@link #ABSENT} for a resolution that is not a positive
+         *         finite number or a product past 2^63
+         */
+        static long millijoules(long counter, float resolution) {
+            if (!(resolution > 0) || Float.isInfinite(resolution)) {
+                return ABSENT;
+            }
+            double mj = (counter >= 0 ? counter : counter + 0x1p64) * (double) resolution / 1000.0;
+            return mj < 0x1p63 ? (long) Math.floor(mj) : ABSENT;
         }
     }
 }

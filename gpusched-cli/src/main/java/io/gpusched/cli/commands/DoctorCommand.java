@@ -1,6 +1,8 @@
 package io.gpusched.cli.commands;
 
 import io.gpusched.cli.GpuschedCommand;
+import io.gpusched.cli.Node;
+import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuConfig;
 import io.gpusched.core.GpuInventory;
 import io.gpusched.core.host.InventorySpec;
@@ -9,11 +11,15 @@ import io.gpusched.core.internal.Printable;
 import io.gpusched.cuda.CudaInstallation;
 import io.gpusched.nvml.Wsl2;
 import io.gpusched.server.DoctorReport;
+import io.gpusched.service.Protection;
+import io.gpusched.yarn.NodeManagerHeartbeat;
+import io.gpusched.yarn.YarnContainerGpus;
 import java.io.PrintStream;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.Optional;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.ParentCommand;
@@ -78,6 +84,11 @@ public final class DoctorCommand implements Callable<Integer> {
         out.println("  " + (iso.available() ? "[ok]  available (" + iso.mechanism() + " by default)"
                 : "[--]  unavailable: " + e(iso.cause()) + "\n        -> run as root on a host with a cgroup v1"
                         + " devices hierarchy or cgroup2, or use gpusched run --no-isolation"));
+        GpuConfig cfg = root.config().map(GpuConfig::load).orElse(GpuConfig.defaults());
+        Protection shared = Protection.check(cfg, Path.of("/dev"), Path.of("/proc"));
+        out.println("Shared node (logins off the GPUs): " + e(shared.verdict()));
+        shared.loginFence().forEach(l -> out.println("  login fence: " + e(l)));
+        shared.deviceFiles().forEach(l -> out.println("  " + e(l)));
         out.println("CUDA (" + (simulated ? "judged against the simulated node's driver " : "driver ")
                 + (r.driver() == null ? "not loaded" : e(r.driver())) + "):");
         if (r.cuda().isEmpty()) {
@@ -98,8 +109,31 @@ public final class DoctorCommand implements Callable<Integer> {
                     + " /dev/nvidia-uvm-tools present"
                     : "  [--]  " + e(uvm.problem()) + "\n        -> " + e(uvm.advice()));
         }
+        yarn(out);
         return 0;
     }
+
+    /** The YARN NodeManager beside this node's ledger, when there is one or its containers' records (issue 32). */
+    private void yarn(PrintStream out) {
+        Node.Read r;
+        try {
+            r = root.readLedger();
+        } catch (RuntimeException e) { // no backend or no ledger here: nothing to say about YARN
+            return;
+        }
+        Optional<NodeManagerHeartbeat> hb = NodeManagerHeartbeat.read(r.stateDirectory());
+        List<Allocation> live = r.ledger().allocations();
+        long records = live.stream().filter(a -> a.request().labels().containsKey(YarnContainerGpus.LABEL)).count();
+        if (hb.isEmpty() && records == 0) {
+            return;
+        }
+        out.println("YARN (node ledger " + e(r.stateDirectory().toString()) + "): " + records + " allocation" + (records == 1 ? ""
+                : "s") + " of YARN containers");
+        hb.ifPresent(h -> out.println(h.running() ? "  [ok]  NodeManager pid " + h.pid() + " runs (heartbeat every "
+                + h.every().toMillis() + " ms)"
+                : "  [--]  no NodeManager runs; the last, pid " + h.pid() + " on "
+                        + e(h.host()) + ", wrote its heartbeat at " + h.at()));
+        YarnOutlived.note(root, r.stateDirectory(), live).ifPresent(t -> out.println("  [--]  " + e(t)));
 
     private static String e(String s) {
         return Printable.escape(s);

@@ -4,6 +4,7 @@ import io.gpusched.accounting.AccountingStore;
 import io.gpusched.accounting.IdleStatus;
 import io.gpusched.cli.GpuschedCommand;
 import io.gpusched.cli.JsonViews;
+import io.gpusched.cli.Node;
 import io.gpusched.client.NodeClient;
 import io.gpusched.client.NodeStatus;
 import io.gpusched.core.internal.Json;
@@ -12,6 +13,7 @@ import java.nio.file.Path;
 import java.time.Instant;
 import java.util.LinkedHashMap;
 import java.util.Map;
+import java.util.Optional;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.ParentCommand;
@@ -55,6 +57,7 @@ public final class StatusCommand implements Callable<Integer> {
                         + (idle.containsKey(h.id()) ? "  " + idle.get(h.id()).describe() : ""));
             }
             st.node().notes().forEach(note -> root.out().println("note: " + Printable.escape(note)));
+            yarnNote().ifPresent(t -> root.out().println("note: " + Printable.escape(t)));
         }
         return 0;
     }
@@ -69,6 +72,19 @@ public final class StatusCommand implements Callable<Integer> {
                     .orElse(Map.of());
         } catch (RuntimeException unreadable) {
             return Map.of();
+        }
+    }
+
+    /**
+     * @return what to say of allocations of YARN containers that outlive YARN (issue 32), read from this node's ledger
+     *         where this user may read it; empty otherwise
+     */
+    private Optional<String> yarnNote() {
+        try {
+            Node.Read r = root.readLedger();
+            return YarnOutlived.note(root, r.stateDirectory(), r.ledger().allocations());
+        } catch (RuntimeException unreadable) {
+            return Optional.empty();
         }
     }
 }

@@ -13,10 +13,13 @@ import java.util.Optional;
 
 /**
  * A stand-in inventory provider (test scope, found by ServiceLoader) whose devices report hostile text, as a backend
- * or a node description might: a UUID holding a newline and a line for a shell to run, UUIDs and names with terminal
- * escapes (clear screen, set title, bell), a right-to-left override, and a UUID with shell quotes. Available only
- * while {@link #PROPERTY} is {@code on}, so no other test of this module sees it; chosen with
- * {@code gpu.backends: [hostile-standin]}.
+ * or a node description might. With {@link #PROPERTY} {@code raw}: {@link #RAW_UUIDS} and {@link #RAW_NAMES}, a UUID
+ * holding a newline and a line for a shell to run, UUIDs and names with terminal escapes (clear screen, set title,
+ * bell), a right-to-left override, and a UUID with shell quotes: the scheduler refuses such a backend (issue 36: device
+ * identifiers are checked where they enter, whatever the backend). With {@code on}: the most hostile text the scheduler
+ * accepts ({@link #UUIDS} plain tokens, {@link #NAMES} printable text with shell quotes, command substitutions and
+ * backslashes), and a backend name with a terminal escape. Off otherwise, so no other test of this module sees it;
+ * chosen with {@code gpu.backends: [hostile-standin]}.
  */
 public final class HostileStandIn implements GpuInventoryProvider {
     /** The system property that turns the provider on. */
@@ -25,12 +28,17 @@ public final class HostileStandIn implements GpuInventoryProvider {
     public static final String NAME = "hostile-standin";
     /** What a shell would run if device 0's UUID reached it unquoted and unescaped. */
     public static final String INJECTED = "LD_PRELOAD=/tmp/gpusched-evil.so";
-    /** Device UUIDs, by index. */
-    public static final List<String> UUIDS = List.of("GPU-0000\n" + INJECTED, "GPU-1111\u001b[2J",
+    /** Device UUIDs a backend must not report (refused by the scheduler), by index. */
+    public static final List<String> RAW_UUIDS = List.of("GPU-0000\n" + INJECTED, "GPU-1111\u001b[2J",
             "GPU-2222'; touch gpusched-pwned; echo '", "GPU-3333");
-    /** Device names, by index. */
-    public static final List<String> NAMES = List.of("Tesla\u001b]0;pwned\u0007 V100", "A10\u202eevil\r",
+    /** Device names a backend must not report (refused by the scheduler), by index. */
+    public static final List<String> RAW_NAMES = List.of("Tesla\u001b]0;pwned\u0007 V100", "A10\u202eevil\r",
             "H100\u009b31m", "V100");
+    /** Device UUIDs, by index, in {@code on} mode. */
+    public static final List<String> UUIDS = List.of("GPU-0000-a.b_c", "GPU-1111:2", "GPU-2222", "GPU-3333");
+    /** Device names, by index, in {@code on} mode: printable, and hostile to a shell. */
+    public static final List<String> NAMES = List.of("Tesla `pwned` \"V100\"", "A10 $(touch gpusched-pwned) 'evil'",
+            "H100 \\ back\\slash; " + INJECTED, "V100");
 
     /** A public no-argument constructor, for ServiceLoader. */
     public HostileStandIn() {
@@ -48,16 +56,18 @@ public final class HostileStandIn implements GpuInventoryProvider {
 
     @Override
     public Optional<String> unavailabilityCause() {
-        return "on".equals(System.getProperty(PROPERTY)) ? Optional.empty()
-                : Optional.of("a test's stand-in (off unless -D" + PROPERTY + "=on)");
+        return List.of("on", "raw").contains(System.getProperty(PROPERTY)) ? Optional.empty()
+                : Optional.of("a test's stand-in (off unless -D" + PROPERTY + "=on or raw)");
     }
 
     @Override
     public GpuInventory open(GpuConfig config) {
         GpuInventory base = GpuInventories.simulated("pcie-4xa10");
         List<GpuDevice> devices = new ArrayList<>();
+        boolean raw = "raw".equals(System.getProperty(PROPERTY));
         for (GpuDevice d : base.devices()) {
-            devices.add(new GpuDevice(d.index(), UUIDS.get(d.index()), d.vendor(), NAMES.get(d.index()), d.memory(),
+            devices.add(new GpuDevice(d.index(), (raw ? RAW_UUIDS : UUIDS).get(d.index()), d.vendor(),
+                    (raw ? RAW_NAMES : NAMES).get(d.index()), d.memory(),
                     d.computeCapability(), d.architecture(), d.pciBusId(), d.numaNode(), d.minor(),
                     d.driverVersion(), d.parentUuid(), d.properties(), d.memoryKnown()));
         }

@@ -200,6 +200,23 @@ class HostileTextThroughEveryPrinterTest {
         assertThat(live()).isEqualTo(1);
     }
 
+    /**
+     * A backend that reports a UUID holding a newline and a shell line, terminal escapes and a right-to-left override
+     * is refused where its devices enter the scheduler (issue 36): every command that needs the scheduler says so in
+     * one escaped line naming the device; {@code list}, which only reads, shows the devices escaped.
+     */
+    @Test
+    void aBackendReportingHostileIdentifiersIsRefusedSafely() {
+        System.setProperty(HostileStandIn.PROPERTY, "raw");
+        safe("raw list", Run.gpusched(base, "list"));
+        for (List<String> cmd : List.of(List.of("status"), List.of("allocate", "--gpu=1"))) {
+            Run.Result r = safe("raw " + cmd, Run.gpusched(base, cmd.toArray(String[]::new)));
+            assertThat(r.exit()).as("%s: %s", cmd, r.err()).isNotZero();
+            assertThat(r.err()).as(cmd.toString()).contains("device 0 uuid").contains("refused");
+            assertThat(r.err().strip().lines()).as(cmd.toString()).hasSize(1);
+        }
+    }
+
     /** Errors quote what the user typed: escaped, one line. */
     @Test
     void errorMessagesAreEscaped() {

@@ -1,0 +1,212 @@
+package io.gpusched.cli.nodeservice;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import io.gpusched.testing.LedgerReader;
+import io.gpusched.testing.LocalUsers;
+import io.gpusched.testing.LocalUsers.User;
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.UUID;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * The node service as an admin deploys it: {@code java -jar gpusched.jar serve --socket ...} started as root (a child
+ * process of the test), a real user's jobs sent with {@code curl --unix-socket} under {@code setpriv}. However a job
+ * ends (its client killed, Ctrl-C, the service SIGKILLed and started again), its cgroup is gone (with the fence on
+ * it) and its GPUs are released, as the ledger's file (read by {@link LedgerReader}) shows. Needs root, cgroup2 and
+ * curl (skipped, saying so, without them).
+ */
+@Tag("cgroup")
+@Timeout(value = 5, unit = TimeUnit.MINUTES)
+class NodeServiceFromTheJarIT {
+    private Path base;
+    private Path state;
+    private Path socket;
+    private Path jobParent;
+    private Path config;
+    private LocalUsers users;
+    private Process service;
+    private final LinkedBlockingQueue<String> serviceOut = new LinkedBlockingQueue<>();
+
+    @BeforeEach
+    void setUp() throws Exception {
+        assumeTrue(LocalUsers.available(), "needs root, useradd and setpriv");
+        assumeTrue(LocalUsers.run(List.of("sh", "-c", "command -v curl"), 10).exit() == 0, "needs curl");
+        Path v2 = Path.of("/sys/fs/cgroup/unified");
+        if (!Files.isRegularFile(v2.resolve("cgroup.procs"))) {
+            v2 = Path.of("/sys/fs/cgroup");
+        }
+        assumeTrue(Files.isRegularFile(v2.resolve("cgroup.procs")) && Files.readString(Path.of("/proc/mounts"))
+                .contains(" " + v2 + " cgroup2 "), "needs cgroup2");
+        base = Files.createTempDirectory(Path.of("/tmp"), "gpusched-service-it");
+        Files.setPosixFilePermissions(base, PosixFilePermissions.fromString("rwx--x--x"));
+        state = base.resolve("state");
+        socket = base.resolve("run").resolve("gpusched.sock");
+        jobParent = v2.resolve("gsu-jobs-" + UUID.randomUUID().toString().substring(0, 8));
+        config = base.resolve("gpusched.yaml");
+        Files.writeString(config, "gpu:\n  service:\n    job_cgroup_parent: " + jobParent + "\n    kill_grace: 1s\n");
+        users = LocalUsers.create();
+    }
+
+    @AfterEach
+    void tearDown() throws Exception {
+        if (service != null && service.isAlive()) {
+            service.destroy();
+            service.waitFor(60, TimeUnit.SECONDS);
+            service.destroyForcibly();
+        }
+        if (users != null) {
+            users.close();
+        }
+        if (jobParent != null && Files.isDirectory(jobParent)) {
+            try (var s = Files.list(jobParent)) {
+                for (Path c : s.filter(Files::isDirectory).toList()) {
+                    Files.writeString(c.resolve("cgroup.kill"), "1");
+                    Thread.sleep(100);
+                    Files.deleteIfExists(c);
+                }
+            }
+            Files.deleteIfExists(jobParent);
+        }
+        if (base != null) {
+            new ProcessBuilder("rm", "-rf", base.toString()).start().waitFor();
+        }
+    }
+
+    private void startService() throws Exception {
+        Path jar = Path.of("target", "gpusched.jar").toAbsolutePath();
+        assertThat(jar).as("built by package").isRegularFile();
+        serviceOut.clear();
+        service = new ProcessBuilder(Path.of(System.getProperty("java.home"), "bin", "java").toString(), "-jar",
+                jar.toString(), "--simulate", "dgx1-v100", "--state-dir", state.toString(), "--config",
+                config.toString(), "serve", "--listen", "127.0.0.1:0", "--socket", socket.toString())
+                .redirectErrorStream(true).start();
+        Process p = service;
+        Thread t = new Thread(() -> {
+            try (BufferedReader r = new BufferedReader(new InputStreamReader(p.getInputStream(),
+                    StandardCharsets.UTF_8))) {
+                String line;
+                while ((line = r.readLine()) != null) {
+                    serviceOut.add(line);
+                }
+            } catch (IOException ignored) {
+                // the service ended
+            }
+        });
+        t.setDaemon(true);
+        t.start();
+        List<String> seen = new ArrayList<>();
+        while (true) {
+            String line = serviceOut.poll(90, TimeUnit.SECONDS);
+            assertThat(line).as("the service's start; it said " + seen).isNotNull();
+            seen.add(line);
+            if (line.startsWith("gpusched node service on")) {
+                assertThat(line).doesNotContain("jobs are off");
+                break;
+            }
+        }
+        startLines = seen;
+    }
+
+    private List<String> startLines = List.of();
+
+    private Process curl(User u, String... args) throws IOException {
+        List<String> cmd = new ArrayList<>(List.of("setpriv", "--reuid=" + u.uid(), "--regid=" + u.gid(),
+                "--init-groups", "--", "curl", "-sS", "-N", "--unix-socket", socket.toString()));
+        cmd.addAll(List.of(args));
+        return new ProcessBuilder(cmd).redirectErrorStream(true).start();
+    }
+
+    private String curlOut(User u, String... args) throws Exception {
+        Process p = curl(u, args);
+        String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        assertThat(p.waitFor(60, TimeUnit.SECONDS)).isTrue();
+        return out;
+    }
+
+    private static final Pattern JOB_CGROUP = Pattern.compile("\"cgroup\":\"([^\"]+)\"");
+
+    /** Starts an attached job that prints forever; @return the curl process and the job's cgroup */
+    private Object[] attachedJob(User alice) throws Exception {
+        Process c = curl(alice, "-X", "POST", "--data", "{\"flags\":[\"--gpu=2\"],\"argv\":[\"/bin/sh\",\"-c\","
+                + "\"sleep 600 & while :; do echo tick; sleep 0.2; done\"],\"env\":{\"PATH\":\"/usr/bin:/bin\"},"
+                + "\"cwd\":\"/\"}", "http://localhost/api/v1/jobs");
+        BufferedReader r = new BufferedReader(new InputStreamReader(c.getInputStream(), StandardCharsets.UTF_8));
+        String first = r.readLine();
+        assertThat(first).as("the job's first event").contains("\"type\":\"started\"");
+        Matcher m = JOB_CGROUP.matcher(first);
+        assertThat(m.find()).as(first).isTrue();
+        assertThat(r.readLine()).contains("\"type\":\"stdout\"");
+        return new Object[]{c, Path.of(m.group(1))};
+    }
+
+    private void awaitGoneAndReleased(Path cgroup) throws Exception {
+        for (int i = 0; i < 600 && (Files.exists(cgroup) || !LedgerReader.read(state).live.isEmpty()); i++) {
+            Thread.sleep(50);
+        }
+        assertThat(cgroup).as("the job's cgroup (and the fence on it)").doesNotExist();
+        assertThat(LedgerReader.read(state).live).as("the job's GPUs were released").isEmpty();
+        assertThat(LedgerReader.read(state).doubleGrants).isEmpty();
+    }
+
+    @Test
+    void aClientKilledOrInterruptedEndsItsJobAndAKilledServiceIsCleanedUpWhenItStartsAgain() throws Exception {
+        User alice = users.user("alice");
+        startService();
+
+        Object[] killed = attachedJob(alice);
+        ((Process) killed[0]).destroyForcibly(); // SIGKILL of the client
+        awaitGoneAndReleased((Path) killed[1]);
+
+        Object[] interrupted = attachedJob(alice);
+        assertThat(new ProcessBuilder("kill", "-INT", String.valueOf(((Process) interrupted[0]).pid())).start()
+                .waitFor()).isZero(); // Ctrl-C of curl
+        awaitGoneAndReleased((Path) interrupted[1]);
+
+        String d = curlOut(alice, "-X", "POST", "--data", "{\"flags\":[\"--gpu=3\"],\"argv\":[\"/bin/sh\",\"-c\","
+                + "\"sleep 600 & exec sleep 600\"],\"env\":{\"PATH\":\"/usr/bin:/bin\"},\"cwd\":\"/\",\"detach\":true}",
+                "http://localhost/api/v1/jobs");
+        Matcher m = JOB_CGROUP.matcher(d);
+        assertThat(m.find()).as(d).isTrue();
+        Path cgroup = Path.of(m.group(1));
+        assertThat(Files.readAllLines(cgroup.resolve("cgroup.procs"))).hasSize(2);
+        assertThat(LedgerReader.read(state).live).hasSize(1);
+        service.destroyForcibly().waitFor(60, TimeUnit.SECONDS); // SIGKILL of the service
+        for (int i = 0; i < 200 && Files.readAllLines(cgroup.resolve("cgroup.procs")).size() > 1; i++) {
+            Thread.sleep(50);
+        }
+        assertThat(Files.readAllLines(cgroup.resolve("cgroup.procs"))).as("the job's main process died with the"
+                + " service (parent-death signal); what it forked is still in its fenced cgroup").hasSize(1);
+        startService();
+        assertThat(startLines).anyMatch(l -> l.contains("on start, ended " + cgroup));
+        awaitGoneAndReleased(cgroup);
+
+        // a clean stop ends a running job too
+        String e = curlOut(alice, "-X", "POST", "--data", "{\"flags\":[\"--gpu=1\"],\"argv\":[\"/bin/sleep\","
+                + "\"600\"],\"env\":{},\"cwd\":\"/\",\"detach\":true}", "http://localhost/api/v1/jobs");
+        Matcher m2 = JOB_CGROUP.matcher(e);
+        assertThat(m2.find()).as(e).isTrue();
+        service.destroy(); // SIGTERM
+        assertThat(service.waitFor(90, TimeUnit.SECONDS)).isTrue();
+        assertThat(Path.of(m2.group(1))).doesNotExist();
+        assertThat(LedgerReader.read(state).live).isEmpty();
+        assertThat(socket).as("the socket is removed on a clean stop").doesNotExist();
+    }
+}

@@ -1,0 +1,448 @@
+package io.gpusched.service;
+
+import io.gpusched.core.Allocation;
+import io.gpusched.core.GpuAllocationException;
+import io.gpusched.core.GpuAllocationException.Reason;
+import io.gpusched.core.GpuException;
+import io.gpusched.core.GpuRequest;
+import io.gpusched.core.GpuScheduler;
+import io.gpusched.server.Caller;
+import java.time.Clock;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.Condition;
+import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.BooleanSupplier;
+import java.util.function.Consumer;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The service's queue of requests that wait for GPUs ({@code "wait"}), served fairly across users: <b>round-robin
+ * between users, least recently served first</b> (the user whose last grant through the service, queued or not, is
+ * oldest goes next; a user never served goes first), and first come, first served within one user. So one user's twenty
+ * queued requests do not keep another user's one behind them all: each grant sends its user to the back.
+ *
+ * <p>Why least recently served rather than a fixed ring: it needs no ring position that new users would have to be
+ * fitted into, and a user who just got GPUs without queueing (the node had room) also goes behind those who wait.
+ *
+ * <p>Order is strict: the next user's oldest request is tried first, and when it does not fit (too few GPUs free) no
+ * later request is tried ahead of it (no backfilling, so a large request cannot be starved by small ones). Two
+ * exceptions: a user whose request is over their quota (or rate limit) is skipped until they release (they cannot be
+ * served anyway); a request that can never be served (too large for the node, a device it does not have) is refused
+ * at once. A request whose client has gone, or whose wait ran out, is dropped.
+ *
+ * <p>How it composes with the core's node-wide queue ({@code WaitTickets}, strict first come first served across
+ * processes): the service tries each request with a plain {@link GpuScheduler#allocate(GpuRequest)}, which takes no
+ * ticket. Requests that other processes (engines) make with a wait hold tickets and are served first while they wait;
+ * the service's queue is decided among the service's users. One thread of the service grants from the queue: on every
+ * release, reclaim, expiry or drain change it hears from the scheduler (its own process's at once, other processes'
+ * through a {@link GpuScheduler#refresh()} every {@link #TICK}), and on every new request.
+ */
+final class FairQueue implements AutoCloseable {
+    private static final Logger LOG = LoggerFactory.getLogger(FairQueue.class);
+    /** How often the queue looks for other processes' changes, timeouts and clients gone while it holds requests. */
+    static final Duration TICK = Duration.ofMillis(200);
+    /** Most waiting requests of one user. */
+    static final int MAX_PER_USER = 256;
+    /** Most waiting requests in all. */
+    static final int MAX_TOTAL = 8192;
+
+    /** Why a waiting request was dropped without an allocation. */
+    static final class Dropped extends GpuException {
+        private static final long serialVersionUID = 1L;
+
+        Dropped(String message) {
+            super(message);
+        }
+    }
+
+    /** One waiting request. */
+    final class Ticket {
+        final long seq;
+        final Caller caller;
+        final GpuRequest request;
+        final Instant since;
+        final long deadlineNanos;
+        final BooleanSupplier gone;
+        final CompletableFuture<Allocation> result = new CompletableFuture<>();
+        volatile GpuAllocationException lastRefusal;
+
+        Ticket(long seq, Caller caller, GpuRequest request, Instant since, long deadlineNanos, BooleanSupplier gone) {
+            this.seq = seq;
+            this.caller = caller;
+            this.request = request;
+            this.since = since;
+            this.deadlineNanos = deadlineNanos;
+            this.gone = gone;
+        }
+
+        /** @return its place in the projected order, 1 first; 0 once it left the queue */
+        int position() {
+            lock.lock(); // order() walks the users' queues, which other threads change under the lock
+            try {
+                int i = order().indexOf(this);
+                return i < 0 ? 0 : i + 1;
+            } finally {
+                lock.unlock();
+            }
+        }
+    }
+
+    /** A waiting request as {@code GET /api/v1/queue} shows it. */
+    record View(int position, String user, long uid, String request, String since) {
+    }
+
+    private final GpuScheduler scheduler;
+    private final Clock clock;
+    private final Consumer<Ticket> onDropped;
+    private final ReentrantLock lock = new ReentrantLock();
+    private final Condition changed = lock.newCondition();
+    /** Waiting requests per uid, oldest first; users in order of their first waiting request. */
+    private final LinkedHashMap<Long, ArrayDeque<Ticket>> byUser = new LinkedHashMap<>();
+    /** The grant counter at each uid's last grant (absent: never served). */
+    private final Map<Long, Long> lastGrant = new HashMap<>();
+    private long grants;
+    private long seq;
+    private int size;
+    private boolean dirty;
+    private boolean closed;
+    private final Thread dispatcher;
+
+    /**
+     * @param onDropped told of every request dropped because its client went away or its wait ran out (the audit)
+     */
+    FairQueue(GpuScheduler scheduler, Clock clock, Consumer<Ticket> onDropped) {
+        this.scheduler = scheduler;
+        this.clock = clock;
+        this.onDropped = onDropped;
+        this.dispatcher = new Thread(this::run, "gpusched-fair-queue");
+        this.dispatcher.setDaemon(true);
+        this.dispatcher.start();
+    }
+
+    /**
+     * Queues a request.
+     *
+     * @param gone answers true once the client has gone (the request is then dropped)
+     * @return the ticket; its {@code result} completes with the allocation, or exceptionally with the refusal (a
+     *         {@link GpuAllocationException}), {@link Dropped} (client gone, wait over, service stopping)
+     * @throws GpuAllocationException {@code RATE_LIMITED} when the user or the queue holds too many waiting requests
+     */
+    Ticket enqueue(Caller caller, GpuRequest request, Duration wait, BooleanSupplier gone) {
+        long now = System.nanoTime();
+        long w = Math.max(0, Math.min(wait.toNanos(), TimeUnit.DAYS.toNanos(3650)));
+        lock.lock();
+        try {
+            if (closed) {
+                throw new Dropped("the node service is stopping; nothing was queued");
+            }
+            ArrayDeque<Ticket> mine = byUser.computeIfAbsent(caller.uid(), k -> new ArrayDeque<>());
+            if (mine.size() >= MAX_PER_USER || size >= MAX_TOTAL) {
+                if (mine.isEmpty()) {
+                    byUser.remove(caller.uid());
+                }
+                throw new GpuAllocationException(Reason.RATE_LIMITED, caller.user() + " has " + mine.size()
+                        + " request(s) waiting and the queue " + size + "; at most " + MAX_PER_USER + " per user and "
+                        + MAX_TOTAL + " in all may wait: wait for some to be served");
+            }
+            Ticket t = new Ticket(++seq, caller, request, clock.instant(), now + w, gone);
+            mine.add(t);
+            size++;
+            dirty = true;
+            changed.signalAll();
+            return t;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Takes a ticket out of the queue (its caller gave up); no effect once it was served or dropped. */
+    void cancel(Ticket t, String why) {
+        lock.lock();
+        try {
+            if (remove(t)) {
+                t.result.completeExceptionally(new Dropped(why));
+            }
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Records a grant to this uid made outside the queue (it goes behind those who wait). */
+    void granted(long uid) {
+        lock.lock();
+        try {
+            lastGrant.put(uid, ++grants);
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Asks the dispatcher to try again (a change on the node). */
+    void wake() {
+        lock.lock();
+        try {
+            dirty = true;
+            changed.signalAll();
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** @return the waiting requests in the order they would be served if each fitted as it came up */
+    List<View> views() {
+        lock.lock();
+        try {
+            List<Ticket> order = order();
+            List<View> out = new ArrayList<>(order.size());
+            for (int i = 0; i < order.size(); i++) {
+                Ticket t = order.get(i);
+                out.add(new View(i + 1, t.caller.user(), t.caller.uid(), t.request.describe(), t.since.toString()));
+            }
+            return out;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** @return how many requests wait */
+    int size() {
+        lock.lock();
+        try {
+            return size;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Caller holds the lock. @return every waiting ticket in projected serving order */
+    private List<Ticket> order() {
+        Map<Long, Long> last = new HashMap<>(lastGrant);
+        Map<Long, ArrayDeque<Ticket>> left = new LinkedHashMap<>();
+        byUser.forEach((u, q) -> left.put(u, new ArrayDeque<>(q)));
+        List<Ticket> out = new ArrayList<>(size);
+        long g = grants;
+        while (!left.isEmpty()) {
+            long u = next(left, last);
+            ArrayDeque<Ticket> q = left.get(u);
+            out.add(q.poll());
+            last.put(u, ++g);
+            if (q.isEmpty()) {
+                left.remove(u);
+            }
+        }
+        return out;
+    }
+
+    /** @return the uid served next: the least recently served, ties to the oldest waiting request */
+    private static long next(Map<Long, ArrayDeque<Ticket>> queues, Map<Long, Long> last) {
+        return queues.entrySet().stream().min(Comparator.<Map.Entry<Long, ArrayDeque<Ticket>>>comparingLong(
+                e -> last.getOrDefault(e.getKey(), 0L)).thenComparingLong(e -> e.getValue().peek().seq)).get()
+                .getKey();
+    }
+
+    /** Caller holds the lock. @return whether the ticket was still waiting */
+    private boolean remove(Ticket t) {
+        ArrayDeque<Ticket> q = byUser.get(t.caller.uid());
+        if (q == null || !q.remove(t)) {
+            return false;
+        }
+        size--;
+        if (q.isEmpty()) {
+            byUser.remove(t.caller.uid());
+        }
+        return true;
+    }
+
+    private void run() {
+        while (true) {
+            boolean tick = false;
+            lock.lock();
+            try {
+                while (!closed && !dirty) {
+                    if (size == 0) {
+                        changed.await();
+                    } else if (!changed.await(TICK.toMillis(), TimeUnit.MILLISECONDS)) {
+                        tick = true;
+                        break;
+                    }
+                }
+                if (closed) {
+                    return;
+                }
+                tick &= !dirty;
+                dirty = false;
+            } catch (InterruptedException e) {
+                return;
+            } finally {
+                lock.unlock();
+            }
+            try {
+                sweep();
+                if (tick) {
+                    // other processes' changes: their events reach the service's listener, which wakes us
+                    scheduler.refresh();
+                } else {
+                    dispatch();
+                }
+            } catch (RuntimeException e) {
+                LOG.warn("the fair queue's dispatch failed (it tries again on the next change): {}", e.toString());
+            }
+        }
+    }
+
+    /** Drops requests whose client has gone or whose wait is over. */
+    private void sweep() {
+        List<Ticket> all = new ArrayList<>();
+        lock.lock();
+        try {
+            byUser.values().forEach(all::addAll);
+        } finally {
+            lock.unlock();
+        }
+        long now = System.nanoTime();
+        for (Ticket t : all) {
+            boolean gone;
+            try {
+                gone = t.gone.getAsBoolean();
+            } catch (RuntimeException e) {
+                gone = true;
+            }
+            RuntimeException why;
+            if (gone) {
+                why = new Dropped("its client went away while it waited");
+            } else if (now - t.deadlineNanos >= 0) {
+                GpuAllocationException last = t.lastRefusal;
+                why = new GpuAllocationException(last != null ? last.reason() : Reason.INSUFFICIENT_GPUS,
+                        (last != null ? last.getMessage() : t.request.describe() + " requested") + "; gave up after"
+                                + " waiting " + human(Duration.between(t.since, clock.instant()))
+                                + " in the node service's queue");
+            } else {
+                continue;
+            }
+            boolean dropped;
+            lock.lock();
+            try {
+                dropped = remove(t);
+            } finally {
+                lock.unlock();
+            }
+            if (dropped) {
+                t.result.completeExceptionally(why);
+                onDropped.accept(t);
+            }
+        }
+    }
+
+    private static String human(Duration d) {
+        long s = d.toSeconds();
+        return s >= 60 ? (s / 60) + " min " + (s % 60) + " s" : d.toMillis() + " ms";
+    }
+
+    /** Grants in fair order until the next request does not fit. Only this thread grants from the queue. */
+    private void dispatch() {
+        while (true) {
+            List<Ticket> heads;
+            lock.lock();
+            try {
+                if (size == 0) {
+                    return;
+                }
+                Map<Long, ArrayDeque<Ticket>> copy = new LinkedHashMap<>(byUser);
+                Map<Long, Long> last = new HashMap<>(lastGrant);
+                heads = new ArrayList<>();
+                while (!copy.isEmpty()) {
+                    long u = next(copy, last);
+                    heads.add(copy.remove(u).peek());
+                }
+            } finally {
+                lock.unlock();
+            }
+            boolean progressed = false;
+            for (Ticket t : heads) {
+                Optional<Allocation> a;
+                try {
+                    a = Optional.of(scheduler.allocate(t.request));
+                } catch (GpuAllocationException e) {
+                    t.lastRefusal = e;
+                    if (e.reason() == Reason.QUOTA_EXCEEDED || e.reason() == Reason.RATE_LIMITED) {
+                        continue; // this user cannot be served now whatever is free: the next user may
+                    }
+                    if (e.reason().isTransient()) {
+                        return; // the fair next request does not fit: nobody jumps ahead of it
+                    }
+                    finish(t, null, e);
+                    progressed = true;
+                    break;
+                } catch (RuntimeException e) {
+                    finish(t, null, e);
+                    progressed = true;
+                    break;
+                }
+                finish(t, a.get(), null);
+                progressed = true;
+                break;
+            }
+            if (!progressed) {
+                return;
+            }
+        }
+    }
+
+    private void finish(Ticket t, Allocation a, RuntimeException refusal) {
+        boolean waiting;
+        lock.lock();
+        try {
+            waiting = remove(t);
+            if (a != null) {
+                lastGrant.put(t.caller.uid(), ++grants);
+            }
+        } finally {
+            lock.unlock();
+        }
+        if (a == null) {
+            if (waiting) {
+                t.result.completeExceptionally(refusal);
+            }
+            return;
+        }
+        if (!waiting || !t.result.complete(a)) {
+            try { // its client gave up meanwhile: the GPUs go back at once
+                scheduler.release(a.id());
+            } catch (RuntimeException e) {
+                LOG.warn("releasing {} (its waiter had gone) failed: {}", a.id(), e.toString());
+            }
+        }
+    }
+
+    /** Drops every waiting request ({@link Dropped}: the service is stopping) and stops the dispatcher. */
+    @Override
+    public void close() {
+        List<Ticket> all = new ArrayList<>();
+        lock.lock();
+        try {
+            closed = true;
+            byUser.values().forEach(all::addAll);
+            byUser.clear();
+            size = 0;
+            changed.signalAll();
+        } finally {
+            lock.unlock();
+        }
+        for (Ticket t : all) {
+            t.result.completeExceptionally(new Dropped("the node service is stopping; the request was not served"));
+        }
+        dispatcher.interrupt();
+    }
+}

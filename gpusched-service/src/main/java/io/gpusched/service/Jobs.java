@@ -1,0 +1,618 @@
+package io.gpusched.service;
+
+import io.gpusched.core.AccessDeniedException;
+import io.gpusched.core.Allocation;
+import io.gpusched.core.GpuException;
+import io.gpusched.core.GpuRequest;
+import io.gpusched.core.GpuScheduler;
+import io.gpusched.core.HolderProcess;
+import io.gpusched.cuda.CudaEnvironmentResolver;
+import io.gpusched.cuda.CudaRequirement;
+import io.gpusched.isolation.JobLauncher;
+import io.gpusched.isolation.JobSpec;
+import io.gpusched.isolation.LaunchedJob;
+import io.gpusched.server.Caller;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.nio.channels.Channels;
+import java.nio.channels.FileChannel;
+import java.nio.file.Files;
+import java.nio.file.LinkOption;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.security.SecureRandom;
+import java.time.Clock;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HexFormat;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The service's jobs: each allocated for its caller (through the fair queue when it waits), started as the caller in
+ * a fenced cgroup ({@link JobLauncher}), its output relayed to its client or its output file, and, however it ends
+ * (exit, death, cancel, client gone, service stopping), its processes ended, cgroup removed, fence revoked and
+ * allocation released. A job's allocation is bound to the service's own process and records the job's cgroup, so if
+ * the service is killed, any process of the node reclaims it, and the next service ends what is left
+ * ({@link #endLeftovers}).
+ */
+final class Jobs implements AutoCloseable {
+    private static final Logger LOG = LoggerFactory.getLogger(Jobs.class);
+    /** Ended jobs kept for {@code jobs} and {@code logs}. */
+    static final int KEEP_ENDED = 500;
+    /** How often an attached job's silent client is checked (a write). */
+    static final Duration HEARTBEAT = Duration.ofSeconds(5);
+
+    private final GpuScheduler scheduler;
+    private final JobLauncher launcher;
+    private final String unavailable;
+    private final CudaEnvironmentResolver cuda;
+    private final FairQueue queue;
+    private final AuditLog audit;
+    private final Access access;
+    private final Path outputDir;
+    private final Duration grace;
+    private final Clock clock;
+    private final SecureRandom random = new SecureRandom();
+    private final Map<String, Job> jobs = new LinkedHashMap<>();
+    private volatile boolean closing;
+
+    /**
+     * @param launcher    null when jobs cannot run here ({@code unavailable} says why)
+     * @param outputDir   where detached jobs' output files go (made by {@link OutputFile#directory})
+     */
+    Jobs(GpuScheduler scheduler, JobLauncher launcher, String unavailable, CudaEnvironmentResolver cuda,
+            FairQueue queue, AuditLog audit, Access access, Path outputDir, Duration grace, Clock clock) {
+        this.scheduler = scheduler;
+        this.launcher = launcher;
+        this.unavailable = unavailable;
+        this.cuda = cuda;
+        this.queue = queue;
+        this.audit = audit;
+        this.access = access;
+        this.outputDir = outputDir;
+        this.grace = grace;
+        this.clock = clock;
+    }
+
+    /** Jobs cannot run on this node (no cgroup hierarchy, no setpriv, not root). */
+    static final class Unavailable extends GpuException {
+        private static final long serialVersionUID = 1L;
+
+        Unavailable(String m) {
+            super(m);
+        }
+    }
+
+    /** No such job. */
+    static final class UnknownJob extends GpuException {
+        private static final long serialVersionUID = 1L;
+
+        UnknownJob(String m) {
+            super(m);
+        }
+    }
+
+    // ------------------------------------------------------------------------------------------------ starting
+
+    /**
+     * Checks a job's request as its caller and registers it (QUEUED); nothing is allocated yet.
+     *
+     * @throws AccessDeniedException for a caller the kernel did not vouch for, or one naming another owner
+     * @throws IllegalArgumentException for a request that is not valid, or a working directory the caller cannot enter
+     * @throws Unavailable when jobs cannot run here
+     */
+    Job prepare(Caller c, Requests.Job r) {
+        if (!c.identified()) {
+            throw new AccessDeniedException("run a job", "node", Optional.empty(), List.of("any user of the node's"
+                    + " socket"), "jobs run as their caller, so they are started through the node service's Unix"
+                            + " socket; " + c.user() + " is not a caller the kernel vouched for");
+        }
+        access.checkOwner(c, r.request().owner());
+        if (launcher == null) {
+            throw new Unavailable("jobs cannot run on this node: " + unavailable);
+        }
+        if (closing) {
+            throw new Unavailable("the node service is stopping; no job is started");
+        }
+        JobSpec check = spec(c, r, r.env());
+        Optional<String> cwd = launcher.checkWorkingDirectory(check);
+        if (cwd.isPresent()) {
+            throw new IllegalArgumentException("\"cwd\": " + cwd.get());
+        }
+        String id = "j" + HexFormat.of().formatHex(bytes(5));
+        Path cg = launcher.cgroupFor(id);
+        Optional<Path> out = Optional.empty();
+        if (r.detach()) {
+            out = Optional.of(outputDir.resolve(id + ".out"));
+        }
+        Job job = new Job(id, c, r, clock.instant(), out, cg);
+        synchronized (jobs) {
+            jobs.put(id, job);
+            trim();
+        }
+        return job;
+    }
+
+    private byte[] bytes(int n) {
+        byte[] b = new byte[n];
+        random.nextBytes(b);
+        return b;
+    }
+
+    private static JobSpec spec(Caller c, Requests.Job r, Map<String, String> env) {
+        return new JobSpec(r.argv(), env, Path.of(r.cwd()), c.uid(), c.gid(), c.user(), Optional.empty());
+    }
+
+    /** @return the allocation request of a job: owned by its caller, bound to this process, naming its cgroup */
+    private static GpuRequest requestOf(Job job) {
+        return job.request.request().withOwner(job.owner.user(), job.owner.uid()).withJobId(job.id)
+                .withHolder(HolderProcess.current()).withJobCgroup(job.cgroup.toString());
+    }
+
+    /**
+     * Allocates for the job: at once, or through the fair queue (telling the sink its position every heartbeat).
+     *
+     * @return the allocation, or empty when the job was cancelled or its client went while it waited
+     * @throws GpuException the refusal (the job is then FAILED and over)
+     */
+    Optional<Allocation> allocate(Job job, JobSink sink) throws InterruptedException {
+        try {
+            GpuRequest req = requestOf(job);
+            Optional<Duration> wait = job.request.maxWait();
+            if (wait.isEmpty()) {
+                Allocation a = scheduler.allocate(req);
+                queue.granted(job.owner.uid());
+                return Optional.of(a);
+            }
+            FairQueue.Ticket t = queue.enqueue(job.owner, req, wait.get(), sink::gone);
+            job.ticket = t;
+            long first = TimeUnit.MILLISECONDS.toNanos(200);
+            while (true) {
+                try {
+                    Allocation a = t.result.get(first > 0 ? first : HEARTBEAT.toNanos(), TimeUnit.NANOSECONDS);
+                    job.ticket = null;
+                    return Optional.of(a);
+                } catch (TimeoutException stillWaiting) {
+                    first = 0;
+                    if (job.cancelled != null) {
+                        queue.cancel(t, job.cancelled);
+                        continue;
+                    }
+                    try {
+                        sink.queued(t.position());
+                    } catch (IOException gone) {
+                        job.cancelled = "its client went away while it waited";
+                        queue.cancel(t, job.cancelled);
+                    }
+                } catch (ExecutionException e) {
+                    job.ticket = null;
+                    if (e.getCause() instanceof FairQueue.Dropped d) {
+                        if (job.cancelled == null) {
+                            job.cancelled = d.getMessage();
+                        }
+                        end(job, Job.State.CANCELLED, null);
+                        return Optional.empty();
+                    }
+                    throw e.getCause() instanceof RuntimeException re ? re : new GpuException(e.getMessage());
+                }
+            }
+        } catch (RuntimeException e) {
+            job.failure = e.getMessage();
+            end(job, Job.State.FAILED, null);
+            throw e;
+        } catch (InterruptedException e) {
+            FairQueue.Ticket t = job.ticket;
+            if (t != null) {
+                queue.cancel(t, "the service is stopping");
+            }
+            job.cancelled = "the service is stopping";
+            end(job, Job.State.CANCELLED, null);
+            throw e;
+        }
+    }
+
+    /**
+     * Starts the job on its allocation as its caller, relays its output to the sink until it ends, then undoes
+     * everything. Blocks until the job is over; always releases the allocation.
+     *
+     * @throws GpuException when it cannot be started (the job is FAILED)
+     */
+    void run(Job job, Allocation a, JobSink sink) throws InterruptedException {
+        job.allocation = a;
+        LaunchedJob l = null;
+        List<Thread> relays = new ArrayList<>();
+        try {
+            if (job.cancelled != null) {
+                end(job, Job.State.CANCELLED, null);
+                return;
+            }
+            Map<String, String> env;
+            try {
+                CudaRequirement req = job.request.cuda().map(CudaRequirement::parse).orElse(CudaRequirement.NONE);
+                env = cuda.resolve(a, req).applyTo(job.request.env());
+            } catch (IllegalArgumentException e) {
+                throw new IllegalArgumentException("\"cuda\": " + e.getMessage(), e);
+            }
+            l = launcher.launch(job.id, spec(job.owner, job.request, env), a);
+            job.launched = l;
+            job.startedAt = clock.instant();
+            job.state = Job.State.RUNNING;
+            audit.record(job.owner, "job.start", job.id, String.join(" ", job.request.argv()), "ok",
+                    "allocation " + a.id() + " GPUs " + a.deviceIndices() + " cgroup " + l.cgroup());
+            LaunchedJob launched = l;
+            try {
+                sink.started(job);
+            } catch (IOException gone) {
+                clientGone(job);
+            }
+            relays.add(relay(job, launched.stdout(), false, sink));
+            relays.add(relay(job, launched.stderr(), true, sink));
+            CompletableFuture<Integer> exit = launched.onExit();
+            Integer code = null;
+            while (code == null) {
+                try {
+                    code = exit.get(HEARTBEAT.toMillis(), TimeUnit.MILLISECONDS);
+                } catch (TimeoutException t) {
+                    if (job.cancelled == null) {
+                        try {
+                            sink.heartbeat();
+                        } catch (IOException gone) {
+                            clientGone(job);
+                        }
+                    }
+                } catch (ExecutionException e) {
+                    code = 255;
+                }
+            }
+            String left = launched.cleanUp(); // ends what the job left running: its pipes close, the relays end
+            for (Thread t : relays) {
+                t.join(TimeUnit.SECONDS.toMillis(10));
+            }
+            job.exitCode = code;
+            job.signal = LaunchedJob.signalOf(code).orElse(null);
+            if (!left.isEmpty()) {
+                job.failure = left;
+            }
+            end(job, job.cancelled != null ? Job.State.CANCELLED : job.signal != null ? Job.State.KILLED
+                    : Job.State.EXITED, null);
+            try {
+                sink.exit(code, job.signal);
+            } catch (IOException gone) {
+                LOG.debug("the client of job {} went before its exit was told", job.id);
+            }
+        } catch (RuntimeException e) {
+            job.failure = e.getMessage();
+            end(job, Job.State.FAILED, e);
+            throw e;
+        } finally {
+            if (l != null) {
+                String left = l.cleanUp();
+                if (!left.isEmpty()) {
+                    LOG.warn("job {}: {}", job.id, left);
+                }
+            }
+            for (Thread t : relays) {
+                t.interrupt();
+            }
+            release(job, a);
+        }
+    }
+
+    private void release(Job job, Allocation a) {
+        LaunchedJob l = job.launched;
+        if (l != null && !l.cleanedUp()) {
+            LOG.warn("job {}: its cgroup {} could not be emptied; allocation {} stays held so its GPUs are not"
+                    + " handed out under a running process", job.id, l.cgroup(), a.id());
+            return;
+        }
+        try {
+            scheduler.release(a.id());
+        } catch (RuntimeException e) {
+            LOG.warn("job {}: releasing allocation {} failed: {}", job.id, a.id(), e.toString());
+        }
+    }
+
+    private void clientGone(Job job) {
+        if (job.cancelled != null) {
+            return;
+        }
+        job.cancelled = "its client went away";
+        audit.record(job.owner, "job.client-gone", job.id, null, "ending", "TERM, KILL after " + grace);
+        terminateAsync(job);
+    }
+
+    private void terminateAsync(Job job) {
+        LaunchedJob l = job.launched;
+        if (l == null) {
+            return;
+        }
+        Thread t = new Thread(() -> {
+            try {
+                l.terminate(grace);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            } catch (RuntimeException e) {
+                LOG.warn("ending job {} failed: {}", job.id, e.toString());
+            }
+        }, "gpusched-job-end-" + job.id);
+        t.setDaemon(true);
+        t.start();
+    }
+
+    private Thread relay(Job job, InputStream in, boolean stderr, JobSink sink) {
+        Thread t = new Thread(() -> {
+            byte[] buf = new byte[16 * 1024];
+            boolean open = true;
+            try (in) {
+                int n;
+                while ((n = in.read(buf)) > 0) {
+                    if (open) {
+                        try {
+                            sink.output(stderr, buf, n);
+                        } catch (IOException gone) {
+                            open = false; // keep reading so the job never blocks on a full pipe while it ends
+                            clientGone(job);
+                        }
+                    }
+                }
+            } catch (IOException e) {
+                LOG.debug("job {}: its {} closed: {}", job.id, stderr ? "stderr" : "stdout", e.toString());
+            }
+        }, "gpusched-job-" + (stderr ? "err-" : "out-") + job.id);
+        t.setDaemon(true);
+        t.start();
+        return t;
+    }
+
+    private void end(Job job, Job.State state, RuntimeException e) {
+        if (job.over()) {
+            return;
+        }
+        job.state = state;
+        job.endedAt = clock.instant();
+        audit.record(job.owner, "job.end", job.id, null, state.name(), (job.exitCode == null ? ""
+                : "exit " + job.exitCode + (job.signal == null ? "" : " (" + job.signal + ")") + " ")
+                + (job.cancelled != null ? job.cancelled : job.failure != null ? job.failure : ""));
+        job.ended.complete(null);
+    }
+
+    /**
+     * A detached job: allocates at once (a refusal is the caller's answer) or queues, then runs on a thread of its
+     * own, its output going to its file.
+     *
+     * @return the job (QUEUED or RUNNING)
+     */
+    Job detach(Job job) throws InterruptedException {
+        OutputFile out;
+        try {
+            out = OutputFile.create(outputDir, job.id, job.owner.uid(), job.owner.gid());
+        } catch (IOException e) {
+            job.failure = "cannot make its output file: " + e.getMessage();
+            end(job, Job.State.FAILED, null);
+            throw new GpuException(job.failure);
+        }
+        Optional<Allocation> now = Optional.empty();
+        if (job.request.maxWait().isEmpty()) {
+            try {
+                now = allocate(job, out); // a refusal goes to the caller
+            } catch (RuntimeException e) {
+                try {
+                    out.exit(0, null);
+                    Files.deleteIfExists(out.path());
+                } catch (IOException ignored) {
+                    // nothing was written to it
+                }
+                throw e;
+            }
+        }
+        Optional<Allocation> first = now;
+        Thread t = new Thread(() -> {
+            try {
+                Optional<Allocation> a = first.isPresent() ? first : allocate(job, out);
+                if (a.isPresent()) {
+                    run(job, a.get(), out);
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            } catch (RuntimeException e) {
+                LOG.info("detached job {} failed: {}", job.id, e.getMessage());
+            } finally {
+                try {
+                    out.exit(0, null);
+                } catch (IOException e) {
+                    LOG.debug("closing the output of {}: {}", job.id, e.toString());
+                }
+            }
+        }, "gpusched-job-" + job.id);
+        t.setDaemon(true);
+        t.start();
+        if (first.isPresent()) {
+            for (int i = 0; i < 500 && job.state == Job.State.QUEUED && !job.over(); i++) {
+                Thread.sleep(10); // answer with the job started (or failed to start), not half-way
+            }
+        }
+        return job;
+    }
+
+    // ------------------------------------------------------------------------------------------------ managing
+
+    /** @return the job @throws UnknownJob when there is none by that id */
+    Job get(String id) {
+        synchronized (jobs) {
+            Job j = jobs.get(id);
+            if (j == null) {
+                throw new UnknownJob("no job \"" + Requests.printable(id) + "\" (the service keeps its jobs while it"
+                        + " runs, and the last " + KEEP_ENDED + " that ended; gpusched jobs lists them)");
+            }
+            return j;
+        }
+    }
+
+    /** @return every job, oldest first */
+    List<Job> all() {
+        synchronized (jobs) {
+            return List.copyOf(jobs.values());
+        }
+    }
+
+    private void trim() {
+        int ended = (int) jobs.values().stream().filter(Job::over).count();
+        var it = jobs.values().iterator();
+        while (ended > KEEP_ENDED && it.hasNext()) {
+            Job j = it.next();
+            if (j.over()) {
+                it.remove();
+                ended--;
+            }
+        }
+    }
+
+    /**
+     * Passes a signal to every process of a running job.
+     *
+     * @return how many processes it reached
+     */
+    int signal(Caller c, String id, String signal) {
+        Job j = get(id);
+        access.checkJob(c, "signal", id, j.owner.user(), j.owner.uid());
+        LaunchedJob l = j.launched;
+        if (l == null || j.over()) {
+            throw new IllegalStateException("job " + id + " is " + j.state + ", not running: nothing to signal");
+        }
+        return l.signal(signal);
+    }
+
+    /** Cancels a job: out of the queue, or TERM then KILL after the grace period. Waits until it is over. */
+    Job cancel(Caller c, String id) throws InterruptedException {
+        Job j = get(id);
+        access.checkJob(c, "cancel", id, j.owner.user(), j.owner.uid());
+        if (j.over()) {
+            return j;
+        }
+        j.cancelled = "cancelled by " + c.user() + " (uid " + c.uid() + ")";
+        FairQueue.Ticket t = j.ticket;
+        if (t != null) {
+            queue.cancel(t, j.cancelled);
+        }
+        LaunchedJob l = j.launched;
+        if (l != null) {
+            l.terminate(grace);
+        }
+        try {
+            j.ended.get(grace.toMillis() + 30_000, TimeUnit.MILLISECONDS);
+        } catch (ExecutionException | TimeoutException e) {
+            LOG.warn("job {} did not end within its grace period after a cancel", id);
+        }
+        return j;
+    }
+
+    /**
+     * Copies a detached job's output to {@code out}; with {@code follow}, until the job has ended.
+     *
+     * @throws IllegalStateException for an attached job (its output went to its client)
+     */
+    void logs(Caller c, String id, boolean follow, OutputStream out) throws IOException, InterruptedException {
+        Job j = get(id);
+        access.checkJob(c, "read the logs of", id, j.owner.user(), j.owner.uid());
+        if (j.output.isEmpty()) {
+            throw new IllegalStateException("job " + id + " is attached: its output went to its client; only"
+                    + " detached jobs (run --detach) keep an output file");
+        }
+        Path f = j.output.get();
+        if (!Files.isRegularFile(f, LinkOption.NOFOLLOW_LINKS)) {
+            throw new IllegalStateException("job " + id + " has no output file (" + f + ")");
+        }
+        try (FileChannel ch = FileChannel.open(f, Set.of(StandardOpenOption.READ, LinkOption.NOFOLLOW_LINKS))) {
+            InputStream in = Channels.newInputStream(ch);
+            byte[] buf = new byte[16 * 1024];
+            while (true) {
+                int n = in.read(buf);
+                if (n > 0) {
+                    out.write(buf, 0, n);
+                    continue;
+                }
+                if (!follow || j.over()) {
+                    if (j.over()) { // what was written between the last read and the end
+                        while ((n = in.read(buf)) > 0) {
+                            out.write(buf, 0, n);
+                        }
+                    }
+                    out.flush();
+                    return;
+                }
+                out.flush();
+                try {
+                    j.ended.get(250, TimeUnit.MILLISECONDS);
+                } catch (TimeoutException | ExecutionException e) {
+                    // not yet: read again
+                }
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------------------------------------ life
+
+    /**
+     * Ends what a previous service left: every job cgroup under the parent (this service has none yet), and every
+     * live allocation that names one of them.
+     *
+     * @return what was done
+     */
+    List<String> endLeftovers() {
+        List<String> out = new ArrayList<>();
+        if (launcher == null) {
+            return out;
+        }
+        out.addAll(launcher.endLeftovers(id -> false));
+        String parent = launcher.cgroupParent().toString() + "/";
+        for (Allocation a : scheduler.allocations()) {
+            Optional<String> cg = a.request().jobCgroup();
+            if (cg.isPresent() && cg.get().startsWith(parent)) {
+                try {
+                    scheduler.release(a.id());
+                    out.add("released " + a.id() + " of " + a.owner().orElse("?") + " (its job " + a.request().jobId()
+                            .orElse("?") + " was running when the service stopped)");
+                } catch (RuntimeException e) {
+                    out.add("releasing " + a.id() + " failed: " + e.getMessage());
+                }
+            }
+        }
+        return out;
+    }
+
+    /** Cancels every job (TERM, KILL after the grace period, in parallel) and waits for them to be over. */
+    @Override
+    public void close() {
+        closing = true;
+        List<Job> live = all().stream().filter(j -> !j.over()).toList();
+        for (Job j : live) {
+            j.cancelled = "the node service stopped";
+            FairQueue.Ticket t = j.ticket;
+            if (t != null) {
+                queue.cancel(t, j.cancelled);
+            }
+            terminateAsync(j);
+        }
+        for (Job j : live) {
+            try {
+                j.ended.get(grace.toMillis() + 30_000, TimeUnit.MILLISECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return;
+            } catch (ExecutionException | TimeoutException e) {
+                LOG.warn("job {} did not end while the service stopped", j.id);
+            }
+        }
+    }
+}

@@ -1,0 +1,489 @@
+package io.gpusched.service;
+
+import io.gpusched.core.AccessDeniedException;
+import io.gpusched.core.Allocation;
+import io.gpusched.core.AllocationEvent;
+import io.gpusched.core.AllocationListener;
+import io.gpusched.core.GpuAllocationException;
+import io.gpusched.core.GpuAllocationException.Reason;
+import io.gpusched.core.GpuConfig;
+import io.gpusched.core.GpuException;
+import io.gpusched.core.GpuRequest;
+import io.gpusched.core.GpuScheduler;
+import io.gpusched.cuda.CudaEnvironmentResolver;
+import io.gpusched.cuda.CudaSearch;
+import io.gpusched.isolation.CgroupDeviceIsolator;
+import io.gpusched.isolation.IsolationException;
+import io.gpusched.isolation.JobLauncher;
+import io.gpusched.server.Caller;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.file.Path;
+import java.time.Clock;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Optional;
+import java.util.OptionalLong;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.function.BooleanSupplier;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The node service: what a shared node's users ask of its one ledger, each request decided for its caller (the
+ * kernel's peer credentials, {@link Caller}). Owners act on their own allocations and jobs, admins ({@code root} and
+ * {@code gpu.service.admin_group}) on any, and drain GPUs; quotas ({@code gpu.users}) hold in the ledger's
+ * transaction; waiting requests are served fairly across users ({@link FairQueue}); jobs run as their caller, fenced
+ * ({@link Jobs}); logins are fenced off the GPUs ({@link LoginFences}); every change and every refusal is audited
+ * ({@link AuditLog}). {@link ServiceRoutes} puts it on the console's routes.
+ *
+ * <p>{@link #start()} ends what a killed predecessor left (job cgroups and their allocations) and puts the login
+ * fences on; {@link #close()} cancels every job and waiting request and takes the login fences off.
+ */
+public final class NodeService implements AutoCloseable {
+    private static final Logger LOG = LoggerFactory.getLogger(NodeService.class);
+
+    private final GpuScheduler scheduler;
+    private final GpuConfig config;
+    private final Clock clock;
+    private final Access access;
+    private final AuditLog audit;
+    private final FairQueue queue;
+    private final Jobs jobs;
+    private final LoginFences logins;
+    private final UserDirectory nss;
+    private final JobLauncher launcher;
+    private final AllocationListener wake;
+    private volatile List<String> recovered = List.of();
+
+    private NodeService(Builder b) {
+        this.scheduler = b.scheduler;
+        this.config = b.config;
+        this.clock = b.clock;
+        this.nss = b.users;
+        this.access = new Access(config.service().adminGroup());
+        Path state = b.stateDir;
+        this.audit = new AuditLog(state.resolve("audit.log"), clock);
+        this.queue = new FairQueue(scheduler, clock, t -> audit.record(t.caller, "allocate.dropped", null,
+                t.request.describe(), "DROPPED", "left the queue without GPUs"));
+        this.launcher = b.launcher;
+        Path out;
+        try {
+            out = OutputFile.directory(state);
+        } catch (IOException e) {
+            throw new UncheckedIOException("cannot prepare the job output directory: " + e.getMessage(), e);
+        }
+        CudaEnvironmentResolver cuda = CudaEnvironmentResolver.builder().search(CudaSearch.host(config.cudaPaths()))
+                .build();
+        this.jobs = new Jobs(scheduler, launcher, b.jobsUnavailable, cuda, queue, audit, access, out,
+                config.service().killGrace(), clock);
+        CgroupDeviceIsolator iso = b.isolator != null ? b.isolator : launcher != null ? launcher.isolator() : null;
+        List<Path> fenced = config.service().loginCgroups();
+        if (!fenced.isEmpty() && iso == null) {
+            throw new IsolationException("gpu.service.login_cgroups is set but no cgroup isolator is available: "
+                    + b.jobsUnavailable);
+        }
+        this.logins = new LoginFences(iso, fenced, state.resolve("login-fences"));
+        if (launcher != null) {
+            logins.checkJobParent(launcher.cgroupParent());
+        }
+        this.wake = e -> {
+            if (e.type() != AllocationEvent.Type.ALLOCATED && e.type() != AllocationEvent.Type.REJECTED
+                    && e.type() != AllocationEvent.Type.RENEWED) {
+                queue.wake();
+            }
+        };
+        scheduler.addListener(wake);
+    }
+
+    /** @return a builder */
+    public static Builder builder() {
+        return new Builder();
+    }
+
+    /**
+     * Ends what a killed predecessor left (its job cgroups, their allocations) and puts the login fences on.
+     *
+     * @return this
+     * @throws IsolationException when a login cgroup cannot be fenced, or the kernel does not apply the fence
+     */
+    public NodeService start() {
+        recovered = jobs.endLeftovers();
+        for (String r : recovered) {
+            LOG.info("on start: {}", r);
+        }
+        logins.start();
+        return this;
+    }
+
+    /** @return what {@link #start()} ended of a previous run */
+    public List<String> recovered() {
+        return recovered;
+    }
+
+    /** @return the login cgroups fenced while the service runs (empty: off) */
+    public List<Path> loginCgroups() {
+        return logins.cgroups();
+    }
+
+    /** @return whether jobs can run here, or why not */
+    public Optional<String> jobsUnavailable() {
+        return launcher == null ? Optional.of(jobsUnavailableReason) : Optional.empty();
+    }
+
+    private String jobsUnavailableReason = "";
+
+    /** @return the scheduler the service decides on */
+    public GpuScheduler scheduler() {
+        return scheduler;
+    }
+
+    Jobs jobs() {
+        return jobs;
+    }
+
+    FairQueue queue() {
+        return queue;
+    }
+
+    AuditLog audit() {
+        return audit;
+    }
+
+    Clock clock() {
+        return clock;
+    }
+
+    /** Remembers a caller's groups (for per-group quotas). */
+    void seen(Caller c) {
+        if (c.identified()) {
+            nss.remember(c.user(), c.uid(), c.groups());
+        }
+    }
+
+    /** @return the groups of a user, for per-group quotas: the caller's own where seen, else NSS */
+    List<String> groupsOf(String user) {
+        return nss.groupsOf(user);
+    }
+
+    // ------------------------------------------------------------------------------------------------ allocations
+
+    /**
+     * Allocates for the caller: the owner is the caller (an admin may name another user of the node).
+     *
+     * @param wait how long to queue (fairly) for busy GPUs; empty: refuse at once
+     * @param gone answers true once the client has gone (a waiting request is then dropped)
+     * @throws AccessDeniedException when a caller who is not an admin names another owner
+     * @throws GpuAllocationException the refusal (with its reason)
+     * @throws IllegalArgumentException for a request the caller may not make (a holder process)
+     */
+    public Allocation allocate(Caller c, GpuRequest request, Optional<Duration> wait, BooleanSupplier gone)
+            throws InterruptedException {
+        seen(c);
+        String what = request.describe();
+        try {
+            access.checkIdentified(c, "allocate");
+            access.checkOwner(c, request.owner());
+            if (request.holder().isPresent() || request.jobCgroup().isPresent() || request.ownerUid().isPresent()) {
+                throw new IllegalArgumentException("a request to the node service may not name a holder process, a job"
+                        + " cgroup or an owner uid: the service sets them");
+            }
+            GpuRequest owned = ownedBy(c, request);
+            Allocation a;
+            if (wait.isEmpty()) {
+                a = scheduler.allocate(owned);
+                queue.granted(owned.ownerUid().orElse(c.uid()));
+            } else {
+                FairQueue.Ticket t = queue.enqueue(c, owned, wait.get(), gone);
+                try {
+                    a = t.result.get();
+                } catch (InterruptedException e) {
+                    queue.cancel(t, "its caller was interrupted");
+                    throw e;
+                } catch (ExecutionException e) {
+                    throw e.getCause() instanceof RuntimeException re ? re : new GpuException(e.getMessage());
+                }
+            }
+            audit.record(c, "allocate", a.id(), what, "ok", "GPUs " + a.deviceIndices() + " for " + a.owner()
+                    .orElse("?"));
+            return a;
+        } catch (RuntimeException e) {
+            refused(c, "allocate", null, what, e);
+            throw e;
+        }
+    }
+
+    private GpuRequest ownedBy(Caller c, GpuRequest request) {
+        Optional<String> named = request.owner();
+        if (named.isEmpty() || named.get().equals(c.user())) {
+            return request.withOwner(c.user(), c.uid());
+        }
+        OptionalLong uid = nss.uidOf(named.get());
+        if (uid.isEmpty()) {
+            throw new IllegalArgumentException("owner \"" + Requests.printable(named.get()) + "\" is not a user of this"
+                    + " node (NSS does not know the name)");
+        }
+        return request.withOwner(named.get(), uid.getAsLong());
+    }
+
+    /**
+     * Releases an allocation of the caller's (or any, for an admin). An allocation a running job of the service holds
+     * is released by cancelling its job.
+     *
+     * @return whether it was live and is now released
+     */
+    public boolean release(Caller c, String id) throws InterruptedException {
+        try {
+            Optional<Allocation> a = scheduler.allocation(id);
+            if (a.isEmpty()) {
+                access.checkIdentified(c, "release");
+                boolean r = scheduler.release(id); // false for one released before; UNKNOWN_ALLOCATION otherwise
+                audit.record(c, "release", id, null, "ok", "was not live");
+                return r;
+            }
+            access.check(c, "release", a.get());
+            Optional<Job> job = jobs.all().stream().filter(j -> !j.over() && j.allocation != null && j.allocation.id()
+                    .equals(id)).findFirst();
+            if (job.isPresent()) {
+                jobs.cancel(c, job.get().id);
+                audit.record(c, "release", id, null, "ok", "its job " + job.get().id + " was cancelled");
+                return true;
+            }
+            boolean r = scheduler.release(id);
+            audit.record(c, "release", id, null, "ok", r ? "released" : "was not live");
+            return r;
+        } catch (RuntimeException e) {
+            refused(c, "release", id, null, e);
+            throw e;
+        }
+    }
+
+    /** Extends the lease of an allocation of the caller's (or any, for an admin). */
+    public Allocation renew(Caller c, String id, Duration lease) {
+        try {
+            Allocation a = scheduler.allocation(id).orElseThrow(() -> new GpuAllocationException(
+                    Reason.UNKNOWN_ALLOCATION, "no live allocation \"" + Requests.printable(id) + "\" to renew"));
+            access.check(c, "renew", a);
+            Allocation r = scheduler.renew(id, lease);
+            audit.record(c, "renew", id, "lease " + lease, "ok", "until " + r.expiresAt().map(Object::toString)
+                    .orElse("?"));
+            return r;
+        } catch (RuntimeException e) {
+            refused(c, "renew", id, "lease " + lease, e);
+            throw e;
+        }
+    }
+
+    /** Drains a GPU (admins only). @return whether it was in service */
+    public boolean drain(Caller c, int index, String reason) {
+        try {
+            access.checkAdmin(c, "drain", "GPU " + index);
+            String why = "drained by " + c.user() + (reason.isBlank() ? "" : ": " + reason);
+            boolean r = scheduler.drain(index, why);
+            audit.record(c, "drain", "GPU " + index, reason, "ok", r ? "drained" : "was drained already");
+            queue.wake();
+            return r;
+        } catch (RuntimeException e) {
+            refused(c, "drain", "GPU " + index, reason, e);
+            throw e;
+        }
+    }
+
+    /** Puts a drained GPU back in service (admins only). @return whether it was drained */
+    public boolean undrain(Caller c, int index) {
+        try {
+            access.checkAdmin(c, "undrain", "GPU " + index);
+            boolean r = scheduler.undrain(index);
+            audit.record(c, "undrain", "GPU " + index, null, "ok", r ? "back in service" : "was not drained");
+            queue.wake();
+            return r;
+        } catch (RuntimeException e) {
+            refused(c, "undrain", "GPU " + index, null, e);
+            throw e;
+        }
+    }
+
+    // ------------------------------------------------------------------------------------------------ jobs
+
+    /** Checks and registers a job for its caller (see {@link Jobs#prepare}); refusals are audited. */
+    Job prepareJob(Caller c, Requests.Job r) {
+        seen(c);
+        try {
+            Job j = jobs.prepare(c, r);
+            audit.record(c, "job.submit", j.id, String.join(" ", r.argv()), "ok", r.detach() ? "detached"
+                    : "attached");
+            return j;
+        } catch (RuntimeException e) {
+            refused(c, "job.submit", null, String.join(" ", r.argv()), e);
+            throw e;
+        }
+    }
+
+    /** Cancels a job of the caller's (or any, for an admin). */
+    Job cancelJob(Caller c, String id) throws InterruptedException {
+        try {
+            Job j = jobs.cancel(c, id);
+            audit.record(c, "job.cancel", id, null, "ok", j.state.name());
+            return j;
+        } catch (RuntimeException e) {
+            refused(c, "job.cancel", id, null, e);
+            throw e;
+        }
+    }
+
+    /** Passes a signal to a job of the caller's (or any, for an admin). */
+    int signalJob(Caller c, String id, String signal) {
+        try {
+            int n = jobs.signal(c, id, signal);
+            audit.record(c, "job.signal", id, signal, "ok", n + " process(es)");
+            return n;
+        } catch (RuntimeException e) {
+            refused(c, "job.signal", id, signal, e);
+            throw e;
+        }
+    }
+
+    /** Refuses (and audits) reading a job's logs by a caller who may not. */
+    void checkLogs(Caller c, String id) {
+        Job j = jobs.get(id);
+        try {
+            access.checkJob(c, "read the logs of", id, j.owner.user(), j.owner.uid());
+            if (j.output.isEmpty()) {
+                throw new IllegalStateException("job " + id + " is attached: its output went to its client; only"
+                        + " detached jobs (run --detach) keep an output file");
+            }
+        } catch (RuntimeException e) {
+            refused(c, "job.logs", id, null, e);
+            throw e;
+        }
+    }
+
+    /** @return every job the service keeps, as {@code viewer} may see them (docs/SERVICE.md, job view) */
+    public List<Map<String, Object>> jobViews(Caller viewer) {
+        return jobs.all().stream().map(j -> j.view(viewer)).toList();
+    }
+
+    /** @return the waiting requests, in the order they would be served */
+    public List<Map<String, Object>> queueView() {
+        return queue.views().stream().map(ServiceViews::queueEntry).toList();
+    }
+
+    void refused(Caller c, String action, String subject, String request, RuntimeException e) {
+        String reason = e instanceof GpuAllocationException g ? g.reason().name()
+                : e instanceof AccessDeniedException ? "FORBIDDEN"
+                : e instanceof IllegalArgumentException ? "INVALID_REQUEST" : e.getClass().getSimpleName();
+        audit.record(c, action, subject, request, reason, e.getMessage());
+    }
+
+    /**
+     * Cancels every job (TERM, then KILL after the grace period) and every waiting request, and takes the login
+     * fences off.
+     */
+    @Override
+    public void close() {
+        scheduler.removeListener(wake);
+        jobs.close();
+        queue.close();
+        logins.close();
+        if (launcher != null) {
+            launcher.close();
+        }
+        audit.close();
+    }
+
+    /** Builds a {@link NodeService}. */
+    public static final class Builder {
+        private GpuScheduler scheduler;
+        private GpuConfig config;
+        private Path stateDir;
+        private Clock clock = Clock.systemUTC();
+        private JobLauncher launcher;
+        private CgroupDeviceIsolator isolator;
+        private String jobsUnavailable = "no job launcher was configured";
+        private UserDirectory users;
+
+        private Builder() {
+        }
+
+        /** @param v the node's scheduler (required; with the node's state directory) @return this */
+        public Builder scheduler(GpuScheduler v) {
+            scheduler = Objects.requireNonNull(v, "scheduler");
+            return this;
+        }
+
+        /** @param v the configuration: {@code gpu.users}, {@code gpu.service} (default: defaults) @return this */
+        public Builder config(GpuConfig v) {
+            config = Objects.requireNonNull(v, "config");
+            return this;
+        }
+
+        /** @param v where the audit, job output and login-fence record live (default the scheduler's) @return this */
+        public Builder stateDir(Path v) {
+            stateDir = Objects.requireNonNull(v, "stateDir");
+            return this;
+        }
+
+        /** @param v clock (tests) @return this */
+        public Builder clock(Clock v) {
+            clock = Objects.requireNonNull(v, "clock");
+            return this;
+        }
+
+        /**
+         * @param v the job launcher; null: jobs are refused, saying {@code why}
+         * @param why why jobs cannot run, when {@code v} is null
+         * @return this
+         */
+        public Builder jobs(JobLauncher v, String why) {
+            launcher = v;
+            jobsUnavailable = v == null ? Objects.requireNonNull(why, "why") : "";
+            return this;
+        }
+
+        /**
+         * @param v the node's users: the same directory the scheduler resolves groups with
+         *          ({@code GpuScheduler.Builder.groups}), so per-group quotas see the groups of the service's callers
+         *          (default a new one)
+         * @return this
+         */
+        public Builder users(UserDirectory v) {
+            users = Objects.requireNonNull(v, "users");
+            return this;
+        }
+
+        /** @param v the isolator for login fences (default the launcher's) @return this */
+        public Builder isolator(CgroupDeviceIsolator v) {
+            isolator = Objects.requireNonNull(v, "isolator");
+            return this;
+        }
+
+        /**
+         * @return the service (call {@link NodeService#start()})
+         * @throws IllegalStateException without a scheduler or a state directory
+         * @throws IsolationException when the job cgroup parent and a login cgroup are nested
+         */
+        public NodeService build() {
+            if (scheduler == null) {
+                throw new IllegalStateException("a NodeService needs the node's scheduler: builder().scheduler(...)");
+            }
+            config = config != null ? config : GpuConfig.defaults();
+            if (stateDir == null) {
+                stateDir = scheduler.stateDir().orElseThrow(() -> new IllegalStateException("the node service needs"
+                        + " a state directory (the node ledger's) for its audit and job output"));
+            }
+            users = users != null ? users : new UserDirectory();
+            NodeService s = new NodeService(this);
+            s.jobsUnavailableReason = jobsUnavailable;
+            return s;
+        }
+    }
+
+    /** Waits for a job to end (tests). */
+    static void awaitEnd(Job j, Duration d) throws InterruptedException, ExecutionException, TimeoutException {
+        j.ended.get(d.toMillis(), TimeUnit.MILLISECONDS);
+    }
+}

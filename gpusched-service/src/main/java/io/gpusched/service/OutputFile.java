@@ -1,0 +1,112 @@
+package io.gpusched.service;
+
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.LinkOption;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.util.Set;
+
+/**
+ * A detached job's output: {@code <state dir>/jobs/<job id>.out}, made by the service (new, never following a link,
+ * in a directory only root writes: mode 0711, so a user reaches their own file by name and lists nothing) and given to
+ * the job's user (owner uid:gid, mode 0600: no other user reads it). The service writes what the job prints, up to
+ * {@link #MAX_BYTES}; past that it writes one line saying so and drops the rest (still reading it, so the job never
+ * blocks), so a job cannot fill the state directory's disk.
+ */
+final class OutputFile implements JobSink {
+    /** Most bytes of output kept per job. */
+    static final long MAX_BYTES = 64L << 20;
+
+    private final Path file;
+    private final FileChannel out;
+    private long written;
+    private boolean capped;
+
+    private OutputFile(Path file, FileChannel out) {
+        this.file = file;
+        this.out = out;
+    }
+
+    /** @return the directory job output files live in, made 0711 root when absent (refused when unsafe) */
+    static Path directory(Path stateDir) throws IOException {
+        Path dir = stateDir.resolve("jobs");
+        if (!Files.exists(dir, LinkOption.NOFOLLOW_LINKS)) {
+            Files.createDirectory(dir);
+        }
+        if (!Files.isDirectory(dir, LinkOption.NOFOLLOW_LINKS)) {
+            throw new IOException(dir + " is not a directory (a link or a file): job output is not written there");
+        }
+        Files.setPosixFilePermissions(dir, PosixFilePermissions.fromString("rwx--x--x"));
+        return dir;
+    }
+
+    /** Makes the file (it must not exist) and gives it to uid:gid. */
+    static OutputFile create(Path dir, String jobId, long uid, long gid) throws IOException {
+        Path f = dir.resolve(jobId + ".out");
+        FileChannel ch = FileChannel.open(f, Set.of(StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE,
+                StandardOpenOption.APPEND, LinkOption.NOFOLLOW_LINKS),
+                PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-------")));
+        try {
+            // by number (a user may be named by another user's number)
+            Files.setAttribute(f, "unix:gid", (int) gid, LinkOption.NOFOLLOW_LINKS);
+            Files.setAttribute(f, "unix:uid", (int) uid, LinkOption.NOFOLLOW_LINKS);
+        } catch (IOException | RuntimeException e) {
+            ch.close();
+            Files.deleteIfExists(f);
+            throw new IOException("cannot give " + f + " to uid " + uid + ": " + e.getMessage(), e);
+        }
+        return new OutputFile(f, ch);
+    }
+
+    Path path() {
+        return file;
+    }
+
+    @Override
+    public boolean gone() {
+        return false;
+    }
+
+    @Override
+    public void queued(int position) {
+    }
+
+    @Override
+    public void started(Job job) {
+    }
+
+    @Override
+    public synchronized void output(boolean stderr, byte[] b, int len) throws IOException {
+        if (capped) {
+            return;
+        }
+        int n = (int) Math.min(len, MAX_BYTES - written);
+        write(ByteBuffer.wrap(b, 0, n));
+        written += n;
+        if (n < len) {
+            capped = true;
+            write(ByteBuffer.wrap(("\n[gpusched: the job's output passed " + (MAX_BYTES >> 20) + " MiB; the rest is"
+                    + " not kept]\n").getBytes(StandardCharsets.UTF_8)));
+        }
+    }
+
+    private void write(ByteBuffer b) throws IOException {
+        while (b.hasRemaining()) {
+            out.write(b);
+        }
+    }
+
+    @Override
+    public void heartbeat() {
+    }
+
+    @Override
+    public synchronized void exit(int code, String signal) throws IOException {
+        out.close();
+    }
+}

@@ -1,0 +1,100 @@
+package io.gpusched.service;
+
+import io.gpusched.core.GroupResolver;
+import io.gpusched.core.UserQuotas;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.OptionalLong;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * The node's users as the service knows them, and the {@link GroupResolver} for per-group quotas: the groups the
+ * kernel and NSS gave each caller when it connected, and for any other name (an owner an admin names) a look-up by
+ * name through NSS ({@code id}, run with a clean environment, as every tool on the host sees them),
+ * for the two cases the caller's own credentials do not cover: an admin naming another owner, and the groups of an
+ * owner for per-group quotas. Answers are kept for {@value #TTL_SECONDS} s; a look-up that fails or times out answers
+ * "unknown", which never grants anything.
+ */
+public final class UserDirectory implements GroupResolver {
+    static final long TTL_SECONDS = 10;
+    private static final int TIMEOUT_SECONDS = 5;
+
+    private record Entry(OptionalLong uid, List<String> groups, long expires) {
+    }
+
+    private final Map<String, Entry> cache = new ConcurrentHashMap<>();
+
+    /** An empty directory; it fills as callers connect and names are looked up. */
+    public UserDirectory() {
+    }
+
+    /** @return the user's uid, or empty when NSS does not know the name */
+    OptionalLong uidOf(String user) {
+        return lookup(user).uid();
+    }
+
+    /** @return the names of the user's groups, or empty when unknown */
+    @Override
+    public List<String> groupsOf(String user) {
+        return lookup(user).groups();
+    }
+
+    /** Remembers the groups the kernel and NSS gave a caller (a fresher answer than a look-up by name). */
+    void remember(String user, long uid, List<String> groups) {
+        if (UserQuotas.validName(user)) {
+            cache.put(user, new Entry(OptionalLong.of(uid), List.copyOf(groups), System.nanoTime()
+                    + TimeUnit.SECONDS.toNanos(TTL_SECONDS)));
+        }
+        if (cache.size() > 4096) {
+            cache.clear();
+        }
+    }
+
+    private Entry lookup(String user) {
+        Entry e = cache.get(user);
+        if (e != null && e.expires() - System.nanoTime() > 0) {
+            return e;
+        }
+        Entry fresh = new Entry(OptionalLong.empty(), List.of(), System.nanoTime()
+                + TimeUnit.SECONDS.toNanos(TTL_SECONDS));
+        if (UserQuotas.validName(user) && !user.startsWith("-")) {
+            Optional<String> uid = id("-u", user);
+            if (uid.isPresent() && uid.get().matches("[0-9]{1,10}")) {
+                List<String> groups = id("-Gn", user).map(g -> Arrays.asList(g.split(" "))).orElse(List.of());
+                fresh = new Entry(OptionalLong.of(Long.parseLong(uid.get())), List.copyOf(groups), fresh.expires());
+            }
+        }
+        if (cache.size() > 4096) {
+            cache.clear();
+        }
+        cache.put(user, fresh);
+        return fresh;
+    }
+
+    private static Optional<String> id(String flag, String user) {
+        try {
+            ProcessBuilder pb = new ProcessBuilder("/usr/bin/id", flag, "--", user).redirectErrorStream(true);
+            pb.environment().clear();
+            pb.environment().put("PATH", "/usr/bin:/bin");
+            Process p = pb.start();
+            p.getOutputStream().close();
+            byte[] out = p.getInputStream().readNBytes(64 * 1024);
+            if (!p.waitFor(TIMEOUT_SECONDS, TimeUnit.SECONDS)) {
+                p.destroyForcibly();
+                return Optional.empty();
+            }
+            return p.exitValue() == 0 ? Optional.of(new String(out, StandardCharsets.UTF_8).strip())
+                    : Optional.empty();
+        } catch (IOException e) {
+            return Optional.empty();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return Optional.empty();
+        }
+    }
+}

@@ -1,0 +1,205 @@
+package io.gpusched.service;
+
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import io.gpusched.core.GpuConfig;
+import io.gpusched.core.GpuInventories;
+import io.gpusched.core.GpuScheduler;
+import io.gpusched.core.sim.SimulatedGpuInventory;
+import io.gpusched.isolation.CgroupDeviceIsolator;
+import io.gpusched.isolation.JobLauncher;
+import io.gpusched.server.Caller;
+import io.gpusched.server.ConsoleServer;
+import io.gpusched.testing.LocalUsers;
+import java.io.IOException;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.UUID;
+
+/**
+ * A node service in this JVM on a simulated 8-GPU node ({@code dgx1-v100}) with a durable ledger: with {@link #jobs}
+ * also fake GPU device nodes ({@code mknod}, majors and minors of the simulated node: 195:0..7 and nvidiactl 195:255,
+ * no driver behind them, so an open the fence allows fails with ENXIO and one it refuses with EPERM), a job cgroup
+ * parent of its own under the cgroup2 root, and real users. Everything is removed on close.
+ */
+public final class ServiceBed implements AutoCloseable {
+    public final Path dir;
+    public final Path state;
+    public final Path dev;
+    public final SimulatedGpuInventory inventory = GpuInventories.simulated("dgx1-v100");
+    public final GpuScheduler scheduler;
+    public final UserDirectory users = new UserDirectory();
+    public final LocalUsers accounts = LocalUsers.create();
+    public final GpuConfig config;
+    public CgroupDeviceIsolator isolator;
+    public JobLauncher launcher;
+    public Path jobParent;
+    public NodeService service;
+    public ConsoleServer console;
+    public Path socket;
+    private final List<Path> cgroups = new ArrayList<>();
+
+    public ServiceBed(Path tmp, GpuConfig config) throws IOException {
+        this.dir = tmp;
+        this.state = tmp.resolve("state");
+        this.dev = tmp.resolve("dev");
+        this.config = config;
+        this.scheduler = GpuScheduler.builder().inventory(inventory).stateDir(state).config(config).groups(users)
+                .auditLogging(false).build();
+    }
+
+    /** Needs root, cgroup2 with device programs, setpriv and useradd: skips the test, saying why, when missing. */
+    public ServiceBed jobs() throws Exception {
+        assumeTrue(LocalUsers.available(), "skipped: making users needs root, useradd and setpriv");
+        assumeTrue(Files.isExecutable(Path.of("/usr/bin/setpriv")), "skipped: util-linux setpriv is missing");
+        for (Path p = dir; p != null && p.getNameCount() > 1; p = p.getParent()) {
+            if (p.startsWith(Path.of("/tmp")) && !p.equals(Path.of("/tmp"))) {
+                Files.setPosixFilePermissions(p, PosixFilePermissions.fromString("rwxr-xr-x"));
+            }
+        }
+        Files.createDirectories(dev);
+        Files.setPosixFilePermissions(dev, PosixFilePermissions.fromString("rwxr-xr-x"));
+        for (int i = 0; i < 8; i++) {
+            node("nvidia" + i, 195, i);
+        }
+        node("nvidiactl", 195, 255);
+        Path proc = Files.createDirectories(dir.resolve("proc"));
+        Files.writeString(proc.resolve("devices"),
+                "Character devices:\n  1 mem\n195 nvidia-frontend\n\nBlock devices:\n");
+        isolator = CgroupDeviceIsolator.builder().hostDevices(inventory.devices()).devRoot(dev).procRoot(proc)
+                .stateDir(dir.resolve("iso")).mechanism(CgroupDeviceIsolator.Mechanism.V2).build();
+        assumeTrue(isolator.isAvailable(), () -> "skipped: " + isolator.unavailabilityCause().orElse(""));
+        assumeTrue(isolator.v2Root().isPresent(), "skipped: no cgroup2 hierarchy");
+        jobParent = isolator.v2Root().get().resolve("gsu-jobs-" + UUID.randomUUID().toString().substring(0, 8));
+        cgroups.add(jobParent);
+        launcher = JobLauncher.builder().isolator(isolator).cgroupParent(jobParent).build();
+        return this;
+    }
+
+    private void node(String name, int major, int minor) throws Exception {
+        LocalUsers.Result r = LocalUsers.run(List.of("/usr/bin/mknod", "-m", "666", dev.resolve(name).toString(), "c",
+                String.valueOf(major), String.valueOf(minor)), 30);
+        if (r.exit() != 0) {
+            throw new IOException("mknod " + name + ": " + r.err());
+        }
+    }
+
+    /** @return a fresh cgroup under the cgroup2 root (removed on close), e.g. a login cgroup */
+    public Path cgroup(String base) throws IOException {
+        Path p = isolator.v2Root().get().resolve("gsu-" + base + "-" + UUID.randomUUID().toString().substring(0, 8));
+        Files.createDirectory(p);
+        cgroups.add(p);
+        return p;
+    }
+
+    /** The console with the service's routes on a Unix socket under the test's directory (after {@link #start}). */
+    public ConsoleServer serve() throws IOException {
+        Files.setPosixFilePermissions(dir, PosixFilePermissions.fromString("rwx--x--x"));
+        socket = dir.resolve("run").resolve("gpusched.sock");
+        ServiceRoutes routes = new ServiceRoutes(service);
+        ConsoleServer.Builder b = ConsoleServer.builder().scheduler(scheduler).stateDir(state)
+                .listen(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0)).unixSocket(socket);
+        config.service().adminGroup().ifPresent(b::adminGroup);
+        routes.routes().forEach(b::route);
+        console = b.build();
+        routes.console(console::serveOwn);
+        console.start();
+        return console;
+    }
+
+    /** The answer of one curl over the socket. */
+    public record Answer(int status, String body) {
+    }
+
+    /**
+     * Runs curl on the socket as a user (null: root).
+     *
+     * @param args curl's arguments after the socket, e.g. {@code -X DELETE http://localhost/api/v1/...}
+     */
+    public Answer curl(LocalUsers.User as, String... args) throws IOException {
+        List<String> cmd = new ArrayList<>(List.of("curl", "-sS", "--max-time", "60", "-w", "\n%{http_code}",
+                "--unix-socket", socket.toString()));
+        cmd.addAll(List.of(args));
+        LocalUsers.Result r = as == null ? LocalUsers.run(cmd, 90) : LocalUsers.runAs(as, cmd, 90);
+        String out = r.out();
+        int nl = out.lastIndexOf('\n');
+        if (r.exit() != 0 || nl < 0) {
+            throw new IOException("curl " + args[args.length - 1] + " failed (" + r.exit() + "): " + r.err() + out);
+        }
+        return new Answer(Integer.parseInt(out.substring(nl + 1).strip()), out.substring(0, nl));
+    }
+
+    public NodeService start() {
+        NodeService.Builder b = NodeService.builder().scheduler(scheduler).config(config).stateDir(state)
+                .users(users);
+        if (launcher != null) {
+            b.jobs(launcher, null);
+        } else {
+            b.jobs(null, "this test runs no jobs");
+        }
+        if (isolator != null) {
+            b.isolator(isolator);
+        }
+        service = b.build().start();
+        return service;
+    }
+
+    /** @return a caller as the transport would make it for this uid (by hand: no socket in these tests) */
+    public static Caller caller(String user, long uid, boolean admin, String... groups) {
+        return new Caller(uid, uid, user, List.of(groups), admin);
+    }
+
+    public static Caller caller(LocalUsers.User u, boolean admin, String... groups) {
+        List<String> g = new ArrayList<>(List.of(u.name()));
+        g.addAll(List.of(groups));
+        return new Caller(u.uid(), u.gid(), u.name(), g, admin);
+    }
+
+    public static Caller root() {
+        return new Caller(0, 0, "root", List.of("root"), true);
+    }
+
+    @Override
+    public void close() throws Exception {
+        try {
+            if (console != null) {
+                console.close();
+            }
+            if (service != null) {
+                service.close();
+            }
+            scheduler.close();
+        } finally {
+            for (int i = cgroups.size() - 1; i >= 0; i--) {
+                removeTree(cgroups.get(i));
+            }
+            accounts.close();
+        }
+    }
+
+    static void removeTree(Path cg) throws Exception {
+        if (!Files.isDirectory(cg)) {
+            return;
+        }
+        try (var s = Files.list(cg)) {
+            for (Path c : s.filter(Files::isDirectory).toList()) {
+                removeTree(c);
+            }
+        }
+        for (int i = 0; i < 100 && Files.exists(cg); i++) {
+            try {
+                Files.delete(cg);
+            } catch (IOException busy) {
+                Thread.sleep(20);
+            }
+        }
+    }
+
+    static final Duration LONG = Duration.ofMinutes(2);
+}

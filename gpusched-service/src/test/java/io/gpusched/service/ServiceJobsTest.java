@@ -1,0 +1,336 @@
+package io.gpusched.service;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.gpusched.core.AccessDeniedException;
+import io.gpusched.core.Allocation;
+import io.gpusched.core.GpuConfig;
+import io.gpusched.core.ServiceSettings;
+import io.gpusched.core.UserQuotas;
+import io.gpusched.server.Caller;
+import io.gpusched.testing.LedgerReader;
+import io.gpusched.testing.LocalUsers;
+import java.io.ByteArrayOutputStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.LinkOption;
+import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * Jobs run as their user through {@link NodeService}, on real cgroups (v2), fake GPU nodes and real users made for the
+ * test; what the job could do is seen from inside it, and what was held from the ledger's file
+ * ({@link LedgerReader}), not from the service.
+ */
+@Tag("cgroup")
+@Timeout(value = 4, unit = TimeUnit.MINUTES)
+class ServiceJobsTest {
+
+    static GpuConfig config(List<Path> logins) {
+        return GpuConfig.builder().users(UserQuotas.none()).service(ServiceSettings.defaults().withAdminGroup(
+                "gsu-nonexistent").withLoginCgroups(logins).withKillGrace(Duration.ofMillis(500))).build();
+    }
+
+    /** The request of a job as the client sends it. */
+    static Requests.Job job(List<String> argv, String cwd, boolean detach, String... flags) {
+        Map<String, String> env = new LinkedHashMap<>();
+        env.put("PATH", "/usr/bin:/bin");
+        env.put("CUDA_VISIBLE_DEVICES", "0,1,2,3,4,5,6,7");
+        StringBuilder b = new StringBuilder("{\"flags\":[");
+        for (int i = 0; i < flags.length; i++) {
+            b.append(i > 0 ? "," : "").append('"').append(flags[i]).append('"');
+        }
+        b.append("],\"argv\":").append(ServiceExchanges.json(argv)).append(",\"env\":").append(ServiceExchanges.json(
+                env)).append(",\"cwd\":").append(ServiceExchanges.json(cwd)).append(",\"detach\":").append(detach)
+                .append('}');
+        return Requests.job(b.toString().getBytes(StandardCharsets.UTF_8));
+    }
+
+    /** Runs an attached job to its end, as the HTTP route does. */
+    static CompletableFuture<Job> attached(NodeService s, Caller c, Requests.Job r, RecordingSink sink) {
+        Job j = s.prepareJob(c, r);
+        return CompletableFuture.supplyAsync(() -> {
+            try {
+                Optional<Allocation> a = s.jobs().allocate(j, sink);
+                a.ifPresent(x -> {
+                    try {
+                        s.jobs().run(j, x, sink);
+                    } catch (InterruptedException e) {
+                        throw new IllegalStateException(e);
+                    }
+                });
+                return j;
+            } catch (InterruptedException e) {
+                throw new IllegalStateException(e);
+            }
+        });
+    }
+
+    private static String probe(ServiceBed bed) {
+        StringBuilder p = new StringBuilder("id -u; echo CVD=$CUDA_VISIBLE_DEVICES; for f in");
+        for (int i = 0; i < 8; i++) {
+            p.append(' ').append(bed.dev.resolve("nvidia" + i));
+        }
+        p.append(' ').append(bed.dev.resolve("nvidiactl"));
+        p.append("; do if err=$( (: < \"$f\") 2>&1); then echo \"${f##*/} open\"; else case \"$err\" in"
+                + " *'not permitted'*) echo \"${f##*/} EPERM\";; *) echo \"${f##*/} open\";; esac; fi; done");
+        return p.toString();
+    }
+
+    @Test
+    void alicesJobRunsAsAliceOpensOnlyItsGpusAndEverythingIsUndone(@TempDir Path tmp) throws Exception {
+        try (ServiceBed bed = new ServiceBed(tmp, config(List.of())).jobs()) {
+            LocalUsers.User alice = bed.accounts.user("alice");
+            NodeService s = bed.start();
+            RecordingSink sink = new RecordingSink();
+            Job j = attached(s, ServiceBed.caller(alice, false), job(List.of("/bin/sh", "-c", probe(bed)
+                    + "; echo to-stderr >&2; exit 3"), home(tmp, alice), false, "--devices=2,5"), sink)
+                    .get(2, TimeUnit.MINUTES);
+            assertThat(sink.code).as(sink.stderr()).isEqualTo(3);
+            String out = sink.stdout();
+            assertThat(out).startsWith(alice.uid() + "\n");
+            assertThat(out).doesNotContain("CVD=0,1,2,3,4,5,6,7");
+            for (int i = 0; i < 8; i++) {
+                assertThat(out).contains("nvidia" + i + (i == 2 || i == 5 ? " open" : " EPERM"));
+            }
+            assertThat(out).contains("nvidiactl open");
+            assertThat(sink.stderr()).isEqualTo("to-stderr\n");
+            assertThat(j.state).isEqualTo(Job.State.EXITED);
+            assertThat(j.cgroup).doesNotExist();
+            assertThat(bed.scheduler.allocations()).isEmpty();
+            LedgerReader r = LedgerReader.read(bed.state);
+            assertThat(r.live).isEmpty();
+            assertThat(r.peakGpusByOwner).containsEntry("uid:" + alice.uid(), 2);
+            String audit = Files.readString(bed.state.resolve("audit.log"));
+            assertThat(audit).contains("\"action\":\"job.start\"").contains("\"action\":\"job.end\"")
+                    .contains("\"uid\":" + alice.uid());
+        }
+    }
+
+    @Test
+    void aDetachedJobsOutputIsItsUsersAndOnlyItsOwnerOrAnAdminReadsOrCancelsIt(@TempDir Path tmp) throws Exception {
+        try (ServiceBed bed = new ServiceBed(tmp, config(List.of())).jobs()) {
+            LocalUsers.User alice = bed.accounts.user("alice");
+            LocalUsers.User bob = bed.accounts.user("bob");
+            NodeService s = bed.start();
+            Caller a = ServiceBed.caller(alice, false);
+            Caller b = ServiceBed.caller(bob, false);
+            Job j = s.prepareJob(a, job(List.of("/bin/sh", "-c", "echo started; sleep 600"), home(tmp, alice),
+                    true, "--gpu=1"));
+            s.jobs().detach(j);
+            assertThat(j.state).isEqualTo(Job.State.RUNNING);
+            Path out = j.output.orElseThrow();
+            for (int i = 0; i < 500 && Files.size(out) == 0; i++) {
+                Thread.sleep(10);
+            }
+            assertThat(Files.getAttribute(out, "unix:uid", LinkOption.NOFOLLOW_LINKS)).isEqualTo((int) alice.uid());
+            assertThat(PosixFilePermissions.toString(Files.getPosixFilePermissions(out))).isEqualTo("rw-------");
+            ByteArrayOutputStream logs = new ByteArrayOutputStream();
+            s.jobs().logs(a, j.id, false, logs);
+            assertThat(logs.toString(StandardCharsets.UTF_8)).isEqualTo("started\n");
+            // alice herself reads her file by name (the directory lists nothing to others)
+            assertThat(LocalUsers.runAs(alice, List.of("/bin/cat", out.toString()), 30).out()).isEqualTo("started\n");
+            assertThat(LocalUsers.runAs(bob, List.of("/bin/cat", out.toString()), 30).exit())
+                    .as("bob cannot read alice's output").isNotZero();
+
+            assertThatThrownBy(() -> s.checkLogs(b, j.id)).isInstanceOf(AccessDeniedException.class);
+            assertThatThrownBy(() -> s.cancelJob(b, j.id)).isInstanceOf(AccessDeniedException.class)
+                    .hasMessageContaining("it is " + alice.name() + "'s");
+            assertThatThrownBy(() -> s.signalJob(b, j.id, "TERM")).isInstanceOf(AccessDeniedException.class);
+            assertThatThrownBy(() -> s.release(b, j.allocation.id())).isInstanceOf(AccessDeniedException.class);
+            Map<String, Object> seenByBob = j.view(b);
+            assertThat(seenByBob.get("argv")).isNull();
+            assertThat(seenByBob.get("owner")).isEqualTo(alice.name());
+            assertThat(j.view(a).get("argv")).isEqualTo(List.of("/bin/sh", "-c", "echo started; sleep 600"));
+
+            Job cancelled = s.cancelJob(ServiceBed.root(), j.id);
+            assertThat(cancelled.state).isEqualTo(Job.State.CANCELLED);
+            assertThat(j.cgroup).doesNotExist();
+            for (int i = 0; i < 500 && !bed.scheduler.allocations().isEmpty(); i++) {
+                Thread.sleep(10);
+            }
+            assertThat(LedgerReader.read(bed.state).live).isEmpty();
+        }
+    }
+
+    @Test
+    void aWorkingDirectoryOnlyRootCanReadIsRefusedBeforeAnythingIsAllocated(@TempDir Path tmp) throws Exception {
+        try (ServiceBed bed = new ServiceBed(tmp, config(List.of())).jobs()) {
+            LocalUsers.User alice = bed.accounts.user("alice");
+            NodeService s = bed.start();
+            Path secret = Files.createDirectory(tmp.resolve("secret"));
+            Files.setPosixFilePermissions(secret, PosixFilePermissions.fromString("rwx------"));
+            Path link = Files.createSymbolicLink(tmp.resolve("innocent"), secret);
+            for (String cwd : List.of(secret.toString(), link.toString(), home(tmp, alice) + "/../"
+                    + secret.getFileName())) {
+                assertThatThrownBy(() -> s.prepareJob(ServiceBed.caller(alice, false), job(List.of("/bin/pwd"), cwd,
+                        false))).as(cwd).isInstanceOf(IllegalArgumentException.class)
+                        .hasMessageContaining("cannot enter the working directory");
+            }
+            assertThat(LedgerReader.read(bed.state).live).isEmpty();
+            assertThat(Files.exists(bed.state.resolve("ledger")) ? LedgerReader.read(bed.state).ended : List.of())
+                    .isEmpty();
+        }
+    }
+
+    @Test
+    void aClientThatGoesAwayOrAJobKilledByASignalEndsWithEverythingUndone(@TempDir Path tmp) throws Exception {
+        try (ServiceBed bed = new ServiceBed(tmp, config(List.of())).jobs()) {
+            LocalUsers.User alice = bed.accounts.user("alice");
+            NodeService s = bed.start();
+            Caller a = ServiceBed.caller(alice, false);
+            RecordingSink leaving = new RecordingSink();
+            CompletableFuture<Job> f = attached(s, a, job(List.of("/bin/sh", "-c", "trap '' TERM; sleep 600 & while"
+                    + " :; do echo tick; sleep 0.2; done"), "/", false, "--gpu=2"), leaving);
+            for (int i = 0; i < 500 && !leaving.stdout().contains("tick"); i++) {
+                Thread.sleep(10);
+            }
+            leaving.leave(); // like a client killed with SIGKILL: its next write fails
+            Job gone = f.get(2, TimeUnit.MINUTES);
+            assertThat(gone.state).isEqualTo(Job.State.CANCELLED);
+            assertThat(gone.cancelled).contains("client went away");
+            assertThat(gone.cgroup).doesNotExist();
+
+            RecordingSink sink = new RecordingSink();
+            CompletableFuture<Job> k = attached(s, a, job(List.of("/bin/sh", "-c", "echo $$; exec sleep 600"), "/",
+                    false, "--gpu=1"), sink);
+            for (int i = 0; i < 500 && sink.stdout().isEmpty(); i++) {
+                Thread.sleep(10);
+            }
+            long pid = Long.parseLong(sink.stdout().strip());
+            ProcessHandle.of(pid).orElseThrow().destroyForcibly();
+            Job killed = k.get(2, TimeUnit.MINUTES);
+            assertThat(killed.state).isEqualTo(Job.State.KILLED);
+            assertThat(killed.signal).isEqualTo("KILL");
+            assertThat(sink.code).isEqualTo(137);
+            assertThat(killed.cgroup).doesNotExist();
+            assertThat(bed.scheduler.allocations()).isEmpty();
+            assertThat(LedgerReader.read(bed.state).live).isEmpty();
+        }
+    }
+
+    /**
+     * A service that is not stopped (as if killed) leaves its job running in its cgroup; the next service on the node
+     * ends it and releases its allocation before serving anyone.
+     */
+    @Test
+    void theNextServiceEndsTheJobsOfOneThatDiedAndReleasesThem(@TempDir Path tmp) throws Exception {
+        try (ServiceBed bed = new ServiceBed(tmp, config(List.of())).jobs()) {
+            LocalUsers.User alice = bed.accounts.user("alice");
+            NodeService first = bed.start();
+            RecordingSink sink = new RecordingSink();
+            attached(first, ServiceBed.caller(alice, false), job(List.of("/bin/sh", "-c", "sleep 600 & echo up;"
+                    + " exec sleep 600"), "/", false, "--gpu=3"), sink);
+            for (int i = 0; i < 500 && !sink.stdout().contains("up"); i++) {
+                Thread.sleep(10);
+            }
+            Job j = first.jobs().all().get(0);
+            assertThat(j.cgroup).exists();
+            String id = j.allocation.id();
+            // the first service is left as a killed one would be: not closed
+            NodeService second = NodeService.builder().scheduler(bed.scheduler).config(bed.config).stateDir(bed.state)
+                    .jobs(bed.launcher, null).isolator(bed.isolator).build().start();
+            try {
+                assertThat(second.recovered()).anyMatch(l -> l.startsWith("ended " + j.cgroup));
+                assertThat(j.cgroup).doesNotExist();
+                // released by the second, or (in this JVM, where the first still runs) by the first on its job's end
+                for (int i = 0; i < 500 && LedgerReader.read(bed.state).live.containsKey(id); i++) {
+                    Thread.sleep(10);
+                }
+                assertThat(LedgerReader.read(bed.state).live).doesNotContainKey(id);
+            } finally {
+                second.close();
+            }
+        }
+    }
+
+    /**
+     * Logins fenced: a process in the login cgroup gets EPERM on every GPU node and the control node while a job opens
+     * its own; a restart replaces the fence (a clean stop of the second leaves nothing of the first); a restart with
+     * the setting off takes a fence left by a killed run off; the setting off changes nothing.
+     */
+    @Test
+    void aLoginCgroupOpensNoGpuWhileJobsOpenTheirOwnAndARestartReplacesTheFence(@TempDir Path tmp) throws Exception {
+        try (ServiceBed bed = new ServiceBed(tmp, config(List.of())).jobs()) {
+            LocalUsers.User alice = bed.accounts.user("alice");
+            Path login = bed.cgroup("login");
+            assertThat(loginProbe(bed, login)).as("before: the login opens every node").doesNotContain("EPERM");
+            GpuConfig fenced = config(List.of(login));
+            NodeService first = NodeService.builder().scheduler(bed.scheduler).config(fenced).stateDir(bed.state)
+                    .jobs(bed.launcher, null).isolator(bed.isolator).build().start();
+            assertThat(loginProbe(bed, login)).contains("nvidia0 EPERM").contains("nvidia7 EPERM")
+                    .contains("nvidiactl EPERM").doesNotContain(" open");
+            RecordingSink sink = new RecordingSink();
+            attached(first, ServiceBed.caller(alice, false), job(List.of("/bin/sh", "-c", probe(bed)), "/", false,
+                    "--devices=4"), sink).get(2, TimeUnit.MINUTES);
+            assertThat(sink.stdout()).contains("nvidia4 open").contains("nvidia3 EPERM").contains("nvidiactl open");
+            // the first is "killed" (not stopped): the fence stays; the next replaces it
+            NodeService second = NodeService.builder().scheduler(bed.scheduler).config(fenced).stateDir(bed.state)
+                    .jobs(bed.launcher, null).isolator(bed.isolator).build().start();
+            assertThat(loginProbe(bed, login)).doesNotContain(" open");
+            second.close();
+            assertThat(loginProbe(bed, login)).as("after a clean stop of the second, nothing is left of either")
+                    .doesNotContain("EPERM");
+            NodeService third = NodeService.builder().scheduler(bed.scheduler).config(fenced).stateDir(bed.state)
+                    .jobs(bed.launcher, null).isolator(bed.isolator).build().start();
+            assertThat(loginProbe(bed, login)).doesNotContain(" open");
+            // killed again; now started with the setting off: the old fence comes off
+            NodeService off = NodeService.builder().scheduler(bed.scheduler).config(config(List.of())).stateDir(
+                    bed.state).jobs(bed.launcher, null).isolator(bed.isolator).build().start();
+            assertThat(loginProbe(bed, login)).doesNotContain("EPERM");
+            off.close();
+            assertThat(third).isNotNull();
+        }
+    }
+
+    @Test
+    void aJobCgroupParentInsideALoginCgroupIsRefused(@TempDir Path tmp) throws Exception {
+        try (ServiceBed bed = new ServiceBed(tmp, config(List.of())).jobs()) {
+            Path login = bed.jobParent.getParent();
+            assertThatThrownBy(() -> NodeService.builder().scheduler(bed.scheduler).config(config(List.of(login)))
+                    .stateDir(bed.state).jobs(bed.launcher, null).isolator(bed.isolator).build())
+                    .hasMessageContaining("are nested");
+        }
+    }
+
+    /** @return a working directory of the user's own (the test's users have no home) */
+    static String home(Path tmp, LocalUsers.User u) throws Exception {
+        Path d = Files.createDirectories(tmp.resolve("home-" + u.name()));
+        LocalUsers.run(List.of("/bin/chown", u.uid() + ":" + u.gid(), d.toString()), 30);
+        return d.toString();
+    }
+
+    /** @return each node's line as a root process in the cgroup sees it: {@code nvidiaN open|EPERM} */
+    static String loginProbe(ServiceBed bed, Path cgroup) throws Exception {
+        Path child = Files.createDirectory(cgroup.resolve("session-" + System.nanoTime()));
+        try {
+            List<String> cmd = new ArrayList<>(List.of("/bin/sh", "-c", "echo $$ > \"$0/cgroup.procs\" || exit 9;"
+                    + " for f; do if err=$( (: < \"$f\") 2>&1); then echo \"${f##*/} open\"; else case \"$err\" in"
+                    + " *'not permitted'*) echo \"${f##*/} EPERM\";; *) echo \"${f##*/} open\";; esac; fi; done",
+                    child.toString()));
+            for (int i = 0; i < 8; i++) {
+                cmd.add(bed.dev.resolve("nvidia" + i).toString());
+            }
+            cmd.add(bed.dev.resolve("nvidiactl").toString());
+            Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
+            String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+            assertThat(p.waitFor()).as(out).isZero();
+            return out;
+        } finally {
+            ServiceBed.removeTree(child);
+        }
+    }
+}
