@@ -69,8 +69,9 @@ class LayeringTest {
             Map.entry("accounting", List.of("core")),
             Map.entry("server", List.of("core", "accounting", "cuda!", "isolation!", "cdi!")),
             Map.entry("client", List.of("core")),
+            Map.entry("service", List.of("core", "server!", "cuda!", "isolation!")),
             Map.entry("cli", List.of("core", "nvml!", "rocm!", "cuda!", "isolation!", "cdi!", "slurm!", "kubernetes!",
-                    "yarn!", "spark!", "flink!", "accounting!", "server!", "client!")));
+                    "yarn!", "spark!", "flink!", "accounting!", "server!", "client!", "service!")));
 
     @BeforeAll
     static void importTheCompiledClasses() throws IOException, URISyntaxException {
