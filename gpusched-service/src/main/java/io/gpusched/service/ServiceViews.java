@@ -1,7 +1,7 @@
 package io.gpusched.service;
 
 import io.gpusched.core.Allocation;
-import io.gpusched.core.MemorySize;
+import io.gpusched.core.AllocationView;
 import java.time.Instant;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -12,23 +12,12 @@ final class ServiceViews {
     private ServiceViews() {
     }
 
-    /** @return the allocation as the console shows one, with {@code ownerUid} and {@code expired} */
+    /**
+     * @return the allocation in gpu-core's one shape ({@link AllocationView#toMap()}, the OpenAPI document's
+     *     {@code Allocation}), as the console writes it
+     */
     static Map<String, Object> allocation(Allocation a, Instant now) {
-        Map<String, Object> v = new LinkedHashMap<>();
-        v.put("id", a.id());
-        v.put("owner", a.owner().orElse(null));
-        v.put("ownerUid", a.request().ownerUid().isPresent() ? a.request().ownerUid().getAsLong() : null);
-        v.put("jobId", a.request().jobId().orElse(null));
-        v.put("devices", a.deviceIndices());
-        v.put("uuids", a.deviceUuids());
-        v.put("sharing", a.sharing().name());
-        v.put("sharedMemoryBytes", a.sharedMemory().map(MemorySize::bytes).orElse(null));
-        v.put("createdAt", a.createdAt().toString());
-        v.put("expiresAt", a.expiresAt().map(Object::toString).orElse(null));
-        v.put("expired", a.expiresAt().map(e -> !e.isAfter(now)).orElse(false));
-        v.put("holderPid", a.request().holder().map(h -> h.pid()).orElse(null));
-        v.put("labels", a.request().labels());
-        return v;
+        return AllocationView.of(a, now).toMap();
     }
 
     static List<Map<String, Object>> allocations(List<Allocation> all, Instant now) {
