@@ -26,8 +26,8 @@ import io.gpusched.client.NodeClient;
 import io.gpusched.client.NodeServiceException;
 import io.gpusched.core.AllocationListener;
 import io.gpusched.core.GpuAllocationException;
-import io.gpusched.core.GpuException;
 import io.gpusched.core.LedgerException;
+import io.gpusched.core.host.ExitCode;
 import io.gpusched.core.internal.AsciiNumbers;
 import io.gpusched.core.internal.Printable;
 import io.gpusched.cuda.CudaResolutionException;
@@ -192,8 +192,7 @@ public final class GpuschedCommand implements Callable<Integer> {
         cl.setOut(new PrintWriter(out, true));
         cl.setErr(new PrintWriter(err, true));
         cl.setExecutionExceptionHandler((ex, line, parsed) -> {
-            int code = ex instanceof CliException c ? c.exitCode() : ex instanceof GpuException
-                    || ex instanceof IllegalArgumentException ? 2 : 1;
+            int code = ex instanceof CliException c ? c.exitCode() : ExitCode.of(ex).code();
             String message = ex.getMessage() == null ? ex.toString() : ex.getMessage();
             if (ex instanceof GpuAllocationException g) {
                 message = g.reason().name() + ": " + message; // the code scripts test, as the README promises

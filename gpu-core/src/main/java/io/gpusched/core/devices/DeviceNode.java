@@ -5,11 +5,11 @@ import java.util.Objects;
 import java.util.OptionalInt;
 
 /**
- * A device node a GPU job needs (or must not reach). Its major may be unknown when it is planned: the
- * {@code nvidia-uvm} module is loaded on demand, and until it is, {@code /proc/devices} has no major for it. Such a node
- * is still needed by every CUDA container, and is named by path alone ({@link #byPath}): a container runtime (CDI, the
- * kubelet's device specs, {@code docker --device}) reads the number from the host's node when it starts the
- * container; only a cgroup rule needs the number, so a fence has no rule for it until the module is loaded.
+ * A device node a GPU job needs (or must not reach). Its major may be unknown when it is planned: the {@code
+ * nvidia-uvm} module is loaded on demand, and until it is, {@code /proc/devices} has no major for it. Such a node is
+ * still needed by every CUDA container, and is named by path alone ({@link #byPath}): a container runtime (CDI, the
+ * kubelet's device specs, {@code docker --device}) reads the number from the host's node when it starts the container;
+ * only a cgroup rule needs the number, so a fence has no rule for it until the module is loaded.
  *
  * @param path       where it lives on the host ({@code /dev/nvidia1})
  * @param knownMajor major number, when known

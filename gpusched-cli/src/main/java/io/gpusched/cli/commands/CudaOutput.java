@@ -30,7 +30,8 @@ public final class CudaOutput {
                 + Printable.escape(String.join(":", v)) + ":$" + Printable.escape(k)));
         env.installation().ifPresent(i -> out.println("  (CUDA " + Printable.escape(i.version().orElse("?")) + " at "
                 + Printable.escape(String.valueOf(i.root())) + env.compatibility().map(c -> ", " + Printable.escape(c))
-                        .orElse("") + ")"));
+                        .orElse("")
+                + ")"));
         env.notes().forEach(note -> out.println("  note: " + Printable.escape(note)));
     }
 }
