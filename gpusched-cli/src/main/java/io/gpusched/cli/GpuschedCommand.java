@@ -18,6 +18,7 @@ import io.gpusched.cli.commands.ReleaseCommand;
 import io.gpusched.cli.commands.RenewCommand;
 import io.gpusched.cli.commands.ReportCommand;
 import io.gpusched.cli.commands.RunCommand;
+import io.gpusched.cli.commands.SelftestCommand;
 import io.gpusched.cli.commands.ServeCommand;
 import io.gpusched.cli.commands.StatusCommand;
 import io.gpusched.cli.commands.TopoCommand;
@@ -51,7 +52,7 @@ import picocli.CommandLine.ScopeType;
         subcommands = {DemoCommand.class, ListCommand.class, TopoCommand.class, WatchCommand.class,
             AllocateCommand.class, ReleaseCommand.class, RenewCommand.class, StatusCommand.class, RunCommand.class,
             JobsCommand.class, LogsCommand.class, CancelCommand.class, QueueCommand.class,
-            DoctorCommand.class, PlanCommand.class, ServeCommand.class,
+            DoctorCommand.class, SelftestCommand.class, PlanCommand.class, ServeCommand.class,
             ExportCommand.class, EnvCommand.class, K8sDevicePluginCommand.class, ReportCommand.class})
 public final class GpuschedCommand implements Callable<Integer> {
 
