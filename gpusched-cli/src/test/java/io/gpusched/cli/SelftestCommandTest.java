@@ -44,16 +44,16 @@ class SelftestCommandTest {
         return m;
     }
 
+    /** The self-test's cgroups under every hierarchy (v2 alone, hybrid {@code unified/}, v1 {@code devices/}). */
     private static List<Path> selftestCgroups() throws Exception {
-        List<Path> out = new ArrayList<>();
-        for (Path r : List.of(Path.of("/sys/fs/cgroup"), Path.of("/sys/fs/cgroup/devices"))) {
-            if (Files.isDirectory(r)) {
-                try (Stream<Path> s = Files.list(r)) {
-                    s.filter(p -> p.getFileName().toString().startsWith("gpusched-selftest-")).forEach(out::add);
-                }
-            }
+        Path root = Path.of("/sys/fs/cgroup");
+        if (!Files.isDirectory(root)) {
+            return List.of();
         }
-        return out;
+        try (Stream<Path> s = Files.walk(root, 2)) {
+            return s.filter(p -> p.getFileName() != null
+                    && p.getFileName().toString().startsWith("gpusched-selftest-")).sorted().toList();
+        }
     }
 
     @Test
