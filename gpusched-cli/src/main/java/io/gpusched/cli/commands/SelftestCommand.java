@@ -65,7 +65,14 @@ public final class SelftestCommand implements Callable<Integer> {
         try (GpuInventory inv = simulate.isPresent() ? InventorySpec.simulated(simulate.get()).open(config)
                 : InventorySpec.AUTO.open(config)) {
             node = inv.backend();
-            checks.add(Selftest.discovery(Selftest.discover(simulate, providers, config), simulate.isPresent()));
+            Check discovery;
+            try {
+                discovery = Selftest.discovery(Selftest.discover(simulate, providers, config), simulate.isPresent());
+            } catch (RuntimeException x) { // a provider that answers availability but then cannot open
+                discovery = new Check("discovery", Selftest.Verdict.FAIL, "a backend could not be opened",
+                        String.valueOf(x.getMessage()), "gpusched doctor shows each provider and its cause");
+            }
+            checks.add(discovery);
             checks.add(Selftest.health(inv));
             checks.add(Selftest.fence(work.resolve("fence"), Selftest.REAL_FENCE));
             checks.add(Selftest.console(inv, consolePort, work));
