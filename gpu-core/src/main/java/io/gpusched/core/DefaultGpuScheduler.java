@@ -304,7 +304,7 @@ final class DefaultGpuScheduler implements GpuScheduler {
         if (last.reason().isTransient()) {
             Duration waited = Duration.ofNanos(System.nanoTime() - start);
             last = new GpuAllocationException(last.reason(), last.getMessage() + "; gave up after waiting "
-                    + human(waited));
+                    + human(waited), last.obstacles());
         }
         rejected(request, last);
         throw last;

@@ -1,5 +1,6 @@
 package io.gpusched.core;
 
+import java.util.List;
 import java.util.Objects;
 
 /**
@@ -63,19 +64,71 @@ public class GpuAllocationException extends GpuException {
         }
     }
 
+    /**
+     * One device that stood in a refused request's way. The message names only the first few of a large node's
+     * obstacles (counts by kind, then the first ids); {@link #obstacles()} keeps every one.
+     *
+     * @param deviceIndex the device's index
+     * @param uuid        its UUID
+     * @param kind        what kept it from the request
+     * @param detail      the holder's allocation id, the health or pool reason; empty when there is none
+     */
+    public record Obstacle(int deviceIndex, String uuid, Kind kind, String detail) {
+
+        /** What kept a device from a request. */
+        public enum Kind {
+            /** Held by an exclusive allocation ({@code detail}: its id). */
+            HELD,
+            /** Shared allocations leave it too little memory or too few slots ({@code detail}: how many, left). */
+            SHARED,
+            /** Released, waiting for its last job's processes to exit ({@code detail}: why). */
+            DRAINING,
+            /** Not healthy ({@code detail}: its health). */
+            UNHEALTHY,
+            /** Out of the pool until an admin clears it ({@code detail}: why). */
+            QUARANTINED
+        }
+
+        /** @throws NullPointerException if a field is null */
+        public Obstacle {
+            Objects.requireNonNull(uuid, "uuid");
+            Objects.requireNonNull(kind, "kind");
+            Objects.requireNonNull(detail, "detail");
+        }
+    }
+
     private final Reason reason;
+    private final List<Obstacle> obstacles;
 
     /**
      * @param reason  machine-readable reason
      * @param message a sentence a user can act on
      */
     public GpuAllocationException(Reason reason, String message) {
+        this(reason, message, List.of());
+    }
+
+    /**
+     * @param reason    machine-readable reason
+     * @param message   a sentence a user can act on (bounded: it summarizes a long list of obstacles)
+     * @param obstacles every device that stood in the way, in node order
+     */
+    public GpuAllocationException(Reason reason, String message, List<Obstacle> obstacles) {
         super(message);
         this.reason = Objects.requireNonNull(reason, "reason");
+        this.obstacles = List.copyOf(obstacles);
     }
 
     /** @return why the request was refused */
     public Reason reason() {
         return reason;
+    }
+
+    /**
+     * @return every device that stood in the request's way, in node order (the message may name only the first
+     *         few); empty when the refusal is not about particular devices, or came over the wire
+     */
+    public List<Obstacle> obstacles() {
+        return obstacles;
     }
 }

@@ -1,6 +1,7 @@
 package io.gpusched.core;
 
 import io.gpusched.core.DeviceState.Pool;
+import io.gpusched.core.GpuAllocationException.Obstacle;
 import io.gpusched.core.GpuAllocationException.Reason;
 import java.time.Instant;
 import java.util.ArrayList;
@@ -14,7 +15,6 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
 import java.util.function.Predicate;
-import java.util.stream.Collectors;
 
 /**
  * Placement: filters the devices a request may use, step by step so that a refusal names the first constraint that
@@ -231,12 +231,15 @@ final class Placement {
         }
         List<DeviceState> usable = filter(roomy, d -> d.health().isHealthy() && d.pool() != Pool.QUARANTINED);
         if (usable.size() < n) {
-            String sick = roomy.stream().filter(d -> !d.health().isHealthy() || d.pool() == Pool.QUARANTINED)
-                    .map(d -> "GPU " + d.index() + " " + (d.health().isHealthy() ? "quarantined: "
-                            + d.poolReason().orElse("") : d.health().toString()))
-                    .collect(Collectors.joining(", "));
+            List<Obstacle> sick = new ArrayList<>();
+            for (DeviceState d : roomy) {
+                if (!d.health().isHealthy() || d.pool() == Pool.QUARANTINED) {
+                    sick.add(Refusals.of(d, true));
+                }
+            }
             throw new GpuAllocationException(Reason.DEVICE_UNHEALTHY, r.describe() + " requested; only "
-                    + usable.size() + " of " + roomy.size() + " suitable GPUs are healthy (" + sick + ")");
+                    + usable.size() + " of " + roomy.size() + " suitable GPUs are healthy ("
+                    + Refusals.summary(sick) + ")", sick);
         }
         List<DeviceState> free = filter(usable, d -> d.pool() == Pool.IN_POOL && isAvailable(r, d, maxShared));
         if (free.size() < n) {
@@ -245,12 +248,23 @@ final class Placement {
                             + (maxShared > 0 ? " or shared " + maxShared + " times already (gpu.max_shared_per_gpu)"
                                     : "")
                     : " are free";
-            long draining = usable.stream().filter(d -> d.pool() == Pool.DRAINING).count();
+            List<Obstacle> blocking = new ArrayList<>();
+            List<Obstacle> held = new ArrayList<>();
+            for (DeviceState d : usable) {
+                Obstacle o = Refusals.of(d, d.pool() == Pool.IN_POOL && isAvailable(r, d, maxShared));
+                if (o != null) {
+                    blocking.add(o);
+                    if (o.kind() != Obstacle.Kind.DRAINING) {
+                        held.add(o);
+                    }
+                }
+            }
+            long draining = blocking.size() - held.size();
             long cordoned = usable.stream().filter(d -> d.pool() == Pool.CORDONED).count();
             throw new GpuAllocationException(Reason.INSUFFICIENT_GPUS, r.describe() + " requested; "
-                    + free.size() + " of " + usable.size() + " suitable GPUs" + why + " (held: " + holders(usable)
-                    + (draining > 0 ? "; " + draining + " draining" : "")
-                    + (cordoned > 0 ? "; " + cordoned + " drained by an admin" : "") + ")");
+                    + free.size() + " of " + usable.size() + " suitable GPUs" + why + " (held: "
+                    + Refusals.summary(held) + (draining > 0 ? "; " + draining + " draining" : "")
+                    + (cordoned > 0 ? "; " + cordoned + " drained by an admin" : "") + ")", blocking);
         }
         return free;
     }
@@ -267,7 +281,7 @@ final class Placement {
             for (String u : r.deviceUuids()) {
                 out.add(all.stream().filter(x -> x.device().uuid().equals(u)).findFirst().orElseThrow(
                         () -> new GpuAllocationException(Reason.UNKNOWN_DEVICE, "GPU " + u + " is not on this node; its"
-                                + " GPUs are " + all.stream().map(d -> d.device().uuid()).toList())));
+                                + " GPUs are " + Refusals.names(all.size(), k -> all.get(k).device().uuid()))));
             }
         }
         for (DeviceState d : out) {
@@ -290,11 +304,12 @@ final class Placement {
                     + "; " + r.describe() + " requested");
         }
         if (!d.health().isHealthy()) {
-            throw new GpuAllocationException(Reason.DEVICE_UNHEALTHY, which + " is " + d.health());
+            throw new GpuAllocationException(Reason.DEVICE_UNHEALTHY, which + " is " + d.health(),
+                    List.of(Refusals.of(d, false)));
         }
         if (d.pool() == Pool.QUARANTINED) {
             throw new GpuAllocationException(Reason.DEVICE_UNHEALTHY, which + " is quarantined: "
-                    + d.poolReason().orElse(""));
+                    + d.poolReason().orElse(""), List.of(Refusals.of(d, false)));
         }
         if (d.pool() == Pool.CORDONED) {
             throw new GpuAllocationException(Reason.DEVICE_BUSY, which + " is out of service (drained by an admin: "
@@ -302,14 +317,18 @@ final class Placement {
         }
         if (d.pool() == Pool.DRAINING) {
             throw new GpuAllocationException(Reason.DEVICE_BUSY, which + " is draining: "
-                    + d.poolReason().orElse("processes of its last job are still exiting"));
+                    + d.poolReason().orElse("processes of its last job are still exiting"),
+                    List.of(Refusals.of(d, false)));
         }
         if (!isAvailable(r, d, maxShared)) {
-            throw new GpuAllocationException(Reason.DEVICE_BUSY, which + " is busy: " + holders(List.of(d))
+            Obstacle o = Refusals.of(d, false);
+            List<Obstacle> busy = o == null ? List.of() : List.of(o);
+            throw new GpuAllocationException(Reason.DEVICE_BUSY, which + " is busy: " + Refusals.summary(busy)
                     + (r.sharing() == SharingMode.SHARED ? "; " + d.reservableMemory().toHumanString()
                             + " reservable" + (maxShared > 0 && d.sharedHolders() >= maxShared ? "; it takes at most "
                                     + maxShared + " shared allocations (gpu.max_shared_per_gpu)" : "")
-                            : ""));
+                            : ""),
+                    busy);
         }
     }
 
@@ -355,8 +374,9 @@ final class Placement {
         return out;
     }
 
+    /** @return the node's GPU indices, every one on a small node, in runs past a few */
     static String indices(List<DeviceState> states) {
-        return states.stream().map(d -> String.valueOf(d.index())).collect(Collectors.joining(",", "[", "]"));
+        return Refusals.ids(states.stream().map(DeviceState::index).toList());
     }
 
     private static String inventorySummary(List<DeviceState> all) {
@@ -369,20 +389,15 @@ final class Placement {
                     + g.architecture().map(a -> " " + a).orElse("");
             kinds.merge(k, 1, Integer::sum);
         }
-        return kinds.entrySet().stream().map(e -> e.getValue() + "x " + e.getKey()).collect(Collectors.joining(", "));
-    }
-
-    private static String holders(List<DeviceState> states) {
         List<String> parts = new ArrayList<>();
-        for (DeviceState d : states) {
-            if (d.exclusiveHolder().isPresent()) {
-                parts.add("GPU " + d.index() + " by " + d.exclusiveHolder().get());
-            } else if (d.isShared()) {
-                parts.add("GPU " + d.index() + " shared by " + d.sharedHolders() + ", "
-                        + d.reservableMemory().toHumanString() + " left");
+        for (Map.Entry<String, Integer> e : kinds.entrySet()) {
+            if (parts.size() == Refusals.LIST_ALL) {
+                parts.add("and " + (kinds.size() - Refusals.LIST_ALL) + " other kinds");
+                break;
             }
+            parts.add(e.getValue() + "x " + e.getKey());
         }
-        return parts.isEmpty() ? "none" : String.join("; ", parts);
+        return String.join(", ", parts);
     }
 
     /** The immutable view handed to strategies. */

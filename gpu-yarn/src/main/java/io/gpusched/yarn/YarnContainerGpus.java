@@ -9,6 +9,7 @@ import io.gpusched.core.GpuInventory;
 import io.gpusched.core.GpuScheduler;
 import io.gpusched.core.LedgerException;
 import io.gpusched.core.NodeLedgerView;
+import io.gpusched.core.host.ExitCode;
 import io.gpusched.core.host.InventorySpec;
 import io.gpusched.core.host.StateDirectory;
 import io.gpusched.cuda.CudaEnvironment;
@@ -114,7 +115,8 @@ public final class YarnContainerGpus {
      * {@link io.gpusched.core.host.StateDirectory} rule, {@code $CONTAINER_ID}). It only reads the ledger
      * ({@link NodeLedgerView}), so it runs as any user who may read the state directory. Exit 2 on bad arguments, 3
      * when the ledger has no GPUs for the container, 4 when the node cannot be read (no GPU backend; the ledger
-     * absent, unreadable by this user, not trusted or damaged), each with one line on standard error.
+     * absent, unreadable by this user, not trusted or damaged), each with one line on standard error: the codes of
+     * {@link ExitCode}, which {@code gpusched env} exits with for the same errors.
      *
      * @param args the arguments
      */
@@ -146,12 +148,12 @@ public final class YarnContainerGpus {
         }
     }
 
-    /** Exit code of {@link #main} on bad arguments. */
-    static final int EXIT_USAGE = 2;
+    /** Exit code of {@link #main} on bad arguments (the one table: {@link ExitCode}). */
+    static final int EXIT_USAGE = ExitCode.REFUSED.code();
     /** Exit code of {@link #main} when the ledger has no GPUs for the container. */
-    static final int EXIT_NO_GPUS = 3;
+    static final int EXIT_NO_GPUS = ExitCode.NO_GPUS.code();
     /** Exit code of {@link #main} when the node cannot be read (backend, ledger). */
-    static final int EXIT_UNREADABLE = 4;
+    static final int EXIT_UNREADABLE = ExitCode.NODE_UNREADABLE.code();
 
     /** What {@link #main} does once its arguments are read; @return its exit code */
     static int print(InventorySpec spec, Optional<Path> dir, String id, PrintStream out, PrintStream err) {

@@ -18,6 +18,7 @@ import io.gpusched.cli.commands.ReleaseCommand;
 import io.gpusched.cli.commands.RenewCommand;
 import io.gpusched.cli.commands.ReportCommand;
 import io.gpusched.cli.commands.RunCommand;
+import io.gpusched.cli.commands.SelftestCommand;
 import io.gpusched.cli.commands.ServeCommand;
 import io.gpusched.cli.commands.StatusCommand;
 import io.gpusched.cli.commands.TopoCommand;
@@ -26,8 +27,8 @@ import io.gpusched.client.NodeClient;
 import io.gpusched.client.NodeServiceException;
 import io.gpusched.core.AllocationListener;
 import io.gpusched.core.GpuAllocationException;
-import io.gpusched.core.GpuException;
 import io.gpusched.core.LedgerException;
+import io.gpusched.core.host.ExitCode;
 import io.gpusched.core.internal.AsciiNumbers;
 import io.gpusched.core.internal.Printable;
 import io.gpusched.cuda.CudaResolutionException;
@@ -51,7 +52,7 @@ import picocli.CommandLine.ScopeType;
         subcommands = {DemoCommand.class, ListCommand.class, TopoCommand.class, WatchCommand.class,
             AllocateCommand.class, ReleaseCommand.class, RenewCommand.class, StatusCommand.class, RunCommand.class,
             JobsCommand.class, LogsCommand.class, CancelCommand.class, QueueCommand.class,
-            DoctorCommand.class, PlanCommand.class, ServeCommand.class,
+            DoctorCommand.class, SelftestCommand.class, PlanCommand.class, ServeCommand.class,
             ExportCommand.class, EnvCommand.class, K8sDevicePluginCommand.class, ReportCommand.class})
 public final class GpuschedCommand implements Callable<Integer> {
 
@@ -192,8 +193,7 @@ public final class GpuschedCommand implements Callable<Integer> {
         cl.setOut(new PrintWriter(out, true));
         cl.setErr(new PrintWriter(err, true));
         cl.setExecutionExceptionHandler((ex, line, parsed) -> {
-            int code = ex instanceof CliException c ? c.exitCode() : ex instanceof GpuException
-                    || ex instanceof IllegalArgumentException ? 2 : 1;
+            int code = ex instanceof CliException c ? c.exitCode() : ExitCode.of(ex).code();
             String message = ex.getMessage() == null ? ex.toString() : ex.getMessage();
             if (ex instanceof GpuAllocationException g) {
                 message = g.reason().name() + ": " + message; // the code scripts test, as the README promises

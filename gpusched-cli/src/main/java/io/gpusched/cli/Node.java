@@ -10,6 +10,7 @@ import io.gpusched.core.GpuInventory;
 import io.gpusched.core.GpuMetrics;
 import io.gpusched.core.GpuScheduler;
 import io.gpusched.core.NodeLedgerView;
+import io.gpusched.core.host.ExitCode;
 import io.gpusched.core.host.GpuNode;
 import io.gpusched.core.host.InventorySpec;
 import io.gpusched.core.host.StateDirectory;
@@ -75,7 +76,8 @@ public final class Node implements AutoCloseable {
 
     private static CliException noBackend(BackendUnavailableException e) {
         return new CliException("no GPU backend is available here (" + String.join("; ", e.causes())
-                + "); use --simulate dgx1-v100 (or another profile) to try gpusched without GPUs");
+                + "); use --simulate dgx1-v100 (or another profile) to try gpusched without GPUs",
+                ExitCode.NODE_UNREADABLE);
     }
 
     /**

@@ -90,7 +90,7 @@ class EnvCommandTest {
 
         Path empty = Files.createDirectory(state.resolve("empty"));
         CliRunner.Result none = new CliRunner(empty).run("--simulate", "dgx1-v100", "env", "--container", CID);
-        assertThat(none.exit()).isEqualTo(2);
+        assertThat(none.exit()).as("the ledger cannot be read: the code YarnContainerGpus exits with").isEqualTo(4);
         assertThat(none.err().lines().filter(l -> !l.isBlank()).toList()).singleElement().asString()
                 .startsWith("gpusched: UNREADABLE: ").contains(empty.resolve("ledger").toString());
         assertThat(empty).as("a reader creates nothing").isEmptyDirectory();

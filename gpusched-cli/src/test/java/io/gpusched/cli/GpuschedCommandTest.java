@@ -156,7 +156,7 @@ class GpuschedCommandTest {
             assertThat(detected.exit()).as(detected.err()).isZero();
             assertThat(detected.out()).startsWith("Backend ");
         } else {
-            assertThat(detected.exit()).isEqualTo(2);
+            assertThat(detected.exit()).isEqualTo(4);
             assertThat(detected.err()).contains("no GPU backend is available here").contains("--simulate dgx1-v100");
         }
     }

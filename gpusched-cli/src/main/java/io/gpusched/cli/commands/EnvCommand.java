@@ -7,6 +7,7 @@ import io.gpusched.cli.GpuschedCommand;
 import io.gpusched.client.AllocationEnvironment;
 import io.gpusched.client.NodeClient;
 import io.gpusched.core.AllocationView;
+import io.gpusched.core.host.ExitCode;
 import io.gpusched.core.internal.Printable;
 import io.gpusched.yarn.YarnContainerGpus;
 import java.util.ArrayList;
@@ -27,9 +28,6 @@ import picocli.CommandLine.ParentCommand;
 @Command(name = "env", description = "Print the GPU environment (export lines) of a YARN container, from the node"
         + " ledger: the container's GPUs as the NodeManager's gpusched plugin recorded them.")
 public final class EnvCommand implements Callable<Integer> {
-    /** Exit code when the ledger has no GPUs for the container. */
-    static final int NO_GPUS = 3;
-
     @ParentCommand
     GpuschedCommand root;
 
@@ -42,7 +40,7 @@ public final class EnvCommand implements Callable<Integer> {
         String id = container != null ? container : root.environment().get("CONTAINER_ID");
         if (id == null || id.isBlank()) {
             throw new CliException("no container id: pass --container ID, or run inside a YARN container (YARN sets"
-                    + " $CONTAINER_ID)", 2);
+                    + " $CONTAINER_ID)", ExitCode.REFUSED);
         }
         YarnContainerGpus.check(id);
         // a local ledger is only read (no lock, nothing written): a container is never the NodeManager's user
@@ -52,7 +50,7 @@ public final class EnvCommand implements Callable<Integer> {
                     .orElseThrow(() -> new CliException("container " + id + " has no GPUs in "
                             + Printable.escape(String.valueOf(n.source()))
                             + " (it asked for none, it has finished, or the NodeManager's gpusched.yarn.state-dir"
-                            + " is another directory: pass it with --state-dir)", NO_GPUS));
+                            + " is another directory: pass it with --state-dir)", ExitCode.NO_GPUS));
             AllocationEnvironment ce = n.environment(a.id(), Optional.empty());
             Map<String, String> vars = new LinkedHashMap<>(ce.variables());
             if (root.json()) {

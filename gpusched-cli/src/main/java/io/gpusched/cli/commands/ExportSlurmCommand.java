@@ -2,6 +2,7 @@ package io.gpusched.cli.commands;
 
 import io.gpusched.cli.CliException;
 import io.gpusched.cli.Node;
+import io.gpusched.core.host.ExitCode;
 import io.gpusched.core.internal.Printable;
 import io.gpusched.core.internal.TextFiles;
 import io.gpusched.slurm.CpuLayout;
@@ -67,7 +68,7 @@ public final class ExportSlurmCommand implements Callable<Integer> {
                 return 0;
             }
             drift.forEach(d -> export.root().out().println(Printable.escape(check + ": " + d)));
-            return 1;
+            return ExitCode.FAILED.code();
         }
         if (slurmConf) {
             export.root().out().println(SlurmGres.GRES_TYPES);

@@ -10,6 +10,7 @@ import io.gpusched.cli.GpuschedCommand;
 import io.gpusched.core.BackendUnavailableException;
 import io.gpusched.core.GpuConfig;
 import io.gpusched.core.GpuInventory;
+import io.gpusched.core.host.ExitCode;
 import io.gpusched.core.host.InventorySpec;
 import io.gpusched.core.host.StateDirectory;
 import io.gpusched.core.internal.Json;
@@ -98,7 +99,8 @@ public final class ReportCommand implements Callable<Integer> {
             return StateDirectory.forNode(root.stateDir().or(config::stateDir), inv);
         } catch (BackendUnavailableException e) {
             throw new CliException("no GPU backend is available here (" + String.join("; ", e.causes())
-                    + "); use --simulate PROFILE for a simulated node's report, or --state-dir DIR");
+                    + "); use --simulate PROFILE for a simulated node's report, or --state-dir DIR",
+                    ExitCode.NODE_UNREADABLE);
         }
     }
 
