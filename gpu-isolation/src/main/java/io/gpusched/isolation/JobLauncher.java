@@ -11,12 +11,12 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
-import java.util.function.Consumer;
 import java.util.Optional;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Consumer;
 import java.util.function.Predicate;
 import java.util.regex.Pattern;
 import org.slf4j.Logger;
@@ -218,7 +218,7 @@ public final class JobLauncher implements AutoCloseable {
      *                            started; nothing is left behind
      */
     public LaunchedJob launch(String jobId, JobSpec spec, Allocation allocation) {
-        return launch(jobId, cgroupFor(jobId), spec, allocation, made -> { });
+        return launch(jobId, cgroupFor(jobId), spec, allocation, made -> {});
     }
 
     /**
