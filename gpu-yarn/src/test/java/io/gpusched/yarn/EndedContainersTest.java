@@ -71,15 +71,19 @@ class EndedContainersTest {
         return c;
     }
 
-    /** YARN's preStart: the plug-in chooses and records, then the container's cgroup is made. */
+    /**
+     * YARN's preStart: the plug-in chooses and records, then the container's cgroup is made. The cgroup is made first
+     * here: these tests run with no grace for a record whose cgroup is missing ({@code KEY_ENDED_GRACE_MS} 0), so a
+     * follower ticking between the record and the cgroup would rightly take the container for ended.
+     */
     private String start(Set<Integer> free, int count) throws Exception {
         String cid = "container_1700000000000_0001_01_" + String.format("%06d", next++);
+        Files.createDirectory(cgroups.resolve(cid));
         Set<Device> offer = new TreeSet<>();
         free.forEach(i -> offer.add(byMinor.get(i)));
         Set<Device> got = plugin.allocateDevices(offer, count, Map.of("CONTAINER_ID", cid));
         assertThat(got).as(cid).hasSize(count);
         got.forEach(d -> free.remove(d.getMinorNumber()));
-        Files.createDirectory(cgroups.resolve(cid));
         return cid;
     }
 
