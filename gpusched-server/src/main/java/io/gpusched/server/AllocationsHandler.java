@@ -11,6 +11,7 @@ import io.gpusched.core.GpuAllocationException;
 import io.gpusched.core.GpuException;
 import io.gpusched.core.GpuRequest;
 import io.gpusched.core.GpuRequests;
+import io.gpusched.core.host.NodeNames;
 import io.gpusched.core.GpuScheduler;
 import java.io.IOException;
 import java.net.URLDecoder;
@@ -148,7 +149,7 @@ final class AllocationsHandler implements HttpHandler {
                 }
                 flags.add(n.asText());
             }
-            return GpuRequests.fromCliFlags(flags);
+            return NodeNames.requireLocalTarget(GpuRequests.fromCliFlags(flags));
         }
         JsonNode r = root.get("resources");
         if (!r.isObject()) {

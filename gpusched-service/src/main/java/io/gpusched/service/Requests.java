@@ -9,6 +9,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import io.gpusched.core.GpuException;
 import io.gpusched.core.GpuRequest;
 import io.gpusched.core.GpuRequests;
+import io.gpusched.core.host.NodeNames;
 import io.gpusched.core.internal.Durations;
 import java.io.IOException;
 import java.time.Duration;
@@ -221,7 +222,7 @@ final class Requests {
             flags.add(text(f.get(i), "flags[" + i + "]", 4096));
         }
         try {
-            return GpuRequests.fromCliFlags(flags);
+            return NodeNames.requireLocalTarget(GpuRequests.fromCliFlags(flags));
         } catch (GpuException e) {
             throw new IllegalArgumentException("\"flags\": " + e.getMessage());
         } catch (IllegalArgumentException e) {

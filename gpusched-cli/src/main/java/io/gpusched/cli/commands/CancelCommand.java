@@ -5,6 +5,7 @@ import io.gpusched.cli.JsonViews;
 import io.gpusched.client.JobView;
 import io.gpusched.client.NodeClient;
 import io.gpusched.core.internal.Json;
+import io.gpusched.core.internal.Printable;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Parameters;
@@ -25,9 +26,9 @@ public final class CancelCommand implements Callable<Integer> {
         try (NodeClient n = root.client()) {
             JobView j = n.cancel(id);
             if (root.json()) {
-                root.out().println(Json.pretty(JsonViews.job(j)));
+                root.out().println(Printable.escapeJson(Json.pretty(JsonViews.job(j))));
             } else {
-                root.out().println("cancelled " + j.id() + " (" + j.state() + ")");
+                root.out().println("cancelled " + Printable.escape(j.id()) + " (" + j.state() + ")");
             }
         }
         return 0;

@@ -6,6 +6,7 @@ import io.gpusched.cli.Tables;
 import io.gpusched.client.JobView;
 import io.gpusched.client.NodeClient;
 import io.gpusched.core.internal.Json;
+import io.gpusched.core.internal.Printable;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
@@ -24,7 +25,7 @@ public final class JobsCommand implements Callable<Integer> {
         try (NodeClient n = root.client()) {
             List<JobView> jobs = n.jobs();
             if (root.json()) {
-                root.out().println(Json.pretty(jobs.stream().map(JsonViews::job).toList()));
+                root.out().println(Printable.escapeJson(Json.pretty(jobs.stream().map(JsonViews::job).toList())));
                 return 0;
             }
             List<String[]> rows = new ArrayList<>();

@@ -5,6 +5,7 @@ import io.gpusched.cli.Tables;
 import io.gpusched.client.NodeClient;
 import io.gpusched.client.QueueEntry;
 import io.gpusched.core.internal.Json;
+import io.gpusched.core.internal.Printable;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -35,7 +36,7 @@ public final class QueueCommand implements Callable<Integer> {
                     m.put("since", q.since());
                     out.add(m);
                 }
-                root.out().println(Json.pretty(out));
+                root.out().println(Printable.escapeJson(Json.pretty(out)));
                 return 0;
             }
             if (queue.isEmpty()) {

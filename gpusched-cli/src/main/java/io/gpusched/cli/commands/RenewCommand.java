@@ -6,6 +6,7 @@ import io.gpusched.client.NodeClient;
 import io.gpusched.core.AllocationView;
 import io.gpusched.core.internal.Durations;
 import io.gpusched.core.internal.Json;
+import io.gpusched.core.internal.Printable;
 import java.time.Duration;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
@@ -40,9 +41,9 @@ public final class RenewCommand implements Callable<Integer> {
         try (NodeClient n = root.client()) {
             AllocationView a = n.renew(id, d);
             if (root.json()) {
-                root.out().println(Json.pretty(a.toMap()));
+                root.out().println(Printable.escapeJson(Json.pretty(a.toMap())));
             } else {
-                root.out().println("renewed " + a.id() + ": lease until " + a.expiresAt());
+                root.out().println("renewed " + Printable.escape(a.id()) + ": lease until " + a.expiresAt());
             }
         }
         return 0;
