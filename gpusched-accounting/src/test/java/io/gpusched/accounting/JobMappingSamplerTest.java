@@ -40,11 +40,13 @@ class JobMappingSamplerTest {
             assertThat(names(jobs)).as("nothing held: no file").isEmpty();
             Allocation a = node.allocate(GpuRequest.builder().requiredDevices(0).owner("alice").jobId("train")
                     .build());
-            Allocation b = node.allocate(GpuRequest.builder().requiredDevices(1).owner("bob").jobId("../etc/x").build());
+            Allocation b =
+                    node.allocate(GpuRequest.builder().requiredDevices(1).owner("bob").jobId("../etc/x").build());
             node.sweep();
             assertThat(names(jobs)).containsExactly("0", "1");
             assertThat(Files.readString(jobs.resolve("0"))).isEqualTo("train\n");
-            assertThat(Files.readString(jobs.resolve("1"))).as("a job id that is not a plain token (a path): the allocation id")
+            assertThat(Files.readString(jobs.resolve("1")))
+                    .as("a job id that is not a plain token (a path): the allocation id")
                     .isEqualTo(b.id() + "\n");
             node.scheduler.release(a.id());
             node.sweep();
