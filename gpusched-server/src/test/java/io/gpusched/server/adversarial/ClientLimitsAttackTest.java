@@ -278,7 +278,9 @@ class ClientLimitsAttackTest {
         for (int round = 0; round < 2; round++) {
             Report idle = attack(alice, "idle", tcp(), 1000);
             assertThat(idle.ok() + idle.refused()).as("%s", idle).isEqualTo(1000);
-            assertThat(idle.refused()).as("%s", idle).isEqualTo(936);
+            // 64 at once; on a loaded machine opening 1,000 can outlast the idle timeout (10 s), which closes some of
+            // the first and lets as many others in: never more than a few, never the 1,000 an unbounded server takes
+            assertThat(idle.ok()).as("%s", idle).isBetween(64, 96);
             // stalled bodies on the socket: her connections are all taken by the idle ones
             Report body = attack(alice, "body", unix(), 40);
             assertThat(body.refused()).as("%s", body).isEqualTo(40);
