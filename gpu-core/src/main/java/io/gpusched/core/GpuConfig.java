@@ -1,6 +1,7 @@
 package io.gpusched.core;
 
 import io.gpusched.core.internal.Durations;
+import io.gpusched.core.internal.Printable;
 import io.gpusched.core.internal.StrictYaml;
 import io.gpusched.core.strategy.TopologyAwareStrategy;
 import java.io.IOException;
@@ -319,6 +320,11 @@ public record GpuConfig(
     }
 
     private static double nonNegativeNumber(String s) {
+        // plain decimal only, as every configuration number: not 010 (YAML 1.1 octal), 0x1p4, 10d, 1e3 or " 10"
+        if (!s.matches("(0|[1-9][0-9]{0,17})(\\.[0-9]{1,18})?")) {
+            throw new IllegalArgumentException("must be a plain decimal number >= 0 such as 2 or 0.5, was \""
+                    + Printable.escape(s) + "\"");
+        }
         try {
             double d = Double.parseDouble(s);
             if (d >= 0 && Double.isFinite(d)) {

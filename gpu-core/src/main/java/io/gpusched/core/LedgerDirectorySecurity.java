@@ -74,7 +74,7 @@ final class LedgerDirectorySecurity {
                 }
             } catch (IOException | UnsupportedOperationException | IllegalArgumentException e) {
                 throw io("cannot create the state directory " + dir, dir, e instanceof IOException i ? i
-                        : new IOException(e.toString(), e));
+                        : new IOException(String.valueOf(e.getMessage()), e));
             }
         }
         checkNotWritableByOthers(dir, "state directory", group);

@@ -4,6 +4,7 @@ import java.io.IOException;
 import java.nio.file.AccessDeniedException;
 import java.nio.file.FileAlreadyExistsException;
 import java.nio.file.FileSystemException;
+import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.util.Objects;
 
@@ -80,7 +81,21 @@ public class LedgerException extends GpuException {
             return StateDirectoryShape.notADirectory(p, f.getFile() != null ? Path.of(f.getFile()) : p);
         }
         boolean full = String.valueOf(e.getMessage()).contains("No space left");
-        return new LedgerException(full ? Kind.NO_SPACE : Kind.IO, p, what + ": " + e, e);
+        return new LedgerException(full ? Kind.NO_SPACE : Kind.IO, p, what + ": " + describe(e), e);
+    }
+
+    /** @return what the system said, as a person reads it: the file and the reason, no Java class names */
+    static String describe(IOException e) {
+        if (e instanceof NoSuchFileException f) {
+            return (f.getFile() != null ? f.getFile() : "a path") + ": no such file or directory"
+                    + (f.getReason() != null ? " (" + f.getReason() + ")" : "");
+        }
+        if (e instanceof FileSystemException f) {
+            String reason = f.getReason() != null ? f.getReason() : "the system refused";
+            return (f.getFile() != null ? f.getFile() : "a path") + ": " + reason
+                    + (f.getOtherFile() != null ? " (" + f.getOtherFile() + ")" : "");
+        }
+        return e.getMessage() != null ? e.getMessage() : "an I/O error";
     }
 
     /** @return what went wrong */

@@ -67,7 +67,7 @@ final class ContainerLedger implements AutoCloseable {
         List<String> finished = List.of();
         for (Allocation a : node.scheduler().allocations()) {
             List<Integer> held = a.deviceIndices();
-            if (a.request().labels().containsKey(YarnContainerGpus.LABEL)) {
+            if (YarnContainerGpus.isContainerRecord(a)) {
                 for (int i : held) {
                     if (offer.contains(i)) {
                         if (finished.isEmpty()) {
@@ -183,7 +183,8 @@ final class ContainerLedger implements AutoCloseable {
         Map<String, String> byContainer = new LinkedHashMap<>();
         for (Allocation a : records()) {
             String cid = a.request().labels().get(YarnContainerGpus.LABEL);
-            if (YarnContainerGpus.isContainerId(cid) && !a.createdAt().plus(grace).isAfter(now)) {
+            if (YarnContainerGpus.isContainerRecord(a) && YarnContainerGpus.isContainerId(cid)
+                    && !a.createdAt().plus(grace).isAfter(now)) {
                 byContainer.put(cid, a.id());
             }
         }
@@ -220,7 +221,7 @@ final class ContainerLedger implements AutoCloseable {
         Set<Integer> others = new HashSet<>();
         Set<Integer> yarn = new HashSet<>();
         for (Allocation a : node.scheduler().allocations()) {
-            (a.request().labels().containsKey(YarnContainerGpus.LABEL) ? yarn : others).addAll(a.deviceIndices());
+            (YarnContainerGpus.isContainerRecord(a) ? yarn : others).addAll(a.deviceIndices());
         }
         Set<Integer> outOfPool = new HashSet<>();
         for (DeviceState d : node.scheduler().devices()) {
@@ -244,7 +245,7 @@ final class ContainerLedger implements AutoCloseable {
         List<Allocation> out = new ArrayList<>();
         Set<String> seen = new HashSet<>();
         for (Allocation a : node.scheduler().allocations()) {
-            if (a.request().labels().containsKey(YarnContainerGpus.LABEL) && seen.add(a.id())) {
+            if (YarnContainerGpus.isContainerRecord(a) && seen.add(a.id())) {
                 out.add(a);
             }
         }

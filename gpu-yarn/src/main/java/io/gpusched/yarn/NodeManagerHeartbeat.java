@@ -196,7 +196,7 @@ public record NodeManagerHeartbeat(long pid, long startTime, String host, Instan
     public static Optional<Outlived> outlived(Path stateDir, List<Allocation> allocations, Instant now) {
         List<Allocation> yarn = new ArrayList<>();
         for (Allocation a : allocations) {
-            if (a.request().labels().containsKey(YarnContainerGpus.LABEL)) {
+            if (YarnContainerGpus.isContainerRecord(a)) {
                 yarn.add(a);
             }
         }

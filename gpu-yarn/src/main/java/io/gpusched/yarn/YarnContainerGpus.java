@@ -40,6 +40,8 @@ import java.util.regex.Pattern;
 public final class YarnContainerGpus {
     /** The allocation label (and job id) that carries the container id. */
     public static final String LABEL = "yarn.container";
+    /** The owner the NodeManager's plug-in records its containers' allocations under. */
+    public static final String OWNER = "yarn";
     /** YARN's container id forms: {@code container_<clusterTs>_<app>_<attempt>_<n>}, optionally with an epoch. */
     private static final Pattern CONTAINER_ID = Pattern.compile("container_(e\\d+_)?\\d+_\\d+_\\d+_\\d+");
 
@@ -72,7 +74,18 @@ public final class YarnContainerGpus {
     }
 
     private static Optional<Allocation> find(List<Allocation> live, String containerId) {
-        return live.stream().filter(a -> containerId.equals(a.request().labels().get(LABEL))).findFirst();
+        return live.stream().filter(a -> isContainerRecord(a) && containerId.equals(a.request().labels().get(LABEL)))
+                .findFirst();
+    }
+
+    /**
+     * @param a an allocation of the node ledger
+     * @return whether it is a YARN container's record: the plug-in's owner ({@value #OWNER}) and the container label.
+     *         Any process may put the label on its own request; only the plug-in's records are YARN's (counted in its
+     *         capacity, released when their container ends)
+     */
+    public static boolean isContainerRecord(Allocation a) {
+        return a.request().labels().containsKey(LABEL) && a.owner().filter(OWNER::equals).isPresent();
     }
 
     /**

@@ -37,6 +37,8 @@ import java.util.OptionalLong;
 import java.util.TreeMap;
 import java.util.TreeSet;
 import java.util.function.Consumer;
+import java.util.Iterator;
+import java.util.Set;
 
 /**
  * The node's accounting store: {@code <state dir>/accounting/}, one append-only journal per UTC day
@@ -347,15 +349,15 @@ public final class AccountingStore {
             Map<FileChannel, Long> before = new LinkedHashMap<>();
             try {
                 for (Map.Entry<LocalDate, StringBuilder> e : byDay.entrySet()) {
-                    FileChannel ch = channel(e.getKey());
+                    FileChannel ch = channel(e.getKey(), byDay.keySet());
                     before.put(ch, ch.size());
                     ByteBuffer b = ByteBuffer.wrap(e.getValue().toString().getBytes(StandardCharsets.UTF_8));
                     while (b.hasRemaining()) {
                         ch.write(b);
                     }
                 }
-                for (LocalDate d : byDay.keySet()) {
-                    open.get(d).force(false);
+                for (FileChannel ch : before.keySet()) {
+                    ch.force(false);
                 }
             } catch (IOException e) {
                 // all or nothing: a batch the disk refused part of is taken back, so a retry neither leaves a torn
@@ -373,16 +375,24 @@ public final class AccountingStore {
             }
         }
 
-        private FileChannel channel(LocalDate day) throws IOException {
+        /**
+         * @param day   the journal's day
+         * @param batch the days of the batch being appended: their journals stay open until it is forced (or taken
+         *              back), however many days it spans
+         */
+        private FileChannel channel(LocalDate day, Set<LocalDate> batch) throws IOException {
             FileChannel ch = open.get(day);
             if (ch != null) {
                 return ch;
             }
-            if (open.size() > 4) { // keep at most a few days open (today, yesterday, a gap's days)
-                for (FileChannel c : open.values()) {
-                    c.close();
+            if (open.size() > 4) { // keep at most a few days open (today, yesterday, a gap's days), never the batch's
+                for (Iterator<Map.Entry<LocalDate, FileChannel>> it = open.entrySet().iterator(); it.hasNext();) {
+                    Map.Entry<LocalDate, FileChannel> e = it.next();
+                    if (!batch.contains(e.getKey())) {
+                        e.getValue().close();
+                        it.remove();
+                    }
                 }
-                open.clear();
             }
             Files.deleteIfExists(summary(day));
             Path f = journal(day);

@@ -151,6 +151,11 @@ public final class GpuschedCommand implements Callable<Integer> {
         return Node.read(simulate(), config(), stateDir());
     }
 
+    /** @return the node's configuration and inventory, without its ledger (nothing made, read or written there) */
+    public Node.Hardware hardware() {
+        return Node.hardware(simulate(), config());
+    }
+
     /** @return the node's devices, read without taking the node's lock or writing anything */
     public Node.Devices readDevices() {
         return Node.readDevices(simulate(), config(), stateDir());

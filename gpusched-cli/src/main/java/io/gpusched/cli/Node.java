@@ -156,6 +156,30 @@ public final class Node implements AutoCloseable {
         }
     }
 
+    /**
+     * The node's configuration and inventory, for a command that reads the hardware only ({@code topo},
+     * {@code export}): no state directory is made or read, no lock taken, nothing written.
+     *
+     * @param config    the configuration
+     * @param inventory the node's inventory (closed with this)
+     */
+    public record Hardware(GpuConfig config, GpuInventory inventory) implements AutoCloseable {
+        @Override
+        public void close() {
+            inventory.close();
+        }
+    }
+
+    /**
+     * @param simulate   a simulated profile or node file; empty: detect
+     * @param configFile a gpusched.yaml
+     * @return the node's configuration and inventory, opened without its ledger
+     */
+    public static Hardware hardware(Optional<String> simulate, Optional<Path> configFile) {
+        GpuConfig config = configFile.map(GpuConfig::load).orElse(GpuConfig.defaults());
+        return new Hardware(config, openInventory(simulate, config));
+    }
+
     private static GpuInventory openInventory(Optional<String> simulate, GpuConfig config) {
         try {
             return simulate.map(InventorySpec::simulated).orElse(InventorySpec.AUTO).open(config);

@@ -12,8 +12,11 @@ import io.gpusched.cuda.CudaInstallations;
 import io.gpusched.cuda.CudaSearch;
 import io.gpusched.cuda.DriverVersion;
 import io.gpusched.isolation.CgroupDeviceIsolator;
+import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.Map;
+import java.nio.file.LinkOption;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
@@ -90,7 +93,45 @@ public record DoctorReport(Node node, List<Provider> providers, Isolation isolat
                         + " missing: containers given the nodes by path fail to start, and CUDA on the host cannot"
                         + " open them", load);
             }
+            // present is not enough: a directory left by a bind mount, or a node of another major, opens nothing
+            List<String> wrong = new ArrayList<>();
+            int minor = 0;
+            for (String n : List.of("nvidia-uvm", "nvidia-uvm-tools")) {
+                String what = charDevice(devRoot.resolve(n), major.getAsInt(), minor++);
+                if (what != null) {
+                    wrong.add("/dev/" + n + " " + what);
+                }
+            }
+            if (!wrong.isEmpty()) {
+                return new Uvm(true, major.getAsInt(), List.of(), "nvidia-uvm is loaded (major " + major.getAsInt()
+                        + ") but " + String.join(" and ", wrong) + ": CUDA cannot open " + (wrong.size() == 1 ? "it"
+                                : "them") + ", on the host or in a container given the node by path",
+                        "as root: remove " + (wrong.size() == 1 ? "it" : "them") + " and run nvidia-modprobe -u -c=0"
+                                + " (or mknod /dev/nvidia-uvm c " + major.getAsInt() + " 0, /dev/nvidia-uvm-tools c "
+                                + major.getAsInt() + " 1)");
+            }
             return new Uvm(true, major.getAsInt(), List.of(), null, null);
+        }
+
+        /** @return null when {@code p} is the character device {@code major:minor}, else what it is instead */
+        private static String charDevice(Path p, int major, int minor) {
+            try {
+                Map<String, Object> a = Files.readAttributes(p, "unix:mode,rdev", LinkOption.NOFOLLOW_LINKS);
+                int mode = (Integer) a.get("mode");
+                if ((mode & 0170000) != 0020000) {
+                    return (mode & 0170000) == 0040000 ? "is a directory, not a character device"
+                            : "is not a character device";
+                }
+                long rdev = (Long) a.get("rdev");
+                long maj = ((rdev >>> 8) & 0xfff) | ((rdev >>> 32) & ~0xfffL);
+                long min = (rdev & 0xff) | ((rdev >>> 12) & ~0xffL);
+                if (maj != major || min != minor) {
+                    return "is c " + maj + ":" + min + ", not c " + major + ":" + minor;
+                }
+                return null;
+            } catch (IOException | UnsupportedOperationException | IllegalArgumentException | ClassCastException e) {
+                return null; // cannot tell (not a Unix file system view): say nothing rather than guess
+            }
         }
     }
 

@@ -1,10 +1,12 @@
 package io.gpusched.server;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -47,10 +49,25 @@ class DoctorUvmTest {
         assertThat(half.major()).isEqualTo(510);
         assertThat(half.problem()).contains("loaded (major 510)").contains("/dev/nvidia-uvm-tools is missing");
         Files.createFile(dev.resolve("nvidia-uvm-tools"));
+        DoctorReport.Uvm files = DoctorReport.Uvm.look(tmp.resolve("proc"), dev);
+        assertThat(files.problem()).as("regular files named like the nodes open nothing")
+                .contains("is not a character device");
+        assumeTrue("root".equals(System.getProperty("user.name")), "mknod needs root");
+        Files.delete(dev.resolve("nvidia-uvm"));
+        Files.delete(dev.resolve("nvidia-uvm-tools"));
+        mknod(dev.resolve("nvidia-uvm"), 510, 0);
+        mknod(dev.resolve("nvidia-uvm-tools"), 510, 1);
         DoctorReport.Uvm ok = DoctorReport.Uvm.look(tmp.resolve("proc"), dev);
         assertThat(ok.problem()).isNull();
         assertThat(ok.advice()).isNull();
         assertThat(ok.missing()).isEmpty();
+    }
+
+    private static void mknod(Path p, int major, int minor) throws Exception {
+        Process m = new ProcessBuilder("mknod", p.toString(), "c", String.valueOf(major), String.valueOf(minor))
+                .redirectErrorStream(true).start();
+        assertThat(m.waitFor(30, TimeUnit.SECONDS)).isTrue();
+        assertThat(m.exitValue()).as(new String(m.getInputStream().readAllBytes())).isZero();
     }
 
     @Test

@@ -123,7 +123,7 @@ public final class DoctorCommand implements Callable<Integer> {
         }
         Optional<NodeManagerHeartbeat> hb = NodeManagerHeartbeat.read(r.stateDirectory());
         List<Allocation> live = r.ledger().allocations();
-        long records = live.stream().filter(a -> a.request().labels().containsKey(YarnContainerGpus.LABEL)).count();
+        long records = live.stream().filter(YarnContainerGpus::isContainerRecord).count();
         if (hb.isEmpty() && records == 0) {
             return;
         }

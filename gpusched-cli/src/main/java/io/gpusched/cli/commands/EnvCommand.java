@@ -46,7 +46,9 @@ public final class EnvCommand implements Callable<Integer> {
         // a local ledger is only read (no lock, nothing written): a container is never the NodeManager's user
         try (NodeClient n = root.client()) {
             AllocationView a = n.allocations().stream()
-                    .filter(x -> id.equals(x.labels().get(YarnContainerGpus.LABEL))).findFirst()
+                    .filter(x -> YarnContainerGpus.OWNER.equals(x.owner())
+                            && id.equals(x.labels().get(YarnContainerGpus.LABEL)))
+                    .findFirst()
                     .orElseThrow(() -> new CliException("container " + id + " has no GPUs in "
                             + Printable.escape(String.valueOf(n.source()))
                             + " (it asked for none, it has finished, or the NodeManager's gpusched.yarn.state-dir"

@@ -48,11 +48,11 @@ public final class ExportCdiCommand implements Callable<Integer> {
                     + " 4.3, so gpusched writes .yaml)");
         }
         List<CdiSpec> specs;
-        try (Node n = export.root().open(Optional.empty())) {
+        try (Node.Hardware n = export.root().hardware()) { // the hardware only: no ledger made or read
             List<Path> mounts = n.inventory().devices().stream().filter(d -> d.vendor() == GpuVendor.NVIDIA)
                     .map(GpuDevice::driverVersion).flatMap(Optional::stream).findFirst()
-                    .map(v -> CudaOutput.resolver(n).driverLibraryMounts(v).stream().map(CudaEnvironment.Mount::source)
-                            .toList())
+                    .map(v -> CudaOutput.resolver(n.config()).driverLibraryMounts(v).stream()
+                            .map(CudaEnvironment.Mount::source).toList())
                     .orElse(List.of());
             CdiOptions o = new CdiOptions(nvidiaKind, amdKind, devRoot,
                     Path.of(System.getProperty("gpusched.proc.root", "/proc")), mounts);

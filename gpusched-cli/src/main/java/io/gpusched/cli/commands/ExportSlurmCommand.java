@@ -53,7 +53,7 @@ public final class ExportSlurmCommand implements Callable<Integer> {
             default -> throw new CliException("--cores " + cores + ": expected host or none");
         };
         SlurmGres gres;
-        try (Node n = export.root().open(Optional.empty())) {
+        try (Node.Hardware n = export.root().hardware()) { // the hardware only: no ledger made or read
             gres = SlurmGres.of(n.inventory(), new SlurmGres.Options(devRoot, Path.of("/proc"), layout));
         }
         String node = nodeName != null ? nodeName : hostName();

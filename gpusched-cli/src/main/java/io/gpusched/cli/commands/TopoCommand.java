@@ -5,7 +5,6 @@ import io.gpusched.cli.Node;
 import io.gpusched.cli.Tables;
 import io.gpusched.core.internal.Json;
 import io.gpusched.core.internal.Printable;
-import java.util.Optional;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.ParentCommand;
@@ -18,7 +17,7 @@ public final class TopoCommand implements Callable<Integer> {
 
     @Override
     public Integer call() {
-        try (Node n = root.open(Optional.empty())) {
+        try (Node.Hardware n = root.hardware()) { // the hardware only: no ledger made or read
             if (root.json()) {
                 root.out().println(Printable.escapeJson(Json.pretty(n.inventory().topology().links())));
             } else {
