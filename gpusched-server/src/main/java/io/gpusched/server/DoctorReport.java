@@ -14,11 +14,11 @@ import io.gpusched.cuda.DriverVersion;
 import io.gpusched.isolation.CgroupDeviceIsolator;
 import java.io.IOException;
 import java.nio.file.Files;
-import java.nio.file.Path;
-import java.util.Map;
 import java.nio.file.LinkOption;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
 import java.util.OptionalInt;
 
@@ -105,7 +105,8 @@ public record DoctorReport(Node node, List<Provider> providers, Isolation isolat
             if (!wrong.isEmpty()) {
                 return new Uvm(true, major.getAsInt(), List.of(), "nvidia-uvm is loaded (major " + major.getAsInt()
                         + ") but " + String.join(" and ", wrong) + ": CUDA cannot open " + (wrong.size() == 1 ? "it"
-                                : "them") + ", on the host or in a container given the node by path",
+                                : "them")
+                        + ", on the host or in a container given the node by path",
                         "as root: remove " + (wrong.size() == 1 ? "it" : "them") + " and run nvidia-modprobe -u -c=0"
                                 + " (or mknod /dev/nvidia-uvm c " + major.getAsInt() + " 0, /dev/nvidia-uvm-tools c "
                                 + major.getAsInt() + " 1)");
