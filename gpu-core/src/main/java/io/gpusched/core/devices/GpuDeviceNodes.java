@@ -109,12 +109,12 @@ public final class GpuDeviceNodes {
     /** @return mig-minors entries such as {@code gpu0/gi1/access -> 12} */
     Map<String, Integer> migMinors() {
         Map<String, Integer> out = new HashMap<>();
-        Path f = procRoot.resolve("driver/nvidia-caps/mig-minors");
-        if (!Files.isRegularFile(f)) { // a FIFO or device there would block every plan in open(2)
+        Path file = procRoot.resolve("driver/nvidia-caps/mig-minors");
+        if (!Files.isRegularFile(file)) { // a FIFO or device there would block every plan in open(2)
             return out;
         }
         try {
-            for (String line : Files.readAllLines(f)) {
+            for (String line : Files.readAllLines(file)) {
                 String[] f = line.trim().split("\\s+");
                 if (f.length == 2 && f[1].matches("[0-9]+")) {
                     out.put(f[0], Integer.parseInt(f[1]));
