@@ -184,11 +184,6 @@ final class CapacityFollower implements AutoCloseable, GpuHealthListener {
         long tick = Math.min(following() ? interval.toMillis() : Long.MAX_VALUE,
                 reconciling() ? reconcile.every().toMillis() : Long.MAX_VALUE);
         long nextReconcile = System.nanoTime();
-        if (!reconciling()) {
-            // no reconcile, but the heartbeat still says which NodeManager runs (by pid and start time), so status
-            // and doctor never call a running NodeManager's containers outlived
-            heartbeat();
-        }
         boolean first = true;
         while (true) {
             synchronized (lock) {
@@ -230,16 +225,6 @@ final class CapacityFollower implements AutoCloseable, GpuHealthListener {
                 LOG.warn("gpusched: reconciling the node ledger's container records failed (tried again in {} ms):"
                         + " {}", reconcile.every().toMillis(), why);
             }
-        }
-    }
-
-    /** Writes the heartbeat once (with reconciling off); a failure is logged. */
-    private void heartbeat() {
-        try {
-            NodeManagerHeartbeat.write(reconcile.ledger().stateDirectory(), reconcile.every(),
-                    reconcile.outlivedAfter());
-        } catch (IOException | RuntimeException e) {
-            LOG.warn("gpusched: writing the NodeManager's heartbeat failed: {}", e.toString());
         }
     }
 

@@ -20,6 +20,7 @@ import io.gpusched.core.host.InventorySpec;
 import io.gpusched.cuda.CudaEnvironment;
 import io.gpusched.cuda.CudaEnvironmentResolver;
 import io.gpusched.cuda.CudaRequirement;
+import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -278,6 +279,15 @@ public class GpuschedDevicePlugin implements DevicePlugin, DevicePluginScheduler
         if (capacity != null) {
             capacity.registered(registered);
             return;
+        }
+        if (every == 0) {
+            // no reconcile, but the heartbeat still says which NodeManager runs (by pid and start time), so status
+            // and doctor never call a running NodeManager's containers outlived
+            try {
+                NodeManagerHeartbeat.write(n.ledger.stateDirectory(), Duration.ZERO, Duration.ofMillis(outlived));
+            } catch (IOException | RuntimeException e) {
+                LOG.warn("gpusched: writing the NodeManager's heartbeat failed: {}", e.toString());
+            }
         }
         if (ms == 0 && every == 0) {
             return;
