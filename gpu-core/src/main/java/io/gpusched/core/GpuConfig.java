@@ -321,7 +321,8 @@ public record GpuConfig(
 
     private static double nonNegativeNumber(String s) {
         // plain decimal only, as every configuration number: not 010 (YAML 1.1 octal), 0x1p4, 10d, 1e3 or " 10"
-        if (!s.matches("(0|[1-9][0-9]{0,17})(\\.[0-9]{1,18})?")) {
+        // (a YAML float such as 0.0001 reaches here as Java writes it, 1.0E-4: that form is the YAML reader's, kept)
+        if (!s.matches("(0|[1-9][0-9]{0,17})(\\.[0-9]{1,18})?") && !s.matches("[1-9]\\.[0-9]{1,17}E-?[0-9]{1,3}")) {
             throw new IllegalArgumentException("must be a plain decimal number >= 0 such as 2 or 0.5, was \""
                     + Printable.escape(s) + "\"");
         }
