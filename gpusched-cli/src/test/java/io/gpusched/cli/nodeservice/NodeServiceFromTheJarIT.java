@@ -186,6 +186,10 @@ class NodeServiceFromTheJarIT {
         Matcher m = JOB_CGROUP.matcher(d);
         assertThat(m.find()).as(d).isTrue();
         Path cgroup = Path.of(m.group(1));
+        // the detached answer comes once the job started; its shell forks the background sleep a moment later
+        for (int i = 0; i < 600 && Files.readAllLines(cgroup.resolve("cgroup.procs")).size() < 2; i++) {
+            Thread.sleep(50);
+        }
         assertThat(Files.readAllLines(cgroup.resolve("cgroup.procs"))).hasSize(2);
         assertThat(LedgerReader.read(state).live).hasSize(1);
         service.destroyForcibly().waitFor(60, TimeUnit.SECONDS); // SIGKILL of the service
