@@ -19,7 +19,9 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.BooleanSupplier;
@@ -37,7 +39,10 @@ import org.slf4j.LoggerFactory;
  * fitted into, and a user who just got GPUs without queueing (the node had room) also goes behind those who wait.
  *
  * <p>Order is strict: the next user's oldest request is tried first, and when it does not fit (too few GPUs free) no
- * later request is tried ahead of it (no backfilling, so a large request cannot be starved by small ones). Two
+ * later request is tried ahead of it (no backfilling, so a large request cannot be starved by small ones). A request
+ * that does not wait ({@link #now}) takes the same road: it is put in its fair place, tried once by the dispatcher
+ * when its turn comes, and refused (naming the queue's request it would have jumped) when a waiting request ahead of
+ * it does not fit: GPUs the head of the queue is owed are never handed out around it. Two
  * exceptions: a user whose request is over their quota (or rate limit) is skipped until they release (they cannot be
  * served anyway); a request that can never be served (too large for the node, a device it does not have) is refused
  * at once. A request whose client has gone, or whose wait ran out, is dropped.
@@ -57,6 +62,8 @@ final class FairQueue implements AutoCloseable {
     static final int MAX_PER_USER = 256;
     /** Most waiting requests in all. */
     static final int MAX_TOTAL = 8192;
+    /** How long a request that does not wait waits for the dispatcher to try it (it answers in one pass). */
+    static final Duration NOW_ANSWER = Duration.ofMinutes(2);
 
     /** Why a waiting request was dropped without an allocation. */
     static final class Dropped extends GpuException {
@@ -75,16 +82,20 @@ final class FairQueue implements AutoCloseable {
         final Instant since;
         final long deadlineNanos;
         final BooleanSupplier gone;
+        /** A request that does not wait: tried once, in its fair place, then served or refused. */
+        final boolean now;
         final CompletableFuture<Allocation> result = new CompletableFuture<>();
         volatile GpuAllocationException lastRefusal;
 
-        Ticket(long seq, Caller caller, GpuRequest request, Instant since, long deadlineNanos, BooleanSupplier gone) {
+        Ticket(long seq, Caller caller, GpuRequest request, Instant since, long deadlineNanos, BooleanSupplier gone,
+                boolean now) {
             this.seq = seq;
             this.caller = caller;
             this.request = request;
             this.since = since;
             this.deadlineNanos = deadlineNanos;
             this.gone = gone;
+            this.now = now;
         }
 
         /** @return its place in the projected order, 1 first; 0 once it left the queue */
@@ -114,7 +125,10 @@ final class FairQueue implements AutoCloseable {
     private final Map<Long, Long> lastGrant = new HashMap<>();
     private long grants;
     private long seq;
+    /** Tickets in {@link #byUser}, those that do not wait included. */
     private int size;
+    /** Tickets in {@link #byUser} that do not wait. */
+    private int nows;
     private boolean dirty;
     private boolean closed;
     private final Thread dispatcher;
@@ -156,7 +170,7 @@ final class FairQueue implements AutoCloseable {
                         + " request(s) waiting and the queue " + size + "; at most " + MAX_PER_USER + " per user and "
                         + MAX_TOTAL + " in all may wait: wait for some to be served");
             }
-            Ticket t = new Ticket(++seq, caller, request, clock.instant(), now + w, gone);
+            Ticket t = new Ticket(++seq, caller, request, clock.instant(), now + w, gone, false);
             mine.add(t);
             size++;
             dirty = true;
@@ -179,13 +193,45 @@ final class FairQueue implements AutoCloseable {
         }
     }
 
-    /** Records a grant to this uid made outside the queue (it goes behind those who wait). */
-    void granted(long uid) {
+    /**
+     * Serves a request that does not wait, in its fair place among those that do: the dispatcher tries it once when
+     * its turn comes. A grant sends its user behind those who wait, as any grant does.
+     *
+     * @return the allocation
+     * @throws GpuAllocationException the scheduler's refusal, or {@code INSUFFICIENT_GPUS} naming the waiting request
+     *                                ahead of it that does not fit yet (the GPUs free now are owed to it)
+     * @throws Dropped                when the service is stopping
+     */
+    Allocation now(Caller caller, GpuRequest request) throws InterruptedException {
+        Ticket t;
         lock.lock();
         try {
-            lastGrant.put(uid, ++grants);
+            if (closed) {
+                throw new Dropped("the node service is stopping; nothing was allocated");
+            }
+            t = new Ticket(++seq, caller, request, clock.instant(), Long.MAX_VALUE, () -> false, true);
+            byUser.computeIfAbsent(caller.uid(), k -> new ArrayDeque<>()).add(t);
+            size++;
+            nows++;
+            dirty = true;
+            changed.signalAll();
         } finally {
             lock.unlock();
+        }
+        try {
+            return t.result.get(NOW_ANSWER.toMillis(), TimeUnit.MILLISECONDS);
+        } catch (InterruptedException e) {
+            cancel(t, "its caller was interrupted");
+            throw e;
+        } catch (ExecutionException e) {
+            throw e.getCause() instanceof RuntimeException re ? re : new GpuException(e.getMessage());
+        } catch (TimeoutException e) {
+            cancel(t, "the queue did not try it within " + human(NOW_ANSWER));
+            if (t.result.isDone() && !t.result.isCompletedExceptionally()) {
+                return t.result.join(); // granted as it timed out
+            }
+            throw new GpuException(request.describe() + " was not tried: the node service's queue did not come to it"
+                    + " within " + human(NOW_ANSWER) + " (the ledger is busy); try again");
         }
     }
 
@@ -216,17 +262,17 @@ final class FairQueue implements AutoCloseable {
         }
     }
 
-    /** @return how many requests wait */
+    /** @return how many requests wait (those that do not wait, being tried, are not counted) */
     int size() {
         lock.lock();
         try {
-            return size;
+            return size - nows;
         } finally {
             lock.unlock();
         }
     }
 
-    /** Caller holds the lock. @return every waiting ticket in projected serving order */
+    /** Caller holds the lock. @return every waiting ticket in projected serving order (not those that do not wait) */
     private List<Ticket> order() {
         Map<Long, Long> last = new HashMap<>(lastGrant);
         Map<Long, ArrayDeque<Ticket>> left = new LinkedHashMap<>();
@@ -236,7 +282,10 @@ final class FairQueue implements AutoCloseable {
         while (!left.isEmpty()) {
             long u = next(left, last);
             ArrayDeque<Ticket> q = left.get(u);
-            out.add(q.poll());
+            Ticket t = q.poll();
+            if (!t.now) {
+                out.add(t);
+            }
             last.put(u, ++g);
             if (q.isEmpty()) {
                 left.remove(u);
@@ -259,6 +308,9 @@ final class FairQueue implements AutoCloseable {
             return false;
         }
         size--;
+        if (t.now) {
+            nows--;
+        }
         if (q.isEmpty()) {
             byUser.remove(t.caller.uid());
         }
@@ -313,6 +365,9 @@ final class FairQueue implements AutoCloseable {
         }
         long now = System.nanoTime();
         for (Ticket t : all) {
+            if (t.now) {
+                continue; // answered by the dispatch that follows
+            }
             boolean gone;
             try {
                 gone = t.gone.getAsBoolean();
@@ -350,10 +405,14 @@ final class FairQueue implements AutoCloseable {
         return s >= 60 ? (s / 60) + " min " + (s % 60) + " s" : d.toMillis() + " ms";
     }
 
-    /** Grants in fair order until the next request does not fit. Only this thread grants from the queue. */
+    /**
+     * Grants in fair order until the next request does not fit; then refuses every request that does not wait and was
+     * not reached. Only this thread grants from the queue.
+     */
     private void dispatch() {
         while (true) {
             List<Ticket> heads;
+            List<Ticket> nowSeen = new ArrayList<>();
             lock.lock();
             try {
                 if (size == 0) {
@@ -366,21 +425,24 @@ final class FairQueue implements AutoCloseable {
                     long u = next(copy, last);
                     heads.add(copy.remove(u).peek());
                 }
+                byUser.values().forEach(q -> q.stream().filter(t -> t.now).forEach(nowSeen::add));
             } finally {
                 lock.unlock();
             }
             boolean progressed = false;
+            Ticket blocker = null;
             for (Ticket t : heads) {
                 Optional<Allocation> a;
                 try {
                     a = Optional.of(scheduler.allocate(t.request));
                 } catch (GpuAllocationException e) {
                     t.lastRefusal = e;
-                    if (e.reason() == Reason.QUOTA_EXCEEDED || e.reason() == Reason.RATE_LIMITED) {
+                    if (!t.now && (e.reason() == Reason.QUOTA_EXCEEDED || e.reason() == Reason.RATE_LIMITED)) {
                         continue; // this user cannot be served now whatever is free: the next user may
                     }
-                    if (e.reason().isTransient()) {
-                        return; // the fair next request does not fit: nobody jumps ahead of it
+                    if (!t.now && e.reason().isTransient()) {
+                        blocker = t; // the fair next request does not fit: nobody jumps ahead of it
+                        break;
                     }
                     finish(t, null, e);
                     progressed = true;
@@ -395,8 +457,39 @@ final class FairQueue implements AutoCloseable {
                 break;
             }
             if (!progressed) {
+                refuseUnreached(nowSeen, blocker);
                 return;
             }
+        }
+    }
+
+    /**
+     * Refuses the requests that do not wait and were not reached in this pass: a waiting request ahead of them (their
+     * own user's earlier one, or the fair next one, {@code blocker}) does not fit, and what is free is owed to it.
+     */
+    private void refuseUnreached(List<Ticket> nowSeen, Ticket blocker) {
+        for (Ticket n : nowSeen) {
+            GpuAllocationException why;
+            lock.lock();
+            try {
+                ArrayDeque<Ticket> mine = byUser.get(n.caller.uid());
+                if (mine == null || !mine.contains(n)) {
+                    continue; // served or refused already
+                }
+                Ticket ahead = mine.stream().filter(t -> !t.now && t.seq < n.seq).findFirst().orElse(blocker);
+                long waiting = size - nows;
+                why = new GpuAllocationException(Reason.INSUFFICIENT_GPUS, n.request.describe() + " was not served:"
+                        + " the GPUs free now are owed to the node service's queue, where " + (ahead == null
+                                ? waiting + " request(s) wait"
+                                : ahead.caller.user() + " (uid " + ahead.caller.uid() + ") waits for "
+                                        + ahead.request.describe() + " since " + ahead.since + ", first of " + waiting
+                                        + " waiting")
+                        + " (GET /api/v1/queue lists them); nothing is served ahead of a waiting request that"
+                        + " does not fit yet: ask with a wait (--wait DURATION) to queue fairly behind it");
+            } finally {
+                lock.unlock();
+            }
+            finish(n, null, why);
         }
     }
 

@@ -25,6 +25,8 @@ import java.security.SecureRandom;
 import java.time.Clock;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Collections;
+import java.util.HashMap;
 import java.util.HexFormat;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -48,8 +50,13 @@ import org.slf4j.LoggerFactory;
  */
 final class Jobs implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(Jobs.class);
-    /** Ended jobs kept for {@code jobs} and {@code logs}. */
-    static final int KEEP_ENDED = 500;
+    /** Ended jobs that ran kept per user for {@code jobs} and {@code logs} (one user's jobs never evict another's). */
+    static final int KEEP_ENDED = 100;
+    /**
+     * Ended jobs that never started (refused, dropped from the queue, cancelled while waiting) kept per user: apart
+     * from those that ran, so a flood of refusals does not push a user's own finished jobs out either.
+     */
+    static final int KEEP_NEVER_STARTED = 20;
     /** How often an attached job's silent client is checked (a write). */
     static final Duration HEARTBEAT = Duration.ofSeconds(5);
 
@@ -173,9 +180,7 @@ final class Jobs implements AutoCloseable {
             GpuRequest req = requestOf(job);
             Optional<Duration> wait = job.request.maxWait();
             if (wait.isEmpty()) {
-                Allocation a = scheduler.allocate(req);
-                queue.granted(job.owner.uid());
-                return Optional.of(a);
+                return Optional.of(queue.now(job.owner, req)); // in its fair place among those that wait
             }
             FairQueue.Ticket t = queue.enqueue(job.owner, req, wait.get(), sink::gone);
             job.ticket = t;
@@ -402,7 +407,7 @@ final class Jobs implements AutoCloseable {
     Job detach(Job job) throws InterruptedException {
         OutputFile out;
         try {
-            out = OutputFile.create(outputDir, job.id, job.owner.uid(), job.owner.gid());
+            out = OutputFile.create(outputDir, job.id);
         } catch (IOException e) {
             job.failure = "cannot make its output file: " + e.getMessage();
             end(job, Job.State.FAILED, null);
@@ -459,7 +464,8 @@ final class Jobs implements AutoCloseable {
             Job j = jobs.get(id);
             if (j == null) {
                 throw new UnknownJob("no job \"" + Requests.printable(id) + "\" (the service keeps its jobs while it"
-                        + " runs, and the last " + KEEP_ENDED + " that ended; gpusched jobs lists them)");
+                        + " runs, and of each user's ended jobs the last " + KEEP_ENDED + " that ran and the last "
+                        + KEEP_NEVER_STARTED + " that never started; gpusched jobs lists them)");
             }
             return j;
         }
@@ -472,14 +478,30 @@ final class Jobs implements AutoCloseable {
         }
     }
 
+    /**
+     * Caller holds {@code jobs}. Forgets each user's ended jobs past the last {@link #KEEP_ENDED} that ran and the last
+     * {@link #KEEP_NEVER_STARTED} that never started, deleting a forgotten job's output file (no one reaches it any
+     * more: it is root's, read through {@code logs}).
+     */
     private void trim() {
-        int ended = (int) jobs.values().stream().filter(Job::over).count();
-        var it = jobs.values().iterator();
-        while (ended > KEEP_ENDED && it.hasNext()) {
-            Job j = it.next();
-            if (j.over()) {
-                it.remove();
-                ended--;
+        Map<Long, int[]> kept = new HashMap<>();
+        List<Job> newestFirst = new ArrayList<>(jobs.values());
+        Collections.reverse(newestFirst);
+        for (Job j : newestFirst) {
+            if (!j.over()) {
+                continue;
+            }
+            int[] n = kept.computeIfAbsent(j.owner.uid(), k -> new int[2]);
+            boolean ran = j.startedAt != null;
+            if (++n[ran ? 0 : 1] > (ran ? KEEP_ENDED : KEEP_NEVER_STARTED)) {
+                jobs.remove(j.id);
+                if (j.output.isPresent()) {
+                    try {
+                        Files.deleteIfExists(j.output.get());
+                    } catch (IOException e) {
+                        LOG.warn("job {}: its output file could not be deleted: {}", j.id, e.toString());
+                    }
+                }
             }
         }
     }

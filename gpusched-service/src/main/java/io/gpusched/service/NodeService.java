@@ -195,8 +195,7 @@ public final class NodeService implements AutoCloseable {
             GpuRequest owned = ownedBy(c, request);
             Allocation a;
             if (wait.isEmpty()) {
-                a = scheduler.allocate(owned);
-                queue.granted(owned.ownerUid().orElse(c.uid()));
+                a = queue.now(c, owned); // in its fair place: nothing owed to a waiting request is taken
             } else {
                 FairQueue.Ticket t = queue.enqueue(c, owned, wait.get(), gone);
                 try {

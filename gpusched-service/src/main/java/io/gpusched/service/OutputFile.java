@@ -13,10 +13,11 @@ import java.util.Set;
 
 /**
  * A detached job's output: {@code <state dir>/jobs/<job id>.out}, made by the service (new, never following a link,
- * in a directory only root writes: mode 0711, so a user reaches their own file by name and lists nothing) and given to
- * the job's user (owner uid:gid, mode 0600: no other user reads it). The service writes what the job prints, up to
- * {@link #MAX_BYTES}; past that it writes one line saying so and drops the rest (still reading it, so the job never
- * blocks), so a job cannot fill the state directory's disk.
+ * in a directory only root writes: mode 0711, lists nothing to users) and kept root's (mode 0600): the job never holds
+ * it, it writes to a pipe the service drains, and its user reads it through the service ({@code logs ID}, owner and
+ * admins only). The service writes what the job prints, up to {@link #MAX_BYTES}; past that it writes one line saying
+ * so and drops the rest (still reading it, so the job never blocks). As nobody but root can write the file, a job or
+ * its user cannot fill the state directory's disk through it.
  */
 final class OutputFile implements JobSink {
     /** Most bytes of output kept per job. */
@@ -45,21 +46,15 @@ final class OutputFile implements JobSink {
         return dir;
     }
 
-    /** Makes the file (it must not exist) and gives it to uid:gid. */
-    static OutputFile create(Path dir, String jobId, long uid, long gid) throws IOException {
+    /**
+     * Makes the file (it must not exist), the service's own (0600): given to the job's user, the user could write it
+     * past the cap, or make it sparse and huge, from any login.
+     */
+    static OutputFile create(Path dir, String jobId) throws IOException {
         Path f = dir.resolve(jobId + ".out");
         FileChannel ch = FileChannel.open(f, Set.of(StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE,
                 StandardOpenOption.APPEND, LinkOption.NOFOLLOW_LINKS),
                 PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-------")));
-        try {
-            // by number (a user may be named by another user's number)
-            Files.setAttribute(f, "unix:gid", (int) gid, LinkOption.NOFOLLOW_LINKS);
-            Files.setAttribute(f, "unix:uid", (int) uid, LinkOption.NOFOLLOW_LINKS);
-        } catch (IOException | RuntimeException e) {
-            ch.close();
-            Files.deleteIfExists(f);
-            throw new IOException("cannot give " + f + " to uid " + uid + ": " + e.getMessage(), e);
-        }
         return new OutputFile(f, ch);
     }
 

@@ -5,7 +5,9 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.gpusched.core.AccessDeniedException;
 import io.gpusched.core.Allocation;
+import io.gpusched.core.GpuAllocationException;
 import io.gpusched.core.GpuConfig;
+import io.gpusched.core.GpuRequests;
 import io.gpusched.core.ServiceSettings;
 import io.gpusched.core.UserQuotas;
 import io.gpusched.server.Caller;
@@ -120,6 +122,67 @@ class ServiceJobsTest {
         }
     }
 
+    /**
+     * A job that does not wait takes its place in the fair queue as a plain allocation does: with alice's whole-node
+     * request waiting at the head, bob's one-GPU job is refused (naming alice's request), not started on the GPUs she
+     * is owed.
+     */
+    @Test
+    void aJobThatDoesNotWaitIsNotStartedOnGpusAWaitingRequestIsOwed(@TempDir Path tmp) throws Exception {
+        try (ServiceBed bed = new ServiceBed(tmp, config(List.of())).jobs()) {
+            LocalUsers.User bob = bed.accounts.user("bob");
+            NodeService s = bed.start();
+            Caller carol = ServiceBed.caller("gsu-carol", 61001, false);
+            Caller alice = ServiceBed.caller("gsu-alice", 61002, false);
+            Allocation held = s.allocate(carol, GpuRequests.fromCliFlags(List.of("--gpu=4")), Optional.empty(),
+                    () -> false);
+            CompletableFuture<Allocation> whole = CompletableFuture.supplyAsync(() -> {
+                try {
+                    return s.allocate(alice, GpuRequests.fromCliFlags(List.of("--gpu=8")), Optional.of(Duration
+                            .ofMinutes(1)), () -> false);
+                } catch (InterruptedException e) {
+                    throw new IllegalStateException(e);
+                }
+            });
+            NodeServiceTest.waitForQueue(s, 1);
+            Job j = s.prepareJob(ServiceBed.caller(bob, false), job(List.of("/bin/true"), home(tmp, bob), true,
+                    "--gpu=1"));
+            assertThatThrownBy(() -> s.jobs().detach(j)).isInstanceOf(GpuAllocationException.class)
+                    .hasMessageContaining("owed to the node service's queue").hasMessageContaining("gsu-alice");
+            assertThat(j.state).isEqualTo(Job.State.FAILED);
+            assertThat(j.output.orElseThrow()).as("the refused job's output file is removed").doesNotExist();
+            s.scheduler().release(held.id());
+            s.scheduler().release(whole.get(1, TimeUnit.MINUTES).id());
+        }
+    }
+
+    /**
+     * Ended jobs are kept per user, those that ran apart from those that never started: bob's own flood of refused
+     * jobs keeps at most {@link Jobs#KEEP_NEVER_STARTED} of them and does not push out his job that ran.
+     */
+    @Test
+    void refusedJobsAreKeptApartAndDoNotPushOutAJobThatRan(@TempDir Path tmp) throws Exception {
+        try (ServiceBed bed = new ServiceBed(tmp, config(List.of())).jobs()) {
+            LocalUsers.User bob = bed.accounts.user("bob");
+            NodeService s = bed.start();
+            Caller b = ServiceBed.caller(bob, false);
+            Job ran = s.prepareJob(b, job(List.of("/bin/sh", "-c", "echo ran"), home(tmp, bob), true, "--gpu=1"));
+            s.jobs().detach(ran);
+            NodeService.awaitEnd(ran, Duration.ofMinutes(1));
+            for (int i = 0; i <= Jobs.KEEP_ENDED; i++) {
+                Job r = s.prepareJob(b, job(List.of("/bin/true"), "/", true, "--gpu=9"));
+                assertThatThrownBy(() -> s.jobs().detach(r)).isInstanceOf(GpuAllocationException.class);
+            }
+            assertThat(s.jobs().get(ran.id).state).isEqualTo(Job.State.EXITED);
+            ByteArrayOutputStream logs = new ByteArrayOutputStream();
+            s.jobs().logs(b, ran.id, false, logs);
+            assertThat(logs.toString(StandardCharsets.UTF_8)).isEqualTo("ran\n");
+            // the newest refusal ended after the last trim (a trim comes with each new job)
+            assertThat(s.jobs().all().stream().filter(j -> j.startedAt == null).count())
+                    .isLessThanOrEqualTo(Jobs.KEEP_NEVER_STARTED + 1);
+        }
+    }
+
     @Test
     void aDetachedJobsOutputIsItsUsersAndOnlyItsOwnerOrAnAdminReadsOrCancelsIt(@TempDir Path tmp) throws Exception {
         try (ServiceBed bed = new ServiceBed(tmp, config(List.of())).jobs()) {
@@ -136,13 +199,14 @@ class ServiceJobsTest {
             for (int i = 0; i < 500 && Files.size(out) == 0; i++) {
                 Thread.sleep(10);
             }
-            assertThat(Files.getAttribute(out, "unix:uid", LinkOption.NOFOLLOW_LINKS)).isEqualTo((int) alice.uid());
+            // the service's own file: its user reads it through the service, and cannot write it past the cap
+            assertThat(Files.getAttribute(out, "unix:uid", LinkOption.NOFOLLOW_LINKS)).isEqualTo(0);
             assertThat(PosixFilePermissions.toString(Files.getPosixFilePermissions(out))).isEqualTo("rw-------");
             ByteArrayOutputStream logs = new ByteArrayOutputStream();
             s.jobs().logs(a, j.id, false, logs);
             assertThat(logs.toString(StandardCharsets.UTF_8)).isEqualTo("started\n");
-            // alice herself reads her file by name (the directory lists nothing to others)
-            assertThat(LocalUsers.runAs(alice, List.of("/bin/cat", out.toString()), 30).out()).isEqualTo("started\n");
+            assertThat(LocalUsers.runAs(alice, List.of("/bin/sh", "-c", "echo more >> \"$1\"", "sh", out.toString()),
+                    30).exit()).as("alice cannot append to her job's output file").isNotZero();
             assertThat(LocalUsers.runAs(bob, List.of("/bin/cat", out.toString()), 30).exit())
                     .as("bob cannot read alice's output").isNotZero();
 
