@@ -1,10 +1,15 @@
 package io.gpusched.cuda;
 
 import io.gpusched.cuda.internal.CudaDriverQueryMain;
+import com.sun.jna.Native;
+import java.io.File;
 import java.io.IOException;
 import java.io.InputStream;
+import java.net.URISyntaxException;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.FileSystemNotFoundException;
 import java.nio.file.Path;
+import java.security.CodeSource;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -73,8 +78,7 @@ public final class CudaDeviceQuery {
                 cmd.add("-D" + p + "=" + v);
             }
         }
-        cmd.addAll(List.of("-cp", System.getProperty("java.class.path"), CudaDriverQueryMain.class.getName(),
-                library));
+        cmd.addAll(List.of("-cp", classPath(), CudaDriverQueryMain.class.getName(), library));
         ProcessBuilder pb = new ProcessBuilder(cmd).redirectError(ProcessBuilder.Redirect.DISCARD);
         Map<String, String> env = pb.environment();
         env.remove("JAVA_TOOL_OPTIONS");
@@ -107,6 +111,30 @@ public final class CudaDeviceQuery {
             p.destroyForcibly();
             return new Result(Status.FAILED, List.of(), "reading the query process failed: " + e.getMessage());
         }
+    }
+
+    /**
+     * @return where the child's classes are: this module's and JNA's code sources (one jar when shaded, the caller's
+     *         class path when a class loader does not say)
+     */
+    static String classPath() {
+        List<String> parts = new ArrayList<>();
+        for (Class<?> c : List.of(CudaDriverQueryMain.class, Native.class)) {
+            CodeSource cs = c.getProtectionDomain().getCodeSource();
+            try {
+                String part = cs == null || cs.getLocation() == null ? null
+                        : Path.of(cs.getLocation().toURI()).toString();
+                if (part == null) {
+                    return System.getProperty("java.class.path");
+                }
+                if (!parts.contains(part)) {
+                    parts.add(part);
+                }
+            } catch (URISyntaxException | IllegalArgumentException | FileSystemNotFoundException e) {
+                return System.getProperty("java.class.path");
+            }
+        }
+        return String.join(File.pathSeparator, parts);
     }
 
     /** @return the child's answer read from its output and exit status */

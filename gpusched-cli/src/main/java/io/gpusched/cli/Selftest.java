@@ -374,8 +374,8 @@ public final class Selftest {
 
     /**
      * Allocates GPU 0 of {@code inv} in an in-memory scheduler and resolves its job environment with
-     * {@code resolver}: passes when the environment selects exactly that GPU. A device query through a CUDA runtime
-     * is not made (left out for now: it needs a native binding to {@code libcudart}).
+     * {@code resolver}: passes when the environment selects exactly that GPU. The device query through CUDA is
+     * {@link #cudaQuery}.
      */
     public static Check cuda(GpuInventory inv, CudaEnvironmentResolver resolver) {
         if (inv.devices().isEmpty()) {
@@ -397,7 +397,7 @@ public final class Selftest {
                         "report it with gpusched doctor's output");
             }
             return Check.pass("cuda", selector + "=" + v + " for GPU " + d.index() + "; " + installation
-                    + "; no device query made through a CUDA runtime");
+                    + "; the device query through CUDA is the cuda-query check");
         } catch (RuntimeException e) {
             return Check.fail("cuda", "the CUDA environment could not be resolved", String.valueOf(e.getMessage()),
                     "gpusched doctor lists the CUDA installations and their verdicts");
