@@ -1,7 +1,7 @@
 package io.gpusched.cuda;
 
-import io.gpusched.cuda.internal.CudaDriverQueryMain;
 import com.sun.jna.Native;
+import io.gpusched.cuda.internal.CudaDriverQueryMain;
 import java.io.File;
 import java.io.IOException;
 import java.io.InputStream;
