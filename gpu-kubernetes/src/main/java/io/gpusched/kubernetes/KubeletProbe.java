@@ -3,8 +3,11 @@ package io.gpusched.kubernetes;
 import io.gpusched.kubernetes.api.v1beta1.AllocateRequest;
 import io.gpusched.kubernetes.api.v1beta1.AllocateResponse;
 import io.gpusched.kubernetes.api.v1beta1.ContainerAllocateRequest;
+import io.gpusched.kubernetes.api.v1beta1.ContainerAllocateResponse;
+import io.gpusched.kubernetes.api.v1beta1.Device;
 import io.gpusched.kubernetes.api.v1beta1.DevicePluginGrpc;
 import io.gpusched.kubernetes.api.v1beta1.DevicePluginOptions;
+import io.gpusched.kubernetes.api.v1beta1.DeviceSpec;
 import io.gpusched.kubernetes.api.v1beta1.Empty;
 import io.gpusched.kubernetes.api.v1beta1.ListAndWatchResponse;
 import io.gpusched.kubernetes.api.v1beta1.RegisterRequest;
@@ -20,7 +23,9 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.Iterator;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.concurrent.CopyOnWriteArrayList;
@@ -41,16 +46,35 @@ public final class KubeletProbe implements AutoCloseable {
     /**
      * One accepted registration.
      *
-     * @param request the plug-in's Register request
-     * @param options the options the plug-in answered when dialled back
+     * @param version      the API version the plug-in asked for
+     * @param resourceName the resource it registered
+     * @param endpoint     its socket's file name in the directory
      */
-    public record Registration(RegisterRequest request, DevicePluginOptions options) {
+    public record Registration(String version, String resourceName, String endpoint) {
+    }
+
+    /**
+     * One container's Allocate answer.
+     *
+     * @param devicePaths the device specs' host paths, in order
+     * @param envs        the environment variables it sets
+     */
+    public record AllocateAnswer(List<String> devicePaths, Map<String, String> envs) {
+        /** Copies both. */
+        public AllocateAnswer {
+            devicePaths = List.copyOf(devicePaths);
+            envs = Map.copyOf(envs);
+        }
+    }
+
+    /** A registration as received: the request, and the options the plug-in answered when dialled back. */
+    record Raw(RegisterRequest request, DevicePluginOptions options) {
     }
 
     private final Path dir;
     private final UnixSockets sockets = new UnixSockets("kubelet-probe");
     private final ExecutorService executor = Executors.newCachedThreadPool(UnixSockets.daemon("kubelet-probe"));
-    private final List<Registration> registrations = new CopyOnWriteArrayList<>();
+    private final List<Raw> registrations = new CopyOnWriteArrayList<>();
     private final List<ManagedChannel> channels = new CopyOnWriteArrayList<>();
     private Server server;
 
@@ -116,7 +140,7 @@ public final class KubeletProbe implements AutoCloseable {
                             .asRuntimeException());
                     return;
                 }
-                registrations.add(new Registration(r, options));
+                registrations.add(new Raw(r, options));
                 out.onNext(Empty.getDefaultInstance());
                 out.onCompleted();
             }
@@ -138,7 +162,16 @@ public final class KubeletProbe implements AutoCloseable {
 
     /** @return the registrations accepted so far, in order */
     public List<Registration> registrations() {
+        return registrations.stream().map(KubeletProbe::of).toList();
+    }
+
+    /** @return the registrations accepted so far as received */
+    List<Raw> rawRegistrations() {
         return List.copyOf(registrations);
+    }
+
+    private static Registration of(Raw r) {
+        return new Registration(r.request().getVersion(), r.request().getResourceName(), r.request().getEndpoint());
     }
 
     /**
@@ -155,7 +188,7 @@ public final class KubeletProbe implements AutoCloseable {
             }
             Thread.sleep(20);
         }
-        return Optional.of(registrations.get(n - 1));
+        return Optional.of(of(registrations.get(n - 1)));
     }
 
     /**
@@ -163,12 +196,12 @@ public final class KubeletProbe implements AutoCloseable {
      *
      * @param resource a registered resource name
      * @param timeout  how long at most
-     * @return the list
+     * @return each listed device's id and health ({@code Healthy}, {@code Unhealthy}), in the plug-in's order
      * @throws io.grpc.StatusRuntimeException when the stream fails or sends nothing within the timeout
      *                                        ({@code DEADLINE_EXCEEDED})
      * @throws IllegalStateException          when no plug-in registered the resource
      */
-    public ListAndWatchResponse firstList(String resource, Duration timeout) {
+    public Map<String, String> firstList(String resource, Duration timeout) {
         Context.CancellableContext ctx = Context.current().withCancellation();
         try {
             return ctx.call(() -> {
@@ -178,7 +211,11 @@ public final class KubeletProbe implements AutoCloseable {
                     throw Status.UNAVAILABLE.withDescription("ListAndWatch of " + resource + " ended without a list")
                             .asRuntimeException();
                 }
-                return it.next();
+                Map<String, String> out = new LinkedHashMap<>();
+                for (Device d : it.next().getDevicesList()) {
+                    out.put(d.getID(), d.getHealth());
+                }
+                return out;
             });
         } catch (RuntimeException e) {
             throw e;
@@ -192,13 +229,20 @@ public final class KubeletProbe implements AutoCloseable {
     /**
      * Calls Allocate on a registered resource for one container asking for {@code ids}.
      *
-     * @return the plug-in's answer
+     * @return the plug-in's answer for the container
      * @throws io.grpc.StatusRuntimeException when the plug-in refuses or does not answer within the timeout
      * @throws IllegalStateException          when no plug-in registered the resource
      */
-    public AllocateResponse allocate(String resource, List<String> ids, Duration timeout) {
-        return client(resource, timeout).allocate(AllocateRequest.newBuilder()
+    public AllocateAnswer allocate(String resource, List<String> ids, Duration timeout) {
+        AllocateResponse r = client(resource, timeout).allocate(AllocateRequest.newBuilder()
                 .addContainerRequests(ContainerAllocateRequest.newBuilder().addAllDevicesIds(ids)).build());
+        if (r.getContainerResponsesCount() != 1) {
+            throw Status.INTERNAL.withDescription("Allocate for one container answered "
+                    + r.getContainerResponsesCount()).asRuntimeException();
+        }
+        ContainerAllocateResponse c = r.getContainerResponses(0);
+        return new AllocateAnswer(c.getDevicesList().stream().map(DeviceSpec::getHostPath).toList(),
+                c.getEnvsMap());
     }
 
     /** @return a blocking client of the endpoint of the latest registration of a resource */
@@ -209,8 +253,8 @@ public final class KubeletProbe implements AutoCloseable {
 
     /** @return a new channel to the endpoint of the latest registration of a resource */
     ManagedChannel channelOf(String resource) {
-        Registration r = null;
-        for (Registration x : registrations) {
+        Raw r = null;
+        for (Raw x : registrations) {
             if (x.request().getResourceName().equals(resource)) {
                 r = x;
             }

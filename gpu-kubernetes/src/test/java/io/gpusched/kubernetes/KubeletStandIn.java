@@ -39,14 +39,14 @@ final class KubeletStandIn implements AutoCloseable {
     }
 
     List<Registration> registrations() {
-        return probe.registrations().stream().map(r -> new Registration(r.request(), r.options())).toList();
+        return probe.rawRegistrations().stream().map(r -> new Registration(r.request(), r.options())).toList();
     }
 
     /** Waits until n registrations were accepted (fails the test after 30 s). */
     Registration awaitRegistration(int n) throws InterruptedException {
-        KubeletProbe.Registration r = probe.awaitRegistration(n, Duration.ofSeconds(30)).orElseThrow(
+        probe.awaitRegistration(n, Duration.ofSeconds(30)).orElseThrow(
                 () -> new AssertionError("expected " + n + " registrations, got " + probe.registrations()));
-        return new Registration(r.request(), r.options());
+        return registrations().get(n - 1);
     }
 
     /** @return a blocking client of the endpoint of the latest registration of a resource */

@@ -23,10 +23,6 @@ import io.gpusched.isolation.CgroupDeviceIsolator;
 import io.gpusched.kubernetes.DevicePluginConfig;
 import io.gpusched.kubernetes.KubeletDevicePlugin;
 import io.gpusched.kubernetes.KubeletProbe;
-import io.gpusched.kubernetes.api.v1beta1.ContainerAllocateResponse;
-import io.gpusched.kubernetes.api.v1beta1.Device;
-import io.gpusched.kubernetes.api.v1beta1.DeviceSpec;
-import io.gpusched.kubernetes.api.v1beta1.ListAndWatchResponse;
 import io.gpusched.server.ConsoleServer;
 import java.io.IOException;
 import java.net.InetAddress;
@@ -606,19 +602,18 @@ public final class Selftest {
                     return Check.fail("kubernetes", "the device plug-in did not register with the kubelet stand-in on "
                             + kubelet.socket(), "no Register call within " + bound.toSeconds() + " s", remedy);
                 }
-                String version = reg.get().request().getVersion();
-                String name = reg.get().request().getResourceName();
+                String version = reg.get().version();
+                String name = reg.get().resourceName();
                 if (!DevicePluginConfig.API_VERSION.equals(version) || !resource.equals(name)) {
                     return Check.fail("kubernetes", "the device plug-in registered " + name + " with API " + version,
                             "expected " + resource + " with API " + DevicePluginConfig.API_VERSION, remedy);
                 }
-                ListAndWatchResponse list = kubelet.firstList(resource, bound);
                 Set<String> healthy = new TreeSet<>();
-                for (Device d : list.getDevicesList()) {
-                    if ("Healthy".equals(d.getHealth())) {
-                        healthy.add(d.getID());
+                kubelet.firstList(resource, bound).forEach((id, health) -> {
+                    if ("Healthy".equals(health)) {
+                        healthy.add(id);
                     }
-                }
+                });
                 Set<String> want = new TreeSet<>(expected.stream().map(GpuDevice::uuid).toList());
                 if (!healthy.equals(want)) {
                     Set<String> missing = new TreeSet<>(want);
@@ -634,20 +629,18 @@ public final class Selftest {
                             remedy);
                 }
                 GpuDevice gpu = expected.get(0);
-                ContainerAllocateResponse answer;
+                KubeletProbe.AllocateAnswer answer;
                 try {
-                    answer = kubelet.allocate(resource, List.of(gpu.uuid()), bound).getContainerResponses(0);
+                    answer = kubelet.allocate(resource, List.of(gpu.uuid()), bound);
                 } catch (RuntimeException e) {
                     return Check.fail("kubernetes", "Allocate of GPU " + gpu.index() + " (" + gpu.uuid() + ") was"
                             + " refused", String.valueOf(e.getMessage()), remedy);
                 }
                 List<String> problems = allocateProblems(gpu, whole, answer);
                 String found = "registered " + resource + " (API " + version + "), listed " + healthy.size()
-                        + " healthy GPUs; Allocate of GPU " + gpu.index() + " gave " + answer.getDevicesList()
-                                .stream().map(DeviceSpec::getHostPath).toList()
-                        + " and " + new TreeSet<>(
-                                answer.getEnvsMap().entrySet().stream().map(e -> e.getKey() + "=" + e.getValue())
-                                        .toList());
+                        + " healthy GPUs; Allocate of GPU " + gpu.index() + " gave " + answer.devicePaths()
+                        + " and " + new TreeSet<>(answer.envs().entrySet().stream()
+                                .map(e -> e.getKey() + "=" + e.getValue()).toList());
                 if (!problems.isEmpty()) {
                     return Check.fail("kubernetes", found, String.join("; ", problems), remedy);
                 }
@@ -666,10 +659,10 @@ public final class Selftest {
     }
 
     /** @return what is wrong with an Allocate answer for {@code gpu}: nodes missing or too many, variables */
-    static List<String> allocateProblems(GpuDevice gpu, List<GpuDevice> node, ContainerAllocateResponse answer) {
-        Set<String> paths = new TreeSet<>(answer.getDevicesList().stream().map(DeviceSpec::getHostPath).toList());
+    static List<String> allocateProblems(GpuDevice gpu, List<GpuDevice> node, KubeletProbe.AllocateAnswer answer) {
+        Set<String> paths = new TreeSet<>(answer.devicePaths());
         List<String> wanted = new ArrayList<>();
-        Map<String, String> env = answer.getEnvsMap();
+        Map<String, String> env = answer.envs();
         List<String> problems = new ArrayList<>();
         int minor = gpu.minor().orElse(-1);
         if (gpu.vendor() == GpuVendor.NVIDIA) {

@@ -14,13 +14,12 @@ import io.gpusched.core.sim.SimulatedGpuInventory;
 import io.gpusched.cuda.CudaDeviceQuery;
 import io.gpusched.kubernetes.KubeletDevicePlugin;
 import io.gpusched.kubernetes.KubeletProbe;
-import io.gpusched.kubernetes.api.v1beta1.ContainerAllocateResponse;
-import io.gpusched.kubernetes.api.v1beta1.DeviceSpec;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -116,11 +115,9 @@ class SelftestKubernetesAndCudaTest {
     void anAllocateAnswerWithTheWrongNodesOrVariablesIsNamed() {
         List<GpuDevice> node = GpuInventories.simulated("dgx1-v100").devices();
         GpuDevice g = node.get(2);
-        ContainerAllocateResponse bad = ContainerAllocateResponse.newBuilder()
-                .addDevices(DeviceSpec.newBuilder().setHostPath("/dev/nvidia" + g.minor().getAsInt()))
-                .addDevices(DeviceSpec.newBuilder().setHostPath("/dev/nvidia" + node.get(3).minor().getAsInt()))
-                .addDevices(DeviceSpec.newBuilder().setHostPath("/dev/nvidia-uvm"))
-                .putEnvs("NVIDIA_VISIBLE_DEVICES", node.get(3).uuid()).build();
+        KubeletProbe.AllocateAnswer bad = new KubeletProbe.AllocateAnswer(List.of("/dev/nvidia" + g.minor()
+                .getAsInt(), "/dev/nvidia" + node.get(3).minor().getAsInt(), "/dev/nvidia-uvm"),
+                Map.of("NVIDIA_VISIBLE_DEVICES", node.get(3).uuid()));
         assertThat(Selftest.allocateProblems(g, node, bad)).containsExactlyInAnyOrder(
                 "neither NVIDIA_VISIBLE_DEVICES nor CUDA_VISIBLE_DEVICES is " + g.uuid(),
                 "no device spec for /dev/nvidiactl",
