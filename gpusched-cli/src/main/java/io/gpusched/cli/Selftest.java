@@ -15,10 +15,14 @@ import io.gpusched.core.GpuVendor;
 import io.gpusched.core.MemorySize;
 import io.gpusched.core.host.InventorySpec;
 import io.gpusched.core.sim.SimulatedGpuInventory;
+import io.gpusched.cuda.CudaDeviceQuery;
 import io.gpusched.cuda.CudaEnvironment;
 import io.gpusched.cuda.CudaEnvironmentResolver;
 import io.gpusched.cuda.CudaRequirement;
 import io.gpusched.isolation.CgroupDeviceIsolator;
+import io.gpusched.kubernetes.DevicePluginConfig;
+import io.gpusched.kubernetes.KubeletDevicePlugin;
+import io.gpusched.kubernetes.KubeletProbe;
 import io.gpusched.server.ConsoleServer;
 import java.io.IOException;
 import java.net.InetAddress;
@@ -38,6 +42,8 @@ import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
+import java.util.Set;
+import java.util.TreeSet;
 import java.util.UUID;
 import java.util.concurrent.TimeUnit;
 
@@ -63,7 +69,7 @@ public final class Selftest {
      * One check's result.
      *
      * @param name    the check ({@code discovery}, {@code health}, {@code fence}, {@code console}, {@code cuda},
-     *                {@code service})
+     *                {@code cuda-query}, {@code kubernetes}, {@code service})
      * @param verdict its verdict
      * @param detail  what it found
      * @param cause   why it failed or was skipped; null when it passed
@@ -364,8 +370,8 @@ public final class Selftest {
 
     /**
      * Allocates GPU 0 of {@code inv} in an in-memory scheduler and resolves its job environment with
-     * {@code resolver}: passes when the environment selects exactly that GPU. A device query through a CUDA runtime
-     * is not made (left out for now: it needs a native binding to {@code libcudart}).
+     * {@code resolver}: passes when the environment selects exactly that GPU. The device query through CUDA is
+     * {@link #cudaQuery}.
      */
     public static Check cuda(GpuInventory inv, CudaEnvironmentResolver resolver) {
         if (inv.devices().isEmpty()) {
@@ -387,11 +393,83 @@ public final class Selftest {
                         "report it with gpusched doctor's output");
             }
             return Check.pass("cuda", selector + "=" + v + " for GPU " + d.index() + "; " + installation
-                    + "; no device query made through a CUDA runtime");
+                    + "; the device query through CUDA is the cuda-query check");
         } catch (RuntimeException e) {
             return Check.fail("cuda", "the CUDA environment could not be resolved", String.valueOf(e.getMessage()),
                     "gpusched doctor lists the CUDA installations and their verdicts");
         }
+    }
+
+    // ---- cuda-query -----------------------------------------------------------------------------------------------
+
+    /** Runs a CUDA device query: the driver's through a child JVM in the command, a canned answer in a test. */
+    @FunctionalInterface
+    interface CudaQuery {
+        /** @return the driver's answer for these GPUs ({@code CUDA_VISIBLE_DEVICES}) */
+        CudaDeviceQuery.Result query(List<String> visibleDevices);
+    }
+
+    /** How long the CUDA device query may take. */
+    static final Duration CUDA_QUERY_BOUND = Duration.ofSeconds(60);
+
+    /**
+     * A device query through the CUDA driver API ({@link CudaDeviceQuery}: {@code libcuda.so.1}'s cuInit,
+     * cuDeviceGetCount and cuDeviceGetUuid in a child JVM with {@code CUDA_VISIBLE_DEVICES} set to the node's whole
+     * NVIDIA GPUs): passes when CUDA counts as many devices as discovery and their UUIDs are the node's, in order.
+     * Skipped on a simulated node (CUDA would see this host's GPUs, not the simulated ones), on a node without NVIDIA
+     * GPUs, and where no CUDA driver library can be loaded.
+     */
+    public static Check cudaQuery(GpuInventory inv, boolean simulated) {
+        return cudaQuery(inv, simulated,
+                v -> CudaDeviceQuery.run(CudaDeviceQuery.DRIVER_LIBRARY, v, CUDA_QUERY_BOUND));
+    }
+
+    static Check cudaQuery(GpuInventory inv, boolean simulated, CudaQuery query) {
+        if (simulated) {
+            return Check.skipped("cuda-query", "the node is simulated: a CUDA device query would see this host's"
+                    + " GPUs, not the simulated ones");
+        }
+        List<String> uuids = inv.devices().stream().filter(d -> d.vendor() == GpuVendor.NVIDIA && !d.isPartition())
+                .map(GpuDevice::uuid).toList();
+        if (uuids.isEmpty()) {
+            return Check.skipped("cuda-query", "the node has no whole NVIDIA GPU to query through CUDA");
+        }
+        CudaDeviceQuery.Result r = query.query(uuids);
+        String remedy = "nvidia-smi should list the GPUs; check the driver is loaded (lsmod | grep nvidia), that"
+                + " /dev/nvidia* exist and are readable by you, that the CUDA library matches the kernel module"
+                + " (dmesg: API mismatch), and that the GPUs are not in a prohibited compute mode";
+        switch (r.status()) {
+            case NO_DRIVER:
+                return Check.skipped("cuda-query", "no CUDA driver library (" + CudaDeviceQuery.DRIVER_LIBRARY
+                        + ") could be loaded here: " + r.message() + "; install the NVIDIA driver's CUDA library"
+                        + " (Debian: libcuda1) to check CUDA");
+            case FAILED:
+                return Check.fail("cuda-query", "the CUDA driver API could not list the " + uuids.size() + " GPUs",
+                        r.message(), remedy);
+            default:
+                break;
+        }
+        List<String> problems = new ArrayList<>();
+        if (r.uuids().size() != uuids.size()) {
+            problems.add("CUDA counts " + r.uuids().size() + " devices, discovery " + uuids.size());
+        }
+        for (int i = 0; i < Math.max(uuids.size(), r.uuids().size()); i++) {
+            String mine = i < uuids.size() ? uuids.get(i) : null;
+            String theirs = i < r.uuids().size() ? r.uuids().get(i) : null;
+            if (mine != null && theirs != null && !mine.equalsIgnoreCase(theirs)) {
+                problems.add("device " + i + ": CUDA " + theirs + ", discovery " + mine);
+            } else if (mine != null && theirs == null) {
+                problems.add("CUDA does not see " + mine);
+            } else if (mine == null) {
+                problems.add("CUDA sees " + theirs + " that discovery does not");
+            }
+        }
+        if (problems.isEmpty()) {
+            return Check.pass("cuda-query", "cuDeviceGetCount " + r.uuids().size() + " and cuDeviceGetUuid agree"
+                    + " with discovery");
+        }
+        return Check.fail("cuda-query", "CUDA and discovery disagree", String.join("; ", problems.size() > 8
+                ? problems.subList(0, 8) : problems), remedy);
     }
 
     // ---- service ------------------------------------------------------------------------------------------------
@@ -459,5 +537,160 @@ public final class Selftest {
             return Check.fail("console", "the console did not answer", String.valueOf(e.getMessage()),
                     "run gpusched serve --verbose and report its log");
         }
+    }
+
+    // ---- kubernetes -----------------------------------------------------------------------------------------------
+
+    /** Starts a device plug-in: the real one in the command, a broken one in a test of a failure path. */
+    @FunctionalInterface
+    interface PluginStarter {
+        /** @return what stops the plug-in when closed */
+        AutoCloseable start(GpuInventory inventory, DevicePluginConfig config) throws IOException;
+    }
+
+    /** How long each step of the kubernetes check waits at most (registration, the first list, Allocate). */
+    static final Duration KUBERNETES_BOUND = Duration.ofSeconds(30);
+
+    /**
+     * The Kubernetes device plug-in ({@link KubeletDevicePlugin}) started on {@code inv} with its device-plug-in
+     * directory under {@code work}, where a {@link KubeletProbe} stands in for the kubelet: passes when the plug-in
+     * registers (API v1beta1, the resource of the node's GPUs), its first ListAndWatch list names exactly the
+     * node's healthy GPUs, and Allocate of one GPU answers that GPU's device node, the vendor's control nodes
+     * ({@code /dev/nvidiactl}, {@code /dev/nvidia-uvm}; {@code /dev/kfd}) and no other GPU's, and the variable that
+     * selects it. On a simulated node the plug-in reads a {@code /proc/devices} written under {@code work}. Skipped
+     * where gRPC over Unix sockets cannot run or the node has no GPU the plug-in advertises. The plug-in, the
+     * stand-in and their sockets are gone when it returns.
+     */
+    public static Check kubernetes(GpuInventory inv, boolean simulated, Path work) {
+        return kubernetes(inv, simulated, work, KubeletDevicePlugin::start, KUBERNETES_BOUND);
+    }
+
+    static Check kubernetes(GpuInventory inv, boolean simulated, Path work, PluginStarter starter, Duration bound) {
+        if (!KubeletProbe.available()) {
+            return Check.skipped("kubernetes", "the device plug-in cannot run here: gRPC over Unix domain sockets"
+                    + " (epoll) is unavailable: " + KubeletProbe.unavailabilityCause());
+        }
+        DevicePluginConfig defaults = DevicePluginConfig.builder().build();
+        List<GpuDevice> whole = inv.devices().stream().filter(d -> !d.isPartition()
+                && (d.vendor() == GpuVendor.NVIDIA || d.vendor() == GpuVendor.AMD)).toList();
+        if (whole.isEmpty()) {
+            return Check.skipped("kubernetes", "the node has no whole NVIDIA or AMD GPU for the plug-in to"
+                    + " advertise");
+        }
+        GpuVendor vendor = whole.get(0).vendor();
+        String resource = vendor == GpuVendor.AMD ? defaults.amdResource() : defaults.nvidiaResource();
+        List<GpuDevice> expected = whole.stream().filter(d -> d.vendor() == vendor && inv.health(d).isHealthy())
+                .toList();
+        if (expected.isEmpty()) {
+            return Check.skipped("kubernetes", "no healthy GPU to allocate through the plug-in (see the health"
+                    + " check)");
+        }
+        String remedy = "run gpusched k8s-device-plugin --verbose and report its log with gpusched doctor's output";
+        try {
+            Path dir = Files.createDirectories(work.resolve("k8s"));
+            DevicePluginConfig.Builder cb = DevicePluginConfig.builder().pluginDirectory(dir);
+            if (simulated) {
+                Path proc = Files.createDirectories(work.resolve("k8s-proc"));
+                Files.writeString(proc.resolve("devices"), "Character devices:\n  1 mem\n195 nvidia\n"
+                        + "508 nvidia-uvm\n226 drm\n510 kfd\n\nBlock devices:\n  8 sd\n");
+                cb.devRoot(Files.createDirectories(work.resolve("k8s-dev"))).procRoot(proc);
+            }
+            try (KubeletProbe kubelet = KubeletProbe.start(dir);
+                 AutoCloseable plugin = starter.start(inv, cb.build())) {
+                Optional<KubeletProbe.Registration> reg = kubelet.awaitRegistration(1, bound);
+                if (reg.isEmpty()) {
+                    return Check.fail("kubernetes", "the device plug-in did not register with the kubelet stand-in on "
+                            + kubelet.socket(), "no Register call within " + bound.toSeconds() + " s", remedy);
+                }
+                String version = reg.get().version();
+                String name = reg.get().resourceName();
+                if (!DevicePluginConfig.API_VERSION.equals(version) || !resource.equals(name)) {
+                    return Check.fail("kubernetes", "the device plug-in registered " + name + " with API " + version,
+                            "expected " + resource + " with API " + DevicePluginConfig.API_VERSION, remedy);
+                }
+                Set<String> healthy = new TreeSet<>();
+                kubelet.firstList(resource, bound).forEach((id, health) -> {
+                    if ("Healthy".equals(health)) {
+                        healthy.add(id);
+                    }
+                });
+                Set<String> want = new TreeSet<>(expected.stream().map(GpuDevice::uuid).toList());
+                if (!healthy.equals(want)) {
+                    Set<String> missing = new TreeSet<>(want);
+                    missing.removeAll(healthy);
+                    Set<String> extra = new TreeSet<>(healthy);
+                    extra.removeAll(want);
+                    return Check.fail("kubernetes", "ListAndWatch listed " + healthy.size() + " healthy devices of "
+                            + resource + ", the node has " + want.size() + " healthy GPUs",
+                            (missing.isEmpty() ? "" : "not listed: " + shortList(missing))
+                                    + (missing.isEmpty() || extra.isEmpty() ? "" : "; ")
+                                    + (extra.isEmpty() ? "" : "listed but not a healthy GPU of the node: "
+                                            + shortList(extra)),
+                            remedy);
+                }
+                GpuDevice gpu = expected.get(0);
+                KubeletProbe.AllocateAnswer answer;
+                try {
+                    answer = kubelet.allocate(resource, List.of(gpu.uuid()), bound);
+                } catch (RuntimeException e) {
+                    return Check.fail("kubernetes", "Allocate of GPU " + gpu.index() + " (" + gpu.uuid() + ") was"
+                            + " refused", String.valueOf(e.getMessage()), remedy);
+                }
+                List<String> problems = allocateProblems(gpu, whole, answer);
+                String found = "registered " + resource + " (API " + version + "), listed " + healthy.size()
+                        + " healthy GPUs; Allocate of GPU " + gpu.index() + " gave " + answer.devicePaths()
+                        + " and " + new TreeSet<>(answer.envs().entrySet().stream()
+                                .map(e -> e.getKey() + "=" + e.getValue()).toList());
+                if (!problems.isEmpty()) {
+                    return Check.fail("kubernetes", found, String.join("; ", problems), remedy);
+                }
+                return Check.pass("kubernetes", found + (simulated ? " (simulated node)" : ""));
+            }
+        } catch (Exception e) {
+            return Check.fail("kubernetes", "the device plug-in could not be checked", String.valueOf(e.getMessage()),
+                    remedy);
+        }
+    }
+
+    private static String shortList(Set<String> s) {
+        List<String> l = new ArrayList<>(s);
+        return String.join(", ", l.size() > 8 ? l.subList(0, 8) : l) + (l.size() > 8 ? " and " + (l.size() - 8)
+                + " more" : "");
+    }
+
+    /** @return what is wrong with an Allocate answer for {@code gpu}: nodes missing or too many, variables */
+    static List<String> allocateProblems(GpuDevice gpu, List<GpuDevice> node, KubeletProbe.AllocateAnswer answer) {
+        Set<String> paths = new TreeSet<>(answer.devicePaths());
+        List<String> wanted = new ArrayList<>();
+        Map<String, String> env = answer.envs();
+        List<String> problems = new ArrayList<>();
+        int minor = gpu.minor().orElse(-1);
+        if (gpu.vendor() == GpuVendor.NVIDIA) {
+            wanted.addAll(List.of("/dev/nvidia" + minor, "/dev/nvidiactl", "/dev/nvidia-uvm"));
+            if (!gpu.uuid().equals(env.get("NVIDIA_VISIBLE_DEVICES"))
+                    && !gpu.uuid().equals(env.get("CUDA_VISIBLE_DEVICES"))) {
+                problems.add("neither NVIDIA_VISIBLE_DEVICES nor CUDA_VISIBLE_DEVICES is " + gpu.uuid());
+            }
+        } else {
+            wanted.addAll(List.of("/dev/dri/renderD" + minor, "/dev/kfd"));
+            if (gpu.uuid().startsWith("GPU-") && !gpu.uuid().equals(env.get("ROCR_VISIBLE_DEVICES"))) {
+                problems.add("ROCR_VISIBLE_DEVICES is not " + gpu.uuid());
+            }
+        }
+        for (String w : wanted) {
+            if (!paths.contains(w)) {
+                problems.add("no device spec for " + w);
+            }
+        }
+        for (GpuDevice other : node) {
+            if (other.minor().isPresent() && other.minor().getAsInt() != minor) {
+                String p = other.vendor() == GpuVendor.NVIDIA ? "/dev/nvidia" + other.minor().getAsInt()
+                        : "/dev/dri/renderD" + other.minor().getAsInt();
+                if (paths.contains(p)) {
+                    problems.add("a device spec for another GPU's node " + p);
+                }
+            }
+        }
+        return problems;
     }
 }

@@ -67,9 +67,14 @@ class SelftestCommandTest {
         assertThat(report.get("passed").asBoolean()).isTrue();
         assertThat(report.get("node").asText()).contains("simulated");
         Map<String, JsonNode> c = checks(report);
-        assertThat(c.keySet()).containsExactly("discovery", "health", "fence", "console", "cuda", "service");
+        assertThat(c.keySet()).containsExactly("discovery", "health", "fence", "console", "cuda", "cuda-query",
+                "kubernetes", "service");
         assertThat(c.get("cuda").get("verdict").asText()).as(c.get("cuda").toString()).isEqualTo("PASS");
         assertThat(c.get("cuda").get("detail").asText()).contains("CUDA_VISIBLE_DEVICES=");
+        assertThat(c.get("cuda-query").get("verdict").asText()).isEqualTo("SKIPPED");
+        assertThat(c.get("cuda-query").get("cause").asText()).contains("simulated");
+        assertThat(c.get("kubernetes").get("verdict").asText()).as(c.get("kubernetes").toString()).isEqualTo("PASS");
+        assertThat(c.get("kubernetes").get("detail").asText()).contains("nvidia.com/gpu").contains("/dev/nvidiactl");
         assertThat(c.get("discovery").get("verdict").asText()).isEqualTo("PASS");
         assertThat(c.get("discovery").get("detail").asText()).contains("8 GPUs").contains("simulated");
         assertThat(c.get("health").get("verdict").asText()).isEqualTo("PASS");

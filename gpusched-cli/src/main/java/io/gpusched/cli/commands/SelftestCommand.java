@@ -31,11 +31,13 @@ import picocli.CommandLine.ParentCommand;
 
 /**
  * {@code gpusched selftest}: discovery agreement across the backends, health, a real fence on fake device nodes, the
- * console on a free port; without GPUs (or with {@code --simulate}) on a simulated node, and it says so. Exit 0 only
- * when no check that could run failed ({@link ExitCode#FAILED} otherwise).
+ * console on a free port, the CUDA environment and a CUDA driver device query, the Kubernetes device plug-in against
+ * an in-process kubelet stand-in, the node service; without GPUs (or with {@code --simulate}) on a simulated node, and
+ * it says so. Exit 0 only when no check that could run failed ({@link ExitCode#FAILED} otherwise).
  */
 @Command(name = "selftest", description = "Check that gpusched works on this node: discovery through every backend"
-        + " agrees, GPUs are healthy, a fence keeps a process off other GPUs, the console answers.")
+        + " agrees, GPUs are healthy, a fence keeps a process off other GPUs, the console answers, CUDA sees the GPUs,"
+        + " the Kubernetes device plug-in registers and answers Allocate.")
 public final class SelftestCommand implements Callable<Integer> {
     /** The profile a node without GPUs is checked on. */
     static final String FALLBACK_PROFILE = "dgx1-v100";
@@ -77,6 +79,8 @@ public final class SelftestCommand implements Callable<Integer> {
             checks.add(Selftest.fence(work.resolve("fence"), Selftest.REAL_FENCE));
             checks.add(Selftest.console(inv, consolePort, work));
             checks.add(Selftest.cuda(inv, CudaOutput.resolver(config)));
+            checks.add(Selftest.cudaQuery(inv, simulate.isPresent()));
+            checks.add(Selftest.kubernetes(inv, simulate.isPresent(), work));
             checks.add(Selftest.service(ServiceClient.defaultSocket(root.environment())));
         } finally {
             deleteTree(work);

@@ -1,0 +1,170 @@
+package io.gpusched.cuda;
+
+import com.sun.jna.Native;
+import io.gpusched.cuda.internal.CudaDriverQueryMain;
+import java.io.File;
+import java.io.IOException;
+import java.io.InputStream;
+import java.net.URISyntaxException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.FileSystemNotFoundException;
+import java.nio.file.Path;
+import java.security.CodeSource;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * Asks the CUDA driver API which devices it sees: {@code cuInit}, {@code cuDeviceGetCount} and each device's
+ * {@code cuDeviceGetUuid} from the driver's {@code libcuda.so.1} (the driver always ships it: no CUDA toolkit needed),
+ * in a child JVM with {@code CUDA_VISIBLE_DEVICES} set to the GPUs asked about, so the driver's state and any crash in
+ * it stay out of the caller's process. {@code gpusched selftest} compares the answer with discovery.
+ */
+public final class CudaDeviceQuery {
+    /** The driver API library every NVIDIA driver installs. */
+    public static final String DRIVER_LIBRARY = "libcuda.so.1";
+    private static final int MAX_OUTPUT = 1 << 16;
+
+    private CudaDeviceQuery() {
+    }
+
+    /** How the query ended. */
+    public enum Status {
+        /** The driver answered: {@link Result#uuids()} are its devices. */
+        ANSWERED,
+        /** No CUDA driver library could be loaded here (or native calls are disabled): the message says why. */
+        NO_DRIVER,
+        /** The library loaded but a call failed, the child crashed or did not answer in time: the message says how. */
+        FAILED
+    }
+
+    /**
+     * A query's outcome.
+     *
+     * @param status  how it ended
+     * @param uuids   the devices' UUIDs ({@code GPU-...}) in CUDA's order; empty unless answered
+     * @param message what went wrong; empty when answered
+     */
+    public record Result(Status status, List<String> uuids, String message) {
+        /** Copies the list. */
+        public Result {
+            Objects.requireNonNull(status, "status");
+            uuids = List.copyOf(uuids);
+            Objects.requireNonNull(message, "message");
+        }
+    }
+
+    /**
+     * Runs the query.
+     *
+     * @param library        the driver library: {@link #DRIVER_LIBRARY} for the dynamic loader to find, or a path
+     * @param visibleDevices what {@code CUDA_VISIBLE_DEVICES} is set to in the child (the GPUs' UUIDs)
+     * @param timeout        how long the child may take before it is killed and the query FAILED
+     * @return the outcome; never throws for a missing or misbehaving driver
+     */
+    public static Result run(String library, List<String> visibleDevices, Duration timeout) {
+        Objects.requireNonNull(library, "library");
+        if (Boolean.getBoolean("gpusched.native.disable")) {
+            return new Result(Status.NO_DRIVER, List.of(), "native calls are disabled (gpusched.native.disable)");
+        }
+        List<String> cmd = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java")
+                .toString(), "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xmx64m"));
+        for (String p : List.of("jna.library.path", "jna.boot.library.path", "jna.tmpdir", "jna.nosys")) {
+            String v = System.getProperty(p);
+            if (v != null) {
+                cmd.add("-D" + p + "=" + v);
+            }
+        }
+        cmd.addAll(List.of("-cp", classPath(), CudaDriverQueryMain.class.getName(), library));
+        ProcessBuilder pb = new ProcessBuilder(cmd).redirectError(ProcessBuilder.Redirect.DISCARD);
+        Map<String, String> env = pb.environment();
+        env.remove("JAVA_TOOL_OPTIONS");
+        env.remove("JDK_JAVA_OPTIONS");
+        env.remove("_JAVA_OPTIONS");
+        env.put("CUDA_VISIBLE_DEVICES", String.join(",", visibleDevices));
+        env.put("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
+        Process p;
+        try {
+            p = pb.start();
+        } catch (IOException e) {
+            return new Result(Status.FAILED, List.of(), "the query process could not start: " + e.getMessage());
+        }
+        try {
+            if (!p.waitFor(timeout.toMillis(), TimeUnit.MILLISECONDS)) {
+                p.destroyForcibly().waitFor(10, TimeUnit.SECONDS);
+                return new Result(Status.FAILED, List.of(), "the CUDA driver did not answer within "
+                        + timeout.toSeconds() + " s (the query process was killed)");
+            }
+            String out;
+            try (InputStream in = p.getInputStream()) {
+                out = new String(in.readNBytes(MAX_OUTPUT), StandardCharsets.UTF_8);
+            }
+            return parse(out, p.exitValue());
+        } catch (InterruptedException e) {
+            p.destroyForcibly();
+            Thread.currentThread().interrupt();
+            return new Result(Status.FAILED, List.of(), "interrupted");
+        } catch (IOException e) {
+            p.destroyForcibly();
+            return new Result(Status.FAILED, List.of(), "reading the query process failed: " + e.getMessage());
+        }
+    }
+
+    /**
+     * @return where the child's classes are: this module's and JNA's code sources (one jar when shaded, the caller's
+     *         class path when a class loader does not say)
+     */
+    static String classPath() {
+        List<String> parts = new ArrayList<>();
+        for (Class<?> c : List.of(CudaDriverQueryMain.class, Native.class)) {
+            CodeSource cs = c.getProtectionDomain().getCodeSource();
+            try {
+                String part = cs == null || cs.getLocation() == null ? null
+                        : Path.of(cs.getLocation().toURI()).toString();
+                if (part == null) {
+                    return System.getProperty("java.class.path");
+                }
+                if (!parts.contains(part)) {
+                    parts.add(part);
+                }
+            } catch (URISyntaxException | IllegalArgumentException | FileSystemNotFoundException e) {
+                return System.getProperty("java.class.path");
+            }
+        }
+        return String.join(File.pathSeparator, parts);
+    }
+
+    /** @return the child's answer read from its output and exit status */
+    static Result parse(String out, int exit) {
+        List<String> uuids = new ArrayList<>();
+        int count = -1;
+        for (String line : out.split("\n")) {
+            if (line.startsWith("nolib ")) {
+                return new Result(Status.NO_DRIVER, List.of(), line.substring(6));
+            }
+            if (line.startsWith("error ")) {
+                String[] f = line.split(" ", 4);
+                return new Result(Status.FAILED, List.of(), f.length == 4 ? f[1] + " returned " + f[2] + " ("
+                        + f[3] + ")" : line.substring(6));
+            }
+            if (line.startsWith("count ")) {
+                try {
+                    count = Integer.parseInt(line.substring(6).strip());
+                } catch (NumberFormatException e) {
+                    return new Result(Status.FAILED, List.of(), "unreadable count: " + line);
+                }
+            } else if (line.startsWith("uuid ")) {
+                uuids.add(line.substring(5).strip());
+            }
+        }
+        if (exit != 0 || count < 0 || count != uuids.size()) {
+            return new Result(Status.FAILED, List.of(), "the query process exited " + exit + " after "
+                    + (count < 0 ? "no device count" : uuids.size() + " of " + count + " UUIDs")
+                    + " (a crash in the driver library?)");
+        }
+        return new Result(Status.ANSWERED, uuids, "");
+    }
+}
