@@ -45,6 +45,47 @@ class DeployUnitTest {
     }
 
     @Test
+    void theDevicePluginUnitVerifiesCleanlyAndItsCommandLineParses(@TempDir Path tmp) throws Exception {
+        Path analyze = Path.of("/usr/bin/systemd-analyze");
+        String unit = Files.readString(DEPLOY.resolve("gpusched-k8s-device-plugin.service"));
+        String exec = unit.lines().filter(l -> l.startsWith("ExecStart=")).findFirst().orElseThrow()
+                .substring("ExecStart=/usr/bin/gpusched ".length());
+        List<String> args = Arrays.asList(exec.split(" "));
+        GpuschedCommand.commandLine(new PrintStream(new ByteArrayOutputStream(), true, StandardCharsets.UTF_8),
+                new PrintStream(new ByteArrayOutputStream(), true, StandardCharsets.UTF_8))
+                .parseArgs(args.toArray(String[]::new));
+        assertThat(args).contains("k8s-device-plugin");
+        assumeTrue(Files.isExecutable(analyze), "skipped: systemd-analyze is missing (package systemd)");
+        Path stand = tmp.resolve("gpusched");
+        Files.writeString(stand, "#!/bin/sh\nexit 0\n");
+        Files.setPosixFilePermissions(stand, PosixFilePermissions.fromString("rwxr-xr-x"));
+        Path copy = tmp.resolve("gpusched-k8s-device-plugin.service");
+        Files.writeString(copy, unit.replace("/usr/bin/gpusched ", stand + " "));
+        Process p = new ProcessBuilder(analyze.toString(), "verify", "--man=no", copy.toString())
+                .redirectErrorStream(true).start();
+        String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        assertThat(p.waitFor(60, TimeUnit.SECONDS)).isTrue();
+        assertThat(p.exitValue()).as(out).isZero();
+        assertThat(out.lines().filter(l -> l.contains("gpusched-k8s-device-plugin.service")))
+                .as("no warning about the unit").isEmpty();
+    }
+
+    /**
+     * The Debian package's conffile ({@code deploy/debian/gpusched.yaml}) is the shared-node example with the
+     * package's {@code gpusched} group as the admin group, and nothing else changed but its first comment line.
+     */
+    @Test
+    void thePackagesConfigurationIsTheExampleWithThePackagesAdminGroup() throws Exception {
+        Path packaged = DEPLOY.resolveSibling("debian").resolve("gpusched.yaml");
+        GpuConfig c = GpuConfig.load(packaged);
+        assertThat(c.service().adminGroup()).contains("gpusched");
+        List<String> example = Files.readAllLines(DEPLOY.resolve("gpusched.yaml"));
+        List<String> ours = Files.readAllLines(packaged);
+        assertThat(ours.subList(1, ours.size())).containsExactlyElementsOf(example.subList(1, example.size()).stream()
+                .map(l -> l.replace("admin_group: gpuadmin ", "admin_group: gpusched ")).toList());
+    }
+
+    @Test
     void theUnitsCommandLineParsesAndTheExampleConfigurationLoads() throws Exception {
         String unit = Files.readString(DEPLOY.resolve("gpusched.service"));
         String exec = unit.lines().filter(l -> l.startsWith("ExecStart=")).findFirst().orElseThrow()
