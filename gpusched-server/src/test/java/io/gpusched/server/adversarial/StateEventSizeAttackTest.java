@@ -43,8 +43,8 @@ class StateEventSizeAttackTest {
     void aFullNodeOfLongestFieldsKeepsTheStateEventSmall() throws Exception {
         SimulatedGpuInventory inv = GpuInventories.simulated("dgx1-v100");
         try (GpuScheduler s = GpuScheduler.builder().inventory(inv).auditLogging(false).build();
-                ConsoleServer c = ConsoleServer.builder().scheduler(s).stateDir(state)
-                        .listen(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0)).build().start()) {
+             ConsoleServer c = ConsoleServer.builder().scheduler(s).stateDir(state)
+                     .listen(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0)).build().start()) {
             String wide = new String(Character.toChars(0x1F600)); // one code point, two UTF-16 units, four bytes
             int n = 0;
             for (int g = 0; g < 8; g++) {
