@@ -608,6 +608,16 @@ final class DefaultGpuScheduler implements GpuScheduler {
      * caller gets. Its host (the holder) ends the job and releases; a reclaim ends it when the host is gone.
      */
     private static void refuseWhileJobRuns(Allocation a) {
+        Optional<HolderProcess> process = a.request().jobProcess();
+        if (process.isPresent() && process.get().isAlive()) {
+            throw new GpuAllocationException(Reason.JOB_RUNNING, "allocation " + a.id() + " is in use: its job"
+                    + a.request().jobId().map(j -> " " + j).orElse("") + " runs as pid " + process.get().pid()
+                    + " (without a cgroup)"
+                    + a.request().holder().map(h -> ", started by " + h).orElse("") + "; nothing was released."
+                    + " End the job (Ctrl-C its gpusched run, or kill pid " + a.request().holder().map(h -> h.pid())
+                            .orElse(process.get().pid())
+                    + "; its owner or root may) and its GPUs are released with it");
+        }
         if (a.request().jobCgroup().isEmpty()) {
             return;
         }
@@ -651,6 +661,29 @@ final class DefaultGpuScheduler implements GpuScheduler {
             }
             return Ledger.Decision.of(new Allocation(a.id(), a.devices(), a.request().withJobCgroup(dir),
                     a.createdAt(), a.expiresAt(), a.placement()), new LedgerRecord.JobCgroup(allocationId, dir));
+        });
+    }
+
+    @Override
+    public Allocation recordJobProcess(String allocationId, HolderProcess process) {
+        Objects.requireNonNull(allocationId, "allocationId");
+        Objects.requireNonNull(process, "process");
+        return ledger.commit((state, seq) -> {
+            Allocation a = state.live.get(allocationId);
+            if (a == null) {
+                throw new GpuAllocationException(Reason.UNKNOWN_ALLOCATION, "no live allocation \"" + allocationId
+                        + "\" to record a job process for" + (issued(allocationId, state) ? " (it was released)"
+                                : "; this node's ids look like " + idPrefix + "-N"));
+            }
+            if (a.request().jobProcess().isPresent()) {
+                if (a.request().jobProcess().get().equals(process)) {
+                    return Ledger.Decision.of(a);
+                }
+                throw new IllegalArgumentException("allocation " + allocationId + " already has job process "
+                        + a.request().jobProcess().get() + "; a job process is recorded once");
+            }
+            return Ledger.Decision.of(new Allocation(a.id(), a.devices(), a.request().withJobProcess(process),
+                    a.createdAt(), a.expiresAt(), a.placement()), new LedgerRecord.JobProcess(allocationId, process));
         });
     }
 

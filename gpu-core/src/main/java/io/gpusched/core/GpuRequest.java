@@ -50,6 +50,8 @@ import java.util.regex.Pattern;
  *                             caller's peer credentials; a request's own claim never does)
  * @param jobCgroup            the cgroup directory of the job using the allocation (an absolute path), so that a
  *                             reclaim can end the job's processes before its GPUs are handed out again
+ * @param jobProcess           the job's own process (pid and start time), for a job run without a cgroup: while it
+ *                             lives, {@link GpuScheduler#release} of the allocation is refused ({@code JOB_RUNNING})
  */
 public record GpuRequest(
         int count,
@@ -70,7 +72,8 @@ public record GpuRequest(
         List<Integer> requiredDevices,
         Optional<HolderProcess> holder,
         OptionalLong ownerUid,
-        Optional<String> jobCgroup) {
+        Optional<String> jobCgroup,
+        Optional<HolderProcess> jobProcess) {
 
     /** Most characters (code points) of an owner. */
     public static final int MAX_OWNER_LENGTH = 128;
@@ -91,7 +94,19 @@ public record GpuRequest(
             Optional<Duration> maxDuration, List<Integer> requiredDevices, Optional<HolderProcess> holder) {
         this(count, minMemory, minComputeCapability, vendor, modelPattern, deviceIndices, deviceUuids, sharing,
                 sharedMemory, owner, jobId, labels, hint, preferredNuma, maxDuration, requiredDevices, holder,
-                OptionalLong.empty(), Optional.empty());
+                OptionalLong.empty(), Optional.empty(), Optional.empty());
+    }
+
+    /** The request without a job process (the form before it was recorded). */
+    public GpuRequest(int count, Optional<MemorySize> minMemory, Optional<ComputeCapability> minComputeCapability,
+            Optional<GpuVendor> vendor, Optional<String> modelPattern, List<Integer> deviceIndices,
+            List<String> deviceUuids, SharingMode sharing, Optional<MemorySize> sharedMemory, Optional<String> owner,
+            Optional<String> jobId, Map<String, String> labels, Optional<WorkloadHint> hint, OptionalInt preferredNuma,
+            Optional<Duration> maxDuration, List<Integer> requiredDevices, Optional<HolderProcess> holder,
+            OptionalLong ownerUid, Optional<String> jobCgroup) {
+        this(count, minMemory, minComputeCapability, vendor, modelPattern, deviceIndices, deviceUuids, sharing,
+                sharedMemory, owner, jobId, labels, hint, preferredNuma, maxDuration, requiredDevices, holder,
+                ownerUid, jobCgroup, Optional.empty());
     }
 
     /** @throws IllegalArgumentException on a contradiction (see {@link Builder#build()}) */
@@ -114,6 +129,7 @@ public record GpuRequest(
         Objects.requireNonNull(holder, "holder");
         Objects.requireNonNull(ownerUid, "ownerUid");
         Objects.requireNonNull(jobCgroup, "jobCgroup");
+        Objects.requireNonNull(jobProcess, "jobProcess");
         if (ownerUid.isPresent()) {
             checkUid(ownerUid.getAsLong());
         }
@@ -231,7 +247,7 @@ public record GpuRequest(
         return new GpuRequest(count, minMemory, minComputeCapability, vendor, modelPattern, deviceIndices, deviceUuids,
                 sharing, sharedMemory, owner, Optional.of(Builder.jobText(job)), labels, hint, preferredNuma,
                 maxDuration,
-                requiredDevices, holder, ownerUid, jobCgroup);
+                requiredDevices, holder, ownerUid, jobCgroup, jobProcess);
     }
 
     /** @return a copy bound to this holder process (replacing any holder) */
@@ -239,7 +255,7 @@ public record GpuRequest(
         Objects.requireNonNull(h, "holder");
         return new GpuRequest(count, minMemory, minComputeCapability, vendor, modelPattern, deviceIndices, deviceUuids,
                 sharing, sharedMemory, owner, jobId, labels, hint, preferredNuma, maxDuration, requiredDevices,
-                Optional.of(h), ownerUid, jobCgroup);
+                Optional.of(h), ownerUid, jobCgroup, jobProcess);
     }
 
     /**
@@ -250,14 +266,23 @@ public record GpuRequest(
     public GpuRequest withOwner(String name, long uid) {
         return new GpuRequest(count, minMemory, minComputeCapability, vendor, modelPattern, deviceIndices, deviceUuids,
                 sharing, sharedMemory, Optional.of(Builder.ownerText(name)), jobId, labels, hint,
-                preferredNuma, maxDuration, requiredDevices, holder, OptionalLong.of(checkUid(uid)), jobCgroup);
+                preferredNuma, maxDuration, requiredDevices, holder, OptionalLong.of(checkUid(uid)), jobCgroup,
+                jobProcess);
     }
 
     /** @return a copy that records the cgroup directory of the job using it (replacing any) */
     public GpuRequest withJobCgroup(String cgroupDir) {
         return new GpuRequest(count, minMemory, minComputeCapability, vendor, modelPattern, deviceIndices, deviceUuids,
                 sharing, sharedMemory, owner, jobId, labels, hint, preferredNuma, maxDuration, requiredDevices, holder,
-                ownerUid, Optional.of(checkCgroup(cgroupDir)));
+                ownerUid, Optional.of(checkCgroup(cgroupDir)), jobProcess);
+    }
+
+    /** @return a copy that records the job's own process (replacing any) */
+    public GpuRequest withJobProcess(HolderProcess process) {
+        Objects.requireNonNull(process, "process");
+        return new GpuRequest(count, minMemory, minComputeCapability, vendor, modelPattern, deviceIndices, deviceUuids,
+                sharing, sharedMemory, owner, jobId, labels, hint, preferredNuma, maxDuration, requiredDevices, holder,
+                ownerUid, jobCgroup, Optional.of(process));
     }
 
     private static long checkUid(long uid) {
@@ -339,6 +364,7 @@ public record GpuRequest(
         private HolderProcess holder;
         private Long ownerUid;
         private String jobCgroup;
+        private HolderProcess jobProcess;
         private boolean recorded;
 
         private Builder() {
@@ -365,6 +391,12 @@ public record GpuRequest(
         /** @param dir the cgroup directory of the job using the allocation (absolute path) @return this */
         public Builder jobCgroup(String dir) {
             jobCgroup = once(jobCgroup, checkCgroup(dir), "job cgroup");
+            return this;
+        }
+
+        /** @param p the job's own process (a job run without a cgroup) @return this */
+        public Builder jobProcess(HolderProcess p) {
+            jobProcess = once(jobProcess, Objects.requireNonNull(p, "jobProcess"), "job process");
             return this;
         }
 
@@ -612,7 +644,7 @@ public record GpuRequest(
                     preferredNuma == null ? OptionalInt.empty() : OptionalInt.of(preferredNuma),
                     Optional.ofNullable(maxDuration), requiredDevices == null ? List.of() : requiredDevices,
                     Optional.ofNullable(holder), ownerUid == null ? OptionalLong.empty() : OptionalLong.of(ownerUid),
-                    Optional.ofNullable(jobCgroup));
+                    Optional.ofNullable(jobCgroup), Optional.ofNullable(jobProcess));
         }
     }
 

@@ -137,7 +137,8 @@ public interface GpuScheduler extends AutoCloseable {
      * @return true if it was live and is now released; false if it was already released
      * @throws GpuAllocationException with {@code UNKNOWN_ALLOCATION} for an id the node never issued; with
      *                                {@code JOB_RUNNING} when the allocation's job cgroup ({@link #recordJobCgroup})
-     *                                still has processes (nothing released: end the job first)
+     *                                still has processes, or its job process ({@link #recordJobProcess}) still lives
+     *                                (nothing released: end the job first)
      * @throws LedgerException if the node ledger cannot record the release (it did not happen)
      */
     boolean release(String allocationId);
@@ -159,6 +160,23 @@ public interface GpuScheduler extends AutoCloseable {
      */
     default Allocation recordJobCgroup(String allocationId, Path cgroup) {
         throw new UnsupportedOperationException(getClass().getName() + " cannot record a job cgroup");
+    }
+
+    /**
+     * Records the process of a job that uses a live allocation without a cgroup of its own (a run without isolation),
+     * once the host has started it: from then on {@link #release} refuses ({@code JOB_RUNNING}) while that process
+     * lives (its pid with the same start time: a pid the kernel reused is not it). A reclaim (the holder is gone) is
+     * not held back by it.
+     *
+     * @param allocationId a live allocation
+     * @param process      the job's process
+     * @return the allocation with its job process
+     * @throws GpuAllocationException {@code UNKNOWN_ALLOCATION} when it is not live
+     * @throws IllegalArgumentException when the allocation already has another job process
+     * @throws UnsupportedOperationException from an implementation that cannot (the default)
+     */
+    default Allocation recordJobProcess(String allocationId, HolderProcess process) {
+        throw new UnsupportedOperationException(getClass().getName() + " cannot record a job process");
     }
 
     /**

@@ -78,6 +78,20 @@ sealed interface LedgerRecord {
     }
 
     /**
+     * The job's own process, for a job that runs without a cgroup (recorded once its host has started it): while it
+     * lives, a release of the allocation is refused.
+     *
+     * @param id      allocation id
+     * @param process the job's process (pid and start time)
+     */
+    record JobProcess(String id, HolderProcess process) implements LedgerRecord {
+        public JobProcess {
+            Objects.requireNonNull(id, "id");
+            Objects.requireNonNull(process, "process");
+        }
+    }
+
+    /**
      * An allocation ended.
      *
      * @param id         allocation id
@@ -185,6 +199,10 @@ sealed interface LedgerRecord {
             m.put("op", "J");
             m.put("id", j.id());
             m.put("cgroup", j.cgroup());
+        } else if (r instanceof JobProcess j) {
+            m.put("op", "JP");
+            m.put("id", j.id());
+            m.put("process", List.of(j.process().pid(), j.process().startTime()));
         } else if (r instanceof Renewed x) {
             m.put("op", "N");
             m.put("id", x.id());
@@ -229,6 +247,8 @@ sealed interface LedgerRecord {
                         placement(n.path("placement")), "release".equals(n.path("expiry").asText()));
             }
             case "J" -> new JobCgroup(text(n, "id"), text(n, "cgroup"));
+            case "JP" -> new JobProcess(text(n, "id"), new HolderProcess(n.path("process").path(0).asLong(),
+                    n.path("process").path(1).asLong()));
             case "R" -> {
                 List<String> drain = new ArrayList<>();
                 n.path("drain").forEach(x -> drain.add(x.asText()));
@@ -291,6 +311,7 @@ sealed interface LedgerRecord {
         r.holder().ifPresent(h -> m.put("holder", List.of(h.pid(), h.startTime())));
         r.ownerUid().ifPresent(x -> m.put("uid", x));
         r.jobCgroup().ifPresent(x -> m.put("cgroup", x));
+        r.jobProcess().ifPresent(h -> m.put("jobProcess", List.of(h.pid(), h.startTime())));
         return m;
     }
 
@@ -353,6 +374,9 @@ sealed interface LedgerRecord {
         }
         if (r.has("cgroup")) {
             b.jobCgroup(r.get("cgroup").asText());
+        }
+        if (r.has("jobProcess")) {
+            b.jobProcess(new HolderProcess(r.get("jobProcess").path(0).asLong(), r.get("jobProcess").path(1).asLong()));
         }
         return b.build();
     }

@@ -164,6 +164,12 @@ final class NodeState {
                 live.put(j.id(), new Allocation(al.id(), al.devices(), al.request().withJobCgroup(j.cgroup()),
                         al.createdAt(), al.expiresAt(), al.placement()));
             }
+        } else if (r instanceof LedgerRecord.JobProcess j) {
+            Allocation al = live.get(j.id());
+            if (al != null) {
+                live.put(j.id(), new Allocation(al.id(), al.devices(), al.request().withJobProcess(j.process()),
+                        al.createdAt(), al.expiresAt(), al.placement()));
+            }
         } else if (r instanceof Renewed x) {
             Allocation al = live.get(x.id());
             if (al != null) {

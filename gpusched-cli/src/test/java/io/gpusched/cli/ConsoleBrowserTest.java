@@ -210,4 +210,54 @@ class ConsoleBrowserTest {
             }
         }
     }
+
+    /**
+     * A node whose allocations are over the state event's bound: the event carries the first of them and a
+     * {@code truncated} marker, and the page reads the rest from the REST pages it names: it lists every allocation.
+     */
+    @Test
+    void aTruncatedStateIsCompletedFromTheRestPages(@TempDir Path dir) throws Exception {
+        assumeTrue(Files.isExecutable(CHROMIUM) && Files.isExecutable(CHROMEDRIVER),
+                "skipped: needs Debian's chromium and chromium-driver (.ci/install-test-deps installs them)");
+        SimulatedGpuInventory inventory = GpuInventories.simulated("dgx1-v100");
+        String wide = new String(Character.toChars(0x1F600)).repeat(200);
+        try (GpuScheduler scheduler = GpuScheduler.builder().inventory(inventory).auditLogging(false).build();
+             ConsoleServer console = ConsoleServer.builder().scheduler(scheduler).inventory(inventory)
+                     .stateDir(Files.createDirectories(dir.resolve("state")))
+                     .listen(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0)).build().start()) {
+            java.util.List<String> ids = new java.util.ArrayList<>();
+            for (int n = 0; n < 24; n++) {
+                java.util.List<String> f = new java.util.ArrayList<>(java.util.List.of("--devices=" + (n % 8),
+                        "--shared=32MiB", "--owner=u" + n));
+                for (int l = 0; l < 32; l++) {
+                    f.add("--label=k" + l + "=" + wide);
+                }
+                ids.add(scheduler.allocate(io.gpusched.core.GpuRequests.fromCliFlags(f)).id());
+            }
+            ChromeDriver browser = browser(dir);
+            try {
+                org.openqa.selenium.support.ui.FluentWait<org.openqa.selenium.WebDriver> wait =
+                        new WebDriverWait(browser, Duration.ofSeconds(20))
+                                .ignoring(org.openqa.selenium.StaleElementReferenceException.class);
+                browser.get(console.url() + "/");
+                wait.until(b -> b.findElement(By.id("live")).getText().equals("live"));
+                // the state event as the page's own stream gets it, read to its end
+                Object sent = browser.executeScript("return (async () => {"
+                        + " const rd = (await fetch('/api/v1/events')).body.getReader();"
+                        + " const dec = new TextDecoder(); let t = '';"
+                        + " while (!/event: state\\ndata: [^\\n]*\\n\\n/.test(t)) {"
+                        + "   const x = await rd.read(); if (x.done) break; t += dec.decode(x.value, {stream: true}); }"
+                        + " rd.cancel(); return t; })()");
+                assertThat(String.valueOf(sent)).as("the state event is truncated").contains("STATE_EVENT_BOUND");
+                wait.until(b -> b.findElements(By.cssSelector("#alloc-rows tr[data-allocation]")).size() == 24);
+                assertThat(browser.findElement(By.id("alloc-count")).getText()).isEqualTo("(24)");
+                for (String id : ids) {
+                    assertThat(browser.findElements(By.cssSelector("#alloc-rows tr[data-allocation='" + id + "']")))
+                            .as(id).hasSize(1);
+                }
+            } finally {
+                browser.quit();
+            }
+        }
+    }
 }

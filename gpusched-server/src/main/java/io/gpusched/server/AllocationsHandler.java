@@ -31,6 +31,8 @@ import java.util.Optional;
 final class AllocationsHandler implements HttpHandler {
     static final String PATH = ConsoleServer.API + "/allocations";
     static final String PREFIX = PATH + "/";
+    /** Most allocations one page of {@code GET /api/v1/allocations?offset=N&limit=M} holds. */
+    static final int MAX_PAGE = 100;
 
     private final GpuScheduler scheduler;
     private final NodeWatcher watcher;
@@ -52,7 +54,7 @@ final class AllocationsHandler implements HttpHandler {
             if (method.equals("POST")) {
                 allocate(ex);
             } else {
-                Exchanges.get(ex, () -> Exchanges.json(ex, 200, watcher.state().get("allocations")));
+                Exchanges.get(ex, () -> list(ex));
             }
             return;
         }
@@ -69,6 +71,37 @@ final class AllocationsHandler implements HttpHandler {
                 }
             });
         }
+    }
+
+    /**
+     * The live allocations, oldest first: all of them, or with {@code offset} and/or {@code limit} one page
+     * ({@code limit} 1 to {@value #MAX_PAGE}, default {@value #MAX_PAGE}); {@code X-Total-Count} says how many there
+     * are. The event stream's {@code state} event names the page where the allocations it leaves out start.
+     */
+    private void list(HttpExchange ex) throws IOException {
+        Map<String, String> q = Exchanges.query(ex, "offset", "limit");
+        List<Allocation> all = scheduler.allocations();
+        ex.getResponseHeaders().set("X-Total-Count", Integer.toString(all.size()));
+        if (q.isEmpty()) {
+            Exchanges.json(ex, 200, Views.allocations(all));
+            return;
+        }
+        long offset = q.containsKey("offset") ? number(q.get("offset"), "offset", 0, Integer.MAX_VALUE) : 0;
+        long limit = q.containsKey("limit") ? number(q.get("limit"), "limit", 1, MAX_PAGE) : MAX_PAGE;
+        int from = (int) Math.min(offset, all.size());
+        int to = (int) Math.min(all.size(), from + limit);
+        Exchanges.json(ex, 200, Views.allocations(all.subList(from, to)));
+    }
+
+    /** @return {@code s} as a number from {@code min} to {@code max}, in ASCII digits only */
+    private static long number(String s, String name, long min, long max) {
+        boolean digits = !s.isEmpty() && s.length() <= 10 && s.chars().allMatch(c -> c >= '0' && c <= '9');
+        long n = digits ? Long.parseLong(s) : -1;
+        if (!digits || n < min || n > max) {
+            throw new Exchanges.BadQuery(name + "=" + SampleHistory.printable(s) + " is not valid; " + name + " is a"
+                    + " number from " + min + " to " + max + " in ASCII digits");
+        }
+        return n;
     }
 
     private void allocate(HttpExchange ex) throws IOException {

@@ -10,6 +10,7 @@ import io.gpusched.core.GpuMetrics;
 import io.gpusched.core.GpuSample;
 import io.gpusched.core.GpuScheduler;
 import java.io.IOException;
+import java.nio.charset.StandardCharsets;
 import java.time.Clock;
 import java.time.Duration;
 import java.util.ArrayDeque;
@@ -35,6 +36,13 @@ import org.slf4j.LoggerFactory;
  */
 final class NodeWatcher {
     private static final Logger LOG = LoggerFactory.getLogger(NodeWatcher.class);
+    /**
+     * Most bytes (UTF-8 JSON) of allocations a {@code state} event carries; the rest are named by its
+     * {@code truncated} marker and read from {@code GET /api/v1/allocations?offset=N&limit=M}. Under the event
+     * stream's queue bound ({@link SseHub#MAX_QUEUED_BYTES}), so a client that opens a stream is not dropped for the
+     * size of its first event.
+     */
+    static final int MAX_STATE_ALLOCATION_BYTES = 128 * 1024;
 
     private final GpuScheduler scheduler;
     private final GpuInventory inventory;
@@ -131,9 +139,7 @@ final class NodeWatcher {
         List<Allocation> allocations = scheduler.allocations();
         Map<Integer, String> devices = new LinkedHashMap<>();
         List<Object> changedDevices = new ArrayList<>();
-        for (Map<String, Object> d : Views.devices(scheduler.devices(), List.of())) {
-            d.remove("holders"); // the page derives them from the allocations
-            d.remove("holdersTotal");
+        for (Map<String, Object> d : Views.devicesWithoutHolders(scheduler.devices())) {
             String json = Views.json(d);
             int index = (Integer) d.get("index");
             devices.put(index, json);
@@ -176,9 +182,44 @@ final class NodeWatcher {
      * @return the stream, or null when the hub has no room
      */
     synchronized SseHub.Stream subscribe(HttpExchange ex) throws IOException {
-        return sse.open(ex, "state", Views.json(state()));
+        return sse.open(ex, "state", streamState());
     }
 
+    /**
+     * The {@code state} event: the devices (without holders: the page derives them from the allocations) and the
+     * allocations, oldest first, as long as they fit in {@value #MAX_STATE_ALLOCATION_BYTES} bytes; when they do not,
+     * a {@code truncated} marker says how many were sent of how many and where the rest are read
+     * ({@code {"reason": "STATE_EVENT_BOUND", "allocationsSent": k, "allocationsTotal": n, "maxBytes": ...,
+     * "rest": "/api/v1/allocations?offset=k&limit=..."}}).
+     */
+    String streamState() {
+        List<Allocation> allocations = scheduler.allocations();
+        List<Map<String, Object>> shown = new ArrayList<>();
+        long bytes = 0;
+        for (Allocation a : allocations) {
+            Map<String, Object> v = Views.allocation(a);
+            long n = Views.json(v).getBytes(StandardCharsets.UTF_8).length + 1L;
+            if (bytes + n > MAX_STATE_ALLOCATION_BYTES) {
+                break;
+            }
+            shown.add(v);
+            bytes += n;
+        }
+        Map<String, Object> m = new LinkedHashMap<>();
+        m.put("devices", Views.devicesWithoutHolders(scheduler.devices()));
+        m.put("allocations", shown);
+        if (shown.size() < allocations.size()) {
+            Map<String, Object> t = new LinkedHashMap<>();
+            t.put("reason", "STATE_EVENT_BOUND");
+            t.put("allocationsSent", shown.size());
+            t.put("allocationsTotal", allocations.size());
+            t.put("maxBytes", MAX_STATE_ALLOCATION_BYTES);
+            t.put("rest",
+                    AllocationsHandler.PATH + "?offset=" + shown.size() + "&limit=" + AllocationsHandler.MAX_PAGE);
+            m.put("truncated", t);
+        }
+        return Views.json(m);
+    }
     /** @return devices and allocations as the page shows them */
     Map<String, Object> state() {
         List<Allocation> allocations = scheduler.allocations();

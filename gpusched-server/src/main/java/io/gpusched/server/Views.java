@@ -31,24 +31,32 @@ final class Views {
         }
     }
 
-    /** Longest text field the console sends (an owner, a job id, a label's key or value), in characters. */
-    static final int MAX_FIELD = 256;
+    /** Longest text field the console sends (an owner, a job id, a label's key or value), in UTF-8 bytes. */
+    static final int MAX_FIELD_BYTES = 256;
     /** Most labels of one allocation the console sends. */
     static final int MAX_LABELS = 32;
     /** Most holders of one device listed in a device view ({@code holdersTotal} counts them all). */
     static final int MAX_HOLDERS = 64;
 
     /**
-     * @return {@code s} when it is at most {@value #MAX_FIELD} characters, else its first {@value #MAX_FIELD}
-     *     followed by {@code "…(+N)"}, N the characters left out: whatever the ledger holds, the console's answers and
-     *     events stay bounded
+     * @return {@code s} when it is at most {@value #MAX_FIELD_BYTES} bytes in UTF-8 (as the console sends it), else
+     *     its longest prefix of whole characters within {@value #MAX_FIELD_BYTES} bytes followed by {@code "…(+N)"}, N
+     *     the characters (code points) left out: whatever the ledger holds, the console's answers and events stay
+     *     bounded
      */
     static String bounded(String s) {
-        if (s.length() <= MAX_FIELD) {
-            return s;
+        int bytes = 0;
+        int i = 0;
+        while (i < s.length()) {
+            int cp = s.codePointAt(i);
+            int n = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+            if (bytes + n > MAX_FIELD_BYTES) {
+                return s.substring(0, i) + "\u2026(+" + s.codePointCount(i, s.length()) + ")";
+            }
+            bytes += n;
+            i += Character.charCount(cp);
         }
-        int end = Character.isHighSurrogate(s.charAt(MAX_FIELD - 1)) ? MAX_FIELD - 1 : MAX_FIELD;
-        return s.substring(0, end) + "\u2026(+" + (s.length() - end) + ")";
+        return s;
     }
 
     /** @return at most {@value #MAX_LABELS} labels, each key and value {@link #bounded}, in their order */
@@ -79,6 +87,20 @@ final class Views {
             v.put("holders", shown);
             v.put("holdersTotal", holders.size());
             out.add(v);
+        }
+        return out;
+    }
+
+    /**
+     * The device views of the event stream: without holders, which the page derives from the allocations (an
+     * allocation is sent once, not again for each device it holds).
+     */
+    static List<Map<String, Object>> devicesWithoutHolders(List<DeviceState> devices) {
+        List<Map<String, Object>> out = new ArrayList<>();
+        for (Map<String, Object> d : devices(devices, List.of())) {
+            d.remove("holders");
+            d.remove("holdersTotal");
+            out.add(d);
         }
         return out;
     }

@@ -33,7 +33,9 @@ import java.util.Set;
  * Majors come from {@code /proc/devices}, read at every plan (a module loaded since the last one counts), unless the
  * node describes its own: a device with the property {@value #CHAR_MAJORS_PROPERTY} (every device of a simulated node
  * built from a node description has it, {@link CharMajors#format()}'s form, empty for none) gives the node's majors,
- * and {@code /proc/devices} is then not read at all, so a simulated node plans the same on every machine.
+ * and {@code /proc/devices} is then not read at all, so a simulated node plans the same on every machine. Such a node's
+ * MIG access-cap minors are likewise its own: the driver's {@code mig-minors} table follows a fixed formula
+ * ({@link #migCapMinor}), computed for the node's GPUs rather than read from this host's {@code /proc}.
  */
 public final class GpuDeviceNodes {
     /** Major of {@code /dev/nvidia*} GPU and control nodes. */
@@ -42,6 +44,12 @@ public final class GpuDeviceNodes {
     public static final int NVIDIACTL_MINOR = 255;
     /** Minor of {@code /dev/nvidia-modeset}. */
     public static final int MODESET_MINOR = 254;
+    /** MIG GPU instances per GPU in the driver's {@code mig-minors} table. */
+    static final int MIG_GPU_INSTANCES = 15;
+    /** MIG compute instances per GPU instance in the driver's {@code mig-minors} table. */
+    static final int MIG_COMPUTE_INSTANCES = 8;
+    /** GPUs in the driver's {@code mig-minors} table. */
+    static final int MIG_GPUS = 32;
     /** Major of DRM nodes. */
     public static final int DRM_MAJOR = 226;
     /** The device property by which a node describes its own character majors ({@link CharMajors#format()}). */
@@ -92,18 +100,64 @@ public final class GpuDeviceNodes {
             by = d;
         }
         if (described == null) {
-            return new Described(CharMajors.read(procRoot), procRoot.resolve("devices").toString());
+            return new Described(CharMajors.read(procRoot), procRoot.resolve("devices").toString(), false);
         }
         try {
             return new Described(CharMajors.parse(described), "the node's own description (" + CHAR_MAJORS_PROPERTY
-                    + " of GPU " + by.index() + ")");
+                    + " of GPU " + by.index() + ")", true);
         } catch (IllegalArgumentException e) {
             throw new GpuException("GPU " + by.index() + " (" + by.uuid() + "): " + e.getMessage(), e);
         }
     }
 
-    /** Majors and where they were read. */
-    record Described(CharMajors majors, String source) {
+    /** Majors, where they were read, and whether the node described them itself (then nothing of the host is read). */
+    record Described(CharMajors majors, String source, boolean own) {
+    }
+
+    /**
+     * The minor the NVIDIA driver gives a MIG access cap in {@code /proc/driver/nvidia-caps/mig-minors}: the table is
+     * {@code config 1}, {@code monitor 2}, then for each GPU {@code g} (0-31), each GPU instance {@code i} (0-14) its
+     * {@code gpu<g>/gi<i>/access} followed by its 8 {@code gpu<g>/gi<i>/ci<c>/access}: {@code 3 + 135g + 9i} and
+     * {@code 4 + 135g + 9i + c}.
+     *
+     * @param gpu the GPU's NVML index
+     * @param gi  the GPU instance id
+     * @param ci  the compute instance id, or -1 for the GPU instance's own cap
+     * @return the cap minor
+     * @throws IllegalArgumentException when an id is outside the driver's table
+     */
+    static int migCapMinor(int gpu, int gi, int ci) {
+        if (gpu < 0 || gpu >= MIG_GPUS || gi < 0 || gi >= MIG_GPU_INSTANCES || ci < -1
+                || ci >= MIG_COMPUTE_INSTANCES) {
+            throw new IllegalArgumentException("MIG ids gpu " + gpu + ", gi " + gi + ", ci " + ci + " are outside the"
+                    + " driver's table (gpu 0-" + (MIG_GPUS - 1) + ", gi 0-" + (MIG_GPU_INSTANCES - 1) + ", ci 0-"
+                    + (MIG_COMPUTE_INSTANCES - 1) + ")");
+        }
+        return 3 + gpu * MIG_GPU_INSTANCES * (MIG_COMPUTE_INSTANCES + 1) + gi * (MIG_COMPUTE_INSTANCES + 1) + 1 + ci;
+    }
+
+    /**
+     * The {@code mig-minors} entries of a node that describes itself: the driver's table ({@link #migCapMinor}) for
+     * each GPU (by {@code nvml.index}) that has MIG partitions on the node.
+     */
+    static Map<String, Integer> describedMigMinors(List<GpuDevice> devices) {
+        Map<String, Integer> out = new HashMap<>();
+        Set<Integer> gpus = new LinkedHashSet<>();
+        for (GpuDevice d : devices) {
+            String g = d.properties().get("nvml.index");
+            if (d.isPartition() && g != null && g.matches("[0-9]{1,2}") && Integer.parseInt(g) < MIG_GPUS) {
+                gpus.add(Integer.parseInt(g));
+            }
+        }
+        for (int g : gpus) {
+            for (int i = 0; i < MIG_GPU_INSTANCES; i++) {
+                out.put("gpu" + g + "/gi" + i + "/access", migCapMinor(g, i, -1));
+                for (int c = 0; c < MIG_COMPUTE_INSTANCES; c++) {
+                    out.put("gpu" + g + "/gi" + i + "/ci" + c + "/access", migCapMinor(g, i, c));
+                }
+            }
+        }
+        return out;
     }
 
     /** @return mig-minors entries such as {@code gpu0/gi1/access -> 12} */
@@ -207,12 +261,15 @@ public final class GpuDeviceNodes {
         }
         List<Integer> vendorMajors = new ArrayList<>(List.of(NVIDIA_MAJOR));
         List<GpuDevice> migs = set.stream().filter(GpuDevice::isPartition).toList();
-        Map<String, Integer> caps = migMinors();
         OptionalInt capsNumber = majors.major("nvidia-caps");
         if (!migs.isEmpty() || host.stream().anyMatch(GpuDevice::isPartition)) {
+            List<GpuDevice> all = new ArrayList<>(set);
+            all.addAll(host);
+            Map<String, Integer> caps = described.own() ? describedMigMinors(all) : migMinors();
             if (capsNumber.isEmpty() || caps.isEmpty()) {
                 notes.add("MIG access caps skipped: nvidia-caps is not in " + described.source() + " or "
-                        + procRoot.resolve("driver/nvidia-caps/mig-minors") + " is absent");
+                        + (described.own() ? "no MIG device of the node has an nvml.index"
+                                : procRoot.resolve("driver/nvidia-caps/mig-minors") + " is absent"));
             } else {
                 int capsMajor = capsNumber.getAsInt();
                 Set<Integer> myCaps = new LinkedHashSet<>();

@@ -7,6 +7,7 @@ import io.gpusched.core.host.JobCgroups;
 import io.gpusched.isolation.Fence;
 import java.io.PrintStream;
 import java.nio.file.Path;
+import java.util.concurrent.TimeUnit;
 
 /** Everything a run made, undone once whatever way it ends. */
 final class JobRun {
@@ -33,6 +34,10 @@ final class JobRun {
         Process p = process;
         if (p != null && p.isAlive()) {
             p.destroy();
+            if (cgroup == null) {
+                // unfenced: its recorded process holds the release back (JOB_RUNNING) until it is gone
+                awaitEnd(p);
+            }
         }
         boolean ended = true;
         if (cgroup != null) {
@@ -64,5 +69,18 @@ final class JobRun {
             }
         }
         scheduler.release(allocation.id());
+    }
+
+    /** Waits for a job told to end (SIGTERM); kills it after {@link JobCgroups#DEFAULT_TIMEOUT}. */
+    private static void awaitEnd(Process p) {
+        try {
+            if (!p.waitFor(JobCgroups.DEFAULT_TIMEOUT.toMillis(), TimeUnit.MILLISECONDS)) {
+                p.destroyForcibly();
+                p.waitFor(JobCgroups.DEFAULT_TIMEOUT.toMillis(), TimeUnit.MILLISECONDS);
+            }
+        } catch (InterruptedException e) {
+            p.destroyForcibly();
+            Thread.currentThread().interrupt();
+        }
     }
 }

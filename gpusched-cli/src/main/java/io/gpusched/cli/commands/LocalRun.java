@@ -8,6 +8,7 @@ import io.gpusched.client.JobSpec;
 import io.gpusched.client.JobView;
 import io.gpusched.core.Allocation;
 import io.gpusched.core.AllocationView;
+import io.gpusched.core.GpuAllocationException;
 import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuRequest;
 import io.gpusched.core.GpuScheduler;
@@ -119,6 +120,9 @@ public final class LocalRun {
                 throw new CliException("cannot start " + command.get(0) + ": " + e.getMessage(), 127);
             }
             job.process = p;
+            if (job.cgroup == null) {
+                recordJobProcess(scheduler, a, p);
+            }
             onStart.accept(p);
             if (!options.inheritIo()) {
                 pipe(p.getInputStream(), listener);
@@ -134,6 +138,28 @@ public final class LocalRun {
             } catch (IllegalStateException shuttingDown) {
                 // Ctrl-C or SIGTERM: the JVM is shutting down and the hook is running; the exit code is the job's
             }
+        }
+    }
+
+    /**
+     * An unfenced job has no cgroup to key a refused release on: its own process (pid and start time) is recorded, so
+     * that {@code release} of its allocation is refused while it lives. A job that has already ended needs nothing;
+     * an allocation released between the start and the record (someone else's release) ends the job: it must not
+     * keep running on GPUs the next caller gets.
+     */
+    private static void recordJobProcess(GpuScheduler scheduler, Allocation a, Process p) {
+        HolderProcess jp;
+        try {
+            jp = HolderProcess.of(p.pid());
+        } catch (IllegalArgumentException ended) {
+            return;
+        }
+        try {
+            scheduler.recordJobProcess(a.id(), jp);
+        } catch (GpuAllocationException e) {
+            p.destroyForcibly();
+            throw new CliException("allocation " + a.id() + " was released as its job started; the job was ended: "
+                    + e.getMessage(), 1);
         }
     }
 

@@ -210,11 +210,42 @@
 
   // the stream starts with the whole state; then each 'delta' carries only what changed, each item whole (applying
   // one twice, or to a newer state, gives the same result); holders are derived from the allocations
+  // a state event carries at most its byte bound of allocations; 'truncated' then names the REST page where the rest
+  // start, read here page by page (allocations a delta already brought or removed since are kept as the delta left them)
+  let stateGen = 0;
+  let removedSince = new Set();
   function applyState(s) {
     devices = s.devices;
     allocations = s.allocations;
+    removedSince = new Set();
+    const gen = ++stateGen;
     renderCards();
     renderAllocations();
+    if (s.truncated && s.truncated.rest) fetchRest(s.truncated.rest, gen);
+  }
+
+  async function fetchRest(path, gen) {
+    const url = new URL(path, location.href);
+    let offset = Number(url.searchParams.get('offset')) || 0;
+    const limit = Number(url.searchParams.get('limit')) || 100;
+    for (;;) {
+      url.searchParams.set('offset', String(offset));
+      url.searchParams.set('limit', String(limit));
+      let page;
+      try {
+        page = await getJson(url.pathname + url.search);
+      } catch (e) {
+        return;
+      }
+      if (gen !== stateGen) return; // a newer state event started over
+      const byId = new Map(allocations.map(a => [a.id, a]));
+      for (const a of page) if (!byId.has(a.id) && !removedSince.has(a.id)) byId.set(a.id, a);
+      allocations = Array.from(byId.values());
+      renderCards();
+      renderAllocations();
+      if (page.length < limit) return;
+      offset += page.length;
+    }
   }
 
   function applyDelta(d) {
@@ -222,6 +253,7 @@
       const i = devices.findIndex(x => x.index === dev.index);
       if (i >= 0) devices[i] = dev; else devices.push(dev);
     }
+    for (const id of d.allocations.remove) removedSince.add(id);
     const gone = new Set(d.allocations.remove);
     const byId = new Map(allocations.filter(a => !gone.has(a.id)).map(a => [a.id, a]));
     for (const a of d.allocations.upsert) byId.set(a.id, a);
