@@ -4,8 +4,10 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpusched.accounting.AccountingRecord.IdleAction;
 import io.gpusched.accounting.AccountingSettings;
+import io.gpusched.accounting.AllocationUsage;
 import io.gpusched.accounting.IdlePolicy;
 import io.gpusched.accounting.IdleStep;
+import io.gpusched.accounting.UsageFigures;
 import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuRequest;
 import io.gpusched.core.MemorySize;
@@ -44,6 +46,25 @@ class SharedGpuIdleTest {
             assertThat(steps).as("idle steps taken against a GPU busy at 95 %%")
                     .noneMatch(s -> s.action() == IdleStep.RELEASED);
             assertThat(node.scheduler.allocations()).as("alice's allocation").anyMatch(x -> x.id().equals(a.id()));
+        }
+    }
+
+    @Test
+    void noIdleTimeIsCountedWhileProcessesTiedToNoHolderAreBusy() {
+        try (AccountingNode node = new AccountingNode(dir, AccountingSettings.defaults()
+                .withCheckpoint(Duration.ofSeconds(30)))) {
+            node.sweep();
+            Allocation a = node.scheduler.allocate(GpuRequest.builder().requiredDevices(1)
+                    .shared(MemorySize.ofGibibytes(8)).owner("alice").build());
+            node.inventory.setProcessTraces(1, Map.of(5555, new UsageTrace(Duration.ofSeconds(10), List.of(95.0),
+                    List.of(MemorySize.ofGibibytes(6)), List.of())));
+            node.run(Duration.ofMinutes(1), 5);
+            node.scheduler.release(a.id());
+            AllocationUsage u = AllocationUsage.find(node.store, a.id()).orElseThrow();
+            UsageFigures f = u.total();
+            assertThat(f.utilizationMillis()).as("alice's own processes: measured, none busy").isEqualTo(300_000);
+            assertThat(f.idleMillis()).as("idle ms while an untied process ran the GPU at 95 %%").isZero();
+            assertThat(u.devices().get(0).notes()).anyMatch(n -> n.startsWith("not judged idle"));
         }
     }
 }
