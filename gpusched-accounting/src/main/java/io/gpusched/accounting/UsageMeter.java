@@ -88,6 +88,13 @@ final class UsageMeter {
     private Long lastTick;
 
     /**
+     * The longest span one sweep is credited with (the console's and the service's sweeps come every {@code --interval},
+     * 1 s by default): a sweep further than this after the previous one is a jump of the wall clock (or a stalled
+     * host), not a sample of it ({@link #jumped}).
+     */
+    static final long MAX_SWEEP_MILLIS = 10 * 60_000L;
+
+    /**
      * @param idleThreshold utilization (percent) at or below which a GPU counts as idle
      * @param attribution   maps processes on shared GPUs to allocations
      */
@@ -128,6 +135,33 @@ final class UsageMeter {
     boolean idleAtLastSweep(String id) {
         Track t = tracks.get(id);
         return t != null && t.lastTickIdle;
+    }
+
+    /**
+     * @return whether a sweep at {@code now} is more than {@link #MAX_SWEEP_MILLIS} after the previous one: it must be
+     *         {@link #skip skipped}, never credited
+     */
+    boolean jumped(Instant now) {
+        return lastTick != null && now.toEpochMilli() - lastTick > MAX_SWEEP_MILLIS;
+    }
+
+    /**
+     * Takes a sweep that {@link #jumped} without crediting anything: no allocation's time advances. When the next
+     * sweep is not before it (the clock stays ahead), the time from each allocation's last credited sweep to this one
+     * becomes a {@code gap} (held, said not sampled, energy where the counter bridges it); when the clock comes back
+     * before it, only the time to that next sweep does: a span the clock jumped over and took back is never recorded.
+     * Allocations first seen here are tracked from their grants.
+     */
+    void skip(Instant now, GpuSample sample, List<Allocation> live) {
+        for (Allocation a : live) { // tracked from their grants, so a checkpoint records them; nothing credited
+            if (!tracks.containsKey(a.id())) {
+                tracks.put(a.id(), start(a));
+            }
+        }
+        for (GpuMetrics m : sample.metrics()) { // the counters at this sweep: the gap's end, the next span's start
+            lastCounter.put(m.index(), m.energyMillijoules());
+        }
+        lastTick = now.toEpochMilli();
     }
 
     /**
