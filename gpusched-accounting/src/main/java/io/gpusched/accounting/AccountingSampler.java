@@ -211,7 +211,8 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
                 LOG.warn("accounting: the clock is {} ahead of the previous sweep ({} to {}): nothing is credited,"
                         + " written or pruned at this sweep; if the clock stays, the time is recorded as not sampled",
                         Duration.ofMillis(now.toEpochMilli() - lastSweepMillis), Instant.ofEpochMilli(
-                                lastSweepMillis), now);
+                                lastSweepMillis),
+                        now);
                 meter.skip(now, sample, live);
                 lastSweepMillis = now.toEpochMilli();
                 syncJobMapping(live);
