@@ -88,9 +88,9 @@ final class UsageMeter {
     private Long lastTick;
 
     /**
-     * The longest span one sweep is credited with (the console's and the service's sweeps come every {@code --interval},
-     * 1 s by default): a sweep further than this after the previous one is a jump of the wall clock (or a stalled
-     * host), not a sample of it ({@link #jumped}).
+     * The longest span one sweep is credited with (the console's and the service's sweeps come every
+     * {@code --interval}, 1 s by default): a sweep further than this after the previous one is a jump of the wall clock
+     * (or a stalled host), not a sample of it ({@link #jumped}).
      */
     static final long MAX_SWEEP_MILLIS = 10 * 60_000L;
 
