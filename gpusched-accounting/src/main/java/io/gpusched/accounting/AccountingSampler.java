@@ -55,6 +55,18 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
     private final IdleWatch idle;
     private final Clock clock;
     private Instant lastCheckpoint;
+    /** sweep time since the last checkpoint: each sweep's step forward, at most a sweep's span (a clock step back or a
+     *  jump ahead adds nothing), so checkpoints keep coming every interval whatever the wall clock does */
+    private long sinceCheckpoint;
+    /** System.nanoTime at the last checkpoint: a checkpoint is also due once this much real time has passed */
+    private long checkpointNanos;
+    /** the wall time of the previous sweep, -1 before the first */
+    private long lastSweepMillis = -1;
+    /** sweep time this sampler has run (as {@code sinceCheckpoint}, never reset) */
+    private long ranMillis;
+    /** the newest day the store held when this sampler started; null for an empty store */
+    private final LocalDate newestAtOpen;
+    private LocalDate clockWarnedFor;
     private long lastHousekeepingDay = Long.MIN_VALUE;
     private boolean first = true;
     private boolean closed;
@@ -80,6 +92,8 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
         this.idle = new IdleWatch(settings.idle(), effects);
         this.jobMapping = settings.hpcJobMappingDir().map(HpcJobMapping::open).orElse(null);
         LocalDate today = AccountingStore.dayOf(clock.instant());
+        List<LocalDate> days = writer.store().days();
+        this.newestAtOpen = days.isEmpty() ? null : days.get(days.size() - 1);
         AccountingStore.Recovered r = writer.store().recover(today.minusDays(settings.retention().toDays()));
         meter.resume(r.tails());
         if (!r.tails().isEmpty()) {
@@ -193,6 +207,21 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
                 return List.of();
             }
             Instant now = sample.takenAt();
+            if (meter.jumped(now)) {
+                LOG.warn("accounting: the clock is {} ahead of the previous sweep ({} to {}): nothing is credited,"
+                        + " written or pruned at this sweep; if the clock stays, the time is recorded as not sampled",
+                        Duration.ofMillis(now.toEpochMilli() - lastSweepMillis), Instant.ofEpochMilli(
+                                lastSweepMillis),
+                        now);
+                meter.skip(now, sample, live);
+                lastSweepMillis = now.toEpochMilli();
+                syncJobMapping(live);
+                return List.of();
+            }
+            long step = lastSweepMillis < 0 ? 0 : Math.max(0, now.toEpochMilli() - lastSweepMillis);
+            lastSweepMillis = now.toEpochMilli();
+            sinceCheckpoint += step;
+            ranMillis += step;
             List<Interval> closedNow = new ArrayList<>();
             Set<String> liveIds = new HashSet<>();
             live.forEach(a -> liveIds.add(a.id()));
@@ -207,10 +236,11 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
                 granted.values().removeIf(e -> e.at().isBefore(now.minus(Duration.ofDays(1))));
             }
             List<AccountingRecord> out = new ArrayList<>(closedNow);
-            if (lastCheckpoint == null || !now.isBefore(lastCheckpoint.plus(settings.checkpoint()))) {
+            if (lastCheckpoint == null || sinceCheckpoint >= settings.checkpoint().toMillis()
+                    || System.nanoTime() - checkpointNanos >= settings.checkpoint().toNanos()) {
                 out.addAll(meter.checkpoint());
                 out.add(new Checkpoint(now, new ArrayList<>(meter.tracked())));
-                lastCheckpoint = now;
+                checkpointed(now);
             }
             steps = idle.evaluate(now, live, meter.idleSince());
             out.addAll(steps);
@@ -291,7 +321,17 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
         List<AccountingRecord> out = new ArrayList<>(meter.checkpoint());
         out.add(new Checkpoint(clock.instant(), new ArrayList<>(meter.tracked())));
         write(out);
-        lastCheckpoint = clock.instant();
+        checkpointed(clock.instant());
+    }
+
+    /**
+     * Checkpoints are keyed on elapsed time, not on the wall clock: the sweeps' own steps (a step back adds nothing, so
+     * the next checkpoint still comes one interval of sweeps later) and, beside them, System.nanoTime.
+     */
+    private void checkpointed(Instant at) {
+        lastCheckpoint = at;
+        sinceCheckpoint = 0;
+        checkpointNanos = System.nanoTime();
     }
 
     private void housekeeping(Instant now) {
@@ -301,6 +341,21 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
         }
         lastHousekeepingDay = epochDay;
         LocalDate today = AccountingStore.dayOf(now);
+        if (newestAtOpen != null) {
+            // by the data's own days: no further than the store's newest day when this sampler started plus the time
+            // it has swept since, so a clock that is wrong (booted into the future, stepped ahead) cannot age out days
+            // the node did not live through
+            LocalDate bound = newestAtOpen.plusDays(1 + ranMillis / 86_400_000L);
+            if (bound.isBefore(today)) {
+                if (!bound.equals(clockWarnedFor)) {
+                    LOG.warn("accounting: the clock says {}, but the store's newest day was {} when this sampler"
+                            + " started {} ago: compaction and retention count from {}", today, newestAtOpen,
+                            Duration.ofMillis(ranMillis), bound);
+                    clockWarnedFor = bound;
+                }
+                today = bound;
+            }
+        }
         try {
             LocalDate oldest = today.minusDays(settings.retention().toDays());
             writer.retain(oldest);

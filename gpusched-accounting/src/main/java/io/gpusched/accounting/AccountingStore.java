@@ -560,7 +560,10 @@ public final class AccountingStore {
         }
     }
 
-    /** @return two intervals of one allocation as one: the first start, the last end, figures added */
+    /**
+     * @return two intervals of one allocation as one: the first start, the last end, figures added; a {@code gap} only
+     *         when both were (what of it was not sampled stays in its figures: held minus sampled time)
+     */
     static Interval merge(Interval a, Interval b) {
         Interval lo = a.from().isAfter(b.from()) ? b : a;
         Interval hi = lo == a ? b : a;
@@ -580,7 +583,7 @@ public final class AccountingStore {
         Instant to = hi.to().isAfter(lo.to()) ? hi.to() : lo.to();
         return new Interval(lo.allocationId(), lo.owner().or(hi::owner), lo.ownerUid().isPresent() ? lo.ownerUid()
                 : hi.ownerUid(), lo.jobId().or(hi::jobId), lo.from(), to, lo.first() || hi.first(),
-                hi.end().or(lo::end), lo.gap() || hi.gap(), hi.idleSince(), new ArrayList<>(devices.values()));
+                hi.end().or(lo::end), lo.gap() && hi.gap(), hi.idleSince(), new ArrayList<>(devices.values()));
     }
 
     /**

@@ -26,7 +26,9 @@ import java.util.TreeSet;
  * @param devices     per GPU: index, UUID, figures, notes
  * @param total       all GPUs together
  * @param idle        the idle policy's steps on it
- * @param gaps        milliseconds of its time nothing sampled (summed over GPUs)
+ * @param gaps        milliseconds of its GPUs' held time no sample covered, summed over GPUs: {@code gap} intervals (no
+ *                    sampler ran), the time after the last sweep before the release, sweeps that read no metrics
+ *                    for a GPU (held minus sampled time, so compaction, which sums intervals, keeps it)
  */
 public record AllocationUsage(String id, Optional<String> owner, Optional<String> jobId, Instant from, Instant to,
         Optional<String> end, boolean complete, List<Device> devices, UsageFigures total, List<IdleAction> idle,
@@ -84,9 +86,7 @@ public record AllocationUsage(String id, Optional<String> owner, Optional<String
                 uuids.put(d.index(), d.uuid());
                 notes.computeIfAbsent(d.index(), k -> new TreeSet<>()).addAll(d.notes());
                 total.add(d.figures());
-                if (iv.gap()) {
-                    gaps += d.figures().heldMillis();
-                }
+                gaps += d.figures().heldMillis() - d.figures().measuredMillis();
             }
             end = iv.end().isPresent() ? iv.end() : end;
             to = iv.to().isAfter(to) ? iv.to() : to;

@@ -120,7 +120,8 @@ public final class ReportViews {
         lines.add(head);
         for (UsageReport.Row row : r.rows()) {
             String key = r.by() == UsageReport.GroupBy.ALLOCATION ? row.key() + row.owner().map(o -> " " + o)
-                    .orElse("") : row.key();
+                    .orElse("") : r.by() == UsageReport.GroupBy.OWNER && row.owner().isEmpty() ? "(no owner)"
+                    : row.key();
             lines.add(cells(safe(key), row.allocations(), row.figures(), row.idleSteps()));
         }
         lines.add(cells("total", r.allocations(), r.total(), Set.of()));

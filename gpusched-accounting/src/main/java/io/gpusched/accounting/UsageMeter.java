@@ -37,7 +37,8 @@ import java.util.function.Function;
  *       {@link ProcessAttribution} (utilization and memory summed per allocation, never the device's figure copied to
  *       each); the device's energy is split by each allocation's share of the processes' SM utilization (estimated),
  *       equally when none was busy or utilization is not measured per process (said in a note); a process no rule
- *       ties to a holder is charged to no one;</li>
+ *       ties to a holder is charged to no one, and while such processes are busy no holder of the GPU is judged (or
+ *       counted) idle: they may be its;</li>
  *   <li>a MIG partition: utilization "not measured" with the backend's reason; energy not measured (a partition has
  *       no counter of its own, and the GPU's counter covers every partition).</li>
  * </ul>
@@ -58,6 +59,8 @@ final class UsageMeter {
             + " counter covers every partition)";
     static final String NO_PROCESSES = "utilization not measured: a shared GPU whose backend cannot list its processes"
             + " (the device's figure is never copied to each holder)";
+    static final String UNATTRIBUTED_BUSY = "not judged idle: processes no rule ties to a holder were busy on this"
+            + " shared GPU (they may be this allocation's; unknown is never idle)";
     static final String NO_ENERGY = "energy not measured: no energy counter and no power reading";
     static final String ESTIMATED_POWER = "energy estimated: no energy counter, power samples x time";
     static final String SPLIT_BY_UTIL = "energy estimated: a shared GPU's energy split by each holder's share of SM"
@@ -83,6 +86,13 @@ final class UsageMeter {
     private final Map<String, Instant> idle = new HashMap<>();
     private final Map<String, Instant> idleView = Collections.unmodifiableMap(idle);
     private Long lastTick;
+
+    /**
+     * The longest span one sweep is credited with (the console's and the service's sweeps come every
+     * {@code --interval}, 1 s by default): a sweep further than this after the previous one is a jump of the wall clock
+     * (or a stalled host), not a sample of it ({@link #jumped}).
+     */
+    static final long MAX_SWEEP_MILLIS = 10 * 60_000L;
 
     /**
      * @param idleThreshold utilization (percent) at or below which a GPU counts as idle
@@ -125,6 +135,33 @@ final class UsageMeter {
     boolean idleAtLastSweep(String id) {
         Track t = tracks.get(id);
         return t != null && t.lastTickIdle;
+    }
+
+    /**
+     * @return whether a sweep at {@code now} is more than {@link #MAX_SWEEP_MILLIS} after the previous one: it must be
+     *         {@link #skip skipped}, never credited
+     */
+    boolean jumped(Instant now) {
+        return lastTick != null && now.toEpochMilli() - lastTick > MAX_SWEEP_MILLIS;
+    }
+
+    /**
+     * Takes a sweep that {@link #jumped} without crediting anything: no allocation's time advances. When the next
+     * sweep is not before it (the clock stays ahead), the time from each allocation's last credited sweep to this one
+     * becomes a {@code gap} (held, said not sampled, energy where the counter bridges it); when the clock comes back
+     * before it, only the time to that next sweep does: a span the clock jumped over and took back is never recorded.
+     * Allocations first seen here are tracked from their grants.
+     */
+    void skip(Instant now, GpuSample sample, List<Allocation> live) {
+        for (Allocation a : live) { // tracked from their grants, so a checkpoint records them; nothing credited
+            if (!tracks.containsKey(a.id())) {
+                tracks.put(a.id(), start(a));
+            }
+        }
+        for (GpuMetrics m : sample.metrics()) { // the counters at this sweep: the gap's end, the next span's start
+            lastCounter.put(m.index(), m.energyMillijoules());
+        }
+        lastTick = now.toEpochMilli();
     }
 
     /**
@@ -222,6 +259,8 @@ final class UsageMeter {
         Map<String, Double> energyShare = Map.of();
         String utilNote;
         String shareNote;
+        /** processes no rule ties to anyone were busy above the idle threshold: no holder is judged idle on it */
+        boolean unattributedBusy;
         long prev;
         long now;
     }
@@ -281,6 +320,7 @@ final class UsageMeter {
             s.utilNote = "utilization not measured: " + ps.get().utilizationUnmeasured().get();
         }
         double total = 0;
+        double untied = 0;
         Map<String, Double> busy = new HashMap<>();
         if (ps.isPresent()) {
             Map<Integer, Attributed> known = attributed.computeIfAbsent(d.index(), k -> new HashMap<>());
@@ -295,6 +335,9 @@ final class UsageMeter {
                         : new Attributed(holderIds, o));
                 double u = p.smUtilizationPercent().orElse(0);
                 total += u;
+                if (o.isEmpty()) {
+                    untied += u;
+                }
                 if (o.isEmpty() || o.get().kind() != UsageOwner.Kind.ALLOCATION
                         || hs.stream().noneMatch(a -> a.id().equals(o.get().id()))) {
                     continue;
@@ -305,6 +348,7 @@ final class UsageMeter {
             }
             attributed.put(d.index(), seen); // processes gone from the list are forgotten
         }
+        s.unattributedBusy = utilMeasured && untied > idleThreshold;
         for (Allocation a : hs) {
             if (utilMeasured) {
                 s.util.put(a.id(), Math.min(100, busy.getOrDefault(a.id(), 0.0)));
@@ -339,7 +383,7 @@ final class UsageMeter {
                 allIdle = false;
             } else {
                 anyMeasured = true;
-                allIdle &= u <= idleThreshold;
+                allIdle &= u <= idleThreshold && !s.unattributedBusy;
             }
         }
         boolean idle = allIdle && anyMeasured;
@@ -387,7 +431,9 @@ final class UsageMeter {
             f.utilizationMillis += dt;
             f.utilizationPercentMillis += u * dt;
             f.utilizationPeak = Math.max(f.utilizationPeak, u);
-            if (u <= idleThreshold) {
+            if (u <= idleThreshold && s.unattributedBusy) {
+                note(tr, d, UNATTRIBUTED_BUSY);
+            } else if (u <= idleThreshold) {
                 f.idleMillis += dt;
             }
         } else if (s.utilNote != null) {

@@ -40,6 +40,9 @@ import java.util.TreeSet;
 public record UsageReport(Instant since, Instant until, GroupBy by, List<Row> rows, UsageFigures total,
         long allocations, List<IdleAction> idle, List<String> warnings) {
 
+    /** The key of the owner row of allocations without an owner: empty, which no owner can be. */
+    public static final String NO_OWNER = "";
+
     /** Copies the lists. */
     public UsageReport {
         Objects.requireNonNull(since, "since");
@@ -51,7 +54,10 @@ public record UsageReport(Instant since, Instant until, GroupBy by, List<Row> ro
 
     /** How a report's rows are grouped. */
     public enum GroupBy {
-        /** One row per owner (allocations without one: {@code -}). */
+        /**
+         * One row per owner; allocations without one: the row keyed {@link UsageReport#NO_OWNER} (an empty key, which
+         * no owner can be: owners are never blank), apart from any owner's, {@code -} included.
+         */
         OWNER,
         /** One row per allocation. */
         ALLOCATION,
@@ -75,7 +81,7 @@ public record UsageReport(Instant since, Instant until, GroupBy by, List<Row> ro
      * One group's usage.
      *
      * @param key         the owner, allocation id, GPU index or day
-     * @param owner       the owner (for allocation rows)
+     * @param owner       the owner (allocation and owner rows; empty for the row of allocations without an owner)
      * @param jobId       the job (for allocation rows)
      * @param devices     the GPU indices seen in the group
      * @param from        the earliest interval start in the group
@@ -160,7 +166,7 @@ public record UsageReport(Instant since, Instant until, GroupBy by, List<Row> ro
             if (!a.at().isBefore(since) && a.at().isBefore(until)) {
                 idle.add(a);
                 String key = switch (by) {
-                    case OWNER -> a.owner().orElse("-");
+                    case OWNER -> a.owner().orElse(NO_OWNER);
                     case ALLOCATION -> a.allocationId();
                     default -> null;
                 };
@@ -190,14 +196,16 @@ public record UsageReport(Instant since, Instant until, GroupBy by, List<Row> ro
                     x.scale(f);
                 }
                 String key = switch (by) {
-                    case OWNER -> iv.owner().orElse("-");
+                    case OWNER -> iv.owner().orElse(NO_OWNER);
                     case ALLOCATION -> iv.allocationId();
                     case DEVICE -> Integer.toString(d.index());
                     case DAY -> AccountingStore.dayOf(iv.from()).toString();
                 };
                 RowAcc acc = rows.computeIfAbsent(key, k -> new RowAcc(k));
                 acc.add(x, d.index(), iv.from(), iv.to(), d.notes());
-                if (by == GroupBy.ALLOCATION) {
+                if (by == GroupBy.OWNER) {
+                    acc.owner = iv.owner();
+                } else if (by == GroupBy.ALLOCATION) {
                     acc.owner = acc.owner.or(iv::owner);
                     acc.job = acc.job.or(iv::jobId);
                     if (iv.end().isPresent()) {
@@ -208,7 +216,7 @@ public record UsageReport(Instant since, Instant until, GroupBy by, List<Row> ro
             }
             if (granted) {
                 String key = switch (by) {
-                    case OWNER -> iv.owner().orElse("-");
+                    case OWNER -> iv.owner().orElse(NO_OWNER);
                     case ALLOCATION -> iv.allocationId();
                     case DEVICE -> iv.devices().isEmpty() ? null : Integer.toString(iv.devices().get(0).index());
                     case DAY -> AccountingStore.dayOf(iv.from()).toString();
@@ -224,12 +232,15 @@ public record UsageReport(Instant since, Instant until, GroupBy by, List<Row> ro
                 return; // by device: the GPU rows; otherwise the owner rows (each row kind covers the whole day)
             }
             String key = switch (by) {
-                case OWNER -> s.owner().orElse("-");
+                case OWNER -> s.owner().orElse(NO_OWNER);
                 case DEVICE -> Integer.toString(s.index().getAsInt());
                 case DAY -> s.day().toString();
                 case ALLOCATION -> throw new IllegalStateException("summaries have no allocations");
             };
             RowAcc acc = rows.computeIfAbsent(key, RowAcc::new);
+            if (by == GroupBy.OWNER) {
+                acc.owner = s.owner();
+            }
             Instant start = s.day().atStartOfDay().toInstant(ZoneOffset.UTC);
             acc.add(s.figures(), s.index().orElse(-1), start, start.plusSeconds(86_400), List.of());
             acc.allocations += s.allocations(); // each allocation is counted on its first device only

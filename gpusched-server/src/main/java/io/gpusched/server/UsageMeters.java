@@ -17,13 +17,16 @@ import java.util.concurrent.atomic.DoubleAdder;
  *
  * <p>Cardinality is bounded: the first {@value #MAX_OWNERS} owners seen by this process get a series of their own,
  * every later owner is counted under {@code owner="_other"}, so each counter has at most {@value #MAX_OWNERS} + 1
- * series (allocations without an owner count as {@code owner="-"}). A slot, once given, is kept for the life of the
+ * series (allocations without an owner count as {@code owner=""}, which no owner can be, since owners are never blank:
+ * Prometheus reads it as the series without an owner). A slot, once given, is kept for the life of the
  * process, so every series only grows (a restart starts them over, as Prometheus counters do).
  */
 final class UsageMeters {
     /** Most owners with a series of their own. */
     static final int MAX_OWNERS = 100;
     static final String OTHER = "_other";
+    /** The label of allocations without an owner: empty, which no owner can be (owners are never blank). */
+    static final String NO_OWNER = "";
 
     private final MeterRegistry registry;
     private final Map<String, Slot> slots = new LinkedHashMap<>();
@@ -41,7 +44,7 @@ final class UsageMeters {
 
     /** Counts one interval the sampler wrote. */
     synchronized void onInterval(Interval iv) {
-        String owner = iv.owner().orElse("-");
+        String owner = iv.owner().orElse(NO_OWNER);
         Slot s = slots.get(owner);
         if (s == null) {
             if (slots.size() < MAX_OWNERS && !owner.equals(OTHER)) {

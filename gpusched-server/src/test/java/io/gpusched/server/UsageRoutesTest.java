@@ -148,9 +148,23 @@ class UsageRoutesTest {
                 .isEqualTo(UsageMeters.MAX_OWNERS + 1);
     }
 
-    /** An interval of one GPU held 1 s, as the store would read it. */
+    @Test
+    void anOwnerNamedDashIsNotCountedWithAllocationsWithoutOwner() {
+        PrometheusMeterRegistry r = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
+        UsageMeters m = new UsageMeters(r);
+        m.onInterval(interval("-"));
+        m.onInterval(interval(null));
+        m.onInterval(interval(null));
+        assertThat(m.series()).isEqualTo(2);
+        String scrape = r.scrape();
+        assertThat(scrape).contains("gpusched_usage_gpu_seconds_total{owner=\"-\"} 1.0");
+        assertThat(scrape).contains("gpusched_usage_gpu_seconds_total{owner=\"\"} 2.0");
+    }
+
+    /** An interval of one GPU held 1 s, as the store would read it (null owner: none). */
     private static Interval interval(String owner) {
-        String json = "{\"k\":\"i\",\"id\":\"x\",\"owner\":" + quote(owner) + ",\"from\":0,\"to\":1000,"
+        String json = "{\"k\":\"i\",\"id\":\"x\"," + (owner == null ? "" : "\"owner\":" + quote(owner) + ",")
+                + "\"from\":0,\"to\":1000,"
                 + "\"gpus\":[{\"i\":0,\"uuid\":\"GPU-0\",\"held\":1000,\"meas\":0,\"um\":0,\"us\":0,\"idle\":0,"
                 + "\"e\":0,\"ee\":0,\"em\":0}]}";
         CRC32C c = new CRC32C();

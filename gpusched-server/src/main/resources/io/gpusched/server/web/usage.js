@@ -11,6 +11,8 @@
     return e;
   };
   const fmt = (v, digits, unit) => v === null || v === undefined ? 'n/m' : v.toFixed(digits) + (unit || '');
+  // the owner row of allocations without an owner has the empty key (no owner can be blank)
+  const shown = (r) => r.key === '' ? '(no owner)' : r.key;
 
   // horizontal bars: GPU-hours per row (label left, value right), the idle share drawn darker at the bar's end;
   // data-* attributes carry the figures for tests; every label is set as text
@@ -29,7 +31,7 @@
       name.setAttribute('x', String(left - 6));
       name.setAttribute('y', String(y + 15));
       name.setAttribute('text-anchor', 'end');
-      name.textContent = r.key.length > 22 ? r.key.slice(0, 21) + '…' : r.key;
+      name.textContent = shown(r).length > 22 ? shown(r).slice(0, 21) + '…' : shown(r);
       svg.appendChild(name);
       const len = r.gpuHours / max * len0;
       const busy = document.createElementNS(SVG, 'rect');
@@ -41,7 +43,7 @@
       busy.setAttribute('data-key', r.key);
       busy.setAttribute('data-gpu-hours', String(r.gpuHours));
       const title = document.createElementNS(SVG, 'title');
-      title.textContent = r.key + ': ' + fmt(r.gpuHours, 2, ' GPU-h') + ', idle ' + fmt(r.idleFraction === null ? null
+      title.textContent = shown(r) + ': ' + fmt(r.gpuHours, 2, ' GPU-h') + ', idle ' + fmt(r.idleFraction === null ? null
         : 100 * r.idleFraction, 0, ' %');
       busy.appendChild(title);
       svg.appendChild(busy);
@@ -75,7 +77,7 @@
     rows.forEach(r => {
       const tr = el('tr');
       tr.setAttribute('data-key', r.key);
-      const key = el('td', null, r.key);
+      const key = el('td', null, shown(r));
       if (r.idleSteps && r.idleSteps.indexOf('flagged') >= 0) key.appendChild(el('span', 'flag', ' idle'));
       tr.appendChild(key);
       tr.appendChild(el('td', null, String(r.allocations)));
