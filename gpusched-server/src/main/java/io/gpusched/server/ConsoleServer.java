@@ -92,6 +92,13 @@ public final class ConsoleServer implements AutoCloseable {
     /** The shortest sampling interval ({@link Builder#sampleInterval}). */
     public static final Duration MIN_SAMPLE_INTERVAL = Duration.ofMillis(1);
 
+    /**
+     * The longest sampling interval ({@link Builder#sampleInterval}): accounting takes a sweep more than 10 minutes
+     * after the previous one for a jump of the wall clock and credits nothing for it, so sweeps come at least twice
+     * as often.
+     */
+    public static final Duration MAX_SAMPLE_INTERVAL = Duration.ofMinutes(5);
+
     private final Builder b;
     private final ApiToken token;
     private final ConsoleMeters meters;
@@ -559,15 +566,20 @@ public final class ConsoleServer implements AutoCloseable {
 
         /**
          * @param v how often GPUs are sampled and changes pushed (default 1 s; at least
-         *     {@link ConsoleServer#MIN_SAMPLE_INTERVAL}). Faster than 100 ms, the ten-minute history keeps one point
+         *     {@link ConsoleServer#MIN_SAMPLE_INTERVAL}, at most {@link ConsoleServer#MAX_SAMPLE_INTERVAL}). Faster than 100 ms, the ten-minute history keeps one point
          *     per 100 ms (the latest in each), so its memory stays at 6,001 points per GPU
          * @return this
-         * @throws IllegalArgumentException when {@code v} is under one millisecond
+         * @throws IllegalArgumentException when {@code v} is under one millisecond or over five minutes
          */
         public Builder sampleInterval(Duration v) {
             if (v.compareTo(MIN_SAMPLE_INTERVAL) < 0) {
                 throw new IllegalArgumentException("sample interval " + v + " is under the minimum of "
                         + MIN_SAMPLE_INTERVAL.toMillis() + " ms (use --interval 1ms or more)");
+            }
+            if (v.compareTo(MAX_SAMPLE_INTERVAL) > 0) {
+                throw new IllegalArgumentException("sample interval " + v + " is over the maximum of "
+                        + MAX_SAMPLE_INTERVAL.toMinutes() + " min (use --interval 5m or less: accounting takes a sweep"
+                        + " more than 10 min after the last for a jump of the clock and credits nothing for it)");
             }
             unset(sampleInterval, "sample interval");
             sampleInterval = v;

@@ -12,7 +12,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * {@code gpusched serve} flags that bound the console: an --interval under 1ms and a bad --allowed-host stop the
+ * {@code gpusched serve} flags that bound the console: an --interval under 1ms or over 5m and a bad --allowed-host stop the
  * start with an error naming the flag; an --interval under 100ms is served with a note saying the history keeps one
  * point per 100ms. The serve runs in-process and is made to fail at bind (its port is taken), so nothing keeps running.
  */
@@ -21,7 +21,7 @@ class ServeFlagsTest {
     @Test
     void intervalUnderOneMillisecondAndBadAllowedHostsAreRefused(@TempDir Path state) {
         for (List<String> args : List.of(List.of("--interval", "0ms"), List.of("--interval", "-1ms"),
-                List.of("--allowed-host", "http://evil"), List.of("--allowed-host", "node:9400"))) {
+                List.of("--interval", "11m"), List.of("--allowed-host", "http://evil"), List.of("--allowed-host", "node:9400"))) {
             List<String> all = new java.util.ArrayList<>(List.of("--simulate", "pcie-4xa10", "serve", "--listen",
                     "127.0.0.1:0"));
             all.addAll(args);
