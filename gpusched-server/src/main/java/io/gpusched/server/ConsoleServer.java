@@ -566,8 +566,9 @@ public final class ConsoleServer implements AutoCloseable {
 
         /**
          * @param v how often GPUs are sampled and changes pushed (default 1 s; at least
-         *     {@link ConsoleServer#MIN_SAMPLE_INTERVAL}, at most {@link ConsoleServer#MAX_SAMPLE_INTERVAL}). Faster than 100 ms, the ten-minute history keeps one point
-         *     per 100 ms (the latest in each), so its memory stays at 6,001 points per GPU
+         *     {@link ConsoleServer#MIN_SAMPLE_INTERVAL}, at most {@link ConsoleServer#MAX_SAMPLE_INTERVAL}). Faster
+         *     than 100 ms, the ten-minute history keeps one point per 100 ms (the latest in each), so its memory stays
+         *     at 6,001 points per GPU
          * @return this
          * @throws IllegalArgumentException when {@code v} is under one millisecond or over five minutes
          */
