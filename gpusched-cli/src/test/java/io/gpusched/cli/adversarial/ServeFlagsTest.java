@@ -21,7 +21,8 @@ class ServeFlagsTest {
     @Test
     void intervalUnderOneMillisecondAndBadAllowedHostsAreRefused(@TempDir Path state) {
         for (List<String> args : List.of(List.of("--interval", "0ms"), List.of("--interval", "-1ms"),
-                List.of("--interval", "11m"), List.of("--allowed-host", "http://evil"), List.of("--allowed-host", "node:9400"))) {
+                List.of("--interval", "11m"), List.of("--allowed-host", "http://evil"),
+                List.of("--allowed-host", "node:9400"))) {
             List<String> all = new java.util.ArrayList<>(List.of("--simulate", "pcie-4xa10", "serve", "--listen",
                     "127.0.0.1:0"));
             all.addAll(args);
