@@ -710,6 +710,65 @@ final class DefaultGpuScheduler implements GpuScheduler {
     }
 
     @Override
+    public List<Allocation> allocateInOrder(List<GpuRequest> requests) {
+        List<GpuRequest> todo = List.copyOf(requests); // null list or element: NullPointerException
+        if (todo.size() <= 1) {
+            return todo.isEmpty() ? List.of() : List.of(allocate(todo.get(0)));
+        }
+        List<UserQuotas.Limit> quotas = new ArrayList<>(todo.size()); // looked up outside the lock (may be null)
+        for (GpuRequest r : todo) {
+            quotas.add(quotaOf(r));
+        }
+        try {
+            return ledger.commit(inOrder(todo, quotas));
+        } catch (GpuAllocationException e) {
+            rejected(todo.get(0), e);
+            throw e;
+        }
+    }
+
+    /**
+     * The grants of {@code requests} in order, each decided (under the lock, on the latest state) on the state the
+     * ones before it leave (a copy: a change never modifies the state it is given), up to the first refusal, as one
+     * decision: its records are appended together or not at all. A refusal of the first refuses the whole.
+     */
+    private Ledger.Change<List<Allocation>> inOrder(List<GpuRequest> requests, List<UserQuotas.Limit> quotas) {
+        return (state, seq) -> {
+            List<LedgerRecord> records = new ArrayList<>();
+            List<Allocation> granted = new ArrayList<>(requests.size());
+            List<Runnable> undos = new ArrayList<>();
+            NodeState at = state;
+            for (int i = 0; i < requests.size(); i++) {
+                Ledger.Decision<Allocation> d;
+                try {
+                    d = decideAllocation(requests.get(i), null, null, quotas.get(i)).decide(at, seq + records.size());
+                } catch (RuntimeException e) {
+                    if (i == 0) {
+                        throw e;
+                    }
+                    break; // nothing after a refused request is tried: it is asked again by itself
+                }
+                granted.add(d.result());
+                if (d.undo() != null) {
+                    undos.add(d.undo());
+                }
+                if (i + 1 < requests.size()) {
+                    if (at == state) {
+                        at = state.copy();
+                    }
+                    long next = seq + records.size();
+                    for (LedgerRecord r : d.records()) {
+                        at.apply(next++, r, null);
+                    }
+                }
+                records.addAll(d.records());
+            }
+            return new Ledger.Decision<>(records, List.copyOf(granted),
+                    undos.isEmpty() ? null : () -> undos.forEach(Runnable::run));
+        };
+    }
+
+    @Override
     public int releaseAll(Collection<String> allocationIds) {
         List<String> ids = distinctIds(allocationIds, "allocationIds");
         if (ids.isEmpty()) {

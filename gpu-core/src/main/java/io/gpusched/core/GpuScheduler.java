@@ -252,6 +252,36 @@ public interface GpuScheduler extends AutoCloseable {
     }
 
     /**
+     * Allocates requests in the given order as one transaction: each is decided on the state the ones before it leave,
+     * as {@link #allocate(GpuRequest)} decides it, and it stops at the first refusal (that request and those after it
+     * are not allocated, even where a later one would fit: nothing jumps ahead). With a node ledger the grants are one
+     * append, forced to disk once. For a host that serves a queue in order (the node service's fair queue): it pays
+     * one forced write for all the requests that fit, not one each.
+     *
+     * @param requests what to allocate, in order; may be empty
+     * @return the allocations of the granted requests, in order: a prefix of {@code requests}, at least the first
+     *         when {@code requests} is not empty (a refusal after the first is not reported: ask for that one again)
+     * @throws GpuAllocationException the first request's refusal (nothing was allocated)
+     * @throws LedgerException if the node ledger cannot record the grants (none happened)
+     * @throws NullPointerException when {@code requests} or one of them is null
+     */
+    default List<Allocation> allocateInOrder(List<GpuRequest> requests) {
+        List<GpuRequest> todo = List.copyOf(requests);
+        List<Allocation> out = new ArrayList<>(todo.size());
+        for (GpuRequest r : todo) { // the default: one transaction each (gpusched's own scheduler makes them one)
+            try {
+                out.add(allocate(r));
+            } catch (RuntimeException e) { // after a grant, report the grants: the caller asks again for the rest
+                if (out.isEmpty()) {
+                    throw e;
+                }
+                break;
+            }
+        }
+        return out;
+    }
+
+    /**
      * Releases allocations and allocates in one transaction: with a node ledger the releases and the new allocation
      * are one append, forced to disk once, so no process (and no restart after a crash) ever sees some of them
      * without the others. The allocation is decided on the state after the releases, so it may take their devices

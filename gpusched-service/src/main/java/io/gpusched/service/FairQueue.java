@@ -17,7 +17,6 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
@@ -48,9 +47,10 @@ import org.slf4j.LoggerFactory;
  * at once. A request whose client has gone, or whose wait ran out, is dropped.
  *
  * <p>How it composes with the core's node-wide queue ({@code WaitTickets}, strict first come first served across
- * processes): the service tries each request with a plain {@link GpuScheduler#allocate(GpuRequest)}, which takes no
- * ticket. Requests that other processes (engines) make with a wait hold tickets and are served first while they wait;
- * the service's queue is decided among the service's users. One thread of the service grants from the queue: on every
+ * processes): the service tries requests with a plain {@link GpuScheduler#allocate(GpuRequest)} (or several in fair
+ * order in one {@link GpuScheduler#allocateInOrder} transaction), which takes no ticket. Requests that other
+ * processes (engines) make with a wait hold tickets and are served first while they wait; the service's queue is
+ * decided among the service's users. One thread of the service grants from the queue: on every
  * release, reclaim, expiry or drain change it hears from the scheduler (its own process's at once, other processes'
  * through a {@link GpuScheduler#refresh()} every {@link #TICK}), and on every new request.
  */
@@ -64,6 +64,8 @@ final class FairQueue implements AutoCloseable {
     static final int MAX_TOTAL = 8192;
     /** How long a request that does not wait waits for the dispatcher to try it (it answers in one pass). */
     static final Duration NOW_ANSWER = Duration.ofMinutes(2);
+    /** Most requests tried in one transaction (one forced write): bounds the time the node's lock is held. */
+    static final int BATCH = 64;
 
     /** Why a waiting request was dropped without an allocation. */
     static final class Dropped extends GpuException {
@@ -274,16 +276,28 @@ final class FairQueue implements AutoCloseable {
 
     /** Caller holds the lock. @return every waiting ticket in projected serving order (not those that do not wait) */
     private List<Ticket> order() {
+        return projected(false, Integer.MAX_VALUE);
+    }
+
+    /**
+     * Caller holds the lock.
+     *
+     * @param withNow whether requests that do not wait are listed (in their place) too
+     * @param max     the most tickets listed
+     * @return the tickets in the order they would be served if each fitted as it came up: the order in which the
+     *         dispatcher, granting one at a time, would try them (each grant sends its user behind the others)
+     */
+    private List<Ticket> projected(boolean withNow, int max) {
         Map<Long, Long> last = new HashMap<>(lastGrant);
         Map<Long, ArrayDeque<Ticket>> left = new LinkedHashMap<>();
         byUser.forEach((u, q) -> left.put(u, new ArrayDeque<>(q)));
-        List<Ticket> out = new ArrayList<>(size);
+        List<Ticket> out = new ArrayList<>(Math.min(size, max));
         long g = grants;
-        while (!left.isEmpty()) {
+        while (!left.isEmpty() && out.size() < max) {
             long u = next(left, last);
             ArrayDeque<Ticket> q = left.get(u);
             Ticket t = q.poll();
-            if (!t.now) {
+            if (withNow || !t.now) {
                 out.add(t);
             }
             last.put(u, ++g);
@@ -408,10 +422,17 @@ final class FairQueue implements AutoCloseable {
     /**
      * Grants in fair order until the next request does not fit; then refuses every request that does not wait and was
      * not reached. Only this thread grants from the queue.
+     *
+     * <p>The fair next request and those that would follow it (the projected order, at most {@link #BATCH}) are tried
+     * in one {@link GpuScheduler#allocateInOrder} transaction: granted in that order up to the first that does not
+     * fit, with one forced write for all of them. That is the order granting one at a time would follow (each grant
+     * sends its user behind the others), so nobody is served ahead of their turn; a request after the first that is
+     * refused is tried again by itself, as the next fair head, in the next pass.
      */
     private void dispatch() {
         while (true) {
             List<Ticket> heads;
+            List<Ticket> batch;
             List<Ticket> nowSeen = new ArrayList<>();
             lock.lock();
             try {
@@ -425,16 +446,23 @@ final class FairQueue implements AutoCloseable {
                     long u = next(copy, last);
                     heads.add(copy.remove(u).peek());
                 }
+                batch = projected(true, BATCH);
                 byUser.values().forEach(q -> q.stream().filter(t -> t.now).forEach(nowSeen::add));
             } finally {
                 lock.unlock();
             }
+            if (batch.get(0) != heads.get(0)) { // the same rule under the same lock: cannot differ
+                throw new IllegalStateException("the fair queue's projected order does not start with its fair head");
+            }
             boolean progressed = false;
             Ticket blocker = null;
-            for (Ticket t : heads) {
-                Optional<Allocation> a;
+            for (int i = 0; i < heads.size(); i++) {
+                Ticket t = heads.get(i);
+                List<Ticket> tried = i == 0 ? batch : List.of(t);
+                List<Allocation> a;
                 try {
-                    a = Optional.of(scheduler.allocate(t.request));
+                    a = tried.size() == 1 ? List.of(scheduler.allocate(t.request))
+                            : scheduler.allocateInOrder(tried.stream().map(x -> x.request).toList());
                 } catch (GpuAllocationException e) {
                     t.lastRefusal = e;
                     if (!t.now && (e.reason() == Reason.QUOTA_EXCEEDED || e.reason() == Reason.RATE_LIMITED)) {
@@ -452,7 +480,9 @@ final class FairQueue implements AutoCloseable {
                     progressed = true;
                     break;
                 }
-                finish(t, a.get(), null);
+                for (int k = 0; k < a.size(); k++) {
+                    finish(tried.get(k), a.get(k), null);
+                }
                 progressed = true;
                 break;
             }
