@@ -17,7 +17,8 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The reclaim rule for allocations with a job cgroup ({@link GpuRequest#jobCgroup()}): before an allocation that must
+ * The reclaim rule for allocations with a job cgroup ({@link GpuRequest#jobCgroup()}, or a job process run without one:
+ * {@link GpuRequest#jobProcess()}): before an allocation that must
  * end (its holder is gone, or its lease ends it) is released, its job's processes are ended and its cgroup removed
  * ({@link JobCgroups#end}), under the node's lock, so that no GPU is handed out while a job still uses it. When that
  * fails (not permitted, processes that do not die) the allocation stays held: the failure is logged, audited
@@ -47,7 +48,8 @@ final class JobCgroupReclaim {
     boolean ended(Allocation a, String why, Instant now, List<AllocationEvent> events) {
         Optional<String> recorded = a.request().jobCgroup();
         if (recorded.isEmpty()) {
-            return true;
+            Optional<HolderProcess> job = a.request().jobProcess();
+            return job.isEmpty() || endedJobProcess(a, job.get(), why, now, events);
         }
         Path dir = Path.of(recorded.get());
         Stuck s = stuck.get(a.id());
@@ -71,6 +73,52 @@ final class JobCgroupReclaim {
                     a.request().jobId(), a.deviceUuids(), Optional.empty(), msg));
             return false;
         }
+    }
+
+    /**
+     * The rule for a job run without a cgroup ({@link GpuRequest#jobProcess()}): its recorded process (pid and start
+     * time, so a reused pid is never signalled) gets SIGKILL and is waited for; what it forked is not tracked (README:
+     * jobs that start other processes want a fence).
+     *
+     * @return true when the recorded process is gone (or was ended now)
+     */
+    private boolean endedJobProcess(Allocation a, HolderProcess job, String why, Instant now,
+            List<AllocationEvent> events) {
+        Stuck s = stuck.get(a.id());
+        if (s != null && System.nanoTime() - s.retryAtNanos() < 0) {
+            if (!job.isAlive()) {
+                stuck.remove(a.id());
+                return true;
+            }
+            return false;
+        }
+        if (!job.isAlive()) {
+            stuck.remove(a.id());
+            return true;
+        }
+        Optional<ProcessHandle> handle = ProcessHandle.of(job.pid());
+        boolean signalled = handle.isPresent() && job.isAlive() && handle.get().destroyForcibly();
+        long deadline = System.nanoTime() + timeout.toNanos();
+        while (signalled && job.isAlive() && System.nanoTime() - deadline < 0) {
+            try {
+                Thread.sleep(10);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                break;
+            }
+        }
+        if (!job.isAlive()) {
+            stuck.remove(a.id());
+            return true;
+        }
+        String msg = "allocation " + a.id() + " is kept held: " + why + ", but its job (pid " + job.pid() + ", run"
+                + " without a cgroup) could not be ended: " + (signalled ? "it did not die within " + timeout.toMillis()
+                        + " ms of SIGKILL" : "SIGKILL was not permitted (its owner or root may end it)");
+        stuck.put(a.id(), new Stuck(msg, System.nanoTime() + retry.toNanos()));
+        LOG.warn(msg);
+        events.add(new AllocationEvent(AllocationEvent.Type.RECLAIM_BLOCKED, now, Optional.of(a.id()), a.owner(),
+                a.request().jobId(), a.deviceUuids(), Optional.empty(), msg));
+        return false;
     }
 
     /** @return whether an attempt for this allocation failed and the next is not due yet */

@@ -126,6 +126,30 @@ public final class GpuDeviceNodes {
      * @return the cap minor
      * @throws IllegalArgumentException when an id is outside the driver's table
      */
+    /**
+     * Checks a MIG device's ids as a node description gives them (device properties {@code nvml.index},
+     * {@code mig.gpu_instance_id}, {@code mig.compute_instance_id}; the last may be absent): plain decimals as the
+     * driver writes them, inside the driver's {@code mig-minors} table.
+     *
+     * @return the key {@code gpu<g>/gi<i>[/ci<c>]} that names the device's access caps
+     * @throws IllegalArgumentException naming the id and what would be valid
+     */
+    public static String checkMigIds(String gpu, String gi, String ci) {
+        int g = migId("nvml.index", gpu, MIG_GPUS);
+        int i = migId("mig.gpu_instance_id", gi, MIG_GPU_INSTANCES);
+        int c = ci == null ? -1 : migId("mig.compute_instance_id", ci, MIG_COMPUTE_INSTANCES);
+        return "gpu" + g + "/gi" + i + (c < 0 ? "" : "/ci" + c);
+    }
+
+    private static int migId(String name, String v, int bound) {
+        if (v == null || !v.matches("0|[1-9][0-9]?") || Integer.parseInt(v) >= bound) {
+            throw new IllegalArgumentException(name + " " + (v == null ? "is missing" : "\"" + v + "\" is not one")
+                    + ": the driver's MIG table holds " + name + " 0 to " + (bound - 1) + ", written as plain"
+                    + " decimals without leading zeros");
+        }
+        return Integer.parseInt(v);
+    }
+
     static int migCapMinor(int gpu, int gi, int ci) {
         if (gpu < 0 || gpu >= MIG_GPUS || gi < 0 || gi >= MIG_GPU_INSTANCES || ci < -1
                 || ci >= MIG_COMPUTE_INSTANCES) {
@@ -170,7 +194,8 @@ public final class GpuDeviceNodes {
         try {
             for (String line : Files.readAllLines(file)) {
                 String[] f = line.trim().split("\\s+");
-                if (f.length == 2 && f[1].matches("[0-9]+")) {
+                // a device minor is 20 bits (MINORMASK): a longer number is not one, and is skipped
+                if (f.length == 2 && f[1].matches("[0-9]{1,7}") && Integer.parseInt(f[1]) <= 0xFFFFF) {
                     out.put(f[0], Integer.parseInt(f[1]));
                 }
             }

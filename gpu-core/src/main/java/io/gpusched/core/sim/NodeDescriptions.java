@@ -251,6 +251,7 @@ public final class NodeDescriptions {
             b.device(g.toBuilder().property(GpuDeviceNodes.CHAR_MAJORS_PROPERTY, majors).build());
         }
         checkHardware(root, byIndex);
+        checkMigIds(root, byIndex);
         derivePcie(b, placement, numa);
         int fabric = root.integer("fabric_links", 0, 0, 1024);
         Map<List<Integer>, String> pairs = new HashMap<>();
@@ -405,6 +406,51 @@ public final class NodeDescriptions {
                 throw root.error(at + "[index " + d.index() + "]", "pci_bus_id " + d.pciBusId() + " is also device "
                         + other.index() + "'s (" + other.uuid() + "); only partitions of one parent share a PCI"
                         + " device");
+            }
+        }
+    }
+
+    /**
+     * NVIDIA partitions that give MIG ids ({@code mig.gpu_instance_id}) have ids inside the driver's table, spelled as
+     * it writes them, one {@code nvml.index} per parent GPU and no two partitions with the same ids: their access caps
+     * ({@code /dev/nvidia-caps/nvidia-cap<minor>}, numbered from the ids) are then their own, so a fence or CDI entry
+     * for one never opens another's.
+     */
+    private static void checkMigIds(StrictYaml root, Map<Integer, GpuDevice> byIndex) {
+        String at = root.pathOf("devices");
+        Map<String, GpuDevice> byCaps = new HashMap<>();
+        Map<String, String> gpuOfParent = new HashMap<>();
+        Map<String, String> parentOfGpu = new HashMap<>();
+        for (GpuDevice d : byIndex.values()) {
+            Map<String, String> p = d.properties();
+            if (d.vendor() != GpuVendor.NVIDIA || d.parentUuid().isEmpty() || !p.containsKey("mig.gpu_instance_id")) {
+                continue;
+            }
+            String where = at + "[index " + d.index() + "]";
+            String key;
+            try {
+                key = GpuDeviceNodes.checkMigIds(p.get("nvml.index"), p.get("mig.gpu_instance_id"),
+                        p.get("mig.compute_instance_id"));
+            } catch (IllegalArgumentException e) {
+                throw root.error(where, "MIG device " + d.uuid() + ": " + e.getMessage());
+            }
+            String parent = d.parentUuid().get();
+            String gpu = p.get("nvml.index");
+            String had = gpuOfParent.putIfAbsent(parent, gpu);
+            if (had != null && !had.equals(gpu)) {
+                throw root.error(where, "MIG device " + d.uuid() + " of parent " + parent + " gives nvml.index " + gpu
+                        + ", another of its partitions " + had + "; one GPU has one nvml.index");
+            }
+            String owner = parentOfGpu.putIfAbsent(gpu, parent);
+            if (owner != null && !owner.equals(parent)) {
+                throw root.error(where, "MIG device " + d.uuid() + " gives nvml.index " + gpu + ", which is parent "
+                        + owner + "'s; two GPUs never share an nvml.index (their partitions would share access caps)");
+            }
+            GpuDevice other = byCaps.putIfAbsent(key, d);
+            if (other != null) {
+                throw root.error(where, "MIG device " + d.uuid() + " has the ids " + key + " of device "
+                        + other.index() + " (" + other.uuid() + "); a fence for one would open the other's access"
+                        + " caps, so no two partitions share their ids");
             }
         }
     }

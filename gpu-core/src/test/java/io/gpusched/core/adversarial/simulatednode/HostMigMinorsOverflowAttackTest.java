@@ -42,7 +42,11 @@ class HostMigMinorsOverflowAttackTest {
                 .build();
         Throwable t = catchThrowable(() -> new GpuDeviceNodes(tmp.resolve("dev"), proc, false).plan("GPU 0",
                 List.of(mig), List.of(mig)));
-        assertThat(t).as("plan over a mig-minors line 'gpu0/gi2/access 99999999999'")
-                .isNotInstanceOf(NumberFormatException.class);
+        // skipped (the plan goes on) or refused typed; null means it was skipped, which AssertJ's
+        // isNotInstanceOf would not accept
+        if (t != null) {
+            assertThat(t).as("plan over a mig-minors line 'gpu0/gi2/access 99999999999'")
+                    .isNotInstanceOf(NumberFormatException.class);
+        }
     }
 }
