@@ -9,6 +9,7 @@ import io.gpusched.isolation.CgroupDeviceIsolator.Mechanism;
 import io.gpusched.testing.LocalUsers;
 import io.gpusched.testing.LocalUsers.User;
 import java.io.BufferedReader;
+import java.io.IOException;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -234,10 +235,13 @@ class JobLauncherTest {
             assertThat(line).as(seen.toString()).isNotNull();
             long pid = Long.parseLong(line.split(" ")[1]);
             Path cgroup = Path.of(line.split(" ")[2]);
-            for (int i = 0; i < 200 && CgroupProcesses.pids(cgroup).size() < 2; i++) {
+            // both sleeps running: the main process exec'd and the one its shell forked (two pids alone may be the
+            // shell before it forked, with a process the start has not finished with)
+            for (int i = 0; i < 1000 && !bothSleep(CgroupProcesses.pids(cgroup)); i++) {
                 Thread.sleep(10);
             }
             assertThat(CgroupProcesses.pids(cgroup)).hasSize(2);
+            assertThat(bothSleep(CgroupProcesses.pids(cgroup))).as("the job's two sleeps run").isTrue();
             child.destroyForcibly().waitFor(60, TimeUnit.SECONDS);
             for (int i = 0; i < 500 && ProcessHandle.of(pid).map(ProcessHandle::isAlive).orElse(false); i++) {
                 Thread.sleep(10);
@@ -248,6 +252,22 @@ class JobLauncherTest {
             assertThat(jb.launcher.endLeftovers(id -> false)).anyMatch(s -> s.startsWith("ended " + cgroup));
             assertThat(cgroup).doesNotExist();
         }
+    }
+
+    private static boolean bothSleep(List<Long> pids) {
+        if (pids.size() != 2) {
+            return false;
+        }
+        for (long p : pids) {
+            try {
+                if (!Files.readString(Path.of("/proc", Long.toString(p), "comm")).strip().equals("sleep")) {
+                    return false;
+                }
+            } catch (IOException e) {
+                return false;
+            }
+        }
+        return true;
     }
 
     @Test
