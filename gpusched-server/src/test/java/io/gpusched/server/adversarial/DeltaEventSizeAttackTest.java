@@ -55,7 +55,7 @@ class DeltaEventSizeAttackTest {
         SimulatedGpuInventory inv = GpuInventories.simulated("dgx1-v100");
         try (GpuScheduler console = open(inv); GpuScheduler other = open(inv);
              ConsoleServer c = ConsoleServer.builder().scheduler(console).stateDir(state.resolve("console"))
-                     .sampleInterval(Duration.ofHours(1))
+                     .sampleInterval(Duration.ofMinutes(5)) // the most allowed: no tick but the first one
                      .listen(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0)).build().start()) {
             HttpClient http = HttpClient.newHttpClient();
             HttpResponse<InputStream> r = http.send(HttpRequest.newBuilder(URI.create(c.url() + "/api/v1/events"))

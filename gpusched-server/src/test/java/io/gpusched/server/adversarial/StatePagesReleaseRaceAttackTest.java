@@ -61,8 +61,9 @@ class StatePagesReleaseRaceAttackTest {
     }
 
     /**
-     * The page's algorithm (app.js fetchRest): the state event's allocations, then pages from the marker's offset,
-     * offset += page size. One of the allocations the state event already sent is released before the pages are read
+     * The page's algorithm (app.js fetchRest): the state event's allocations, then pages from the marker's rest link,
+     * each next page after the last id read (first written against offset paging, offset += page size). One of the
+     * allocations the state event already sent is released before the pages are read
      * (as any other client may do at any time): every allocation that stayed live throughout must still be listed.
      */
     @Test
@@ -82,17 +83,21 @@ class StatePagesReleaseRaceAttackTest {
             s.release(released); // another client, between the state event and the first page
             seen.remove(released); // the delta's "remove"
 
-            int offset = t.path("allocationsSent").asInt();
+            // the page follows the marker's rest link (a cursor since the fix), each next page after the last id
+            String next = t.path("rest").asText();
             int limit = 25;
             for (int pages = 0; pages < 100; pages++) {
-                HttpResponse<String> r = get(http, c, "/api/v1/allocations?offset=" + offset + "&limit=" + limit);
+                URI u = URI.create(c.url() + next);
+                String after = u.getRawQuery().replaceAll("^(?:.*&)?after=([^&]*).*$", "$1");
+                HttpResponse<String> r = get(http, c, "/api/v1/allocations?after=" + after + "&limit=" + limit);
                 assertThat(r.statusCode()).isEqualTo(200);
                 JsonNode page = JSON.readTree(r.body());
                 page.forEach(a -> seen.add(a.path("id").asText()));
                 if (page.size() < limit) {
                     break;
                 }
-                offset += page.size();
+                next = "/api/v1/allocations?after=" + page.get(page.size() - 1).path("id").asText() + "&limit="
+                        + limit;
             }
             List<String> live = s.allocations().stream().map(Allocation::id).toList();
             assertThat(seen).as("the state event plus its pages, after %s was released between them", released)
