@@ -15,9 +15,11 @@ import io.gpusched.core.GpuScheduler;
 import io.gpusched.core.host.NodeNames;
 import java.io.IOException;
 import java.net.URLDecoder;
+import java.net.URLEncoder;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
@@ -31,8 +33,27 @@ import java.util.Optional;
 final class AllocationsHandler implements HttpHandler {
     static final String PATH = ConsoleServer.API + "/allocations";
     static final String PREFIX = PATH + "/";
-    /** Most allocations one page of {@code GET /api/v1/allocations?offset=N&limit=M} holds. */
+    /** Most allocations one page of {@code GET /api/v1/allocations?after=ID&limit=M} holds. */
     static final int MAX_PAGE = 100;
+    /**
+     * The order of pages: by id, an id {@code <prefix>-<sequence>} by prefix, then by its sequence as a number
+     * (so one process's allocations oldest first); a total order on any strings, so a cursor need not be live.
+     */
+    static final Comparator<String> PAGE_ORDER = (a, b) -> {
+        int da = a.lastIndexOf('-');
+        int db = b.lastIndexOf('-');
+        int c = (da < 0 ? a : a.substring(0, da)).compareTo(db < 0 ? b : b.substring(0, db));
+        if (c != 0) {
+            return c;
+        }
+        String sa = da < 0 ? "" : a.substring(da + 1);
+        String sb = db < 0 ? "" : b.substring(db + 1);
+        c = Integer.compare(da < 0 ? -1 : sa.length(), db < 0 ? -1 : sb.length());
+        return c != 0 ? c : sa.compareTo(sb);
+    };
+
+    /** Longest {@code after} cursor accepted. */
+    static final int MAX_CURSOR_CHARS = 256;
 
     private final GpuScheduler scheduler;
     private final NodeWatcher watcher;
@@ -74,12 +95,24 @@ final class AllocationsHandler implements HttpHandler {
     }
 
     /**
-     * The live allocations, oldest first: all of them, or with {@code offset} and/or {@code limit} one page
-     * ({@code limit} 1 to {@value #MAX_PAGE}, default {@value #MAX_PAGE}); {@code X-Total-Count} says how many there
-     * are. The event stream's {@code state} event names the page where the allocations it leaves out start.
+     * The live allocations, oldest first: all of them, or with {@code after}, {@code offset} and/or {@code limit} one
+     * page in {@link #PAGE_ORDER} ({@code limit} 1 to {@value #MAX_PAGE}, default {@value #MAX_PAGE});
+     * {@code X-Total-Count} says how many there are. {@code after=<id>} (a cursor: the allocations after that id in
+     * page order, whether or not it is still live) loses none when others end between pages; {@code offset=N} (an
+     * index) still works, but shifts when an allocation before it ends. The event stream's {@code state} event names
+     * the page, by cursor, where the allocations it leaves out start.
      */
     private void list(HttpExchange ex) throws IOException {
-        Map<String, String> q = Exchanges.query(ex, "offset", "limit");
+        Map<String, String> q = Exchanges.query(ex, "after", "offset", "limit");
+        if (q.containsKey("after") && q.containsKey("offset")) {
+            throw new Exchanges.BadQuery("after and offset are both given; give after=<allocation id> (a cursor) or"
+                    + " offset=<index>, not both");
+        }
+        String after = q.get("after");
+        if (after != null && (after.isEmpty() || after.length() > MAX_CURSOR_CHARS)) {
+            throw new Exchanges.BadQuery("after=" + SampleHistory.printable(after) + " is not valid; after is an"
+                    + " allocation id of 1 to " + MAX_CURSOR_CHARS + " characters");
+        }
         List<Allocation> all = scheduler.allocations();
         ex.getResponseHeaders().set("X-Total-Count", Integer.toString(all.size()));
         if (q.isEmpty()) {
@@ -88,9 +121,19 @@ final class AllocationsHandler implements HttpHandler {
         }
         long offset = q.containsKey("offset") ? number(q.get("offset"), "offset", 0, Integer.MAX_VALUE) : 0;
         long limit = q.containsKey("limit") ? number(q.get("limit"), "limit", 1, MAX_PAGE) : MAX_PAGE;
-        int from = (int) Math.min(offset, all.size());
-        int to = (int) Math.min(all.size(), from + limit);
-        Exchanges.json(ex, 200, Views.allocations(all.subList(from, to)));
+        List<Allocation> ordered = new ArrayList<>(all);
+        ordered.sort(Comparator.comparing(Allocation::id, PAGE_ORDER));
+        if (after != null) {
+            ordered.removeIf(a -> PAGE_ORDER.compare(a.id(), after) <= 0);
+        }
+        int from = (int) Math.min(offset, ordered.size());
+        int to = (int) Math.min(ordered.size(), from + limit);
+        Exchanges.json(ex, 200, Views.allocations(ordered.subList(from, to)));
+    }
+
+    /** @return the page after {@code lastId} (the cursor the state event's truncated marker names) */
+    static String pageAfter(String lastId) {
+        return PATH + "?after=" + URLEncoder.encode(lastId, StandardCharsets.UTF_8) + "&limit=" + MAX_PAGE;
     }
 
     /** @return {@code s} as a number from {@code min} to {@code max}, in ASCII digits only */

@@ -132,6 +132,7 @@ public final class ConsoleServer implements AutoCloseable {
         this.sse = new SseHub(b.maxSseClients, b.eventStall.toNanos(), ConsoleWorkers.daemon("gpusched-console-sse"));
         this.watcher = new NodeWatcher(b.scheduler, b.scheduler.inventory(), b.refresh, sse, b.clock,
                 b.sampleInterval, HISTORY);
+        watcher.followUps(ticker);
         this.limits = new ClientLimits(new ClientLimits.Settings(b.maxConnectionsPerClient, b.maxRequestsPerClient,
                 b.maxEventStreamsPerClient, b.maxConnections));
         this.meters = new ConsoleMeters(b.scheduler, hostname, sse, limits);

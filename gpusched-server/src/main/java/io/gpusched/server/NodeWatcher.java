@@ -15,11 +15,15 @@ import java.time.Clock;
 import java.time.Duration;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.Deque;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
 import java.util.function.Consumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -38,11 +42,20 @@ final class NodeWatcher {
     private static final Logger LOG = LoggerFactory.getLogger(NodeWatcher.class);
     /**
      * Most bytes (UTF-8 JSON) of allocations a {@code state} event carries; the rest are named by its
-     * {@code truncated} marker and read from {@code GET /api/v1/allocations?offset=N&limit=M}. Under the event
+     * {@code truncated} marker and read from {@code GET /api/v1/allocations?after=ID&limit=M}. Under the event
      * stream's queue bound ({@link SseHub#MAX_QUEUED_BYTES}), so a client that opens a stream is not dropped for the
      * size of its first event.
      */
     static final int MAX_STATE_ALLOCATION_BYTES = 128 * 1024;
+    /** Most bytes (UTF-8 JSON) one {@code delta} event carries; a larger change set is split into several. */
+    static final int MAX_DELTA_BYTES = 64 * 1024;
+    /** room left in a client's queue for ticks and heartbeats when pacing deltas */
+    private static final int QUEUE_MARGIN_BYTES = 32 * 1024;
+    /** the delta's own keys and the frame's lines, over its items */
+    private static final int DELTA_FRAMING_BYTES = 256;
+    /** how long changes wait for room in the fullest client's queue before they go anyway */
+    static final long MAX_PACING_MILLIS = 2_000;
+    private static final long PACING_STEP_MILLIS = 10;
 
     private final GpuScheduler scheduler;
     private final GpuInventory inventory;
@@ -54,6 +67,10 @@ final class NodeWatcher {
     /** what the last push left each client with: device views (without holders) by index, allocation views by id */
     private Map<Integer, String> lastDevices = new LinkedHashMap<>();
     private Map<String, String> lastAllocations = new LinkedHashMap<>();
+    private volatile ScheduledExecutorService followUps;
+    /** when the changes not yet pushed began to wait for queue room (System.nanoTime), 0 when none wait */
+    private long pendingSince;
+    private boolean followUpScheduled;
 
     NodeWatcher(GpuScheduler scheduler, GpuInventory inventory, Runnable refresh, SseHub sse, Clock clock,
             Duration interval, Duration window) {
@@ -133,45 +150,122 @@ final class NodeWatcher {
         sse.broadcast("audit", json); // the page's audit list shows it as it happens
     }
 
-    /** Pushes devices and allocations when they differ from the last push. */
-    /** Pushes the devices and allocations that differ from the last push, as one {@code delta} event. */
+    /**
+     * Pushes the devices and allocations that differ from the last push, as {@code delta} events of at most
+     * {@value #MAX_DELTA_BYTES} bytes each (a burst of another process's allocations is split, not sent as one event
+     * of megabytes). With {@link #followUps} set, one push sends only what the fullest client's queue has room for
+     * under {@link SseHub#MAX_QUEUED_BYTES}; the rest stays different from what was sent and goes in follow-up pushes
+     * as the queues drain (after {@link #MAX_PACING_MILLIS} ms of waiting, one event per step is sent anyway: a client
+     * still that far behind is dropped, as any slow client is). Items are whole, so the pieces may be applied in any
+     * order.
+     */
     synchronized void pushStateIfChanged() {
         List<Allocation> allocations = scheduler.allocations();
-        Map<Integer, String> devices = new LinkedHashMap<>();
-        List<Object> changedDevices = new ArrayList<>();
+        List<Item> items = new ArrayList<>();
         for (Map<String, Object> d : Views.devicesWithoutHolders(scheduler.devices())) {
             String json = Views.json(d);
             int index = (Integer) d.get("index");
-            devices.put(index, json);
             if (!json.equals(lastDevices.get(index))) {
-                changedDevices.add(d);
+                items.add(new Item(Item.DEVICE, index, null, d, json));
             }
         }
         Map<String, String> current = new LinkedHashMap<>();
-        List<Object> upsert = new ArrayList<>();
         for (Allocation a : allocations) {
             Map<String, Object> v = Views.allocation(a);
             String json = Views.json(v);
             current.put(a.id(), json);
             if (!json.equals(lastAllocations.get(a.id()))) {
-                upsert.add(v);
+                items.add(new Item(Item.UPSERT, 0, a.id(), v, json));
             }
         }
-        List<String> remove = new ArrayList<>();
         for (String id : lastAllocations.keySet()) {
             if (!current.containsKey(id)) {
-                remove.add(id);
+                items.add(new Item(Item.REMOVE, 0, id, id, Views.json(id)));
             }
         }
-        lastDevices = devices;
-        lastAllocations = current;
-        if (changedDevices.isEmpty() && upsert.isEmpty() && remove.isEmpty()) {
+        if (items.isEmpty()) {
+            pendingSince = 0;
             return;
         }
-        Map<String, Object> delta = new LinkedHashMap<>();
-        delta.put("devices", changedDevices);
-        delta.put("allocations", Map.of("upsert", upsert, "remove", remove));
-        sse.broadcast("delta", Views.json(delta));
+        ScheduledExecutorService next = followUps;
+        long room = Long.MAX_VALUE;
+        boolean waitedLongEnough = true;
+        if (next != null) {
+            long now = System.nanoTime();
+            if (pendingSince == 0) {
+                pendingSince = now;
+            }
+            waitedLongEnough = now - pendingSince > TimeUnit.MILLISECONDS.toNanos(MAX_PACING_MILLIS);
+            room = SseHub.MAX_QUEUED_BYTES - QUEUE_MARGIN_BYTES - sse.largestBacklog();
+        }
+        int sent = 0;
+        while (sent < items.size()) {
+            List<Object> changedDevices = new ArrayList<>();
+            List<Object> upsert = new ArrayList<>();
+            List<String> remove = new ArrayList<>();
+            long bytes = 0;
+            int i = sent;
+            for (; i < items.size(); i++) {
+                Item it = items.get(i);
+                long n = it.json.getBytes(StandardCharsets.UTF_8).length + 1L;
+                if (i > sent && bytes + n > MAX_DELTA_BYTES - DELTA_FRAMING_BYTES) {
+                    break;
+                }
+                bytes += n;
+                switch (it.kind) {
+                    case Item.DEVICE -> changedDevices.add(it.view);
+                    case Item.UPSERT -> upsert.add(it.view);
+                    default -> remove.add(it.id);
+                }
+            }
+            if (bytes > room && !(waitedLongEnough && sent == 0)) {
+                break; // the queues have no room for it yet: a follow-up sends it
+            }
+            Map<String, Object> delta = new LinkedHashMap<>();
+            delta.put("devices", changedDevices);
+            delta.put("allocations", Map.of("upsert", upsert, "remove", remove));
+            sse.broadcast("delta", Views.json(delta));
+            room -= bytes + DELTA_FRAMING_BYTES;
+            for (int k = sent; k < i; k++) {
+                Item it = items.get(k);
+                switch (it.kind) {
+                    case Item.DEVICE -> lastDevices.put(it.index, it.json);
+                    case Item.UPSERT -> lastAllocations.put(it.id, it.json);
+                    default -> lastAllocations.remove(it.id);
+                }
+            }
+            sent = i;
+        }
+        if (sent == items.size()) {
+            pendingSince = 0;
+        } else if (!followUpScheduled) {
+            try {
+                next.schedule(this::followUp, PACING_STEP_MILLIS, TimeUnit.MILLISECONDS);
+                followUpScheduled = true;
+            } catch (RejectedExecutionException stopped) {
+                LOG.debug("console stopping: {} changes not pushed", items.size() - sent);
+            }
+        }
+    }
+
+    private synchronized void followUp() {
+        followUpScheduled = false;
+        pushStateIfChanged();
+    }
+
+    /** One changed device, allocation or removed allocation id, with its JSON. */
+    private record Item(int kind, int index, String id, Object view, String json) {
+        static final int DEVICE = 0;
+        static final int UPSERT = 1;
+        static final int REMOVE = 2;
+    }
+
+    /**
+     * @param executor runs follow-up pushes when one push leaves changes unsent for lack of queue room (the
+     *                 console's ticker); without it every change goes out at once, in bounded events
+     */
+    void followUps(ScheduledExecutorService executor) {
+        followUps = executor;
     }
 
     /**
@@ -187,13 +281,16 @@ final class NodeWatcher {
 
     /**
      * The {@code state} event: the devices (without holders: the page derives them from the allocations) and the
-     * allocations, oldest first, as long as they fit in {@value #MAX_STATE_ALLOCATION_BYTES} bytes; when they do not,
-     * a {@code truncated} marker says how many were sent of how many and where the rest are read
+     * allocations in page order ({@link AllocationsHandler#PAGE_ORDER}), as long as they fit in
+     * {@value #MAX_STATE_ALLOCATION_BYTES} bytes; when they do not, a {@code truncated} marker says how many were sent
+     * of how many and where the rest are read
      * ({@code {"reason": "STATE_EVENT_BOUND", "allocationsSent": k, "allocationsTotal": n, "maxBytes": ...,
-     * "rest": "/api/v1/allocations?offset=k&limit=..."}}).
+     * "rest": "/api/v1/allocations?after=<last id sent>&limit=..."}}: a cursor, so an allocation that ends
+     * meanwhile shifts none of the rest off the pages).
      */
     String streamState() {
-        List<Allocation> allocations = scheduler.allocations();
+        List<Allocation> allocations = new ArrayList<>(scheduler.allocations());
+        allocations.sort(Comparator.comparing(Allocation::id, AllocationsHandler.PAGE_ORDER));
         List<Map<String, Object>> shown = new ArrayList<>();
         long bytes = 0;
         for (Allocation a : allocations) {
@@ -214,8 +311,8 @@ final class NodeWatcher {
             t.put("allocationsSent", shown.size());
             t.put("allocationsTotal", allocations.size());
             t.put("maxBytes", MAX_STATE_ALLOCATION_BYTES);
-            t.put("rest",
-                    AllocationsHandler.PATH + "?offset=" + shown.size() + "&limit=" + AllocationsHandler.MAX_PAGE);
+            t.put("rest", shown.isEmpty() ? AllocationsHandler.PATH + "?limit=" + AllocationsHandler.MAX_PAGE
+                    : AllocationsHandler.pageAfter(allocations.get(shown.size() - 1).id()));
             m.put("truncated", t);
         }
         return Views.json(m);

@@ -159,6 +159,15 @@ final class SseHub implements AutoCloseable {
         return queuedBytes.get();
     }
 
+    /** @return the most bytes one receiving client's queue holds now (0 with no client) */
+    long largestBacklog() {
+        long most = 0;
+        for (Client c : clients) {
+            most = Math.max(most, c.backlog());
+        }
+        return most;
+    }
+
     /** @return the most bytes one client's queue ever held */
     long maxClientQueuedBytes() {
         return maxClientQueuedBytes.get();
@@ -223,6 +232,10 @@ final class SseHub implements AutoCloseable {
                 scheduled = true;
             }
             submit(this::drain);
+        }
+
+        synchronized int backlog() {
+            return bytes;
         }
 
         /** Drops a slow client: no more events, its queue freed, counted, its connection closed and forgotten. */

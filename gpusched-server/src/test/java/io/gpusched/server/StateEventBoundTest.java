@@ -31,7 +31,7 @@ import org.junit.jupiter.api.io.TempDir;
 /**
  * The {@code state} event is bounded: fields in UTF-8 bytes, devices without holders (the page derives them), and at
  * most {@link NodeWatcher#MAX_STATE_ALLOCATION_BYTES} of allocations, with a {@code truncated} marker naming the REST
- * page where the rest start; following the pages gives every allocation, each once.
+ * page (a cursor: after the last id sent) where the rest start; following the pages gives every allocation, each once.
  */
 class StateEventBoundTest {
     private static final ObjectMapper JSON = new ObjectMapper();
@@ -85,11 +85,12 @@ class StateEventBoundTest {
             }
             Set<String> ids = new LinkedHashSet<>();
             st.path("allocations").forEach(a -> ids.add(a.path("id").asText()));
+            String last = st.path("allocations").get(sent - 1).path("id").asText();
             String next = t.path("rest").asText();
-            assertThat(next).isEqualTo("/api/v1/allocations?offset=" + sent + "&limit=" + AllocationsHandler.MAX_PAGE);
-            int offset = sent;
+            assertThat(next).isEqualTo("/api/v1/allocations?after=" + last + "&limit=" + AllocationsHandler.MAX_PAGE);
+            Set<String> byOffset = new LinkedHashSet<>(ids);
             while (true) {
-                HttpResponse<String> r = get(http, c, "/api/v1/allocations?offset=" + offset + "&limit=25");
+                HttpResponse<String> r = get(http, c, "/api/v1/allocations?after=" + last + "&limit=25");
                 assertThat(r.statusCode()).isEqualTo(200);
                 assertThat(r.headers().firstValue("X-Total-Count")).contains("120");
                 JsonNode page = JSON.readTree(r.body());
@@ -97,14 +98,24 @@ class StateEventBoundTest {
                 if (page.size() < 25) {
                     break;
                 }
-                offset += page.size();
+                last = page.get(page.size() - 1).path("id").asText();
             }
+            // offset still pages the same order
+            for (int offset = sent;; offset += 25) {
+                String path = "/api/v1/allocations?offset=" + offset + "&limit=25";
+                JsonNode page = JSON.readTree(get(http, c, path).body());
+                page.forEach(a -> assertThat(byOffset.add(a.path("id").asText())).as("each allocation once").isTrue());
+                if (page.size() < 25) {
+                    break;
+                }
+            }
+            assertThat(byOffset).containsExactlyElementsOf(ids);
             assertThat(ids).containsExactlyElementsOf(s.allocations().stream().map(Allocation::id).toList());
             for (String bad : List.of("offset=-1", "offset=%D9%A3", "limit=0", "limit=101", "offset=1&offset=2",
-                    "limit=x")) {
+                    "limit=x", "after=", "after=" + "x".repeat(257), "after=a&offset=1", "after=a&after=b")) {
                 HttpResponse<String> r = get(http, c, "/api/v1/allocations?" + bad);
                 assertThat(r.statusCode()).as(bad).isEqualTo(400);
-                assertThat(r.body()).as(bad).containsAnyOf("offset", "limit");
+                assertThat(r.body()).as(bad).containsAnyOf("offset", "limit", "after");
             }
         } finally {
             inv.close();

@@ -210,8 +210,9 @@
 
   // the stream starts with the whole state; then each 'delta' carries only what changed, each item whole (applying
   // one twice, or to a newer state, gives the same result); holders are derived from the allocations
-  // a state event carries at most its byte bound of allocations; 'truncated' then names the REST page where the rest
-  // start, read here page by page (allocations a delta already brought or removed since are kept as the delta left them)
+  // a state event carries at most its byte bound of allocations; 'truncated' then names the REST page (a cursor) where
+  // the rest start, read here page by page (allocations a delta already brought or removed since are kept as the
+  // delta left them)
   let stateGen = 0;
   let removedSince = new Set();
   function applyState(s) {
@@ -225,11 +226,11 @@
   }
 
   async function fetchRest(path, gen) {
+    // pages by cursor (after=<last id read>): an allocation that ends meanwhile shifts none of the rest off the pages
     const url = new URL(path, location.href);
-    let offset = Number(url.searchParams.get('offset')) || 0;
     const limit = Number(url.searchParams.get('limit')) || 100;
+    url.searchParams.delete('offset');
     for (;;) {
-      url.searchParams.set('offset', String(offset));
       url.searchParams.set('limit', String(limit));
       let page;
       try {
@@ -243,8 +244,8 @@
       allocations = Array.from(byId.values());
       renderCards();
       renderAllocations();
-      if (page.length < limit) return;
-      offset += page.length;
+      if (page.length < limit || page.length === 0) return;
+      url.searchParams.set('after', page[page.length - 1].id);
     }
   }
 
