@@ -1,6 +1,5 @@
 package io.gpusched.cuda;
 
-import com.sun.jna.Native;
 import io.gpusched.cuda.internal.CudaDriverQueryMain;
 import java.io.File;
 import java.io.IOException;
@@ -119,7 +118,7 @@ public final class CudaDeviceQuery {
      */
     static String classPath() {
         List<String> parts = new ArrayList<>();
-        for (Class<?> c : List.of(CudaDriverQueryMain.class, Native.class)) {
+        for (Class<?> c : CudaDriverQueryMain.classPathRoots()) {
             CodeSource cs = c.getProtectionDomain().getCodeSource();
             try {
                 String part = cs == null || cs.getLocation() == null ? null

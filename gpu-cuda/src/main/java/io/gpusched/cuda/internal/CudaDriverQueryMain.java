@@ -8,6 +8,7 @@ import com.sun.jna.ptr.IntByReference;
 import com.sun.jna.ptr.PointerByReference;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
+import java.util.List;
 
 /**
  * The child process of {@link io.gpusched.cuda.CudaDeviceQuery}: loads the CUDA driver library named by its
@@ -17,6 +18,12 @@ import java.nio.charset.StandardCharsets;
  * crash in it) never reaches the caller's JVM, and with {@code CUDA_VISIBLE_DEVICES} as the caller sets it. Internal.
  */
 public final class CudaDriverQueryMain {
+
+    /** @return classes whose code sources the child JVM's class path needs: this one's and JNA's */
+    public static List<Class<?>> classPathRoots() {
+        return List.of(CudaDriverQueryMain.class, NativeLibrary.class);
+    }
+
     private CudaDriverQueryMain() {
     }
 
