@@ -59,6 +59,10 @@ public final class NodeService implements AutoCloseable {
     private final JobLauncher launcher;
     private final AllocationListener wake;
     private volatile List<String> recovered = List.of();
+    private final Path outputDir;
+    private final Path stateDir;
+    /** Held from {@link #start()} to {@link #close()}: one service per state directory. */
+    private InstanceLock instance;
 
     private NodeService(Builder b) {
         this.scheduler = b.scheduler;
@@ -79,6 +83,8 @@ public final class NodeService implements AutoCloseable {
         }
         CudaEnvironmentResolver cuda = CudaEnvironmentResolver.builder().search(CudaSearch.host(config.cudaPaths()))
                 .build();
+        this.outputDir = out;
+        this.stateDir = state;
         this.jobs = new Jobs(scheduler, launcher, b.jobsUnavailable, cuda, queue, audit, access, out,
                 config.service().killGrace(), clock);
         CgroupDeviceIsolator iso = b.isolator != null ? b.isolator : launcher != null ? launcher.isolator() : null;
@@ -106,18 +112,44 @@ public final class NodeService implements AutoCloseable {
     }
 
     /**
-     * Ends what a killed predecessor left (its job cgroups, their allocations) and puts the login fences on.
+     * Takes the state directory's service lock (one service per state directory), deletes the output files of the
+     * previous run's detached jobs (their records died with it), ends what a killed predecessor left (its job
+     * cgroups, their allocations) and puts the login fences on.
      *
      * @return this
+     * @throws GpuException when another service runs on this state directory (nothing was ended)
      * @throws IsolationException when a login cgroup cannot be fenced, or the kernel does not apply the fence
      */
-    public NodeService start() {
+    public synchronized NodeService start() {
+        if (instance != null) {
+            throw new IllegalStateException("the node service was already started");
+        }
+        instance = InstanceLock.acquire(outputDir, stateDir);
+        try {
+            int forgotten = OutputFile.forgetPreviousRun(outputDir);
+            if (forgotten > 0) {
+                LOG.info("deleted {} job output files of the service's previous run in {} (their jobs' records ended"
+                        + " with it)", forgotten, outputDir);
+            }
+        } catch (IOException e) {
+            LOG.warn("the previous run's job output files in {} could not all be deleted: {}", outputDir, e.toString());
+        }
         recovered = jobs.endLeftovers();
         for (String r : recovered) {
             LOG.info("on start: {}", r);
         }
         logins.start();
         return this;
+    }
+
+    /**
+     * Drops the state directory's service lock as the kernel does when the service's process is killed (tests that
+     * leave a service running in their JVM "killed", to start its successor beside it).
+     */
+    synchronized void dropInstanceLockAsIfKilled() {
+        if (instance != null) {
+            instance.close();
+        }
     }
 
     /** @return what {@link #start()} ended of a previous run */
@@ -392,6 +424,11 @@ public final class NodeService implements AutoCloseable {
             launcher.close();
         }
         audit.close();
+        synchronized (this) {
+            if (instance != null) {
+                instance.close();
+            }
+        }
     }
 
     /** Builds a {@link NodeService}. */

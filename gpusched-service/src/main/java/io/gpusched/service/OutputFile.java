@@ -4,6 +4,7 @@ import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.Path;
@@ -42,8 +43,34 @@ final class OutputFile implements JobSink {
         if (!Files.isDirectory(dir, LinkOption.NOFOLLOW_LINKS)) {
             throw new IOException(dir + " is not a directory (a link or a file): job output is not written there");
         }
+        Object owner = Files.getAttribute(dir, "unix:uid", LinkOption.NOFOLLOW_LINKS);
+        Object me = Files.getAttribute(Path.of("/proc/self"), "unix:uid");
+        if (!owner.equals(me)) {
+            throw new IOException(dir + " is owned by uid " + owner + ", not by the service's uid " + me + ": its owner"
+                    + " could rename or replace job output files; remove it (the service makes it anew)");
+        }
         Files.setPosixFilePermissions(dir, PosixFilePermissions.fromString("rwx--x--x"));
         return dir;
+    }
+
+    /**
+     * Deletes the output files a previous run of the service left in {@code dir}: their jobs' records died with it, so
+     * nobody can read them through the service any more, and left there they would fill the disk across restarts.
+     * Only entries named {@code *.out} go (a link is removed, never followed; a directory is left); the directory
+     * is root's alone (0711), so nothing in it was put there by a user.
+     *
+     * @return how many were deleted
+     */
+    static int forgetPreviousRun(Path dir) throws IOException {
+        int n = 0;
+        try (DirectoryStream<Path> s = Files.newDirectoryStream(dir, "*.out")) {
+            for (Path f : s) {
+                if (!Files.isDirectory(f, LinkOption.NOFOLLOW_LINKS) && Files.deleteIfExists(f)) {
+                    n++;
+                }
+            }
+        }
+        return n;
     }
 
     /**

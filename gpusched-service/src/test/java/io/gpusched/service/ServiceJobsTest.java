@@ -308,7 +308,8 @@ class ServiceJobsTest {
             assertThat(j.cgroup().getFileName().toString()).isEqualTo("job-" + id);
             assertThat(bed.scheduler.allocation(id).orElseThrow().request().jobCgroup())
                     .contains(j.cgroup().toString());
-            // the first service is left as a killed one would be: not closed
+            // the first service is left as a killed one would be: not closed (its lock dropped, as the kernel does)
+            first.dropInstanceLockAsIfKilled();
             NodeService second = NodeService.builder().scheduler(bed.scheduler).config(bed.config).stateDir(bed.state)
                     .jobs(bed.launcher, null).isolator(bed.isolator).build().start();
             try {
@@ -346,6 +347,7 @@ class ServiceJobsTest {
                     "--devices=4"), sink).get(2, TimeUnit.MINUTES);
             assertThat(sink.stdout()).contains("nvidia4 open").contains("nvidia3 EPERM").contains("nvidiactl open");
             // the first is "killed" (not stopped): the fence stays; the next replaces it
+            first.dropInstanceLockAsIfKilled();
             NodeService second = NodeService.builder().scheduler(bed.scheduler).config(fenced).stateDir(bed.state)
                     .jobs(bed.launcher, null).isolator(bed.isolator).build().start();
             assertThat(loginProbe(bed, login)).doesNotContain(" open");
@@ -356,6 +358,7 @@ class ServiceJobsTest {
                     .jobs(bed.launcher, null).isolator(bed.isolator).build().start();
             assertThat(loginProbe(bed, login)).doesNotContain(" open");
             // killed again; now started with the setting off: the old fence comes off
+            third.dropInstanceLockAsIfKilled();
             NodeService off = NodeService.builder().scheduler(bed.scheduler).config(config(List.of())).stateDir(
                     bed.state).jobs(bed.launcher, null).isolator(bed.isolator).build().start();
             assertThat(loginProbe(bed, login)).doesNotContain("EPERM");
