@@ -638,6 +638,9 @@ final class Jobs implements AutoCloseable {
         for (Job j : live) {
             try {
                 j.ended.get(grace.toMillis() + 30_000, TimeUnit.MILLISECONDS);
+                if (j.allocation != null) { // ended comes before the cgroup's removal and the release: wait for both,
+                    j.settled.get(30_000, TimeUnit.MILLISECONDS); // or the process may exit with the GPUs held
+                }
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
                 return;

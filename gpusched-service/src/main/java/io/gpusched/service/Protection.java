@@ -15,7 +15,8 @@ import java.util.Optional;
 
 /**
  * Which protection keeps processes outside gpusched jobs (logins, cron, ssh) off a shared node's GPUs, as
- * {@code gpusched doctor} reports it: the login fence ({@code gpu.service.login_cgroups}, checked from a process in
+ * {@code gpusched doctor} reports it (naming the cgroups of cron and at, which a fenced {@code user.slice} leaves
+ * out): the login fence ({@code gpu.service.login_cgroups}, checked from a process in
  * each login cgroup: can it open a GPU node now?), or the driver's device file mode ({@code NVreg_DeviceFileMode=0660}
  * with {@code NVreg_DeviceFileGID} of a group only jobs get: {@code gpu.service.job_group}), or none.
  *
@@ -80,10 +81,19 @@ public record Protection(List<String> loginFence, boolean loginFenced, List<Stri
         params.forEach((k, v) -> files.add("driver " + k + ": " + v));
         Optional<String> jobGroup = config.service().jobGroup();
         boolean gated = closed && jobGroup.isPresent();
+        List<Path> daemons = unfencedDaemons(config.service().loginCgroups());
+        for (Path d : daemons) {
+            fence.add(d + ": cron or at jobs run here, outside the login fence");
+        }
         String verdict;
         if (fenced) {
             verdict = "logins are fenced off the GPUs (gpu.service.login_cgroups " + config.service().loginCgroups()
                     + ") while the node service runs";
+            if (!daemons.isEmpty() && !gated) {
+                verdict += "; but cron and at jobs run outside the fence, in " + daemons + " (their PAM sessions do"
+                        + " not reach user.slice): add those cgroups to gpu.service.login_cgroups, or gate the"
+                        + " driver's device files (README, \"A shared node\")";
+            }
         } else if (gated) {
             verdict = "GPU device nodes are closed to others (NVreg_DeviceFileMode=0660) and jobs get group "
                     + jobGroup.get() + " (gpu.service.job_group)";
@@ -94,6 +104,32 @@ public record Protection(List<String> loginFence, boolean loginFenced, List<Stri
                     + " node\"), or NVreg_DeviceFileMode=0660 with gpu.service.job_group";
         }
         return new Protection(fence, fenced, files, gated, verdict);
+    }
+
+    /** Where cron and at run their jobs on systemd hosts (Debian: cron, atd; Fedora: crond). */
+    static final List<String> JOB_DAEMONS = List.of("system.slice/cron.service", "system.slice/crond.service",
+            "system.slice/atd.service");
+
+    /**
+     * @return the cgroups of cron and at daemons on this host (beside a configured {@code user.slice}) that no
+     *         configured login cgroup contains: their jobs stay in them, outside the login fence
+     */
+    static List<Path> unfencedDaemons(List<Path> loginCgroups) {
+        List<Path> out = new ArrayList<>();
+        for (Path cg : loginCgroups) {
+            Path name = cg.getFileName();
+            if (name == null || !name.toString().equals("user.slice") || cg.getParent() == null) {
+                continue;
+            }
+            for (String d : JOB_DAEMONS) {
+                Path p = cg.getParent().resolve(d);
+                if (Files.isDirectory(p, LinkOption.NOFOLLOW_LINKS) && !out.contains(p)
+                        && loginCgroups.stream().noneMatch(l -> p.startsWith(l))) {
+                    out.add(p);
+                }
+            }
+        }
+        return out;
     }
 
     private static List<String> gpuNodes(Path devRoot) {

@@ -367,6 +367,37 @@ class ServiceJobsTest {
         }
     }
 
+    /**
+     * A clean stop ({@code systemctl stop}: the command closes the service, then the JVM exits) returns only once
+     * every running job's cgroup is gone and its GPUs are released: the ledger, read by the independent reader the
+     * moment {@code close()} returns, holds nothing. (A job's end was signalled before its clean-up and release, and
+     * the stop waited for that signal alone: the JVM could exit with the job's GPUs still held.)
+     */
+    @Test
+    void aCleanStopReturnsOnlyOnceEveryJobsGpusAreReleased(@TempDir Path tmp) throws Exception {
+        try (ServiceBed bed = new ServiceBed(tmp, config(List.of())).jobs()) {
+            LocalUsers.User alice = bed.accounts.user("alice");
+            NodeService s = bed.start();
+            List<RecordingSink> sinks = new ArrayList<>();
+            for (int k = 0; k < 3; k++) {
+                RecordingSink sink = new RecordingSink();
+                sinks.add(sink);
+                attached(s, ServiceBed.caller(alice, false), job(List.of("/bin/sh", "-c", "echo up; exec sleep 600"),
+                        "/", false, "--gpu=2"), sink);
+            }
+            for (int i = 0; i < 1000 && sinks.stream().anyMatch(x -> !x.stdout().contains("up")); i++) {
+                Thread.sleep(10);
+            }
+            List<Path> cgroups = s.jobs().all().stream().map(Job::cgroup).toList();
+            assertThat(cgroups).hasSize(3);
+            assertThat(LedgerReader.read(bed.state).live).hasSize(3);
+            s.close();
+            bed.service = null;
+            assertThat(LedgerReader.read(bed.state).live).as("held when close() returned").isEmpty();
+            assertThat(cgroups).allSatisfy(cg -> assertThat(cg).doesNotExist());
+        }
+    }
+
     @Test
     void aJobCgroupParentInsideALoginCgroupIsRefused(@TempDir Path tmp) throws Exception {
         try (ServiceBed bed = new ServiceBed(tmp, config(List.of())).jobs()) {
