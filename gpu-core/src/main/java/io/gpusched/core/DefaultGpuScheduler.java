@@ -9,6 +9,7 @@ import io.gpusched.core.LedgerRecord.Released;
 import io.gpusched.core.LedgerRecord.Renewed;
 import io.gpusched.core.host.JobCgroupException;
 import io.gpusched.core.host.JobCgroups;
+import io.gpusched.core.host.StateDirectory;
 import io.gpusched.core.internal.Json;
 import java.nio.file.Path;
 import java.security.SecureRandom;
@@ -58,7 +59,7 @@ final class DefaultGpuScheduler implements GpuScheduler {
     private final RateLimits rateLimits;
     private final Leases leases = new Leases();
     /** Ends the job cgroups of allocations that must end, or keeps them held and says so. */
-    private final JobCgroupReclaim jobs = new JobCgroupReclaim();
+    private final JobCgroupReclaim jobs = new JobCgroupReclaim(this::ledgerWrittenByUsAlone);
     private final WaitQueue waiters;
     /** The node-wide queue of waiters; null without a node ledger (or without a usable /proc). */
     private final WaitTickets tickets;
@@ -528,7 +529,7 @@ final class DefaultGpuScheduler implements GpuScheduler {
             Optional<HolderProcess> h = a.request().holder();
             Cause cause = null;
             String why = null;
-            if (h.isPresent() && !h.get().isAlive()) {
+            if (h.isPresent() && h.get().isGoneFor(a.owner(), a.request().ownerUid())) {
                 cause = Cause.RECLAIMED;
                 why = "its holder " + h.get() + " is gone";
             } else if (Leases.ends(a, state, config.releaseOnExpiry(), now)) {
@@ -957,6 +958,16 @@ final class DefaultGpuScheduler implements GpuScheduler {
     /** @return the node ledger, or null (tests, benchmarks) */
     LedgerFile ledgerFile() {
         return ledger.file();
+    }
+
+    /**
+     * @return whether only this process's user can have written the node ledger's records (a ledger file of its own,
+     *     shared with no state group; or no ledger file at all): only then does a reclaim trust a recorded job process
+     *     enough to SIGKILL it
+     */
+    private boolean ledgerWrittenByUsAlone() {
+        return !ledger.durable() || ledger.file().group() == StateGroup.NONE && StateDirectory.writtenByThisUserAlone(
+                ledger.file().directory());
     }
 
     /** @return waiting allocations of this process (tests) */

@@ -5,6 +5,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Optional;
+import java.util.OptionalLong;
 
 /**
  * The process an allocation is bound to: its pid plus the kernel's start time for that pid (field 22 of
@@ -58,6 +59,69 @@ public record HolderProcess(long pid, long startTime) {
     /** Like {@link #isAlive()} with another {@code /proc} root (tests). */
     public boolean isAlive(Path procRoot) {
         return startTimeOf(pid, procRoot).map(t -> t == startTime).orElse(false) && !exited(pid, procRoot);
+    }
+
+    /**
+     * Whether this holder is certainly gone, for an allocation of {@code owner}: not {@link #isAlive() alive}, and
+     * not merely hidden. Where {@code /proc} is mounted {@code hidepid=1} or {@code 2} and this process is not root,
+     * other users' processes cannot be seen, so a holder that cannot be seen is gone only when it would be this
+     * user's own (the allocation's owner uid, else its owner name, is this process's user); another user's is kept
+     * (root, or that user, reclaims it once it is really gone).
+     */
+    boolean isGoneFor(Optional<String> owner, OptionalLong ownerUid) {
+        if (isAlive()) {
+            return false;
+        }
+        if (!ProcView.HIDES_OTHERS || Files.isReadable(Path.of("/proc", Long.toString(pid), "stat"))) {
+            return true;
+        }
+        if (ownerUid.isPresent()) {
+            return ownerUid.getAsLong() == ProcView.UID;
+        }
+        return owner.isPresent() && owner.get().equals(System.getProperty("user.name"));
+    }
+
+    /** What this process sees of {@code /proc}: read once. */
+    private static final class ProcView {
+        static final long UID = uid();
+        static final boolean HIDES_OTHERS = UID != 0 && hidepid(Path.of("/proc/self/mountinfo"));
+
+        private static long uid() {
+            try {
+                return ((Number) Files.getAttribute(Path.of("/proc/self"), "unix:uid")).longValue();
+            } catch (IOException | RuntimeException e) {
+                return -1;
+            }
+        }
+    }
+
+    /**
+     * @return whether the {@code /proc} mount (the last one listed on {@code /proc}, the one on top) hides other
+     *     users' processes: a {@code hidepid} option other than {@code 0}/{@code off}
+     */
+    static boolean hidepid(Path mountinfo) {
+        boolean hides = false;
+        try {
+            for (String line : Files.readAllLines(mountinfo, StandardCharsets.UTF_8)) {
+                String[] f = line.split(" ");
+                int dash = line.indexOf(" - ");
+                if (f.length < 5 || dash < 0 || !f[4].equals("/proc")) {
+                    continue;
+                }
+                String[] after = line.substring(dash + 3).split(" ");
+                hides = false;
+                if (after.length >= 3 && after[0].equals("proc")) {
+                    for (String o : after[2].split(",")) {
+                        if (o.startsWith("hidepid=") && !o.equals("hidepid=0") && !o.equals("hidepid=off")) {
+                            hides = true;
+                        }
+                    }
+                }
+            }
+        } catch (IOException | RuntimeException e) {
+            return false;
+        }
+        return hides;
     }
 
     /** @return true if {@code /proc/<pid>/stat} shows an exited process (zombie {@code Z} or dead {@code X}) */

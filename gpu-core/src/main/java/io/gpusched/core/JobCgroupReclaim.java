@@ -2,6 +2,7 @@ package io.gpusched.core;
 
 import io.gpusched.core.host.JobCgroupException;
 import io.gpusched.core.host.JobCgroups;
+import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.Path;
@@ -13,6 +14,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.BooleanSupplier;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -37,6 +39,17 @@ final class JobCgroupReclaim {
     }
 
     private final Map<String, Stuck> stuck = new ConcurrentHashMap<>();
+    private final BooleanSupplier recordsOurOwn;
+
+    /**
+     * @param recordsOurOwn whether only this process's user can have written the ledger's records (no state group, a
+     *                      ledger file of its own): a recorded job process is SIGKILLed only then, and only when it is
+     *                      this user's own process; else a record could make this process (root's, say) kill any
+     *                      process a member of the state group names
+     */
+    JobCgroupReclaim(BooleanSupplier recordsOurOwn) {
+        this.recordsOurOwn = recordsOurOwn;
+    }
 
     /**
      * @param a      an allocation that must end
@@ -86,15 +99,21 @@ final class JobCgroupReclaim {
             List<AllocationEvent> events) {
         Stuck s = stuck.get(a.id());
         if (s != null && System.nanoTime() - s.retryAtNanos() < 0) {
-            if (!job.isAlive()) {
+            if (job.isGoneFor(a.owner(), a.request().ownerUid())) {
                 stuck.remove(a.id());
                 return true;
             }
             return false;
         }
-        if (!job.isAlive()) {
+        if (job.isGoneFor(a.owner(), a.request().ownerUid())) {
             stuck.remove(a.id());
             return true;
+        }
+        String untrusted = untrusted(job);
+        if (untrusted != null) {
+            return blocked(a, "allocation " + a.id() + " is kept held while its job runs: " + why + ", but its job"
+                    + " (pid " + job.pid() + ", run without a cgroup) is left running, as " + untrusted
+                    + "; its GPUs are released once it ends (its owner or root may end it)", now, events);
         }
         Optional<ProcessHandle> handle = ProcessHandle.of(job.pid());
         boolean signalled = handle.isPresent() && job.isAlive() && handle.get().destroyForcibly();
@@ -111,14 +130,40 @@ final class JobCgroupReclaim {
             stuck.remove(a.id());
             return true;
         }
-        String msg = "allocation " + a.id() + " is kept held: " + why + ", but its job (pid " + job.pid() + ", run"
-                + " without a cgroup) could not be ended: " + (signalled ? "it did not die within " + timeout.toMillis()
-                        + " ms of SIGKILL" : "SIGKILL was not permitted (its owner or root may end it)");
+        return blocked(a, "allocation " + a.id() + " is kept held: " + why + ", but its job (pid " + job.pid()
+                + ", run without a cgroup) could not be ended: " + (signalled ? "it did not die within "
+                        + timeout.toMillis() + " ms of SIGKILL"
+                        : "SIGKILL was not permitted (its owner or root may end"
+                                + " it)"),
+                now, events);
+    }
+
+    private boolean blocked(Allocation a, String msg, Instant now, List<AllocationEvent> events) {
         stuck.put(a.id(), new Stuck(msg, System.nanoTime() + retry.toNanos()));
         LOG.warn(msg);
         events.add(new AllocationEvent(AllocationEvent.Type.RECLAIM_BLOCKED, now, Optional.of(a.id()), a.owner(),
                 a.request().jobId(), a.deviceUuids(), Optional.empty(), msg));
         return false;
+    }
+
+    /**
+     * @return null when this process may end the recorded job process (only its own user could have written the
+     *     record, and the process is its user's), else why not
+     */
+    private String untrusted(HolderProcess job) {
+        if (!recordsOurOwn.getAsBoolean()) {
+            return "the node ledger is shared (a state group, or another user's file), so a record there does not"
+                    + " name a process this one may kill";
+        }
+        try {
+            Object uid = Files.getAttribute(Path.of("/proc", Long.toString(job.pid())), "unix:uid",
+                    LinkOption.NOFOLLOW_LINKS);
+            Object me = Files.getAttribute(Path.of("/proc/self"), "unix:uid");
+            return uid.equals(me) ? null
+                    : "it is uid " + uid + "'s process, not this process's user's (uid " + me + ")";
+        } catch (IOException | UnsupportedOperationException e) {
+            return "its owner cannot be read (" + e.getMessage() + ")";
+        }
     }
 
     /** @return whether an attempt for this allocation failed and the next is not due yet */

@@ -3,6 +3,8 @@ package io.gpusched.accounting;
 import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuScheduler;
 import io.gpusched.core.HolderProcess;
+import io.gpusched.core.host.JobCgroupException;
+import io.gpusched.core.host.JobCgroups;
 import io.gpusched.core.host.StateDirectory;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -89,6 +91,11 @@ public final class HostIdleEffects implements IdleEffects {
                 if (Files.isSymbolicLink(Path.of(cgroup.get()))) {
                     throw new IllegalStateException("job cgroup " + cgroup.get() + " is a symbolic link");
                 }
+                // only the job-<id> cgroup a launcher made for this allocation: a record naming another cgroup (a
+                // service's, a login's) is not signalled
+                if (!JobCgroups.check(Path.of(cgroup.get()), a.id())) {
+                    throw new IllegalStateException("job cgroup " + cgroup.get() + " is gone");
+                }
                 for (String line : Files.readAllLines(procs, StandardCharsets.US_ASCII)) {
                     if (line.matches("[0-9]{1,10}")) {
                         pids.add(Long.parseLong(line));
@@ -96,12 +103,18 @@ public final class HostIdleEffects implements IdleEffects {
                 }
             } catch (IOException e) {
                 throw new IllegalStateException("cannot read " + procs + ": " + e.getMessage(), e);
+            } catch (JobCgroupException e) {
+                throw new IllegalStateException("not signalled: " + e.getMessage(), e);
             }
             target = "the " + pids.size() + " process(es) of job cgroup " + cgroup.get();
         } else if (a.request().holder().isPresent()) {
             HolderProcess h = a.request().holder().get();
             if (!h.isAlive()) {
                 throw new IllegalStateException("holder " + h + " is gone");
+            }
+            if (!scheduler.stateDir().map(StateDirectory::writtenByThisUserAlone).orElse(true)) {
+                throw new IllegalStateException("holder " + h + " is not signalled: the node ledger is shared (a state"
+                        + " group), so a record there does not name a process this one may signal");
             }
             pids.add(h.pid());
             target = "holder " + h;

@@ -220,9 +220,10 @@ public final class NodeService implements AutoCloseable {
         try {
             access.checkIdentified(c, "allocate");
             access.checkOwner(c, request.owner());
-            if (request.holder().isPresent() || request.jobCgroup().isPresent() || request.ownerUid().isPresent()) {
+            if (request.holder().isPresent() || request.jobCgroup().isPresent() || request.jobProcess().isPresent()
+                    || request.ownerUid().isPresent()) {
                 throw new IllegalArgumentException("a request to the node service may not name a holder process, a job"
-                        + " cgroup or an owner uid: the service sets them");
+                        + " cgroup, a job process or an owner uid: the service sets them");
             }
             GpuRequest owned = ownedBy(c, request);
             Allocation a;

@@ -6,6 +6,7 @@ import io.gpusched.core.LedgerException;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
+import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
@@ -129,6 +130,29 @@ public final class StateDirectory {
             return stem + "-" + HexFormat.of().formatHex(h, 0, 4);
         } catch (NoSuchAlgorithmException e) {
             throw new IllegalStateException("SHA-256 is missing from this JVM", e);
+        }
+    }
+
+    /**
+     * Whether only this process's user can have written the records of the node ledger in {@code stateDir}: the
+     * directory and its {@code ledger} file are this user's and writable by neither group nor others (no state group
+     * shares them). Only then may a record name a process for this one to signal or kill: in a shared ledger any
+     * member could name any process (root's, another user's), and root's process would end it.
+     *
+     * @return false when shared, or when it cannot be told (missing, unreadable)
+     */
+    public static boolean writtenByThisUserAlone(Path stateDir) {
+        try {
+            Object me = Files.getAttribute(Path.of("/proc/self"), "unix:uid");
+            for (Path p : new Path[]{stateDir, stateDir.resolve("ledger")}) {
+                if (!me.equals(Files.getAttribute(p, "unix:uid", LinkOption.NOFOLLOW_LINKS))
+                        || ((Integer) Files.getAttribute(p, "unix:mode", LinkOption.NOFOLLOW_LINKS) & 0022) != 0) {
+                    return false;
+                }
+            }
+            return true;
+        } catch (IOException | UnsupportedOperationException | IllegalArgumentException | ClassCastException e) {
+            return false;
         }
     }
 
