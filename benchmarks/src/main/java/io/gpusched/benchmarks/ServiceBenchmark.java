@@ -1,5 +1,6 @@
 package io.gpusched.benchmarks;
 
+import io.gpusched.accounting.AccountingSettings;
 import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuConfig;
 import io.gpusched.core.GpuInventories;
@@ -39,8 +40,14 @@ import java.util.concurrent.TimeUnit;
  * <pre>
  * java -cp ... io.gpusched.benchmarks.ServiceBenchmark DIR [rounds] [seconds]
  * </pre>
+ *
+ * <p>{@code -Dgpusched.bench.accounting=off} runs the service without the node's accounting sampler (which forces
+ * each ended allocation's last interval to disk in the releasing thread), to measure what it costs.
  */
 public final class ServiceBenchmark {
+    /** whether the service's console is the node's accounting sampler (its default) */
+    private static final boolean ACCOUNTING = !"off".equals(System.getProperty("gpusched.bench.accounting"));
+
     private ServiceBenchmark() {
     }
 
@@ -107,6 +114,9 @@ public final class ServiceBenchmark {
             ServiceRoutes routes = new ServiceRoutes(svc);
             ConsoleServer.Builder b = ConsoleServer.builder().scheduler(s).stateDir(state).listen(
                     new InetSocketAddress(InetAddress.getLoopbackAddress(), 0)).unixSocket(socket).threads(256);
+            if (!ACCOUNTING) {
+                b.accounting(AccountingSettings.parse("gpu:\n  accounting:\n    enabled: false\n", "ServiceBenchmark"));
+            }
             routes.routes().forEach(b::route);
             try (ConsoleServer c = b.build()) {
                 routes.console(c::serveOwn);

@@ -24,6 +24,7 @@ import java.util.Optional;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Consumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -47,8 +48,12 @@ final class NodeWatcher {
      * size of its first event.
      */
     static final int MAX_STATE_ALLOCATION_BYTES = 128 * 1024;
-    /** Most bytes (UTF-8 JSON) one {@code delta} event carries; a larger change set is split into several. */
-    static final int MAX_DELTA_BYTES = 64 * 1024;
+    /**
+     * Most bytes (UTF-8 JSON) one {@code delta} event carries; a larger change set is split into several (an item
+     * larger than this goes alone). Pushes are coalesced ({@link #pushSoon}), so one change set may hold many changes:
+     * this keeps each event about as small as one change's.
+     */
+    static final int MAX_DELTA_BYTES = 4 * 1024;
     /** room left in a client's queue for ticks and heartbeats when pacing deltas */
     private static final int QUEUE_MARGIN_BYTES = 32 * 1024;
     /** the delta's own keys and the frame's lines, over its items */
@@ -71,6 +76,8 @@ final class NodeWatcher {
     /** when the changes not yet pushed began to wait for queue room (System.nanoTime), 0 when none wait */
     private long pendingSince;
     private boolean followUpScheduled;
+    /** A push asked for by an allocation event has not started yet (events meanwhile need no other). */
+    private final AtomicBoolean pushPending = new AtomicBoolean();
 
     NodeWatcher(GpuScheduler scheduler, GpuInventory inventory, Runnable refresh, SseHub sse, Clock clock,
             Duration interval, Duration window) {
@@ -261,8 +268,9 @@ final class NodeWatcher {
     }
 
     /**
-     * @param executor runs follow-up pushes when one push leaves changes unsent for lack of queue room (the
-     *                 console's ticker); without it every change goes out at once, in bounded events
+     * @param executor runs the pushes allocation events ask for ({@link #pushSoon}) and follow-up pushes when one push
+     *                 leaves changes unsent for lack of queue room (the console's ticker, one thread); without it
+     *                 every change goes out at once, in bounded events, from the thread that made it
      */
     void followUps(ScheduledExecutorService executor) {
         followUps = executor;
@@ -336,7 +344,40 @@ final class NodeWatcher {
             }
         }
         sse.broadcast("audit", Views.json(m));
-        pushStateIfChanged();
+        pushSoon();
+    }
+
+    /**
+     * Pushes what changed from the {@link #followUps} thread (the console's ticker), not from the caller's: the
+     * scheduler fires events in the thread that made the change (an allocating or releasing client, the node
+     * service's fair queue), and a push catches up with the node ledger twice (each a ledger transaction, behind the
+     * force in flight) under this watcher's monitor: done in line, every change waited for the pushes of all others.
+     * Events that arrive while a push is pending ask for no other: the push that starts after an event shows it
+     * (items are whole, so a push that covers several changes is the same as one each). Without a ticker (not yet
+     * wired) or once it is shut down, the push runs in line.
+     */
+    void pushSoon() {
+        ScheduledExecutorService pushes = followUps;
+        if (pushes == null) {
+            pushStateIfChanged();
+            return;
+        }
+        if (!pushPending.compareAndSet(false, true)) {
+            return;
+        }
+        try {
+            pushes.execute(() -> {
+                pushPending.set(false); // an event after this point asks for the next push
+                try {
+                    pushStateIfChanged();
+                } catch (RuntimeException e) {
+                    LOG.warn("pushing the console's changes failed (the next change or tick pushes again): {}",
+                            e.toString());
+                }
+            });
+        } catch (RejectedExecutionException stopped) {
+            pushPending.set(false); // the console is closing: nobody is left to push to
+        }
     }
 
     /** @return the last audit events, oldest first */

@@ -20,7 +20,11 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
@@ -146,6 +150,49 @@ class EventDeltasTest {
                     .forEach(x -> fresh.put(x.path("id").asText(), x));
             assertThat(fresh).isEqualTo(truth);
         } finally {
+            inv.close();
+        }
+    }
+    /**
+     * The scheduler fires its events in the thread that made the change (here the test's; in the node service a
+     * client's or the fair queue's); the console pushes what changed from its own thread, so a change never waits for
+     * the console's pushes (each catches up with the node ledger). Held here: the watcher's monitor, which every push
+     * takes. The change goes out once the push can run, and nothing is lost meanwhile.
+     */
+    @Test
+    void changesDoNotWaitForTheConsolesPushes() throws Exception {
+        SimulatedGpuInventory inv = GpuInventories.simulated("dgx1-v100");
+        ExecutorService changer = Executors.newSingleThreadExecutor();
+        try (GpuScheduler s = GpuScheduler.builder().inventory(inv).stateDir(state.resolve("node"))
+                .auditLogging(false).maintenanceInterval(Duration.ZERO).build();
+             ConsoleServer c = ConsoleServer.builder().scheduler(s).stateDir(state).ticking(false)
+                     .listen(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0)).build().start()) {
+            HttpClient http = HttpClient.newHttpClient();
+            BlockingQueue<Event> events = new LinkedBlockingQueue<>();
+            HttpResponse<Stream<String>> r = http.send(HttpRequest.newBuilder(URI.create(c.url()
+                    + "/api/v1/events")).timeout(Duration.ofSeconds(60)).build(), HttpResponse.BodyHandlers.ofLines());
+            Thread reader = new Thread(() -> parse(r.body(), events), "sse-reader");
+            reader.setDaemon(true);
+            reader.start();
+            assertThat(JSON.readTree(next(events, "state").data()).path("allocations")).isEmpty();
+            List<String> ids = new ArrayList<>();
+            synchronized (c.watcher()) {
+                for (int i = 0; i < 3; i++) {
+                    Future<String> made = changer.submit(() -> s.allocate(GpuRequests.fromCliFlags("--gpu=1"))
+                            .id());
+                    // pushed in line, the allocation would wait for this monitor: a hang, cut by the bound
+                    ids.add(made.get(60, TimeUnit.SECONDS));
+                }
+                assertThat(changer.submit(() -> s.release(ids.get(0))).get(60, TimeUnit.SECONDS)).isTrue();
+            }
+            Map<String, JsonNode> mine = new LinkedHashMap<>();
+            while (!mine.keySet().equals(Set.copyOf(ids.subList(1, 3)))) {
+                JsonNode d = JSON.readTree(next(events, "delta").data());
+                d.path("allocations").path("upsert").forEach(a -> mine.put(a.path("id").asText(), a));
+                d.path("allocations").path("remove").forEach(id -> mine.remove(id.asText()));
+            }
+        } finally {
+            changer.shutdownNow();
             inv.close();
         }
     }

@@ -26,6 +26,7 @@ import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.OptionalLong;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
@@ -63,6 +64,16 @@ public final class NodeService implements AutoCloseable {
     private final Path stateDir;
     /** Held from {@link #start()} to {@link #close()}: one service per state directory. */
     private InstanceLock instance;
+    /**
+     * The allocations this service granted that are not known to have ended, by id: {@link #release} checks the
+     * caller against one of them without catching up with the node ledger (a transaction behind the force in flight).
+     * Only what never changes for an id is read from them (its owner and owner uid: ids are never reused), so the
+     * check is as exact as on a fresh read; whether it is still live is decided by the release itself. An id not here
+     * is read from the ledger, as before. Entries leave on the allocation's end (its event or its release here).
+     */
+    private final Map<String, Allocation> granted = new ConcurrentHashMap<>();
+    /** Most entries {@link #granted} keeps; past it, it is emptied (ids then come from the ledger again). */
+    static final int MAX_GRANTED = 65_536;
 
     private NodeService(Builder b) {
         this.scheduler = b.scheduler;
@@ -98,6 +109,9 @@ public final class NodeService implements AutoCloseable {
             logins.checkJobParent(launcher.cgroupParent());
         }
         this.wake = e -> {
+            if (e.type() == AllocationEvent.Type.RELEASED || e.type() == AllocationEvent.Type.RECLAIMED) {
+                e.allocationId().ifPresent(granted::remove);
+            }
             if (e.type() != AllocationEvent.Type.ALLOCATED && e.type() != AllocationEvent.Type.REJECTED
                     && e.type() != AllocationEvent.Type.RENEWED) {
                 queue.wake();
@@ -240,6 +254,10 @@ public final class NodeService implements AutoCloseable {
                     throw e.getCause() instanceof RuntimeException re ? re : new GpuException(e.getMessage());
                 }
             }
+            if (granted.size() >= MAX_GRANTED) {
+                granted.clear();
+            }
+            granted.put(a.id(), a);
             audit.record(c, "allocate", a.id(), what, "ok", "GPUs " + a.deviceIndices() + " for " + a.owner()
                     .orElse("?"));
             return a;
@@ -270,7 +288,8 @@ public final class NodeService implements AutoCloseable {
      */
     public boolean release(Caller c, String id) throws InterruptedException {
         try {
-            Optional<Allocation> a = scheduler.allocation(id);
+            Allocation known = granted.get(id);
+            Optional<Allocation> a = known != null ? Optional.of(known) : scheduler.allocation(id);
             if (a.isEmpty()) {
                 access.checkIdentified(c, "release");
                 boolean r = scheduler.release(id); // false for one released before; UNKNOWN_ALLOCATION otherwise
@@ -286,6 +305,7 @@ public final class NodeService implements AutoCloseable {
                 return true;
             }
             boolean r = scheduler.release(id);
+            granted.remove(id);
             audit.record(c, "release", id, null, "ok", r ? "released" : "was not live");
             return r;
         } catch (RuntimeException e) {

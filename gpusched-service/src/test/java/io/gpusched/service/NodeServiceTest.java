@@ -12,6 +12,7 @@ import io.gpusched.core.GpuAllocationException.Reason;
 import io.gpusched.core.GpuConfig;
 import io.gpusched.core.GpuRequest;
 import io.gpusched.core.GpuRequests;
+import io.gpusched.core.GpuScheduler;
 import io.gpusched.core.ServiceSettings;
 import io.gpusched.core.UserQuotas;
 import io.gpusched.server.Caller;
@@ -58,6 +59,44 @@ class NodeServiceTest {
 
     private static Allocation one(NodeService s, Caller c, String... flags) throws InterruptedException {
         return s.allocate(c, GpuRequests.fromCliFlags(flags), Optional.empty(), NEVER);
+    }
+
+    /**
+     * {@code release} checks its caller against the allocation the service granted, without catching up with the node
+     * ledger first: the check stays exact when another process of the node has ended that allocation and the service
+     * has not caught up (an id's owner never changes): bob is never let through, alice is told it was not live. An
+     * allocation another process made (not granted here) is read from the ledger and checked the same way.
+     */
+    @Test
+    void releaseChecksTheOwnerOfWhatItGrantedAndOfWhatOthersMade(@TempDir Path tmp) throws Exception {
+        try (ServiceBed bed = new ServiceBed(tmp, config(UserQuotas.none()))) {
+            NodeService s = bed.start();
+            Allocation a = one(s, ALICE, "--gpu=1");
+            try (GpuScheduler other = GpuScheduler.builder().inventory(bed.inventory).stateDir(bed.state)
+                    .auditLogging(false).maintenanceInterval(Duration.ZERO).build()) {
+                Allocation b = other.allocate(GpuRequest.builder().owner("alice").ownerUid(5001).build());
+                String before = Files.readString(bed.state.resolve("ledger"));
+                assertThatThrownBy(() -> s.release(BOB, b.id())).isInstanceOf(AccessDeniedException.class)
+                        .hasMessageContaining("held by alice (uid 5001)");
+                assertThatThrownBy(() -> s.release(BOB, a.id())).isInstanceOf(AccessDeniedException.class)
+                        .hasMessageContaining("held by alice (uid 5001)");
+                assertThat(Files.readString(bed.state.resolve("ledger"))).as("bob's releases changed nothing")
+                        .isEqualTo(before);
+                assertThat(other.release(a.id())).as("ended by another process").isTrue();
+                // bob again, whether or not the service has caught up with that end: refused, or told it was not
+                // live; never a release
+                boolean bobs;
+                try {
+                    bobs = s.release(BOB, a.id());
+                } catch (AccessDeniedException refused) {
+                    bobs = false;
+                }
+                assertThat(bobs).isFalse();
+                assertThat(s.release(ALICE, a.id())).as("was not live").isFalse();
+                assertThat(s.release(ALICE, b.id())).isTrue();
+            }
+            assertThat(LedgerReader.read(bed.state).live).isEmpty();
+        }
     }
 
     @Test
