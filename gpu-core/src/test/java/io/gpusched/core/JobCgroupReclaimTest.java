@@ -137,7 +137,7 @@ class JobCgroupReclaimTest {
 
                 CgroupFixture.thaw(frozen);
                 Allocation next = null;
-                for (int i = 0; i < 200 && next == null; i++) { // the next attempt is due after the retry interval
+                for (int i = 0; i < 1200 && next == null; i++) { // attempts every retry interval, up to 60 s (a loaded host)
                     next = other.tryAllocate(GpuRequest.builder().count(4).build()).orElse(null);
                     if (next == null) {
                         Thread.sleep(50);

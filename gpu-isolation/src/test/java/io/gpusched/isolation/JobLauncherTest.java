@@ -237,13 +237,13 @@ class JobLauncherTest {
             Path cgroup = Path.of(line.split(" ")[2]);
             // both sleeps running: the main process exec'd and the one its shell forked (two pids alone may be the
             // shell before it forked, with a process the start has not finished with)
-            for (int i = 0; i < 1000 && !bothSleep(CgroupProcesses.pids(cgroup)); i++) {
+            for (int i = 0; i < 6000 && !bothSleep(CgroupProcesses.pids(cgroup)); i++) { // up to 60 s: a loaded host
                 Thread.sleep(10);
             }
             assertThat(CgroupProcesses.pids(cgroup)).hasSize(2);
             assertThat(bothSleep(CgroupProcesses.pids(cgroup))).as("the job's two sleeps run").isTrue();
             child.destroyForcibly().waitFor(60, TimeUnit.SECONDS);
-            for (int i = 0; i < 500 && ProcessHandle.of(pid).map(ProcessHandle::isAlive).orElse(false); i++) {
+            for (int i = 0; i < 6000 && ProcessHandle.of(pid).map(ProcessHandle::isAlive).orElse(false); i++) { // 60 s
                 Thread.sleep(10);
             }
             assertThat(ProcessHandle.of(pid).map(ProcessHandle::isAlive).orElse(false))

@@ -8,6 +8,8 @@ import io.gpusched.isolation.CgroupDeviceIsolator;
 import io.gpusched.isolation.internal.Libc;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
@@ -39,11 +41,19 @@ class RunCommandTest {
                 .contains(dir + "/nvidia0 Operation not permitted")
                 .contains(dir + "/nvidia2 Operation not permitted")
                 .contains("/dev/null OK");
-        assertThat(r.err()).contains("fenced in ");
+        Matcher fenced = Pattern.compile("fenced in (\\S+)").matcher(r.err());
+        assertThat(fenced.find()).as(r.err()).isTrue();
         assertThat(cli.run("--simulate", "dgx1-v100", "status", "--json").out()).contains("\"allocations\" : [ ]");
-        Path parent = iso.v2Root().or(iso::v1Root).get().resolve("gpusched");
-        try (Stream<Path> jobs = Files.list(parent)) {
-            assertThat(jobs.filter(p -> p.getFileName().toString().startsWith("job-"))).as("job cgroups").isEmpty();
+        // the default parent is the host's, shared with every other run on it (other tests' too, in any order):
+        // what this run must leave behind is nothing of its own, its job cgroup named in "fenced in"
+        Path job = Path.of(fenced.group(1));
+        String name = job.getFileName().toString();
+        assertThat(name).as(r.err()).matches("job-\\S+-\\d+");
+        assertThat(job).as("the run's job cgroup").doesNotExist();
+        String ofThisNode = name.substring(0, name.lastIndexOf('-') + 1); // job-<this state directory's node>-
+        try (Stream<Path> jobs = Files.list(job.getParent())) {
+            assertThat(jobs.filter(p -> p.getFileName().toString().startsWith(ofThisNode))).as("job cgroups")
+                    .isEmpty();
         }
     }
 

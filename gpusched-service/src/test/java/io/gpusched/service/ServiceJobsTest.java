@@ -196,7 +196,7 @@ class ServiceJobsTest {
             s.jobs().detach(j);
             assertThat(j.state).isEqualTo(Job.State.RUNNING);
             Path out = j.output.orElseThrow();
-            for (int i = 0; i < 500 && Files.size(out) == 0; i++) {
+            for (int i = 0; i < 6000 && Files.size(out) == 0; i++) { // up to 60 s: a loaded machine
                 Thread.sleep(10);
             }
             // the service's own file: its user reads it through the service, and cannot write it past the cap
@@ -223,7 +223,7 @@ class ServiceJobsTest {
             Job cancelled = s.cancelJob(ServiceBed.root(), j.id);
             assertThat(cancelled.state).isEqualTo(Job.State.CANCELLED);
             assertThat(j.cgroup()).doesNotExist();
-            for (int i = 0; i < 500 && !bed.scheduler.allocations().isEmpty(); i++) {
+            for (int i = 0; i < 6000 && !bed.scheduler.allocations().isEmpty(); i++) { // up to 60 s: a loaded machine
                 Thread.sleep(10);
             }
             assertThat(LedgerReader.read(bed.state).live).isEmpty();
@@ -259,7 +259,7 @@ class ServiceJobsTest {
             RecordingSink leaving = new RecordingSink();
             CompletableFuture<Job> f = attached(s, a, job(List.of("/bin/sh", "-c", "trap '' TERM; sleep 600 & while"
                     + " :; do echo tick; sleep 0.2; done"), "/", false, "--gpu=2"), leaving);
-            for (int i = 0; i < 500 && !leaving.stdout().contains("tick"); i++) {
+            for (int i = 0; i < 6000 && !leaving.stdout().contains("tick"); i++) { // up to 60 s: a loaded machine
                 Thread.sleep(10);
             }
             leaving.leave(); // like a client killed with SIGKILL: its next write fails
@@ -271,7 +271,7 @@ class ServiceJobsTest {
             RecordingSink sink = new RecordingSink();
             CompletableFuture<Job> k = attached(s, a, job(List.of("/bin/sh", "-c", "echo $$; exec sleep 600"), "/",
                     false, "--gpu=1"), sink);
-            for (int i = 0; i < 500 && sink.stdout().isEmpty(); i++) {
+            for (int i = 0; i < 6000 && sink.stdout().isEmpty(); i++) { // up to 60 s: a loaded machine
                 Thread.sleep(10);
             }
             long pid = Long.parseLong(sink.stdout().strip());
@@ -298,7 +298,7 @@ class ServiceJobsTest {
             RecordingSink sink = new RecordingSink();
             attached(first, ServiceBed.caller(alice, false), job(List.of("/bin/sh", "-c", "sleep 600 & echo up;"
                     + " exec sleep 600"), "/", false, "--gpu=3"), sink);
-            for (int i = 0; i < 500 && !sink.stdout().contains("up"); i++) {
+            for (int i = 0; i < 6000 && !sink.stdout().contains("up"); i++) { // up to 60 s: a loaded machine
                 Thread.sleep(10);
             }
             Job j = first.jobs().all().get(0);
@@ -316,7 +316,7 @@ class ServiceJobsTest {
                 assertThat(second.recovered()).anyMatch(l -> l.startsWith("ended " + j.cgroup()));
                 assertThat(j.cgroup()).doesNotExist();
                 // released by the second, or (in this JVM, where the first still runs) by the first on its job's end
-                for (int i = 0; i < 500 && LedgerReader.read(bed.state).live.containsKey(id); i++) {
+                for (int i = 0; i < 6000 && LedgerReader.read(bed.state).live.containsKey(id); i++) { // up to 60 s
                     Thread.sleep(10);
                 }
                 assertThat(LedgerReader.read(bed.state).live).doesNotContainKey(id);

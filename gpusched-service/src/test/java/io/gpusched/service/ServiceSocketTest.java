@@ -143,8 +143,8 @@ class ServiceSocketTest {
             Answer d = bed.curl(alice, "-X", "POST", "--data", detached, "http://localhost/api/v1/jobs");
             assertThat(d.status()).as(d.body()).isEqualTo(201);
             String job = JSON.readTree(d.body()).get("id").asText();
-            for (int i = 0; i < 100 && !bed.curl(alice, "http://localhost/api/v1/jobs/" + job + "/logs").body()
-                    .contains("hello"); i++) {
+            for (int i = 0; i < 1200 && !bed.curl(alice, "http://localhost/api/v1/jobs/" + job + "/logs").body()
+                    .contains("hello"); i++) { // up to 60 s and more: a loaded machine
                 Thread.sleep(50);
             }
             assertThat(bed.curl(alice, "http://localhost/api/v1/jobs/" + job + "/logs").body()).contains("hello");
@@ -182,14 +182,14 @@ class ServiceSocketTest {
                     "--data", "{\"flags\":[\"--gpu=1\"],\"argv\":[\"/bin/true\"],\"env\":{},\"cwd\":\"/\","
                             + "\"wait\":\"5m\"}",
                     "http://localhost/api/v1/jobs").start());
-            for (int i = 0; i < 500 && bed.service.queue().size() < 2; i++) {
+            for (int i = 0; i < 6000 && bed.service.queue().size() < 2; i++) { // up to 60 s: a loaded machine
                 Thread.sleep(10);
             }
             assertThat(bed.service.queue().size()).isEqualTo(2);
             for (Process p : clients) {
                 p.destroyForcibly().waitFor(30, TimeUnit.SECONDS);
             }
-            for (int i = 0; i < 1000 && bed.service.queue().size() > 0; i++) {
+            for (int i = 0; i < 6000 && bed.service.queue().size() > 0; i++) { // up to 60 s: a loaded machine
                 Thread.sleep(10);
             }
             assertThat(bed.service.queue().size()).as("both waiting requests were dropped").isZero();

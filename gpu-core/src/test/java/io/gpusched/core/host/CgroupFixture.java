@@ -1,5 +1,6 @@
 package io.gpusched.core.host;
 
+import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import java.io.IOException;
@@ -109,7 +110,7 @@ public final class CgroupFixture implements AutoCloseable {
                 new ProcessBuilder("sh", "-c", "echo $$ > '" + cgroup + "/cgroup.procs' || exit 1; sleep 300 & wait")
                         .redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
         started.add(p);
-        for (int i = 0; i < 500; i++) {
+        for (int i = 0; i < 6000; i++) { // up to 60 s: a loaded host
             List<Long> pids = procs(cgroup);
             if (pids.size() >= 2 && pids.stream().anyMatch(x -> comm(x).equals("sleep"))) {
                 return pids;
@@ -166,9 +167,13 @@ public final class CgroupFixture implements AutoCloseable {
             Files.writeString(f.resolve("cgroup.procs"), Long.toString(pid));
         }
         Files.writeString(f.resolve("freezer.state"), "FROZEN");
-        for (int i = 0; i < 500 && !Files.readString(f.resolve("freezer.state")).strip().equals("FROZEN"); i++) {
+        // FREEZING until every task stopped: up to 60 s on a loaded host (a task still freezing could die of the
+        // SIGKILL the caller's test relies on not ending it)
+        for (int i = 0; i < 6000 && !Files.readString(f.resolve("freezer.state")).strip().equals("FROZEN"); i++) {
             Thread.sleep(10);
         }
+        assertThat(Files.readString(f.resolve("freezer.state")).strip()).as("freezer state of " + f)
+                .isEqualTo("FROZEN");
         return f;
     }
 

@@ -332,7 +332,12 @@ class HostileKubeletTest {
                 k.awaitRegistration();
                 assertThat(k.refused.get()).isEqualTo(3);
                 assertThat(k.protocolErrors).isEmpty();
-                Thread.sleep(500);
+                // the kubelet has the request; the plugin counts it once the answer is back (on a loaded machine
+                // that can be later than any fixed pause): wait for it, up to 60 s
+                for (int i = 0; i < 6000 && plugin.registrations() < 1; i++) {
+                    Thread.sleep(10);
+                }
+                Thread.sleep(500); // room for a wrong second registration to show
                 assertThat(k.registrations).as("one registration once accepted").isEmpty();
                 assertThat(plugin.registrations()).isEqualTo(1);
             }

@@ -11,6 +11,7 @@ import io.gpusched.testing.LedgerReader;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.HashMap;
 import java.util.List;
@@ -184,7 +185,8 @@ class ThroughTheServiceTest {
         assertThat(r.exit()).as(r.err()).isEqualTo(5);
         assertThat(r.out()).containsPattern("CVD=GPU-[0-9a-f-]+,GPU-[0-9a-f-]+");
         assertThat(r.err()).contains("oops").containsPattern("gpusched: \\S+ GPUs \\[\\d, \\d\\]");
-        for (int i = 0; i < 50 && !ledger().live.isEmpty(); i++) {
+        // the stand-in releases when it sees the job's process end: up to 60 s on a loaded machine
+        for (int i = 0; i < 600 && !ledger().live.isEmpty(); i++) {
             Thread.sleep(100);
         }
         assertThat(ledger().live).isEmpty();
@@ -196,6 +198,12 @@ class ThroughTheServiceTest {
         assertThat(started.exit()).as(started.err()).isZero();
         String job = M.readTree(started.out()).get("id").asText();
         assertThat(gpusched("jobs").out()).contains(job).contains("RUNNING (detached)");
+        // the answer comes once the job's process started, not once its shell ran `echo`: a cancel before that
+        // would leave no output at all, so wait (up to 60 s) until the job has written its line
+        Path output = service.job(job).output;
+        for (int i = 0; i < 6000 && !Files.readString(output).contains("hello"); i++) {
+            Thread.sleep(10);
+        }
         assertThat(gpusched("cancel", job).out()).startsWith("cancelled " + job);
         assertThat(gpusched("logs", job).out()).isEqualTo("hello\n");
         assertThat(gpusched("queue").out()).contains("bob").contains("--gpu=8");
@@ -209,9 +217,10 @@ class ThroughTheServiceTest {
         ByteArrayOutputStream out = new ByteArrayOutputStream();
         CompletableFuture<Result> run = CompletableFuture.supplyAsync(() -> gpusched(out, "run", "--gpu=1", "--",
                 "sh", "-c", "echo started; sleep 60"));
-        for (int i = 0; i < 200 && !out.toString(StandardCharsets.UTF_8).contains("started"); i++) {
-            Thread.sleep(50);
+        for (int i = 0; i < 1200 && !out.toString(StandardCharsets.UTF_8).contains("started"); i++) {
+            Thread.sleep(50); // up to 60 s on a loaded machine
         }
+        assertThat(out.toString(StandardCharsets.UTF_8)).as("the job started").contains("started");
         service.socket.close(); // the service is gone: its connections close
         Result r = run.get(60, TimeUnit.SECONDS);
         assertThat(r.exit()).isNotZero();

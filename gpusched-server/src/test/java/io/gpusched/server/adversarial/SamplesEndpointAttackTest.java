@@ -83,7 +83,7 @@ class SamplesEndpointAttackTest {
 
     /** waits (bounded) until gpu's history holds a point that matches */
     void awaitPoint(int gpu, Predicate<JsonNode> p) throws Exception {
-        long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
+        long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
         while (System.nanoTime() < deadline) {
             for (JsonNode n : samples("?gpu=" + gpu).path(Integer.toString(gpu))) {
                 if (p.test(n)) {
@@ -92,7 +92,7 @@ class SamplesEndpointAttackTest {
             }
             Thread.sleep(20);
         }
-        throw new AssertionError("no matching sample point for GPU " + gpu + " within 20 s");
+        throw new AssertionError("no matching sample point for GPU " + gpu + " within 60 s");
     }
 
     static List<Long> times(JsonNode points) {

@@ -60,9 +60,9 @@ class YarnHealthAndLedgerTest {
         return e;
     }
 
-    /** Polls up to 10 s for the inventory to have followed the health file (a deadline, not a timing assertion). */
+    /** Polls up to 60 s for the inventory to have followed the health file (a deadline, not a timing assertion). */
     private static void awaitHealthy(SimulatedGpuInventory inv, int index, boolean healthy) throws Exception {
-        long end = System.nanoTime() + Duration.ofSeconds(10).toNanos();
+        long end = System.nanoTime() + Duration.ofSeconds(60).toNanos();
         while (isHealthy(inv, index) != healthy) {
             if (System.nanoTime() > end) {
                 throw new AssertionError("the simulated node did not follow its health file for GPU " + index);

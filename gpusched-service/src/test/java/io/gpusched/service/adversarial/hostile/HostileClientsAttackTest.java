@@ -166,7 +166,7 @@ class HostileClientsAttackTest {
             }
             assertThat(bed.service.queueView()).as("every vanished client's request was dropped; jobs: "
                     + bed.service.jobViews(ServiceBed.root()).stream().map(j -> j.get("state")).toList()).isEmpty();
-            for (int i = 0; i < 500 && (fds() > fdsBefore + 5 || inService() > inServiceBefore); i++) {
+            for (int i = 0; i < 3000 && (fds() > fdsBefore + 5 || inService() > inServiceBefore); i++) { // 60 s
                 Thread.sleep(20);
             }
             assertThat(fds()).as("file descriptors").isLessThanOrEqualTo(fdsBefore + 5);

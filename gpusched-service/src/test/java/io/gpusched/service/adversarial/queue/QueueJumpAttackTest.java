@@ -51,7 +51,7 @@ class QueueJumpAttackTest {
                     throw new IllegalStateException(e);
                 }
             });
-            for (int i = 0; i < 500 && s.queueView().isEmpty(); i++) {
+            for (int i = 0; i < 6000 && s.queueView().isEmpty(); i++) { // up to 60 s: a loaded machine
                 Thread.sleep(10);
             }
             assertThat(s.queueView()).hasSize(1);
