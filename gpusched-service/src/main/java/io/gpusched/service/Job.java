@@ -23,6 +23,8 @@ final class Job {
     final Requests.Job request;
     final Instant createdAt;
     final Optional<Path> output;
+    /** Why its output file was deleted while its record is kept (the user's output budget), or null. */
+    volatile String outputDropped;
     volatile State state = State.QUEUED;
     volatile Allocation allocation;
     volatile LaunchedJob launched;

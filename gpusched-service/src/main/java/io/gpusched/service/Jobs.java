@@ -57,6 +57,12 @@ final class Jobs implements AutoCloseable {
      * from those that ran, so a flood of refusals does not push a user's own finished jobs out either.
      */
     static final int KEEP_NEVER_STARTED = 20;
+    /**
+     * Most bytes of output kept for one user's ended detached jobs together (newest first; an older job's output file
+     * is deleted past it, its record kept): with {@link #KEEP_ENDED} jobs of {@link OutputFile#MAX_BYTES} each, one
+     * user could otherwise keep 6.4 GiB in the state directory. Tests shrink it.
+     */
+    static volatile long keepOutputBytes = 256L << 20;
     /** How often an attached job's silent client is checked (a write). */
     static final Duration HEARTBEAT = Duration.ofSeconds(5);
 
@@ -484,6 +490,7 @@ final class Jobs implements AutoCloseable {
      * more: it is root's, read through {@code logs}).
      */
     private void trim() {
+        Map<Long, long[]> outputKept = new HashMap<>();
         Map<Long, int[]> kept = new HashMap<>();
         List<Job> newestFirst = new ArrayList<>(jobs.values());
         Collections.reverse(newestFirst);
@@ -495,13 +502,29 @@ final class Jobs implements AutoCloseable {
             boolean ran = j.startedAt != null;
             if (++n[ran ? 0 : 1] > (ran ? KEEP_ENDED : KEEP_NEVER_STARTED)) {
                 jobs.remove(j.id);
-                if (j.output.isPresent()) {
-                    try {
-                        Files.deleteIfExists(j.output.get());
-                    } catch (IOException e) {
-                        LOG.warn("job {}: its output file could not be deleted: {}", j.id, e.toString());
-                    }
+                deleteOutput(j);
+            } else if (j.output.isPresent() && j.outputDropped == null) {
+                long[] bytes = outputKept.computeIfAbsent(j.owner.uid(), k -> new long[1]);
+                try {
+                    bytes[0] += Files.size(j.output.get());
+                } catch (IOException e) {
+                    continue; // none (never started, or gone)
                 }
+                if (bytes[0] > keepOutputBytes) {
+                    j.outputDropped = "its output was deleted: the output kept of " + j.owner.user() + "'s ended jobs"
+                            + " passed " + keepOutputBytes + " bytes, and newer jobs' output is kept first";
+                    deleteOutput(j);
+                }
+            }
+        }
+    }
+
+    private static void deleteOutput(Job j) {
+        if (j.output.isPresent()) {
+            try {
+                Files.deleteIfExists(j.output.get());
+            } catch (IOException e) {
+                LOG.warn("job {}: its output file could not be deleted: {}", j.id, e.toString());
             }
         }
     }
@@ -561,6 +584,9 @@ final class Jobs implements AutoCloseable {
                     + " detached jobs (run --detach) keep an output file");
         }
         Path f = j.output.get();
+        if (j.outputDropped != null) {
+            throw new IllegalStateException("job " + id + ": " + j.outputDropped);
+        }
         if (!Files.isRegularFile(f, LinkOption.NOFOLLOW_LINKS)) {
             throw new IllegalStateException("job " + id + " has no output file (" + f + ")");
         }

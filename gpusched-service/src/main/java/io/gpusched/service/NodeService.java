@@ -408,6 +408,9 @@ public final class NodeService implements AutoCloseable {
                 throw new IllegalStateException("job " + id + " is attached: its output went to its client; only"
                         + " detached jobs (run --detach) keep an output file");
             }
+            if (j.outputDropped != null) {
+                throw new IllegalStateException("job " + id + ": " + j.outputDropped);
+            }
         } catch (RuntimeException e) {
             refused(c, "job.logs", id, null, e);
             throw e;

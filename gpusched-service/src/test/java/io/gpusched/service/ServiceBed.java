@@ -161,6 +161,13 @@ public final class ServiceBed implements AutoCloseable {
         return new Caller(u.uid(), u.gid(), u.name(), g, admin);
     }
 
+    /** Sets how much output of one user's ended detached jobs the service keeps (tests shrink it) @return the old */
+    public static long keepOutputBytes(long v) {
+        long old = Jobs.keepOutputBytes;
+        Jobs.keepOutputBytes = v;
+        return old;
+    }
+
     public static Caller root() {
         return new Caller(0, 0, "root", List.of("root"), true);
     }
