@@ -96,8 +96,9 @@ class ConsoleBrowserTest {
                 wait.until(b -> !b.findElements(By.cssSelector("#audit-list li")).isEmpty());
                 // the text is there, as text
                 wait.until(b -> b.findElement(By.cssSelector("#gpu-0 .name")).getText().equals(deviceName));
-                String row = browser.findElement(By.cssSelector("#alloc-rows tr[data-allocation='" + id + "']"))
-                        .getText();
+                // the rows are drawn anew on every change: read the row where a redraw cannot pull it away
+                String row = wait.until(b -> b.findElement(By.cssSelector("#alloc-rows tr[data-allocation='" + id
+                        + "']")).getText());
                 assertThat(row).contains(owner).contains(job).contains("k=" + label);
                 // cards are drawn anew on every tick: read the health line where a redraw cannot pull it away
                 wait.until(b -> b.findElement(By.cssSelector("#gpu-1 [data-role=health]")).getText()
@@ -226,7 +227,7 @@ class ConsoleBrowserTest {
                      .stateDir(Files.createDirectories(dir.resolve("state")))
                      .listen(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0)).build().start()) {
             java.util.List<String> ids = new java.util.ArrayList<>();
-            for (int n = 0; n < 24; n++) {
+            for (int n = 0; n < 80; n++) { // ~8.5 KB each: the state event and more than one REST page
                 java.util.List<String> f = new java.util.ArrayList<>(java.util.List.of("--devices=" + (n % 8),
                         "--shared=32MiB", "--owner=u" + n));
                 for (int l = 0; l < 32; l++) {
@@ -234,6 +235,11 @@ class ConsoleBrowserTest {
                 }
                 ids.add(scheduler.allocate(io.gpusched.core.GpuRequests.fromCliFlags(f)).id());
             }
+            var first = java.net.http.HttpClient.newHttpClient().send(java.net.http.HttpRequest.newBuilder(
+                    java.net.URI.create(console.url() + "/api/v1/allocations")).build(),
+                    java.net.http.HttpResponse.BodyHandlers.discarding());
+            assertThat(first.headers().firstValue("Link")).as("precondition: the list needs more than one page")
+                    .isPresent();
             ChromeDriver browser = browser(dir);
             try {
                 org.openqa.selenium.support.ui.FluentWait<org.openqa.selenium.WebDriver> wait =
@@ -249,8 +255,8 @@ class ConsoleBrowserTest {
                         + "   const x = await rd.read(); if (x.done) break; t += dec.decode(x.value, {stream: true}); }"
                         + " rd.cancel(); return t; })()");
                 assertThat(String.valueOf(sent)).as("the state event is truncated").contains("STATE_EVENT_BOUND");
-                wait.until(b -> b.findElements(By.cssSelector("#alloc-rows tr[data-allocation]")).size() == 24);
-                assertThat(browser.findElement(By.id("alloc-count")).getText()).isEqualTo("(24)");
+                wait.until(b -> b.findElements(By.cssSelector("#alloc-rows tr[data-allocation]")).size() == 80);
+                assertThat(browser.findElement(By.id("alloc-count")).getText()).isEqualTo("(80)");
                 for (String id : ids) {
                     assertThat(browser.findElements(By.cssSelector("#alloc-rows tr[data-allocation='" + id + "']")))
                             .as(id).hasSize(1);

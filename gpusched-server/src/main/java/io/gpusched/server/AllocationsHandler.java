@@ -33,8 +33,17 @@ import java.util.Optional;
 final class AllocationsHandler implements HttpHandler {
     static final String PATH = ConsoleServer.API + "/allocations";
     static final String PREFIX = PATH + "/";
-    /** Most allocations one page of {@code GET /api/v1/allocations?after=ID&limit=M} holds. */
-    static final int MAX_PAGE = 100;
+    /**
+     * Most allocations one page of {@code GET /api/v1/allocations} holds, and how many it holds when no {@code limit}
+     * is given (also without any parameter: the list is always paged).
+     */
+    static final int MAX_PAGE = 500;
+    /**
+     * Most bytes of allocations one page holds (the JSON of its allocations, each bounded by
+     * {@link Views#MAX_FIELD_BYTES} and {@link Views#MAX_LABELS}); a page ends early rather than pass it, and always
+     * holds at least one allocation when any is left.
+     */
+    static final int MAX_PAGE_BYTES = 512 * 1024;
     /**
      * The order of pages: by id, an id {@code <prefix>-<sequence>} by prefix, then by its sequence as a number
      * (so one process's allocations oldest first); a total order on any strings, so a cursor need not be live.
@@ -95,15 +104,17 @@ final class AllocationsHandler implements HttpHandler {
     }
 
     /**
-     * The live allocations, oldest first: all of them, or with {@code after}, {@code offset} and/or {@code limit} one
-     * page in {@link #PAGE_ORDER} ({@code limit} 1 to {@value #MAX_PAGE}, default {@value #MAX_PAGE});
-     * {@code X-Total-Count} says how many there are. {@code after=<id>} (a cursor: the allocations after that id in
-     * page order, whether or not it is still live) loses none when others end between pages; {@code offset=N} (an
-     * index) still works, but shifts when an allocation before it ends. The event stream's {@code state} event names
-     * the page, by cursor, where the allocations it leaves out start.
+     * The live allocations, one page in {@link #PAGE_ORDER}, without parameters too: {@code limit} 1 to
+     * {@value #MAX_PAGE} (default {@value #MAX_PAGE}), and never more than {@value #MAX_PAGE_BYTES} bytes of
+     * allocations (the page ends early rather than pass them). {@code X-Total-Count} says how many there are (holding
+     * {@code device}, when given); where allocations follow the page, a {@code Link: <...>; rel="next"} header names
+     * the next page by cursor, and only then. {@code after=<id>} (a cursor: the allocations after that id in page
+     * order, whether or not it is still live) loses none when others end between pages; {@code offset=N} (an index)
+     * still works, but shifts when an allocation before it ends; {@code device=<index>} keeps those holding that GPU.
+     * The event stream's {@code state} event names the page, by cursor, where the allocations it leaves out start.
      */
     private void list(HttpExchange ex) throws IOException {
-        Map<String, String> q = Exchanges.query(ex, "after", "offset", "limit");
+        Map<String, String> q = Exchanges.query(ex, "after", "offset", "limit", "device");
         if (q.containsKey("after") && q.containsKey("offset")) {
             throw new Exchanges.BadQuery("after and offset are both given; give after=<allocation id> (a cursor) or"
                     + " offset=<index>, not both");
@@ -113,22 +124,37 @@ final class AllocationsHandler implements HttpHandler {
             throw new Exchanges.BadQuery("after=" + SampleHistory.printable(after) + " is not valid; after is an"
                     + " allocation id of 1 to " + MAX_CURSOR_CHARS + " characters");
         }
-        List<Allocation> all = scheduler.allocations();
-        ex.getResponseHeaders().set("X-Total-Count", Integer.toString(all.size()));
-        if (q.isEmpty()) {
-            Exchanges.json(ex, 200, Views.allocations(all));
-            return;
-        }
         long offset = q.containsKey("offset") ? number(q.get("offset"), "offset", 0, Integer.MAX_VALUE) : 0;
         long limit = q.containsKey("limit") ? number(q.get("limit"), "limit", 1, MAX_PAGE) : MAX_PAGE;
-        List<Allocation> ordered = new ArrayList<>(all);
+        Integer device = q.containsKey("device")
+                ? NodeViewsHandler.deviceIndex("device", q.get("device"), scheduler.inventory()) : null;
+        List<Allocation> ordered = new ArrayList<>(scheduler.allocations());
+        if (device != null) {
+            ordered.removeIf(a -> !a.deviceIndices().contains(device));
+        }
+        ex.getResponseHeaders().set("X-Total-Count", Integer.toString(ordered.size()));
         ordered.sort(Comparator.comparing(Allocation::id, PAGE_ORDER));
         if (after != null) {
             ordered.removeIf(a -> PAGE_ORDER.compare(a.id(), after) <= 0);
         }
-        int from = (int) Math.min(offset, ordered.size());
-        int to = (int) Math.min(ordered.size(), from + limit);
-        Exchanges.json(ex, 200, Views.allocations(ordered.subList(from, to)));
+        List<Map<String, Object>> page = new ArrayList<>();
+        long bytes = 0;
+        for (int i = (int) Math.min(offset, ordered.size()); i < ordered.size() && page.size() < limit; i++) {
+            Map<String, Object> v = Views.allocation(ordered.get(i));
+            long n = Views.json(v).getBytes(StandardCharsets.UTF_8).length + 1L;
+            if (!page.isEmpty() && bytes + n > MAX_PAGE_BYTES) {
+                break;
+            }
+            page.add(v);
+            bytes += n;
+        }
+        int next = (int) Math.min(offset, ordered.size()) + page.size();
+        if (next < ordered.size()) {
+            String last = ordered.get(next - 1).id();
+            ex.getResponseHeaders().set("Link", "<" + PATH + "?after=" + URLEncoder.encode(last, StandardCharsets.UTF_8)
+                    + "&limit=" + limit + (device == null ? "" : "&device=" + device) + ">; rel=\"next\"");
+        }
+        Exchanges.json(ex, 200, page);
     }
 
     /** @return the page after {@code lastId} (the cursor the state event's truncated marker names) */

@@ -57,7 +57,7 @@ final class NodeViewsHandler implements HttpHandler {
         Exchanges.get(ex, () -> {
             switch (path) {
                 case NODE -> Exchanges.json(ex, 200, node());
-                case DEVICES -> Exchanges.json(ex, 200, watcher.state().get("devices"));
+                case DEVICES -> Exchanges.json(ex, 200, Views.devices(scheduler.devices(), scheduler.allocations()));
                 case TOPOLOGY -> Exchanges.json(ex, 200, topology());
                 case SAMPLES -> samples(ex);
                 case DOCTOR -> Exchanges.json(ex, 200, DoctorReport.collect(cudaPaths, inventory));
@@ -103,20 +103,25 @@ final class NodeViewsHandler implements HttpHandler {
 
     private void samples(HttpExchange ex) throws IOException {
         Map<String, String> q = Exchanges.query(ex, "gpu", "window");
-        Optional<Integer> gpu = Optional.ofNullable(q.get("gpu")).map(this::parseIndex);
+        Optional<Integer> gpu = Optional.ofNullable(q.get("gpu")).map(g -> deviceIndex("gpu", g, inventory));
         Duration window = Optional.ofNullable(q.get("window")).map(NodeViewsHandler::parseWindow)
                 .orElse(ConsoleServer.HISTORY);
         Exchanges.json(ex, 200, watcher.samples(gpu, window));
     }
 
-    /** @return a device index of this node, from ASCII digits only (no sign, no other Unicode digit, no space) */
-    private int parseIndex(String s) {
+    /**
+     * @param name the query parameter {@code s} came in, for the error
+     * @return a device index of this node, from ASCII digits only (no sign, no other Unicode digit, no space)
+     * @throws Exchanges.BadQuery naming the parameter and this node's indices when it is not one
+     */
+    static int deviceIndex(String name, String s, GpuInventory inventory) {
         List<Integer> valid = inventory.devices().stream().map(d -> d.index()).sorted().toList();
         boolean digits = !s.isEmpty() && s.length() <= 10 && s.chars().allMatch(c -> c >= '0' && c <= '9');
         long n = digits ? Long.parseLong(s) : -1;
         if (!digits || n > Integer.MAX_VALUE || !valid.contains((int) n)) {
-            throw new Exchanges.BadQuery("gpu=" + SampleHistory.printable(s) + " is not a device index of this node;"
-                    + " its GPUs are " + (valid.isEmpty() ? "none" : valid.toString()));
+            throw new Exchanges.BadQuery(
+                    name + "=" + SampleHistory.printable(s) + " is not a device index of this node;"
+                            + " its GPUs are " + (valid.isEmpty() ? "none" : valid.toString()));
         }
         return (int) n;
     }

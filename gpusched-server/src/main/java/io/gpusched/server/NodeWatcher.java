@@ -325,15 +325,6 @@ final class NodeWatcher {
         }
         return Views.json(m);
     }
-    /** @return devices and allocations as the page shows them */
-    Map<String, Object> state() {
-        List<Allocation> allocations = scheduler.allocations();
-        Map<String, Object> m = new LinkedHashMap<>();
-        m.put("devices", Views.devices(scheduler.devices(), allocations));
-        m.put("allocations", Views.allocations(allocations));
-        return m;
-    }
-
     /** Listener for the scheduler's audit events. */
     void onEvent(AllocationEvent e) {
         Map<String, Object> m = Views.event(e);

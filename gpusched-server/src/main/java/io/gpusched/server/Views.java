@@ -9,8 +9,10 @@ import io.gpusched.core.AllocationView;
 import io.gpusched.core.DeviceState;
 import io.gpusched.core.DeviceView;
 import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
 import java.time.Instant;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -37,6 +39,11 @@ final class Views {
     static final int MAX_LABELS = 32;
     /** Most holders of one device listed in a device view ({@code holdersTotal} counts them all). */
     static final int MAX_HOLDERS = 64;
+    /**
+     * Most bytes of holders one device view lists (their JSON): the list ends early rather than pass it
+     * ({@code holdersTotal} counts them all; {@code GET /api/v1/allocations?device=<index>} pages through them all).
+     */
+    static final int MAX_HOLDER_BYTES = 64 * 1024;
 
     /**
      * @return {@code s} when it is at most {@value #MAX_FIELD_BYTES} bytes in UTF-8 (as the console sends it), else
@@ -71,21 +78,40 @@ final class Views {
         return out;
     }
 
-    /** @return each device in the one device shape ({@link DeviceView}), with the allocations holding it */
+    /**
+     * @return each device in the one device shape ({@link DeviceView}), with the allocations holding it: the first in
+     *     page order ({@link AllocationsHandler#PAGE_ORDER}), at most {@value #MAX_HOLDERS} and
+     *     {@value #MAX_HOLDER_BYTES} bytes of them, and {@code holdersTotal}, how many hold it
+     */
     static List<Map<String, Object>> devices(List<DeviceState> devices, List<Allocation> allocations) {
         Instant now = Instant.now();
+        List<Allocation> ordered = new ArrayList<>(allocations);
+        ordered.sort(Comparator.comparing(Allocation::id, AllocationsHandler.PAGE_ORDER));
         List<Map<String, Object>> out = new ArrayList<>();
         for (DeviceState d : devices) {
-            Map<String, Object> v = DeviceView.of(d, allocations, now).toMap();
-            List<?> holders = (List<?>) v.get("holders");
+            Map<String, Object> v = DeviceView.of(d, List.of(), now).toMap();
             List<Map<String, Object>> shown = new ArrayList<>();
-            for (Object h : holders.subList(0, Math.min(MAX_HOLDERS, holders.size()))) {
-                @SuppressWarnings("unchecked")
-                Map<String, Object> hm = (Map<String, Object>) h;
-                shown.add(bounded(hm));
+            long bytes = 0;
+            boolean full = false;
+            int total = 0;
+            for (Allocation a : ordered) {
+                if (!a.deviceIndices().contains(d.index())) {
+                    continue;
+                }
+                total++;
+                full = full || shown.size() == MAX_HOLDERS;
+                if (!full) {
+                    Map<String, Object> h = allocation(a);
+                    long n = json(h).getBytes(StandardCharsets.UTF_8).length + 1L;
+                    full = bytes + n > MAX_HOLDER_BYTES;
+                    if (!full) {
+                        shown.add(h);
+                        bytes += n;
+                    }
+                }
             }
             v.put("holders", shown);
-            v.put("holdersTotal", holders.size());
+            v.put("holdersTotal", total);
             out.add(v);
         }
         return out;
@@ -103,10 +129,6 @@ final class Views {
             out.add(d);
         }
         return out;
-    }
-
-    static List<Map<String, Object>> allocations(List<Allocation> allocations) {
-        return allocations.stream().map(Views::allocation).toList();
     }
 
     /** @return the allocation in the one allocation shape ({@link AllocationView}) */

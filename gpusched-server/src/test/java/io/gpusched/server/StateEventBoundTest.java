@@ -111,11 +111,12 @@ class StateEventBoundTest {
             }
             assertThat(byOffset).containsExactlyElementsOf(ids);
             assertThat(ids).containsExactlyElementsOf(s.allocations().stream().map(Allocation::id).toList());
-            for (String bad : List.of("offset=-1", "offset=%D9%A3", "limit=0", "limit=101", "offset=1&offset=2",
-                    "limit=x", "after=", "after=" + "x".repeat(257), "after=a&offset=1", "after=a&after=b")) {
+            for (String bad : List.of("offset=-1", "offset=%D9%A3", "limit=0", "limit=501", "offset=1&offset=2",
+                    "limit=x", "after=", "after=" + "x".repeat(257), "after=a&offset=1", "after=a&after=b", "device=8",
+                    "device=-1", "device=%D9%A3", "device=", "device=0&device=1")) {
                 HttpResponse<String> r = get(http, c, "/api/v1/allocations?" + bad);
                 assertThat(r.statusCode()).as(bad).isEqualTo(400);
-                assertThat(r.body()).as(bad).containsAnyOf("offset", "limit", "after");
+                assertThat(r.body()).as(bad).containsAnyOf("offset", "limit", "after", "device");
             }
         } finally {
             inv.close();

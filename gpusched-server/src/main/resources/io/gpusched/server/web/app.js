@@ -226,15 +226,16 @@
   }
 
   async function fetchRest(path, gen) {
-    // pages by cursor (after=<last id read>): an allocation that ends meanwhile shifts none of the rest off the pages
-    const url = new URL(path, location.href);
-    const limit = Number(url.searchParams.get('limit')) || 100;
-    url.searchParams.delete('offset');
-    for (;;) {
-      url.searchParams.set('limit', String(limit));
+    // pages by cursor: each page's Link rel="next" header names the next (after=<last id of the page>), and only
+    // while allocations follow; an allocation that ends meanwhile shifts none of the rest off the pages
+    let next = path;
+    while (next) {
+      let r;
       let page;
       try {
-        page = await getJson(url.pathname + url.search);
+        r = await fetch(next, { headers: { 'Accept': 'application/json' }, credentials: 'omit' });
+        if (!r.ok) return;
+        page = await r.json();
       } catch (e) {
         return;
       }
@@ -244,9 +245,16 @@
       allocations = Array.from(byId.values());
       renderCards();
       renderAllocations();
-      if (page.length < limit || page.length === 0) return;
-      url.searchParams.set('after', page[page.length - 1].id);
+      next = nextPage(r.headers.get('Link'));
     }
+  }
+
+  // the target of a Link header's rel="next", if any (same origin only)
+  function nextPage(link) {
+    const m = /<([^>]*)>\s*;\s*rel="next"/.exec(link || '');
+    if (!m) return null;
+    const u = new URL(m[1], location.href);
+    return u.origin === location.origin ? u.pathname + u.search : null;
   }
 
   function applyDelta(d) {
