@@ -223,13 +223,13 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
             sinceCheckpoint += step;
             ranMillis += step;
             List<Interval> closedNow = new ArrayList<>();
-            Set<String> liveIds = new HashSet<>();
-            live.forEach(a -> liveIds.add(a.id()));
             if (first) {
-                closedNow.addAll(meter.endResumedNotLive(liveIds));
+                closedNow.addAll(meter.endResumedNotLive(ids(live)));
                 first = false;
             }
-            closedNow.addAll(meter.endVanished(liveIds));
+            if (!meter.allTrackedLive(live)) { // the common case: nothing vanished, no set of ids built
+                closedNow.addAll(meter.endVanished(ids(live)));
+            }
             closedNow.addAll(meter.observe(now, sample, live, inventory::processUsage));
             if (!granted.isEmpty()) {
                 granted.keySet().removeAll(meter.tracked());
@@ -249,6 +249,12 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
             syncJobMapping(live);
         }
         return steps;
+    }
+
+    private static Set<String> ids(List<Allocation> live) {
+        Set<String> ids = new HashSet<>();
+        live.forEach(a -> ids.add(a.id()));
+        return ids;
     }
 
     /** Brings dcgm-exporter's job-mapping files in step with the live allocations; a failure is logged, once. */

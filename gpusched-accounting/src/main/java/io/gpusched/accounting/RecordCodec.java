@@ -151,7 +151,17 @@ public final class RecordCodec {
             throw new UncheckedIOException(e);
         }
         String json = w.toString();
-        return String.format("%08x", crc(json.getBytes(StandardCharsets.UTF_8))) + " " + json;
+        return hex8(crc(json.getBytes(StandardCharsets.UTF_8))) + " " + json;
+    }
+
+    /** @return {@code v} as eight lowercase hex digits ({@code String.format("%08x", v)} without the parsing) */
+    static String hex8(int v) {
+        char[] c = new char[8];
+        for (int i = 7; i >= 0; i--) {
+            c[i] = Character.forDigit(v & 0xf, 16);
+            v >>>= 4;
+        }
+        return new String(c);
     }
 
     private static void writeOwner(JsonGenerator g, Optional<String> owner, OptionalLong uid) throws IOException {

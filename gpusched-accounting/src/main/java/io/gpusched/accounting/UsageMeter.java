@@ -13,6 +13,7 @@ import io.gpusched.core.SharingMode;
 import io.gpusched.core.UsageOwner;
 import java.time.Instant;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collections;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -22,6 +23,7 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.OptionalLong;
 import java.util.Set;
+import java.util.TreeMap;
 import java.util.TreeSet;
 import java.util.function.Function;
 
@@ -72,7 +74,9 @@ final class UsageMeter {
     private final ProcessAttribution attribution;
     private final Map<String, Track> tracks = new LinkedHashMap<>();
     private final Map<String, Interval> resumeFrom = new HashMap<>();
-    private final Map<Integer, OptionalLong> lastCounter = new HashMap<>();
+    /** each device's energy counter at the last sweep, by index (indices past {@link #DENSE_INDICES} in a map) */
+    private OptionalLong[] lastCounter = new OptionalLong[0];
+    private final Map<Integer, OptionalLong> lastCounterBeyond = new HashMap<>();
     /**
      * Per shared device, per pid: whom the attribution charged it to, kept while the pid stays in the device's process
      * list and the device's holders stay the same (a process's cgroup and parent do not change under it; its pid
@@ -80,12 +84,32 @@ final class UsageMeter {
      */
     private final Map<Integer, Map<Integer, Attributed>> attributed = new HashMap<>();
 
-    private record Attributed(Set<String> holders, Optional<UsageOwner> owner) {
+    private static final class Attributed {
+        final Set<String> holders;
+        final Optional<UsageOwner> owner;
+        /** the last listing ({@link #listing}) that showed the pid */
+        long listed;
+
+        Attributed(Set<String> holders, Optional<UsageOwner> owner, long listed) {
+            this.holders = holders;
+            this.owner = owner;
+            this.listed = listed;
+        }
     }
     /** allocation id to when it went idle, for those idle at the last sweep (kept up to date, read without a copy) */
     private final Map<String, Instant> idle = new HashMap<>();
     private final Map<String, Instant> idleView = Collections.unmodifiableMap(idle);
     private Long lastTick;
+    /** the holders of each device at the last sweep (see {@link Layout}) */
+    private Layout layout;
+    /** the sweep being credited: its metrics by device index (indices past {@link #DENSE_INDICES} in a map) */
+    private GpuMetrics[] metricsByIndex = new GpuMetrics[0];
+    private final Map<Integer, GpuMetrics> metricsBeyond = new HashMap<>();
+    private static final int DENSE_INDICES = 4096;
+    /** counts sweeps of shared devices' process lists: which attributions a list still showed */
+    private long listing;
+    /** counts {@link #allTrackedLive} calls */
+    private long liveChecks;
 
     /**
      * The longest span one sweep is credited with (the console's and the service's sweeps come every
@@ -110,10 +134,75 @@ final class UsageMeter {
         long covered;
         boolean first;
         Long idleSince;
-        final Map<Integer, UsageFigures> figures = new LinkedHashMap<>();
-        final Map<Integer, Set<String>> notes = new HashMap<>();
-        final Map<Integer, OptionalLong> counter = new HashMap<>();
+        /** per device of the allocation (in its order): its slot in the arrays below, one per device index (a
+         *  device listed twice shares one slot, as a map by index would) */
+        int[] slot;
+        /** per slot: the open interval's figures (null: none yet), notes (null: none) and the energy counter at the
+         *  last sweep (null: none); arrays, not maps by index: they are read and written every sweep */
+        UsageFigures[] figures;
+        Set<String>[] notes;
+        OptionalLong[] counter;
+
+        Track(Allocation a) {
+            allocation = a;
+            List<GpuDevice> ds = a.devices();
+            slot = new int[ds.size()];
+            Map<Integer, Integer> slots = new HashMap<>();
+            for (int j = 0; j < slot.length; j++) {
+                slot[j] = slots.computeIfAbsent(ds.get(j).index(), k -> slots.size());
+            }
+            figures = new UsageFigures[slots.size()];
+            notes = newNotes(slots.size());
+            counter = new OptionalLong[slots.size()];
+        }
+
+        @SuppressWarnings("unchecked")
+        private static Set<String>[] newNotes(int n) {
+            return (Set<String>[]) new Set<?>[n];
+        }
+
+        /** Takes the allocation as the scheduler lists it now: the same devices keep their figures (by index). */
+        void update(Allocation a) {
+            if (a == allocation || a.devices().equals(allocation.devices())) {
+                allocation = a;
+                return;
+            }
+            Track t = new Track(a);
+            List<GpuDevice> was = allocation.devices();
+            for (int j = 0; j < was.size(); j++) {
+                for (int k = 0; k < t.slot.length; k++) {
+                    if (a.devices().get(k).index() == was.get(j).index()) {
+                        t.figures[t.slot[k]] = figures[slot[j]];
+                        t.notes[t.slot[k]] = notes[slot[j]];
+                        t.counter[t.slot[k]] = counter[slot[j]];
+                    }
+                }
+            }
+            allocation = a;
+            slot = t.slot;
+            figures = t.figures;
+            notes = t.notes;
+            counter = t.counter;
+        }
+
+        /** @return the figures of the open interval for the j-th device of the allocation */
+        UsageFigures figures(int j) {
+            UsageFigures f = figures[slot[j]];
+            if (f == null) {
+                f = new UsageFigures();
+                figures[slot[j]] = f;
+            }
+            return f;
+        }
+
+        /** @return the energy counter at the last sweep for the j-th device, empty when none */
+        OptionalLong counter(int j) {
+            OptionalLong c = counter[slot[j]];
+            return c == null ? OptionalLong.empty() : c;
+        }
         boolean lastTickIdle;
+        /** the last {@link #allTrackedLive} call that found it live */
+        long seenLive;
     }
 
     /** Continues allocations the store left open (their last intervals): nothing before them is counted again. */
@@ -159,7 +248,7 @@ final class UsageMeter {
             }
         }
         for (GpuMetrics m : sample.metrics()) { // the counters at this sweep: the gap's end, the next span's start
-            lastCounter.put(m.index(), m.energyMillijoules());
+            lastCounter(m.index(), m.energyMillijoules());
         }
         lastTick = now.toEpochMilli();
     }
@@ -178,62 +267,182 @@ final class UsageMeter {
         long t = now.toEpochMilli();
         Long prev = lastTick != null && lastTick <= t ? lastTick : null;
         List<Interval> out = new ArrayList<>();
-        Map<Integer, List<Allocation>> holders = new HashMap<>();
-        Map<Integer, GpuDevice> devices = new HashMap<>();
-        for (Allocation a : live) {
-            for (GpuDevice d : a.devices()) {
-                holders.computeIfAbsent(d.index(), k -> new ArrayList<>()).add(a);
-                devices.put(d.index(), d);
-            }
-        }
-        Map<Integer, GpuMetrics> byIndex = new HashMap<>();
-        for (GpuMetrics m : sample.metrics()) {
-            byIndex.put(m.index(), m);
-        }
+        Layout layout = layout(live);
+        indexMetrics(sample.metrics());
         // per device: energy over [prev, t), and per-allocation shares on shared GPUs
-        Map<Integer, DeviceSweep> sweeps = new HashMap<>();
-        for (Map.Entry<Integer, List<Allocation>> e : holders.entrySet()) {
-            GpuDevice d = devices.get(e.getKey());
-            Optional<GpuMetrics> m = Optional.ofNullable(byIndex.get(d.index()));
-            sweeps.put(d.index(), sweep(d, m, e.getValue(), prev, t, usage));
+        DeviceSweep[] sweeps = new DeviceSweep[layout.holdings.length];
+        for (int i = 0; i < sweeps.length; i++) {
+            Holding h = layout.holdings[i];
+            sweeps[i] = sweep(h, metricsAt(h.device.index()), prev, t, usage);
         }
+        int k = 0;
         for (Allocation a : live) {
+            int[] slots = layout.slots[k++];
             Track tr = tracks.get(a.id());
             if (tr == null) {
                 tr = start(a);
                 tracks.put(a.id(), tr);
             }
-            tr.allocation = a;
+            tr.update(a);
             long sampledFrom = prev != null ? prev : t;
             if (tr.covered < sampledFrom) {
-                gap(tr, tr.covered, sampledFrom, sweeps, prev == null ? byIndex : null, out);
+                gap(tr, tr.covered, sampledFrom, sweeps, slots, prev == null, out);
             }
             if (tr.covered < t) {
-                credit(tr, tr.covered, t, prev, sweeps, out);
+                credit(tr, tr.covered, t, sweeps, slots, out);
             }
-            for (GpuDevice d : a.devices()) {
-                GpuMetrics m = byIndex.get(d.index());
-                tr.counter.put(d.index(), m == null ? OptionalLong.empty() : m.energyMillijoules());
+            List<GpuDevice> ds = a.devices();
+            for (int j = 0; j < ds.size(); j++) {
+                GpuMetrics m = metricsAt(ds.get(j).index());
+                tr.counter[tr.slot[j]] = m == null ? OptionalLong.empty() : m.energyMillijoules();
             }
         }
         for (GpuMetrics m : sample.metrics()) { // after the gaps: they read the counters at the previous sweep
-            lastCounter.put(m.index(), m.energyMillijoules());
+            lastCounter(m.index(), m.energyMillijoules());
         }
         lastTick = t;
         return out;
     }
 
+    /**
+     * Who holds which device, for the live allocations of a sweep. Allocations are immutable, so while the scheduler
+     * hands over the same allocations (the same objects, in the same order) the layout of the previous sweep is
+     * reused: the per-device holder lists are not rebuilt every sweep.
+     */
+    private static final class Layout {
+        /** the live allocations it was built from, compared by identity */
+        final Allocation[] live;
+        /** one per device index held, in index order */
+        final Holding[] holdings;
+        /** per live allocation (in the order of {@link #live}), per device of it: its holding's position */
+        final int[][] slots;
+
+        Layout(List<Allocation> allocations) {
+            live = allocations.toArray(new Allocation[0]);
+            Map<Integer, List<Allocation>> holders = new TreeMap<>();
+            Map<Integer, GpuDevice> devices = new HashMap<>();
+            for (Allocation a : live) {
+                for (GpuDevice d : a.devices()) {
+                    holders.computeIfAbsent(d.index(), x -> new ArrayList<>()).add(a);
+                    devices.put(d.index(), d); // the last listed, as a map by index keeps it
+                }
+            }
+            holdings = new Holding[holders.size()];
+            Map<Integer, Integer> position = new HashMap<>();
+            int i = 0;
+            for (Map.Entry<Integer, List<Allocation>> e : holders.entrySet()) {
+                position.put(e.getKey(), i);
+                holdings[i++] = new Holding(devices.get(e.getKey()), e.getValue());
+            }
+            slots = new int[live.length][];
+            for (int k = 0; k < live.length; k++) {
+                List<GpuDevice> ds = live[k].devices();
+                slots[k] = new int[ds.size()];
+                for (int j = 0; j < ds.size(); j++) {
+                    slots[k][j] = position.get(ds.get(j).index());
+                }
+            }
+        }
+
+        boolean sameAs(List<Allocation> allocations) {
+            if (allocations.size() != live.length) {
+                return false;
+            }
+            int k = 0;
+            for (Allocation a : allocations) {
+                if (a != live[k++]) {
+                    return false;
+                }
+            }
+            return true;
+        }
+    }
+
+    /** One device and the live allocations holding it. */
+    private static final class Holding {
+        final GpuDevice device;
+        final List<Allocation> holders;
+        /** the holders' ids (shared devices: whom a process was charged among, for {@link #attributed}) */
+        final Set<String> holderIds;
+        final boolean exclusive;
+
+        Holding(GpuDevice device, List<Allocation> holders) {
+            this.device = device;
+            this.holders = List.copyOf(holders);
+            this.exclusive = holders.size() == 1 && holders.get(0).sharing() == SharingMode.EXCLUSIVE;
+            Set<String> ids = new HashSet<>();
+            holders.forEach(a -> ids.add(a.id()));
+            this.holderIds = Collections.unmodifiableSet(ids);
+        }
+    }
+
+    private Layout layout(List<Allocation> live) {
+        Layout l = layout;
+        if (l == null || !l.sameAs(live)) {
+            l = new Layout(live);
+            layout = l;
+        }
+        return l;
+    }
+
+    /** Indexes a sweep's metrics by device index (the last one listed for an index wins, as a map by index keeps). */
+    private void indexMetrics(List<GpuMetrics> metrics) {
+        Arrays.fill(metricsByIndex, null);
+        metricsBeyond.clear();
+        for (GpuMetrics m : metrics) {
+            int i = m.index();
+            if (i >= 0 && i < DENSE_INDICES) {
+                if (i >= metricsByIndex.length) {
+                    metricsByIndex = Arrays.copyOf(metricsByIndex, Math.max(i + 1, 2 * metricsByIndex.length));
+                }
+                metricsByIndex[i] = m;
+            } else {
+                metricsBeyond.put(i, m);
+            }
+        }
+    }
+
+    private void lastCounter(int index, OptionalLong v) {
+        if (index >= 0 && index < DENSE_INDICES) {
+            if (index >= lastCounter.length) {
+                lastCounter = Arrays.copyOf(lastCounter, Math.max(index + 1, 2 * lastCounter.length));
+            }
+            lastCounter[index] = v;
+        } else {
+            lastCounterBeyond.put(index, v);
+        }
+    }
+
+    /** @return the energy counter of the device of this index at the last sweep, empty when none */
+    private OptionalLong lastCounter(int index) {
+        OptionalLong v = index >= 0 && index < DENSE_INDICES ? (index < lastCounter.length ? lastCounter[index] : null)
+                : lastCounterBeyond.get(index);
+        return v == null ? OptionalLong.empty() : v;
+    }
+
+    /** @return the metrics of the device of this index at the sweep being credited, null when it read none */
+    private GpuMetrics metricsAt(int index) {
+        if (index >= 0 && index < DENSE_INDICES) {
+            return index < metricsByIndex.length ? metricsByIndex[index] : null;
+        }
+        return metricsBeyond.get(index);
+    }
+
     private Track start(Allocation a) {
-        Track tr = new Track();
-        tr.allocation = a;
+        Track tr = new Track(a);
         Interval tail = resumeFrom.remove(a.id());
         if (tail != null) {
             tr.from = tail.to().toEpochMilli();
             tr.covered = tr.from;
             tr.first = false;
             tr.idleSince = tail.idleSince().map(Instant::toEpochMilli).orElse(null);
-            for (DeviceUsage d : tail.devices()) {
-                tr.counter.put(d.index(), d.counterAtEnd());
+            for (DeviceUsage d : tail.devices()) { // the last listed for an index wins
+                List<GpuDevice> ds = a.devices();
+                for (int j = 0; j < ds.size(); j++) {
+                    if (ds.get(j).index() == d.index()) {
+                        tr.counter[tr.slot[j]] = d.counterAtEnd();
+                    }
+                }
             }
         } else {
             tr.from = a.createdAt().toEpochMilli();
@@ -265,21 +474,22 @@ final class UsageMeter {
         long now;
     }
 
-    private DeviceSweep sweep(GpuDevice d, Optional<GpuMetrics> metrics, List<Allocation> hs, Long prev, long t,
+    private DeviceSweep sweep(Holding h, GpuMetrics m, Long prev, long t,
             Function<GpuDevice, Optional<ProcessUsageSample>> usage) {
+        GpuDevice d = h.device;
+        List<Allocation> hs = h.holders;
         DeviceSweep s = new DeviceSweep();
-        s.sampled = metrics.isPresent();
+        s.sampled = m != null;
         s.mig = d.parentUuid().isPresent();
         s.now = t;
         s.prev = prev == null ? t : prev;
-        if (metrics.isEmpty()) {
+        if (m == null) {
             return s;
         }
-        GpuMetrics m = metrics.get();
         if (s.mig) {
             s.energyNote = MIG_ENERGY;
         } else if (prev != null && prev < t) {
-            OptionalLong before = lastCounter.getOrDefault(d.index(), OptionalLong.empty());
+            OptionalLong before = lastCounter(d.index());
             OptionalLong after = m.energyMillijoules();
             if (before.isPresent() && after.isPresent() && after.getAsLong() >= before.getAsLong()) {
                 s.energy = after.getAsLong() - before.getAsLong();
@@ -291,8 +501,7 @@ final class UsageMeter {
                 s.energyNote = NO_ENERGY;
             }
         }
-        boolean exclusive = hs.size() == 1 && hs.get(0).sharing() == SharingMode.EXCLUSIVE;
-        if (exclusive) {
+        if (h.exclusive) {
             String id = hs.get(0).id();
             if (m.utilizationPercent().isPresent()) {
                 s.util = Map.of(id, m.utilizationPercent().getAsDouble());
@@ -324,29 +533,32 @@ final class UsageMeter {
         Map<String, Double> busy = new HashMap<>();
         if (ps.isPresent()) {
             Map<Integer, Attributed> known = attributed.computeIfAbsent(d.index(), k -> new HashMap<>());
-            Set<String> holderIds = new HashSet<>();
-            hs.forEach(a -> holderIds.add(a.id()));
-            Map<Integer, Attributed> seen = new HashMap<>();
+            Set<String> holderIds = h.holderIds;
+            long listed = ++listing;
             for (GpuProcessUsage p : ps.get().processes()) {
                 Attributed was = known.get(p.pid());
-                Optional<UsageOwner> o = was != null && was.holders.equals(holderIds) ? was.owner
-                        : attribution.ownerOf(d, p.pid(), hs);
-                seen.put(p.pid(), was != null && was.holders.equals(holderIds) ? was
-                        : new Attributed(holderIds, o));
+                Optional<UsageOwner> o;
+                if (was != null && was.holders.equals(holderIds)) {
+                    o = was.owner;
+                    was.listed = listed;
+                } else {
+                    o = attribution.ownerOf(d, p.pid(), hs);
+                    known.put(p.pid(), new Attributed(holderIds, o, listed));
+                }
                 double u = p.smUtilizationPercent().orElse(0);
                 total += u;
                 if (o.isEmpty()) {
                     untied += u;
                 }
                 if (o.isEmpty() || o.get().kind() != UsageOwner.Kind.ALLOCATION
-                        || hs.stream().noneMatch(a -> a.id().equals(o.get().id()))) {
+                        || !holderIds.contains(o.get().id())) {
                     continue;
                 }
                 String id = o.get().id();
                 busy.merge(id, u, Double::sum);
                 p.memoryUsed().ifPresent(x -> s.memory.merge(id, x.bytes(), Long::sum));
             }
-            attributed.put(d.index(), seen); // processes gone from the list are forgotten
+            known.values().removeIf(x -> x.listed != listed); // processes gone from the list are forgotten
         }
         s.unattributedBusy = utilMeasured && untied > idleThreshold;
         for (Allocation a : hs) {
@@ -372,13 +584,13 @@ final class UsageMeter {
     }
 
     /** Credits [from, to) with the sweep's values, cutting the open interval at each UTC midnight crossed. */
-    private void credit(Track tr, long from, long to, Long prev, Map<Integer, DeviceSweep> sweeps,
-            List<Interval> out) {
+    private void credit(Track tr, long from, long to, DeviceSweep[] sweeps, int[] slots, List<Interval> out) {
         boolean allIdle = true;
         boolean anyMeasured = false;
-        for (GpuDevice d : tr.allocation.devices()) {
-            DeviceSweep s = sweeps.get(d.index());
-            Double u = s == null ? null : s.util.get(tr.allocation.id());
+        List<GpuDevice> devices = tr.allocation.devices();
+        for (int j = 0; j < slots.length; j++) {
+            DeviceSweep s = sweeps[slots[j]];
+            Double u = s.util.get(tr.allocation.id());
             if (u == null) {
                 allIdle = false;
             } else {
@@ -391,8 +603,8 @@ final class UsageMeter {
         while (cur < to) {
             long midnight = nextMidnight(cur);
             long end = Math.min(to, midnight);
-            for (GpuDevice d : tr.allocation.devices()) {
-                creditDevice(tr, d, cur, end, sweeps.get(d.index()));
+            for (int j = 0; j < slots.length; j++) {
+                creditDevice(tr, j, cur, end, sweeps[slots[j]]);
             }
             cur = end;
             tr.covered = cur;
@@ -416,9 +628,9 @@ final class UsageMeter {
         tr.lastTickIdle = idle;
     }
 
-    private void creditDevice(Track tr, GpuDevice d, long from, long to, DeviceSweep s) {
+    private void creditDevice(Track tr, int d, long from, long to, DeviceSweep s) {
         long dt = to - from;
-        UsageFigures f = tr.figures.computeIfAbsent(d.index(), k -> new UsageFigures());
+        UsageFigures f = tr.figures(d);
         f.heldMillis += dt;
         if (s == null || !s.sampled) {
             note(tr, d, "not measured: the sweep read no metrics for this GPU");
@@ -464,10 +676,10 @@ final class UsageMeter {
 
     /** Records [from, to) as nothing sampled: held time, energy where the counter bridges an exclusive GPU. */
     /**
-     * @param now the sweep's metrics when the gap ends now (the first sweep of this meter), null when it ends at the
-     *            previous sweep (the counters then are the ones kept from it)
+     * @param endsNow whether the gap ends at this sweep (the first sweep of this meter: the counters are this sweep's
+     *                metrics), else at the previous sweep (the counters then are the ones kept from it)
      */
-    private void gap(Track tr, long from, long to, Map<Integer, DeviceSweep> sweeps, Map<Integer, GpuMetrics> now,
+    private void gap(Track tr, long from, long to, DeviceSweep[] sweeps, int[] slots, boolean endsNow,
             List<Interval> out) {
         if (tr.covered > tr.from || tr.first) {
             if (tr.covered > tr.from) {
@@ -475,12 +687,15 @@ final class UsageMeter {
             }
         }
         Map<Integer, Long> bridged = new HashMap<>();
-        for (GpuDevice d : tr.allocation.devices()) {
-            OptionalLong before = tr.counter.getOrDefault(d.index(), OptionalLong.empty());
-            OptionalLong after = now != null ? (now.containsKey(d.index()) ? now.get(d.index()).energyMillijoules()
-                    : OptionalLong.empty()) : lastCounter.getOrDefault(d.index(), OptionalLong.empty());
-            DeviceSweep s = sweeps.get(d.index());
-            boolean exclusive = s != null && s.energyShare.size() == 1 && s.shareNote == null && !s.mig;
+        List<GpuDevice> devices = tr.allocation.devices();
+        for (int j = 0; j < slots.length; j++) {
+            GpuDevice d = devices.get(j);
+            OptionalLong before = tr.counter(j);
+            GpuMetrics m = endsNow ? metricsAt(d.index()) : null;
+            OptionalLong after = endsNow ? (m != null ? m.energyMillijoules() : OptionalLong.empty())
+                    : lastCounter(d.index());
+            DeviceSweep s = sweeps[slots[j]];
+            boolean exclusive = s.energyShare.size() == 1 && s.shareNote == null && !s.mig;
             if (exclusive && before.isPresent() && after.isPresent() && after.getAsLong() >= before.getAsLong()) {
                 bridged.put(d.index(), after.getAsLong() - before.getAsLong());
             }
@@ -489,8 +704,9 @@ final class UsageMeter {
         long span = to - from;
         while (cur < to) {
             long end = Math.min(to, nextMidnight(cur));
-            for (GpuDevice d : tr.allocation.devices()) {
-                UsageFigures f = tr.figures.computeIfAbsent(d.index(), k -> new UsageFigures());
+            for (int j = 0; j < devices.size(); j++) {
+                GpuDevice d = devices.get(j);
+                UsageFigures f = tr.figures(j);
                 f.heldMillis += end - cur;
                 Long e = bridged.get(d.index());
                 if (e != null && span > 0) {
@@ -500,9 +716,9 @@ final class UsageMeter {
                     if (end - cur != span) {
                         f.estimatedMillijoules += mj; // a counter delta spread over the days it spans
                     }
-                    note(tr, d, "energy over the unsampled time from the energy counter's delta");
+                    note(tr, j, "energy over the unsampled time from the energy counter's delta");
                 }
-                note(tr, d, NOT_SAMPLED);
+                note(tr, j, NOT_SAMPLED);
             }
             tr.covered = end;
             out.add(close(tr, end, Optional.empty(), true));
@@ -526,8 +742,6 @@ final class UsageMeter {
             if (tail == null) {
                 return List.of();
             }
-            Track t2 = new Track();
-            t2.allocation = null;
             return List.of(new Interval(tail.allocationId(), tail.owner(), tail.ownerUid(), tail.jobId(), tail.to(),
                     tail.to(), false, Optional.of("UNOBSERVED"), false, Optional.empty(), tail.devices().stream()
                             .map(d -> new DeviceUsage(d.index(), d.uuid(), new UsageFigures(), d.counterAtEnd(),
@@ -540,14 +754,18 @@ final class UsageMeter {
             long len = tr.covered - tr.from;
             long keep = Math.max(0, r - tr.from);
             double f = len <= 0 ? 0 : (double) keep / len;
-            tr.figures.values().forEach(x -> x.scale(f));
+            for (UsageFigures x : tr.figures) {
+                if (x != null) {
+                    x.scale(f);
+                }
+            }
             tr.covered = Math.max(r, tr.from);
         }
         long cur = tr.covered;
         while (cur < r) {
             long endOfPart = Math.min(r, nextMidnight(cur));
-            for (GpuDevice d : tr.allocation.devices()) {
-                tr.figures.computeIfAbsent(d.index(), k -> new UsageFigures()).heldMillis += endOfPart - cur;
+            for (int j = 0; j < tr.slot.length; j++) {
+                tr.figures(j).heldMillis += endOfPart - cur;
             }
             cur = endOfPart;
             tr.covered = cur;
@@ -557,6 +775,23 @@ final class UsageMeter {
         }
         out.add(close(tr, tr.covered, Optional.of(cause), false));
         return out;
+    }
+
+    /**
+     * @return whether every tracked allocation is among {@code live} (then {@link #endVanished} has nothing to end):
+     *         answered without building a set of the live ids
+     */
+    boolean allTrackedLive(List<Allocation> live) {
+        long stamp = ++liveChecks;
+        int found = 0;
+        for (Allocation a : live) {
+            Track tr = tracks.get(a.id());
+            if (tr != null && tr.seenLive != stamp) {
+                tr.seenLive = stamp;
+                found++;
+            }
+        }
+        return found == tracks.size();
     }
 
     /**
@@ -606,11 +841,14 @@ final class UsageMeter {
     private Interval close(Track tr, long to, Optional<String> end, boolean gap) {
         Allocation a = tr.allocation;
         List<DeviceUsage> devices = new ArrayList<>();
-        for (GpuDevice d : a.devices()) {
-            UsageFigures f = tr.figures.getOrDefault(d.index(), new UsageFigures());
-            List<String> notes = new ArrayList<>(new TreeSet<>(tr.notes.getOrDefault(d.index(), Set.of())));
-            devices.add(new DeviceUsage(d.index(), d.uuid(), f, tr.counter.getOrDefault(d.index(),
-                    OptionalLong.empty()), notes.subList(0, Math.min(notes.size(), RecordCodec.MAX_NOTES))));
+        List<GpuDevice> ds = a.devices();
+        for (int j = 0; j < ds.size(); j++) {
+            GpuDevice d = ds.get(j);
+            UsageFigures f = tr.figures[tr.slot[j]];
+            Set<String> n = tr.notes[tr.slot[j]];
+            List<String> notes = n == null ? new ArrayList<>() : new ArrayList<>(new TreeSet<>(n));
+            devices.add(new DeviceUsage(d.index(), d.uuid(), f != null ? f : new UsageFigures(), tr.counter(j),
+                    notes.subList(0, Math.min(notes.size(), RecordCodec.MAX_NOTES))));
         }
         Interval iv = new Interval(a.id(), a.owner(), a.request().ownerUid(), a.request().jobId(),
                 Instant.ofEpochMilli(tr.from), Instant.ofEpochMilli(to), tr.first, end, gap,
@@ -619,13 +857,18 @@ final class UsageMeter {
                 devices);
         tr.from = to;
         tr.first = false;
-        tr.figures.clear();
-        tr.notes.clear();
+        Arrays.fill(tr.figures, null);
+        Arrays.fill(tr.notes, null);
         return iv;
     }
 
-    private static void note(Track tr, GpuDevice d, String note) {
-        tr.notes.computeIfAbsent(d.index(), k -> new HashSet<>(4)).add(note); // sorted when written
+    private static void note(Track tr, int d, String note) {
+        Set<String> n = tr.notes[tr.slot[d]];
+        if (n == null) {
+            n = new HashSet<>(4);
+            tr.notes[tr.slot[d]] = n;
+        }
+        n.add(note); // sorted when written
     }
 
     /** @return the first UTC midnight after {@code millis} (java.time's UTC days are 86,400,000 ms long) */
