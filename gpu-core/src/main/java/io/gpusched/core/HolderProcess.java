@@ -72,7 +72,7 @@ public record HolderProcess(long pid, long startTime) {
         if (isAlive()) {
             return false;
         }
-        if (!ProcView.HIDES_OTHERS || Files.isReadable(Path.of("/proc", Long.toString(pid), "stat"))) {
+        if (Files.isReadable(Path.of("/proc", Long.toString(pid), "stat")) || !ProcView.hidesOthers()) {
             return true;
         }
         if (ownerUid.isPresent()) {
@@ -81,10 +81,13 @@ public record HolderProcess(long pid, long startTime) {
         return owner.isPresent() && owner.get().equals(System.getProperty("user.name"));
     }
 
-    /** What this process sees of {@code /proc}: read once. */
+    /** What this process sees of {@code /proc}: its uid read once, the mount's options each time (a remount). */
     private static final class ProcView {
         static final long UID = uid();
-        static final boolean HIDES_OTHERS = UID != 0 && hidepid(Path.of("/proc/self/mountinfo"));
+
+        static boolean hidesOthers() {
+            return UID != 0 && hidepid(Path.of("/proc/self/mountinfo"));
+        }
 
         private static long uid() {
             try {

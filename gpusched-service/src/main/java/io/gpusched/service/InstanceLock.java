@@ -11,7 +11,9 @@ import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.PosixFilePermissions;
+import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * One node service per state directory: an exclusive lock on {@code <job output dir>/service.lock} (a directory only
@@ -37,6 +39,34 @@ final class InstanceLock implements AutoCloseable {
      */
     static InstanceLock acquire(Path dir, Path stateDir) {
         Path f = dir.resolve(FILE);
+        Path key;
+        try {
+            key = dir.toRealPath();
+        } catch (IOException e) {
+            throw new GpuException("cannot resolve the service's directory " + dir + ": " + e);
+        }
+        // a POSIX record lock is the process's: a second channel on the file, closed, would drop the first one's lock,
+        // so a second service in this JVM is refused here, before it opens the file at all
+        if (HELD.putIfAbsent(key, Boolean.TRUE) != null) {
+            throw new GpuException("another gpusched service runs on state directory " + stateDir + " (pid "
+                    + ProcessHandle.current().pid() + ", this process, holding " + f + "): stop it first, or give this"
+                    + " one another state directory; this one ended nothing");
+        }
+        try {
+            InstanceLock l = lock(f, stateDir);
+            l.key = key;
+            return l;
+        } catch (RuntimeException e) {
+            HELD.remove(key);
+            throw e;
+        }
+    }
+
+    /** The service directories this JVM holds the lock of. */
+    private static final Map<Path, Boolean> HELD = new ConcurrentHashMap<>();
+    private Path key;
+
+    private static InstanceLock lock(Path f, Path stateDir) {
         FileChannel ch;
         try {
             ch = FileChannel.open(f, Set.of(StandardOpenOption.CREATE, StandardOpenOption.READ,
@@ -91,12 +121,17 @@ final class InstanceLock implements AutoCloseable {
     }
 
     @Override
-    public void close() {
+    public synchronized void close() {
+        if (key == null) {
+            return;
+        }
         try {
             lock.release();
         } catch (IOException ignored) {
             // closing the channel drops it too
         }
         close(channel);
+        HELD.remove(key);
+        key = null;
     }
 }

@@ -323,6 +323,11 @@ final class Jobs implements AutoCloseable {
             }
             release(job, a);
             job.settled.complete(null);
+            if (job.output.isPresent()) {
+                synchronized (jobs) {
+                    trim(); // its output is final now: the owner's output budget is applied at once
+                }
+            }
         }
     }
 
@@ -661,11 +666,15 @@ final class Jobs implements AutoCloseable {
             }
             terminateAsync(j);
         }
+        // one deadline for all: the jobs end in parallel, so a few that cannot die (D state, frozen) do not add up
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(grace.toMillis() + 30_000);
         for (Job j : live) {
             try {
-                j.ended.get(grace.toMillis() + 30_000, TimeUnit.MILLISECONDS);
-                if (j.allocation != null) { // ended comes before the cgroup's removal and the release: wait for both,
-                    j.settled.get(30_000, TimeUnit.MILLISECONDS); // or the process may exit with the GPUs held
+                j.ended.get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+                // ended comes before the cgroup's removal and the release: wait for both, or the process may exit
+                // with the GPUs held
+                if (j.allocation != null) {
+                    j.settled.get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
                 }
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
