@@ -73,6 +73,18 @@ final class Replies {
                 holders);
     }
 
+    /**
+     * @return how many allocations hold the device {@code o} ({@code holdersTotal}, where the service lists only the
+     *     first of them), or -1 when the answer does not say (an older service's: its list is whole)
+     */
+    long holdersTotal(JsonNode o) {
+        Long total = json.integerOrNull(json.object(o, "a device"), "holdersTotal");
+        if (total != null && total < 0) {
+            throw json.bad("\"holdersTotal\" = " + total + ", below 0");
+        }
+        return total == null ? -1 : total;
+    }
+
     List<DeviceView> devices(JsonNode a) {
         List<DeviceView> out = new ArrayList<>();
         for (JsonNode n : json.array(a, "the devices")) {

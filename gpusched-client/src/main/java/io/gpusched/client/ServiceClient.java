@@ -17,6 +17,7 @@ import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Base64;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
@@ -24,6 +25,8 @@ import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.Predicate;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 /**
  * A {@link NodeClient} served by the node service ({@code gpusched serve}) over its Unix socket: HTTP/1.1 with the
@@ -55,6 +58,8 @@ public final class ServiceClient implements NodeClient {
     /** The environment variable naming the service's socket. */
     public static final String SOCKET_ENV = "GPUSCHED_SOCKET";
     static final String API = "/api/v1";
+    /** The most pages of one list {@link #allocations()} reads by default ({@link Builder#maxPages}). */
+    public static final int DEFAULT_MAX_PAGES = 1000;
     /** How long a watch waits for a byte before it gives the service up (its heartbeat comes every 15 s). */
     static final Duration WATCH_IDLE = Duration.ofSeconds(60);
 
@@ -63,6 +68,7 @@ public final class ServiceClient implements NodeClient {
     private final Duration answerTimeout;
     private final long maxAnswerBytes;
     private final int maxLineBytes;
+    private final int maxPages;
     private final Set<UnixConnection> open = ConcurrentHashMap.newKeySet();
     private volatile boolean closed;
 
@@ -72,6 +78,7 @@ public final class ServiceClient implements NodeClient {
         this.answerTimeout = b.answerTimeout;
         this.maxAnswerBytes = b.maxAnswerBytes;
         this.maxLineBytes = b.maxLineBytes;
+        this.maxPages = b.maxPages;
     }
 
     /**
@@ -114,10 +121,31 @@ public final class ServiceClient implements NodeClient {
         return r.node(call("GET", API + "/node", null, r, 200, "read", "node"));
     }
 
+    /**
+     * {@inheritDoc}
+     *
+     * <p>Each device's holders are whole: where the service lists only the first of them (it bounds a device's
+     * holders and says how many there are, {@code holdersTotal}), the rest are read from
+     * {@code GET /api/v1/allocations?device=<index>}, page by page as {@link #allocations()} reads them.
+     */
     @Override
     public List<DeviceView> devices() {
         Replies r = replies("GET " + API + "/devices");
-        return r.devices(call("GET", API + "/devices", null, r, 200, "read", "devices"));
+        JsonNode answer = call("GET", API + "/devices", null, r, 200, "read", "devices");
+        List<DeviceView> out = new ArrayList<>(r.devices(answer));
+        for (int i = 0; i < out.size(); i++) {
+            DeviceView d = out.get(i);
+            long total = r.holdersTotal(answer.get(i));
+            if (total > d.holders().size()) {
+                List<AllocationView> holders = pages(API + "/allocations?device=" + d.index(),
+                        "the holders of GPU " + d.index());
+                out.set(i, new DeviceView(d.index(), d.uuid(), d.name(), d.vendor(), d.pciBusId(),
+                        d.memoryTotalBytes(), d.memoryUsedBytes(), d.utilizationPercent(), d.temperatureCelsius(),
+                        d.powerWatts(), d.health(), d.healthReason(), d.pool(), d.poolReason(), d.reservableBytes(),
+                        holders));
+            }
+        }
+        return out;
     }
 
     @Override
@@ -188,10 +216,114 @@ public final class ServiceClient implements NodeClient {
         return r.allocation(call("POST", path, body, r, 200, "renew", id));
     }
 
+    /**
+     * {@inheritDoc}
+     *
+     * <p>The service answers in pages (docs/SERVICE.md); this reads them all, following each page's
+     * {@code Link: <...>; rel="next"} (a path of the same list on the same socket, nothing else), at most
+     * {@link Builder#maxPages} of them. An allocation is listed once, also when it ends or another begins between
+     * pages (the pages go by cursor).
+     *
+     * @throws NodeServiceException {@code ANSWER_TOO_LARGE} (reason {@code TOO_MANY_PAGES}) past
+     *                              {@link Builder#maxPages}; {@code BAD_ANSWER} for a next page elsewhere than this
+     *                              list on this socket, or one already read
+     */
     @Override
     public List<AllocationView> allocations() {
-        Replies r = replies("GET " + API + "/allocations");
-        return r.allocations(call("GET", API + "/allocations", null, r, 200, "read", "allocations"));
+        return pages(API + "/allocations", "allocations");
+    }
+
+    /** One page of a paged list: its JSON and the target of its {@code rel="next"} link, or null at the end. */
+    private record Page(JsonNode json, String next) {
+    }
+
+    /** Longest next-page target followed. */
+    static final int MAX_LINK_CHARS = 4096;
+
+    /**
+     * @param first   the first page's target, e.g. {@code /api/v1/allocations?device=3}
+     * @param subject what the list is, for messages
+     * @return the allocations of every page from {@code first} on, each once, in the service's order
+     */
+    private List<AllocationView> pages(String first, String subject) {
+        String path = first.contains("?") ? first.substring(0, first.indexOf('?')) : first;
+        List<AllocationView> out = new ArrayList<>();
+        Set<String> ids = new HashSet<>();
+        Set<String> read = new HashSet<>();
+        String target = first;
+        for (int n = 0; target != null; n++) {
+            if (n == maxPages) {
+                throw new NodeServiceException(NodeServiceException.Kind.ANSWER_TOO_LARGE, socket, 200,
+                        "TOO_MANY_PAGES", "the node service on " + socket + " answered " + subject + " in more than "
+                                + maxPages + " pages (" + out.size() + " allocations read), the client's limit"
+                                + " (ServiceClient.Builder.maxPages)",
+                        null);
+            }
+            read.add(target);
+            Replies r = replies("GET " + target);
+            Page p = page(target, r, subject);
+            for (AllocationView a : r.allocations(p.json())) {
+                if (ids.add(a.id())) {
+                    out.add(a);
+                }
+            }
+            target = p.next() == null ? null : sameList(p.next(), path, r);
+            if (target != null && read.contains(target)) {
+                throw r.json().bad("a Link rel=\"next\" to a page already read (" + Answer.show(target) + ")");
+            }
+        }
+        return out;
+    }
+
+    /** @return {@code link} as a target on this socket: a path of the list {@code path} with a query, else refused */
+    static String sameList(String link, String path, Replies r) {
+        String t = link.startsWith("http://localhost/") ? link.substring("http://localhost".length()) : link;
+        boolean plain = !t.isEmpty() && t.length() <= MAX_LINK_CHARS
+                && t.chars().allMatch(c -> c > 0x20 && c < 0x7f);
+        if (!plain || !t.startsWith(path + "?") || t.contains("#")) {
+            throw r.json().bad("a Link rel=\"next\" that is not a page of " + path + " on this socket: "
+                    + Answer.show(link));
+        }
+        return t;
+    }
+
+    private Page page(String target, Replies r, String subject) {
+        UnixConnection c = send("GET", target, null, deadline(Duration.ZERO));
+        try {
+            Answer a = head(c, r, "read", subject);
+            if (a.status() != 200) {
+                throw unexpected(a, r, 200, "read", subject);
+            }
+            String link = a.header("link");
+            JsonNode json = r.json().parse(read(a, c));
+            return new Page(json, link == null ? null : next(link, r));
+        } finally {
+            done(c);
+        }
+    }
+
+    private static final Pattern LINK = Pattern.compile("\\s*<([^>]*)>((?:\\s*;\\s*[^;,]*)*)\\s*(?:,|$)");
+    private static final Pattern REL_NEXT = Pattern.compile(";\\s*rel\\s*=\\s*(?:\"next\"|next)\\s*(?=;|$)");
+
+    /** @return the target of the {@code rel="next"} link of a {@code Link} header, or null when it has none */
+    static String next(String header, Replies r) {
+        Matcher m = LINK.matcher(header);
+        String next = null;
+        int at = 0;
+        while (at < header.length()) {
+            m.region(at, header.length());
+            if (!m.lookingAt() || m.end() == at) {
+                throw r.json().bad("a malformed Link header: " + Answer.show(header));
+            }
+            if (REL_NEXT.matcher(m.group(2)).find()) {
+                if (next != null) {
+                    throw r.json().bad("a Link header with two rel=\"next\" links: " + Answer.show(header));
+                }
+                next = m.group(1);
+            }
+            at = m.end();
+        }
+        return next;
     }
 
     @Override
@@ -658,6 +790,7 @@ public final class ServiceClient implements NodeClient {
         private Duration answerTimeout = Duration.ofSeconds(30);
         private long maxAnswerBytes = 16L * 1024 * 1024;
         private int maxLineBytes = 8 * 1024 * 1024;
+        private int maxPages = DEFAULT_MAX_PAGES;
 
         private Builder() {
         }
@@ -698,6 +831,19 @@ public final class ServiceClient implements NodeClient {
                 throw new IllegalArgumentException("maxLineBytes must be at least 1024, was " + v);
             }
             this.maxLineBytes = v;
+            return this;
+        }
+
+        /**
+         * @param v the most pages one paged list ({@link ServiceClient#allocations()}, a device's holders) may take
+         *          (default {@value ServiceClient#DEFAULT_MAX_PAGES}: 500,000 allocations at 500 a page, or about
+         *          29,000 whose job ids and labels are as long as the service's views keep them)
+         */
+        public Builder maxPages(int v) {
+            if (v < 1) {
+                throw new IllegalArgumentException("maxPages must be at least 1, was " + v);
+            }
+            this.maxPages = v;
             return this;
         }
 

@@ -13,8 +13,8 @@ import java.util.function.Consumer;
 /**
  * Fuzz target for the client's answer parser: raw bytes as the node service's socket would deliver them (the first
  * byte sets how many bytes each read returns, so framing is cut at every place), read by {@link Answer} (status line,
- * headers, Content-Length/chunked/to-the-end body, stream lines) and then by {@link Replies} into every value of the
- * contract, or, for an error status, into the typed exception. The contract: a {@link NodeServiceException} naming the
+ * headers, Content-Length/chunked/to-the-end body, stream lines, a paged list's {@code Link rel="next"}) and then by
+ * {@link Replies} into every value of the contract, or, for an error status, into the typed exception. The contract: a {@link NodeServiceException} naming the
  * socket for anything that is not the service's protocol, the library's typed exceptions for error answers
  * ({@link GpuAllocationException}, {@link AccessDeniedException}, {@link LedgerException}, exactly
  * {@link IllegalArgumentException} for a 400 without a reason), never any other exception, never a hang, never more
@@ -41,6 +41,20 @@ public final class AnswerFuzzer {
             throw new AssertionError("an IOException from a byte array: " + e, e);
         }
         Replies r = new Replies(SOCKET, "GET /fuzz");
+        String link = a.header("link");
+        if (link != null) {
+            try {
+                String next = ServiceClient.next(link, r);
+                if (next != null) {
+                    String target = ServiceClient.sameList(next, "/api/v1/allocations", r);
+                    if (!target.startsWith("/api/v1/allocations?") || target.chars().anyMatch(c -> c <= ' ')) {
+                        throw new AssertionError("a next page elsewhere was followed: " + target);
+                    }
+                }
+            } catch (NodeServiceException e) {
+                named(e);
+            }
+        }
         byte[] body;
         try {
             body = a.body(256 * 1024);
@@ -69,7 +83,7 @@ public final class AnswerFuzzer {
             return;
         }
         List<Consumer<JsonNode>> readers = List.of(r::node, r::devices, r::allocation, r::allocations, r::job,
-                r::jobs, r::topology, r::queue, r::identity, x -> r.environment(x, "a-1"));
+                r::jobs, r::topology, r::queue, r::identity, x -> r.environment(x, "a-1"), r::holdersTotal);
         for (Consumer<JsonNode> reader : readers) {
             try {
                 reader.accept(n);

@@ -28,7 +28,8 @@ import java.util.function.Function;
  * {@code /devices/{index}/drain|undrain}.
  * Each handler takes its caller from the exchange (the transport's peer credentials; never the request) and lets
  * {@link NodeService} decide what that caller may do. Paths under a prefix that these routes do not serve (such as
- * {@code /api/v1/allocations/{id}/environment}) go to the console's own routes.
+ * {@code /api/v1/allocations/{id}/environment}) go to the console's own routes, and so does the list
+ * ({@code GET /api/v1/allocations}): the console's pages, with their parameters, bounds and {@code Link} headers.
  */
 public final class ServiceRoutes {
     static final String API = "/api/v1";
@@ -164,8 +165,12 @@ public final class ServiceRoutes {
                 return;
             }
             only(ex, "GET", "HEAD", "POST");
-            ServiceExchanges.send(ex, 200, ServiceViews.allocations(service.scheduler().allocations(),
-                    service.clock().instant()));
+            if (!path.equals(base)) {
+                throw new ServiceExchanges.NotFound("no such resource: " + base + "/ (the list is " + base + ")");
+            }
+            // the list is the console's own, paged and bounded (docs/SERVICE.md): the same parameters, headers
+            // and 400s on the socket as over TCP, whatever one user has allocated
+            console.handle(ex);
             return;
         }
         String id = segment(path, base);

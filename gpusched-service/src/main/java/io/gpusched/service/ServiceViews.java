@@ -4,7 +4,6 @@ import io.gpusched.core.Allocation;
 import io.gpusched.core.AllocationView;
 import java.time.Instant;
 import java.util.LinkedHashMap;
-import java.util.List;
 import java.util.Map;
 
 /** The JSON shapes the service answers with (docs/SERVICE.md), as maps Jackson writes. */
@@ -18,10 +17,6 @@ final class ServiceViews {
      */
     static Map<String, Object> allocation(Allocation a, Instant now) {
         return AllocationView.of(a, now).toMap();
-    }
-
-    static List<Map<String, Object>> allocations(List<Allocation> all, Instant now) {
-        return all.stream().map(a -> allocation(a, now)).toList();
     }
 
     static Map<String, Object> queueEntry(FairQueue.View q) {
