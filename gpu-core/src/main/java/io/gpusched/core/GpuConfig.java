@@ -46,6 +46,7 @@ import java.util.Set;
  *     job_cgroup_parent: ""                        # empty: gpusched.jobs at the cgroup root
  *     kill_grace: 10s                              # TERM, then KILL after this
  *     job_group: ""                                # a group only jobs get (with NVreg_DeviceFileMode=0660)
+ *     private_dir: ""                              # root's own files; required with state_group (docs/SERVICE.md)
  *   state_group: gpusched-engines                  # the group sharing it (unset: $GPUSCHED_STATE_GROUP, else none)
  * </pre>
  * Unknown keys are rejected with their path named.
@@ -223,7 +224,7 @@ public record GpuConfig(
         b.cudaPaths(paths);
         b.users(users(gpu.child("users").onlyKeys(Set.of("max_gpus", "per_user", "per_group"))));
         b.service(service(gpu.child("service").onlyKeys(Set.of("socket", "socket_group", "admin_group",
-                "login_cgroups", "job_cgroup_parent", "kill_grace", "job_group"))));
+                "login_cgroups", "job_cgroup_parent", "kill_grace", "job_group", "private_dir"))));
         String stateDir = gpu.string("state_dir", null);
         if (stateDir != null) {
             Path dir = null;
@@ -282,7 +283,8 @@ public record GpuConfig(
         Duration grace = s.parsed("kill_grace", Durations::parse, d.killGrace());
         try {
             return new ServiceSettings(socket, socketGroup, adminGroup, login, parent, grace,
-                    optionalText(s, "job_group"));
+                    optionalText(s, "job_group"),
+                    optionalText(s, "private_dir").map(p -> cgroupPath(s, "private_dir", p)));
         } catch (GpuConfigException e) {
             throw new GpuConfigException(s.source() + ": " + e.getMessage(), e);
         }
@@ -310,6 +312,7 @@ public record GpuConfig(
                 + fallback);
     }
 
+    /** @return {@code v} as a path, or a configuration error naming {@code key} (a cgroup or a directory) */
     private static Path cgroupPath(StrictYaml s, String key, String v) {
         try {
             return Path.of(v);

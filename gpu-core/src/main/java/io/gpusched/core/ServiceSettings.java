@@ -21,9 +21,14 @@ import java.util.Optional;
  * @param jobGroup        a group every job gets as an extra supplementary group (and no login has): with the
  *                        driver's {@code NVreg_DeviceFileMode=0660} and {@code NVreg_DeviceFileGID} of this group,
  *                        only jobs open the GPUs (the alternative to {@code login_cgroups}); empty: none
+ * @param privateDir      where the service keeps what only it may write (the console token, job output and the
+ *                        service's lock, the fences' records, accounting): a directory only root writes, required when
+ *                        the state directory is shared with a state group (its members may rename entries there);
+ *                        empty: the state directory itself ({@link #privateDir(Path)})
  */
 public record ServiceSettings(Path socket, Optional<String> socketGroup, Optional<String> adminGroup,
-        List<Path> loginCgroups, Optional<Path> jobCgroupParent, Duration killGrace, Optional<String> jobGroup) {
+        List<Path> loginCgroups, Optional<Path> jobCgroupParent, Duration killGrace, Optional<String> jobGroup,
+        Optional<Path> privateDir) {
 
     /** The default socket path. */
     public static final String DEFAULT_SOCKET = "/run/gpusched/gpusched.sock";
@@ -36,6 +41,7 @@ public record ServiceSettings(Path socket, Optional<String> socketGroup, Optiona
         Objects.requireNonNull(jobCgroupParent, "jobCgroupParent");
         Objects.requireNonNull(killGrace, "killGrace");
         Objects.requireNonNull(jobGroup, "jobGroup");
+        Objects.requireNonNull(privateDir, "privateDir");
         loginCgroups = List.copyOf(loginCgroups);
         if (!socket.isAbsolute()) {
             throw new GpuConfigException("gpu.service.socket: \"" + socket + "\" is not an absolute path; expected"
@@ -48,6 +54,13 @@ public record ServiceSettings(Path socket, Optional<String> socketGroup, Optiona
             absolute(loginCgroups.get(i), "gpu.service.login_cgroups[" + i + "]", "/sys/fs/cgroup/user.slice");
         }
         jobCgroupParent.ifPresent(p -> absolute(p, "gpu.service.job_cgroup_parent", "/sys/fs/cgroup/gpusched.jobs"));
+        privateDir.ifPresent(p -> {
+            if (!p.isAbsolute() || !p.normalize().equals(p) || p.getNameCount() == 0) {
+                throw new GpuConfigException("gpu.service.private_dir: \"" + p + "\" is not an absolute, normalized"
+                        + " path below the root; expected a directory only root writes, such as"
+                        + " /var/lib/gpusched-service");
+            }
+        });
         if (killGrace.isNegative() || killGrace.compareTo(Duration.ofHours(1)) > 0) {
             throw new GpuConfigException("gpu.service.kill_grace: must be from 0s to 1h, was " + killGrace);
         }
@@ -70,39 +83,56 @@ public record ServiceSettings(Path socket, Optional<String> socketGroup, Optiona
     /** @return the defaults: socket {@value #DEFAULT_SOCKET}, any user may connect, no admin group, no login fence */
     public static ServiceSettings defaults() {
         return new ServiceSettings(Path.of(DEFAULT_SOCKET), Optional.empty(), Optional.empty(), List.of(),
-                Optional.empty(), Duration.ofSeconds(10), Optional.empty());
+                Optional.empty(), Duration.ofSeconds(10), Optional.empty(), Optional.empty());
     }
 
     /** @return a copy with another admin group */
     public ServiceSettings withAdminGroup(String group) {
         return new ServiceSettings(socket, socketGroup, Optional.of(group), loginCgroups, jobCgroupParent, killGrace,
-                jobGroup);
+                jobGroup, privateDir);
     }
 
     /** @return a copy with other login cgroups */
     public ServiceSettings withLoginCgroups(List<Path> cgroups) {
-        return new ServiceSettings(socket, socketGroup, adminGroup, cgroups, jobCgroupParent, killGrace, jobGroup);
+        return new ServiceSettings(socket, socketGroup, adminGroup, cgroups, jobCgroupParent, killGrace, jobGroup,
+                privateDir);
     }
 
     /** @return a copy with another job cgroup parent */
     public ServiceSettings withJobCgroupParent(Path parent) {
         return new ServiceSettings(socket, socketGroup, adminGroup, loginCgroups, Optional.of(parent), killGrace,
-                jobGroup);
+                jobGroup, privateDir);
     }
 
     /** @return a copy with another kill grace */
     public ServiceSettings withKillGrace(Duration grace) {
-        return new ServiceSettings(socket, socketGroup, adminGroup, loginCgroups, jobCgroupParent, grace, jobGroup);
+        return new ServiceSettings(socket, socketGroup, adminGroup, loginCgroups, jobCgroupParent, grace, jobGroup,
+                privateDir);
     }
 
     /** @return a copy with another job group */
     public ServiceSettings withJobGroup(String group) {
         return new ServiceSettings(socket, socketGroup, adminGroup, loginCgroups, jobCgroupParent, killGrace,
-                Optional.of(group));
+                Optional.of(group), privateDir);
     }
 
     /** @return a copy with another socket and socket group */
     public ServiceSettings withSocket(Path path, Optional<String> group) {
-        return new ServiceSettings(path, group, adminGroup, loginCgroups, jobCgroupParent, killGrace, jobGroup);
+        return new ServiceSettings(path, group, adminGroup, loginCgroups, jobCgroupParent, killGrace, jobGroup,
+                privateDir);
+    }
+
+    /** @return a copy whose private files live in {@code dir} (absolute) */
+    public ServiceSettings withPrivateDir(Path dir) {
+        return new ServiceSettings(socket, socketGroup, adminGroup, loginCgroups, jobCgroupParent, killGrace, jobGroup,
+                Optional.of(dir));
+    }
+
+    /**
+     * @param stateDir the node's state directory
+     * @return where the service keeps its private files: {@link #privateDir()} when set, else {@code stateDir}
+     */
+    public Path privateDir(Path stateDir) {
+        return privateDir.orElse(stateDir);
     }
 }

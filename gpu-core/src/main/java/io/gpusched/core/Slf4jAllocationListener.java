@@ -3,7 +3,10 @@ package io.gpusched.core;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
-/** Writes one structured line per event: {@code event=ALLOCATED id=… owner=… job=… devices=[…] reason=… msg="…"}. */
+/**
+ * Writes one structured line per event: {@code event=ALLOCATED id=… owner=… job=… uuids=[…] reason=… msg="…"}
+ * ({@code uuids}: the GPUs' UUIDs, as the allocation's JSON shape names them; earlier snapshots said {@code devices}).
+ */
 final class Slf4jAllocationListener implements AllocationListener {
     static final Slf4jAllocationListener INSTANCE = new Slf4jAllocationListener();
     private static final Logger LOG = LoggerFactory.getLogger("io.gpusched.audit");
@@ -28,7 +31,7 @@ final class Slf4jAllocationListener implements AllocationListener {
                 + " id=" + e.allocationId().orElse("-")
                 + " owner=" + e.owner().orElse("-")
                 + " job=" + e.jobId().orElse("-")
-                + " devices=" + e.deviceUuids()
+                + " uuids=" + e.deviceUuids()
                 + " reason=" + e.reason().map(Enum::name).orElse("-")
                 + " msg=\"" + e.message().replace("\"", "'") + "\"";
     }

@@ -321,7 +321,7 @@ class GpuSchedulerTest {
         assertThat(seen.get(0).deviceUuids()).isEqualTo(a.deviceUuids());
         assertThat(seen.get(1).reason()).contains(Reason.NODE_TOO_SMALL);
         assertThat(Slf4jAllocationListener.format(seen.get(0)))
-                .startsWith("event=ALLOCATED at=2026-01-02T03:04:05Z id=" + a.id() + " owner=bob job=j1 devices=[GPU-");
+                .startsWith("event=ALLOCATED at=2026-01-02T03:04:05Z id=" + a.id() + " owner=bob job=j1 uuids=[GPU-");
     }
 
     @Test

@@ -56,6 +56,7 @@ class QuotaTest {
                     job_cgroup_parent: /sys/fs/cgroup/gpusched.jobs
                     kill_grace: 3s
                     job_group: gpujobs
+                    private_dir: /var/lib/gpusched-service
                 """, "test.yaml");
         assertThat(c.users()).isEqualTo(new UserQuotas(4, Map.of("alice", 8), Map.of("students", 2)));
         assertThat(c.service().adminGroup()).contains("gpuadmin");
@@ -65,6 +66,10 @@ class QuotaTest {
         assertThat(c.service().jobCgroupParent()).contains(Path.of("/sys/fs/cgroup/gpusched.jobs"));
         assertThat(c.service().killGrace()).isEqualTo(Duration.ofSeconds(3));
         assertThat(c.service().jobGroup()).contains("gpujobs");
+        assertThat(c.service().privateDir(Path.of("/var/lib/gpusched")))
+                .isEqualTo(Path.of("/var/lib/gpusched-service"));
+        assertThat(GpuConfig.defaults().service().privateDir(Path.of("/s"))).as("unset: the state directory")
+                .isEqualTo(Path.of("/s"));
         assertThat(GpuConfig.defaults().service().jobGroup()).isEmpty();
         assertThat(GpuConfig.defaults().service()).isEqualTo(ServiceSettings.defaults());
         assertThatThrownBy(() -> GpuConfig.parse("gpu: {users: {max_gpus: -1}}", "x.yaml"))
@@ -84,6 +89,11 @@ class QuotaTest {
                 .isInstanceOf(GpuConfigException.class).hasMessageContaining("gpu.service.kill_grace");
         assertThatThrownBy(() -> GpuConfig.parse("gpu: {service: {admin_group: 'a:b'}}", "x.yaml"))
                 .isInstanceOf(GpuConfigException.class).hasMessageContaining("gpu.service.admin_group");
+        for (String bad : new String[]{"var/lib/own", "/var/lib/../own", "/"}) {
+            assertThatThrownBy(() -> GpuConfig.parse("gpu: {service: {private_dir: '" + bad + "'}}", "x.yaml"))
+                    .as(bad).isInstanceOf(GpuConfigException.class)
+                    .hasMessageContaining("gpu.service.private_dir").hasMessageContaining("absolute, normalized");
+        }
         assertThatThrownBy(() -> GpuConfig.parse("gpu: {service: {job_group: 'a b'}}", "x.yaml"))
                 .isInstanceOf(GpuConfigException.class).hasMessageContaining("gpu.service.job_group");
     }

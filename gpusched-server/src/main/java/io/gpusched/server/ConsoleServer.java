@@ -9,8 +9,10 @@ import io.gpusched.accounting.AccountingStore;
 import io.gpusched.accounting.HostIdleEffects;
 import io.gpusched.core.AllocationEvent;
 import io.gpusched.core.AllocationListener;
+import io.gpusched.core.GpuException;
 import io.gpusched.core.GpuInventory;
 import io.gpusched.core.GpuScheduler;
+import io.gpusched.core.host.StateDirectory;
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
 import java.io.IOException;
 import java.io.InputStream;
@@ -125,7 +127,7 @@ public final class ConsoleServer implements AutoCloseable {
 
     private ConsoleServer(Builder b) {
         this.b = b;
-        this.token = ApiToken.loadOrCreate(b.stateDir);
+        this.token = ApiToken.loadOrCreate(b.privateDir);
         String hostname = hostname();
         this.workers = new ConsoleWorkers();
         this.ticker = Executors.newSingleThreadScheduledExecutor(ConsoleWorkers.daemon("gpusched-console-tick"));
@@ -156,7 +158,7 @@ public final class ConsoleServer implements AutoCloseable {
         route(EventsHandler.PATH, new EventsHandler(sse, watcher, workers, b.maxSseClients, limits), true);
         route(API + "/whoami", ex -> Exchanges.get(ex, () -> Exchanges.json(ex, 200, whoami(Caller.of(ex)))), true);
         route(AllocationsHandler.PATH, allocations, true);
-        AccountingStore store = AccountingStore.at(b.stateDir);
+        AccountingStore store = AccountingStore.at(b.privateDir);
         UsageHandler usage = new UsageHandler(store, b.clock);
         for (String p : UsageHandler.paths()) {
             route(p, usage, true);
@@ -444,6 +446,7 @@ public final class ConsoleServer implements AutoCloseable {
         private GpuScheduler scheduler;
         private GpuInventory inventory;
         private Path stateDir;
+        private Path privateDir;
         private InetSocketAddress listen;
         private Boolean allowRemote;
         private Runnable refresh;
@@ -502,13 +505,26 @@ public final class ConsoleServer implements AutoCloseable {
         }
 
         /**
-         * @param v the state directory, where the token file lives; default the scheduler's
-         *     ({@link GpuScheduler#stateDir()}), required for a scheduler that has none
+         * @param v the state directory, where the token file and accounting live unless {@link #privateDir} says
+         *     elsewhere; default the scheduler's ({@link GpuScheduler#stateDir()}), required for a scheduler that has
+         *     none
          * @return this
          */
         public Builder stateDir(Path v) {
             unset(stateDir, "state directory");
             stateDir = Objects.requireNonNull(v, "stateDir");
+            return this;
+        }
+
+        /**
+         * @param v where the console keeps what only its user may write: the token file and the accounting store
+         *     ({@code gpu.service.private_dir}: required when the state directory is shared with a state group);
+         *     default the state directory. Checked with {@link StateDirectory#requirePrivate}.
+         * @return this
+         */
+        public Builder privateDir(Path v) {
+            unset(privateDir, "private directory");
+            privateDir = Objects.requireNonNull(v, "privateDir");
             return this;
         }
 
@@ -814,6 +830,7 @@ public final class ConsoleServer implements AutoCloseable {
          *     names a state directory, or when the token file is unsafe (see {@link ApiToken#loadOrCreate})
          * @throws IllegalArgumentException when the inventory given is not the scheduler's, or the listen address is
          *     beyond loopback without {@link #allowRemote}
+         * @throws GpuException when the private directory given is one others may change
          */
         public ConsoleServer build() {
             if (scheduler == null) {
@@ -827,6 +844,11 @@ public final class ConsoleServer implements AutoCloseable {
                 stateDir = scheduler.stateDir().orElseThrow(() -> new IllegalStateException("the scheduler keeps its"
                         + " state in memory only, so the console needs a state directory for its token:"
                         + " builder().stateDir(...)"));
+            }
+            if (privateDir == null) {
+                privateDir = stateDir;
+            } else {
+                privateDir = StateDirectory.requirePrivate(privateDir, "gpu.service.private_dir");
             }
             listen = listen != null ? listen : new InetSocketAddress(InetAddress.getLoopbackAddress(), 9400);
             allowRemote = allowRemote != null && allowRemote;

@@ -10,6 +10,7 @@ import io.gpusched.core.GpuConfig;
 import io.gpusched.core.GpuException;
 import io.gpusched.core.GpuRequest;
 import io.gpusched.core.GpuScheduler;
+import io.gpusched.core.host.StateDirectory;
 import io.gpusched.cuda.CudaEnvironmentResolver;
 import io.gpusched.cuda.CudaSearch;
 import io.gpusched.isolation.CgroupDeviceIsolator;
@@ -18,6 +19,8 @@ import io.gpusched.isolation.JobLauncher;
 import io.gpusched.server.Caller;
 import java.io.IOException;
 import java.io.UncheckedIOException;
+import java.nio.file.Files;
+import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.time.Clock;
 import java.time.Duration;
@@ -481,7 +484,12 @@ public final class NodeService implements AutoCloseable {
             return this;
         }
 
-        /** @param v where the audit, job output and login-fence record live (default the scheduler's) @return this */
+        /**
+         * @param v where the service's own files live: its lock, the audit, job output and login-fence records
+         *          (default {@code gpu.service.private_dir}, else the scheduler's state directory); a directory only
+         *          the service's user may change ({@link StateDirectory#requirePrivate})
+         * @return this
+         */
         public Builder stateDir(Path v) {
             stateDir = Objects.requireNonNull(v, "stateDir");
             return this;
@@ -524,6 +532,8 @@ public final class NodeService implements AutoCloseable {
         /**
          * @return the service (call {@link NodeService#start()})
          * @throws IllegalStateException without a scheduler or a state directory
+         * @throws GpuException when the directory for the service's own files is one others may change (a state
+         *     directory shared with a state group and no {@code gpu.service.private_dir})
          * @throws IsolationException when the job cgroup parent and a login cgroup are nested
          */
         public NodeService build() {
@@ -532,13 +542,33 @@ public final class NodeService implements AutoCloseable {
             }
             config = config != null ? config : GpuConfig.defaults();
             if (stateDir == null) {
-                stateDir = scheduler.stateDir().orElseThrow(() -> new IllegalStateException("the node service needs"
-                        + " a state directory (the node ledger's) for its audit and job output"));
+                Path ledger = scheduler.stateDir().orElseThrow(() -> new IllegalStateException("the node service"
+                        + " needs a state directory (the node ledger's) for its audit and job output"));
+                stateDir = config.service().privateDir(ledger);
+            }
+            stateDir = stateDir.toAbsolutePath().normalize();
+            if (config.service().privateDir().isEmpty() && !writableByOwnerAlone(stateDir)) {
+                throw new GpuException("the state directory " + stateDir + " is writable by group or others (shared"
+                        + " with a state group?), who may rename or replace what the service keeps there (its lock,"
+                        + " job output, audit, fence records): set gpu.service.private_dir to a directory only root"
+                        + " writes (e.g. /var/lib/gpusched-service; docs/SERVICE.md), or chmod go-w " + stateDir);
+            }
+            if (config.service().privateDir().isPresent()) {
+                StateDirectory.requirePrivate(stateDir, "gpu.service.private_dir");
             }
             users = users != null ? users : new UserDirectory();
             NodeService s = new NodeService(this);
             s.jobsUnavailableReason = jobsUnavailable;
             return s;
+        }
+    }
+
+    private static boolean writableByOwnerAlone(Path dir) {
+        try {
+            return !Files.exists(dir) || Files.isDirectory(dir)
+                    && ((Integer) Files.getAttribute(dir, "unix:mode") & 0022) == 0;
+        } catch (IOException | UnsupportedOperationException | ClassCastException e) {
+            return !Files.exists(dir, LinkOption.NOFOLLOW_LINKS); // made below, as its owner's
         }
     }
 

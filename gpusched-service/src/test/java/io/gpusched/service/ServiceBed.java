@@ -105,6 +105,7 @@ public final class ServiceBed implements AutoCloseable {
         ServiceRoutes routes = new ServiceRoutes(service);
         ConsoleServer.Builder b = ConsoleServer.builder().scheduler(scheduler).stateDir(state)
                 .listen(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0)).unixSocket(socket);
+        config.service().privateDir().ifPresent(b::privateDir);
         config.service().adminGroup().ifPresent(b::adminGroup);
         routes.routes().forEach(b::route);
         console = b.build();
@@ -136,8 +137,8 @@ public final class ServiceBed implements AutoCloseable {
     }
 
     public NodeService start() {
-        NodeService.Builder b = NodeService.builder().scheduler(scheduler).config(config).stateDir(state)
-                .users(users);
+        NodeService.Builder b = NodeService.builder().scheduler(scheduler).config(config)
+                .stateDir(config.service().privateDir(state)).users(users);
         if (launcher != null) {
             b.jobs(launcher, null);
         } else {

@@ -1,5 +1,6 @@
 package io.gpusched.core.host;
 
+import io.gpusched.core.GpuException;
 import io.gpusched.core.GpuInventories;
 import io.gpusched.core.GpuInventory;
 import io.gpusched.core.LedgerException;
@@ -8,6 +9,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermissions;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.util.HexFormat;
@@ -153,6 +155,80 @@ public final class StateDirectory {
             return true;
         } catch (IOException | UnsupportedOperationException | IllegalArgumentException | ClassCastException e) {
             return false;
+        }
+    }
+
+    /**
+     * Makes sure {@code dir} is a directory no other user can change: made 0700 when absent; then it must be a
+     * directory (not a link) of this process's user, writable by neither group nor others, and every directory above
+     * it (and above what a link on the way leads to) root's or this user's and writable by neither group nor others,
+     * unless sticky ({@code /tmp}). Otherwise another user could rename or replace what a root service keeps there
+     * (its token, job output, lock, records) and have root write through a link or run a second service beside it.
+     *
+     * @param dir     the directory (absolute)
+     * @param setting the setting that named it, for the message (e.g. {@code gpu.service.private_dir})
+     * @return {@code dir}
+     * @throws GpuException naming the directory or the directory above it that others may change, and what would do
+     */
+    public static Path requirePrivate(Path dir, String setting) {
+        Objects.requireNonNull(setting, "setting");
+        Path d = dir.toAbsolutePath().normalize();
+        Object me;
+        try {
+            me = Files.getAttribute(Path.of("/proc/self"), "unix:uid");
+            Path existing = d;
+            while (!Files.exists(existing, LinkOption.NOFOLLOW_LINKS)) {
+                existing = existing.getParent(); // the root exists
+            }
+            // what is above is checked before anything is made there, and again after
+            refuseOthersAbove(existing.equals(d) ? d : existing.resolve("x"), existing.equals(d) ? d.toRealPath()
+                    : existing.toRealPath().resolve("x"), d, me, setting);
+            if (!existing.equals(d)) {
+                Files.createDirectories(d, PosixFilePermissions.asFileAttribute(
+                        PosixFilePermissions.fromString("rwx------")));
+            }
+            if (!Files.isDirectory(d, LinkOption.NOFOLLOW_LINKS)) {
+                throw new GpuException(setting + ": " + d + " is not a directory (a link or a file); give a"
+                        + " directory only this service's user writes, or remove it to have it made (0700)");
+            }
+            refuseOthers(d, d, me, setting, false);
+            refuseOthersAbove(d, d.toRealPath(), d, me, setting);
+        } catch (IOException | UnsupportedOperationException | ClassCastException e) {
+            throw new GpuException(setting + ": cannot check or make " + d + ": " + e);
+        }
+        return d;
+    }
+
+    /** Refuses when a directory above {@code below}, or above {@code real} (what it really is), is unsafe. */
+    private static void refuseOthersAbove(Path below, Path real, Path dir, Object me, String setting)
+            throws IOException {
+        for (Path chain : new Path[]{below, real}) {
+            for (Path up = chain.getParent(); up != null; up = up.getParent()) {
+                if (Files.exists(up)) {
+                    refuseOthers(up, dir, me, setting, true);
+                }
+            }
+        }
+    }
+
+    private static void refuseOthers(Path p, Path dir, Object me, String setting, boolean above) throws IOException {
+        Object owner = Files.getAttribute(p, "unix:uid");
+        int mode = (Integer) Files.getAttribute(p, "unix:mode");
+        boolean sticky = (mode & 01000) != 0;
+        String what = above ? "the directory above it, " + p + "," : "it";
+        if (!owner.equals(me) && !Integer.valueOf(0).equals(owner)) {
+            throw new GpuException(setting + ": " + dir + " is not private: " + what + " is owned by uid " + owner
+                    + ", who may rename or replace what it holds; use a directory owned by uid " + me + " (or root)"
+                    + " all the way up");
+        }
+        if (!above && !owner.equals(me)) {
+            throw new GpuException(setting + ": " + dir + " is owned by uid " + owner + ", not by this service's"
+                    + " uid " + me + "; chown it, or remove it to have it made");
+        }
+        if ((mode & 0022) != 0 && !(above && sticky)) {
+            throw new GpuException(setting + ": " + dir + " is not private: " + what + " has mode "
+                    + Integer.toOctalString(mode & 07777) + ", so group or others may rename or replace what it holds;"
+                    + " chmod go-w " + p + (above ? ", or choose a directory elsewhere" : ""));
         }
     }
 

@@ -91,12 +91,13 @@ public final class ReportCommand implements Callable<Integer> {
         return 0;
     }
 
-    /** @return the node's state directory, by the same rule as every command, without opening the ledger */
+    /** @return where the node's accounting store lives: the state directory, or gpu.service.private_dir when set */
     private Path stateDirectory() {
         GpuConfig config = root.config().map(GpuConfig::load).orElse(GpuConfig.defaults());
         InventorySpec spec = root.simulate().map(InventorySpec::simulated).orElse(InventorySpec.AUTO);
         try (GpuInventory inv = spec.open(config)) {
-            return StateDirectory.forNode(root.stateDir().or(config::stateDir), inv);
+            // the service's sampler writes under gpu.service.private_dir when the state directory is shared
+            return config.service().privateDir(StateDirectory.forNode(root.stateDir().or(config::stateDir), inv));
         } catch (BackendUnavailableException e) {
             throw new CliException("no GPU backend is available here (" + String.join("; ", e.causes())
                     + "); use --simulate PROFILE for a simulated node's report, or --state-dir DIR",

@@ -38,7 +38,8 @@ import picocli.CommandLine.ParentCommand;
  * the node service (docs/SERVICE.md) until stopped.
  */
 @Command(name = "serve", description = "Serve the node console (a live web page, a REST API under /api/v1 and"
-        + " Prometheus /metrics; changes need the bearer token in <state-dir>/console.token) and, as root, the node"
+        + " Prometheus /metrics; changes need the bearer token in console.token, in <state-dir> or"
+        + " gpu.service.private_dir) and, as root, the node"
         + " service on a Unix socket: every user's allocations, jobs run as their user and fenced, quotas, a fair"
         + " queue.")
 public final class ServeCommand implements Callable<Integer> {
@@ -100,6 +101,7 @@ public final class ServeCommand implements Callable<Integer> {
         try (GpuNode n = node) {
             n.scheduler().updateMetrics(n.inventory().sample());
             Path state = n.stateDirectory().orElseThrow();
+            Path own = config.service().privateDir(state); // token, accounting, job output, lock, fence records
             NodeService svc = null;
             ConsoleServer server;
             try {
@@ -107,9 +109,10 @@ public final class ServeCommand implements Callable<Integer> {
                         .listen(address).allowRemote(allowRemote).allowedHosts(allowedHosts).sampleInterval(every)
                         .cudaPaths(config.cudaPaths())
                         .accounting(root.config().map(AccountingSettings::load).orElse(AccountingSettings.defaults()));
+                config.service().privateDir().ifPresent(cb::privateDir);
                 ServiceRoutes routes = null;
                 if (service) {
-                    svc = nodeService(n, config, users, state);
+                    svc = nodeService(n, config, users, own);
                     routes = new ServiceRoutes(svc);
                     routes.routes().forEach(cb::route);
                     cb.unixSocket(socket != null ? socket : config.service().socket());
@@ -179,7 +182,7 @@ public final class ServeCommand implements Callable<Integer> {
     }
 
     /** The node service on this node: jobs where the host can fence and switch users, refused (saying why) else. */
-    private NodeService nodeService(GpuNode n, GpuConfig config, UserDirectory users, Path state) {
+    private NodeService nodeService(GpuNode n, GpuConfig config, UserDirectory users, Path own) {
         if (!"root".equals(System.getProperty("user.name"))) {
             throw new CliException("the node service runs as root (it starts jobs as their users and fences"
                     + " cgroups); run gpusched serve as root, or with --simulate and without --socket for the console"
@@ -190,7 +193,7 @@ public final class ServeCommand implements Callable<Integer> {
         CgroupDeviceIsolator iso = null;
         try {
             iso = CgroupDeviceIsolator.builder().hostDevices(n.inventory().devices())
-                    .stateDir(state.resolve("isolation")).build();
+                    .stateDir(own.resolve("isolation")).build();
             if (!iso.isAvailable()) {
                 why = iso.unavailabilityCause().orElse("cgroup isolation is unavailable");
             } else {
@@ -202,7 +205,7 @@ public final class ServeCommand implements Callable<Integer> {
         } catch (GpuException e) {
             why = e.getMessage();
         }
-        NodeService.Builder b = NodeService.builder().scheduler(n.scheduler()).config(config).stateDir(state)
+        NodeService.Builder b = NodeService.builder().scheduler(n.scheduler()).config(config).stateDir(own)
                 .users(users).jobs(launcher, why);
         if (iso != null && iso.isAvailable()) {
             b.isolator(iso);

@@ -7,6 +7,7 @@ import io.gpusched.cli.JsonViews;
 import io.gpusched.cli.Node;
 import io.gpusched.client.NodeClient;
 import io.gpusched.client.NodeStatus;
+import io.gpusched.core.GpuConfig;
 import io.gpusched.core.internal.Json;
 import io.gpusched.core.internal.Printable;
 import java.nio.file.Path;
@@ -66,10 +67,12 @@ public final class StatusCommand implements Callable<Integer> {
      * @return per allocation idle at the accounting store's last checkpoint, its state; empty where this user cannot
      *         read the store (the node service's ledger is root's) or the node has no ledger directory to show
      */
-    private static Map<String, IdleStatus> idle(NodeStatus st) {
+    private Map<String, IdleStatus> idle(NodeStatus st) {
         try {
-            return st.node().stateDirectory().map(d -> IdleStatus.read(AccountingStore.at(Path.of(d)), Instant.now()))
-                    .orElse(Map.of());
+            // the service's sampler writes under gpu.service.private_dir when the state directory is shared
+            GpuConfig config = root.config().map(GpuConfig::load).orElse(GpuConfig.defaults());
+            return st.node().stateDirectory().map(d -> IdleStatus.read(AccountingStore.at(
+                    config.service().privateDir(Path.of(d))), Instant.now())).orElse(Map.of());
         } catch (RuntimeException unreadable) {
             return Map.of();
         }
