@@ -1,18 +1,21 @@
 package io.gpusched.spark;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuInventories;
 import io.gpusched.core.GpuInventory;
 import io.gpusched.core.GpuScheduler;
 import io.gpusched.core.host.ProcessGpus;
+import io.gpusched.testing.Jdk;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
+import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import org.apache.spark.SparkConf;
@@ -32,6 +35,8 @@ class LocalClusterTest {
 
     @Test
     void twoWorkersOfOneJvmGetDisjointGpusAndGiveThemBackWhenTheClusterStops() throws Exception {
+        Optional<String> noHadoop = Jdk.hadoopUgiUnavailable();
+        assumeTrue(noHadoop.isEmpty(), noHadoop::get);
         Path state = Files.createDirectories(tmp.resolve("state"));
         System.setProperty("spark.testing", "true"); // LocalSparkCluster's Workers then work in temp dirs
         System.setProperty("spark.test.home", tmp.toString());

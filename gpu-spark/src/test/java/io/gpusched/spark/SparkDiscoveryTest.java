@@ -2,11 +2,13 @@ package io.gpusched.spark;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.catchThrowable;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuInventories;
 import io.gpusched.core.GpuInventory;
 import io.gpusched.core.GpuScheduler;
+import io.gpusched.testing.Jdk;
 import java.io.BufferedReader;
 import java.io.File;
 import java.io.InputStreamReader;
@@ -52,6 +54,8 @@ class SparkDiscoveryTest {
 
     @Test
     void driversOnOneNodeGetDisjointGpusTheNextIsRefusedAndAKilledDriversGpusReturn() throws Exception {
+        Optional<String> noHadoop = Jdk.hadoopUgiUnavailable();
+        assumeTrue(noHadoop.isEmpty(), noHadoop::get);
         Process a = driver(4);
         Process b = driver(4);
         Set<Integer> ga = gpus(a);

@@ -1,6 +1,7 @@
 package io.gpusched.yarn;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuHealth;
@@ -8,6 +9,7 @@ import io.gpusched.core.GpuInventories;
 import io.gpusched.core.GpuRequest;
 import io.gpusched.core.host.GpuNode;
 import io.gpusched.core.sim.SimulatedGpuInventory;
+import io.gpusched.testing.Jdk;
 import java.io.IOException;
 import java.net.InetAddress;
 import java.net.ServerSocket;
@@ -16,6 +18,7 @@ import java.time.Duration;
 import java.util.EnumSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Set;
 import java.util.TreeSet;
 import org.apache.hadoop.ipc.RPC;
@@ -55,6 +58,8 @@ class CapacityFollowerTest {
 
     @BeforeEach
     void resourceManager() throws Exception {
+        Optional<String> noHadoop = Jdk.hadoopUgiUnavailable();
+        assumeTrue(noHadoop.isEmpty(), noHadoop::get);
         conf = new YarnConfiguration();
         conf.set(YarnConfiguration.RESOURCE_TYPES, GPU);
         conf.set("yarn.scheduler.capacity.resource-calculator",
