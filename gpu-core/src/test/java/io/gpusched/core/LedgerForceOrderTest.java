@@ -20,10 +20,10 @@ import org.junit.jupiter.api.io.TempDir;
 
 /**
  * Durability seen from outside the code under test: a child JVM runs a durable scheduler under an LD_PRELOAD shim
- * ({@code src/test/resources/fsync-shim/fsync_shim.c}, compiled here with gcc) that logs, in one order, every write to
- * the node ledger file, every {@code fsync}/{@code fdatasync} of it (before and after), and every line the child prints
- * when a change was returned to its caller. The checker below reads only that log: it does not ask the scheduler
- * anything, and the ledger's own force counter plays no part.
+ * ({@code fsync-shim/fsync_shim.c} of gpusched-testing's resources, compiled here with gcc) that logs, in one order,
+ * every write to the node ledger file, every {@code fsync}/{@code fdatasync} of it (before and after), and every line
+ * the child prints when a change was returned to its caller. The checker below reads only that log: it does not ask the
+ * scheduler anything, and the ledger's own force counter plays no part.
  *
  * <p>What must hold: a change is acknowledged only once the bytes of its record were written and a force of the file
  * that began after that write has returned 0; and concurrent changes share forces (group commit), counted as real

@@ -17,6 +17,7 @@ import java.time.Clock;
 import java.time.Duration;
 import java.time.Instant;
 import java.time.LocalDate;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -26,6 +27,7 @@ import java.util.Objects;
 import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.Consumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -43,7 +45,11 @@ import org.slf4j.LoggerFactory;
  * AccountingStore#recover}): what a crash lost (at most one checkpoint interval) is recorded as a {@code gap}, and
  * nothing is counted twice.
  *
- * <p>Thread-safe: sweeps and events may come from different threads.
+ * <p>Thread-safe: sweeps and events may come from different threads. Writes are group-committed: what a sweep or an
+ * event closes is queued in the meter's order (under this sampler's monitor) and written by whichever thread next
+ * takes the store ({@link #write}), which appends everything queued and forces it once; {@link #onEvent} waits for
+ * the force that covers its release's record outside the monitor, so releases of many threads share forces instead
+ * of taking one each, in turn. What a release returns after is on disk, as before.
  */
 public final class AccountingSampler implements AllocationListener, AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(AccountingSampler.class);
@@ -72,8 +78,15 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
     private boolean closed;
     private final List<Consumer<Interval>> intervalListeners =
             new CopyOnWriteArrayList<>();
-    /** records a failed append left, written first by the next one */
+    /** records a failed append left, written first by the next one; guarded by {@link #io} */
     private final List<AccountingRecord> pending = new ArrayList<>();
+    /**
+     * Held by the thread that writes the store (a batch of queued records, housekeeping, the close): the writer is not
+     * thread-safe. Taken inside this sampler's monitor (sweeps) or without it (events), never the other way round.
+     */
+    private final ReentrantLock io = new ReentrantLock();
+    /** records queued for the next batch, in the meter's order; guarded by itself, a leaf lock */
+    private final ArrayDeque<Ticket> queue = new ArrayDeque<>();
     /** Most records kept while the store refuses writes. */
     static final int MAX_PENDING = 100_000;
     /** allocations granted (their events) that no sweep has seen yet */
@@ -142,17 +155,69 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
         intervalListeners.add(Objects.requireNonNull(l, "listener"));
     }
 
-    /**
-     * Appends records, with any a failed append left behind first: a disk that was full or failing loses no interval
-     * the meter already closed (kept in memory up to {@value #MAX_PENDING} records, the oldest dropped past that, with
-     * a warning), and they are written, in order, once the store takes writes again.
-     */
-    private void write(List<? extends AccountingRecord> records) {
-        List<AccountingRecord> batch = records.isEmpty() && pending.isEmpty() ? List.of() : new ArrayList<>(pending);
-        if (batch.isEmpty() && records.isEmpty()) {
-            return;
+    /** Records queued by one caller; {@code done} and {@code error} are written and read under {@link #io}. */
+    private static final class Ticket {
+        final List<? extends AccountingRecord> records;
+        boolean done;
+        RuntimeException error;
+
+        Ticket(List<? extends AccountingRecord> records) {
+            this.records = records;
         }
-        batch.addAll(records);
+    }
+
+    /** Writes records now (queued behind what others queued) and returns once they are forced. */
+    private void write(List<? extends AccountingRecord> records) {
+        awaitForced(enqueue(records));
+    }
+
+    /** Queues records for the next batch; callers hold this sampler's monitor, so the queue keeps the meter's order. */
+    private Ticket enqueue(List<? extends AccountingRecord> records) {
+        Ticket t = new Ticket(records);
+        synchronized (queue) {
+            queue.add(t);
+        }
+        return t;
+    }
+
+    /**
+     * Returns once the batch that holds {@code t} was forced (group commit): the thread that takes the store first
+     * writes everything queued, its own records and those of the threads that queued meanwhile, with one force; they
+     * find theirs done when they get the store. An empty ticket still retries what a failed append left.
+     *
+     * @throws RuntimeException the append's failure, when the batch that held {@code t} could not be written (its
+     *                          records stay queued for the next one)
+     */
+    private void awaitForced(Ticket t) {
+        io.lock();
+        try {
+            if (!t.done) {
+                commitQueued();
+            }
+            if (t.error != null) {
+                throw t.error;
+            }
+        } finally {
+            io.unlock();
+        }
+    }
+
+    /**
+     * Appends every queued record, with any a failed append left behind first, and forces them once (caller holds
+     * {@link #io}): a disk that was full or failing loses no interval the meter already closed (kept in memory up to
+     * {@value #MAX_PENDING} records, the oldest dropped past that, with a warning), and they are written, in order,
+     * once the store takes writes again.
+     */
+    private void commitQueued() {
+        List<Ticket> tickets;
+        synchronized (queue) {
+            tickets = new ArrayList<>(queue);
+            queue.clear();
+        }
+        List<AccountingRecord> batch = new ArrayList<>(pending);
+        for (Ticket t : tickets) {
+            batch.addAll(t.records);
+        }
         try {
             writer.append(batch);
             pending.clear();
@@ -163,7 +228,14 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
                 LOG.warn("accounting: {} records dropped: the store has refused writes for too long", drop);
             }
             pending.addAll(batch.subList(drop, batch.size()));
-            throw e;
+            for (Ticket t : tickets) {
+                t.error = e;
+                t.done = true;
+            }
+            return;
+        }
+        for (Ticket t : tickets) {
+            t.done = true;
         }
         for (AccountingRecord r : batch) {
             if (r instanceof Interval iv) {
@@ -298,6 +370,7 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
         if (cause == null) {
             return;
         }
+        Ticket ticket;
         synchronized (this) {
             if (closed) {
                 return;
@@ -313,10 +386,12 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
                 }
                 last = UsageMeter.unsampled(id, grant.owner(), grant.jobId(), devices, grant.at(), e.at(), cause);
             }
-            if (!last.isEmpty()) {
-                write(last);
+            if (last.isEmpty()) {
+                return;
             }
+            ticket = enqueue(last);
         }
+        awaitForced(ticket); // outside the monitor: releases of other threads queue meanwhile and share this force
     }
 
     /** Writes every open interval now (a checkpoint), e.g. before a planned stop. */
@@ -362,6 +437,7 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
                 today = bound;
             }
         }
+        io.lock();
         try {
             LocalDate oldest = today.minusDays(settings.retention().toDays());
             writer.retain(oldest);
@@ -373,6 +449,8 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
             }
         } catch (RuntimeException e) {
             LOG.warn("accounting: compaction of {} failed: {}", writer.store().directory(), e.toString());
+        } finally {
+            io.unlock();
         }
     }
 
@@ -390,7 +468,12 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
             LOG.warn("accounting: last checkpoint failed: {}", e.toString());
         } finally {
             closed = true;
-            writer.close();
+            io.lock();
+            try {
+                writer.close();
+            } finally {
+                io.unlock();
+            }
         }
     }
 }

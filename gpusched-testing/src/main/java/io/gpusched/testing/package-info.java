@@ -4,6 +4,8 @@
  * {@link io.gpusched.testing.ManualClock}, a clock tests move by hand, {@link io.gpusched.testing.LedgerReader},
  * an independent reader of the node ledger's file by its documented format (a checker: it shares no code with the
  * ledger it checks), and {@link io.gpusched.testing.ClassPathEntry}, class-path entries known by artifact and classes
- * (never by the words in their paths) for tests that build another JVM's class path.
+ * (never by the words in their paths) for tests that build another JVM's class path, and
+ * {@link io.gpusched.testing.FsyncShim}, the durability tests' LD_PRELOAD shim that logs writes, forces and
+ * acknowledgments.
  */
 package io.gpusched.testing;

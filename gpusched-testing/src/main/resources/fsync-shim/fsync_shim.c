@@ -1,8 +1,10 @@
 /*
- * An LD_PRELOAD shim for the ledger durability tests (LedgerForceOrderTest): it interposes write, pwrite, pwrite64,
- * writev, pwritev, fsync and fdatasync and logs, in the order they happen, what reaches one file (the node ledger,
- * named by FSYNC_SHIM_FILE) and what the process prints on its standard output. No ptrace, no seccomp: the dynamic
- * linker resolves these libc calls to this library first, and each forwards to the next definition (RTLD_NEXT).
+ * An LD_PRELOAD shim for the durability tests (gpu-core's LedgerForceOrderTest, gpusched-accounting's
+ * ReleaseRecordCrashTest; kept in gpusched-testing so both find it on their test class path): it interposes write,
+ * pwrite, pwrite64, writev, pwritev, fsync and fdatasync and logs, in the order they happen, what reaches one file (the
+ * node ledger or an accounting journal, named by FSYNC_SHIM_FILE) and what the process prints on its standard output.
+ * No ptrace, no seccomp: the dynamic linker resolves these libc calls to this library first, and each forwards to the
+ * next definition (RTLD_NEXT).
  *
  * Environment: FSYNC_SHIM_LOG   the log file (appended to, one entry per write(2) with O_APPEND, so entries of
  *                               concurrent threads never interleave);
