@@ -1,9 +1,13 @@
 package io.gpusched.core;
 
 /**
- * Receives audit events from a {@link GpuScheduler}. Called on the thread that made the change, after the change is
- * visible; events of concurrent calls may interleave. An exception thrown here is logged and does not affect the
- * scheduler.
+ * Receives audit events from a {@link GpuScheduler}, after the change is visible and outside the scheduler's locks,
+ * one at a time and in the order the changes were applied (with a node ledger: the ledger's order, changes of other
+ * processes included): an allocation's grant always comes before its release, renewal or expiry. Usually called on
+ * the thread that made the change; while another thread is delivering earlier events, that thread delivers these
+ * too, and the change's call may return before they are delivered. Events that are not changes (a refusal, a health
+ * change) are called on the thread that saw them. A listener should not block: delivery waits for it. An exception
+ * thrown here is logged and does not affect the scheduler.
  */
 @FunctionalInterface
 public interface AllocationListener {

@@ -1,7 +1,9 @@
 package io.gpusched.core;
 
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
@@ -80,6 +82,13 @@ final class Ledger implements AutoCloseable {
     private final Consumer<List<AllocationEvent>> events;
     private final Runnable changed;
     private final ReentrantLock lock = new ReentrantLock();
+    /** Tickets of transactions, in the order they were applied (under {@link #lock}). */
+    private long ticketsIssued;
+    /** Guards {@link #undelivered}, {@link #nextToDeliver} and {@link #deliverer}. */
+    private final Object delivery = new Object();
+    private final Map<Long, List<AllocationEvent>> undelivered = new HashMap<>();
+    private long nextToDeliver;
+    private Thread deliverer;
     private final ConcurrentLinkedQueue<Pending<?>> queue = new ConcurrentLinkedQueue<>();
     /**
      * Group commit: the changes queued while one batch is being written and forced wait on this monitor, not on
@@ -144,6 +153,7 @@ final class Ledger implements AutoCloseable {
     <T> T commit(Change<T> change) {
         Pending<T> p = new Pending<>(change);
         List<AllocationEvent> out = new ArrayList<>();
+        long ticket = -1;
         if (file == null) {
             lock.lock();
             try {
@@ -153,6 +163,7 @@ final class Ledger implements AutoCloseable {
                     published = state.snapshot();
                     changed.run();
                 }
+                ticket = ticketsIssued++;
             } finally {
                 lock.unlock();
             }
@@ -169,6 +180,7 @@ final class Ledger implements AutoCloseable {
                     try {
                         long t0 = System.nanoTime();
                         batch(out);
+                        ticket = ticketsIssued++;
                         long t = System.nanoTime() - t0;
                         long avg = batchNanos;
                         batchNanos = avg == 0 ? t : avg + (t - avg) / 8;
@@ -183,13 +195,55 @@ final class Ledger implements AutoCloseable {
                 }
             }
         }
-        if (!out.isEmpty()) {
-            events.accept(out);
+        if (ticket >= 0) {
+            deliver(ticket, out);
         }
         if (p.error != null) {
             throw p.error;
         }
         return p.result;
+    }
+
+    /**
+     * Hands the events of the transaction that took {@code ticket} to {@link #events}, after those of every earlier
+     * transaction: the threads that applied them leave the lock in any order, and a listener (the accounting sampler,
+     * the console) must never see an allocation released before it saw it granted. The thread that finds no delivery
+     * running delivers what is ready in ticket order (its own, and others' handed over meanwhile) outside every lock;
+     * a thread whose turn has not come, or that changes the ledger from inside a listener, leaves its events to that
+     * thread and returns.
+     */
+    private void deliver(long ticket, List<AllocationEvent> out) {
+        synchronized (delivery) {
+            undelivered.put(ticket, out);
+            if (deliverer != null) {
+                return;
+            }
+            deliverer = Thread.currentThread();
+        }
+        boolean done = false;
+        try {
+            while (true) {
+                List<AllocationEvent> next;
+                synchronized (delivery) {
+                    next = undelivered.remove(nextToDeliver);
+                    if (next == null) {
+                        deliverer = null;
+                        done = true;
+                        return;
+                    }
+                    nextToDeliver++;
+                }
+                if (!next.isEmpty()) {
+                    events.accept(next); // the scheduler's fire: each listener's failure is caught there
+                }
+            }
+        } finally {
+            if (!done) { // an Error left the loop: the next transaction's thread delivers what is left
+                synchronized (delivery) {
+                    deliverer = null;
+                }
+            }
+        }
     }
 
     /**
