@@ -25,7 +25,10 @@ import java.util.concurrent.TimeUnit;
 public final class CudaDeviceQuery {
     /** The driver API library every NVIDIA driver installs. */
     public static final String DRIVER_LIBRARY = "libcuda.so.1";
-    private static final int MAX_OUTPUT = 1 << 16;
+    /** Most bytes of the query process's protocol lines kept; the rest of its output is read and discarded. */
+    static final int MAX_OUTPUT = 1 << 16;
+    /** Longest line of the query process's output kept; longer lines are read and discarded. */
+    static final int MAX_LINE = 4096;
 
     private CudaDeviceQuery() {
     }
@@ -78,6 +81,7 @@ public final class CudaDeviceQuery {
             }
         }
         cmd.addAll(List.of("-cp", classPath(), CudaDriverQueryMain.class.getName(), library));
+        // stderr goes nowhere (no pipe to fill); stdout is read as it comes (OutputLines)
         ProcessBuilder pb = new ProcessBuilder(cmd).redirectError(ProcessBuilder.Redirect.DISCARD);
         Map<String, String> env = pb.environment();
         env.remove("JAVA_TOOL_OPTIONS");
@@ -85,30 +89,149 @@ public final class CudaDeviceQuery {
         env.remove("_JAVA_OPTIONS");
         env.put("CUDA_VISIBLE_DEVICES", String.join(",", visibleDevices));
         env.put("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
+        return query(pb, timeout);
+    }
+
+    /**
+     * Runs the query process and reads its output while it runs (a child that prints more than a pipe holds neither
+     * blocks nor grows this process's memory: {@link OutputLines}).
+     *
+     * @param pb      the query process, its stderr already redirected away from a pipe
+     * @param timeout how long it may take before it (and whatever it started) is killed and the query FAILED
+     * @return the outcome
+     */
+    static Result query(ProcessBuilder pb, Duration timeout) {
         Process p;
         try {
             p = pb.start();
         } catch (IOException e) {
             return new Result(Status.FAILED, List.of(), "the query process could not start: " + e.getMessage());
         }
+        OutputLines out = new OutputLines(p.getInputStream());
+        Thread reader = new Thread(out, "cuda-query-output");
+        reader.setDaemon(true);
+        reader.start();
         try {
             if (!p.waitFor(timeout.toMillis(), TimeUnit.MILLISECONDS)) {
-                p.destroyForcibly().waitFor(10, TimeUnit.SECONDS);
+                kill(p);
                 return new Result(Status.FAILED, List.of(), "the CUDA driver did not answer within "
-                        + timeout.toSeconds() + " s (the query process was killed)");
+                        + timeout.toSeconds() + " s (the query process was killed)" + out.discardedNote());
             }
-            String out;
-            try (InputStream in = p.getInputStream()) {
-                out = new String(in.readNBytes(MAX_OUTPUT), StandardCharsets.UTF_8);
+            // the rest of its output is in the pipe already, unless something it started still holds the pipe open
+            reader.join(TimeUnit.SECONDS.toMillis(READ_AFTER_EXIT_SECONDS));
+            if (reader.isAlive()) {
+                kill(p);
+                return new Result(Status.FAILED, List.of(), "the query process exited " + p.exitValue()
+                        + " but its output did not end within " + READ_AFTER_EXIT_SECONDS
+                        + " s (a process it started keeps writing)" + out.discardedNote());
             }
-            return parse(out, p.exitValue());
+            if (out.failure() != null) {
+                return new Result(Status.FAILED, List.of(), "reading the query process failed: "
+                        + out.failure().getMessage());
+            }
+            return parse(out.kept(), p.exitValue());
         } catch (InterruptedException e) {
-            p.destroyForcibly();
+            kill(p);
             Thread.currentThread().interrupt();
             return new Result(Status.FAILED, List.of(), "interrupted");
-        } catch (IOException e) {
-            p.destroyForcibly();
-            return new Result(Status.FAILED, List.of(), "reading the query process failed: " + e.getMessage());
+        }
+    }
+
+    /** How long the output is read after the query process exited. */
+    static final int READ_AFTER_EXIT_SECONDS = 5;
+
+    private static void kill(Process p) {
+        p.descendants().forEach(ProcessHandle::destroyForcibly);
+        p.destroyForcibly();
+        try {
+            p.waitFor(10, TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        try {
+            p.getInputStream().close();
+        } catch (IOException ignored) {
+            // the reader is a daemon thread and ends with the pipe
+        }
+    }
+
+    /**
+     * Reads the query process's stdout as it comes, keeping only the lines of the query's protocol ({@code nolib},
+     * {@code error}, {@code count}, {@code uuid}) of at most {@value #MAX_LINE} bytes each, and at most
+     * {@value #MAX_OUTPUT} bytes of them in all: whatever else a driver library prints (to the same stdout) is read
+     * and discarded, so the child never blocks on a full pipe and this process keeps a bounded amount.
+     */
+    static final class OutputLines implements Runnable {
+        private final InputStream in;
+        private final StringBuilder kept = new StringBuilder();
+        private final byte[] line = new byte[MAX_LINE];
+        private int length;
+        private boolean overlong;
+        private long discarded;
+        private volatile IOException failure;
+
+        OutputLines(InputStream in) {
+            this.in = in;
+        }
+
+        @Override
+        public void run() {
+            byte[] buf = new byte[8192];
+            try (in) {
+                int n;
+                while ((n = in.read(buf)) > 0) {
+                    accept(buf, n);
+                }
+                if (length > 0 || overlong) {
+                    endLine();
+                }
+            } catch (IOException e) {
+                failure = e;
+            }
+        }
+
+        synchronized void accept(byte[] buf, int n) {
+            for (int i = 0; i < n; i++) {
+                byte b = buf[i];
+                if (b == '\n') {
+                    endLine();
+                } else if (length < MAX_LINE) {
+                    line[length++] = b;
+                } else {
+                    overlong = true;
+                }
+            }
+        }
+
+        private void endLine() {
+            String s = new String(line, 0, length, StandardCharsets.UTF_8);
+            boolean protocol = s.startsWith("nolib ") || s.startsWith("error ") || s.startsWith("count ")
+                    || s.startsWith("uuid ");
+            if (!overlong && protocol && kept.length() + length + 1 <= MAX_OUTPUT) {
+                kept.append(s).append('\n');
+            } else {
+                discarded += length + 1;
+            }
+            length = 0;
+            overlong = false;
+        }
+
+        /** @return the protocol lines kept, each ending in a newline */
+        synchronized String kept() {
+            return kept.toString();
+        }
+
+        /** @return how many bytes were read and not kept (counting a cut line's kept part) */
+        synchronized long discarded() {
+            return discarded;
+        }
+
+        IOException failure() {
+            return failure;
+        }
+
+        synchronized String discardedNote() {
+            return discarded == 0 ? "" : "; " + discarded + " bytes of other output were discarded";
         }
     }
 

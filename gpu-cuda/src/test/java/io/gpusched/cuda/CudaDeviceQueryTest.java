@@ -117,4 +117,45 @@ class CudaDeviceQueryTest {
         assertThat(CudaDeviceQuery.parse("count 1\nuuid " + A + "\n", 0).uuids()).containsExactly(A);
         assertThat(CudaDeviceQuery.parse("count 0\n", 0).status()).isEqualTo(Status.ANSWERED);
     }
+
+    /** A stand-in for the query process: a shell script, its stderr sent nowhere as the query's is. */
+    private static ProcessBuilder script(String sh) {
+        return new ProcessBuilder("/bin/sh", "-c", sh).redirectError(ProcessBuilder.Redirect.DISCARD);
+    }
+
+    @Test
+    void aChildPrintingAMebibyteBeforeItsAnswerIsReadWhileItRuns() {
+        // 1 MiB of driver chatter (16x a pipe's 64 KiB): in lines, and as one line without an end, then the answer;
+        // read only after the child's exit, the child blocked on the full pipe and the query timed out
+        Result r = CudaDeviceQuery.query(script("i=0; while [ $i -lt 8192 ]; do"
+                + " echo 'libcuda: some chatter of the driver, sixty-four bytes a line .........'; i=$((i+1)); done;"
+                + " head -c 524288 /dev/zero | tr '\\0' x; echo; echo 'count 1'; echo 'uuid " + A + "'"),
+                Duration.ofSeconds(60));
+        assertThat(r.status()).as(r.toString()).isEqualTo(Status.ANSWERED);
+        assertThat(r.uuids()).containsExactly(A);
+    }
+
+    @Test
+    void aChildPrintingForeverEndsByTheTimeoutWithBoundedOutputKept() {
+        // protocol-looking lines forever: they are kept up to the cap, the rest read and discarded until the timeout
+        Result r = CudaDeviceQuery.query(script("yes 'uuid " + A + "'"), Duration.ofSeconds(3));
+        assertThat(r.status()).isEqualTo(Status.FAILED);
+        assertThat(r.message()).startsWith("the CUDA driver did not answer within 3 s (the query process was killed)")
+                .contains("bytes of other output were discarded");
+    }
+
+    @Test
+    void theOutputKeptIsBoundedWhateverTheChildPrints() {
+        CudaDeviceQuery.OutputLines lines = new CudaDeviceQuery.OutputLines(InputStream.nullInputStream());
+        byte[] uuidLines = ("uuid " + A + "\n").repeat(1000).getBytes(StandardCharsets.UTF_8);
+        byte[] longLine = "count 1".concat("0".repeat(10_000)).getBytes(StandardCharsets.UTF_8);
+        for (int i = 0; i < 2000; i++) { // 90 MB of lines that look like answers, and lines over the line limit
+            lines.accept(uuidLines, uuidLines.length);
+            lines.accept(longLine, longLine.length);
+            lines.accept(new byte[]{'\n'}, 1);
+        }
+        assertThat(lines.kept().length()).isLessThanOrEqualTo(CudaDeviceQuery.MAX_OUTPUT);
+        assertThat(lines.kept()).doesNotContain("count 1");
+        assertThat(lines.discarded()).isGreaterThan(80_000_000L);
+    }
 }

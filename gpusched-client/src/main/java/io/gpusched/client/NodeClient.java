@@ -103,8 +103,9 @@ public interface NodeClient extends AutoCloseable {
     List<QueueEntry> queue();
 
     /**
-     * Changes as they come: calls {@code each} with the node's GPUs at once, then whenever they change (through the
-     * service, as it samples them; locally, every {@code interval}), until {@code each} returns false or the thread is
+     * Changes as they come: calls {@code each} with the node's GPUs, each with the allocations holding it, at once,
+     * then whenever they change (through the service: as it samples them, and as allocations begin, end or change,
+     * from its event stream; locally, every {@code interval}), until {@code each} returns false or the thread is
      * interrupted.
      *
      * @param interval how often to sample the node locally

@@ -365,7 +365,7 @@ public final class ServiceClient implements NodeClient {
                 throw unexpected(a, r, 200, "read", "events");
             }
             c.limits(WATCH_IDLE.toNanos(), Long.MAX_VALUE);
-            List<DeviceView> devices = null;
+            WatchState state = new WatchState(socket, maxAnswerBytes);
             String event = "message";
             StringBuilder data = new StringBuilder();
             while (true) {
@@ -377,14 +377,9 @@ public final class ServiceClient implements NodeClient {
                             null);
                 }
                 if (line.isEmpty()) {
-                    if (data.length() > 0) {
-                        List<DeviceView> next = onEvent(r, event, data.toString(), devices);
-                        if (next != null) {
-                            devices = next;
-                            if (!each.test(new NodeSnapshot(devices))) {
-                                return;
-                            }
-                        }
+                    if (data.length() > 0 && onEvent(r, event, data.toString(), state)
+                            && !each.test(new NodeSnapshot(state.devices()))) {
+                        return;
                     }
                     event = "message";
                     data.setLength(0);
@@ -408,37 +403,38 @@ public final class ServiceClient implements NodeClient {
         }
     }
 
-    /** @return the devices after this event, or null when it changes none (or comes before the first state) */
-    private List<DeviceView> onEvent(Replies r, String event, String data, List<DeviceView> devices) {
+    /**
+     * Applies an event of the stream to what the watch knows: the {@code state} (and the pages its {@code truncated}
+     * marker names, read at once), a {@code delta}, a {@code tick}'s metrics.
+     *
+     * @return whether it makes a frame (any of those, once the state came)
+     */
+    private boolean onEvent(Replies r, String event, String data, WatchState state) {
         switch (event) {
             case "state" -> {
-                JsonNode o = r.json().object(r.json().parse(data), "a state event");
-                return r.devices(o.get("devices"));
+                String rest = state.state(r, r.json().parse(data));
+                if (rest != null) {
+                    String list = API + "/allocations";
+                    state.rest(r, pages(sameList(rest, list, r), "the allocations a state event left out"));
+                }
+                return true;
+            }
+            case "delta" -> {
+                if (!state.started()) {
+                    throw r.json().bad("a delta event before the state event");
+                }
+                state.delta(r, r.json().parse(data));
+                return true;
             }
             case "tick" -> {
-                if (devices == null) {
-                    return null;
+                if (!state.started()) {
+                    return false;
                 }
-                JsonNode o = r.json().object(r.json().parse(data), "a tick event");
-                List<DeviceView> out = new ArrayList<>(devices);
-                for (JsonNode p : r.json().array(o.get("points"), "\"points\"")) {
-                    int gpu = r.json().int32(p, "gpu", 0, Integer.MAX_VALUE);
-                    JsonNode pt = r.json().object(p.get("point"), "\"point\"");
-                    for (int i = 0; i < out.size(); i++) {
-                        DeviceView d = out.get(i);
-                        if (d.index() == gpu) {
-                            out.set(i, new DeviceView(d.index(), d.uuid(), d.name(), d.vendor(), d.pciBusId(),
-                                    d.memoryTotalBytes(), r.json().integerOrNull(pt, "memUsed"),
-                                    r.json().numberOrNull(pt, "util"), r.json().numberOrNull(pt, "temp"),
-                                    r.json().numberOrNull(pt, "power"), d.health(), d.healthReason(), d.pool(),
-                                    d.poolReason(), d.reservableBytes(), d.holders()));
-                        }
-                    }
-                }
-                return out;
+                state.tick(r, r.json().parse(data));
+                return true;
             }
             default -> {
-                return null;
+                return false;
             }
         }
     }

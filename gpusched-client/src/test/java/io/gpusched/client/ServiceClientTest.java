@@ -22,9 +22,11 @@ import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Base64;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.TreeMap;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -306,6 +308,99 @@ class ServiceClientTest {
         assertThat(frames.get(1).devices().get(2).memoryUsedBytes()).isEqualTo(1024L);
         assertThat(frames.get(1).devices().get(1)).isEqualTo(frames.get(0).devices().get(1));
         assertThat(service.requests().get(0).target()).isEqualTo("/api/v1/events");
+    }
+
+    /** @return the devices as the event stream sends them: gpu-core's device view without holders */
+    private List<Map<String, Object>> streamDevices() {
+        List<Map<String, Object>> devices = new ArrayList<>();
+        for (DeviceView d : DeviceView.of(scheduler.devices(), List.of(), Instant.now())) {
+            Map<String, Object> m = new LinkedHashMap<>(d.toMap());
+            m.remove("holders");
+            devices.add(m);
+        }
+        return devices;
+    }
+
+    private static Map<String, Object> view(Allocation a) {
+        return AllocationView.of(a, Instant.now()).toMap();
+    }
+
+    /** @return the ids and owners of each GPU's holders in a frame, e.g. {@code {0=[a-1 alice], 1=[]}} */
+    private static Map<Integer, List<String>> holders(NodeSnapshot s) {
+        Map<Integer, List<String>> out = new TreeMap<>();
+        for (DeviceView d : s.devices()) {
+            out.put(d.index(), d.holders().stream().map(h -> h.id() + " " + h.owner()).toList());
+        }
+        return out;
+    }
+
+    @Test
+    void watchShowsEachGpusHoldersAndAppliesDeltasAsTheyCome() throws Exception {
+        Allocation alices = scheduler.allocate(GpuRequest.builder().deviceIndices(0, 1).owner("alice").build());
+        Allocation bobs = scheduler.allocate(GpuRequest.builder().deviceIndices(5).owner("bob").build());
+        String state = json(Map.of("devices", streamDevices(), "allocations", List.of(view(alices))));
+        Map<String, Object> gpu5 = streamDevices().get(5);
+        gpu5.put("pool", "DRAINING");
+        gpu5.put("poolReason", "drained by root");
+        String upsert = json(Map.of("devices", List.of(gpu5), "allocations", Map.of("upsert", List.of(view(bobs)),
+                "remove", List.of())));
+        String remove = json(Map.of("devices", List.of(), "allocations", Map.of("upsert", List.of(),
+                "remove", List.of(alices.id(), "a-never-seen"))));
+        serve((r, x) -> {
+            x.raw("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream; charset=utf-8\r\n\r\n");
+            x.raw("event: state\ndata: " + state + "\n\n");
+            x.raw("event: delta\ndata: " + upsert + "\n\n");
+            x.raw("event: delta\ndata: " + upsert + "\n\n"); // applied twice: the same state
+            x.raw("event: tick\ndata: {\"t\":1,\"points\":[{\"gpu\":5,\"point\":{\"util\":42.0}}]}\n\n");
+            x.raw("event: delta\ndata: " + remove + "\n\n");
+            Thread.sleep(60_000);
+        });
+        List<NodeSnapshot> frames = new ArrayList<>();
+        client.watch(Duration.ofSeconds(1), f -> {
+            frames.add(f);
+            return frames.size() < 5;
+        });
+        assertThat(frames).hasSize(5);
+        assertThat(holders(frames.get(0))).containsEntry(0, List.of(alices.id() + " alice"))
+                .containsEntry(1, List.of(alices.id() + " alice")).containsEntry(5, List.of());
+        assertThat(frames.get(0).devices().get(0).exclusiveHolder()).contains(alices.id());
+        assertThat(holders(frames.get(1))).containsEntry(0, List.of(alices.id() + " alice"))
+                .containsEntry(5, List.of(bobs.id() + " bob"));
+        assertThat(frames.get(1).devices().get(5).pool()).isEqualTo("DRAINING");
+        assertThat(frames.get(2)).isEqualTo(frames.get(1));
+        assertThat(frames.get(3).devices().get(5).utilizationPercent()).isEqualTo(42.0);
+        assertThat(holders(frames.get(3))).containsEntry(5, List.of(bobs.id() + " bob"));
+        assertThat(holders(frames.get(4))).containsEntry(0, List.of()).containsEntry(1, List.of())
+                .containsEntry(5, List.of(bobs.id() + " bob"));
+    }
+
+    @Test
+    void watchReadsTheAllocationsAStateEventLeftOutFromTheListsPages() throws Exception {
+        List<Allocation> made = new ArrayList<>();
+        for (int i = 0; i < 3; i++) {
+            made.add(scheduler.allocate(GpuRequest.builder().deviceIndices(i).owner("u" + i).build()));
+        }
+        String state = json(Map.of("devices", streamDevices(), "allocations", List.of(view(made.get(0))),
+                "truncated", Map.of("reason", "STATE_EVENT_BOUND", "allocationsSent", 1, "allocationsTotal", 3,
+                        "maxBytes", 100, "rest", "/api/v1/allocations?after=" + made.get(0).id() + "&limit=500")));
+        serve((r, x) -> {
+            if (r.target().startsWith("/api/v1/allocations?after=" + made.get(0).id())) {
+                x.json(200, json(List.of(view(made.get(1))))).close();
+                return;
+            }
+            x.raw("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream; charset=utf-8\r\n\r\n");
+            x.raw("event: state\ndata: " + state + "\n\n");
+            Thread.sleep(60_000);
+        });
+        List<NodeSnapshot> frames = new ArrayList<>();
+        client.watch(Duration.ofSeconds(1), f -> {
+            frames.add(f);
+            return false;
+        });
+        assertThat(holders(frames.get(0))).containsEntry(0, List.of(made.get(0).id() + " u0"))
+                .containsEntry(1, List.of(made.get(1).id() + " u1")).containsEntry(2, List.of());
+        assertThat(service.requests()).extracting(UnixHttpStandIn.Request::target).containsExactly("/api/v1/events",
+                "/api/v1/allocations?after=" + made.get(0).id() + "&limit=500");
     }
 
     @Test

@@ -7,6 +7,7 @@ import io.gpusched.accounting.AccountingSampler;
 import io.gpusched.accounting.AccountingSettings;
 import io.gpusched.accounting.AccountingStore;
 import io.gpusched.accounting.HostIdleEffects;
+import io.gpusched.core.Allocation;
 import io.gpusched.core.AllocationEvent;
 import io.gpusched.core.AllocationListener;
 import io.gpusched.core.GpuException;
@@ -22,6 +23,7 @@ import java.net.InetSocketAddress;
 import java.nio.file.Path;
 import java.time.Clock;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -295,6 +297,20 @@ public final class ConsoleServer implements AutoCloseable {
      */
     public static void keepOpen(HttpExchange exchange) {
         Exchanges.keepOpen(exchange);
+    }
+
+    /**
+     * The one allocation shape as the console answers with it (a single allocation, a list's, an event's): gpu-core's
+     * {@code AllocationView} with the owner, job id and labels bounded (256 bytes each, at most 32
+     * labels) and two fields saying what was cut, {@code truncatedFields} and {@code labelsOmitted} (docs/SERVICE.md),
+     * for a host's routes that answer with an allocation (the node service's).
+     *
+     * @param allocation the allocation
+     * @param now        when the view is taken (whether its lease has ended)
+     * @return the allocation's JSON fields, in order, for Jackson to write
+     */
+    public static Map<String, Object> allocationView(Allocation allocation, Instant now) {
+        return Views.allocation(allocation, now);
     }
 
     /** @return this build's version, as {@code /api/v1/node} reports it (from the build, not a literal) */

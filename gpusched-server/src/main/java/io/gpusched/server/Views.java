@@ -131,27 +131,60 @@ final class Views {
         return out;
     }
 
-    /** @return the allocation in the one allocation shape ({@link AllocationView}) */
+    /** @return the allocation in the one allocation shape ({@link AllocationView}), {@link #bounded} */
     static Map<String, Object> allocation(Allocation a) {
-        return bounded(AllocationView.of(a, Instant.now()).toMap());
+        return allocation(a, Instant.now());
     }
 
     /**
-     * @return the allocation shape with its owner, job id and labels {@link #bounded}: whatever the ledger holds, the
-     *     console's answers and events stay bounded
+     * @param now when the view is taken (whether its lease has ended)
+     * @return the allocation in the one allocation shape ({@link AllocationView}), {@link #bounded}
+     */
+    static Map<String, Object> allocation(Allocation a, Instant now) {
+        return bounded(AllocationView.of(a, now).toMap());
+    }
+
+    /** Field of a bounded allocation: the names of the fields whose values were cut (empty when none was). */
+    static final String TRUNCATED_FIELDS = "truncatedFields";
+    /** Field of a bounded allocation: how many labels were left out (past {@value #MAX_LABELS}). */
+    static final String LABELS_OMITTED = "labelsOmitted";
+
+    /**
+     * @return the allocation shape with its owner, job id and labels {@link #bounded} (at most {@value #MAX_LABELS}
+     *     labels): whatever the ledger holds, the console's answers and events stay bounded; it says what was cut:
+     *     {@value #TRUNCATED_FIELDS} names each field cut ({@code owner}, {@code jobId}, and {@code labels} when a key
+     *     or value was cut or labels were left out) and {@value #LABELS_OMITTED} counts the labels left out
      */
     static Map<String, Object> bounded(Map<String, Object> allocation) {
         Map<String, Object> v = new LinkedHashMap<>(allocation);
+        List<String> cut = new ArrayList<>();
         for (String k : List.of("owner", "jobId")) {
             if (v.get(k) instanceof String s) {
-                v.put(k, bounded(s));
+                String b = bounded(s);
+                if (!b.equals(s)) {
+                    cut.add(k);
+                }
+                v.put(k, b);
             }
         }
+        int omitted = 0;
         if (v.get("labels") instanceof Map<?, ?> l) {
             Map<String, String> labels = new LinkedHashMap<>();
             l.forEach((key, value) -> labels.put(String.valueOf(key), String.valueOf(value)));
-            v.put("labels", labels(labels));
+            Map<String, String> kept = labels(labels);
+            omitted = labels.size() - kept.size();
+            boolean labelCut = omitted > 0;
+            for (Map.Entry<String, String> e : labels.entrySet()) {
+                labelCut = labelCut || !bounded(e.getKey()).equals(e.getKey())
+                        || !bounded(e.getValue()).equals(e.getValue());
+            }
+            if (labelCut) {
+                cut.add("labels");
+            }
+            v.put("labels", kept);
         }
+        v.put(TRUNCATED_FIELDS, cut);
+        v.put(LABELS_OMITTED, omitted);
         return v;
     }
 

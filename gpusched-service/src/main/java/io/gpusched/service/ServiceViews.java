@@ -2,6 +2,7 @@ package io.gpusched.service;
 
 import io.gpusched.core.Allocation;
 import io.gpusched.core.AllocationView;
+import io.gpusched.server.ConsoleServer;
 import java.time.Instant;
 import java.util.LinkedHashMap;
 import java.util.Map;
@@ -13,10 +14,11 @@ final class ServiceViews {
 
     /**
      * @return the allocation in gpu-core's one shape ({@link AllocationView#toMap()}, the OpenAPI document's
-     *     {@code Allocation}), as the console writes it
+     *     {@code Allocation}), bounded as the console writes it ({@link ConsoleServer#allocationView}: owner, job id
+     *     and labels cut, {@code truncatedFields} and {@code labelsOmitted} saying what was), whatever the request held
      */
     static Map<String, Object> allocation(Allocation a, Instant now) {
-        return AllocationView.of(a, now).toMap();
+        return ConsoleServer.allocationView(a, now);
     }
 
     static Map<String, Object> queueEntry(FairQueue.View q) {

@@ -19,7 +19,8 @@ import org.junit.jupiter.api.io.TempDir;
 /**
  * The node service's allocations are gpu-core's one shape ({@link AllocationView}, the OpenAPI document's
  * {@code Allocation}, which gpusched-cli's {@code AllocationSchemaTest} checks field for field): the same names in
- * the same order, the placement certificate among them, on the service's own routes over its socket.
+ * the same order, the placement certificate among them, on the service's own routes over its socket, and after them
+ * the two fields of every bounded answer ({@code truncatedFields}, {@code labelsOmitted}).
  */
 class ServiceAllocationShapeTest {
     private static final ObjectMapper JSON = new ObjectMapper();
@@ -33,6 +34,7 @@ class ServiceAllocationShapeTest {
             Allocation a = bed.scheduler.allocate(GpuRequest.builder().count(2).owner("alice")
                     .maxDuration(Duration.ofHours(1)).label("team", "vision").build());
             List<String> names = new ArrayList<>(AllocationView.of(a, Instant.now()).toMap().keySet());
+            names.addAll(List.of("truncatedFields", "labelsOmitted")); // what the console's bound cut (nothing here)
             ServiceBed.Answer list = bed.curl(null, "http://localhost/api/v1/allocations");
             assertThat(list.status()).as(list.body()).isEqualTo(200);
             ServiceBed.Answer one = bed.curl(null, "http://localhost/api/v1/allocations/" + a.id());

@@ -271,4 +271,82 @@ class ServiceClientAttackTest {
             throw new AssertionError(e);
         }
     }
+
+    private static String device(int index) {
+        return "{\"index\":" + index + ",\"uuid\":\"GPU-" + index + "\",\"name\":\"sim\",\"vendor\":\"NVIDIA\","
+                + "\"health\":\"HEALTHY\",\"pool\":\"IN_POOL\"}";
+    }
+
+    private static String allocation(String id, int device, String padding) {
+        return "{\"id\":\"" + id + "\",\"owner\":\"mallory\",\"devices\":[" + device + "],\"uuids\":[\"GPU-" + device
+                + "\"],\"sharing\":\"SHARED\",\"createdAt\":\"2026-11-29T10:00:00Z\",\"labels\":{\"pad\":\""
+                + padding + "\"}}";
+    }
+
+    private static final String TWO_GPUS = "{\"devices\":[" + device(0) + "," + device(1) + "],\"allocations\":[]}";
+
+    /** A service whose event stream is a state of two GPUs (unless {@code state} is null) and then {@code events}. */
+    private ServiceClient stream(String state, String... events) throws Exception {
+        UnixHttpStandIn.Handler h = (r, x) -> {
+            x.raw("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n");
+            if (state != null) {
+                x.raw("event: state\ndata: " + state + "\n\n");
+            }
+            for (String e : events) {
+                x.raw(e + "\n\n");
+            }
+            Thread.sleep(30_000);
+        };
+        return service == null ? serve(h) : serveAgain(h);
+    }
+
+    private static void watch(ServiceClient c) throws InterruptedException {
+        c.watch(Duration.ofSeconds(1), frame -> true);
+    }
+
+    @Test
+    void aHostileEventStreamIsATypedErrorNotACrashOrAGrowingMap() throws Exception {
+        ServiceClient c = stream(TWO_GPUS, "event: delta\ndata: {\"devices\":[" + device(99) + "],\"allocations\":"
+                + "{\"upsert\":[],\"remove\":[]}}");
+        fails(Kind.BAD_ANSWER, service.socket(), () -> watch(c), "a delta event for GPU 99", "did not list");
+        ServiceClient onUnknown = stream(TWO_GPUS, "event: delta\ndata: {\"devices\":[],\"allocations\":"
+                + "{\"upsert\":[" + allocation("a-1", 42, "") + "],\"remove\":[]}}");
+        fails(Kind.BAD_ANSWER, service.socket(), () -> watch(onUnknown), "a-1", "GPU 42");
+        ServiceClient notAnObject = stream(TWO_GPUS, "event: delta\ndata: {\"devices\":[],\"allocations\":[]}");
+        fails(Kind.BAD_ANSWER, service.socket(), () -> watch(notAnObject), "\"allocations\" of a delta event");
+        ServiceClient numbers = stream(TWO_GPUS, "event: delta\ndata: {\"devices\":[],\"allocations\":"
+                + "{\"upsert\":[],\"remove\":[1,2]}}");
+        fails(Kind.BAD_ANSWER, service.socket(), () -> watch(numbers), "\"remove\"");
+        ServiceClient notJson = stream(TWO_GPUS, "event: delta\ndata: {\"devices\":");
+        fails(Kind.BAD_ANSWER, service.socket(), () -> watch(notJson));
+        ServiceClient early = stream(null, "event: delta\ndata: {\"devices\":[],\"allocations\":"
+                + "{\"upsert\":[],\"remove\":[]}}");
+        fails(Kind.BAD_ANSWER, service.socket(), () -> watch(early), "before the state event");
+        ServiceClient twice = stream("{\"devices\":[" + device(0) + "," + device(0) + "],\"allocations\":[]}");
+        fails(Kind.BAD_ANSWER, service.socket(), () -> watch(twice), "GPU 0 twice");
+        ServiceClient elsewhere = stream("{\"devices\":[" + device(0) + "],\"allocations\":[],\"truncated\":"
+                + "{\"rest\":\"http://elsewhere.example/api/v1/allocations?after=x\"}}");
+        fails(Kind.BAD_ANSWER, service.socket(), () -> watch(elsewhere), "not a page of /api/v1/allocations");
+    }
+
+    @Test
+    void anEndlessStreamOfNewAllocationsEndsTheWatchAtTheAnswerLimit() throws Exception {
+        // each delta is small (well within the 64 KiB answer limit), but every one brings an allocation never removed:
+        // 2,000 of them (2.2 MB), then the stream ends (a client that kept them all would see the end, not the limit)
+        String pad = "x".repeat(1000);
+        ServiceClient c = serve((r, x) -> {
+            x.raw("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n");
+            x.raw("event: state\ndata: " + TWO_GPUS + "\n\n");
+            for (int i = 0; i < 2000; i++) {
+                x.raw("event: delta\ndata: {\"devices\":[],\"allocations\":{\"upsert\":[" + allocation("a-" + i, i % 2,
+                        pad) + "],\"remove\":[]}}\n\n");
+            }
+        });
+        int[] frames = {0};
+        fails(Kind.ANSWER_TOO_LARGE, service.socket(), () -> c.watch(Duration.ofSeconds(1), f -> {
+            frames[0]++;
+            return true;
+        }), "streamed more allocations than the client's limit of 65536 bytes");
+        assertThat(frames[0]).as("frames before the limit (one a delta)").isBetween(50, 70);
+    }
 }
