@@ -11,6 +11,7 @@ import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuInventory;
 import io.gpusched.core.GpuSample;
 import io.gpusched.core.ProcessAttribution;
+import io.gpusched.core.ProcessUsageSample;
 import io.gpusched.core.host.AllocationAttribution;
 import io.gpusched.core.host.HpcJobMapping;
 import java.time.Clock;
@@ -29,6 +30,7 @@ import java.util.Set;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.Consumer;
+import java.util.function.Function;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -57,6 +59,8 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
     private final AccountingStore.Writer writer;
     private final AccountingSettings settings;
     private final GpuInventory inventory;
+    /** the inventory's per-process usage, bound once (not a method reference made every sweep) */
+    private final Function<GpuDevice, Optional<ProcessUsageSample>> processUsage;
     private final UsageMeter meter;
     private final IdleWatch idle;
     private final Clock clock;
@@ -100,6 +104,7 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
         this.writer = writer;
         this.settings = settings;
         this.inventory = inventory;
+        this.processUsage = inventory::processUsage;
         this.clock = clock;
         this.meter = new UsageMeter(settings.idle().threshold(), attribution);
         this.idle = new IdleWatch(settings.idle(), effects);
@@ -302,7 +307,7 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
             if (!meter.allTrackedLive(live)) { // the common case: nothing vanished, no set of ids built
                 closedNow.addAll(meter.endVanished(ids(live)));
             }
-            closedNow.addAll(meter.observe(now, sample, live, inventory::processUsage));
+            closedNow.addAll(meter.observe(now, sample, live, processUsage));
             if (!granted.isEmpty()) {
                 granted.keySet().removeAll(meter.tracked());
                 granted.values().removeIf(e -> e.at().isBefore(now.minus(Duration.ofDays(1))));

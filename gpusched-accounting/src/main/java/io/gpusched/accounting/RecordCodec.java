@@ -1,7 +1,6 @@
 package io.gpusched.accounting;
 
 import com.fasterxml.jackson.core.JsonFactory;
-import com.fasterxml.jackson.core.JsonGenerator;
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.core.StreamReadConstraints;
 import com.fasterxml.jackson.databind.JsonNode;
@@ -12,8 +11,6 @@ import io.gpusched.accounting.AccountingRecord.DeviceUsage;
 import io.gpusched.accounting.AccountingRecord.IdleAction;
 import io.gpusched.accounting.AccountingRecord.Interval;
 import java.io.IOException;
-import java.io.StringWriter;
-import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.time.DateTimeException;
 import java.time.Duration;
@@ -71,123 +68,192 @@ public final class RecordCodec {
 
     // ------------------------------------------------------------------------------------------------- encoding
 
-    /** @return the record as one line, without the newline */
+    /**
+     * @return the record as one line, without the newline: the bytes Jackson's generator wrote with this factory's
+     *         defaults (JSON written directly, no generator, writer or buffer recycler per record: a checkpoint
+     *         encodes every open interval; {@code RecordCodecEncodingTest} checks it byte for byte against Jackson)
+     */
     public static String encode(AccountingRecord r) {
-        StringWriter w = new StringWriter(256);
-        try (JsonGenerator g = FACTORY.createGenerator(w)) {
-            g.writeStartObject();
-            if (r instanceof Interval i) {
-                g.writeStringField("k", "i");
-                g.writeStringField("id", clip(i.allocationId()));
-                writeOwner(g, i.owner(), i.ownerUid());
-                if (i.jobId().isPresent()) {
-                    g.writeStringField("job", clip(i.jobId().get()));
-                }
-                g.writeNumberField("from", i.from().toEpochMilli());
-                g.writeNumberField("to", i.to().toEpochMilli());
-                if (i.first()) {
-                    g.writeBooleanField("first", true);
-                }
-                if (i.end().isPresent()) {
-                    g.writeStringField("end", i.end().get());
-                }
-                if (i.gap()) {
-                    g.writeBooleanField("gap", true);
-                }
-                if (i.idleSince().isPresent()) {
-                    g.writeNumberField("idle", i.idleSince().get().toEpochMilli());
-                }
-                g.writeArrayFieldStart("gpus");
-                for (DeviceUsage d : i.devices()) {
-                    g.writeStartObject();
-                    g.writeNumberField("i", d.index());
-                    g.writeStringField("uuid", clip(d.uuid()));
-                    writeFigures(g, d.figures());
-                    if (d.counterAtEnd().isPresent()) {
-                        g.writeNumberField("ec", d.counterAtEnd().getAsLong());
-                    }
-                    if (!d.notes().isEmpty()) {
-                        g.writeArrayFieldStart("notes");
-                        for (String n : d.notes()) {
-                            g.writeString(clip(n));
-                        }
-                        g.writeEndArray();
-                    }
-                    g.writeEndObject();
-                }
-                g.writeEndArray();
-            } else if (r instanceof Checkpoint c) {
-                g.writeStringField("k", "c");
-                g.writeNumberField("at", c.at().toEpochMilli());
-                g.writeArrayFieldStart("open");
-                for (String id : c.open()) {
-                    g.writeString(clip(id));
-                }
-                g.writeEndArray();
-            } else if (r instanceof IdleAction a) {
-                g.writeStringField("k", "a");
-                g.writeNumberField("at", a.at().toEpochMilli());
-                g.writeStringField("id", clip(a.allocationId()));
-                if (a.owner().isPresent()) {
-                    g.writeStringField("owner", clip(a.owner().get()));
-                }
-                g.writeStringField("action", a.action().name());
-                g.writeNumberField("idleFor", a.idleFor().toMillis());
-                g.writeStringField("detail", a.detail().length() > MAX_TEXT ? a.detail()
-                        .substring(0, MAX_TEXT) : a.detail());
-            } else if (r instanceof DaySummary s) {
-                g.writeStringField("k", "d");
-                g.writeStringField("day", s.day().toString());
-                writeOwner(g, s.owner(), s.ownerUid());
-                if (s.index().isPresent()) {
-                    g.writeNumberField("i", s.index().getAsInt());
-                    g.writeStringField("uuid", clip(s.uuid().orElse("-")));
-                }
-                g.writeNumberField("n", s.allocations());
-                writeFigures(g, s.figures());
+        StringBuilder j = new StringBuilder(r instanceof Interval i ? 160 + 320 * i.devices().size() : 128);
+        j.append("00000000 "); // the checksum's place, filled in below
+        if (r instanceof Interval i) {
+            j.append("{\"k\":\"i\"");
+            string(j, "id", clip(i.allocationId()));
+            writeOwner(j, i.owner(), i.ownerUid());
+            if (i.jobId().isPresent()) {
+                string(j, "job", clip(i.jobId().get()));
             }
-            g.writeEndObject();
-        } catch (IOException e) {
-            throw new UncheckedIOException(e);
+            number(j, "from", i.from().toEpochMilli());
+            number(j, "to", i.to().toEpochMilli());
+            if (i.first()) {
+                j.append(",\"first\":true");
+            }
+            if (i.end().isPresent()) {
+                string(j, "end", i.end().get());
+            }
+            if (i.gap()) {
+                j.append(",\"gap\":true");
+            }
+            if (i.idleSince().isPresent()) {
+                number(j, "idle", i.idleSince().get().toEpochMilli());
+            }
+            j.append(",\"gpus\":[");
+            boolean firstDevice = true;
+            for (DeviceUsage d : i.devices()) {
+                if (!firstDevice) {
+                    j.append(',');
+                }
+                firstDevice = false;
+                j.append("{\"i\":").append(d.index());
+                string(j, "uuid", clip(d.uuid()));
+                writeFigures(j, d.figures());
+                if (d.counterAtEnd().isPresent()) {
+                    number(j, "ec", d.counterAtEnd().getAsLong());
+                }
+                if (!d.notes().isEmpty()) {
+                    j.append(",\"notes\":[");
+                    boolean firstNote = true;
+                    for (String n : d.notes()) {
+                        if (!firstNote) {
+                            j.append(',');
+                        }
+                        firstNote = false;
+                        quoted(j, clip(n));
+                    }
+                    j.append(']');
+                }
+                j.append('}');
+            }
+            j.append(']');
+        } else if (r instanceof Checkpoint c) {
+            j.append("{\"k\":\"c\"");
+            number(j, "at", c.at().toEpochMilli());
+            j.append(",\"open\":[");
+            boolean firstId = true;
+            for (String id : c.open()) {
+                if (!firstId) {
+                    j.append(',');
+                }
+                firstId = false;
+                quoted(j, clip(id));
+            }
+            j.append(']');
+        } else if (r instanceof IdleAction a) {
+            j.append("{\"k\":\"a\"");
+            number(j, "at", a.at().toEpochMilli());
+            string(j, "id", clip(a.allocationId()));
+            if (a.owner().isPresent()) {
+                string(j, "owner", clip(a.owner().get()));
+            }
+            string(j, "action", a.action().name());
+            number(j, "idleFor", a.idleFor().toMillis());
+            string(j, "detail", a.detail().length() > MAX_TEXT ? a.detail().substring(0, MAX_TEXT) : a.detail());
+        } else if (r instanceof DaySummary s) {
+            j.append("{\"k\":\"d\"");
+            string(j, "day", s.day().toString());
+            writeOwner(j, s.owner(), s.ownerUid());
+            if (s.index().isPresent()) {
+                number(j, "i", s.index().getAsInt());
+                string(j, "uuid", clip(s.uuid().orElse("-")));
+            }
+            number(j, "n", s.allocations());
+            writeFigures(j, s.figures());
+        } else {
+            j.append('{');
         }
-        String json = w.toString();
-        return hex8(crc(json.getBytes(StandardCharsets.UTF_8))) + " " + json;
-    }
-
-    /** @return {@code v} as eight lowercase hex digits ({@code String.format("%08x", v)} without the parsing) */
-    static String hex8(int v) {
-        char[] c = new char[8];
+        j.append('}');
+        byte[] line = j.toString().getBytes(StandardCharsets.UTF_8);
+        CRC32C c = new CRC32C();
+        c.update(line, 9, line.length - 9); // the JSON's bytes: the 9 characters before it are ASCII
+        int v = (int) c.getValue();
         for (int i = 7; i >= 0; i--) {
-            c[i] = Character.forDigit(v & 0xf, 16);
+            j.setCharAt(i, Character.forDigit(v & 0xf, 16));
             v >>>= 4;
         }
-        return new String(c);
+        return j.toString();
     }
 
-    private static void writeOwner(JsonGenerator g, Optional<String> owner, OptionalLong uid) throws IOException {
+    /** Appends {@code ,"key":"value"} (a key of this codec's, which needs no escaping). */
+    private static void string(StringBuilder j, String key, String value) {
+        j.append(",\"").append(key).append("\":");
+        quoted(j, value);
+    }
+
+    /** Appends {@code ,"key":value}. */
+    private static void number(StringBuilder j, String key, long value) {
+        j.append(",\"").append(key).append("\":").append(value);
+    }
+
+    /**
+     * Appends {@code ,"key":value} as Jackson writes a double: {@link Double#toString}, and NaN or an infinity as a
+     * quoted string (its default {@code QUOTE_NON_NUMERIC_NUMBERS}; the reader refuses both).
+     */
+    private static void number(StringBuilder j, String key, double value) {
+        j.append(",\"").append(key).append("\":");
+        if (Double.isNaN(value) || Double.isInfinite(value)) {
+            j.append('"').append(value).append('"');
+        } else {
+            j.append(value);
+        }
+    }
+
+    private static final char[] HEX_UPPER = "0123456789ABCDEF".toCharArray();
+
+    /**
+     * Appends a JSON string as Jackson's generator escapes it by default: a quote and a backslash after a backslash,
+     * the control characters below U+0020 as a backslash and one of {@code b t n f r}, or else as a backslash, a
+     * {@code u} and four uppercase hex digits; every other character (non-ASCII, lone surrogates) as it is.
+     */
+    private static void quoted(StringBuilder j, String s) {
+        j.append('"');
+        int n = s.length();
+        int plain = 0;
+        for (int i = 0; i < n; i++) {
+            char c = s.charAt(i);
+            if (c >= 0x20 && c != '"' && c != '\\') {
+                continue;
+            }
+            j.append(s, plain, i);
+            plain = i + 1;
+            j.append('\\');
+            switch (c) {
+                case '"' -> j.append('"');
+                case '\\' -> j.append('\\');
+                case '\b' -> j.append('b');
+                case '\t' -> j.append('t');
+                case '\n' -> j.append('n');
+                case '\f' -> j.append('f');
+                case '\r' -> j.append('r');
+                default -> j.append("u00").append(HEX_UPPER[c >> 4]).append(HEX_UPPER[c & 0xf]);
+            }
+        }
+        j.append(s, plain, n).append('"');
+    }
+
+    private static void writeOwner(StringBuilder j, Optional<String> owner, OptionalLong uid) {
         if (owner.isPresent()) {
-            g.writeStringField("owner", clip(owner.get()));
+            string(j, "owner", clip(owner.get()));
         }
         if (uid.isPresent()) {
-            g.writeNumberField("uid", uid.getAsLong());
+            number(j, "uid", uid.getAsLong());
         }
     }
 
-    private static void writeFigures(JsonGenerator g, UsageFigures f) throws IOException {
-        g.writeNumberField("held", f.heldMillis);
-        g.writeNumberField("meas", f.measuredMillis);
-        g.writeNumberField("um", f.utilizationMillis);
-        g.writeNumberField("us", f.utilizationPercentMillis);
+    private static void writeFigures(StringBuilder j, UsageFigures f) {
+        number(j, "held", f.heldMillis);
+        number(j, "meas", f.measuredMillis);
+        number(j, "um", f.utilizationMillis);
+        number(j, "us", f.utilizationPercentMillis);
         if (f.utilizationPeak >= 0) {
-            g.writeNumberField("up", f.utilizationPeak);
+            number(j, "up", f.utilizationPeak);
         }
-        g.writeNumberField("idle", f.idleMillis);
+        number(j, "idle", f.idleMillis);
         if (f.memoryPeakBytes >= 0) {
-            g.writeNumberField("mp", f.memoryPeakBytes);
+            number(j, "mp", f.memoryPeakBytes);
         }
-        g.writeNumberField("e", f.energyMillijoules);
-        g.writeNumberField("ee", f.estimatedMillijoules);
-        g.writeNumberField("em", f.energyMillis);
+        number(j, "e", f.energyMillijoules);
+        number(j, "ee", f.estimatedMillijoules);
+        number(j, "em", f.energyMillis);
     }
 
     /** @return a text the reader accepts: cut to {@link #MAX_TEXT} characters, never empty */

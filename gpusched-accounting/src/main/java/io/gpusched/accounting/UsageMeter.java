@@ -24,7 +24,6 @@ import java.util.Optional;
 import java.util.OptionalLong;
 import java.util.Set;
 import java.util.TreeMap;
-import java.util.TreeSet;
 import java.util.function.Function;
 
 /**
@@ -269,14 +268,15 @@ final class UsageMeter {
         List<Interval> out = new ArrayList<>();
         Layout layout = layout(live);
         indexMetrics(sample.metrics());
-        // per device: energy over [prev, t), and per-allocation shares on shared GPUs
-        DeviceSweep[] sweeps = new DeviceSweep[layout.holdings.length];
+        // per device: energy over [prev, t), and per-allocation shares on shared GPUs (the layout's, reused)
+        DeviceSweep[] sweeps = layout.sweeps;
         for (int i = 0; i < sweeps.length; i++) {
             Holding h = layout.holdings[i];
-            sweeps[i] = sweep(h, metricsAt(h.device.index()), prev, t, usage);
+            sweep(sweeps[i], h, metricsAt(h.device.index()), prev, t, usage);
         }
         int k = 0;
         for (Allocation a : live) {
+            int[] positions = layout.positions[k];
             int[] slots = layout.slots[k++];
             Track tr = tracks.get(a.id());
             if (tr == null) {
@@ -289,7 +289,7 @@ final class UsageMeter {
                 gap(tr, tr.covered, sampledFrom, sweeps, slots, prev == null, out);
             }
             if (tr.covered < t) {
-                credit(tr, tr.covered, t, sweeps, slots, out);
+                credit(tr, tr.covered, t, sweeps, slots, positions, out);
             }
             List<GpuDevice> ds = a.devices();
             for (int j = 0; j < ds.size(); j++) {
@@ -316,6 +316,10 @@ final class UsageMeter {
         final Holding[] holdings;
         /** per live allocation (in the order of {@link #live}), per device of it: its holding's position */
         final int[][] slots;
+        /** per live allocation, per device of it: its position among the holding's holders (the first with its id) */
+        final int[][] positions;
+        /** per holding: what the sweep being credited says about it (reset by each sweep) */
+        final DeviceSweep[] sweeps;
 
         Layout(List<Allocation> allocations) {
             live = allocations.toArray(new Allocation[0]);
@@ -335,12 +339,19 @@ final class UsageMeter {
                 holdings[i++] = new Holding(devices.get(e.getKey()), e.getValue());
             }
             slots = new int[live.length][];
+            positions = new int[live.length][];
             for (int k = 0; k < live.length; k++) {
                 List<GpuDevice> ds = live[k].devices();
                 slots[k] = new int[ds.size()];
+                positions[k] = new int[ds.size()];
                 for (int j = 0; j < ds.size(); j++) {
                     slots[k][j] = position.get(ds.get(j).index());
+                    positions[k][j] = holdings[slots[k][j]].position(live[k].id());
                 }
+            }
+            sweeps = new DeviceSweep[holdings.length];
+            for (int h = 0; h < holdings.length; h++) {
+                sweeps[h] = new DeviceSweep(holdings[h].holders.size());
             }
         }
 
@@ -365,6 +376,8 @@ final class UsageMeter {
         /** the holders' ids (shared devices: whom a process was charged among, for {@link #attributed}) */
         final Set<String> holderIds;
         final boolean exclusive;
+        /** per holder: the first position of a holder with its id (the figures of an id are kept there) */
+        final int[] canonical;
 
         Holding(GpuDevice device, List<Allocation> holders) {
             this.device = device;
@@ -373,6 +386,20 @@ final class UsageMeter {
             Set<String> ids = new HashSet<>();
             holders.forEach(a -> ids.add(a.id()));
             this.holderIds = Collections.unmodifiableSet(ids);
+            this.canonical = new int[holders.size()];
+            for (int i = 0; i < canonical.length; i++) {
+                canonical[i] = position(holders.get(i).id());
+            }
+        }
+
+        /** @return the first position of a holder with this id, -1 when none */
+        int position(String id) {
+            for (int i = 0; i < holders.size(); i++) {
+                if (holders.get(i).id().equals(id)) {
+                    return i;
+                }
+            }
+            return -1;
         }
     }
 
@@ -452,39 +479,75 @@ final class UsageMeter {
         return tr;
     }
 
-    /** What one sweep says about one device, and how it is shared among its holders. */
+    /**
+     * What one sweep says about one device, and how it is shared among its holders: figures per holder position (the
+     * first position of each id, {@link Holding#canonical}), in arrays reused from sweep to sweep.
+     */
     private static final class DeviceSweep {
         boolean sampled;
         boolean mig;
+        /** held by one allocation in exclusive mode and sampled: its figures are the device's */
+        boolean exclusive;
         /** energy over [prev, t), mJ; -1: none */
-        double energy = -1;
+        double energy;
         boolean energyExact;
         String energyNote;
-        /** per allocation id: utilization (percent) charged, or absent where not measured (small immutable maps on
-         *  an exclusive GPU, the common case: no hash tables per sweep) */
-        Map<String, Double> util = Map.of();
-        Map<String, Long> memory = Map.of();
-        /** per allocation id: its share of the device's energy, 0 to 1 */
-        Map<String, Double> energyShare = Map.of();
+        /** per holder: utilization (percent) charged, where {@link #utilSet} (else not measured) */
+        final double[] util;
+        final boolean[] utilSet;
+        /** per holder: memory (bytes), where {@link #memorySet} */
+        final long[] memory;
+        final boolean[] memorySet;
+        /** per holder: its share of the device's energy, 0 to 1 */
+        final double[] energyShare;
+        /** per holder: the utilization of the processes charged to it (shared devices), where {@link #busySet} */
+        final double[] busy;
+        final boolean[] busySet;
         String utilNote;
         String shareNote;
         /** processes no rule ties to anyone were busy above the idle threshold: no holder is judged idle on it */
         boolean unattributedBusy;
         long prev;
         long now;
+
+        DeviceSweep(int holders) {
+            util = new double[holders];
+            utilSet = new boolean[holders];
+            memory = new long[holders];
+            memorySet = new boolean[holders];
+            energyShare = new double[holders];
+            busy = new double[holders];
+            busySet = new boolean[holders];
+        }
+
+        void reset() {
+            sampled = false;
+            mig = false;
+            exclusive = false;
+            energy = -1;
+            energyExact = false;
+            energyNote = null;
+            Arrays.fill(utilSet, false);
+            Arrays.fill(memorySet, false);
+            Arrays.fill(energyShare, 0.0);
+            Arrays.fill(busySet, false);
+            utilNote = null;
+            shareNote = null;
+            unattributedBusy = false;
+        }
     }
 
-    private DeviceSweep sweep(Holding h, GpuMetrics m, Long prev, long t,
+    private void sweep(DeviceSweep s, Holding h, GpuMetrics m, Long prev, long t,
             Function<GpuDevice, Optional<ProcessUsageSample>> usage) {
         GpuDevice d = h.device;
         List<Allocation> hs = h.holders;
-        DeviceSweep s = new DeviceSweep();
+        s.reset();
         s.sampled = m != null;
         s.mig = d.parentUuid().isPresent();
         s.now = t;
         s.prev = prev == null ? t : prev;
         if (m == null) {
-            return s;
+            return;
         }
         if (s.mig) {
             s.energyNote = MIG_ENERGY;
@@ -502,9 +565,10 @@ final class UsageMeter {
             }
         }
         if (h.exclusive) {
-            String id = hs.get(0).id();
+            s.exclusive = true;
             if (m.utilizationPercent().isPresent()) {
-                s.util = Map.of(id, m.utilizationPercent().getAsDouble());
+                s.util[0] = m.utilizationPercent().getAsDouble();
+                s.utilSet[0] = true;
             } else {
                 s.utilNote = "utilization not measured: " + usage.apply(d).flatMap(
                         ProcessUsageSample::utilizationUnmeasured).orElse(
@@ -513,14 +577,12 @@ final class UsageMeter {
                                         : "the backend reports none for this GPU");
             }
             if (m.memoryUsed().isPresent()) {
-                s.memory = Map.of(id, m.memoryUsed().get().bytes());
+                s.memory[0] = m.memoryUsed().get().bytes();
+                s.memorySet[0] = true;
             }
-            s.energyShare = Map.of(id, 1.0);
-            return s;
+            s.energyShare[0] = 1.0;
+            return;
         }
-        s.util = new HashMap<>();
-        s.memory = new HashMap<>();
-        s.energyShare = new HashMap<>();
         Optional<ProcessUsageSample> ps = usage.apply(d);
         boolean utilMeasured = ps.isPresent() && ps.get().utilizationUnmeasured().isEmpty();
         if (ps.isEmpty()) {
@@ -530,20 +592,32 @@ final class UsageMeter {
         }
         double total = 0;
         double untied = 0;
-        Map<String, Double> busy = new HashMap<>();
+        double[] busy = s.busy;
+        boolean[] busySet = s.busySet;
         if (ps.isPresent()) {
-            Map<Integer, Attributed> known = attributed.computeIfAbsent(d.index(), k -> new HashMap<>());
+            Map<Integer, Attributed> known = attributed.get(d.index());
+            if (known == null) {
+                known = new HashMap<>();
+                attributed.put(d.index(), known);
+            }
             Set<String> holderIds = h.holderIds;
             long listed = ++listing;
+            int current = 0; // pids of the map this listing showed
             for (GpuProcessUsage p : ps.get().processes()) {
                 Attributed was = known.get(p.pid());
                 Optional<UsageOwner> o;
                 if (was != null && was.holders.equals(holderIds)) {
                     o = was.owner;
-                    was.listed = listed;
+                    if (was.listed != listed) {
+                        was.listed = listed;
+                        current++;
+                    }
                 } else {
                     o = attribution.ownerOf(d, p.pid(), hs);
                     known.put(p.pid(), new Attributed(holderIds, o, listed));
+                    if (was == null || was.listed != listed) {
+                        current++;
+                    }
                 }
                 double u = p.smUtilizationPercent().orElse(0);
                 total += u;
@@ -554,48 +628,58 @@ final class UsageMeter {
                         || !holderIds.contains(o.get().id())) {
                     continue;
                 }
-                String id = o.get().id();
-                busy.merge(id, u, Double::sum);
-                p.memoryUsed().ifPresent(x -> s.memory.merge(id, x.bytes(), Long::sum));
+                int at = h.position(o.get().id());
+                if (busySet[at]) {
+                    busy[at] += u;
+                } else {
+                    busy[at] = u;
+                    busySet[at] = true;
+                }
+                if (p.memoryUsed().isPresent()) {
+                    long bytes = p.memoryUsed().get().bytes();
+                    if (s.memorySet[at]) {
+                        s.memory[at] += bytes;
+                    } else {
+                        s.memory[at] = bytes;
+                        s.memorySet[at] = true;
+                    }
+                }
             }
-            known.values().removeIf(x -> x.listed != listed); // processes gone from the list are forgotten
+            if (current != known.size()) { // processes gone from the list are forgotten
+                known.values().removeIf(x -> x.listed != listed);
+            }
         }
         s.unattributedBusy = utilMeasured && untied > idleThreshold;
-        for (Allocation a : hs) {
+        boolean memoryMeasured = ps.isPresent() && ps.get().memoryUnmeasured().isEmpty();
+        boolean byUtil = utilMeasured && total > 0;
+        for (int i = 0; i < hs.size(); i++) {
+            int at = h.canonical[i];
+            double charged = busySet[at] ? busy[at] : 0.0;
             if (utilMeasured) {
-                s.util.put(a.id(), Math.min(100, busy.getOrDefault(a.id(), 0.0)));
+                s.util[at] = Math.min(100, charged);
+                s.utilSet[at] = true;
             }
-            if (ps.isPresent() && ps.get().memoryUnmeasured().isEmpty()) {
-                s.memory.putIfAbsent(a.id(), 0L);
+            if (memoryMeasured && !s.memorySet[at]) {
+                s.memory[at] = 0L;
+                s.memorySet[at] = true;
             }
+            s.energyShare[at] = byUtil ? charged / total : 1.0 / hs.size();
         }
-        if (utilMeasured && total > 0) {
-            for (Allocation a : hs) {
-                s.energyShare.put(a.id(), busy.getOrDefault(a.id(), 0.0) / total);
-            }
-            s.shareNote = SPLIT_BY_UTIL;
-        } else {
-            for (Allocation a : hs) {
-                s.energyShare.put(a.id(), 1.0 / hs.size());
-            }
-            s.shareNote = SPLIT_EQUALLY;
-        }
-        return s;
+        s.shareNote = byUtil ? SPLIT_BY_UTIL : SPLIT_EQUALLY;
     }
 
     /** Credits [from, to) with the sweep's values, cutting the open interval at each UTC midnight crossed. */
-    private void credit(Track tr, long from, long to, DeviceSweep[] sweeps, int[] slots, List<Interval> out) {
+    private void credit(Track tr, long from, long to, DeviceSweep[] sweeps, int[] slots, int[] positions,
+            List<Interval> out) {
         boolean allIdle = true;
         boolean anyMeasured = false;
-        List<GpuDevice> devices = tr.allocation.devices();
         for (int j = 0; j < slots.length; j++) {
             DeviceSweep s = sweeps[slots[j]];
-            Double u = s.util.get(tr.allocation.id());
-            if (u == null) {
+            if (!s.utilSet[positions[j]]) {
                 allIdle = false;
             } else {
                 anyMeasured = true;
-                allIdle &= u <= idleThreshold && !s.unattributedBusy;
+                allIdle &= s.util[positions[j]] <= idleThreshold && !s.unattributedBusy;
             }
         }
         boolean idle = allIdle && anyMeasured;
@@ -604,7 +688,7 @@ final class UsageMeter {
             long midnight = nextMidnight(cur);
             long end = Math.min(to, midnight);
             for (int j = 0; j < slots.length; j++) {
-                creditDevice(tr, j, cur, end, sweeps[slots[j]]);
+                creditDevice(tr, j, cur, end, sweeps[slots[j]], positions[j]);
             }
             cur = end;
             tr.covered = cur;
@@ -628,7 +712,8 @@ final class UsageMeter {
         tr.lastTickIdle = idle;
     }
 
-    private void creditDevice(Track tr, int d, long from, long to, DeviceSweep s) {
+    /** @param at the allocation's position among the device's holders */
+    private void creditDevice(Track tr, int d, long from, long to, DeviceSweep s, int at) {
         long dt = to - from;
         UsageFigures f = tr.figures(d);
         f.heldMillis += dt;
@@ -636,10 +721,9 @@ final class UsageMeter {
             note(tr, d, "not measured: the sweep read no metrics for this GPU");
             return;
         }
-        String id = tr.allocation.id();
         f.measuredMillis += dt;
-        Double u = s.util.get(id);
-        if (u != null) {
+        if (s.utilSet[at]) {
+            double u = s.util[at];
             f.utilizationMillis += dt;
             f.utilizationPercentMillis += u * dt;
             f.utilizationPeak = Math.max(f.utilizationPeak, u);
@@ -651,12 +735,11 @@ final class UsageMeter {
         } else if (s.utilNote != null) {
             note(tr, d, s.utilNote);
         }
-        Long mem = s.memory.get(id);
-        if (mem != null) {
-            f.memoryPeakBytes = Math.max(f.memoryPeakBytes, mem);
+        if (s.memorySet[at]) {
+            f.memoryPeakBytes = Math.max(f.memoryPeakBytes, s.memory[at]);
         }
         if (s.energy >= 0 && s.now > s.prev) {
-            double share = s.energyShare.getOrDefault(id, 0.0);
+            double share = s.energyShare[at];
             long mj = Math.round(s.energy * share * dt / (s.now - s.prev));
             f.energyMillijoules += mj;
             f.energyMillis += dt;
@@ -695,7 +778,7 @@ final class UsageMeter {
             OptionalLong after = endsNow ? (m != null ? m.energyMillijoules() : OptionalLong.empty())
                     : lastCounter(d.index());
             DeviceSweep s = sweeps[slots[j]];
-            boolean exclusive = s.energyShare.size() == 1 && s.shareNote == null && !s.mig;
+            boolean exclusive = s.exclusive && !s.mig; // sampled, one holder in exclusive mode
             if (exclusive && before.isPresent() && after.isPresent() && after.getAsLong() >= before.getAsLong()) {
                 bridged.put(d.index(), after.getAsLong() - before.getAsLong());
             }
@@ -846,9 +929,14 @@ final class UsageMeter {
             GpuDevice d = ds.get(j);
             UsageFigures f = tr.figures[tr.slot[j]];
             Set<String> n = tr.notes[tr.slot[j]];
-            List<String> notes = n == null ? new ArrayList<>() : new ArrayList<>(new TreeSet<>(n));
+            List<String> notes = List.of();
+            if (n != null) { // a set's texts in their natural order (sorted as a TreeSet keeps them), the first few
+                List<String> sorted = new ArrayList<>(n);
+                Collections.sort(sorted);
+                notes = sorted.subList(0, Math.min(sorted.size(), RecordCodec.MAX_NOTES));
+            }
             devices.add(new DeviceUsage(d.index(), d.uuid(), f != null ? f : new UsageFigures(), tr.counter(j),
-                    notes.subList(0, Math.min(notes.size(), RecordCodec.MAX_NOTES))));
+                    notes));
         }
         Interval iv = new Interval(a.id(), a.owner(), a.request().ownerUid(), a.request().jobId(),
                 Instant.ofEpochMilli(tr.from), Instant.ofEpochMilli(to), tr.first, end, gap,

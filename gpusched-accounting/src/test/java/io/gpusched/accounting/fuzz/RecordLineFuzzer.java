@@ -2,6 +2,7 @@ package io.gpusched.accounting.fuzz;
 
 import io.gpusched.accounting.AccountingFormatException;
 import io.gpusched.accounting.AccountingRecord;
+import io.gpusched.accounting.JacksonRecordEncoding;
 import io.gpusched.accounting.RecordCodec;
 import java.nio.charset.StandardCharsets;
 import java.util.zip.CRC32C;
@@ -10,7 +11,8 @@ import java.util.zip.CRC32C;
  * Fuzz target for {@link RecordCodec#decode(String)} (a line of the accounting store), for the JUnit regression run
  * ({@link AccountingParsersFuzzTest}) and the standalone campaign ({@code .ci/fuzz recordLine}): any line decodes to a
  * record or throws {@link AccountingFormatException} with a message, nothing else; a decoded record encodes to a line
- * that decodes to the same line. Inputs whose first byte is odd get a valid checksum, so the JSON checks are reached.
+ * that decodes to the same line, and to the bytes Jackson's generator wrote ({@link JacksonRecordEncoding}). Inputs
+ * whose first byte is odd get a valid checksum, so the JSON checks are reached.
  */
 public final class RecordLineFuzzer {
     private RecordLineFuzzer() {
@@ -33,6 +35,10 @@ public final class RecordLineFuzzer {
             return;
         }
         String again = RecordCodec.encode(r);
+        if (!again.equals(JacksonRecordEncoding.encode(r))) {
+            throw new AssertionError("the direct encoding " + again + " is not Jackson's "
+                    + JacksonRecordEncoding.encode(r));
+        }
         AccountingRecord back = RecordCodec.decode(again);
         if (!RecordCodec.encode(back).equals(again)) {
             throw new AssertionError("round trip changed " + again + " into " + RecordCodec.encode(back));
