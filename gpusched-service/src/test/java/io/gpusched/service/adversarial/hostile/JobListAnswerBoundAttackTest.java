@@ -20,11 +20,10 @@ import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * Answers on the service socket are bounded (issue 36: allocations, single answers, events), and the client reads an
- * answer whole up to 16 MiB (docs/SERVICE.md, The client). {@code GET /api/v1/jobs} is not bounded: each job view
- * carries its argv whole (up to the 1 MiB job body) to its owner and to admins, and the service keeps 20 refused jobs
- * per user. One user's 20 refused jobs with ~1 MB of argv each make root's {@code GET /api/v1/jobs} about 20 MB: over
- * what {@code gpusched jobs} (ServiceClient) reads, so one user blinds the admins' job list.
+ * Answers on the service socket are bounded (issue 36), and the client reads an answer whole up to 16 MiB
+ * (docs/SERVICE.md, The client). One user's 20 refused jobs (kept per user) with ~1 MB of argv each must not make
+ * root's {@code GET /api/v1/jobs} larger than what {@code gpusched jobs} (ServiceClient) reads: an attack that held
+ * when written.
  */
 @Tag("adversarial")
 @Tag("cgroup")
