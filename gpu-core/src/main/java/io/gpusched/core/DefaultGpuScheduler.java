@@ -1092,7 +1092,12 @@ final class DefaultGpuScheduler implements GpuScheduler {
     private static void notify(AllocationListener l, AllocationEvent e) {
         try {
             l.onEvent(e);
-        } catch (RuntimeException ex) {
+        } catch (VirtualMachineError vm) {
+            if (!(vm instanceof StackOverflowError)) {
+                throw vm; // out of memory, an internal error: the JVM's, not the listener's
+            }
+            LOG.warn("allocation listener {} failed on {}: {}", l, e.type(), vm.toString());
+        } catch (Exception | Error ex) { // a listener's linkage or assertion error, too, is the listener's alone
             LOG.warn("allocation listener {} failed on {}: {}", l, e.type(), ex.toString());
         }
     }

@@ -34,7 +34,9 @@ import org.slf4j.LoggerFactory;
  *   <li>a shell, now the user, that checks its parent is still this JVM (else the death signal came too late), reads
  *       the job's environment from its stdin (written by this class as {@code export NAME='value'} lines, quoted so no
  *       value is ever expanded) and evaluates it, enters the working directory with the user's own permissions,
- *       and executes the command with stdin from {@code /dev/null}.</li>
+ *       and executes the command with stdin from {@code /dev/null}, through coreutils {@code env --default-signal}
+ *       (8.31 and later), so a job starts with every signal at its default even when this process was started with
+ *       some ignored ({@code nohup}).</li>
  * </ol>
  * So the variables the dynamic loader, the shell or the JVM read ({@code LD_PRELOAD}, {@code GCONV_PATH},
  * {@code BASH_ENV}, {@code JAVA_TOOL_OPTIONS}, ...) reach only processes that already run as the user; the environment
@@ -62,6 +64,9 @@ public final class JobLauncher implements AutoCloseable {
     private final Path parent;
     private final Path hierarchy;
     private final Path setpriv;
+    /** {@code env --default-signal --} where coreutils has it (8.31 and later), else empty. */
+    private final List<String> defaultSignals;
+    private static final String ENV = "/usr/bin/env";
     private final ExecutorService starter;
     /** The gid every job gets besides its user's groups; -1: none. */
     private final long jobGid;
@@ -87,6 +92,13 @@ public final class JobLauncher implements AutoCloseable {
         if (!Files.isExecutable(setpriv)) {
             throw new IsolationException("cannot run jobs as their user: " + setpriv + " (util-linux setpriv) is"
                     + " missing");
+        }
+        // a service started with signals ignored (nohup, a shell's background job) would hand that on through exec
+        this.defaultSignals = lookup(List.of(ENV, "--default-signal", "/bin/echo", "ok")).isPresent()
+                ? List.of(ENV, "--default-signal", "--") : List.of();
+        if (defaultSignals.isEmpty()) {
+            LOG.info("{} has no --default-signal (coreutils before 8.31): jobs inherit the signals this process"
+                    + " ignores", ENV);
         }
         this.starter = Executors.newSingleThreadExecutor(r -> {
             Thread t = new Thread(r, "gpusched-job-starter");
@@ -258,6 +270,9 @@ public final class JobLauncher implements AutoCloseable {
             cmd.addAll(List.of("/bin/sh", "-c", USER_SCRIPT, Long.toString(ProcessHandle.current().pid()),
                     spec.cwd().toString(), "gpusched: " + spec.user() + " (uid " + spec.uid() + ") cannot enter the"
                             + " working directory " + spec.cwd()));
+            if (!spec.argv().get(0).contains("=")) { // env would take NAME=VALUE for an assignment
+                cmd.addAll(defaultSignals);
+            }
             cmd.addAll(spec.argv());
             ProcessBuilder pb = new ProcessBuilder(cmd);
             pb.environment().clear();

@@ -51,7 +51,9 @@ import org.slf4j.LoggerFactory;
  * event closes is queued in the meter's order (under this sampler's monitor) and written by whichever thread next
  * takes the store ({@link #write}), which appends everything queued and forces it once; {@link #onEvent} waits for
  * the force that covers its release's record outside the monitor, so releases of many threads share forces instead
- * of taking one each, in turn. What a release returns after is on disk, as before.
+ * of taking one each, in turn. When {@link #onEvent} returns for a release, its record is on disk; the scheduler's
+ * {@code release} may return before the sampler gets the event, when another thread is still delivering earlier
+ * events ({@code AllocationListener}; docs/ACCOUNTING.md, "Writes").
  */
 public final class AccountingSampler implements AllocationListener, AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(AccountingSampler.class);

@@ -24,6 +24,7 @@ import java.util.Objects;
 import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.Consumer;
 import java.util.function.Predicate;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -246,8 +247,18 @@ public final class ServiceClient implements NodeClient {
      * @return the allocations of every page from {@code first} on, each once, in the service's order
      */
     private List<AllocationView> pages(String first, String subject) {
-        String path = first.contains("?") ? first.substring(0, first.indexOf('?')) : first;
         List<AllocationView> out = new ArrayList<>();
+        pages(first, subject, out::addAll);
+        return out;
+    }
+
+    /**
+     * Reads the pages from {@code first} on, handing each page's allocations not seen before to {@code each} as it
+     * comes, so that a caller's own bound (a watch's {@code maxAnswerBytes}) applies page by page, not after all.
+     */
+    private void pages(String first, String subject, Consumer<List<AllocationView>> each) {
+        String path = first.contains("?") ? first.substring(0, first.indexOf('?')) : first;
+        int count = 0;
         Set<String> ids = new HashSet<>();
         Set<String> read = new HashSet<>();
         String target = first;
@@ -255,24 +266,26 @@ public final class ServiceClient implements NodeClient {
             if (n == maxPages) {
                 throw new NodeServiceException(NodeServiceException.Kind.ANSWER_TOO_LARGE, socket, 200,
                         "TOO_MANY_PAGES", "the node service on " + socket + " answered " + subject + " in more than "
-                                + maxPages + " pages (" + out.size() + " allocations read), the client's limit"
+                                + maxPages + " pages (" + count + " allocations read), the client's limit"
                                 + " (ServiceClient.Builder.maxPages)",
                         null);
             }
             read.add(target);
             Replies r = replies("GET " + target);
             Page p = page(target, r, subject);
+            List<AllocationView> fresh = new ArrayList<>();
             for (AllocationView a : r.allocations(p.json())) {
                 if (ids.add(a.id())) {
-                    out.add(a);
+                    fresh.add(a);
                 }
             }
+            count += fresh.size();
+            each.accept(fresh);
             target = p.next() == null ? null : sameList(p.next(), path, r);
             if (target != null && read.contains(target)) {
                 throw r.json().bad("a Link rel=\"next\" to a page already read (" + Answer.show(target) + ")");
             }
         }
-        return out;
     }
 
     /** @return {@code link} as a target on this socket: a path of the list {@code path} with a query, else refused */
@@ -415,7 +428,8 @@ public final class ServiceClient implements NodeClient {
                 String rest = state.state(r, r.json().parse(data));
                 if (rest != null) {
                     String list = API + "/allocations";
-                    state.rest(r, pages(sameList(rest, list, r), "the allocations a state event left out"));
+                    // page by page: the watch's bound applies as they come, not once all are held
+                    pages(sameList(rest, list, r), "the allocations a state event left out", p -> state.rest(r, p));
                 }
                 return true;
             }

@@ -553,9 +553,11 @@ public final class NodeService implements AutoCloseable {
                         + " job output, audit, fence records): set gpu.service.private_dir to a directory only root"
                         + " writes (e.g. /var/lib/gpusched-service; docs/SERVICE.md), or chmod go-w " + stateDir);
             }
-            if (config.service().privateDir().isPresent()) {
-                StateDirectory.requirePrivate(stateDir, "gpu.service.private_dir");
-            }
+            // without private_dir the state directory holds them: it must be as private (its owner, the directories
+            // above it), or another user could rename or replace them
+            StateDirectory.requirePrivate(stateDir, config.service().privateDir().isPresent()
+                    ? "gpu.service.private_dir" : "the state directory (which holds the service's own files without"
+                            + " gpu.service.private_dir)");
             users = users != null ? users : new UserDirectory();
             NodeService s = new NodeService(this);
             s.jobsUnavailableReason = jobsUnavailable;

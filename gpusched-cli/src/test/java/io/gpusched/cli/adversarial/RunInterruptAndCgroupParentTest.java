@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.gpusched.cli.GpuschedCommand;
+import io.gpusched.testing.ForegroundSignals;
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
@@ -41,8 +42,10 @@ class RunInterruptAndCgroupParentTest {
         for (int attempt = 0; attempt < 5; attempt++) {
             Path state = dir.resolve("state" + attempt);
             // in a session and process group of its own, as a shell's foreground job: Ctrl-C reaches the whole group
-            List<String> cmd = new ArrayList<>(List.of("/usr/bin/setsid", Path.of(System.getProperty("java.home"),
-                    "bin", "java").toString(), "-XX:TieredStopAtLevel=1", "-cp", System.getProperty("java.class.path"),
+            List<String> cmd = new ArrayList<>(List.of("/usr/bin/setsid"));
+            cmd.addAll(ForegroundSignals.prefix()); // Ctrl-C not ignored, as in a shell's foreground job
+            cmd.addAll(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+                    "-XX:TieredStopAtLevel=1", "-cp", System.getProperty("java.class.path"),
                     GpuschedCommand.class.getName(), "--state-dir", state.toString(), "--simulate", "pcie-4xa10",
                     "run", "--no-isolation", "--gpu=1", "--", "sh", "-c", "echo STARTED; exec sleep 600"));
             Process run = new ProcessBuilder(cmd).redirectErrorStream(true).start();

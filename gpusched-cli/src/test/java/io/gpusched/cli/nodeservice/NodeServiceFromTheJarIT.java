@@ -3,6 +3,7 @@ package io.gpusched.cli.nodeservice;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import io.gpusched.testing.ForegroundSignals;
 import io.gpusched.testing.LedgerReader;
 import io.gpusched.testing.LocalUsers;
 import io.gpusched.testing.LocalUsers.User;
@@ -14,6 +15,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.util.ArrayList;
+import java.util.Base64;
 import java.util.List;
 import java.util.UUID;
 import java.util.concurrent.LinkedBlockingQueue;
@@ -90,14 +92,15 @@ class NodeServiceFromTheJarIT {
         }
     }
 
-    private void startService() throws Exception {
+    private void startService(String... prefix) throws Exception {
         Path jar = Path.of("target", "gpusched.jar").toAbsolutePath();
         assertThat(jar).as("built by package").isRegularFile();
         serviceOut.clear();
-        service = new ProcessBuilder(Path.of(System.getProperty("java.home"), "bin", "java").toString(), "-jar",
+        List<String> cmd = new ArrayList<>(List.of(prefix));
+        cmd.addAll(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(), "-jar",
                 jar.toString(), "--simulate", "dgx1-v100", "--state-dir", state.toString(), "--config",
-                config.toString(), "serve", "--listen", "127.0.0.1:0", "--socket", socket.toString())
-                .redirectErrorStream(true).start();
+                config.toString(), "serve", "--listen", "127.0.0.1:0", "--socket", socket.toString()));
+        service = new ProcessBuilder(cmd).redirectErrorStream(true).start();
         Process p = service;
         Thread t = new Thread(() -> {
             try (BufferedReader r = new BufferedReader(new InputStreamReader(p.getInputStream(),
@@ -129,7 +132,9 @@ class NodeServiceFromTheJarIT {
 
     private Process curl(User u, String... args) throws IOException {
         List<String> cmd = new ArrayList<>(List.of("setpriv", "--reuid=" + u.uid(), "--regid=" + u.gid(),
-                "--init-groups", "--", "curl", "-sS", "-N", "--unix-socket", socket.toString()));
+                "--init-groups", "--"));
+        cmd.addAll(ForegroundSignals.prefix()); // the test's Ctrl-C of curl: not ignored, as in a foreground job
+        cmd.addAll(List.of("curl", "-sS", "-N", "--unix-socket", socket.toString()));
         cmd.addAll(List.of(args));
         return new ProcessBuilder(cmd).redirectErrorStream(true).start();
     }
@@ -216,5 +221,32 @@ class NodeServiceFromTheJarIT {
         assertThat(Path.of(m2.group(1))).doesNotExist();
         assertThat(LedgerReader.read(state).live).isEmpty();
         assertThat(socket).as("the socket is removed on a clean stop").doesNotExist();
+    }
+
+    /**
+     * A service started with signals ignored, as {@code nohup gpusched serve &} does (here {@code env
+     * --ignore-signal}, coreutils 8.31+): its jobs still start with every signal at its default, so a user's
+     * {@code signal INT} reaches them. The job prints its own ignored-signal mask.
+     */
+    @Test
+    void aServiceStartedWithSignalsIgnoredStartsJobsWithDefaultSignals() throws Exception {
+        assumeTrue(LocalUsers.run(List.of("/usr/bin/env", "--ignore-signal=INT", "/bin/true"), 10).exit() == 0,
+                "needs coreutils env --ignore-signal (8.31 and later) to start the service as nohup does");
+        User alice = users.user("alice");
+        startService("/usr/bin/env", "--ignore-signal=HUP,INT,QUIT,USR1", "--");
+        String out = curlOut(alice, "-X", "POST", "--data", "{\"flags\":[\"--gpu=1\"],\"argv\":[\"/bin/grep\","
+                + "\"^SigIgn:\",\"/proc/self/status\"],\"env\":{},\"cwd\":\"/\"}", "http://localhost/api/v1/jobs");
+        StringBuilder printed = new StringBuilder(); // the job's stdout, from its events' base64 data
+        Matcher data = Pattern.compile("\"type\":\"stdout\",\"data\":\"([A-Za-z0-9+/=]*)\"").matcher(out);
+        while (data.find()) {
+            printed.append(new String(Base64.getDecoder().decode(data.group(1)), StandardCharsets.UTF_8));
+        }
+        Matcher m = Pattern.compile("SigIgn:\\t([0-9a-f]{16})").matcher(printed);
+        assertThat(m.find()).as("the job's output: " + out).isTrue();
+        long ignored = Long.parseUnsignedLong(m.group(1), 16);
+        for (int sig : new int[]{1, 2, 3, 10}) {
+            assertThat(ignored & (1L << (sig - 1))).as("signal " + sig + " ignored in the job (mask " + m.group(1)
+                    + ")").isZero();
+        }
     }
 }

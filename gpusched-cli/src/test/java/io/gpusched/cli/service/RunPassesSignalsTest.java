@@ -3,6 +3,7 @@ package io.gpusched.cli.service;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpusched.cli.GpuschedCommand;
+import io.gpusched.testing.ForegroundSignals;
 import io.gpusched.testing.LedgerReader;
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
@@ -40,7 +41,8 @@ class RunPassesSignalsTest {
     }
 
     private Process run(String script) throws Exception {
-        List<String> cmd = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+        List<String> cmd = new ArrayList<>(ForegroundSignals.prefix()); // Ctrl-C not ignored, as in a shell
+        cmd.addAll(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
                 "-XX:TieredStopAtLevel=1", "-cp", System.getProperty("java.class.path"),
                 GpuschedCommand.class.getName(), "run", "--gpu=1", "--", "sh", "-c", script));
         ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true);

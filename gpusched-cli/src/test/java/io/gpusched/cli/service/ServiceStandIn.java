@@ -11,6 +11,7 @@ import io.gpusched.core.GpuRequests;
 import io.gpusched.core.GpuScheduler;
 import io.gpusched.core.internal.Durations;
 import io.gpusched.server.ConsoleServer;
+import io.gpusched.testing.ForegroundSignals;
 import io.gpusched.testing.UnixHttpStandIn;
 import java.io.InputStream;
 import java.net.InetSocketAddress;
@@ -127,7 +128,8 @@ final class ServiceStandIn implements AutoCloseable {
                 x.json(409, json(Map.of("status", 409, "error", e.getMessage(), "reason", e.reason().name())));
                 return;
             }
-            List<String> argv = new ArrayList<>();
+            // signals at their defaults, as the real service starts its jobs (env --default-signal)
+            List<String> argv = new ArrayList<>(ForegroundSignals.prefix());
             b.get("argv").forEach(f -> argv.add(f.asText()));
             ProcessBuilder pb = new ProcessBuilder(argv).directory(Path.of(b.get("cwd").asText()).toFile());
             pb.environment().clear();

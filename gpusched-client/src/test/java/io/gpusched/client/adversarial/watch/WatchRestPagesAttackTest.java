@@ -58,8 +58,9 @@ class WatchRestPagesAttackTest {
         String pad = "x".repeat(1000);
         AtomicInteger pages = new AtomicInteger();
         AtomicLong served = new AtomicLong();
-        String state = "{\"devices\":[" + device(0) + "," + device(1) + "],\"allocations\":[],\"truncated\":{\"reason\":"
-                + "\"STATE_EVENT_BOUND\",\"rest\":\"/api/v1/allocations?after=p0&limit=500\"}}";
+        String state =
+                "{\"devices\":[" + device(0) + "," + device(1) + "],\"allocations\":[],\"truncated\":{\"reason\":"
+                        + "\"STATE_EVENT_BOUND\",\"rest\":\"/api/v1/allocations?after=p0&limit=500\"}}";
         service = new UnixHttpStandIn(dir.resolve("s.sock"), (r, x) -> {
             if (r.target().startsWith("/api/v1/allocations?after=p")) {
                 int n = pages.incrementAndGet();
