@@ -117,8 +117,21 @@ public final class CudaDeviceQuery {
                 return new Result(Status.FAILED, List.of(), "the CUDA driver did not answer within "
                         + timeout.toSeconds() + " s (the query process was killed)" + out.discardedNote());
             }
-            // the rest of its output is in the pipe already, unless something it started still holds the pipe open
-            reader.join(TimeUnit.SECONDS.toMillis(READ_AFTER_EXIT_SECONDS));
+            // the rest of its output is in the pipe already, unless something it started still holds the pipe open:
+            // then what the query printed is taken once the reader has drained it (nothing new for a moment)
+            long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(READ_AFTER_EXIT_SECONDS);
+            long seen = -1;
+            while (reader.isAlive() && System.nanoTime() < until) {
+                reader.join(QUIET_MILLIS);
+                long now = out.read();
+                if (reader.isAlive() && now == seen) {
+                    Result drained = parse(out.kept(), p.exitValue());
+                    if (drained.status() == Status.ANSWERED) {
+                        return drained; // the pipe's other holder is left to end it; the reader is a daemon
+                    }
+                }
+                seen = now;
+            }
             if (reader.isAlive()) {
                 kill(p);
                 return new Result(Status.FAILED, List.of(), "the query process exited " + p.exitValue()
@@ -139,6 +152,8 @@ public final class CudaDeviceQuery {
 
     /** How long the output is read after the query process exited. */
     static final int READ_AFTER_EXIT_SECONDS = 5;
+    /** How long the pipe must stay quiet, after the query process exited, for its output to count as read. */
+    static final int QUIET_MILLIS = 100;
 
     private static void kill(Process p) {
         p.descendants().forEach(ProcessHandle::destroyForcibly);
@@ -168,6 +183,7 @@ public final class CudaDeviceQuery {
         private int length;
         private boolean overlong;
         private long discarded;
+        private long read;
         private volatile IOException failure;
 
         OutputLines(InputStream in) {
@@ -191,6 +207,7 @@ public final class CudaDeviceQuery {
         }
 
         synchronized void accept(byte[] buf, int n) {
+            read += n;
             for (int i = 0; i < n; i++) {
                 byte b = buf[i];
                 if (b == '\n') {
@@ -214,6 +231,11 @@ public final class CudaDeviceQuery {
             }
             length = 0;
             overlong = false;
+        }
+
+        /** @return how many bytes were read so far */
+        synchronized long read() {
+            return read;
         }
 
         /** @return the protocol lines kept, each ending in a newline */
