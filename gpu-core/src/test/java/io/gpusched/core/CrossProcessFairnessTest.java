@@ -347,7 +347,10 @@ class CrossProcessFairnessTest {
             for (Thread t : threads) {
                 t.join();
             }
-            assertThat(order).containsExactly("w0", "w1", "w2");
+            // one release frees two GPUs for w1 and w2 together: which of their threads returns first is the
+            // scheduler's business, not the queue's order
+            assertThat(order).hasSize(3).startsWith("w0");
+            assertThat(order.subList(1, 3)).containsExactlyInAnyOrder("w1", "w2");
             assertThat(tickets(dir)).isEmpty();
         }
     }
