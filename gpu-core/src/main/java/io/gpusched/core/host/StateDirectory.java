@@ -12,7 +12,9 @@ import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
+import java.util.ArrayList;
 import java.util.HexFormat;
+import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
@@ -197,6 +199,52 @@ public final class StateDirectory {
             throw new GpuException(setting + ": cannot check or make " + d + ": " + e);
         }
         return d;
+    }
+
+    /**
+     * Whether a user other than root and this process's user could rename, replace or add entries in {@code dir},
+     * so that what this process reads there may be forged, or swapped for a FIFO that hangs the read: the directory
+     * (or, when absent, the nearest one above it) and every directory above it, and above what a link on the way
+     * leads to, must be owned by root or this user and writable by neither group nor others (directories above it
+     * may be sticky, like {@code /tmp}). The read-only counterpart of {@link #requirePrivate}, for a root command that
+     * reads files another user may keep (the accounting store of a shared state directory).
+     *
+     * @param dir a directory
+     * @return what others may change, naming the directory, its owner and mode; empty when only root and this user
+     *         can change it
+     */
+    public static Optional<String> othersMayChange(Path dir) {
+        Path d = dir.toAbsolutePath().normalize();
+        try {
+            Object me = Files.getAttribute(Path.of("/proc/self"), "unix:uid");
+            Path existing = d;
+            while (!Files.exists(existing, LinkOption.NOFOLLOW_LINKS)) {
+                existing = existing.getParent(); // the root exists
+            }
+            List<Path> checked = new ArrayList<>();
+            for (Path chain : new Path[]{existing, existing.toRealPath()}) {
+                for (Path p = chain; p != null; p = p.getParent()) {
+                    if (checked.contains(p) || !Files.exists(p)) {
+                        continue;
+                    }
+                    checked.add(p);
+                    Object owner = Files.getAttribute(p, "unix:uid");
+                    int mode = (Integer) Files.getAttribute(p, "unix:mode");
+                    boolean itself = p.equals(existing) || p.equals(chain);
+                    if (!owner.equals(me) && !Integer.valueOf(0).equals(owner)) {
+                        return Optional.of(p + " is owned by uid " + owner + ", who may rename or replace what "
+                                + d + " holds");
+                    }
+                    if ((mode & 0022) != 0 && (itself || (mode & 01000) == 0)) {
+                        return Optional.of(p + " has mode " + Integer.toOctalString(mode & 07777) + ", so group or"
+                                + " others may rename or replace what " + d + " holds");
+                    }
+                }
+            }
+            return Optional.empty();
+        } catch (IOException | UnsupportedOperationException | ClassCastException e) {
+            return Optional.of("cannot check who may change " + d + ": " + e);
+        }
     }
 
     /** Refuses when a directory above {@code below}, or above {@code real} (what it really is), is unsafe. */

@@ -61,6 +61,7 @@ public final class ReportCommand implements Callable<Integer> {
         Instant from = when("--since", since, now);
         Instant to = until == null ? now : when("--until", until, now);
         AccountingStore store = AccountingStore.at(stateDirectory());
+        refuseWhatOthersMayChange(store.directory());
         if (id != null) {
             AllocationUsage u = AllocationUsage.find(store, id).orElseThrow(() -> new CliException("no usage is"
                     + " recorded for allocation \"" + printable(id) + "\" in " + store.directory()
@@ -89,6 +90,23 @@ public final class ReportCommand implements Callable<Integer> {
             }
         }
         return 0;
+    }
+
+    /**
+     * Root reads no accounting store another user may change: its records could be forged, or a file swapped for a
+     * FIFO between the check and the open would hang this command (a state directory shared with a state group, whose
+     * service keeps its accounting under {@code gpu.service.private_dir}).
+     */
+    private void refuseWhatOthersMayChange(Path store) {
+        if (!StateDirectory.isRoot()) {
+            return; // an ordinary user reads what that user could read anyway
+        }
+        StateDirectory.othersMayChange(store).ifPresent(why -> {
+            throw new CliException("INSECURE_PERMISSIONS: root reads no accounting store another user may change: "
+                    + why + ". Give the service's configuration (--config FILE, whose gpu.service.private_dir holds"
+                    + " its accounting), or run gpusched report as the user who owns " + store,
+                    ExitCode.NODE_UNREADABLE);
+        });
     }
 
     /** @return where the node's accounting store lives: the state directory, or gpu.service.private_dir when set */

@@ -8,6 +8,7 @@ import io.gpusched.cli.Node;
 import io.gpusched.client.NodeClient;
 import io.gpusched.client.NodeStatus;
 import io.gpusched.core.GpuConfig;
+import io.gpusched.core.host.StateDirectory;
 import io.gpusched.core.internal.Json;
 import io.gpusched.core.internal.Printable;
 import java.nio.file.Path;
@@ -24,6 +25,8 @@ import picocli.CommandLine.ParentCommand;
 public final class StatusCommand implements Callable<Integer> {
     @ParentCommand
     GpuschedCommand root;
+
+    private String idleNote;
 
     @Override
     public Integer call() {
@@ -58,6 +61,9 @@ public final class StatusCommand implements Callable<Integer> {
                         + (idle.containsKey(h.id()) ? "  " + idle.get(h.id()).describe() : ""));
             }
             st.node().notes().forEach(note -> root.out().println("note: " + Printable.escape(note)));
+            if (idleNote != null) {
+                root.out().println("note: " + Printable.escape(idleNote));
+            }
             yarnNote().ifPresent(t -> root.out().println("note: " + Printable.escape(t)));
         }
         return 0;
@@ -71,8 +77,21 @@ public final class StatusCommand implements Callable<Integer> {
         try {
             // the service's sampler writes under gpu.service.private_dir when the state directory is shared
             GpuConfig config = root.config().map(GpuConfig::load).orElse(GpuConfig.defaults());
-            return st.node().stateDirectory().map(d -> IdleStatus.read(AccountingStore.at(
-                    config.service().privateDir(Path.of(d))), Instant.now())).orElse(Map.of());
+            Optional<AccountingStore> store = st.node().stateDirectory().map(d -> AccountingStore.at(
+                    config.service().privateDir(Path.of(d))));
+            if (store.isEmpty()) {
+                return Map.of();
+            }
+            // root reads no store another user may change (forged figures; a FIFO swapped in would hang this)
+            Optional<String> others = StateDirectory.isRoot() ? StateDirectory.othersMayChange(
+                    store.get().directory()) : Optional.empty();
+            if (others.isPresent()) {
+                idleNote = "idle GPUs are not shown: root reads no accounting store another user may change ("
+                        + others.get() + "); give the service's configuration (--config FILE, whose"
+                        + " gpu.service.private_dir holds its accounting)";
+                return Map.of();
+            }
+            return IdleStatus.read(store.get(), Instant.now());
         } catch (RuntimeException unreadable) {
             return Map.of();
         }
