@@ -13,6 +13,10 @@ import java.io.IOException;
  */
 final class ClientLimitFilter extends Filter {
     private static final String HELD = ClientLimitFilter.class.getName() + ".held";
+    /** The exchange's {@link ClientLimits}, for {@link Exchanges#keepOpen}. */
+    static final String LIMITS = ClientLimitFilter.class.getName() + ".limits";
+    /** Set while the exchange holds a slot of requests held open. */
+    static final String HELD_OPEN = ClientLimitFilter.class.getName() + ".heldOpen";
 
     private final ClientLimits limits;
 
@@ -29,9 +33,14 @@ final class ClientLimitFilter extends Filter {
             return;
         }
         ex.setAttribute(HELD, Boolean.TRUE);
+        ex.setAttribute(LIMITS, limits);
         try {
             chain.doFilter(ex);
         } finally {
+            if (ex.getAttribute(HELD_OPEN) != null) {
+                ex.setAttribute(HELD_OPEN, null);
+                limits.releaseHeld();
+            }
             if (ex.getAttribute(HELD) != null) {
                 ex.setAttribute(HELD, null);
                 limits.release(c, Kind.REQUESTS);

@@ -14,11 +14,13 @@ import java.util.concurrent.atomic.AtomicLong;
  * does, see {@link TcpOwners}), or a remote address for a client on another host. Root (uid 0) is held by the global
  * limit only: it administers the node and can stop the service anyway.
  *
- * <p>Every refusal is {@code 429} with reason {@code TOO_MANY_CONNECTIONS}, naming the limit and its value.
+ * <p>Every refusal is {@code 429} with reason {@code TOO_MANY_CONNECTIONS}, naming the limit and its value, but that of
+ * requests held open ({@link #acquireHeld}), which a host's route refuses with its own typed error.
  */
 final class ClientLimits {
     /** The limits, each at least 1. */
-    record Settings(int connectionsPerClient, int requestsPerClient, int streamsPerClient, int connections) {
+    record Settings(int connectionsPerClient, int requestsPerClient, int streamsPerClient, int connections,
+            int heldRequests) {
     }
 
     /** What is counted. */
@@ -39,6 +41,7 @@ final class ClientLimits {
     private final Settings settings;
     private final Map<String, int[]> perClient = new ConcurrentHashMap<>();
     private final AtomicInteger connections = new AtomicInteger();
+    private final AtomicInteger held = new AtomicInteger();
     private final Map<String, AtomicLong> refused = new ConcurrentHashMap<>();
 
     ClientLimits(Settings settings) {
@@ -74,6 +77,33 @@ final class ClientLimits {
             connections.decrementAndGet();
         }
         return r;
+    }
+
+    /**
+     * Takes one of the slots of requests held open (a request that waits in a queue, a job's output streamed), all
+     * clients together, root too: each holds a worker thread, and {@code heldRequests} is below the workers so that
+     * the others stay for every other request.
+     *
+     * @return null when taken (give it back with {@link #releaseHeld}), else the refusal's sentence
+     */
+    String acquireHeld() {
+        if (held.incrementAndGet() > settings.heldRequests()) {
+            held.decrementAndGet();
+            count("maxHeldRequests");
+            return "the console holds " + settings.heldRequests() + " requests open already (waiting in the queue or"
+                    + " streaming a job's output), its limit for all clients together (maxHeldRequests), so that its"
+                    + " other workers stay for every other request; try again once some have ended";
+        }
+        return null;
+    }
+
+    void releaseHeld() {
+        held.decrementAndGet();
+    }
+
+    /** @return requests held open now, all clients together */
+    int held() {
+        return held.get();
     }
 
     void releaseConnection(Client c) {

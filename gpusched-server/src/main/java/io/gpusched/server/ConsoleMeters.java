@@ -40,7 +40,7 @@ final class ConsoleMeters implements AutoCloseable {
         Gauge.builder("gpusched.console.connections", limits, ClientLimits::connections)
                 .description("Connections open on TCP and the node socket, all clients together").register(registry);
         for (String limit : new String[]{"maxConnections", "maxConnectionsPerClient", "maxRequestsPerClient",
-            "maxEventStreamsPerClient"}) {
+            "maxEventStreamsPerClient", "maxHeldRequests"}) {
             FunctionCounter.builder("gpusched.console.refused", limits, l -> l.refused().getOrDefault(limit, 0L))
                     .tag("limit", limit).description("Requests and connections refused by a client limit (429)")
                     .register(registry);

@@ -10,6 +10,7 @@ import io.gpusched.accounting.HostIdleEffects;
 import io.gpusched.core.Allocation;
 import io.gpusched.core.AllocationEvent;
 import io.gpusched.core.AllocationListener;
+import io.gpusched.core.GpuAllocationException;
 import io.gpusched.core.GpuException;
 import io.gpusched.core.GpuInventory;
 import io.gpusched.core.GpuScheduler;
@@ -138,7 +139,7 @@ public final class ConsoleServer implements AutoCloseable {
                 b.sampleInterval, HISTORY);
         watcher.followUps(ticker);
         this.limits = new ClientLimits(new ClientLimits.Settings(b.maxConnectionsPerClient, b.maxRequestsPerClient,
-                b.maxEventStreamsPerClient, b.maxConnections));
+                b.maxEventStreamsPerClient, b.maxConnections, b.maxHeldRequests));
         this.meters = new ConsoleMeters(b.scheduler, hostname, sse, limits);
         this.allocations = new AllocationsHandler(b.scheduler, watcher, meters, b.maxBodyBytes);
         this.environment = new EnvironmentHandler(b.scheduler, b.cudaPaths);
@@ -292,8 +293,11 @@ public final class ConsoleServer implements AutoCloseable {
      * For a host's handler that answers late (a request that waits in a queue) or streams: lifts the connection's idle
      * timeout ({@link Builder#idleTimeout}) until the exchange ends. Call it after reading the request body, so that a
      * client that stalls in its body is still cut. A client that goes away is noticed when the answer is written.
+     * The exchange takes one of the {@link Builder#maxHeldRequests} slots until it ends.
      *
      * @param exchange a request this console serves
+     * @throws GpuAllocationException {@code RATE_LIMITED}, naming {@code maxHeldRequests}, when that many requests are
+     *                                held open already (nothing was held; answer the refusal and end the exchange)
      */
     public static void keepOpen(HttpExchange exchange) {
         Exchanges.keepOpen(exchange);
@@ -484,6 +488,7 @@ public final class ConsoleServer implements AutoCloseable {
         private Integer maxRequestsPerClient;
         private Integer maxEventStreamsPerClient;
         private Integer maxConnections;
+        private Integer maxHeldRequests;
         private final Map<String, HttpHandler> hostRoutes = new LinkedHashMap<>();
 
         private Builder() {
@@ -791,6 +796,21 @@ public final class ConsoleServer implements AutoCloseable {
         }
 
         /**
+         * @param v most requests held open at once, all clients together (root too): a host's request that waits in a
+         *     queue or streams a job's output ({@link #keepOpen}) holds a worker thread for as long; at least 1 and
+         *     under {@link #threads} (default: three quarters of the threads, 192 of 256), so that the other workers
+         *     stay for every other request however many wait. Past it {@link #keepOpen} refuses with
+         *     {@code RATE_LIMITED} naming {@code maxHeldRequests}
+         * @return this
+         */
+        public Builder maxHeldRequests(int v) {
+            int checked = positive(v, "max held requests");
+            unset(maxHeldRequests, "max held requests");
+            maxHeldRequests = checked;
+            return this;
+        }
+
+        /**
          * @param v most connections open at once, all clients together (root too), at least 1 (default 4096): each
          *     holds a file descriptor, and the node's ledger needs some
          * @return this
@@ -890,6 +910,12 @@ public final class ConsoleServer implements AutoCloseable {
             maxRequestsPerClient = maxRequestsPerClient != null ? maxRequestsPerClient : 32;
             maxEventStreamsPerClient = maxEventStreamsPerClient != null ? maxEventStreamsPerClient : 8;
             maxConnections = maxConnections != null ? maxConnections : 4096;
+            maxHeldRequests =
+                    maxHeldRequests != null ? maxHeldRequests : Math.max(1, threads - Math.max(1, threads / 4));
+            if (maxHeldRequests >= threads && threads > 1) {
+                throw new IllegalArgumentException("max held requests " + maxHeldRequests + " must be under the "
+                        + threads + " threads, so that some workers stay for other requests");
+            }
             if (socketGroup != null && unixSocket == null) {
                 throw new IllegalArgumentException("--socket-group " + socketGroup + " is for the Unix socket, and no"
                         + " socket was asked for (unixSocket / --socket)");

@@ -1,6 +1,8 @@
 package io.gpusched.server;
 
 import com.sun.net.httpserver.HttpExchange;
+import io.gpusched.core.GpuAllocationException;
+import io.gpusched.core.GpuAllocationException.Reason;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
@@ -53,6 +55,14 @@ final class Exchanges {
      * in its body is still cut by the idle timeout.
      */
     static void keepOpen(HttpExchange ex) {
+        if (ex.getAttribute(ClientLimitFilter.HELD_OPEN) == null
+                && ex.getAttribute(ClientLimitFilter.LIMITS) instanceof ClientLimits limits) {
+            String refusal = limits.acquireHeld();
+            if (refusal != null) {
+                throw new GpuAllocationException(Reason.RATE_LIMITED, refusal);
+            }
+            ex.setAttribute(ClientLimitFilter.HELD_OPEN, Boolean.TRUE);
+        }
         EndPoint e = endPoint(ex);
         if (e != null && ex.getAttribute(IDLE) == null) {
             ex.setAttribute(IDLE, e.getIdleTimeout());

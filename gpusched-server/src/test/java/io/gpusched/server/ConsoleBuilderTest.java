@@ -83,6 +83,10 @@ class ConsoleBuilderTest {
             assertThatThrownBy(() -> ConsoleServer.builder().scheduler(s).stateDir(dir)
                     .listen(new InetSocketAddress("0.0.0.0", 0)).build())
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("--allow-remote");
+            assertThatThrownBy(() -> b.maxHeldRequests(0)).isInstanceOf(IllegalArgumentException.class)
+                    .hasMessageContaining("max held requests must be at least 1, was 0");
+            assertThatThrownBy(() -> ConsoleServer.builder().scheduler(s).stateDir(dir).threads(4).maxHeldRequests(4)
+                    .build()).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("under the 4 threads");
             assertThat(Files.exists(dir.resolve(ApiToken.FILE_NAME))).as("nothing written by a refused build")
                     .isFalse();
         }

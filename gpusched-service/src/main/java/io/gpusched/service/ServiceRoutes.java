@@ -291,16 +291,17 @@ public final class ServiceRoutes {
 
     private void start(HttpExchange ex, Caller c) throws IOException, InterruptedException {
         Requests.Job r = Requests.job(ServiceExchanges.body(ex, MAX_JOB_BODY));
+        if (!r.detach() || r.maxWait().isEmpty()) {
+            // the answer comes once the job started, and an attached job's output may pause for hours (a heartbeat
+            // checks its client): held open, or refused (maxHeldRequests) before anything is prepared
+            ConsoleServer.keepOpen(ex);
+        }
         Job job = service.prepareJob(c, r);
         if (r.detach()) {
-            if (r.maxWait().isEmpty()) {
-                ConsoleServer.keepOpen(ex); // the answer comes once the job started
-            }
             service.jobs().detach(job);
             ServiceExchanges.send(ex, 201, job.view(c));
             return;
         }
-        ConsoleServer.keepOpen(ex); // the job's output may pause for hours; a heartbeat checks its client
         StreamSink sink = new StreamSink(ex, service, c, gone.apply(ex));
         try {
             Optional<Allocation> a = service.jobs().allocate(job, sink);

@@ -145,7 +145,9 @@ class HostileClientsAttackTest {
             long fdsBefore = fds();
             long inServiceBefore = inService();
             List<SocketChannel> vanishing = new ArrayList<>();
-            for (int i = 0; i < 200; i++) {
+            // root's waits: held by the global bound of requests held open only (maxHeldRequests, 192 of the 256
+            // workers by default: ServiceHeldRequestsAttackTest), so 180 are all queued
+            for (int i = 0; i < 180; i++) {
                 SocketChannel c = SocketChannel.open(StandardProtocolFamily.UNIX);
                 c.connect(UnixDomainSocketAddress.of(sock));
                 String body = i % 2 == 0 ? "{\"flags\":[\"--gpu=1\"],\"wait\":\"10m\"}"
@@ -154,10 +156,10 @@ class HostileClientsAttackTest {
                         .getBytes(StandardCharsets.UTF_8)));
                 vanishing.add(c);
             }
-            for (int i = 0; i < 3000 && bed.service.queueView().size() < 200; i++) {
+            for (int i = 0; i < 3000 && bed.service.queueView().size() < 180; i++) {
                 Thread.sleep(20); // each job is checked first (its working directory, as its caller): slow on a busy host
             }
-            assertThat(bed.service.queueView()).as("queued; answered early: %s", early(vanishing)).hasSize(200);
+            assertThat(bed.service.queueView()).as("queued; answered early: %s", early(vanishing)).hasSize(180);
             for (SocketChannel c : vanishing) {
                 c.close();
             }
