@@ -89,7 +89,7 @@ public final class ChildOutput {
         return lines();
     }
 
-    /** @return how many bytes followed the last newline (a line the child was killed while printing); 0 before the end */
+    /** @return the bytes after the last newline (a line the child was killed while printing); 0 before the end */
     public int tornBytes() {
         return tornBytes;
     }
