@@ -6,6 +6,7 @@
  * ledger it checks), and {@link io.gpusched.testing.ClassPathEntry}, class-path entries known by artifact and classes
  * (never by the words in their paths) for tests that build another JVM's class path, and
  * {@link io.gpusched.testing.FsyncShim}, the durability tests' LD_PRELOAD shim that logs writes, forces and
- * acknowledgments.
+ * acknowledgments, and {@link io.gpusched.testing.ChildOutput}, a child process's output read to its end when the test
+ * kills it with SIGKILL (what the child acknowledged before it died is not dropped).
  */
 package io.gpusched.testing;

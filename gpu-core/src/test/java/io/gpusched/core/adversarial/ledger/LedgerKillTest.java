@@ -6,10 +6,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuScheduler;
 import io.gpusched.core.sim.NodeDescriptions;
-import java.io.BufferedReader;
+import io.gpusched.testing.ChildOutput;
 import java.io.File;
-import java.io.InputStreamReader;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -20,9 +18,8 @@ import java.util.List;
 import java.util.Map;
 import java.util.Random;
 import java.util.Set;
-import java.util.concurrent.CopyOnWriteArrayList;
-import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -38,6 +35,14 @@ class LedgerKillTest {
 
     @TempDir
     Path tmp;
+
+    /** Every child started, killed after the test whatever happened to it (an assertion can end a round early). */
+    private final List<Process> children = new ArrayList<>();
+
+    @AfterEach
+    void killChildren() {
+        children.forEach(Process::destroyForcibly);
+    }
 
     private static GpuScheduler open(Path dir) {
         return GpuScheduler.builder()
@@ -57,46 +62,29 @@ class LedgerKillTest {
         for (int round = 0; round < 3; round++) {
             int n = 4;
             List<Process> ps = new ArrayList<>();
-            List<List<String>> logs = new ArrayList<>();
-            List<CountDownLatch> enough = new ArrayList<>();
-            List<Thread> readers = new ArrayList<>();
+            List<ChildOutput> logs = new ArrayList<>();
+            List<Integer> targets = new ArrayList<>();
             for (int c = 0; c < n; c++) {
                 Process p = new ProcessBuilder(java, "-Dgpusched.ledger.compactBytes=3000", "-cp", cp,
                         KillChild.class.getName(), dir.toString(),
                         Integer.toString(round * 10 + c), Boolean.toString(c % 2 == 0))
                         .redirectError(ProcessBuilder.Redirect.DISCARD).start();
                 ps.add(p);
-                List<String> log = new CopyOnWriteArrayList<>();
-                logs.add(log);
-                int target = 5 + rnd.nextInt(60);
-                CountDownLatch l = new CountDownLatch(1);
-                enough.add(l);
-                Thread t = new Thread(() -> {
-                    try (BufferedReader r = new BufferedReader(
-                            new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8))) {
-                        for (String line; (line = r.readLine()) != null;) {
-                            log.add(line);
-                            if (log.size() >= target) {
-                                l.countDown();
-                            }
-                        }
-                    } catch (Exception e) {
-                        // the child was killed
-                    } finally {
-                        l.countDown();
-                    }
-                });
-                t.start();
-                readers.add(t);
+                children.add(p);
+                logs.add(ChildOutput.of(p));
+                targets.add(5 + rnd.nextInt(60));
             }
-            // kill each child once it has printed its random number of lines
+            // kill each child once it has printed its random number of lines (SIGKILL; what it printed before stays
+            // readable, unlike after Process.destroyForcibly, which drops the lines not read yet)
             for (int c = 0; c < n; c++) {
-                assertTrue(enough.get(c).await(60, TimeUnit.SECONDS), "child " + c + " made progress: " + logs.get(c));
-                ps.get(c).destroyForcibly();
-            }
-            for (int c = 0; c < n; c++) {
-                ps.get(c).waitFor();
-                readers.get(c).join();
+                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+                while (logs.get(c).lines().size() < targets.get(c) && ps.get(c).isAlive()
+                        && System.nanoTime() < deadline) {
+                    Thread.sleep(10);
+                }
+                assertTrue(logs.get(c).lines().size() >= targets.get(c), "child " + c + " made progress: "
+                        + logs.get(c).lines());
+                logs.get(c).kill();
             }
             // the test's own view: detached allocations acknowledged and not being released must be live
             Set<String> mustLive = new HashSet<>();
@@ -104,7 +92,7 @@ class LedgerKillTest {
             Set<String> maybe = new HashSet<>();
             for (int c = 0; c < n; c++) {
                 Map<String, String> state = new HashMap<>();
-                for (String line : logs.get(c)) {
+                for (String line : logs.get(c).awaitEnd(Duration.ofSeconds(60))) {
                     String[] f = line.split(" ");
                     switch (f[0]) {
                         case "ACK" -> {
