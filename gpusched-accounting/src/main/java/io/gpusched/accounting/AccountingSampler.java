@@ -86,6 +86,11 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
             new CopyOnWriteArrayList<>();
     /** records a failed append left, written first by the next one; guarded by {@link #io} */
     private final List<AccountingRecord> pending = new ArrayList<>();
+    /** whether {@link #pending} holds records (written under {@link #io}, read by sweeps without it) */
+    private volatile boolean retry;
+    /** {@code gpu.accounting.checkpoint} in ms and ns */
+    private final long checkpointMillis;
+    private final long checkpointNanosEvery;
     /**
      * Held by the thread that writes the store (a batch of queued records, housekeeping, the close): the writer is not
      * thread-safe. Taken inside this sampler's monitor (sweeps) or without it (events), never the other way round.
@@ -108,6 +113,8 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
         this.inventory = inventory;
         this.processUsage = inventory::processUsage;
         this.clock = clock;
+        this.checkpointMillis = settings.checkpoint().toMillis();
+        this.checkpointNanosEvery = settings.checkpoint().toNanos();
         this.meter = new UsageMeter(settings.idle().threshold(), attribution);
         this.idle = new IdleWatch(settings.idle(), effects);
         this.jobMapping = settings.hpcJobMappingDir().map(HpcJobMapping::open).orElse(null);
@@ -228,6 +235,7 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
         try {
             writer.append(batch);
             pending.clear();
+            retry = false;
         } catch (RuntimeException e) {
             pending.clear();
             int drop = Math.max(0, batch.size() - MAX_PENDING);
@@ -235,6 +243,7 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
                 LOG.warn("accounting: {} records dropped: the store has refused writes for too long", drop);
             }
             pending.addAll(batch.subList(drop, batch.size()));
+            retry = !pending.isEmpty();
             for (Ticket t : tickets) {
                 t.error = e;
                 t.done = true;
@@ -301,33 +310,49 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
             lastSweepMillis = now.toEpochMilli();
             sinceCheckpoint += step;
             ranMillis += step;
-            List<Interval> closedNow = new ArrayList<>();
+            List<AccountingRecord> out = null; // most sweeps close nothing: no list is made, nothing is written
             if (first) {
-                closedNow.addAll(meter.endResumedNotLive(ids(live)));
+                out = more(out, meter.endResumedNotLive(ids(live)));
                 first = false;
             }
             if (!meter.allTrackedLive(live)) { // the common case: nothing vanished, no set of ids built
-                closedNow.addAll(meter.endVanished(ids(live)));
+                out = more(out, meter.endVanished(ids(live)));
             }
-            closedNow.addAll(meter.observe(now, sample, live, processUsage));
+            out = more(out, meter.observe(now, sample, live, processUsage));
             if (!granted.isEmpty()) {
                 granted.keySet().removeAll(meter.tracked());
                 granted.values().removeIf(e -> e.at().isBefore(now.minus(Duration.ofDays(1))));
             }
-            List<AccountingRecord> out = new ArrayList<>(closedNow);
-            if (lastCheckpoint == null || sinceCheckpoint >= settings.checkpoint().toMillis()
-                    || System.nanoTime() - checkpointNanos >= settings.checkpoint().toNanos()) {
-                out.addAll(meter.checkpoint());
+            if (lastCheckpoint == null || sinceCheckpoint >= checkpointMillis
+                    || System.nanoTime() - checkpointNanos >= checkpointNanosEvery) {
+                out = more(out, meter.checkpoint());
+                if (out == null) {
+                    out = new ArrayList<>(1);
+                }
                 out.add(new Checkpoint(now, new ArrayList<>(meter.tracked())));
                 checkpointed(now);
             }
             steps = idle.evaluate(now, live, meter.idleSince());
-            out.addAll(steps);
-            write(out);
+            out = more(out, steps);
+            if (out != null || retry) { // a sweep with nothing to write still retries what a failed append left
+                write(out != null ? out : List.of());
+            }
             housekeeping(now);
             syncJobMapping(live);
         }
         return steps;
+    }
+
+    /** @return {@code out} with {@code records} added, made when it is null and there are some */
+    private static List<AccountingRecord> more(List<AccountingRecord> out, List<? extends AccountingRecord> records) {
+        if (records.isEmpty()) {
+            return out;
+        }
+        if (out == null) {
+            out = new ArrayList<>(records.size() + 1);
+        }
+        out.addAll(records);
+        return out;
     }
 
     private static Set<String> ids(List<Allocation> live) {

@@ -98,6 +98,29 @@ public final class AccountingStore {
         return LocalDate.ofInstant(t, ZoneOffset.UTC);
     }
 
+    /** @return the UTC day of an instant as days since 1970-01-01 ({@link #dayOf}'s {@code toEpochDay}) */
+    static long epochDay(Instant t) {
+        return Math.floorDiv(t.getEpochSecond(), 86_400L);
+    }
+
+    /**
+     * A day's journal open for appends, and its size: only the writer appends to it (it holds the sampler lock), so the
+     * size is known without asking the file system at every append.
+     */
+    private static final class Journal {
+        final FileChannel channel;
+        /** bytes in the file: what was there when it was opened (a torn tail cut), plus what was appended since */
+        long size;
+        /** the size before the batch being appended (what a failed batch is cut back to) */
+        long before;
+
+        Journal(FileChannel channel, long size) {
+            this.channel = channel;
+            this.size = size;
+            this.before = size;
+        }
+    }
+
     /** @return the days that have a journal, oldest first (empty when the store does not exist) */
     public List<LocalDate> days() {
         TreeSet<LocalDate> out = new TreeSet<>();
@@ -317,9 +340,13 @@ public final class AccountingStore {
 
     /** The one writer of a node's store: holds the sampler lock until {@link #close()}. Not thread-safe. */
     public final class Writer implements AutoCloseable {
+        /** Appends up to this size go through one direct buffer of the writer's. */
+        private static final int DIRECT_BYTES = 64 << 10;
         private final FileChannel lockChannel;
         private final FileLock lock;
-        private final Map<LocalDate, FileChannel> open = new HashMap<>();
+        /** the journals open for appends, by day */
+        private final Map<LocalDate, Journal> open = new HashMap<>();
+        private ByteBuffer direct;
 
         private Writer(FileChannel lockChannel, FileLock lock) {
             this.lockChannel = lockChannel;
@@ -341,37 +368,76 @@ public final class AccountingStore {
             if (records.isEmpty()) {
                 return;
             }
-            Map<LocalDate, StringBuilder> byDay = new LinkedHashMap<>();
+            // the records of one day (a sweep's, nearly always) are encoded into one builder, with no map of days
+            long day = epochDay(records.get(0).at());
+            StringBuilder lines = new StringBuilder(512 * records.size());
+            Map<LocalDate, StringBuilder> byDay = null;
             for (AccountingRecord r : records) {
-                byDay.computeIfAbsent(dayOf(r.at()), d -> new StringBuilder()).append(RecordCodec.encode(r))
-                        .append('\n');
+                long d = epochDay(r.at());
+                if (d != day) {
+                    if (byDay == null) {
+                        byDay = new LinkedHashMap<>();
+                        byDay.put(LocalDate.ofEpochDay(day), lines);
+                    }
+                    lines = byDay.computeIfAbsent(LocalDate.ofEpochDay(d), x -> new StringBuilder());
+                    day = d;
+                }
+                RecordCodec.encodeTo(lines, r);
+                lines.append('\n');
             }
-            Map<FileChannel, Long> before = new LinkedHashMap<>();
+            if (byDay == null) {
+                byDay = Map.of(LocalDate.ofEpochDay(day), lines);
+            }
+            List<Journal> touched = new ArrayList<>(byDay.size());
             try {
                 for (Map.Entry<LocalDate, StringBuilder> e : byDay.entrySet()) {
-                    FileChannel ch = channel(e.getKey(), byDay.keySet());
-                    before.put(ch, ch.size());
-                    ByteBuffer b = ByteBuffer.wrap(e.getValue().toString().getBytes(StandardCharsets.UTF_8));
-                    while (b.hasRemaining()) {
-                        ch.write(b);
-                    }
+                    Journal j = journalOf(e.getKey(), byDay.keySet());
+                    j.before = j.size;
+                    touched.add(j);
+                    byte[] bytes = e.getValue().toString().getBytes(StandardCharsets.UTF_8);
+                    write(j.channel, bytes);
+                    j.size += bytes.length;
                 }
-                for (FileChannel ch : before.keySet()) {
-                    ch.force(false);
+                for (Journal j : touched) {
+                    j.channel.force(false);
                 }
             } catch (IOException e) {
                 // all or nothing: a batch the disk refused part of is taken back, so a retry neither leaves a torn
                 // line in the middle of a journal nor writes the part that did land twice
-                for (Map.Entry<FileChannel, Long> b : before.entrySet()) {
+                for (Journal j : touched) {
                     try {
-                        b.getKey().truncate(b.getValue());
-                        b.getKey().position(b.getValue());
-                    } catch (IOException ignored) {
-                        // the next writer cuts a torn tail
+                        j.channel.truncate(j.before);
+                        j.channel.position(j.before);
+                        j.size = j.before;
+                    } catch (IOException notCut) {
+                        // its size is not known now: closed, so the next append opens it again and cuts a torn tail
+                        open.values().remove(j);
+                        try {
+                            j.channel.close();
+                        } catch (IOException ignored) {
+                            // closing: nothing more to do
+                        }
                     }
                 }
                 throw new UncheckedIOException("cannot append to the accounting store " + dir + ": "
                         + e.getMessage(), e);
+            }
+        }
+
+        /** Writes all of {@code bytes} at the channel's position, through this writer's direct buffer when they fit. */
+        private void write(FileChannel ch, byte[] bytes) throws IOException {
+            ByteBuffer b;
+            if (bytes.length <= DIRECT_BYTES) {
+                if (direct == null) {
+                    direct = ByteBuffer.allocateDirect(DIRECT_BYTES);
+                }
+                b = direct.clear();
+                b.put(bytes).flip();
+            } else {
+                b = ByteBuffer.wrap(bytes);
+            }
+            while (b.hasRemaining()) {
+                ch.write(b);
             }
         }
 
@@ -380,16 +446,16 @@ public final class AccountingStore {
          * @param batch the days of the batch being appended: their journals stay open until it is forced (or taken
          *              back), however many days it spans
          */
-        private FileChannel channel(LocalDate day, Set<LocalDate> batch) throws IOException {
-            FileChannel ch = open.get(day);
-            if (ch != null) {
-                return ch;
+        private Journal journalOf(LocalDate day, Set<LocalDate> batch) throws IOException {
+            Journal j = open.get(day);
+            if (j != null) {
+                return j;
             }
             if (open.size() > 4) { // keep at most a few days open (today, yesterday, a gap's days), never the batch's
-                for (Iterator<Map.Entry<LocalDate, FileChannel>> it = open.entrySet().iterator(); it.hasNext();) {
-                    Map.Entry<LocalDate, FileChannel> e = it.next();
+                for (Iterator<Map.Entry<LocalDate, Journal>> it = open.entrySet().iterator(); it.hasNext();) {
+                    Map.Entry<LocalDate, Journal> e = it.next();
                     if (!batch.contains(e.getKey())) {
-                        e.getValue().close();
+                        e.getValue().channel.close();
                         it.remove();
                     }
                 }
@@ -397,16 +463,23 @@ public final class AccountingStore {
             Files.deleteIfExists(summary(day));
             Path f = journal(day);
             boolean fresh = !Files.exists(f, LinkOption.NOFOLLOW_LINKS);
-            ch = FileChannel.open(f, StandardOpenOption.CREATE, StandardOpenOption.WRITE, StandardOpenOption.READ,
-                    LinkOption.NOFOLLOW_LINKS);
+            FileChannel ch =
+                    FileChannel.open(f, StandardOpenOption.CREATE, StandardOpenOption.WRITE, StandardOpenOption.READ,
+                            LinkOption.NOFOLLOW_LINKS);
             if (fresh) {
                 Files.setPosixFilePermissions(f, PosixFilePermissions.fromString("rw-r--r--"));
                 forceDirectory();
             }
-            cutTornTail(ch);
-            ch.position(ch.size());
-            open.put(day, ch);
-            return ch;
+            try {
+                cutTornTail(ch);
+                j = new Journal(ch, ch.size());
+                ch.position(j.size);
+            } catch (IOException | RuntimeException e) {
+                ch.close();
+                throw e;
+            }
+            open.put(day, j);
+            return j;
         }
 
         /** Cuts a last line without its newline: a write a crash interrupted, never acknowledged. */
@@ -474,9 +547,9 @@ public final class AccountingStore {
                 out.add(lastMarker);
             }
             try {
-                FileChannel ch = open.remove(day);
-                if (ch != null) {
-                    ch.close();
+                Journal j = open.remove(day);
+                if (j != null) {
+                    j.channel.close();
                 }
                 replace(journal(day), out);
                 List<AccountingRecord> sum = summarize(day, merged.values());
@@ -525,9 +598,9 @@ public final class AccountingStore {
             for (LocalDate d : days()) {
                 if (d.isBefore(oldestKept)) {
                     try {
-                        FileChannel ch = open.remove(d);
-                        if (ch != null) {
-                            ch.close();
+                        Journal j = open.remove(d);
+                        if (j != null) {
+                            j.channel.close();
                         }
                         Files.deleteIfExists(summary(d));
                         Files.deleteIfExists(journal(d));
@@ -543,9 +616,9 @@ public final class AccountingStore {
         /** Closes the journals and releases the sampler lock. */
         @Override
         public void close() {
-            for (FileChannel c : open.values()) {
+            for (Journal j : open.values()) {
                 try {
-                    c.close();
+                    j.channel.close();
                 } catch (IOException e) {
                     // closing: nothing more to do
                 }

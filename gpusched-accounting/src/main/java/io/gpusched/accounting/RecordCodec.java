@@ -75,121 +75,127 @@ public final class RecordCodec {
      */
     public static String encode(AccountingRecord r) {
         StringBuilder j = new StringBuilder(r instanceof Interval i ? 160 + 320 * i.devices().size() : 128);
-        j.append("00000000 "); // the checksum's place, filled in below
-        if (r instanceof Interval i) {
-            j.append("{\"k\":\"i\"");
-            string(j, "id", clip(i.allocationId()));
-            writeOwner(j, i.owner(), i.ownerUid());
-            if (i.jobId().isPresent()) {
-                string(j, "job", clip(i.jobId().get()));
-            }
-            number(j, "from", i.from().toEpochMilli());
-            number(j, "to", i.to().toEpochMilli());
-            if (i.first()) {
-                j.append(",\"first\":true");
-            }
-            if (i.end().isPresent()) {
-                string(j, "end", i.end().get());
-            }
-            if (i.gap()) {
-                j.append(",\"gap\":true");
-            }
-            if (i.idleSince().isPresent()) {
-                number(j, "idle", i.idleSince().get().toEpochMilli());
-            }
-            j.append(",\"gpus\":[");
-            boolean firstDevice = true;
-            for (DeviceUsage d : i.devices()) {
-                if (!firstDevice) {
-                    j.append(',');
-                }
-                firstDevice = false;
-                j.append("{\"i\":").append(d.index());
-                string(j, "uuid", clip(d.uuid()));
-                writeFigures(j, d.figures());
-                if (d.counterAtEnd().isPresent()) {
-                    number(j, "ec", d.counterAtEnd().getAsLong());
-                }
-                if (!d.notes().isEmpty()) {
-                    j.append(",\"notes\":[");
-                    boolean firstNote = true;
-                    for (String n : d.notes()) {
-                        if (!firstNote) {
-                            j.append(',');
-                        }
-                        firstNote = false;
-                        quoted(j, clip(n));
-                    }
-                    j.append(']');
-                }
-                j.append('}');
-            }
-            j.append(']');
-        } else if (r instanceof Checkpoint c) {
-            j.append("{\"k\":\"c\"");
-            number(j, "at", c.at().toEpochMilli());
-            j.append(",\"open\":[");
-            boolean firstId = true;
-            for (String id : c.open()) {
-                if (!firstId) {
-                    j.append(',');
-                }
-                firstId = false;
-                quoted(j, clip(id));
-            }
-            j.append(']');
-        } else if (r instanceof IdleAction a) {
-            j.append("{\"k\":\"a\"");
-            number(j, "at", a.at().toEpochMilli());
-            string(j, "id", clip(a.allocationId()));
-            if (a.owner().isPresent()) {
-                string(j, "owner", clip(a.owner().get()));
-            }
-            string(j, "action", a.action().name());
-            number(j, "idleFor", a.idleFor().toMillis());
-            string(j, "detail", a.detail().length() > MAX_TEXT ? a.detail().substring(0, MAX_TEXT) : a.detail());
-        } else if (r instanceof DaySummary s) {
-            j.append("{\"k\":\"d\"");
-            string(j, "day", s.day().toString());
-            writeOwner(j, s.owner(), s.ownerUid());
-            if (s.index().isPresent()) {
-                number(j, "i", s.index().getAsInt());
-                string(j, "uuid", clip(s.uuid().orElse("-")));
-            }
-            number(j, "n", s.allocations());
-            writeFigures(j, s.figures());
-        } else {
-            j.append('{');
-        }
-        j.append('}');
-        byte[] line = j.toString().getBytes(StandardCharsets.UTF_8);
-        CRC32C c = new CRC32C();
-        c.update(line, 9, line.length - 9); // the JSON's bytes: the 9 characters before it are ASCII
-        int v = (int) c.getValue();
-        for (int i = 7; i >= 0; i--) {
-            j.setCharAt(i, Character.forDigit(v & 0xf, 16));
-            v >>>= 4;
-        }
+        encodeTo(j, r);
         return j.toString();
     }
 
-    /** Appends {@code ,"key":"value"} (a key of this codec's, which needs no escaping). */
-    private static void string(StringBuilder j, String key, String value) {
-        j.append(",\"").append(key).append("\":");
-        quoted(j, value);
+    /**
+     * Appends the record's line ({@link #encode}, without the newline) to {@code out}: a batch of records is encoded
+     * into one builder, with no string per record.
+     */
+    static void encodeTo(StringBuilder out, AccountingRecord r) {
+        int at = out.length();
+        out.append("00000000 "); // the checksum's place, filled in below
+        if (r instanceof Interval i) {
+            interval(out, i);
+        } else if (r instanceof Checkpoint c) {
+            out.append("{\"k\":\"c\",\"at\":").append(c.at().toEpochMilli()).append(",\"open\":[");
+            boolean firstId = true;
+            for (String id : c.open()) {
+                if (!firstId) {
+                    out.append(',');
+                }
+                firstId = false;
+                quoted(out, clip(id));
+            }
+            out.append(']');
+        } else if (r instanceof IdleAction a) {
+            out.append("{\"k\":\"a\",\"at\":").append(a.at().toEpochMilli()).append(",\"id\":");
+            quoted(out, clip(a.allocationId()));
+            if (a.owner().isPresent()) {
+                out.append(",\"owner\":");
+                quoted(out, clip(a.owner().get()));
+            }
+            out.append(",\"action\":");
+            quoted(out, a.action().name());
+            out.append(",\"idleFor\":").append(a.idleFor().toMillis()).append(",\"detail\":");
+            quoted(out, a.detail().length() > MAX_TEXT ? a.detail().substring(0, MAX_TEXT) : a.detail());
+        } else if (r instanceof DaySummary s) {
+            out.append("{\"k\":\"d\",\"day\":");
+            quoted(out, s.day().toString());
+            writeOwner(out, s.owner(), s.ownerUid());
+            if (s.index().isPresent()) {
+                out.append(",\"i\":").append(s.index().getAsInt()).append(",\"uuid\":");
+                quoted(out, clip(s.uuid().orElse("-")));
+            }
+            out.append(",\"n\":").append(s.allocations());
+            writeFigures(out, s.figures());
+        } else {
+            out.append('{');
+        }
+        out.append('}');
+        checksum(out, at);
     }
 
-    /** Appends {@code ,"key":value}. */
-    private static void number(StringBuilder j, String key, long value) {
-        j.append(",\"").append(key).append("\":").append(value);
+    /** Appends an interval's JSON object without its closing brace. */
+    private static void interval(StringBuilder j, Interval i) {
+        j.append("{\"k\":\"i\",\"id\":");
+        quoted(j, clip(i.allocationId()));
+        writeOwner(j, i.owner(), i.ownerUid());
+        if (i.jobId().isPresent()) {
+            j.append(",\"job\":");
+            quoted(j, clip(i.jobId().get()));
+        }
+        j.append(",\"from\":").append(i.from().toEpochMilli()).append(",\"to\":").append(i.to().toEpochMilli());
+        if (i.first()) {
+            j.append(",\"first\":true");
+        }
+        if (i.end().isPresent()) {
+            j.append(",\"end\":");
+            quoted(j, i.end().get());
+        }
+        if (i.gap()) {
+            j.append(",\"gap\":true");
+        }
+        if (i.idleSince().isPresent()) {
+            j.append(",\"idle\":").append(i.idleSince().get().toEpochMilli());
+        }
+        j.append(",\"gpus\":[");
+        boolean firstDevice = true;
+        for (DeviceUsage d : i.devices()) {
+            j.append(firstDevice ? "{\"i\":" : ",{\"i\":").append(d.index()).append(",\"uuid\":");
+            firstDevice = false;
+            quoted(j, clip(d.uuid()));
+            writeFigures(j, d.figures());
+            if (d.counterAtEnd().isPresent()) {
+                j.append(",\"ec\":").append(d.counterAtEnd().getAsLong());
+            }
+            List<String> notes = d.notes();
+            if (!notes.isEmpty()) {
+                j.append(",\"notes\":[");
+                for (int n = 0; n < notes.size(); n++) {
+                    if (n > 0) {
+                        j.append(',');
+                    }
+                    quoted(j, clip(notes.get(n)));
+                }
+                j.append(']');
+            }
+            j.append('}');
+        }
+        j.append(']');
     }
 
     /**
-     * Appends {@code ,"key":value} as Jackson writes a double: {@link Double#toString}, and NaN or an infinity as a
-     * quoted string (its default {@code QUOTE_NON_NUMERIC_NUMBERS}; the reader refuses both).
+     * Writes the CRC-32C of the line's JSON (its UTF-8 bytes, from {@code at + 9} to the end) over the eight
+     * placeholder digits at {@code at}.
      */
-    private static void number(StringBuilder j, String key, double value) {
-        j.append(",\"").append(key).append("\":");
+    private static void checksum(StringBuilder j, int at) {
+        byte[] json = j.substring(at + 9).getBytes(StandardCharsets.UTF_8);
+        CRC32C c = new CRC32C();
+        c.update(json, 0, json.length);
+        int v = (int) c.getValue();
+        for (int i = at + 7; i >= at; i--) {
+            j.setCharAt(i, Character.forDigit(v & 0xf, 16));
+            v >>>= 4;
+        }
+    }
+
+    /**
+     * Appends {@code value} as Jackson writes a double: {@link Double#toString}, and NaN or an infinity as a quoted
+     * string (its default {@code QUOTE_NON_NUMERIC_NUMBERS}; the reader refuses both).
+     */
+    private static void number(StringBuilder j, double value) {
         if (Double.isNaN(value) || Double.isInfinite(value)) {
             j.append('"').append(value).append('"');
         } else {
@@ -232,28 +238,28 @@ public final class RecordCodec {
 
     private static void writeOwner(StringBuilder j, Optional<String> owner, OptionalLong uid) {
         if (owner.isPresent()) {
-            string(j, "owner", clip(owner.get()));
+            j.append(",\"owner\":");
+            quoted(j, clip(owner.get()));
         }
         if (uid.isPresent()) {
-            number(j, "uid", uid.getAsLong());
+            j.append(",\"uid\":").append(uid.getAsLong());
         }
     }
 
     private static void writeFigures(StringBuilder j, UsageFigures f) {
-        number(j, "held", f.heldMillis);
-        number(j, "meas", f.measuredMillis);
-        number(j, "um", f.utilizationMillis);
-        number(j, "us", f.utilizationPercentMillis);
+        j.append(",\"held\":").append(f.heldMillis).append(",\"meas\":").append(f.measuredMillis)
+                .append(",\"um\":").append(f.utilizationMillis).append(",\"us\":");
+        number(j, f.utilizationPercentMillis);
         if (f.utilizationPeak >= 0) {
-            number(j, "up", f.utilizationPeak);
+            j.append(",\"up\":");
+            number(j, f.utilizationPeak);
         }
-        number(j, "idle", f.idleMillis);
+        j.append(",\"idle\":").append(f.idleMillis);
         if (f.memoryPeakBytes >= 0) {
-            number(j, "mp", f.memoryPeakBytes);
+            j.append(",\"mp\":").append(f.memoryPeakBytes);
         }
-        number(j, "e", f.energyMillijoules);
-        number(j, "ee", f.estimatedMillijoules);
-        number(j, "em", f.energyMillis);
+        j.append(",\"e\":").append(f.energyMillijoules).append(",\"ee\":").append(f.estimatedMillijoules)
+                .append(",\"em\":").append(f.energyMillis);
     }
 
     /** @return a text the reader accepts: cut to {@link #MAX_TEXT} characters, never empty */

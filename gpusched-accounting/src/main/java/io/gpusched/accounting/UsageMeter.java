@@ -109,6 +109,11 @@ final class UsageMeter {
     private long listing;
     /** counts {@link #allTrackedLive} calls */
     private long liveChecks;
+    /** counts tracks added and removed: a {@link Layout}'s cached tracks are valid while it stays the same */
+    private long trackMods;
+    private static final long NEVER = -1;
+    /** the list of live allocations {@link #allTrackedLive} found the same as the layout's, for this sweep only */
+    private List<Allocation> sameAsLayout;
 
     /**
      * The longest span one sweep is credited with (the console's and the service's sweeps come every
@@ -244,6 +249,7 @@ final class UsageMeter {
         for (Allocation a : live) { // tracked from their grants, so a checkpoint records them; nothing credited
             if (!tracks.containsKey(a.id())) {
                 tracks.put(a.id(), start(a));
+                trackMods++;
             }
         }
         for (GpuMetrics m : sample.metrics()) { // the counters at this sweep: the gap's end, the next span's start
@@ -274,15 +280,19 @@ final class UsageMeter {
             Holding h = layout.holdings[i];
             sweep(sweeps[i], h, metricsAt(h.device.index()), prev, t, usage);
         }
+        // each live allocation's track: the layout's, while no track was added or removed since it was kept
+        Track[] trackAt = layout.tracksAt == trackMods ? layout.tracks : null;
         int k = 0;
         for (Allocation a : live) {
             int[] positions = layout.positions[k];
-            int[] slots = layout.slots[k++];
-            Track tr = tracks.get(a.id());
+            int[] slots = layout.slots[k];
+            Track tr = trackAt != null ? trackAt[k] : tracks.get(a.id());
             if (tr == null) {
                 tr = start(a);
                 tracks.put(a.id(), tr);
+                trackMods++;
             }
+            layout.tracks[k++] = tr;
             tr.update(a);
             long sampledFrom = prev != null ? prev : t;
             if (tr.covered < sampledFrom) {
@@ -300,6 +310,11 @@ final class UsageMeter {
         for (GpuMetrics m : sample.metrics()) { // after the gaps: they read the counters at the previous sweep
             lastCounter(m.index(), m.energyMillijoules());
         }
+        layout.tracksAt = trackMods;
+        sameAsLayout = null;
+        // every live allocation is tracked now; when nothing else is, allTrackedLive knows it until tracks or the
+        // live allocations change
+        layout.allTrackedAt = tracks.size() == layout.distinctIds ? trackMods : NEVER;
         lastTick = t;
         return out;
     }
@@ -320,6 +335,14 @@ final class UsageMeter {
         final int[][] positions;
         /** per holding: what the sweep being credited says about it (reset by each sweep) */
         final DeviceSweep[] sweeps;
+        /** how many distinct ids {@link #live} holds */
+        final int distinctIds;
+        /** per live allocation: its track, valid while the meter's {@code trackMods} equals {@code tracksAt} */
+        final Track[] tracks;
+        long tracksAt = NEVER;
+        /** the meter's {@code trackMods} at which every track was of an allocation in {@code live} ({@code NEVER}:
+         *  not known) */
+        long allTrackedAt = NEVER;
 
         Layout(List<Allocation> allocations) {
             live = allocations.toArray(new Allocation[0]);
@@ -353,6 +376,12 @@ final class UsageMeter {
             for (int h = 0; h < holdings.length; h++) {
                 sweeps[h] = new DeviceSweep(holdings[h].holders.size());
             }
+            Set<String> ids = new HashSet<>();
+            for (Allocation a : live) {
+                ids.add(a.id());
+            }
+            distinctIds = ids.size();
+            tracks = new Track[live.length];
         }
 
         boolean sameAs(List<Allocation> allocations) {
@@ -405,7 +434,7 @@ final class UsageMeter {
 
     private Layout layout(List<Allocation> live) {
         Layout l = layout;
-        if (l == null || !l.sameAs(live)) {
+        if (l == null || live != sameAsLayout && !l.sameAs(live)) {
             l = new Layout(live);
             layout = l;
         }
@@ -707,7 +736,9 @@ final class UsageMeter {
             this.idle.computeIfAbsent(tr.allocation.id(), k -> Instant.ofEpochMilli(tr.idleSince));
         } else {
             tr.idleSince = null;
-            this.idle.remove(tr.allocation.id());
+            if (tr.lastTickIdle) { // only an allocation idle at its last sweep can be in the map
+                this.idle.remove(tr.allocation.id());
+            }
         }
         tr.lastTickIdle = idle;
     }
@@ -820,6 +851,9 @@ final class UsageMeter {
     List<Interval> end(String id, Instant at, String cause) {
         Track tr = tracks.remove(id);
         idle.remove(id);
+        if (tr != null) {
+            trackMods++;
+        }
         if (tr == null) {
             Interval tail = resumeFrom.remove(id);
             if (tail == null) {
@@ -865,6 +899,11 @@ final class UsageMeter {
      *         answered without building a set of the live ids
      */
     boolean allTrackedLive(List<Allocation> live) {
+        Layout l = layout;
+        if (l != null && l.allTrackedAt == trackMods && l.sameAs(live)) {
+            sameAsLayout = live; // the sweep's observe need not compare them again
+            return true; // the last sweep tracked exactly these allocations, and no track came or went since
+        }
         long stamp = ++liveChecks;
         int found = 0;
         for (Allocation a : live) {

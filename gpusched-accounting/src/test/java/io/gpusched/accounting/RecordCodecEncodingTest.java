@@ -52,6 +52,24 @@ class RecordCodecEncodingTest {
         assertEquals(true, decoded > 1_000, "too few fuzzed records were readable: " + decoded);
     }
 
+    /**
+     * A batch is encoded into one builder ({@code RecordCodec.encodeTo}, what the store appends): each line, after
+     * lines with non-ASCII text before it, is Jackson's, its checksum over its own JSON only.
+     */
+    @Test
+    void aBatchEncodedIntoOneBuilderIsJacksonsLineByLine() {
+        Random rnd = new Random(0xba7c4L);
+        StringBuilder batch = new StringBuilder("日本\n");
+        List<String> expected = new ArrayList<>(List.of("日本"));
+        for (int i = 0; i < 500; i++) {
+            AccountingRecord r = record(rnd);
+            RecordCodec.encodeTo(batch, r);
+            batch.append('\n');
+            expected.add(JacksonRecordEncoding.encode(r));
+        }
+        assertEquals(String.join("\n", expected) + "\n", batch.toString());
+    }
+
     @Test
     void everyCharacterBelow256AndTheSurrogatesEncodeAsJacksonDoes() {
         for (int c = 0; c < 0x10000; c++) {

@@ -187,7 +187,7 @@ public final class ConsoleServer implements AutoCloseable {
         s.ifPresent(x -> {
             x.addIntervalListener(usageMeters::onInterval);
             b.scheduler.addListener(x);
-            watcher.feedSweeps(sample -> x.sweep(sample, b.scheduler.allocations()));
+            watcher.feedSweeps(x::sweep);
         });
         return s;
     }

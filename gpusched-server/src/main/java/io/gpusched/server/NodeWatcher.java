@@ -25,7 +25,7 @@ import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.function.Consumer;
+import java.util.function.BiConsumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -111,11 +111,11 @@ final class NodeWatcher {
                 points.add(m);
             }
             sse.broadcast("tick", Views.json(Map.of("t", now, "points", points)));
-            pushStateIfChanged();
-            Consumer<GpuSample> feed = sweepFeed;
+            List<Allocation> live = pushState();
+            BiConsumer<GpuSample, List<Allocation>> feed = sweepFeed;
             if (feed != null) {
                 try {
-                    feed.accept(sample); // the same sweep feeds accounting
+                    feed.accept(sample, live); // the same sweep, and the allocations the push read, feed accounting
                 } catch (RuntimeException e) {
                     LOG.warn("accounting sweep failed: {}", e.toString());
                 }
@@ -125,10 +125,14 @@ final class NodeWatcher {
         }
     }
 
-    private volatile Consumer<GpuSample> sweepFeed;
+    private volatile BiConsumer<GpuSample, List<Allocation>> sweepFeed;
 
-    /** @param feed gets each tick's sweep after the console used it (the node's accounting sampler) */
-    void feedSweeps(Consumer<GpuSample> feed) {
+    /**
+     * @param feed gets each tick's sweep after the console used it (the node's accounting sampler), with the live
+     *             allocations the tick's push read from the scheduler (caught up with the node ledger at this tick):
+     *             one read of them serves both
+     */
+    void feedSweeps(BiConsumer<GpuSample, List<Allocation>> feed) {
         sweepFeed = feed;
     }
 
@@ -166,7 +170,12 @@ final class NodeWatcher {
      * still that far behind is dropped, as any slow client is). Items are whole, so the pieces may be applied in any
      * order.
      */
-    synchronized void pushStateIfChanged() {
+    void pushStateIfChanged() {
+        pushState();
+    }
+
+    /** {@link #pushStateIfChanged}, answering the live allocations it read from the scheduler. */
+    private synchronized List<Allocation> pushState() {
         List<Allocation> allocations = scheduler.allocations();
         List<Item> items = new ArrayList<>();
         for (Map<String, Object> d : Views.devicesWithoutHolders(scheduler.devices())) {
@@ -192,7 +201,7 @@ final class NodeWatcher {
         }
         if (items.isEmpty()) {
             pendingSince = 0;
-            return;
+            return allocations;
         }
         ScheduledExecutorService next = followUps;
         long room = Long.MAX_VALUE;
@@ -253,6 +262,7 @@ final class NodeWatcher {
                 LOG.debug("console stopping: {} changes not pushed", items.size() - sent);
             }
         }
+        return allocations;
     }
 
     private synchronized void followUp() {

@@ -85,6 +85,53 @@ class FullDiskTest {
         }
     }
 
+    /**
+     * What the store refused is written by the next sweep, even one that closes nothing of its own (no checkpoint due):
+     * it is not left in memory, where a crash would lose it, until the next checkpoint.
+     */
+    @Test
+    void aSweepWithNothingOfItsOwnStillWritesWhatWasRefused() throws Exception {
+        Path mnt = Files.createDirectories(dir.resolve("small"));
+        Process m = new ProcessBuilder("mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", mnt.toString())
+                .redirectErrorStream(true).start();
+        assumeTrue(m.waitFor() == 0, "skipped: cannot mount a tmpfs here (needs root and mount rights)");
+        try {
+            ManualClock clock = new ManualClock(Instant.parse("2026-05-05T10:00:00Z"));
+            SimulatedGpuInventory inv = NodeDescriptions.profile("pcie-4xa10", clock);
+            inv.setTrace(0, UsageTrace.of(Duration.ofSeconds(10), 70));
+            try (GpuScheduler s = GpuScheduler.builder().inventory(inv).clock(clock).auditLogging(false)
+                    .maintenanceInterval(Duration.ZERO).build();
+                 AccountingSampler sampler = AccountingSampler.open(AccountingStore.at(mnt), AccountingSettings
+                         .defaults().withCheckpoint(Duration.ofSeconds(10)), inv, ProcessAttribution.none(),
+                         new HostIdleEffects(s), clock).orElseThrow()) {
+                s.addListener(sampler);
+                Allocation a = s.allocate(GpuRequest.builder().requiredDevices(0).owner("ida").build());
+                sampler.sweep(inv.sample(), s.allocations());
+                Path filler = mnt.resolve("filler");
+                fill(filler);
+                int refused = 0;
+                for (int i = 0; i < 40; i++) {
+                    clock.advance(Duration.ofSeconds(10));
+                    try {
+                        sampler.sweep(inv.sample(), s.allocations());
+                    } catch (RuntimeException e) {
+                        refused++;
+                    }
+                }
+                assertThat(refused).as("the store refused writes while the disk was full").isPositive();
+                Files.delete(filler);
+                clock.advance(Duration.ofSeconds(1)); // no checkpoint due: this sweep closes nothing of its own
+                sampler.sweep(inv.sample(), s.allocations());
+                AllocationUsage u = AllocationUsage.find(AccountingStore.at(mnt), a.id()).orElseThrow();
+                assertThat(u.total().heldMillis()).as("every checkpoint up to the last, refused ones included")
+                        .isEqualTo(400_000);
+                s.release(a.id());
+            }
+        } finally {
+            new ProcessBuilder("umount", "-l", mnt.toString()).start().waitFor();
+        }
+    }
+
     private static void fill(Path f) throws IOException {
         byte[] block = new byte[4096];
         try (OutputStream out = Files.newOutputStream(f)) {
