@@ -770,6 +770,90 @@ final class DefaultGpuScheduler implements GpuScheduler {
     }
 
     @Override
+    public ReleasesAndGrants releaseEachThenAllocateInOrder(List<String> releaseIds, List<GpuRequest> requests) {
+        List<String> ids = List.copyOf(releaseIds); // null list or element: NullPointerException
+        List<GpuRequest> todo = List.copyOf(requests);
+        List<UserQuotas.Limit> quotas = new ArrayList<>(todo.size()); // looked up outside the lock (may be null)
+        for (GpuRequest r : todo) {
+            quotas.add(quotaOf(r));
+        }
+        decideDrains(ids);
+        ReleasesAndGrants done = ledger.commit(handOff(ids, todo, quotas));
+        if (done.grants().isEmpty() && done.refusal().orElse(null) instanceof GpuAllocationException e) {
+            rejected(todo.get(0), e);
+        }
+        return done;
+    }
+
+    /**
+     * The releases of {@code ids}, each decided alone (a refused one is reported, the others go ahead), then the grants
+     * of {@code requests} in order on the state the releases leave, up to the first refusal (reported), as one
+     * decision: its records are appended together or not at all.
+     */
+    private Ledger.Change<ReleasesAndGrants> handOff(List<String> ids, List<GpuRequest> requests,
+            List<UserQuotas.Limit> quotas) {
+        return (state, seq) -> {
+            List<LedgerRecord> records = new ArrayList<>();
+            List<ReleasesAndGrants.Release> released = new ArrayList<>(ids.size());
+            NodeState at = state;
+            Instant now = clock.instant();
+            for (String id : ids) {
+                Allocation a = at.live.get(id);
+                try {
+                    if (a == null) {
+                        if (!issued(id, at)) {
+                            throw new GpuAllocationException(Reason.UNKNOWN_ALLOCATION, "no allocation \"" + id
+                                    + "\" was issued by this node (its ids look like " + idPrefix + "-N; "
+                                    + at.live.size() + " live)");
+                        }
+                        released.add(new ReleasesAndGrants.Release(id, false, Optional.empty()));
+                        continue;
+                    }
+                    refuseWhileJobRuns(a);
+                } catch (RuntimeException e) {
+                    released.add(new ReleasesAndGrants.Release(id, false, Optional.of(e)));
+                    continue;
+                }
+                LedgerRecord r = new Released(a.id(), Cause.RELEASED, now, drain.drainOf(a), Optional.empty());
+                if (at == state) {
+                    at = state.copy();
+                }
+                at.apply(seq + records.size(), r, null);
+                records.add(r);
+                released.add(new ReleasesAndGrants.Release(id, true, Optional.empty()));
+            }
+            List<Allocation> granted = new ArrayList<>(requests.size());
+            List<Runnable> undos = new ArrayList<>();
+            Optional<RuntimeException> refusal = Optional.empty();
+            for (int i = 0; i < requests.size(); i++) {
+                Ledger.Decision<Allocation> d;
+                try {
+                    d = decideAllocation(requests.get(i), null, null, quotas.get(i)).decide(at, seq + records.size());
+                } catch (RuntimeException e) {
+                    refusal = Optional.of(e);
+                    break; // nothing after a refused request is tried
+                }
+                granted.add(d.result());
+                if (d.undo() != null) {
+                    undos.add(d.undo());
+                }
+                if (i + 1 < requests.size()) {
+                    if (at == state) {
+                        at = state.copy();
+                    }
+                    long next = seq + records.size();
+                    for (LedgerRecord r : d.records()) {
+                        at.apply(next++, r, null);
+                    }
+                }
+                records.addAll(d.records());
+            }
+            return new Ledger.Decision<>(records, new ReleasesAndGrants(released, granted, refusal),
+                    undos.isEmpty() ? null : () -> undos.forEach(Runnable::run));
+        };
+    }
+
+    @Override
     public int releaseAll(Collection<String> allocationIds) {
         List<String> ids = distinctIds(allocationIds, "allocationIds");
         if (ids.isEmpty()) {
