@@ -1162,14 +1162,31 @@ final class DefaultGpuScheduler implements GpuScheduler {
         return added.remove(listener);
     }
 
+    /**
+     * Hands the events of one transaction to every listener: a lone event to {@link AllocationListener#onEvent},
+     * several to {@link AllocationListener#onEvents} at once (so a listener that forces a write per event can force
+     * once for the transaction); each listener gets them in order.
+     */
     private void fire(List<AllocationEvent> events) {
-        for (AllocationEvent e : events) {
+        if (events.size() == 1) {
+            AllocationEvent e = events.get(0);
             for (AllocationListener l : listeners) {
                 notify(l, e);
             }
             for (AllocationListener l : added) {
                 notify(l, e);
             }
+            return;
+        }
+        if (events.isEmpty()) {
+            return;
+        }
+        List<AllocationEvent> all = List.copyOf(events);
+        for (AllocationListener l : listeners) {
+            notify(l, all);
+        }
+        for (AllocationListener l : added) {
+            notify(l, all);
         }
     }
 
@@ -1183,6 +1200,19 @@ final class DefaultGpuScheduler implements GpuScheduler {
             LOG.warn("allocation listener {} failed on {}: {}", l, e.type(), vm.toString());
         } catch (Exception | Error ex) { // a listener's linkage or assertion error, too, is the listener's alone
             LOG.warn("allocation listener {} failed on {}: {}", l, e.type(), ex.toString());
+        }
+    }
+
+    private static void notify(AllocationListener l, List<AllocationEvent> events) {
+        try {
+            l.onEvents(events);
+        } catch (VirtualMachineError vm) {
+            if (!(vm instanceof StackOverflowError)) {
+                throw vm;
+            }
+            LOG.warn("allocation listener {} failed on {} events: {}", l, events.size(), vm.toString());
+        } catch (Exception | Error ex) {
+            LOG.warn("allocation listener {} failed on {} events: {}", l, events.size(), ex.toString());
         }
     }
 

@@ -101,4 +101,36 @@ class ReleaseEachThenAllocateInOrderTest {
                     .isInstanceOf(NullPointerException.class);
         }
     }
+    @Test
+    void listenersGetTheTransactionsEventsTogetherInOrderAndEachOneStillReachesAPerEventListener() throws Exception {
+        List<List<AllocationEvent.Type>> batches = new ArrayList<>();
+        List<AllocationEvent.Type> single = new ArrayList<>();
+        AllocationListener batched = new AllocationListener() {
+            @Override
+            public void onEvent(AllocationEvent e) {
+                batches.add(List.of(e.type()));
+            }
+
+            @Override
+            public void onEvents(List<AllocationEvent> events) {
+                batches.add(events.stream().map(AllocationEvent::type).toList());
+            }
+        };
+        AllocationListener failing = e -> {
+            single.add(e.type());
+            throw new IllegalStateException("a listener that fails on every event");
+        };
+        try (GpuInventory inv = GpuInventories.simulated("dgx1-v100"); GpuScheduler s = scheduler(inv)) {
+            String a = s.allocate(gpus("holder", 1)).id();
+            String b = s.allocate(gpus("holder", 1)).id();
+            s.addListener(batched);
+            s.addListener(failing);
+            s.releaseEachThenAllocateInOrder(List.of(a, b), List.of(gpus("x", 1), gpus("y", 1)));
+            assertThat(batches).containsExactly(List.of(AllocationEvent.Type.RELEASED, AllocationEvent.Type.RELEASED,
+                    AllocationEvent.Type.ALLOCATED, AllocationEvent.Type.ALLOCATED));
+            assertThat(single).as("one by one, each despite the failures before it").containsExactly(
+                    AllocationEvent.Type.RELEASED, AllocationEvent.Type.RELEASED, AllocationEvent.Type.ALLOCATED,
+                    AllocationEvent.Type.ALLOCATED);
+        }
+    }
 }

@@ -435,7 +435,7 @@ final class FairQueue implements AutoCloseable {
             boolean tick = false;
             lock.lock();
             try {
-                while (!closed && !dirty) {
+                while (!closed && !dirty && releases.isEmpty()) {
                     if (size == 0) {
                         changed.await();
                     } else if (!changed.await(TICK.toMillis(), TimeUnit.MILLISECONDS)) {
@@ -446,7 +446,7 @@ final class FairQueue implements AutoCloseable {
                 if (closed) {
                     return;
                 }
-                tick &= !dirty;
+                tick &= !dirty && releases.isEmpty(); // releases handed over are made in a pass, never left
                 dirty = false;
             } catch (InterruptedException e) {
                 return;
@@ -455,6 +455,10 @@ final class FairQueue implements AutoCloseable {
             }
             try {
                 sweep();
+            } catch (RuntimeException e) {
+                LOG.warn("the fair queue's sweep failed (it tries again on the next pass): {}", e.toString());
+            }
+            try {
                 if (tick) {
                     // other processes' changes: their events reach the service's listener, which wakes us
                     scheduler.refresh();
