@@ -1,5 +1,7 @@
 package io.gpusched.core;
 
+import java.util.List;
+
 /**
  * Receives audit events from a {@link GpuScheduler}, after the change is visible and outside the scheduler's locks,
  * one at a time and in the order the changes were applied (with a node ledger: the ledger's order, changes of other
@@ -13,6 +15,33 @@ package io.gpusched.core;
 public interface AllocationListener {
     /** @param event what happened */
     void onEvent(AllocationEvent event);
+
+    /**
+     * Receives the events of one transaction together, in order (a scheduler calls this once per transaction, where
+     * it calls {@link #onEvent} for a lone event). The default hands each to {@link #onEvent}, each on its own: one
+     * that throws does not keep the others from it (the first exception is thrown after them, with the rest
+     * suppressed in it). A listener that does slow work per event (a forced write) may override it to do that work
+     * once for the whole transaction.
+     *
+     * @param events what happened, in order; not empty
+     */
+    default void onEvents(List<AllocationEvent> events) {
+        RuntimeException first = null;
+        for (AllocationEvent e : events) {
+            try {
+                onEvent(e);
+            } catch (RuntimeException x) {
+                if (first == null) {
+                    first = x;
+                } else {
+                    first.addSuppressed(x);
+                }
+            }
+        }
+        if (first != null) {
+            throw first;
+        }
+    }
 
     /** @return the default listener: one structured slf4j line per event on logger {@code io.gpusched.audit} */
     static AllocationListener slf4j() {

@@ -770,6 +770,90 @@ final class DefaultGpuScheduler implements GpuScheduler {
     }
 
     @Override
+    public ReleasesAndGrants releaseEachThenAllocateInOrder(List<String> releaseIds, List<GpuRequest> requests) {
+        List<String> ids = List.copyOf(releaseIds); // null list or element: NullPointerException
+        List<GpuRequest> todo = List.copyOf(requests);
+        List<UserQuotas.Limit> quotas = new ArrayList<>(todo.size()); // looked up outside the lock (may be null)
+        for (GpuRequest r : todo) {
+            quotas.add(quotaOf(r));
+        }
+        decideDrains(ids);
+        ReleasesAndGrants done = ledger.commit(handOff(ids, todo, quotas));
+        if (done.grants().isEmpty() && done.refusal().orElse(null) instanceof GpuAllocationException e) {
+            rejected(todo.get(0), e);
+        }
+        return done;
+    }
+
+    /**
+     * The releases of {@code ids}, each decided alone (a refused one is reported, the others go ahead), then the grants
+     * of {@code requests} in order on the state the releases leave, up to the first refusal (reported), as one
+     * decision: its records are appended together or not at all.
+     */
+    private Ledger.Change<ReleasesAndGrants> handOff(List<String> ids, List<GpuRequest> requests,
+            List<UserQuotas.Limit> quotas) {
+        return (state, seq) -> {
+            List<LedgerRecord> records = new ArrayList<>();
+            List<ReleasesAndGrants.Release> released = new ArrayList<>(ids.size());
+            NodeState at = state;
+            Instant now = clock.instant();
+            for (String id : ids) {
+                Allocation a = at.live.get(id);
+                try {
+                    if (a == null) {
+                        if (!issued(id, at)) {
+                            throw new GpuAllocationException(Reason.UNKNOWN_ALLOCATION, "no allocation \"" + id
+                                    + "\" was issued by this node (its ids look like " + idPrefix + "-N; "
+                                    + at.live.size() + " live)");
+                        }
+                        released.add(new ReleasesAndGrants.Release(id, false, Optional.empty()));
+                        continue;
+                    }
+                    refuseWhileJobRuns(a);
+                } catch (RuntimeException e) {
+                    released.add(new ReleasesAndGrants.Release(id, false, Optional.of(e)));
+                    continue;
+                }
+                LedgerRecord r = new Released(a.id(), Cause.RELEASED, now, drain.drainOf(a), Optional.empty());
+                if (at == state) {
+                    at = state.copy();
+                }
+                at.apply(seq + records.size(), r, null);
+                records.add(r);
+                released.add(new ReleasesAndGrants.Release(id, true, Optional.empty()));
+            }
+            List<Allocation> granted = new ArrayList<>(requests.size());
+            List<Runnable> undos = new ArrayList<>();
+            Optional<RuntimeException> refusal = Optional.empty();
+            for (int i = 0; i < requests.size(); i++) {
+                Ledger.Decision<Allocation> d;
+                try {
+                    d = decideAllocation(requests.get(i), null, null, quotas.get(i)).decide(at, seq + records.size());
+                } catch (RuntimeException e) {
+                    refusal = Optional.of(e);
+                    break; // nothing after a refused request is tried
+                }
+                granted.add(d.result());
+                if (d.undo() != null) {
+                    undos.add(d.undo());
+                }
+                if (i + 1 < requests.size()) {
+                    if (at == state) {
+                        at = state.copy();
+                    }
+                    long next = seq + records.size();
+                    for (LedgerRecord r : d.records()) {
+                        at.apply(next++, r, null);
+                    }
+                }
+                records.addAll(d.records());
+            }
+            return new Ledger.Decision<>(records, new ReleasesAndGrants(released, granted, refusal),
+                    undos.isEmpty() ? null : () -> undos.forEach(Runnable::run));
+        };
+    }
+
+    @Override
     public int releaseAll(Collection<String> allocationIds) {
         List<String> ids = distinctIds(allocationIds, "allocationIds");
         if (ids.isEmpty()) {
@@ -1078,14 +1162,31 @@ final class DefaultGpuScheduler implements GpuScheduler {
         return added.remove(listener);
     }
 
+    /**
+     * Hands the events of one transaction to every listener: a lone event to {@link AllocationListener#onEvent},
+     * several to {@link AllocationListener#onEvents} at once (so a listener that forces a write per event can force
+     * once for the transaction); each listener gets them in order.
+     */
     private void fire(List<AllocationEvent> events) {
-        for (AllocationEvent e : events) {
+        if (events.size() == 1) {
+            AllocationEvent e = events.get(0);
             for (AllocationListener l : listeners) {
                 notify(l, e);
             }
             for (AllocationListener l : added) {
                 notify(l, e);
             }
+            return;
+        }
+        if (events.isEmpty()) {
+            return;
+        }
+        List<AllocationEvent> all = List.copyOf(events);
+        for (AllocationListener l : listeners) {
+            notify(l, all);
+        }
+        for (AllocationListener l : added) {
+            notify(l, all);
         }
     }
 
@@ -1099,6 +1200,19 @@ final class DefaultGpuScheduler implements GpuScheduler {
             LOG.warn("allocation listener {} failed on {}: {}", l, e.type(), vm.toString());
         } catch (Exception | Error ex) { // a listener's linkage or assertion error, too, is the listener's alone
             LOG.warn("allocation listener {} failed on {}: {}", l, e.type(), ex.toString());
+        }
+    }
+
+    private static void notify(AllocationListener l, List<AllocationEvent> events) {
+        try {
+            l.onEvents(events);
+        } catch (VirtualMachineError vm) {
+            if (!(vm instanceof StackOverflowError)) {
+                throw vm;
+            }
+            LOG.warn("allocation listener {} failed on {} events: {}", l, events.size(), vm.toString());
+        } catch (Exception | Error ex) {
+            LOG.warn("allocation listener {} failed on {} events: {}", l, events.size(), ex.toString());
         }
     }
 

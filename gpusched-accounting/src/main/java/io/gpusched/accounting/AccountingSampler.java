@@ -383,8 +383,34 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
     /** Ends allocations as the scheduler releases them (this process's releases and other processes', caught up). */
     @Override
     public void onEvent(AllocationEvent e) {
+        Ticket ticket = end(e);
+        if (ticket != null) {
+            awaitForced(ticket); // outside the monitor: releases of other threads queue meanwhile and share this force
+        }
+    }
+
+    /**
+     * The events of one transaction: every ended allocation's last interval is queued first, then one force covers
+     * them all (not one each); returns once they are on disk, as {@link #onEvent} does for one.
+     */
+    @Override
+    public void onEvents(List<AllocationEvent> events) {
+        List<Ticket> tickets = new ArrayList<>();
+        for (AllocationEvent e : events) {
+            Ticket t = end(e);
+            if (t != null) {
+                tickets.add(t);
+            }
+        }
+        for (Ticket t : tickets) {
+            awaitForced(t); // the first forces all of them; the others find theirs done
+        }
+    }
+
+    /** @return the ticket of the records an event ends (to await), or null when it ends none */
+    private Ticket end(AllocationEvent e) {
         if (e.allocationId().isEmpty()) {
-            return;
+            return null;
         }
         if (e.type() == AllocationEvent.Type.ALLOCATED) {
             synchronized (this) {
@@ -392,7 +418,7 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
                     granted.put(e.allocationId().get(), e);
                 }
             }
-            return;
+            return null;
         }
         String cause = switch (e.type()) {
             case RELEASED -> "RELEASED";
@@ -400,12 +426,11 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
             default -> null;
         };
         if (cause == null) {
-            return;
+            return null;
         }
-        Ticket ticket;
         synchronized (this) {
             if (closed) {
-                return;
+                return null;
             }
             String id = e.allocationId().get();
             List<Interval> last = meter.end(id, e.at(), cause);
@@ -419,11 +444,10 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
                 last = UsageMeter.unsampled(id, grant.owner(), grant.jobId(), devices, grant.at(), e.at(), cause);
             }
             if (last.isEmpty()) {
-                return;
+                return null;
             }
-            ticket = enqueue(last);
+            return enqueue(last);
         }
-        awaitForced(ticket); // outside the monitor: releases of other threads queue meanwhile and share this force
     }
 
     /** Writes every open interval now (a checkpoint), e.g. before a planned stop. */

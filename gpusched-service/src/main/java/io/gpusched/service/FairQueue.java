@@ -6,6 +6,7 @@ import io.gpusched.core.GpuAllocationException.Reason;
 import io.gpusched.core.GpuException;
 import io.gpusched.core.GpuRequest;
 import io.gpusched.core.GpuScheduler;
+import io.gpusched.core.ReleasesAndGrants;
 import io.gpusched.server.Caller;
 import java.time.Clock;
 import java.time.Duration;
@@ -17,7 +18,10 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
@@ -53,6 +57,12 @@ import org.slf4j.LoggerFactory;
  * decided among the service's users. One thread of the service grants from the queue: on every
  * release, reclaim, expiry or drain change it hears from the scheduler (its own process's at once, other processes'
  * through a {@link GpuScheduler#refresh()} every {@link #TICK}), and on every new request.
+ *
+ * <p>Releases hand off: while requests wait, a caller's release ({@link #release}) is made by the dispatcher, in the
+ * same transaction ({@link GpuScheduler#releaseEachThenAllocateInOrder}) as the grants of the fair next requests on
+ * the state it leaves, so a release and the grant it makes possible share one forced write; releases that arrive while
+ * one such transaction is written are made together in the next. The fair order is unchanged (only this thread grants,
+ * in the same projected order), and each release still returns only once it is on disk.
  */
 final class FairQueue implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(FairQueue.class);
@@ -133,7 +143,21 @@ final class FairQueue implements AutoCloseable {
     private int nows;
     private boolean dirty;
     private boolean closed;
+    /** Releases handed to the dispatcher, oldest first (guarded by {@link #lock}). */
+    private final ArrayDeque<HandOff> releases = new ArrayDeque<>();
+    /**
+     * Ids the dispatcher is releasing or released: their release events need not wake it (it decided its grants on
+     * the state they left). Each leaves on its event, or after its transaction when it was not released.
+     */
+    private final Set<String> handedOff = ConcurrentHashMap.newKeySet();
     private final Thread dispatcher;
+
+    /**
+     * A release handed to the dispatcher; {@code done} completes with its result once it is on disk, exceptionally
+     * with its refusal, or with null when the dispatcher did not take it (the caller then releases by itself).
+     */
+    private record HandOff(String id, CompletableFuture<Boolean> done) {
+    }
 
     /**
      * @param onDropped told of every request dropped because its client went away or its wait ran out (the audit)
@@ -248,6 +272,81 @@ final class FairQueue implements AutoCloseable {
         }
     }
 
+    /**
+     * Releases an allocation: while requests wait, through the dispatcher, in one transaction with the grants it makes
+     * possible (the fair next requests, on the state the release leaves); otherwise at once, in the caller's thread.
+     * Returns only once the release is on disk, as {@link GpuScheduler#release} does, with the same answers.
+     *
+     * @return whether it was live and is now released (false: released before)
+     * @throws io.gpusched.core.GpuAllocationException the release's refusal ({@code UNKNOWN_ALLOCATION},
+     *                                                  {@code JOB_RUNNING}); nothing was released
+     * @throws io.gpusched.core.LedgerException         if the node ledger cannot record it (nothing was released)
+     */
+    boolean release(String id) {
+        HandOff h = null;
+        lock.lock();
+        try {
+            if (!closed && size > 0) {
+                h = new HandOff(id, new CompletableFuture<>());
+                releases.add(h);
+                handedOff.add(id);
+                dirty = true;
+                changed.signalAll();
+            }
+        } finally {
+            lock.unlock();
+        }
+        if (h == null) {
+            return scheduler.release(id);
+        }
+        Boolean r;
+        try {
+            r = h.done.join(); // not interruptible: the release is made (or refused) whatever the caller does
+        } catch (CompletionException e) {
+            throw e.getCause() instanceof RuntimeException re ? re : e;
+        }
+        return r != null ? r : scheduler.release(id);
+    }
+
+    /**
+     * @return whether {@code id}'s release was made by the dispatcher, so its event needs no wake (the grants were
+     *         decided on the state it left); forgets the id
+     */
+    boolean releasedHere(String id) {
+        return handedOff.remove(id);
+    }
+
+    /** Caller holds the lock. @return the releases handed over so far, which the caller must complete */
+    private List<HandOff> takeReleases() {
+        if (releases.isEmpty()) {
+            return List.of();
+        }
+        List<HandOff> out = new ArrayList<>(releases);
+        releases.clear();
+        return out;
+    }
+
+    /** Completes the releases of a hand-off transaction (or fails them all with its error). */
+    private void complete(List<HandOff> taken, ReleasesAndGrants done, RuntimeException failed) {
+        for (int i = 0; i < taken.size(); i++) {
+            HandOff h = taken.get(i);
+            if (failed != null) {
+                handedOff.remove(h.id);
+                h.done.completeExceptionally(failed);
+                continue;
+            }
+            ReleasesAndGrants.Release r = done.releases().get(i);
+            if (!r.released()) {
+                handedOff.remove(h.id);
+            }
+            if (r.refused().isPresent()) {
+                h.done.completeExceptionally(r.refused().get());
+            } else {
+                h.done.complete(r.released());
+            }
+        }
+    }
+
     /** @return the waiting requests in the order they would be served if each fitted as it came up */
     List<View> views() {
         lock.lock();
@@ -336,7 +435,7 @@ final class FairQueue implements AutoCloseable {
             boolean tick = false;
             lock.lock();
             try {
-                while (!closed && !dirty) {
+                while (!closed && !dirty && releases.isEmpty()) {
                     if (size == 0) {
                         changed.await();
                     } else if (!changed.await(TICK.toMillis(), TimeUnit.MILLISECONDS)) {
@@ -347,7 +446,7 @@ final class FairQueue implements AutoCloseable {
                 if (closed) {
                     return;
                 }
-                tick &= !dirty;
+                tick &= !dirty && releases.isEmpty(); // releases handed over are made in a pass, never left
                 dirty = false;
             } catch (InterruptedException e) {
                 return;
@@ -356,6 +455,10 @@ final class FairQueue implements AutoCloseable {
             }
             try {
                 sweep();
+            } catch (RuntimeException e) {
+                LOG.warn("the fair queue's sweep failed (it tries again on the next pass): {}", e.toString());
+            }
+            try {
                 if (tick) {
                     // other processes' changes: their events reach the service's listener, which wakes us
                     scheduler.refresh();
@@ -424,34 +527,48 @@ final class FairQueue implements AutoCloseable {
      * not reached. Only this thread grants from the queue.
      *
      * <p>The fair next request and those that would follow it (the projected order, at most {@link #BATCH}) are tried
-     * in one {@link GpuScheduler#allocateInOrder} transaction: granted in that order up to the first that does not
-     * fit, with one forced write for all of them. That is the order granting one at a time would follow (each grant
-     * sends its user behind the others), so nobody is served ahead of their turn; a request after the first that is
-     * refused is tried again by itself, as the next fair head, in the next pass.
+     * in one {@link GpuScheduler#releaseEachThenAllocateInOrder} transaction, with the releases handed over since the
+     * last one: granted in that order up to the first that does not fit, with one forced write for all of them. That
+     * is the order granting one at a time would follow (each grant sends its user behind the others), so nobody is
+     * served ahead of their turn. When the first request not granted is a waiting one that does not fit now, it is
+     * the next fair head, and nothing is tried ahead of it: the pass ends without another transaction (a later
+     * release or change wakes the dispatcher again). Any other refusal after the first grant is tried again by
+     * itself, as the next fair head, in the next pass.
      */
     private void dispatch() {
         while (true) {
             List<Ticket> heads;
             List<Ticket> batch;
             List<Ticket> nowSeen = new ArrayList<>();
+            List<HandOff> taken;
             lock.lock();
             try {
+                taken = takeReleases();
                 if (size == 0) {
-                    return;
+                    heads = List.of();
+                    batch = List.of();
+                } else {
+                    Map<Long, ArrayDeque<Ticket>> copy = new LinkedHashMap<>(byUser);
+                    Map<Long, Long> last = new HashMap<>(lastGrant);
+                    heads = new ArrayList<>();
+                    while (!copy.isEmpty()) {
+                        long u = next(copy, last);
+                        heads.add(copy.remove(u).peek());
+                    }
+                    batch = projected(true, BATCH);
+                    byUser.values().forEach(q -> q.stream().filter(t -> t.now).forEach(nowSeen::add));
                 }
-                Map<Long, ArrayDeque<Ticket>> copy = new LinkedHashMap<>(byUser);
-                Map<Long, Long> last = new HashMap<>(lastGrant);
-                heads = new ArrayList<>();
-                while (!copy.isEmpty()) {
-                    long u = next(copy, last);
-                    heads.add(copy.remove(u).peek());
-                }
-                batch = projected(true, BATCH);
-                byUser.values().forEach(q -> q.stream().filter(t -> t.now).forEach(nowSeen::add));
             } finally {
                 lock.unlock();
             }
+            if (heads.isEmpty()) {
+                if (!taken.isEmpty()) {
+                    handOff(taken, List.of()); // nobody waits any more: the releases alone
+                }
+                return;
+            }
             if (batch.get(0) != heads.get(0)) { // the same rule under the same lock: cannot differ
+                complete(taken, null, new IllegalStateException("not released: the fair queue's dispatch failed"));
                 throw new IllegalStateException("the fair queue's projected order does not start with its fair head");
             }
             boolean progressed = false;
@@ -460,37 +577,97 @@ final class FairQueue implements AutoCloseable {
                 Ticket t = heads.get(i);
                 List<Ticket> tried = i == 0 ? batch : List.of(t);
                 List<Allocation> a;
+                RuntimeException refusal;
                 try {
-                    a = tried.size() == 1 ? List.of(scheduler.allocate(t.request))
-                            : scheduler.allocateInOrder(tried.stream().map(x -> x.request).toList());
-                } catch (GpuAllocationException e) {
-                    t.lastRefusal = e;
-                    if (!t.now && (e.reason() == Reason.QUOTA_EXCEEDED || e.reason() == Reason.RATE_LIMITED)) {
-                        continue; // this user cannot be served now whatever is free: the next user may
-                    }
-                    if (!t.now && e.reason().isTransient()) {
-                        blocker = t; // the fair next request does not fit: nobody jumps ahead of it
-                        break;
-                    }
+                    ReleasesAndGrants done = handOff(i == 0 ? taken : List.of(), tried);
+                    a = done.grants();
+                    refusal = done.refusal().orElse(null);
+                } catch (RuntimeException e) {
                     finish(t, null, e);
                     progressed = true;
                     break;
-                } catch (RuntimeException e) {
-                    finish(t, null, e);
+                }
+                if (a.isEmpty()) {
+                    if (refusal instanceof GpuAllocationException e) {
+                        t.lastRefusal = e;
+                        if (!t.now && (e.reason() == Reason.QUOTA_EXCEEDED || e.reason() == Reason.RATE_LIMITED)) {
+                            continue; // this user cannot be served now whatever is free: the next user may
+                        }
+                        if (!t.now && e.reason().isTransient()) {
+                            blocker = t; // the fair next request does not fit: nobody jumps ahead of it
+                            break;
+                        }
+                    }
+                    finish(t, null, refusal);
                     progressed = true;
                     break;
                 }
                 for (int k = 0; k < a.size(); k++) {
                     finish(tried.get(k), a.get(k), null);
                 }
+                Ticket stopped = a.size() < tried.size() ? tried.get(a.size()) : null;
+                if (stopped != null && !stopped.now && refusal instanceof GpuAllocationException e
+                        && e.reason().isTransient() && e.reason() != Reason.QUOTA_EXCEEDED
+                        && e.reason() != Reason.RATE_LIMITED && nextHeadIs(stopped)) {
+                    stopped.lastRefusal = e; // the next fair head does not fit now: nobody jumps ahead of it
+                    blocker = stopped;
+                    break;
+                }
                 progressed = true;
                 break;
             }
             if (!progressed) {
+                boolean more;
+                lock.lock();
+                try {
+                    more = !releases.isEmpty();
+                } finally {
+                    lock.unlock();
+                }
+                if (more) {
+                    continue; // releases came meanwhile: the blocker may fit now
+                }
                 refuseUnreached(nowSeen, blocker);
                 return;
             }
         }
+    }
+
+    /** @return whether {@code t} is, as of now, the fair next request (the head a next pass would try first) */
+    private boolean nextHeadIs(Ticket t) {
+        lock.lock();
+        try {
+            if (size == 0) {
+                return false;
+            }
+            return byUser.get(next(byUser, lastGrant)).peek() == t;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * One transaction: the releases handed over, then the requests of {@code tried} in order; completes the releases.
+     *
+     * @throws RuntimeException when the transaction failed (the releases were failed with it)
+     */
+    private ReleasesAndGrants handOff(List<HandOff> taken, List<Ticket> tried) {
+        ReleasesAndGrants done;
+        try {
+            done = scheduler.releaseEachThenAllocateInOrder(taken.stream().map(HandOff::id).toList(),
+                    tried.stream().map(x -> x.request).toList());
+        } catch (RuntimeException e) {
+            complete(taken, null, e);
+            throw e;
+        } catch (Error e) {
+            for (HandOff h : taken) { // not taken after all: each caller releases by itself
+                handedOff.remove(h.id);
+                h.done.complete(null);
+            }
+            throw e;
+        }
+        complete(taken, done, null);
+        return done;
     }
 
     /**
@@ -559,6 +736,10 @@ final class FairQueue implements AutoCloseable {
             byUser.values().forEach(all::addAll);
             byUser.clear();
             size = 0;
+            for (HandOff h : takeReleases()) { // not taken: each caller releases by itself
+                handedOff.remove(h.id);
+                h.done.complete(null);
+            }
             changed.signalAll();
         } finally {
             lock.unlock();

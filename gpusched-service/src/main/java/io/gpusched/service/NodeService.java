@@ -115,6 +115,10 @@ public final class NodeService implements AutoCloseable {
             if (e.type() == AllocationEvent.Type.RELEASED || e.type() == AllocationEvent.Type.RECLAIMED) {
                 e.allocationId().ifPresent(granted::remove);
             }
+            if (e.type() == AllocationEvent.Type.RELEASED && e.allocationId().filter(queue::releasedHere)
+                    .isPresent()) {
+                return; // the queue made this release and granted on the state it left
+            }
             if (e.type() != AllocationEvent.Type.ALLOCATED && e.type() != AllocationEvent.Type.REJECTED
                     && e.type() != AllocationEvent.Type.RENEWED) {
                 queue.wake();
@@ -307,7 +311,7 @@ public final class NodeService implements AutoCloseable {
                 audit.record(c, "release", id, null, "ok", "its job " + job.get().id + " was cancelled");
                 return true;
             }
-            boolean r = scheduler.release(id);
+            boolean r = queue.release(id); // while requests wait: with their grants, in one transaction
             granted.remove(id);
             audit.record(c, "release", id, null, "ok", r ? "released" : "was not live");
             return r;

@@ -85,4 +85,57 @@ class FairQueueBatchTest {
             }
         }
     }
+    /**
+     * A release while requests wait is made by the queue in one transaction with the grant it allows (one forced
+     * write, not two), and is answered only once both are in the ledger's file.
+     */
+    @Test
+    void aReleaseWhileRequestsWaitIsOneForcedWriteWithTheGrantItAllows(@TempDir Path tmp) throws Exception {
+        Caller alice = ServiceBed.caller("gsu-alice", 62001, false);
+        Caller bob = ServiceBed.caller("gsu-bob", 62002, false);
+        Caller carol = ServiceBed.caller("gsu-carol", 62004, false);
+        try (ServiceBed bed = new ServiceBed(tmp, GpuConfig.builder().users(UserQuotas.none()).build())) {
+            NodeService s = bed.start();
+            List<String> held = new ArrayList<>();
+            for (int i = 0; i < 8; i++) {
+                held.add(s.allocate(carol, GpuRequests.fromCliFlags("--gpu=1"), Optional.empty(), () -> false).id());
+            }
+            ExecutorService ex = Executors.newCachedThreadPool();
+            try {
+                List<Future<Allocation>> waiting = new ArrayList<>();
+                Object[][] arrivals = {{alice, "a0"}, {alice, "a1"}, {bob, "b0"}, {alice, "a2"}};
+                for (Object[] a : arrivals) {
+                    Caller c = (Caller) a[0];
+                    String n = (String) a[1];
+                    waiting.add(ex.submit(() -> s.allocate(c, GpuRequests.fromCliFlags("--gpu=1", "--label=n=" + n),
+                            Optional.of(Duration.ofMinutes(1)), () -> false)));
+                    NodeServiceTest.waitForQueue(s, waiting.size());
+                }
+                // fair order: a0, then b0 (bob never served), then a1, a2
+                String[] expected = {"a0", "b0", "a1", "a2"};
+                int[] served = {0, 2, 1, 3};
+                for (int i = 0; i < 4; i++) {
+                    long forces = bed.scheduler.ledgerStatistics().orElseThrow().forces();
+                    assertThat(s.release(carol, held.get(i))).isTrue();
+                    // answered: the release and the grant it allowed are in the file
+                    LedgerReader file = LedgerReader.read(bed.state);
+                    assertThat(file.ended).extracting(LedgerReader.Ended::id).contains(held.get(i));
+                    Allocation a = waiting.get(served[i]).get(1, TimeUnit.MINUTES);
+                    assertThat(a.request().labels().get("n")).isEqualTo(expected[i]);
+                    assertThat(file.live).as("the grant %s was written with the release", expected[i])
+                            .containsKey(a.id());
+                    assertThat(bed.scheduler.ledgerStatistics().orElseThrow().forces() - forces)
+                            .as("the release and the grant it allowed: one forced write").isEqualTo(1);
+                    assertThat(s.queue().size()).isEqualTo(3 - i);
+                }
+                assertThat(LedgerReader.read(bed.state).doubleGrants).isEmpty();
+                // nobody waits: a release is made at once, by itself
+                assertThat(s.release(carol, held.get(4))).isTrue();
+                assertThat(LedgerReader.read(bed.state).ended).extracting(LedgerReader.Ended::id)
+                        .contains(held.get(4));
+            } finally {
+                ex.shutdownNow();
+            }
+        }
+    }
 }
