@@ -19,28 +19,40 @@ public interface AllocationListener {
     /**
      * Receives the events of one transaction together, in order (a scheduler calls this once per transaction, where
      * it calls {@link #onEvent} for a lone event). The default hands each to {@link #onEvent}, each on its own: one
-     * that throws does not keep the others from it (the first exception is thrown after them, with the rest
-     * suppressed in it). A listener that does slow work per event (a forced write) may override it to do that work
+     * that throws (an exception, or an error other than the JVM's own, such as a listener's linkage error) does not
+     * keep the others from it (the first is thrown after them, with the rest suppressed in it). A listener that does slow work per event (a forced write) may override it to do that work
      * once for the whole transaction.
      *
      * @param events what happened, in order; not empty
      */
     default void onEvents(List<AllocationEvent> events) {
-        RuntimeException first = null;
+        Throwable first = null;
         for (AllocationEvent e : events) {
             try {
                 onEvent(e);
-            } catch (RuntimeException x) {
-                if (first == null) {
-                    first = x;
-                } else {
-                    first.addSuppressed(x);
+            } catch (VirtualMachineError vm) {
+                if (!(vm instanceof StackOverflowError)) {
+                    throw vm; // out of memory, an internal error: the JVM's, not this event's
                 }
+                first = first(first, vm);
+            } catch (RuntimeException | Error x) { // a linkage or assertion error, too, is this event's alone
+                first = first(first, x);
             }
         }
-        if (first != null) {
-            throw first;
+        if (first instanceof RuntimeException r) {
+            throw r;
         }
+        if (first instanceof Error er) {
+            throw er;
+        }
+    }
+
+    private static Throwable first(Throwable first, Throwable next) {
+        if (first == null) {
+            return next;
+        }
+        first.addSuppressed(next);
+        return first;
     }
 
     /** @return the default listener: one structured slf4j line per event on logger {@code io.gpusched.audit} */

@@ -101,6 +101,7 @@ class ReleaseEachThenAllocateInOrderTest {
                     .isInstanceOf(NullPointerException.class);
         }
     }
+
     @Test
     void listenersGetTheTransactionsEventsTogetherInOrderAndEachOneStillReachesAPerEventListener() throws Exception {
         List<List<AllocationEvent.Type>> batches = new ArrayList<>();
@@ -120,17 +121,28 @@ class ReleaseEachThenAllocateInOrderTest {
             single.add(e.type());
             throw new IllegalStateException("a listener that fails on every event");
         };
+        List<AllocationEvent.Type> afterAnError = new ArrayList<>();
+        AllocationListener linkage = e -> {
+            afterAnError.add(e.type());
+            if (afterAnError.size() == 1) {
+                throw new NoClassDefFoundError("com/example/metrics/Counter"); // an optional dependency missing
+            }
+        };
         try (GpuInventory inv = GpuInventories.simulated("dgx1-v100"); GpuScheduler s = scheduler(inv)) {
             String a = s.allocate(gpus("holder", 1)).id();
             String b = s.allocate(gpus("holder", 1)).id();
             s.addListener(batched);
             s.addListener(failing);
+            s.addListener(linkage);
             s.releaseEachThenAllocateInOrder(List.of(a, b), List.of(gpus("x", 1), gpus("y", 1)));
             assertThat(batches).containsExactly(List.of(AllocationEvent.Type.RELEASED, AllocationEvent.Type.RELEASED,
                     AllocationEvent.Type.ALLOCATED, AllocationEvent.Type.ALLOCATED));
             assertThat(single).as("one by one, each despite the failures before it").containsExactly(
                     AllocationEvent.Type.RELEASED, AllocationEvent.Type.RELEASED, AllocationEvent.Type.ALLOCATED,
                     AllocationEvent.Type.ALLOCATED);
+            assertThat(afterAnError).as("an Error on the transaction's first event costs it none of the others")
+                    .containsExactly(AllocationEvent.Type.RELEASED, AllocationEvent.Type.RELEASED,
+                            AllocationEvent.Type.ALLOCATED, AllocationEvent.Type.ALLOCATED);
         }
     }
 }
