@@ -20,8 +20,8 @@ public interface AllocationListener {
      * Receives the events of one transaction together, in order (a scheduler calls this once per transaction, where
      * it calls {@link #onEvent} for a lone event). The default hands each to {@link #onEvent}, each on its own: one
      * that throws (an exception, or an error other than the JVM's own, such as a listener's linkage error) does not
-     * keep the others from it (the first is thrown after them, with the rest suppressed in it). A listener that does slow work per event (a forced write) may override it to do that work
-     * once for the whole transaction.
+     * keep the others from it (the first is thrown after them, with the rest suppressed in it). A listener that does
+     * slow work per event (a forced write) may override it to do that work once for the whole transaction.
      *
      * @param events what happened, in order; not empty
      */
