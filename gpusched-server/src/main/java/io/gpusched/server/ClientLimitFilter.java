@@ -13,7 +13,7 @@ import java.io.IOException;
  */
 final class ClientLimitFilter extends Filter {
     private static final String HELD = ClientLimitFilter.class.getName() + ".held";
-    /** The exchange's {@link ClientLimits}, for {@link Exchanges#keepOpen}. */
+    /** The exchange's {@link ClientLimits}, for {@link Exchanges#holdOpen}. */
     static final String LIMITS = ClientLimitFilter.class.getName() + ".limits";
     /** Set while the exchange holds a slot of requests held open. */
     static final String HELD_OPEN = ClientLimitFilter.class.getName() + ".heldOpen";

@@ -300,7 +300,7 @@ public final class ConsoleServer implements AutoCloseable {
      *                                held open already (nothing was held; answer the refusal and end the exchange)
      */
     public static void keepOpen(HttpExchange exchange) {
-        Exchanges.keepOpen(exchange);
+        Exchanges.holdOpen(exchange);
     }
 
     /**
@@ -798,8 +798,9 @@ public final class ConsoleServer implements AutoCloseable {
         /**
          * @param v most requests held open at once, all clients together (root too): a host's request that waits in a
          *     queue or streams a job's output ({@link #keepOpen}) holds a worker thread for as long; at least 1 and
-         *     under {@link #threads} (default: three quarters of the threads, 192 of 256), so that the other workers
-         *     stay for every other request however many wait. Past it {@link #keepOpen} refuses with
+         *     under {@link #threads} (default: three quarters of the threads, 192 of 256; none with one thread), so
+         *     that the other workers stay for every other request however many wait. Event streams are not counted:
+         *     {@link #maxSseClients} bounds them, on workers of their own. Past it {@link #keepOpen} refuses with
          *     {@code RATE_LIMITED} naming {@code maxHeldRequests}
          * @return this
          */
@@ -910,9 +911,9 @@ public final class ConsoleServer implements AutoCloseable {
             maxRequestsPerClient = maxRequestsPerClient != null ? maxRequestsPerClient : 32;
             maxEventStreamsPerClient = maxEventStreamsPerClient != null ? maxEventStreamsPerClient : 8;
             maxConnections = maxConnections != null ? maxConnections : 4096;
-            maxHeldRequests =
-                    maxHeldRequests != null ? maxHeldRequests : Math.max(1, threads - Math.max(1, threads / 4));
-            if (maxHeldRequests >= threads && threads > 1) {
+            // one worker alone cannot be held and leave one for the others: then no request is held (waits refused)
+            maxHeldRequests = maxHeldRequests != null ? maxHeldRequests : threads - Math.max(1, threads / 4);
+            if (maxHeldRequests >= threads) {
                 throw new IllegalArgumentException("max held requests " + maxHeldRequests + " must be under the "
                         + threads + " threads, so that some workers stay for other requests");
             }

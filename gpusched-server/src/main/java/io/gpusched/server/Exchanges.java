@@ -49,12 +49,14 @@ final class Exchanges {
     private static final String IDLE = Exchanges.class.getName() + ".idleTimeout";
 
     /**
-     * Lifts the idle timeout from this exchange's connection until the exchange ends (then {@link ExchangeFilter}
-     * gives it back, for the next request on the connection). For a handler that answers late or streams: an event
-     * stream, a request that waits in a queue. Call it after the request body is read, so that a client that stalls
-     * in its body is still cut by the idle timeout.
+     * For a host's request held open (a wait in a queue, a job's output): takes one of the {@code maxHeldRequests}
+     * slots of the exchange's {@link ClientLimits} (given back by {@link ClientLimitFilter} when the exchange ends),
+     * then {@link #keepOpen}. Event streams do not come here: {@code maxSseClients} bounds them, on workers of their
+     * own.
+     *
+     * @throws GpuAllocationException {@code RATE_LIMITED} naming {@code maxHeldRequests} when the slots are taken
      */
-    static void keepOpen(HttpExchange ex) {
+    static void holdOpen(HttpExchange ex) {
         if (ex.getAttribute(ClientLimitFilter.HELD_OPEN) == null
                 && ex.getAttribute(ClientLimitFilter.LIMITS) instanceof ClientLimits limits) {
             String refusal = limits.acquireHeld();
@@ -63,6 +65,16 @@ final class Exchanges {
             }
             ex.setAttribute(ClientLimitFilter.HELD_OPEN, Boolean.TRUE);
         }
+        keepOpen(ex);
+    }
+
+    /**
+     * Lifts the idle timeout from this exchange's connection until the exchange ends (then {@link ExchangeFilter}
+     * gives it back, for the next request on the connection). For a handler that answers late or streams: an event
+     * stream, a request that waits in a queue. Call it after the request body is read, so that a client that stalls
+     * in its body is still cut by the idle timeout.
+     */
+    static void keepOpen(HttpExchange ex) {
         EndPoint e = endPoint(ex);
         if (e != null && ex.getAttribute(IDLE) == null) {
             ex.setAttribute(IDLE, e.getIdleTimeout());

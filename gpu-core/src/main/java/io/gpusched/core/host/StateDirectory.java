@@ -12,6 +12,7 @@ import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.List;
@@ -202,49 +203,105 @@ public final class StateDirectory {
     }
 
     /**
-     * Whether a user other than root and this process's user could rename, replace or add entries in {@code dir},
-     * so that what this process reads there may be forged, or swapped for a FIFO that hangs the read: the directory
-     * (or, when absent, the nearest one above it) and every directory above it, and above what a link on the way
-     * leads to, must be owned by root or this user and writable by neither group nor others (directories above it
-     * may be sticky, like {@code /tmp}). The read-only counterpart of {@link #requirePrivate}, for a root command that
-     * reads files another user may keep (the accounting store of a shared state directory).
+     * Whether a user other than root and this process's user could rename, replace or add entries on the way to
+     * {@code dir} or in it, so that what this process reads there may be forged, or swapped for a FIFO that hangs the
+     * read. The path is walked as the kernel walks it, one name at a time from {@code /}, following every link (and
+     * {@code ..} from where a link led): each directory passed through must be root's or this user's and writable by
+     * neither group nor others, or sticky (like {@code /tmp}) with the entry taken from it root's or this user's; the
+     * directory reached must be root's or this user's and writable by neither group nor others. A name that does not
+     * exist yet, in a directory only root and this user may write, is trusted. The read-only counterpart of
+     * {@link #requirePrivate}, for a root command that reads files another user may keep (an accounting store).
      *
-     * @param dir a directory
-     * @return what others may change, naming the directory, its owner and mode; empty when only root and this user
-     *         can change it
+     * @param dir a directory (relative: from the working directory)
+     * @return what others may change, naming the directory, its owner or mode; empty when only root and this user can
      */
     public static Optional<String> othersMayChange(Path dir) {
-        Path d = dir.toAbsolutePath().normalize();
+        Path given = dir.toAbsolutePath();
         try {
             Object me = Files.getAttribute(Path.of("/proc/self"), "unix:uid");
-            Path existing = d;
-            while (!Files.exists(existing, LinkOption.NOFOLLOW_LINKS)) {
-                existing = existing.getParent(); // the root exists
-            }
-            List<Path> checked = new ArrayList<>();
-            for (Path chain : new Path[]{existing, existing.toRealPath()}) {
-                for (Path p = chain; p != null; p = p.getParent()) {
-                    if (checked.contains(p) || !Files.exists(p)) {
-                        continue;
-                    }
-                    checked.add(p);
-                    Object owner = Files.getAttribute(p, "unix:uid");
-                    int mode = (Integer) Files.getAttribute(p, "unix:mode");
-                    boolean itself = p.equals(existing) || p.equals(chain);
-                    if (!owner.equals(me) && !Integer.valueOf(0).equals(owner)) {
-                        return Optional.of(p + " is owned by uid " + owner + ", who may rename or replace what "
-                                + d + " holds");
-                    }
-                    if ((mode & 0022) != 0 && (itself || (mode & 01000) == 0)) {
-                        return Optional.of(p + " has mode " + Integer.toOctalString(mode & 07777) + ", so group or"
-                                + " others may rename or replace what " + d + " holds");
-                    }
+            Path root = given.getRoot();
+            ArrayDeque<String> names = new ArrayDeque<>();
+            given.forEach(n -> names.add(n.toString()));
+            Path cur = root;
+            int links = 0;
+            while (!names.isEmpty()) {
+                String name = names.pollFirst();
+                if (name.equals(".")) {
+                    continue;
                 }
+                if (name.equals("..")) {
+                    cur = cur.getParent() == null ? cur : cur.getParent(); // cur is real: its parent is
+                    continue;
+                }
+                Path next = cur.resolve(name);
+                boolean exists = Files.exists(next, LinkOption.NOFOLLOW_LINKS);
+                Optional<String> why = entryOthersMayChange(cur, next, exists, given, me);
+                if (why.isPresent()) {
+                    return why;
+                }
+                if (!exists) {
+                    return Optional.empty(); // nobody but root and this user may make it
+                }
+                if (Files.isSymbolicLink(next)) {
+                    if (++links > 40) {
+                        return Optional.of(given + " leads through more than 40 links");
+                    }
+                    Path target = Files.readSymbolicLink(next);
+                    List<String> rest = new ArrayList<>();
+                    target.forEach(n -> rest.add(n.toString()));
+                    for (int k = rest.size() - 1; k >= 0; k--) {
+                        names.addFirst(rest.get(k));
+                    }
+                    if (target.isAbsolute()) {
+                        cur = root;
+                    }
+                    continue;
+                }
+                cur = next;
+            }
+            Object owner = Files.getAttribute(cur, "unix:uid", LinkOption.NOFOLLOW_LINKS);
+            int mode = (Integer) Files.getAttribute(cur, "unix:mode", LinkOption.NOFOLLOW_LINKS);
+            if (!owner.equals(me) && !Integer.valueOf(0).equals(owner)) {
+                return Optional.of(cur + " is owned by uid " + owner + ", who may rename or replace what " + given
+                        + " holds");
+            }
+            if ((mode & 0022) != 0) {
+                return Optional.of(cur + " has mode " + Integer.toOctalString(mode & 07777) + ", so group or others"
+                        + " may rename or replace what " + given + " holds");
             }
             return Optional.empty();
         } catch (IOException | UnsupportedOperationException | ClassCastException e) {
-            return Optional.of("cannot check who may change " + d + ": " + e);
+            return Optional.of("cannot check who may change " + given + ": " + e);
         }
+    }
+
+    /** Whether someone other than root and {@code me} may rename, replace or make {@code entry} in {@code dir}. */
+    private static Optional<String> entryOthersMayChange(Path dir, Path entry, boolean exists, Path given, Object me)
+            throws IOException {
+        Object owner = Files.getAttribute(dir, "unix:uid");
+        int mode = (Integer) Files.getAttribute(dir, "unix:mode");
+        if (!owner.equals(me) && !Integer.valueOf(0).equals(owner)) {
+            return Optional.of(dir + " is owned by uid " + owner + ", who may rename or replace what " + given
+                    + " holds");
+        }
+        if ((mode & 0022) == 0) {
+            return Optional.empty();
+        }
+        String m = Integer.toOctalString(mode & 07777);
+        if ((mode & 01000) == 0) {
+            return Optional.of(dir + " has mode " + m + ", so group or others may rename or replace what " + given
+                    + " holds");
+        }
+        if (!exists) {
+            return Optional.of(dir + " has mode " + m + " and " + entry.getFileName() + " is not there yet, so anyone"
+                    + " may make it first");
+        }
+        Object entryOwner = Files.getAttribute(entry, "unix:uid", LinkOption.NOFOLLOW_LINKS);
+        if (!entryOwner.equals(me) && !Integer.valueOf(0).equals(entryOwner)) {
+            return Optional.of(entry + " is owned by uid " + entryOwner + " in " + dir + " (mode " + m + "), so that"
+                    + " user may rename or replace what " + given + " holds");
+        }
+        return Optional.empty();
     }
 
     /** Refuses when a directory above {@code below}, or above {@code real} (what it really is), is unsafe. */

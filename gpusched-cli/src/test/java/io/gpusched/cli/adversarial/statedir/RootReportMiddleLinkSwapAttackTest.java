@@ -23,8 +23,9 @@ import org.junit.jupiter.api.Timeout;
 
 /**
  * Root's state directory named by a link in a private directory ({@code own/first}) that leads to a link a state
- * group's member may replace ({@code shared/middle}, in the 2770 shared directory): {@code othersMayChange} checks
- * the directories above {@code own/first} and above its real path, never {@code shared}, which holds the middle hop.
+ * group's member may replace ({@code shared/middle}, in the 2770 shared directory): {@code othersMayChange} checked
+ * the directories above {@code own/first} and above its real path, never {@code shared}, which holds the middle hop
+ * (now it walks every hop as the kernel does, and refuses).
  * The member swaps the middle link between root's private directory and one of her own (planted records, copied from
  * real ones); whenever the check sees the private one and the read sees hers, root's {@code report} shows her records
  * as the node's. Real member, her own shell loop; root's report run until it shows them (or 40 times).
@@ -98,8 +99,10 @@ class RootReportMiddleLinkSwapAttackTest {
 
         Result calm = cli("--state-dir", first.toString(), "--config", config.toString(), "--simulate", "dgx1-v100",
                 "report");
-        assertThat(calm.exit()).as("the premise: first -> middle -> own/target passes the check: " + calm.err())
-                .isZero();
+        // the middle link lives in a directory the group may write: refused before anything is read, calm or not
+        assertThat(calm.exit()).as("first -> middle -> own/target, middle in " + shared + ": " + calm.err())
+                .isEqualTo(4);
+        assertThat(calm.err()).contains("INSECURE_PERMISSIONS").contains(shared.toString());
         assertThat(calm.out()).doesNotContain("alice");
 
         // mallory flips the middle link, each flip one rename(2)
