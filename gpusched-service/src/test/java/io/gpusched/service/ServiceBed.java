@@ -21,6 +21,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.UUID;
+import java.util.function.UnaryOperator;
 
 /**
  * A node service in this JVM on a simulated 8-GPU node ({@code dgx1-v100}) with a durable ledger: with {@link #jobs}
@@ -100,6 +101,14 @@ public final class ServiceBed implements AutoCloseable {
 
     /** The console with the service's routes on a Unix socket under the test's directory (after {@link #start}). */
     public ConsoleServer serve() throws IOException {
+        return serve(b -> b);
+    }
+
+    /**
+     * As {@link #serve()}, with the console's builder adjusted first (e.g. {@code b -> b.threads(8)}, a small console
+     * whose limits a few requests reach).
+     */
+    public ConsoleServer serve(UnaryOperator<ConsoleServer.Builder> tune) throws IOException {
         Files.setPosixFilePermissions(dir, PosixFilePermissions.fromString("rwx--x--x"));
         socket = dir.resolve("run").resolve("gpusched.sock");
         ServiceRoutes routes = new ServiceRoutes(service);
@@ -108,7 +117,7 @@ public final class ServiceBed implements AutoCloseable {
         config.service().privateDir().ifPresent(b::privateDir);
         config.service().adminGroup().ifPresent(b::adminGroup);
         routes.routes().forEach(b::route);
-        console = b.build();
+        console = tune.apply(b).build();
         routes.console(console::serveOwn);
         console.start();
         return console;

@@ -7,17 +7,11 @@ import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuConfig;
 import io.gpusched.core.GpuRequests;
 import io.gpusched.core.UserQuotas;
-import io.gpusched.server.ConsoleServer;
 import io.gpusched.service.ServiceBed;
-import io.gpusched.service.ServiceRoutes;
 import io.gpusched.testing.LocalUsers;
 import java.io.IOException;
-import java.net.InetAddress;
-import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.attribute.PosixFilePermissions;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
@@ -58,16 +52,7 @@ class HeldSlotsComeBackExactlyAttackTest {
             LocalUsers.User alice = bed.accounts.user("alice");
             LocalUsers.User bob = bed.accounts.user("bob");
             bed.start();
-            Files.setPosixFilePermissions(tmp, PosixFilePermissions.fromString("rwx--x--x"));
-            bed.socket = tmp.resolve("run").resolve("gpusched.sock");
-            ServiceRoutes routes = new ServiceRoutes(bed.service);
-            ConsoleServer.Builder b = ConsoleServer.builder().scheduler(bed.scheduler).stateDir(bed.state)
-                    .listen(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0)).unixSocket(bed.socket)
-                    .threads(8).maxSseClients(1);
-            routes.routes().forEach(b::route);
-            bed.console = b.build();
-            routes.console(bed.console::serveOwn);
-            bed.console.start();
+            bed.serve(b -> b.threads(8).maxSseClients(1));
             int held = 8 - Math.max(1, 8 / 4);
             Allocation all = bed.scheduler.allocate(GpuRequests.fromCliFlags(List.of("--gpu=8")));
             List<Process> procs = new ArrayList<>();
