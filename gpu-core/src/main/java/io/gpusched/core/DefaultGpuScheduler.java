@@ -738,32 +738,11 @@ final class DefaultGpuScheduler implements GpuScheduler {
             List<LedgerRecord> records = new ArrayList<>();
             List<Allocation> granted = new ArrayList<>(requests.size());
             List<Runnable> undos = new ArrayList<>();
-            NodeState at = state;
-            for (int i = 0; i < requests.size(); i++) {
-                Ledger.Decision<Allocation> d;
-                try {
-                    d = decideAllocation(requests.get(i), null, null, quotas.get(i)).decide(at, seq + records.size());
-                } catch (RuntimeException e) {
-                    if (i == 0) {
-                        throw e;
-                    }
-                    break; // nothing after a refused request is tried: it is asked again by itself
+            grantInOrder(requests, quotas, state, state, seq, records, granted, undos).ifPresent(e -> {
+                if (granted.isEmpty()) {
+                    throw e; // nothing after a refused request is tried: it is asked again by itself
                 }
-                granted.add(d.result());
-                if (d.undo() != null) {
-                    undos.add(d.undo());
-                }
-                if (i + 1 < requests.size()) {
-                    if (at == state) {
-                        at = state.copy();
-                    }
-                    long next = seq + records.size();
-                    for (LedgerRecord r : d.records()) {
-                        at.apply(next++, r, null);
-                    }
-                }
-                records.addAll(d.records());
-            }
+            });
             return new Ledger.Decision<>(records, List.copyOf(granted),
                     undos.isEmpty() ? null : () -> undos.forEach(Runnable::run));
         };
@@ -783,6 +762,41 @@ final class DefaultGpuScheduler implements GpuScheduler {
             rejected(todo.get(0), e);
         }
         return done;
+    }
+
+    /**
+     * Decides {@code requests} in order, each on the state the ones before it leave ({@code at}, copied from
+     * {@code state} before its first change: a change never modifies the state it is given), adding their records,
+     * grants and undos, up to the first refusal.
+     *
+     * @return the first refusal; nothing after it is tried
+     */
+    private Optional<RuntimeException> grantInOrder(List<GpuRequest> requests, List<UserQuotas.Limit> quotas,
+            NodeState state, NodeState at, long seq, List<LedgerRecord> records, List<Allocation> granted,
+            List<Runnable> undos) {
+        for (int i = 0; i < requests.size(); i++) {
+            Ledger.Decision<Allocation> d;
+            try {
+                d = decideAllocation(requests.get(i), null, null, quotas.get(i)).decide(at, seq + records.size());
+            } catch (RuntimeException e) {
+                return Optional.of(e);
+            }
+            granted.add(d.result());
+            if (d.undo() != null) {
+                undos.add(d.undo());
+            }
+            if (i + 1 < requests.size()) {
+                if (at == state) {
+                    at = state.copy();
+                }
+                long next = seq + records.size();
+                for (LedgerRecord r : d.records()) {
+                    at.apply(next++, r, null);
+                }
+            }
+            records.addAll(d.records());
+        }
+        return Optional.empty();
     }
 
     /**
@@ -824,30 +838,8 @@ final class DefaultGpuScheduler implements GpuScheduler {
             }
             List<Allocation> granted = new ArrayList<>(requests.size());
             List<Runnable> undos = new ArrayList<>();
-            Optional<RuntimeException> refusal = Optional.empty();
-            for (int i = 0; i < requests.size(); i++) {
-                Ledger.Decision<Allocation> d;
-                try {
-                    d = decideAllocation(requests.get(i), null, null, quotas.get(i)).decide(at, seq + records.size());
-                } catch (RuntimeException e) {
-                    refusal = Optional.of(e);
-                    break; // nothing after a refused request is tried
-                }
-                granted.add(d.result());
-                if (d.undo() != null) {
-                    undos.add(d.undo());
-                }
-                if (i + 1 < requests.size()) {
-                    if (at == state) {
-                        at = state.copy();
-                    }
-                    long next = seq + records.size();
-                    for (LedgerRecord r : d.records()) {
-                        at.apply(next++, r, null);
-                    }
-                }
-                records.addAll(d.records());
-            }
+            Optional<RuntimeException> refusal =
+                    grantInOrder(requests, quotas, state, at, seq, records, granted, undos);
             return new Ledger.Decision<>(records, new ReleasesAndGrants(released, granted, refusal),
                     undos.isEmpty() ? null : () -> undos.forEach(Runnable::run));
         };
