@@ -25,7 +25,10 @@ import java.util.OptionalLong;
  *
  * <p>A client on another host has no such line (empty); so has one that already closed its socket. One read of the
  * files serves every connection of a burst the kernel has already established (a flood of connections costs a read
- * per burst, not per connection); each entry is used once.
+ * per burst, not per connection); each entry is used once. A read keeps, besides the connection looked up, only the
+ * clients whose connection the server has not accepted yet (the server's end is listed with no inode: no file holds
+ * it yet): a client of a connection accepted earlier may close, and its address and port then be another user's,
+ * so its line is never kept for later.
  */
 final class TcpOwners {
     private final Path proc;
@@ -72,7 +75,7 @@ final class TcpOwners {
     /** Takes the client's entry from the last scan (each connection is looked up once: a later one is new). */
     private OptionalLong take(List<String[]> keys) {
         for (String[] k : keys) {
-            Long uid = snapshot.remove(k[1] + " " + k[2]);
+            Long uid = snapshot.remove(normalized(k[1]) + " " + normalized(k[2]));
             if (uid != null) {
                 return OptionalLong.of(uid);
             }
@@ -81,41 +84,73 @@ final class TcpOwners {
     }
 
     /**
-     * Reads the files again, keeping the sockets connected to the same server address as the one looked up: one
-     * read serves every connection of a burst that the kernel has already established.
+     * Reads the files again, keeping the sockets connected to the same server address as the one looked up whose
+     * connection the server has not accepted yet, and the one looked up: one read serves every connection of a burst
+     * that the kernel has already established, and no line of a connection that may have closed since is kept.
      */
     private void rescan(List<String[]> keys) {
-        Map<String, Long> next = new HashMap<>();
+        Map<String, Long> clients = new HashMap<>();
+        // the server's ends not yet accepted (no inode), keyed "client server" as the clients' lines are, normalized
+        List<String> waiting = new ArrayList<>();
+        List<String> servers = new ArrayList<>();
+        for (String[] k : keys) {
+            servers.add(k[2]);
+        }
         for (String file : List.of("tcp", "tcp6")) {
-            List<String> servers = new ArrayList<>();
-            for (String[] k : keys) {
-                if (k[0].equals(file)) {
-                    servers.add(k[2]);
-                }
-            }
-            if (servers.isEmpty()) {
-                continue;
-            }
             try (BufferedReader r = Files.newBufferedReader(proc.resolve("net").resolve(file),
                     StandardCharsets.US_ASCII)) {
                 String line = r.readLine(); // the header
                 while ((line = r.readLine()) != null) {
                     // "sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode"
-                    String[] f = line.trim().split("\\s+", 9);
-                    if (f.length > 7 && servers.contains(f[2].toUpperCase(Locale.ROOT))) {
-                        try {
-                            next.put(f[1].toUpperCase(Locale.ROOT) + " " + f[2].toUpperCase(Locale.ROOT),
-                                    Long.parseLong(f[7]));
-                        } catch (NumberFormatException e) {
-                            // not a line of the kernel's format: skipped
+                    String[] f = line.trim().split("\\s+", 11);
+                    if (f.length < 10) {
+                        continue;
+                    }
+                    String local = f[1].toUpperCase(Locale.ROOT);
+                    String remote = f[2].toUpperCase(Locale.ROOT);
+                    try {
+                        if (servers.contains(remote)) {
+                            clients.put(normalized(local) + " " + normalized(remote), Long.parseLong(f[7]));
+                        } else if (servers.contains(local) && f[9].equals("0")
+                                && (f[3].equals("01") || f[3].equals("08"))) {
+                            // established (or closed by its client) and still in the accept queue
+                            waiting.add(normalized(remote) + " " + normalized(local));
                         }
+                    } catch (NumberFormatException e) {
+                        // not a line of the kernel's format: skipped
                     }
                 }
             } catch (IOException e) {
                 // no such file (no IPv6), or no /proc: the client is known by its address
             }
         }
+        Map<String, Long> next = new HashMap<>();
+        for (String k : waiting) {
+            Long uid = clients.get(k);
+            if (uid != null) {
+                next.put(k, uid);
+            }
+        }
+        // the connection looked up was accepted before this read: its client's line is its own
+        Long own = clients.get(normalized(keys.get(0)[1]) + " " + normalized(keys.get(0)[2]));
+        if (own != null) {
+            next.put(normalized(keys.get(0)[1]) + " " + normalized(keys.get(0)[2]), own);
+        }
         snapshot = next;
+    }
+
+    /** @return an address and port as tcp6 prints it: an IPv4 one as its mapped IPv6 address */
+    private static String normalized(String addressAndPort) {
+        int colon = addressAndPort.indexOf(':');
+        if (colon != 8) {
+            return addressAndPort;
+        }
+        byte[] v4 = new byte[4];
+        boolean little = ByteOrder.nativeOrder() == ByteOrder.LITTLE_ENDIAN;
+        for (int i = 0; i < 4; i++) {
+            v4[little ? 3 - i : i] = (byte) Integer.parseInt(addressAndPort.substring(2 * i, 2 * i + 2), 16);
+        }
+        return hex(mapped(v4)) + addressAndPort.substring(colon);
     }
 
     private static String port(int p) {
