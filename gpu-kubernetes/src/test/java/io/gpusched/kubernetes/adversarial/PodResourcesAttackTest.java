@@ -108,6 +108,9 @@ class PodResourcesAttackTest {
         try (PodResourcesStandIn fake = new PodResourcesStandIn(d);
              PodResourcesAttribution s = PodResourcesAttribution.open(d, Duration.ofSeconds(10),
                      Clock.systemUTC())) {
+            // the connection made first, so the list's 2-s deadline is spent on the list, not on connecting
+            fake.set(pod("ns", "small", "c", "nvidia.com/gpu", GPU.uuid()));
+            assertThat(s.refreshNow()).isTrue();
             String id = "x".repeat(1 << 20);
             PodResources[] pods = new PodResources[20];
             for (int i = 0; i < pods.length; i++) {
