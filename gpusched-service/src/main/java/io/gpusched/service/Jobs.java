@@ -168,7 +168,7 @@ final class Jobs implements AutoCloseable {
 
     /**
      * @return the allocation request of a job: owned by its caller, bound to this process (its cgroup is recorded once
-     *         made, named after the allocation: {@link #launch})
+     *         made, named after the allocation: {@link #run})
      */
     private static GpuRequest requestOf(Job job) {
         return job.request.request().withOwner(job.owner.user(), job.owner.uid()).withJobId(job.id)

@@ -57,7 +57,7 @@ class SearchTables {
 
     final TopologyScores ts;
 
-    /** Static class of each class (in the search's order after {@link #order()}). */
+    /** Static class of each class (in the search's order after {@link BranchAndBound#order()}). */
     final int[] staticOf;
 
     /** Largest factor between a pair score and its weight in A (REMAINING: 2, both ends free). */
@@ -384,7 +384,7 @@ class SearchTables {
         bestCounts = m.clone();
     }
 
-    /** @return the value (A, B, C) of a choice of counts, in the search's order after {@link #run()} */
+    /** @return the value (A, B, C) of a choice of counts, in the search's order after {@link PlacementSearch#run()} */
     long[] value(int[] m) {
         long va = 0;
         long vb = 0;
