@@ -265,7 +265,10 @@ class BranchAndBound extends RootBoundSearch {
         }
     }
 
-    /** Builds the tighter bound's tables, unless they would exceed {@link TopologyAwareStrategy#TIGHT_BOUND_ENTRIES}. */
+    /**
+     * Builds the tighter bound's tables, unless they would exceed
+     * {@link TopologyAwareStrategy#TIGHT_BOUND_ENTRIES}.
+     */
     void buildTopPairs() {
         long entries = (long) c * c * k;
         // the table, a sort per class and at least k scanned partners per (t, j); the scans are charged as they go

@@ -36,7 +36,8 @@ class RootBoundSearch extends IncumbentSearch {
      * most twice its node weight plus its k - 1 best partner weights (within the class capacities; the pairs among
      * the k devices sum to half of that over the devices), and an answer is at most the k best devices by that.
      * The partners come from the pool's own rows where the 3 c^2 units a selection per class costs are at most an
-     * eighth of the budget (always with {@link TopologyAwareStrategy#EXACT}), else from the topology's table of best partners among all
+     * eighth of the budget (always with {@link TopologyAwareStrategy#EXACT}), else from the topology's table of best
+     * partners among all
      * its devices (looser: it counts held devices too), else each partner is taken at the largest pair weight.
      */
     void rootBound() {
