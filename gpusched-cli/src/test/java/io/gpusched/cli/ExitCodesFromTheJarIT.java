@@ -7,6 +7,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.EnumSet;
 import java.util.List;
 import java.util.Set;
@@ -15,6 +16,8 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.api.parallel.Execution;
+import org.junit.jupiter.api.parallel.ExecutionMode;
 
 /**
  * The one table of exit codes ({@link ExitCode}, README's "Exit codes"), each code produced by the command a user
@@ -24,7 +27,8 @@ import org.junit.jupiter.api.io.TempDir;
  */
 class ExitCodesFromTheJarIT {
     private static final String CONTAINER = "container_1700000000000_0001_01_000009";
-    private static final Set<ExitCode> SEEN = EnumSet.noneOf(ExitCode.class);
+    /** Codes produced so far; the methods run 2 at a time (each its own child JVMs), so the set is synchronized. */
+    private static final Set<ExitCode> SEEN = Collections.synchronizedSet(EnumSet.noneOf(ExitCode.class));
     private static Path jar;
 
     @TempDir
@@ -81,11 +85,13 @@ class ExitCodesFromTheJarIT {
     }
 
     @Test
+    @Execution(ExecutionMode.CONCURRENT)
     void theTableIsWhatItSays() {
         assertThat(EnumSet.allOf(ExitCode.class)).extracting(ExitCode::code).containsExactly(0, 1, 2, 3, 4);
     }
 
     @Test
+    @Execution(ExecutionMode.CONCURRENT)
     void doneIsZeroAndADriftingCheckIsOne() throws Exception {
         Path state = Files.createDirectory(tmp.resolve("state"));
         Run list = gpusched(state, "list");
@@ -100,6 +106,7 @@ class ExitCodesFromTheJarIT {
     }
 
     @Test
+    @Execution(ExecutionMode.CONCURRENT)
     void aUsageErrorAndARefusalAreTwoFromBoth() throws Exception {
         Path state = Files.createDirectory(tmp.resolve("state"));
         Run unknown = gpusched(state, "allocate", "--gpu=1", "--no-such-option");
@@ -114,6 +121,7 @@ class ExitCodesFromTheJarIT {
     }
 
     @Test
+    @Execution(ExecutionMode.CONCURRENT)
     void aContainerWithoutGpusIsThreeFromBoth() throws Exception {
         Path state = Files.createDirectory(tmp.resolve("state"));
         expect(gpusched(state, "allocate", "--gpu=1"), ExitCode.OK, "a first allocation makes the ledger");
@@ -124,6 +132,7 @@ class ExitCodesFromTheJarIT {
     }
 
     @Test
+    @Execution(ExecutionMode.CONCURRENT)
     void aLedgerThatCannotBeReadIsFourFromBoth() throws Exception {
         Path empty = Files.createDirectory(tmp.resolve("empty"));
         Run env = gpusched(empty, "env", "--container", CONTAINER);

@@ -23,6 +23,8 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.parallel.Execution;
+import org.junit.jupiter.api.parallel.ExecutionMode;
 
 /**
  * Which ledger the command uses, as a user meets it: the packaged jar, run as root and as a real user made here with
@@ -136,6 +138,7 @@ class ServiceSelectionIT {
     }
 
     @Test
+    @Execution(ExecutionMode.CONCURRENT)
     void withAServiceRootAndAnOrdinaryUserAreBothServedByIt() throws Exception {
         startService();
         Allocation bobs = service.allocate(GpuRequest.builder().count(2).owner("bob").build());
@@ -161,6 +164,7 @@ class ServiceSelectionIT {
     }
 
     @Test
+    @Execution(ExecutionMode.CONCURRENT)
     void withoutAServiceAnOrdinaryUserOnARealNodeIsRefusedInOneLine() throws Exception {
         Path socket = base.resolve("nothing-here.sock");
         Run r = gpusched(user, socketEnv(socket), "allocate", "--gpu=1");
@@ -175,6 +179,7 @@ class ServiceSelectionIT {
     }
 
     @Test
+    @Execution(ExecutionMode.CONCURRENT)
     void withoutAServiceSimulateAndStateDirAreALedgerOfOnesOwnAndRootKeepsTheNodes() throws Exception {
         Path socket = base.resolve("nothing-here.sock");
         Run sim = gpusched(user, socketEnv(socket), "--simulate", "pcie-4xa10", "allocate", "--gpu=1");
@@ -189,6 +194,7 @@ class ServiceSelectionIT {
     }
 
     @Test
+    @Execution(ExecutionMode.CONCURRENT)
     void aStaleSocketIsNoServiceButAPathThatIsNotASocketOrNotPermittedIsAnError() throws Exception {
         Path stale = base.resolve("stale.sock");
         try (ServerSocketChannel s = ServerSocketChannel.open(StandardProtocolFamily.UNIX)) {

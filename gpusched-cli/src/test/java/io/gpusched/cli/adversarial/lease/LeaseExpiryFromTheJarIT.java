@@ -14,6 +14,8 @@ import java.util.regex.Pattern;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.api.parallel.Execution;
+import org.junit.jupiter.api.parallel.ExecutionMode;
 
 /**
  * Issue 36 item 2 as a user meets it, with the jar (every command a process of its own, none with a maintenance
@@ -49,6 +51,7 @@ class LeaseExpiryFromTheJarIT {
     }
 
     @Test
+    @Execution(ExecutionMode.CONCURRENT)
     void aLeaseThatEndsItsAllocationIsOverForTheNextProcessWhateverItsOwnSettings() throws Exception {
         Path config = Files.writeString(tmp.resolve("gpusched.yaml"), "gpu:\n  leases: {release_on_expiry: true}\n");
         // "held while the lease runs" says something only if the second process asked before the lease's end; on a
@@ -81,6 +84,7 @@ class LeaseExpiryFromTheJarIT {
     }
 
     @Test
+    @Execution(ExecutionMode.CONCURRENT)
     void aLeaseThatDoesNotEndItsAllocationStaysHeldAndStatusSaysItExpired() throws Exception {
         JarRun.Result a = g("allocate", "--gpu=8", "--lease=2s");
         Instant returned = Instant.now();

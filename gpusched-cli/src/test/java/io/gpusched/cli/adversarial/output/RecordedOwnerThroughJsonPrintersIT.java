@@ -16,6 +16,8 @@ import java.util.zip.CRC32C;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.api.parallel.Execution;
+import org.junit.jupiter.api.parallel.ExecutionMode;
 
 /**
  * README: "What is printed is escaped ... (JSON output as backslash-u escapes), so nothing a node file or a request
@@ -89,6 +91,7 @@ class RecordedOwnerThroughJsonPrintersIT {
     }
 
     @Test
+    @Execution(ExecutionMode.CONCURRENT)
     void statusJsonEscapesARecordedOwner() throws Exception {
         allocationWithARecordedHostileOwner();
         assertNoRawHostileCharacters(g("--json", "status"), "status --json");
@@ -96,6 +99,7 @@ class RecordedOwnerThroughJsonPrintersIT {
     }
 
     @Test
+    @Execution(ExecutionMode.CONCURRENT)
     void renewJsonEscapesARecordedOwner() throws Exception {
         String id = allocationWithARecordedHostileOwner();
         assertNoRawHostileCharacters(g("--json", "renew", id, "--lease=2h"), "renew --json");

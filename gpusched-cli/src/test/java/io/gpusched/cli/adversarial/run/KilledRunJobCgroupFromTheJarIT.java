@@ -20,6 +20,8 @@ import java.util.regex.Pattern;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.api.parallel.Execution;
+import org.junit.jupiter.api.parallel.ExecutionMode;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
 
@@ -68,6 +70,7 @@ class KilledRunJobCgroupFromTheJarIT {
     }
 
     @ParameterizedTest
+    @Execution(ExecutionMode.CONCURRENT)
     @MethodSource("roots")
     void aKilledRunsGrandchildIsEndedBeforeItsGpusAreHandedOutAgain(Path cgroupRoot) throws Exception {
         assumeTrue(root(), "needs root (cgroups)");

@@ -13,6 +13,8 @@ import java.util.stream.Stream;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.api.parallel.Execution;
+import org.junit.jupiter.api.parallel.ExecutionMode;
 
 /**
  * State directories that are not usable directories, given to the jar a user runs (issue 36, rough edges): an empty
@@ -40,6 +42,7 @@ class StateDirShapesFromTheJarIT {
     }
 
     @Test
+    @Execution(ExecutionMode.CONCURRENT)
     void anEmptyStateDirectoryIsRefusedAndTheWorkingDirectoryLeftAlone() throws Exception {
         Path cwd = Files.createDirectory(tmp.resolve("cwd"));
         for (String cmd : new String[]{"allocate", "status", "list"}) {
@@ -50,6 +53,7 @@ class StateDirShapesFromTheJarIT {
     }
 
     @Test
+    @Execution(ExecutionMode.CONCURRENT)
     void aFileAFifoOrADanglingLinkIsNotADirectory() throws Exception {
         Path file = Files.writeString(tmp.resolve("file"), "x");
         Path dangling = Files.createSymbolicLink(tmp.resolve("dangling"), tmp.resolve("nowhere"));
@@ -66,6 +70,7 @@ class StateDirShapesFromTheJarIT {
     }
 
     @Test
+    @Execution(ExecutionMode.CONCURRENT)
     void aLinkToADirectoryOthersMayWriteIsRefusedBeforeAnythingIsCreatedInIt() throws Exception {
         Path open = Files.createDirectory(tmp.resolve("open"));
         Files.setPosixFilePermissions(open, PosixFilePermissions.fromString("rwxrwxrwx"));
@@ -85,6 +90,7 @@ class StateDirShapesFromTheJarIT {
     }
 
     @Test
+    @Execution(ExecutionMode.CONCURRENT)
     void aDirectoryTheUserMayNotWriteIsPermissionDeniedNamingIt() throws Exception {
         boolean root = Files.readAllLines(Path.of("/proc/self/status")).stream()
                 .anyMatch(l -> l.matches("Uid:\\s+0\\s.*"));
@@ -113,6 +119,7 @@ class StateDirShapesFromTheJarIT {
     }
 
     @Test
+    @Execution(ExecutionMode.CONCURRENT)
     void listReadsWithoutCreatingTheStateDirectoryOrTheLedger() throws Exception {
         Path state = tmp.resolve("fresh");
         JarRun.Result r = g(tmp, state.toString(), "list");
