@@ -171,13 +171,18 @@ class CgroupIsolationTest {
         assertThat(f.notes()).anySatisfy(n -> assertThat(n).contains("nvidia-uvm is not in"));
     }
 
+    /**
+     * 100 updates (alternating between two GPUs) leave one program of ours attached, and revoke none. A program left
+     * behind by each update (or by every other one) would show as 100 (or 50) extra; each update also runs the host
+     * policy check in a fresh child cgroup, ~20 ms, so 1,000 took 20 s for no more bite.
+     */
     @Test
-    void thousandUpdatesLeaveExactlyOneProgramOfOurs() throws Exception {
+    void hundredUpdatesLeaveExactlyOneProgramOfOurs() throws Exception {
         CgroupDeviceIsolator iso = isolator(CgroupDeviceIsolator.Mechanism.V2);
         Path cg = newCgroup(iso, CgroupDeviceIsolator.Mechanism.V2);
         Allocation gpu2 = Fixtures.gpus(scheduler, 2);
         Fence f = fence(iso, cg, gpu1);
-        for (int i = 0; i < 1000; i++) {
+        for (int i = 0; i < 100; i++) {
             f.update(i % 2 == 0 ? gpu2 : gpu1);
         }
         assertThat(ourPrograms(cg)).isEqualTo(1);

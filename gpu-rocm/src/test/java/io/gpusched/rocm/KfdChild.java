@@ -20,7 +20,8 @@ import java.util.stream.Stream;
  * <ul>
  *   <li>{@code provider <kfdCheck> <childProbe>}: the rocm-smi provider's unavailability cause with the real library;</li>
  *   <li>{@code detect}: {@code GpuInventories.detect()};</li>
- *   <li>{@code mutate <tree> <mutations> <from> <bareProbe|->}: applies each mutation in turn to the tree (seen at
+ *   <li>{@code mutate <tree> <mutations> <from> <bareProbe|-> [<to>]}: applies each mutation from index {@code from}
+ *       up to {@code to} (exclusive; default: the end of the list) in turn to the tree (seen at
  *       /sys/class/kfd/kfd/topology), asks the provider (KFD check on, child probe off: the library runs in this JVM
  *       whenever the check passes), restores the tree. A refused mutation is also run through the bare library in a
  *       C child to learn whether the refusal was needed. One line per step, so an abort names its mutation.</li>
@@ -46,7 +47,8 @@ public final class KfdChild {
                 }
             }
             case "mutate" -> mutate(Path.of(args[1]), Files.readAllLines(Path.of(args[2])), Integer.parseInt(args[3]),
-                    args[4].equals("-") ? Optional.empty() : Optional.of(Path.of(args[4])));
+                    args[4].equals("-") ? Optional.empty() : Optional.of(Path.of(args[4])),
+                    args.length > 5 ? Integer.parseInt(args[5]) : Integer.MAX_VALUE);
             default -> throw new IllegalArgumentException(args[0]);
         }
         System.out.flush();
@@ -57,9 +59,9 @@ public final class KfdChild {
         System.out.flush();
     }
 
-    static void mutate(Path tree, List<String> mutations, int from, Optional<Path> bare) throws Exception {
+    static void mutate(Path tree, List<String> mutations, int from, Optional<Path> bare, int to) throws Exception {
         Path backup = Files.createTempDirectory("kfd-mutation-backup");
-        for (int i = from; i < mutations.size(); i++) {
+        for (int i = from; i < Math.min(to, mutations.size()); i++) {
             Mutation m = Mutation.parse(mutations.get(i));
             say("begin " + i);
             m.apply(tree, backup);

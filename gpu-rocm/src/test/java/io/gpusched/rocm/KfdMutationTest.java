@@ -14,6 +14,9 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.TreeMap;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Predicate;
 import org.junit.jupiter.api.Tag;
@@ -28,6 +31,8 @@ import org.junit.jupiter.api.io.TempDir;
  * the child probe off, so the library runs in that JVM whenever the check lets it: a child that dies there fails the
  * test with the mutation named, and the parent goes on after it. Mutations the check refuses are run through the bare
  * library in a C child, which counts the aborts the check saved us from (and the refusals that were not needed).
+ *
+ * <p>Two children run at once, each over one half of a tree's mutations on its own copy of the tree.
  *
  * <p>Trees: our own under src/test/resources/kfd and the captures copied to src/test/resources/fixtures/amd. To stay near a minute,
  * {@code caches/<n>} beyond {@code caches/0} are left out (neither the library nor gpusched opens them), and the 34-node
@@ -85,50 +90,81 @@ class KfdMutationTest {
                         .and(x -> !x.startsWith("nodes/") || x.matches("nodes/2(/.*)?"))
                         .and(x -> !x.matches("nodes/2/io_links/.*") || x.matches("nodes/2/io_links/(0|1|10)(/.*)?"))));
         assertThat(trees).as("own trees under " + own.toAbsolutePath()).hasSizeGreaterThanOrEqualTo(5);
-        Tally all = new Tally();
-        StringBuilder report = new StringBuilder();
+        // two children at once (the surefire JVM mostly waits on them): each tree's list in two halves, each half
+        // mutating its own copy of the tree (a child changes its tree in place) in its own mount namespace
+        List<Half> halves = new ArrayList<>();
         for (Map.Entry<String, Tree> e : trees.entrySet()) {
-            Path copy = KfdNamespace.copy(e.getValue().root(), tmp.resolve("trees/" + e.getKey()));
-            List<KfdChild.Mutation> ms = KfdChild.Mutation.all(copy, e.getValue().filter());
-            long t0 = System.nanoTime();
-            Tally t = run(e.getKey(), copy, ms, bare, tmp);
-            report.append(e.getKey()).append(": ").append(t).append(" (").append((System.nanoTime() - t0) / 1_000_000)
-                    .append(" ms)\n");
-            all.tried += t.tried;
-            all.served += t.served;
-            all.refused += t.refused;
-            all.bareAborts += t.bareAborts;
-            all.refusedNeedlessly += t.refusedNeedlessly;
-            all.childStarts += t.childStarts;
-            t.bareByExit.forEach((k, v) -> all.bareByExit.merge(k, v, Integer::sum));
-            all.providerAborts.addAll(t.providerAborts);
-            all.needless.addAll(t.needless);
+            Path a = KfdNamespace.copy(e.getValue().root(), tmp.resolve("trees/" + e.getKey() + "/a"));
+            Path b = KfdNamespace.copy(e.getValue().root(), tmp.resolve("trees/" + e.getKey() + "/b"));
+            List<KfdChild.Mutation> ms = KfdChild.Mutation.all(a, e.getValue().filter());
+            Path list = tmp.resolve(e.getKey().replace('/', '_') + ".mutations");
+            Files.write(list, ms.stream().map(KfdChild.Mutation::line).toList());
+            halves.add(new Half(e.getKey(), a, ms, list, 0, ms.size() / 2));
+            halves.add(new Half(e.getKey(), b, ms, list, ms.size() / 2, ms.size()));
         }
-        report.append("all: ").append(all);
-        System.out.println("KFD mutation test (bare library " + (bare.isPresent() ? "run" : "not run: no gcc")
-                + ")\n" + report);
-        assertThat(all.providerAborts).as("mutations that killed the provider's process\n" + report).isEmpty();
-        assertThat(all.tried).isGreaterThan(1000);
-        if (bare.isPresent()) {
-            assertThat(all.bareAborts).as("the bare library does die on some mutations: the test can see an abort")
-                    .isPositive();
+        ExecutorService pool = Executors.newFixedThreadPool(2);
+        Map<String, List<Future<Tally>>> runs = new LinkedHashMap<>();
+        long t0 = System.nanoTime();
+        try {
+            for (Half h : halves) {
+                runs.computeIfAbsent(h.name(), k -> new ArrayList<>()).add(pool.submit(() -> run(h, bare)));
+            }
+            Tally all = new Tally();
+            StringBuilder report = new StringBuilder();
+            for (Map.Entry<String, List<Future<Tally>>> e : runs.entrySet()) {
+                Tally t = new Tally();
+                for (Future<Tally> f : e.getValue()) {
+                    add(t, f.get());
+                }
+                report.append(e.getKey()).append(": ").append(t).append('\n');
+                add(all, t);
+            }
+            report.append("all: ").append(all).append(" (").append((System.nanoTime() - t0) / 1_000_000)
+                    .append(" ms)");
+            System.out.println("KFD mutation test (bare library " + (bare.isPresent() ? "run" : "not run: no gcc")
+                    + ")\n" + report);
+            assertThat(all.providerAborts).as("mutations that killed the provider's process\n" + report).isEmpty();
+            assertThat(all.tried).isGreaterThan(1000);
+            if (bare.isPresent()) {
+                assertThat(all.bareAborts).as("the bare library does die on some mutations: the test can see an abort")
+                        .isPositive();
+            }
+        } finally {
+            pool.shutdownNow();
         }
+    }
+
+    private static void add(Tally into, Tally t) {
+        into.tried += t.tried;
+        into.served += t.served;
+        into.refused += t.refused;
+        into.bareAborts += t.bareAborts;
+        into.refusedNeedlessly += t.refusedNeedlessly;
+        into.childStarts += t.childStarts;
+        t.bareByExit.forEach((k, v) -> into.bareByExit.merge(k, v, Integer::sum));
+        into.providerAborts.addAll(t.providerAborts);
+        into.needless.addAll(t.needless);
+    }
+
+    /** Mutations {@code from} (inclusive) to {@code to} (exclusive) of {@code ms}, listed in {@code list}. */
+    record Half(String name, Path tree, List<KfdChild.Mutation> ms, Path list, int from, int to) {
     }
 
     record Tree(Path root, Predicate<String> filter) {
     }
 
-    private static Tally run(String name, Path tree, List<KfdChild.Mutation> ms, Optional<Path> bare, Path tmp)
-            throws Exception {
-        Path list = tmp.resolve(name.replace('/', '_') + ".mutations");
-        Files.write(list, ms.stream().map(KfdChild.Mutation::line).toList());
+    private static Tally run(Half h, Optional<Path> bare) throws Exception {
+        String name = h.name();
+        Path tree = h.tree();
+        List<KfdChild.Mutation> ms = h.ms();
         Tally t = new Tally();
-        int next = 0;
-        while (next < ms.size()) {
+        int next = h.from();
+        while (next < h.to()) {
             t.childStarts++;
             Process p = new ProcessBuilder(KfdNamespace.command(tree, KfdNamespace.java(KfdChild.class.getName(),
-                    "mutate", tree.toString(), list.toString(), String.valueOf(next),
-                    bare.map(Path::toString).orElse("-")))).redirectInput(new File("/dev/null")).start();
+                    "mutate", tree.toString(), h.list().toString(), String.valueOf(next),
+                    bare.map(Path::toString).orElse("-"), String.valueOf(h.to())))).redirectInput(new File("/dev/null"))
+                    .start();
             var err = new java.util.concurrent.CompletableFuture<String>();
             KfdNamespace.drain(p.getErrorStream(), err);
             int begun = -1;

@@ -87,6 +87,10 @@ class SlurmRealTest {
                     "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "MpiDefault=none",
                     "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core", "ReturnToService=2",
                     "MailProg=/bin/true",
+                    // a batch job that cannot start at submit (the node still completing the last srun) is tried
+                    // again by slurmctld's background loop only batch_sched_delay s later (default 3): 0 lets the
+                    // next pass (each second) start it, so each holder job starts ~2 s sooner
+                    "SchedulerParameters=batch_sched_delay=0",
                     SlurmGres.GRES_TYPES,
                     nodeLine,
                     "PartitionName=gpus Nodes=" + NODE + " Default=YES MaxTime=INFINITE State=UP", ""));

@@ -15,12 +15,17 @@ import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.api.parallel.Execution;
+import org.junit.jupiter.api.parallel.ExecutionMode;
 
 /**
  * Adversarial review of issue 26 through the command a user runs: the packaged {@code gpusched.jar} of gpusched-cli
- * (skipped with its reason when that jar has not been built: gpu-slurm cannot depend on the CLI module).
+ * (skipped with its reason when that jar has not been built: gpu-slurm cannot depend on the CLI module). The tests
+ * run two at a time (each has its own directory and state directory), each command with C1 only ({@code
+ * -XX:TieredStopAtLevel=1}: a short-lived command never reaches C2), as the CLI module's jar tests do.
  */
 @Tag("adversarial")
+@Execution(ExecutionMode.CONCURRENT)
 class CliAdversarialTest {
     static final Path JAR = Path.of("../gpusched-cli/target/gpusched.jar").toAbsolutePath().normalize();
 
@@ -38,7 +43,7 @@ class CliAdversarialTest {
 
     Result run(String... args) throws IOException, InterruptedException {
         List<String> cmd = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
-                "-jar", JAR.toString()));
+                "-XX:TieredStopAtLevel=1", "-Xshare:auto", "-jar", JAR.toString()));
         cmd.addAll(List.of(args));
         ProcessBuilder pb = new ProcessBuilder(cmd).directory(tmp.toFile());
         pb.environment().put("GPUSCHED_STATE_DIR", tmp.resolve("state").toString());
