@@ -19,8 +19,10 @@ import java.net.SocketTimeoutException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.function.UnaryOperator;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Tag;
@@ -41,8 +43,16 @@ class ConsoleAttackTest {
     void start() {
         inventory = GpuInventories.simulated("pcie-4xa10");
         scheduler = GpuScheduler.builder().inventory(inventory).auditLogging(false).build();
-        server = ConsoleServer.builder().scheduler(scheduler).inventory(inventory).stateDir(state)
-                .listen(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0)).build().start();
+        startServer(b -> b);
+    }
+
+    /** (re)starts the console on the same scheduler, with {@code options} applied to its builder */
+    void startServer(UnaryOperator<ConsoleServer.Builder> options) {
+        if (server != null) {
+            server.close();
+        }
+        server = options.apply(ConsoleServer.builder().scheduler(scheduler).inventory(inventory).stateDir(state)
+                .listen(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0))).build().start();
         token = server.token().value();
     }
 
@@ -266,6 +276,9 @@ class ConsoleAttackTest {
 
     @Test
     void neverFinishedBodiesDoNotStarveOthers() throws Exception {
+        // the shortest idle timeout (the server's time limit for a silent connection, default 10 s): the stalled
+        // bodies are cut after it
+        startServer(b -> b.idleTimeout(Duration.ofSeconds(1)));
         List<Socket> slow = new ArrayList<>();
         try {
             for (int i = 0; i < 40; i++) { // more than the default 16 workers

@@ -32,6 +32,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.UnaryOperator;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Tag;
@@ -56,12 +57,20 @@ class ConsoleHttpAttackTest {
     @BeforeEach
     void start() throws IOException {
         Path ledger = Files.createDirectory(tmp.resolve("ledger"));
-        Path console = Files.createDirectory(tmp.resolve("console"));
+        Files.createDirectory(tmp.resolve("console"));
         inventory = GpuInventories.simulated("pcie-4xa10");
         scheduler = GpuScheduler.builder().inventory(inventory).auditLogging(false).stateDir(ledger).build();
-        server = ConsoleServer.builder().scheduler(scheduler).inventory(inventory).stateDir(console)
-                .sampleInterval(Duration.ofMillis(100))
-                .listen(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0)).build().start();
+        startServer(b -> b);
+    }
+
+    /** (re)starts the console on the same scheduler and state, with {@code options} applied to its builder */
+    void startServer(UnaryOperator<ConsoleServer.Builder> options) {
+        if (server != null) {
+            server.close();
+        }
+        server = options.apply(ConsoleServer.builder().scheduler(scheduler).inventory(inventory)
+                .stateDir(tmp.resolve("console")).sampleInterval(Duration.ofMillis(100))
+                .listen(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0))).build().start();
         http = new RawHttp(server.address());
         token = server.token().value();
         port = server.address().getPort();
@@ -269,6 +278,8 @@ class ConsoleHttpAttackTest {
 
     @Test
     void bodyFramingAttacksAre4xxAndTheServerStaysUp() throws Exception {
+        // the shortest idle timeout (default 10 s): a body that never ends is cut after it
+        startServer(b -> b.idleTimeout(Duration.ofSeconds(1)));
         String h = "POST /api/v1/allocations HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n" + auth()
                 + "\r\nContent-Type: application/json\r\n";
         // chunked, 64 KiB in 1 KiB chunks, over the 16 KiB limit
