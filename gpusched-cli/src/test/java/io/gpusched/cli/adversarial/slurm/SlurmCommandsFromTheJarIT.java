@@ -1,4 +1,4 @@
-package io.gpusched.slurm.adversarial;
+package io.gpusched.cli.adversarial.slurm;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -11,7 +11,6 @@ import java.util.List;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeEach;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -20,14 +19,15 @@ import org.junit.jupiter.api.parallel.ExecutionMode;
 
 /**
  * Adversarial review of issue 26 through the command a user runs: the packaged {@code gpusched.jar} of gpusched-cli
- * (skipped with its reason when that jar has not been built: gpu-slurm cannot depend on the CLI module). The tests
+ * (an integration test of the CLI module, run after the jar is packaged; it lived in gpu-slurm, which is built
+ * before the CLI, so a clean build skipped it for want of the jar). The tests
  * run two at a time (each has its own directory and state directory), each command with C1 only ({@code
  * -XX:TieredStopAtLevel=1}: a short-lived command never reaches C2), as the CLI module's jar tests do.
  */
 @Tag("adversarial")
 @Execution(ExecutionMode.CONCURRENT)
-class CliAdversarialTest {
-    static final Path JAR = Path.of("../gpusched-cli/target/gpusched.jar").toAbsolutePath().normalize();
+class SlurmCommandsFromTheJarIT {
+    static final Path JAR = Path.of("target", "gpusched.jar").toAbsolutePath().normalize();
 
     @TempDir
     Path tmp;
@@ -38,7 +38,7 @@ class CliAdversarialTest {
     @BeforeEach
     void jar() {
         Assumptions.assumeTrue(Files.isRegularFile(JAR), "gpusched-cli jar not built at " + JAR
-                + " (./mvnw -pl gpusched-cli -am package -DskipTests)");
+                + " (./mvnw -pl gpusched-cli -am verify runs this test after packaging it)");
     }
 
     Result run(String... args) throws IOException, InterruptedException {
