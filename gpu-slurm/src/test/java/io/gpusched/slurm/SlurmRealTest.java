@@ -15,12 +15,14 @@ import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Comparator;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
 import java.util.TreeSet;
 import java.util.stream.Collectors;
+import java.util.stream.Stream;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
@@ -49,6 +51,25 @@ class SlurmRealTest {
         Files.createDirectories(dir.resolve("state"));
         Files.createDirectories(dir.resolve("spool"));
         Path conf = etc.resolve("slurm.conf");
+        try {
+            runSlurm(dir, dev, etc, log, conf);
+        } finally {
+            deleteTree(dir); // the daemons are stopped by now; a test leaves nothing under /tmp
+        }
+    }
+
+    /** Removes the test's directory; a failure to is said, never thrown over the test's own failure. */
+    private static void deleteTree(Path dir) {
+        try (Stream<Path> all = Files.walk(dir)) {
+            for (Path p : all.sorted(Comparator.reverseOrder()).toList()) {
+                Files.deleteIfExists(p);
+            }
+        } catch (IOException e) {
+            System.err.println("SlurmRealTest: could not remove " + dir + ": " + e);
+        }
+    }
+
+    private static void runSlurm(Path dir, Path dev, Path etc, Path log, Path conf) throws Exception {
         try (Daemons d = new Daemons(Map.of("SLURM_CONF", conf.toString()));
              GpuInventory inv = GpuInventories.simulated("dgx1-v100")) {
             for (int i = 0; i < 8; i++) {
