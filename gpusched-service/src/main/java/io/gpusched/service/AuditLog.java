@@ -27,7 +27,9 @@ import org.slf4j.LoggerFactory;
  * sentence). Reads that succeed are not audited. Lines are written whole with one {@code write} on a file opened for
  * appending, flushed to the kernel (not forced to disk: the ledger is the durable record of what was granted; the
  * audit is who asked). Over {@link #MAX_BYTES} the file is renamed to {@code audit.log.1} (replacing the previous one)
- * and a new one begun. Every line also goes to the log at INFO ({@code io.gpusched.service.audit}).
+ * and a new one begun. Every line also goes to the log at INFO ({@code io.gpusched.service.audit}). Once closed, the
+ * file is never opened again: a request that ends after the service closed (a waiter its close cancelled) goes to the
+ * log only, not into a state directory a successor may already hold.
  */
 final class AuditLog implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger("io.gpusched.service.audit");
@@ -40,6 +42,7 @@ final class AuditLog implements AutoCloseable {
     private final Path file;
     private final Clock clock;
     private FileChannel out;
+    private boolean closed;
 
     AuditLog(Path file, Clock clock) {
         this.file = file;
@@ -86,6 +89,9 @@ final class AuditLog implements AutoCloseable {
             line = "{\"action\":\"" + action + "\",\"error\":\"unencodable\"}\n";
         }
         LOG.info("{}", line.strip());
+        if (closed) {
+            return;
+        }
         try {
             open();
             if (out.size() > MAX_BYTES) {
@@ -134,6 +140,7 @@ final class AuditLog implements AutoCloseable {
 
     @Override
     public synchronized void close() {
+        closed = true;
         closeQuietly();
     }
 }

@@ -231,6 +231,8 @@ class NodeServiceTest {
                 assertThat(served).isSorted();
             } finally {
                 ex.shutdownNow();
+                // the interrupted waiters record their end before the bed (and @TempDir) go
+                assertThat(ex.awaitTermination(1, TimeUnit.MINUTES)).as("waiters ended").isTrue();
             }
         }
         LedgerReader r = LedgerReader.read(tmp.resolve("state"));
@@ -284,6 +286,8 @@ class NodeServiceTest {
                 assertThat(Files.readString(bed.state.resolve("audit.log"))).contains("allocate.dropped");
             } finally {
                 ex.shutdownNow();
+                // the interrupted waiters record their end before the bed (and @TempDir) go
+                assertThat(ex.awaitTermination(1, TimeUnit.MINUTES)).as("waiters ended").isTrue();
             }
         }
     }
