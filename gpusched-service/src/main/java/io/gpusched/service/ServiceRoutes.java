@@ -291,9 +291,11 @@ public final class ServiceRoutes {
 
     private void start(HttpExchange ex, Caller c) throws IOException, InterruptedException {
         Requests.Job r = Requests.job(ServiceExchanges.body(ex, MAX_JOB_BODY));
-        if (!r.detach() || r.maxWait().isEmpty()) {
-            // the answer comes once the job started, and an attached job's output may pause for hours (a heartbeat
-            // checks its client): held open, or refused (maxHeldRequests) before anything is prepared
+        if (!r.detach()) {
+            // an attached job's answer comes once it started (after a wait), and its output may pause for hours (a
+            // heartbeat checks its client): held open, or refused (maxHeldRequests) before anything is prepared. A
+            // detached one is answered once it started or was refused (no wait) or queued (a wait), like a plain
+            // allocation: it holds no slot
             ConsoleServer.keepOpen(ex);
         }
         Job job = service.prepareJob(c, r);

@@ -134,4 +134,43 @@ class ServiceHeldRequestsAttackTest {
             }
         }
     }
+
+    /**
+     * A detached job that does not wait is answered as soon as it started or was refused, like a plain allocation: it
+     * holds no slot. It took one, so with the slots full of others' waits it was refused RATE_LIMITED instead of being
+     * tried.
+     */
+    @Test
+    void aDetachedJobThatDoesNotWaitIsTriedWhileWaitsFillEverySlot(@TempDir Path tmp) throws Exception {
+        GpuConfig config = GpuConfig.builder().users(UserQuotas.none()).build();
+        try (ServiceBed bed = new ServiceBed(tmp, config).jobs()) {
+            LocalUsers.User alice = bed.accounts.user("alice");
+            LocalUsers.User carol = bed.accounts.user("carol");
+            bed.start();
+            bed.serve(b -> b.threads(8).maxSseClients(1));
+            int held = 8 - Math.max(1, 8 / 4);
+            bed.scheduler.allocate(GpuRequests.fromCliFlags(List.of("--gpu=8")));
+            List<Process> waits = new ArrayList<>();
+            try {
+                for (int i = 0; i < held; i++) {
+                    waits.add(waitAs(alice, bed.socket));
+                }
+                for (int i = 0; i < 6000 && bed.service.queueView().size() < held; i++) { // up to 60 s
+                    Thread.sleep(10);
+                }
+                assertThat(bed.service.queueView()).as("every held slot taken").hasSize(held);
+                String job = "{\"flags\":[\"--gpu=1\"],\"argv\":[\"/bin/true\"],\"env\":{\"PATH\":\"/usr/bin:/bin\"},"
+                        + "\"cwd\":\"/\",\"detach\":true}";
+                ServiceBed.Answer a = bed.curl(carol, "-X", "POST", "--data", job, "http://localhost/api/v1/jobs");
+                assertThat(a.body()).as("tried, not refused for a slot").doesNotContain("maxHeldRequests");
+                assertThat(a.status()).as("every GPU is root's: refused for the GPUs, %s", a.body()).isEqualTo(409);
+                assertThat(bed.service.queueView()).as("the waits still held").hasSize(held);
+            } finally {
+                waits.forEach(Process::destroyForcibly);
+                for (Allocation a : bed.scheduler.allocations()) {
+                    bed.scheduler.release(a.id());
+                }
+            }
+        }
+    }
 }
