@@ -33,10 +33,13 @@ import org.apache.hadoop.yarn.conf.YarnConfiguration;
 import org.apache.hadoop.yarn.server.api.ResourceTracker;
 import org.apache.hadoop.yarn.server.api.ServerRMProxy;
 import org.apache.hadoop.yarn.server.api.protocolrecords.RegisterNodeManagerRequest;
+import org.apache.hadoop.yarn.server.api.protocolrecords.UnRegisterNodeManagerRequest;
 import org.apache.hadoop.yarn.server.nodemanager.api.deviceplugin.Device;
 import org.apache.hadoop.yarn.server.resourcemanager.ResourceManager;
 import org.apache.hadoop.yarn.util.resource.ResourceUtils;
+import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -46,18 +49,24 @@ import org.junit.jupiter.api.io.TempDir;
  * DominantResourceCalculator). A node registers over the ResourceTracker protocol with 8 GPUs, as a NodeManager
  * does with the count {@code getDevices()} gave it; then a GPU is lost and recovers in the inventory, and the
  * node's capacity is read back from the ResourceManager's client protocol (what the scheduler places against).
+ *
+ * <p>One ResourceManager serves the class; each test registers a node of its own (a new port) and unregisters it at
+ * the end, as a NodeManager that stops does, so the ResourceManager lists one live node while a test runs.
  */
 class CapacityFollowerTest {
     static final String GPU = "nvidia.com/gpu";
 
+    /** Node states of a node that runs (what the follower looks among); a node unregistered is SHUTDOWN. */
+    static final EnumSet<NodeState> LIVE = EnumSet.of(NodeState.RUNNING, NodeState.UNHEALTHY, NodeState.NEW);
+
     @TempDir
     Path tmp;
-    ResourceManager rm;
-    YarnConfiguration conf;
+    static ResourceManager rm;
+    static YarnConfiguration conf;
     NodeId node;
 
-    @BeforeEach
-    void resourceManager() throws Exception {
+    @BeforeAll
+    static void resourceManager() throws Exception {
         Optional<String> noHadoop = Jdk.hadoopUgiUnavailable();
         assumeTrue(noHadoop.isEmpty(), noHadoop::get);
         conf = new YarnConfiguration();
@@ -79,9 +88,14 @@ class CapacityFollowerTest {
         rm = new ResourceManager();
         rm.init(conf);
         rm.start();
+    }
+
+    @BeforeEach
+    void node() throws Exception {
         node = NodeId.newInstance(InetAddress.getLocalHost().getHostName(), freePort());
         register();
         assertThat(capacity().getResourceValue(GPU)).isEqualTo(8);
+        assertThat(nodes(LIVE)).as("the ResourceManager's live nodes").containsExactly(node);
     }
 
     /** What a NodeManager sends when it registers: the capacity it computed at start (8 GPUs). */
@@ -95,8 +109,27 @@ class CapacityFollowerTest {
         }
     }
 
+    /** What a NodeManager sends when it stops; waits until the ResourceManager lists the node SHUTDOWN. */
     @AfterEach
-    void stop() {
+    void unregister() throws Exception {
+        if (node == null) {
+            return;
+        }
+        ResourceTracker tracker = ServerRMProxy.createRMProxy(conf, ResourceTracker.class);
+        try {
+            tracker.unRegisterNodeManager(UnRegisterNodeManagerRequest.newInstance(node));
+        } finally {
+            RPC.stopProxy(tracker);
+        }
+        long deadline = System.nanoTime() + 30_000_000_000L;
+        while (nodes(LIVE).contains(node) && System.nanoTime() < deadline) {
+            Thread.sleep(20);
+        }
+        assertThat(nodes(EnumSet.of(NodeState.SHUTDOWN))).as("the node unregistered").contains(node);
+    }
+
+    @AfterAll
+    static void stop() {
         if (rm != null) {
             rm.stop();
         }
@@ -246,11 +279,18 @@ class CapacityFollowerTest {
     }
 
     private Resource capacity() throws Exception {
+        return reports(EnumSet.allOf(NodeState.class)).stream().filter(r -> r.getNodeId().equals(node)).findFirst()
+                .orElseThrow().getCapability();
+    }
+
+    private static List<NodeId> nodes(EnumSet<NodeState> states) throws Exception {
+        return reports(states).stream().map(NodeReport::getNodeId).toList();
+    }
+
+    private static List<NodeReport> reports(EnumSet<NodeState> states) throws Exception {
         ApplicationClientProtocol client = ClientRMProxy.createRMProxy(conf, ApplicationClientProtocol.class);
         try {
-            List<NodeReport> nodes = client.getClusterNodes(GetClusterNodesRequest.newInstance(
-                    EnumSet.allOf(NodeState.class))).getNodeReports();
-            return nodes.stream().filter(r -> r.getNodeId().equals(node)).findFirst().orElseThrow().getCapability();
+            return client.getClusterNodes(GetClusterNodesRequest.newInstance(states)).getNodeReports();
         } finally {
             RPC.stopProxy(client);
         }

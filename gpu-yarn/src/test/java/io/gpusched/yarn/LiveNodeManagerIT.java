@@ -41,6 +41,7 @@ import org.apache.hadoop.yarn.api.records.ApplicationSubmissionContext;
 import org.apache.hadoop.yarn.api.records.Container;
 import org.apache.hadoop.yarn.api.records.ContainerLaunchContext;
 import org.apache.hadoop.yarn.api.records.ContainerStatus;
+import org.apache.hadoop.yarn.api.records.NodeId;
 import org.apache.hadoop.yarn.api.records.NodeReport;
 import org.apache.hadoop.yarn.api.records.NodeState;
 import org.apache.hadoop.yarn.api.records.Priority;
@@ -54,6 +55,7 @@ import org.apache.hadoop.yarn.client.api.YarnClient;
 import org.apache.hadoop.yarn.conf.YarnConfiguration;
 import org.apache.hadoop.yarn.security.AMRMTokenIdentifier;
 import org.apache.hadoop.yarn.server.resourcemanager.ResourceManager;
+import org.apache.hadoop.yarn.server.resourcemanager.rmnode.RMNode;
 import org.apache.hadoop.yarn.util.resource.ResourceUtils;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Assumptions;
@@ -75,7 +77,9 @@ import org.junit.jupiter.api.TestMethodOrder;
  * <p>What replaces README's values, and why: the inventory ({@code simulated:dgx1-v100}: no GPU here); the executor's
  * group ({@code root}) and cgroup hierarchy (one per run, removed at the end); {@code /var/lib/gpusched} in
  * {@code yarn.nodemanager.admin-env} by the test's directory (also the NodeManager's {@code GPUSCHED_STATE_DIR}), and
- * {@code gpusched.yarn.state-dir} unset, as README says for a simulated inventory. README's
+ * {@code gpusched.yarn.state-dir} unset, as README says for a simulated inventory; the intervals the test waits on
+ * (README: 5000 ms) shorter, {@code gpusched.yarn.health-interval-ms} 200 and
+ * {@code gpusched.yarn.reconcile-interval-ms} 1000, and the ResourceManager's NodeManager heartbeat 200 ms. README's
  * {@code container-executor.cfg} is not read: the test's container-executor stands in for Hadoop's setuid binary.
  * Each container runs README's {@code eval "$(gpusched env)"} line with {@code gpusched env} replaced by the drop-in
  * jar's {@code io.gpusched.yarn.YarnContainerGpus --inventory simulated:dgx1-v100} (README's alternative for
@@ -100,6 +104,12 @@ import org.junit.jupiter.api.TestMethodOrder;
 class LiveNodeManagerIT {
     static final String GPU = "nvidia.com/gpu";
     static final Path DEVICES_CGROUP = Path.of("/sys/fs/cgroup/devices");
+    /**
+     * NodeManager heartbeats over which a request that must not be placed is watched. With a node heartbeat every
+     * 200 ms the CapacityScheduler places a request that fits at the first node heartbeat after the ask reached it,
+     * and the ApplicationMaster's next allocate call returns it: 2 heartbeats would show it; 6 leave margin.
+     */
+    static final int PLACEMENT_HEARTBEATS = 6;
 
     static Path work;
     static Path dev;
@@ -182,11 +192,6 @@ class LiveNodeManagerIT {
         conf.setLong(YarnConfiguration.RESOURCEMANAGER_CONNECT_RETRY_INTERVAL_MS, 200);
         conf.setInt(YarnConfiguration.RM_NM_HEARTBEAT_INTERVAL_MS, 200);
         conf.setLong(YarnConfiguration.RM_AM_EXPIRY_INTERVAL_MS, 600_000);
-        ResourceUtils.resetResourceTypes(conf);
-        org.apache.hadoop.metrics2.lib.DefaultMetricsSystem.setMiniClusterMode(true);
-        rm = new ResourceManager();
-        rm.init(conf);
-        rm.start();
 
         nmPort = freePort();
         Path confDir = Files.createDirectories(work.resolve("etc"));
@@ -219,6 +224,7 @@ class LiveNodeManagerIT {
         site.unset(GpuschedDevicePlugin.KEY_STATE_DIR);
         site.set(GpuschedDevicePlugin.KEY_DEV_ROOT, dev.toString());
         site.set(GpuschedDevicePlugin.KEY_HEALTH_INTERVAL_MS, "200");
+        site.set(GpuschedDevicePlugin.KEY_RECONCILE_INTERVAL_MS, "1000");
         try (OutputStream out = Files.newOutputStream(confDir.resolve("yarn-site.xml"))) {
             site.writeXml(out);
         }
@@ -244,7 +250,13 @@ class LiveNodeManagerIT {
                 .map(e -> e.path().toString())).as("gpusched on the NodeManager's class path")
                 .containsExactly(dropIn.toString());
 
+        // the NodeManager's JVM starts while the ResourceManager does; it connects once the ResourceManager listens
         startNodeManager();
+        ResourceUtils.resetResourceTypes(conf);
+        org.apache.hadoop.metrics2.lib.DefaultMetricsSystem.setMiniClusterMode(true);
+        rm = new ResourceManager();
+        rm.init(conf);
+        rm.start();
         awaitGpuCapacity(8, "the NodeManager registered with the GPUs getDevices() reported");
 
         yarn = YarnClient.createYarnClient();
@@ -426,11 +438,7 @@ class LiveNodeManagerIT {
             amrm.addContainerRequest(request(2));
             return null;
         });
-        for (int i = 0; i < 12; i++) { // a dozen allocate calls, each after at least one NodeManager heartbeat
-            allocate();
-            assertThat(allocated).as("placed on a lost GPU").isEmpty();
-            Thread.sleep(250);
-        }
+        assertNothingPlacedOver(PLACEMENT_HEARTBEATS, "placed on a lost GPU");
         Files.writeString(healthFile, "");
         awaitGpuCapacity(8, "GPU " + lost + " recovered");
         Container c = await(() -> {
@@ -547,11 +555,7 @@ class LiveNodeManagerIT {
                 amrm.addContainerRequest(request(2));
                 return null;
             });
-            for (int i = 0; i < 12; i++) { // a dozen allocate calls, each after at least one NodeManager heartbeat
-                allocate();
-                assertThat(allocated).as("placed on the CLI's GPUs").isEmpty();
-                Thread.sleep(250);
-            }
+            assertNothingPlacedOver(PLACEMENT_HEARTBEATS, "placed on the CLI's GPUs");
             assertThat(cli.scheduler().release(held.id())).isTrue();
             awaitGpuCapacity(8, "the CLI released GPUs " + cliGpus);
             Container next = await(() -> {
@@ -826,6 +830,37 @@ class LiveNodeManagerIT {
                 && s.getExitStatus() != 0).toList();
     }
 
+    /**
+     * Heartbeats of the ApplicationMaster, each after at least one more NodeManager heartbeat (counted by the
+     * ResourceManager's response id for the node, polled: no fixed sleep), none of which may bring an allocation.
+     */
+    private static void assertNothingPlacedOver(int heartbeats, String what) throws Exception {
+        NodeId id = node().getNodeId();
+        allocate(); // the ask travels with this call; it is pending at the ResourceManager from here on
+        assertThat(allocated).as(what).isEmpty();
+        int seen = nmHeartbeats(id);
+        for (int i = 0; i < heartbeats; i++) {
+            long deadline = System.nanoTime() + 120_000_000_000L;
+            int now;
+            while ((now = nmHeartbeats(id)) == seen) {
+                if (System.nanoTime() > deadline || !nm.isAlive()) {
+                    throw new AssertionError("no NodeManager heartbeat within 120 s (NodeManager alive: "
+                            + nm.isAlive() + ")\n" + nmLogTail());
+                }
+                Thread.sleep(20);
+            }
+            seen = now;
+            allocate();
+            assertThat(allocated).as(what + " (after NodeManager heartbeat " + (i + 1) + ")").isEmpty();
+        }
+    }
+
+    /** @return the ResourceManager's response id for the node: one more for each NodeManager heartbeat */
+    private static int nmHeartbeats(NodeId id) {
+        RMNode n = rm.getRMContext().getRMNodes().get(id);
+        return n == null ? -1 : n.getLastNodeHeartBeatResponse().getResponseId();
+    }
+
     private static void awaitGpuCapacity(long want, String why) throws Exception {
         await(() -> {
             NodeReport r = node();
@@ -970,7 +1005,7 @@ class LiveNodeManagerIT {
                 throw new AssertionError("the NodeManager exited (" + nm.exitValue() + ") while waiting for " + what
                         + "\n" + nmLogTail());
             }
-            Thread.sleep(200);
+            Thread.sleep(100);
         }
         return v;
     }

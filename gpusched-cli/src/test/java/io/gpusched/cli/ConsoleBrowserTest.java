@@ -15,9 +15,11 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.openqa.selenium.By;
+import org.openqa.selenium.Dimension;
 import org.openqa.selenium.OutputType;
 import org.openqa.selenium.chrome.ChromeDriver;
 import org.openqa.selenium.chrome.ChromeDriverService;
@@ -30,10 +32,47 @@ import org.openqa.selenium.support.ui.WebDriverWait;
  * change shows; a screenshot is written to target/console-screenshot.png. A freshly opened page draws sparklines from
  * points sampled before it was opened (the server's history). Hostile owner, job, labels, health reason and device
  * name render as text: no element they spell exists in the DOM and no flag their scripts would set is set.
+ *
+ * <p>The tests share one browser (each opens its own console, a new origin, on a page it loads itself; each ends on
+ * {@code about:blank}, so no page of one test is open in the next); a test that cannot leave its page so ends the
+ * browser and the next starts its own. Waits poll every {@link #POLL}.
  */
 class ConsoleBrowserTest {
     static final Path CHROMIUM = Path.of("/usr/bin/chromium");
     static final Path CHROMEDRIVER = Path.of("/usr/bin/chromedriver");
+    /** How often a wait checks the page again (Selenium's default is 500 ms). */
+    static final Duration POLL = Duration.ofMillis(50);
+
+    @TempDir
+    static Path browserDir;
+    private static ChromeDriver shared;
+
+    /** @return the class's browser (started on first use) at the window size every test starts with */
+    private static ChromeDriver sharedBrowser() throws java.io.IOException {
+        if (shared == null) {
+            shared = browser(browserDir);
+        }
+        shared.manage().window().setSize(new Dimension(1280, 1800));
+        return shared;
+    }
+
+    /** Leaves the test's page (its event stream closes before its console does); a browser that cannot is ended. */
+    private static void leavePage() {
+        try {
+            shared.get("about:blank");
+        } catch (RuntimeException e) {
+            shared.quit();
+            shared = null;
+        }
+    }
+
+    @AfterAll
+    static void quitBrowser() {
+        if (shared != null) {
+            shared.quit();
+            shared = null;
+        }
+    }
 
     static ChromeDriver browser(Path dir) throws java.io.IOException {
         ChromeOptions options = new ChromeOptions();
@@ -82,10 +121,10 @@ class ConsoleBrowserTest {
             String id = scheduler.allocate(io.gpusched.core.GpuRequests.fromCliFlags("--gpu=1", "--owner=" + owner,
                     "--job=" + job, "--label=k=" + label)).id();
             inventory.setHealth(1, GpuHealth.unhealthy(reason));
-            ChromeDriver browser = browser(dir);
+            ChromeDriver browser = sharedBrowser();
             try {
                 org.openqa.selenium.support.ui.FluentWait<org.openqa.selenium.WebDriver> wait =
-                        new WebDriverWait(browser, Duration.ofSeconds(20))
+                        new WebDriverWait(browser, Duration.ofSeconds(20), POLL)
                                 .ignoring(org.openqa.selenium.StaleElementReferenceException.class);
                 browser.get(console.url() + "/");
                 wait.until(b -> b.findElements(By.cssSelector("#cards article.card")).size() == 2);
@@ -122,7 +161,7 @@ class ConsoleBrowserTest {
                 Files.write(Path.of("target", "console-screenshot-hostile.png"),
                         browser.getScreenshotAs(OutputType.BYTES));
             } finally {
-                browser.quit();
+                leavePage();
             }
         }
     }
@@ -144,12 +183,12 @@ class ConsoleBrowserTest {
                 Thread.sleep(50);
             }
             long opened = System.currentTimeMillis();
-            ChromeDriver browser = browser(dir);
+            ChromeDriver browser = sharedBrowser();
             try {
                 // the page re-renders cards on every pushed sample, so an element found may be replaced before it is
                 // read: checks retry on a stale element rather than fail
                 org.openqa.selenium.support.ui.FluentWait<org.openqa.selenium.WebDriver> wait =
-                        new WebDriverWait(browser, Duration.ofSeconds(20))
+                        new WebDriverWait(browser, Duration.ofSeconds(20), POLL)
                                 .ignoring(org.openqa.selenium.StaleElementReferenceException.class);
                 browser.get(console.url() + "/");
                 wait.until(b -> b.findElements(By.cssSelector("#cards article.card")).size() == 8);
@@ -176,9 +215,9 @@ class ConsoleBrowserTest {
                 Matcher m = Pattern.compile("allocated (\\S+): GPUs").matcher(r.out());
                 assertThat(m.find()).as(r.out()).isTrue();
                 String id = m.group(1);
-                new WebDriverWait(browser, Duration.ofSeconds(2)).until(b -> !b.findElements(
+                new WebDriverWait(browser, Duration.ofSeconds(2), POLL).until(b -> !b.findElements(
                         By.cssSelector("#alloc-rows tr[data-allocation='" + id + "']")).isEmpty());
-                new WebDriverWait(browser, Duration.ofSeconds(2)).until(b -> b.findElements(
+                new WebDriverWait(browser, Duration.ofSeconds(2), POLL).until(b -> b.findElements(
                         By.cssSelector(".holder[data-allocation='" + id + "']")).size() == 2);
                 assertThat(browser.findElement(By.cssSelector("#alloc-rows tr[data-allocation='" + id + "']"))
                         .getText()).contains("carol").contains("detached").containsPattern("1h 59m|2h 0m");
@@ -202,12 +241,12 @@ class ConsoleBrowserTest {
                 Path shot = Path.of("target", "console-screenshot.png");
                 Files.createDirectories(shot.getParent());
                 Files.write(shot, browser.getScreenshotAs(OutputType.BYTES));
-                browser.manage().window().setSize(new org.openqa.selenium.Dimension(390, 1600));
+                browser.manage().window().setSize(new Dimension(390, 1600));
                 Files.write(Path.of("target", "console-screenshot-phone.png"),
                         browser.getScreenshotAs(OutputType.BYTES));
                 assertThat(Files.size(shot)).isGreaterThan(10_000);
             } finally {
-                browser.quit();
+                leavePage();
             }
         }
     }
@@ -240,10 +279,10 @@ class ConsoleBrowserTest {
                     java.net.http.HttpResponse.BodyHandlers.discarding());
             assertThat(first.headers().firstValue("Link")).as("precondition: the list needs more than one page")
                     .isPresent();
-            ChromeDriver browser = browser(dir);
+            ChromeDriver browser = sharedBrowser();
             try {
                 org.openqa.selenium.support.ui.FluentWait<org.openqa.selenium.WebDriver> wait =
-                        new WebDriverWait(browser, Duration.ofSeconds(20))
+                        new WebDriverWait(browser, Duration.ofSeconds(20), POLL)
                                 .ignoring(org.openqa.selenium.StaleElementReferenceException.class);
                 browser.get(console.url() + "/");
                 wait.until(b -> b.findElement(By.id("live")).getText().equals("live"));
@@ -262,7 +301,7 @@ class ConsoleBrowserTest {
                             .as(id).hasSize(1);
                 }
             } finally {
-                browser.quit();
+                leavePage();
             }
         }
     }

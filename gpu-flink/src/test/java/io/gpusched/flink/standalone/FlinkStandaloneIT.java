@@ -34,9 +34,10 @@ import org.junit.jupiter.api.io.TempDir;
  * distribution's log4j binding), {@code FLINK_PLUGINS_DIR} holding the drop-in {@code gpusched-flink-<version>.jar}
  * alone in {@code plugins/gpusched/}, and {@code conf/config.yaml} the README's Flink lines as pasted (state directory
  * and inventory pointed at this test's simulated DGX-1, the amount raised from 2 to 4 so that two TaskManagers take
- * the whole node) plus the cluster's addresses and small memory sizes. A job submitted with Flink's command line
- * ({@code flink run}: {@code CliFrontend} in a client JVM) reports, from each operator subtask, its TaskManager's pid
- * and {@code getRuntimeContext().getExternalResourceInfos("gpu")}.
+ * the whole node) plus the cluster's addresses, small memory sizes and a short pause before a TaskManager asks the
+ * ResourceManager again (the TaskManagers start with the JobManager, the job's client once its REST endpoint is up).
+ * A job submitted with Flink's command line ({@code flink run}: {@code CliFrontend} in a client JVM) reports, from
+ * each operator subtask, its TaskManager's pid and {@code getRuntimeContext().getExternalResourceInfos("gpu")}.
  *
  * <p>Checked with {@link LedgerReader}, which parses the ledger file itself: each TaskManager holds 4 GPUs, the two
  * sets are disjoint and are exactly what the operators in that TaskManager saw. After SIGKILL of one TaskManager a
@@ -62,6 +63,12 @@ class FlinkStandaloneIT {
             + " --add-opens=java.base/java.util=ALL-UNNAMED --add-opens=java.base/java.util.concurrent=ALL-UNNAMED"
             + " --add-opens=java.base/java.util.concurrent.atomic=ALL-UNNAMED"
             + " --add-opens=java.base/java.util.concurrent.locks=ALL-UNNAMED";
+
+    /**
+     * Added to every JVM this test starts: less start-up work for JVMs that live seconds on a 2-core machine (the
+     * C1 compiler alone, one GC thread); nothing Flink or gpusched does depends on them.
+     */
+    private static final List<String> FAST_START = List.of("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC");
 
     @TempDir
     Path tmp;
@@ -90,12 +97,22 @@ class FlinkStandaloneIT {
                 + "test with failsafe (mvn verify)");
         setUpFlinkHome(dropIn);
 
+        // independent start-ups at once (the machine mostly waits on each): both BashJavaUtils runs; then the
+        // JobManager and the TaskManagers together (a TaskManager that finds no ResourceManager yet retries after
+        // cluster.registration.error-delay, set in clusterLines); the job's client once the REST endpoint listens
+        Process jmUtils = resourceParamsProcess("GET_JM_RESOURCE_PARAMS");
+        Process tmUtils = resourceParamsProcess("GET_TM_RESOURCE_PARAMS");
+        List<List<String>> jmParams = resourceParams("GET_JM_RESOURCE_PARAMS", jmUtils);
+        List<List<String>> tmParams = resourceParams("GET_TM_RESOURCE_PARAMS", tmUtils);
         Process jm = start("jobmanager", "org.apache.flink.runtime.entrypoint.StandaloneSessionClusterEntrypoint",
-                resourceParams("GET_JM_RESOURCE_PARAMS"), "--configDir", conf.toString());
-        awaitLog("jobmanager", "Rest endpoint listening at", jm);
-        List<List<String>> tmParams = resourceParams("GET_TM_RESOURCE_PARAMS");
+                jmParams, "--configDir", conf.toString());
         Process tm1 = taskManager("taskmanager-1", tmParams);
         Process tm2 = taskManager("taskmanager-2", tmParams);
+        awaitLog("jobmanager", "Rest endpoint listening at", jm);
+        // a job, submitted as `flink run` does; its operators run in both TaskManagers and see their GPUs (its 4
+        // subtasks form one pipelined region: scheduled only once all 4 slots, so both TaskManagers, are there)
+        Process client = start("client", "org.apache.flink.client.cli.CliFrontend", List.of(List.of(), List.of()),
+                "run", "-c", StandaloneGpuJob.class.getName(), jobJar().toString());
         awaitLog("taskmanager-1", REGISTERED, tm1);
         awaitLog("taskmanager-2", REGISTERED, tm2);
 
@@ -106,9 +123,6 @@ class FlinkStandaloneIT {
         assertThat(g1).hasSize(4).doesNotContainAnyElementsOf(g2);
         assertThat(g2).hasSize(4);
 
-        // a job, submitted as `flink run` does; its operators run in both TaskManagers and see their GPUs
-        Process client = start("client", "org.apache.flink.client.cli.CliFrontend", List.of(List.of(), List.of()),
-                "run", "-c", StandaloneGpuJob.class.getName(), jobJar().toString());
         assertThat(client.waitFor(WAIT_S + 30, TimeUnit.SECONDS)).as("the job ends; log: %s", log("client")).isTrue();
         assertThat(client.exitValue()).as("client exit; log: %s", log("client")).isZero();
         Map<Long, Set<String>> byTaskManager = new HashMap<>();
@@ -221,6 +235,8 @@ class FlinkStandaloneIT {
                 "taskmanager.host: 127.0.0.1",
                 "taskmanager.bind-host: 127.0.0.1",
                 "taskmanager.numberOfTaskSlots: 2",
+                // started with the JobManager, a TaskManager asks again soon (Flink's default pause is 10 s)
+                "cluster.registration.error-delay: 200 ms",
                 "parallelism.default: 1",
                 "taskmanager.memory.process.size: 512m",
                 "taskmanager.memory.jvm-metaspace.size: 128m",
@@ -252,14 +268,13 @@ class FlinkStandaloneIT {
 
     /**
      * @param command {@code GET_JM_RESOURCE_PARAMS} or {@code GET_TM_RESOURCE_PARAMS}
+     * @param p       BashJavaUtils started with it ({@link #resourceParamsProcess})
      * @return the JVM options and the dynamic properties Flink's {@code BashJavaUtils} computes from the
      *         configuration, as {@code jobmanager.sh}/{@code taskmanager.sh} use them (split on blanks, as the
      *         scripts' word splitting does)
      */
-    private List<List<String>> resourceParams(String command) throws IOException, InterruptedException {
+    private List<List<String>> resourceParams(String command, Process p) throws IOException, InterruptedException {
         String name = "bash-java-utils-" + command;
-        Process p = start(name, "org.apache.flink.runtime.util.bash.BashJavaUtils", List.of(List.of(), List.of()),
-                command, "--configDir", conf.toString());
         assertThat(p.waitFor(WAIT_S, TimeUnit.SECONDS)).isTrue();
         assertThat(p.exitValue()).as("BashJavaUtils %s; log: %s", command, log(name)).isZero();
         List<List<String>> out = new ArrayList<>();
@@ -271,6 +286,12 @@ class FlinkStandaloneIT {
         }
         assertThat(out).as("BashJavaUtils %s output", command).hasSize(2);
         return out;
+    }
+
+    /** @return BashJavaUtils started with {@code command}, as the scripts run it (read by {@link #resourceParams}) */
+    private Process resourceParamsProcess(String command) throws IOException {
+        return start("bash-java-utils-" + command, "org.apache.flink.runtime.util.bash.BashJavaUtils",
+                List.of(List.of(), List.of()), command, "--configDir", conf.toString());
     }
 
     private Process taskManager(String name, List<List<String>> params) throws IOException {
@@ -287,6 +308,7 @@ class FlinkStandaloneIT {
         List<String> cmd = new ArrayList<>();
         cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
         cmd.addAll(List.of(JAVA_OPTS.split(" ")));
+        cmd.addAll(FAST_START);
         cmd.addAll(params.get(0).isEmpty() ? List.of("-Xmx256m") : params.get(0));
         cmd.addAll(List.of("-cp", flinkHome.resolve("lib") + "/*", mainClass));
         cmd.addAll(List.of(args));

@@ -17,7 +17,9 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.Deque;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
@@ -46,12 +48,23 @@ import org.junit.jupiter.api.io.TempDir;
  * only once the file shows their record released, so every release is a follower's. At the end, with a writer having
  * cut any torn tail, {@link LedgerReader} (gpusched-testing's independent reader) must show each record released at
  * most once, every ended container released, every running one live, and no GPU held twice.
+ *
+ * <p>A killed follower's replacement is a standby JVM started ahead of the kill (two warm up at a time, the machine's
+ * two cores, while the ledger is under attack), woken with {@code GO} right after the kill; the test goes on once it
+ * follows ({@code READY}), as it did when each replacement was a JVM started after the kill. The standbys warm up on
+ * scratch state directories of their own, never on the attacked ledger.
  */
 @Tag("adversarial")
 class EndedContainersKillAttackTest {
 
+    /** Standbys warming up at once: the machine has 2 cores and the test JVM and the followers mostly wait. */
+    static final int STANDBYS = 2;
+
     @TempDir
     Path tmp;
+    /** started standbys, oldest first */
+    final Deque<Standby> standbys = new ArrayDeque<>();
+    int started;
 
     @Test
     @Timeout(value = 240, unit = TimeUnit.SECONDS)
@@ -154,17 +167,43 @@ class EndedContainersKillAttackTest {
             for (Process p : followers) {
                 p.toHandle().destroyForcibly();
             }
+            for (Standby s : standbys) {
+                s.process().toHandle().destroyForcibly();
+            }
+            for (Standby s : standbys) { // gone before @TempDir, which holds their scratch directories, is deleted
+                s.process().waitFor(30, TimeUnit.SECONDS);
+            }
         }
     }
 
+    /**
+     * @return a follower process of the state directory: the oldest standby, woken; another standby starts in its
+     *         place
+     */
     private Process follower(Path state, Path cgroups) throws Exception {
+        while (standbys.size() < STANDBYS) {
+            standbys.add(standby(state, cgroups));
+        }
+        Standby s = standbys.poll();
+        standbys.add(standby(state, cgroups));
+        assertThat(s.out().readLine()).as("the standby warmed up").isEqualTo("WARM");
+        s.process().getOutputStream().write("GO\n".getBytes(StandardCharsets.UTF_8));
+        s.process().getOutputStream().flush();
+        assertThat(s.out().readLine()).as("the follower process started").isEqualTo("READY");
+        return s.process();
+    }
+
+    private Standby standby(Path state, Path cgroups) throws Exception {
         Process p = new ProcessBuilder(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
-                "-Xmx128m", "-XX:TieredStopAtLevel=1", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp",
-                System.getProperty("java.class.path"), ReconcileChild.class.getName(), state.toString(),
-                cgroups.toString(), "5").redirectError(ProcessBuilder.Redirect.DISCARD).start();
-        BufferedReader out = new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8));
-        assertThat(out.readLine()).as("the follower process started").isEqualTo("READY");
-        return p;
+                "-Xmx128m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+                "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", System.getProperty("java.class.path"),
+                ReconcileChild.class.getName(), state.toString(), cgroups.toString(), "5",
+                tmp.resolve("standby-" + ++started).toString()).redirectError(ProcessBuilder.Redirect.DISCARD).start();
+        return new Standby(p, new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8)));
+    }
+
+    /** A started {@link ReconcileChild} standby and its output. */
+    record Standby(Process process, BufferedReader out) {
     }
 
     /** The ledger file walked by its documented format; only its last line may be torn (a kill mid-append). */
