@@ -41,6 +41,7 @@ class DeadHolderWaiterAttackTest {
     private static final class Waiter {
         final AtomicLong tid = new AtomicLong(-1);
         final CompletableFuture<Allocation> result = new CompletableFuture<>();
+        final Thread thread;
 
         Waiter(GpuScheduler s, GpuRequest request) {
             Thread t = new Thread(() -> {
@@ -52,10 +53,29 @@ class DeadHolderWaiterAttackTest {
                 }
             }, "waiter");
             t.setDaemon(true);
+            thread = t;
             t.start();
         }
 
-        /** Waits {@code millis} while the waiter waits and returns the CPU share its thread used. */
+        /**
+         * Returns once the waiter sleeps between its polls inside {@code allocate} (its thread seen parked, then a
+         * few polls at 1 to 50 ms more), still unserved: the holder is then killed under a waiting waiter, as the
+         * fixed half-second sleeps this replaces meant, without waiting out the rest of them.
+         */
+        void awaitWaiting() throws InterruptedException {
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+            while (thread.getState() != Thread.State.TIMED_WAITING && thread.getState() != Thread.State.WAITING
+                    && !result.isDone() && System.nanoTime() < deadline) {
+                Thread.sleep(5);
+            }
+            Thread.sleep(150);
+            assertThat(result).as("still waiting while the holder lives").isNotDone();
+        }
+
+        /**
+         * Waits {@code millis} while the waiter waits and returns the CPU share its thread used (a second is enough: a
+         * waiter that polls without sleeping uses about all of any window; such a mutant failed at 1,000 ms).
+         */
         double cpuShareOver(long millis) throws InterruptedException {
             ThreadMXBean mx = ManagementFactory.getThreadMXBean();
             while (tid.get() < 0) {
@@ -96,7 +116,7 @@ class DeadHolderWaiterAttackTest {
         try (GpuScheduler s = Nodes.inMemory(GpuInventories.simulated("dgx1-v100"))) {
             s.allocate(GpuRequest.builder().count(8).holder(HolderProcess.of(holder.pid())).build());
             Waiter w = new Waiter(s, GpuRequest.builder().count(2).build());
-            double share = w.cpuShareOver(2000);
+            double share = w.cpuShareOver(1000);
             kill(holder);
             assertThat(w.served().devices()).hasSize(2);
             assertThat(share).as("CPU share of the waiting thread while the holder lived").isLessThan(0.25);
@@ -114,7 +134,7 @@ class DeadHolderWaiterAttackTest {
                         .holder(HolderProcess.of(holder.pid())).build());
             }
             Waiter w = new Waiter(s, GpuRequest.builder().count(1).shared(MemorySize.parse("8GB")).build());
-            Thread.sleep(500);
+            w.awaitWaiting();
             kill(holder);
             assertThat(w.served().devices()).hasSize(1);
         } finally {
@@ -135,7 +155,7 @@ class DeadHolderWaiterAttackTest {
         Process holder = holdOnLedger(dir, "exclusive");
         try (GpuScheduler s = Nodes.open(GpuInventories.simulated("dgx1-v100"), dir)) {
             Waiter w = new Waiter(s, GpuRequest.builder().count(3).build());
-            double share = w.cpuShareOver(2000);
+            double share = w.cpuShareOver(1000);
             kill(holder);
             assertThat(w.served().devices()).hasSize(3);
             assertThat(share).as("CPU share of the waiting thread while the holder lived").isLessThan(0.25);
@@ -149,7 +169,7 @@ class DeadHolderWaiterAttackTest {
         Process holder = holdOnLedger(dir, "shared");
         try (GpuScheduler s = Nodes.open(GpuInventories.simulated("dgx1-v100"), dir)) {
             Waiter w = new Waiter(s, GpuRequest.builder().count(2).shared(MemorySize.parse("4GB")).build());
-            Thread.sleep(500);
+            w.awaitWaiting();
             kill(holder);
             assertThat(w.served().devices()).hasSize(2);
         } finally {
@@ -163,9 +183,9 @@ class DeadHolderWaiterAttackTest {
         Process holder = holdOnLedger(dir, "exclusive");
         try (GpuScheduler s = Nodes.open(GpuInventories.simulated("dgx1-v100"), dir)) {
             Waiter first = new Waiter(s, GpuRequest.builder().count(4).build());
-            Thread.sleep(200);
+            first.awaitWaiting();
             Waiter second = new Waiter(s, GpuRequest.builder().count(4).build());
-            Thread.sleep(500);
+            second.awaitWaiting();
             kill(holder);
             assertThat(first.served().devices()).hasSize(4);
             assertThat(second.served().devices()).hasSize(4).doesNotContainAnyElementsOf(first.served().devices());

@@ -19,6 +19,11 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Optional;
 import java.util.Set;
+import java.util.concurrent.Callable;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 
 /**
  * An exact checker for the topology strategy written from its documented objectives only (class Javadoc of
@@ -219,6 +224,9 @@ final class SearchOracle {
     private static final class Enum {
         final Objective o;
         final long[][] s;
+        /** s[i][y] times how many of i and y are free, and s[i][y] where both are (the inner loop without tests). */
+        final long[][] sInner;
+        final long[][] sFree;
         final long[] deg;
         final boolean[] fr;
         final long[] pos;
@@ -244,6 +252,14 @@ final class SearchOracle {
             this.req = req;
             this.k = k;
             this.p = s.length;
+            sInner = new long[p][p];
+            sFree = new long[p][p];
+            for (int i = 0; i < p; i++) {
+                for (int y = 0; y < p; y++) {
+                    sInner[i][y] = s[i][y] * ((fr[i] ? 1 : 0) + (fr[y] ? 1 : 0));
+                    sFree[i][y] = fr[i] && fr[y] ? s[i][y] : 0;
+                }
+            }
             this.freeTotal = freeTotal;
             pick = new int[k];
             reqAfter = new int[p + 1];
@@ -268,15 +284,21 @@ final class SearchOracle {
                     return;
                 }
                 leaves++;
-                long[] key;
+                // the key's three parts, kept in an array only when it is the best so far (millions of leaves)
+                long k0;
+                long k1;
+                long k2 = -ps;
                 if (o == Objective.SET) {
-                    key = new long[]{score, -(sumDeg - (stayFree ? inner : 0)), -ps};
+                    k0 = score;
+                    k1 = -(sumDeg - (stayFree ? inner : 0));
                 } else {
                     long left = freeTotal - degFr + ff;
-                    key = new long[]{score + left, score, -ps};
+                    k0 = score + left;
+                    k1 = score;
                 }
-                if (bestKey == null || compare(key, bestKey) > 0) {
-                    bestKey = key;
+                if (bestKey == null || k0 > bestKey[0] || (k0 == bestKey[0] && (k1 > bestKey[1]
+                        || (k1 == bestKey[1] && k2 > bestKey[2])))) {
+                    bestKey = new long[]{k0, k1, k2};
                     bestPick = pick.clone();
                 }
                 return;
@@ -288,14 +310,14 @@ final class SearchOracle {
             long ds = 0;
             long di = 0;
             long dff = 0;
+            long[] row = s[i];
+            long[] rowInner = sInner[i];
+            long[] rowFree = sFree[i];
             for (int x = 0; x < n; x++) {
                 int y = pick[x];
-                long w = s[i][y];
-                ds += w;
-                di += w * ((fr[i] ? 1 : 0) + (fr[y] ? 1 : 0));
-                if (fr[i] && fr[y]) {
-                    dff += w;
-                }
+                ds += row[y];
+                di += rowInner[y];
+                dff += rowFree[y];
             }
             pick[n] = i;
             run(i + 1, n + 1, score + ds, inner + di, sumDeg + deg[i], degFr + (fr[i] ? deg[i] : 0), ff + dff,
@@ -381,6 +403,41 @@ final class SearchOracle {
      */
     static int searchNodes(Objective o, GpuRequest req, SchedulingView v) {
         return SearchProbe.branchAndBoundNodes(o, req, v);
+    }
+
+    /** Threads {@link #atOnce} runs tries on: the CI machine's 2 cores (a surefire fork runs one class at a time). */
+    static final int THREADS = Math.max(2, Math.min(4, Runtime.getRuntime().availableProcessors()));
+
+    /**
+     * Runs independent tries of a corpus {@link #THREADS} at a time (each builds its own strategy; the brute force and
+     * the probe share nothing) and returns their results in the tries' order. A try that fails rethrows its failure:
+     * the first in order, so a corpus reports the same try it would one after another.
+     */
+    static <T> List<T> atOnce(List<Callable<T>> tries) {
+        ExecutorService ex = Executors.newFixedThreadPool(THREADS);
+        try {
+            List<Future<T>> fs = new ArrayList<>();
+            for (Callable<T> c : tries) {
+                fs.add(ex.submit(c));
+            }
+            List<T> out = new ArrayList<>();
+            for (Future<T> f : fs) {
+                try {
+                    out.add(f.get());
+                } catch (ExecutionException e) {
+                    if (e.getCause() instanceof Error err) {
+                        throw err;
+                    }
+                    throw new IllegalStateException(e.getCause());
+                }
+            }
+            return out;
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("interrupted while the tries ran", e);
+        } finally {
+            ex.shutdownNow();
+        }
     }
 
     static String describe(GpuTopology t, SchedulingView v) {
