@@ -103,6 +103,8 @@ public final class ConsoleServer implements AutoCloseable {
      * as often.
      */
     public static final Duration MAX_SAMPLE_INTERVAL = Duration.ofMinutes(5);
+    /** How long {@link #close} lets requests held open finish their answer before it closes their connections. */
+    public static final Duration CLOSE_GRACE = Duration.ofSeconds(5);
 
     private final Builder b;
     private final ApiToken token;
@@ -347,6 +349,12 @@ public final class ConsoleServer implements AutoCloseable {
         return workers.held();
     }
 
+    /**
+     * Stops serving. Event streams are ended; requests held open (a wait, a job's output) are given up to
+     * {@link #CLOSE_GRACE} to finish their answer before every connection is closed: a host that ends its waits and
+     * jobs first (the node service does, and {@code gpusched serve} closes it before the console) has its clients
+     * told how they ended, not cut off.
+     */
     @Override
     public void close() {
         b.scheduler.removeListener(listener);
@@ -356,6 +364,14 @@ public final class ConsoleServer implements AutoCloseable {
             s.close();
         });
         sse.close();
+        long until = System.nanoTime() + CLOSE_GRACE.toNanos();
+        try {
+            while (limits.held() > 0 && System.nanoTime() - until < 0) {
+                Thread.sleep(10);
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
         JettyTransport t = transport;
         if (t != null) {
             t.stop();

@@ -14,6 +14,7 @@ import io.gpusched.testing.LocalUsers;
 import io.gpusched.testing.LocalUsers.Result;
 import io.gpusched.testing.LocalUsers.User;
 import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.StandardProtocolFamily;
@@ -28,6 +29,9 @@ import java.nio.file.attribute.PosixFilePermissions;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
 import java.util.function.UnaryOperator;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
@@ -199,6 +203,43 @@ class NodeSocketTest {
         assertThat(body(LocalUsers.runAs(erin, curl(socket, "-X", "DELETE",
                 "http://localhost/api/v1/allocations/x"), 60), 200).path("host").asBoolean()).isTrue();
         assertThat(SlowEventClientsAttackTest.get(console, "/api/v1/allocations")).contains("\"host\":true");
+    }
+
+    /**
+     * A request held open whose host ends it as the console closes (the node service answers its waits 503 when it
+     * stops, just before serve closes the console) gets its whole answer: close() lets held requests finish
+     * (CLOSE_GRACE) before it closes the connections. The route takes a moment between being let go and answering, as
+     * a waiting handler thread does once woken.
+     */
+    @Test
+    void aHeldRequestEndedAsTheConsoleClosesGetsItsWholeAnswer() throws Exception {
+        User fay = users.user("fay");
+        CountDownLatch entered = new CountDownLatch(1);
+        CountDownLatch letGo = new CountDownLatch(1);
+        start(b -> b.route("/api/v1/held", ex -> {
+            ConsoleServer.keepOpen(ex);
+            entered.countDown();
+            try {
+                letGo.await();
+                Thread.sleep(200); // woken, then answering: the window a close must not cut
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            Exchanges.json(ex, 503, Map.of("reason", "SHUTTING_DOWN"));
+        }));
+        CompletableFuture<Result> answer = CompletableFuture.supplyAsync(() -> {
+            try {
+                return LocalUsers.runAs(fay, curl(socket, "http://localhost/api/v1/held"), 60);
+            } catch (IOException e) {
+                throw new UncheckedIOException(e);
+            }
+        });
+        assertThat(entered.await(60, TimeUnit.SECONDS)).as("the request is held").isTrue();
+        letGo.countDown();
+        console.close();
+        console = null;
+        assertThat(body(answer.get(90, TimeUnit.SECONDS), 503).path("reason").asText())
+                .isEqualTo("SHUTTING_DOWN");
     }
 
     @Test

@@ -72,6 +72,8 @@ final class FairQueue implements AutoCloseable {
     static final int MAX_PER_USER = 256;
     /** Most waiting requests in all. */
     static final int MAX_TOTAL = 8192;
+    /** How long {@link #close} waits for the dispatcher to end the transaction it is in before interrupting it. */
+    static final Duration STOP_WAIT = Duration.ofSeconds(30);
     /** How long a request that does not wait waits for the dispatcher to try it (it answers in one pass). */
     static final Duration NOW_ANSWER = Duration.ofMinutes(2);
     /** Most requests tried in one transaction (one forced write): bounds the time the node's lock is held. */
@@ -543,6 +545,9 @@ final class FairQueue implements AutoCloseable {
             List<HandOff> taken;
             lock.lock();
             try {
+                if (closed) {
+                    return; // close() answers what still waits, and the releases not taken
+                }
                 taken = takeReleases();
                 if (size == 0) {
                     heads = List.of();
@@ -726,13 +731,36 @@ final class FairQueue implements AutoCloseable {
         }
     }
 
-    /** Drops every waiting request ({@link Dropped}: the service is stopping) and stops the dispatcher. */
+    /**
+     * Stops the dispatcher, then drops every request still waiting ({@link Dropped}: the service is stopping). A
+     * transaction the dispatcher had begun ends first and its grants are answered to their callers: nothing is granted
+     * or released by the queue once this returns (the scheduler may be closed next).
+     */
     @Override
     public void close() {
-        List<Ticket> all = new ArrayList<>();
         lock.lock();
         try {
             closed = true;
+            changed.signalAll();
+        } finally {
+            lock.unlock();
+        }
+        if (Thread.currentThread() != dispatcher) {
+            try {
+                dispatcher.join(STOP_WAIT.toMillis()); // it ends after the transaction it is in, if any
+                if (dispatcher.isAlive()) {
+                    LOG.warn("the fair queue's dispatcher did not end within {} (a ledger write stuck?);"
+                            + " interrupting it", STOP_WAIT);
+                    dispatcher.interrupt();
+                    dispatcher.join(STOP_WAIT.toMillis());
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
+        List<Ticket> all = new ArrayList<>();
+        lock.lock();
+        try {
             byUser.values().forEach(all::addAll);
             byUser.clear();
             size = 0;
@@ -747,6 +775,5 @@ final class FairQueue implements AutoCloseable {
         for (Ticket t : all) {
             t.result.completeExceptionally(new Dropped("the node service is stopping; the request was not served"));
         }
-        dispatcher.interrupt();
     }
 }

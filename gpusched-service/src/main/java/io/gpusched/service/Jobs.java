@@ -262,6 +262,11 @@ final class Jobs implements AutoCloseable {
             l = launcher.launch(job.id, spec(job.owner, job.request, env), a,
                     cg -> scheduler.recordJobCgroup(a.id(), cg));
             job.launched = l;
+            if (job.cancelled != null) {
+                // cancelled (or the service closing) while it was being launched: the canceller found nothing to end
+                // yet (launched is read after cancelled is set, and set here before cancelled is read), so it ends here
+                terminateAsync(job);
+            }
             job.startedAt = clock.instant();
             job.state = Job.State.RUNNING;
             audit.record(job.owner, "job.start", job.id, String.join(" ", job.request.argv()), "ok",
@@ -322,11 +327,14 @@ final class Jobs implements AutoCloseable {
                 t.interrupt();
             }
             release(job, a);
-            job.settled.complete(null);
-            if (job.output.isPresent()) {
-                synchronized (jobs) {
-                    trim(); // its output is final now: the owner's output budget is applied at once
+            try {
+                if (job.output.isPresent()) {
+                    synchronized (jobs) {
+                        trim(); // its output is final now: the owner's output budget is applied at once
+                    }
                 }
+            } finally {
+                job.settled.complete(null); // last: close() waits for it, and nothing of the job's is touched after
             }
         }
     }
@@ -671,8 +679,8 @@ final class Jobs implements AutoCloseable {
         for (Job j : live) {
             try {
                 j.ended.get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
-                // ended comes before the cgroup's removal and the release: wait for both, or the process may exit
-                // with the GPUs held
+                // ended comes before the release: wait for it too, or the GPUs are released after close returned (the
+                // allocation is read after the end: a job granted while this ran has it set by then)
                 if (j.allocation != null) {
                     j.settled.get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
                 }

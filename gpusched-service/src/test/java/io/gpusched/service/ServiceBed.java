@@ -185,11 +185,11 @@ public final class ServiceBed implements AutoCloseable {
     @Override
     public void close() throws Exception {
         try {
+            if (service != null) { // as gpusched serve stops: the service, then the console
+                service.close();
+            }
             if (console != null) {
                 console.close();
-            }
-            if (service != null) {
-                service.close();
             }
             scheduler.close();
         } finally {

@@ -135,7 +135,9 @@ public final class ServeCommand implements Callable<Integer> {
                         + " pushed every " + interval + ", but the ten-minute history keeps one point per 100ms (the"
                         + " latest in each)");
             }
-            try (NodeService s2 = svc; ConsoleServer s = server) {
+            // closed in reverse: the service first (its waits and jobs end and their clients are told), then the
+            // console, which lets those answers finish before it closes the connections
+            try (ConsoleServer s = server; NodeService s2 = svc) {
                 if (s2 != null) {
                     try {
                         s2.start(); // ends what a killed predecessor left, fences logins: before serving anyone
