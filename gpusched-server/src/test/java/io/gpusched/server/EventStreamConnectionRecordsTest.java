@@ -223,11 +223,8 @@ class EventStreamConnectionRecordsTest {
             }
             rounds++;
             assertThat(hub.dropped()).as("dropped by its queue before its write stalled").isZero();
-            if (hub.queuedBytes() > 0) {
-                Thread.sleep(200);
-                if (hub.queuedBytes() > 0) {
-                    return; // nothing published for a while and still queued: the write is blocked
-                }
+            if (SlowEventClientsAttackTest.stillQueuedAfter(hub, 200)) {
+                return; // nothing published for a while and still queued: the write is blocked
             }
             assertThat(rounds).isLessThan(10_000);
         }

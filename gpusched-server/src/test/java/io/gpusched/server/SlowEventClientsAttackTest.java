@@ -19,6 +19,10 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
@@ -115,6 +119,42 @@ class SlowEventClientsAttackTest {
         }
     }
 
+    /**
+     * Call with nothing being published (no ticking, no other publisher): the queue then only shrinks.
+     *
+     * @return whether something stays queued for {@code millis}: the writer is blocked in a write; false as soon as
+     *     the queue is empty (the writer caught up: publish more), so a round whose writes went through costs no
+     *     fixed wait
+     */
+    static boolean stillQueuedAfter(SseHub hub, long millis) throws InterruptedException {
+        long end = System.nanoTime() + millis * 1_000_000;
+        while (hub.queuedBytes() > 0) {
+            if (System.nanoTime() - end >= 0) {
+                return true;
+            }
+            Thread.sleep(2);
+        }
+        return false;
+    }
+
+    /** @return what a dropped client's stream held, up to its end (the server closed it) */
+    static byte[] readToEnd(Socket s) throws IOException {
+        s.setSoTimeout(30_000);
+        ByteArrayOutputStream got = new ByteArrayOutputStream();
+        byte[] buf = new byte[65536];
+        try (InputStream in = s.getInputStream()) {
+            int r;
+            while ((r = in.read(buf)) > 0) {
+                got.write(buf, 0, r);
+            }
+        } catch (SocketTimeoutException e) {
+            throw new AssertionError("a dropped client's stream was not closed", e);
+        } catch (IOException reset) {
+            // closed with a reset rather than a FIN: closed all the same
+        }
+        return got.toByteArray();
+    }
+
     static double metric(String scrape, String name) {
         Matcher m = Pattern.compile("(?m)^" + Pattern.quote(name) + "(?:\\{[^}]*})? (\\S+)$").matcher(scrape);
         assertThat(m.find()).as(name + " in /metrics").isTrue();
@@ -196,24 +236,27 @@ class SlowEventClientsAttackTest {
             // before the drop: later frames were dropped, not buffered
             long goodBytes = good.bytes.get();
             long slowMax = 0;
-            for (Socket s : slow) {
-                s.setSoTimeout(30_000);
-                ByteArrayOutputStream got = new ByteArrayOutputStream();
-                byte[] buf = new byte[65536];
-                try (InputStream in = s.getInputStream()) {
-                    int r;
-                    while ((r = in.read(buf)) > 0) {
-                        got.write(buf, 0, r);
-                    }
-                } catch (SocketTimeoutException e) {
-                    throw new AssertionError("a dropped client's stream was not closed", e);
-                } catch (IOException reset) {
-                    // closed with a reset rather than a FIN: closed all the same
+            // each read at once (a socket with a 1 KiB window drains its megabytes slowly; one after another took 14 s)
+            ExecutorService readers = Executors.newFixedThreadPool(SLOW);
+            try {
+                List<Future<byte[]>> streams = new ArrayList<>();
+                for (Socket s : slow) {
+                    streams.add(readers.submit(() -> readToEnd(s)));
                 }
-                assertThat(got.toString(StandardCharsets.UTF_8)).startsWith("HTTP/1.1 200")
-                        .contains("text/event-stream").contains("round-0-0").doesNotContain("after-the-drop")
-                        .doesNotContain("later-");
-                slowMax = Math.max(slowMax, got.size());
+                for (Future<byte[]> f : streams) {
+                    byte[] got;
+                    try {
+                        got = f.get();
+                    } catch (ExecutionException e) {
+                        throw new AssertionError(e.getCause().getMessage(), e.getCause());
+                    }
+                    assertThat(new String(got, StandardCharsets.UTF_8)).startsWith("HTTP/1.1 200")
+                            .contains("text/event-stream").contains("round-0-0")
+                            .doesNotContain("after-the-drop").doesNotContain("later-");
+                    slowMax = Math.max(slowMax, got.length);
+                }
+            } finally {
+                readers.shutdownNow();
             }
             assertThat(slowMax).isLessThan(goodBytes);
             assertThat(console.eventHub().queuedBytes()).isLessThanOrEqualTo(SseHub.MAX_QUEUED_BYTES);
@@ -259,11 +302,8 @@ class SlowEventClientsAttackTest {
                 }
                 rounds++;
                 assertThat(hub.dropped()).as("dropped by its queue before its write stalled").isZero();
-                if (hub.queuedBytes() > 0) {
-                    Thread.sleep(200);
-                    if (hub.queuedBytes() > 0) {
-                        break; // nothing published for a while and still queued: the write is blocked
-                    }
+                if (stillQueuedAfter(hub, 200)) {
+                    break; // nothing published for a while and still queued: the write is blocked
                 }
                 assertThat(rounds).isLessThan(10_000);
             }

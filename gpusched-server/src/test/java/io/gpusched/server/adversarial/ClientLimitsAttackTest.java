@@ -166,6 +166,39 @@ class ClientLimitsAttackTest {
         return "unix:" + socket;
     }
 
+    /**
+     * Reads the event stream at {@code url} with curl (run behind {@code asUser}, e.g. setpriv for another user), until
+     * it has printed a state event and the devices, or for 60 s at most.
+     *
+     * @return what curl printed, its errors included
+     */
+    static String firstStateEvent(List<String> asUser, String url) {
+        List<String> cmd = new ArrayList<>(asUser);
+        cmd.addAll(List.of("curl", "-sS", "-N", "-m", "60", url));
+        ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true);
+        pb.environment().clear();
+        pb.environment().put("PATH", "/usr/bin:/bin");
+        StringBuilder text = new StringBuilder();
+        Process p = null;
+        try {
+            p = pb.start();
+            p.getOutputStream().close();
+            BufferedReader r = new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8));
+            String line;
+            while (!(text.indexOf("event: state") >= 0 && text.indexOf("\"devices\"") >= 0)
+                    && (line = r.readLine()) != null) {
+                text.append(line).append('\n');
+            }
+            return text.toString();
+        } catch (IOException e) {
+            throw new UncheckedIOException(cmd + " after " + text, e);
+        } finally {
+            if (p != null) {
+                p.destroyForcibly();
+            }
+        }
+    }
+
     static List<String> curl(String... args) {
         List<String> c = new ArrayList<>(List.of("curl", "-sS", "-m", "60", "-w", "\\n%{http_code}"));
         c.addAll(List.of(args));
@@ -316,21 +349,14 @@ class ClientLimitsAttackTest {
         refusedNaming(streams, "maxEventStreamsPerClient", "maxConnectionsPerClient");
         Report viaSocket = attack(alice, "streams", unix(), 20);
         assertThat(viaSocket.refused()).as("%s", viaSocket).isEqualTo(20);
-        // the page's stream, for root and for bob at once (each curl reads for its 5 s): the first state event arrives
-        List<String> cmd = List.of("curl", "-sS", "-N", "-m", "5",
-                "http://127.0.0.1:" + console.address().getPort() + "/api/v1/events");
-        CompletableFuture<Result> asRoot = CompletableFuture.supplyAsync(() -> {
-            try {
-                return LocalUsers.run(cmd, 60);
-            } catch (IOException e) {
-                throw new UncheckedIOException(e);
-            }
-        });
-        Result asBob = LocalUsers.runAs(bob, cmd, 60);
-        for (Result r : List.of(asRoot.get(), asBob)) {
-            assertThat(r.out()).as("stream for %s: %s", r == asBob ? "bob" : "root", r.err()).contains("event: state")
-                    .contains("\"devices\"");
-        }
+        // the page's stream, for root and for bob at once (each curl reads until its first state event, with the
+        // devices, has arrived): the first state event arrives
+        String url = "http://127.0.0.1:" + console.address().getPort() + "/api/v1/events";
+        CompletableFuture<String> asRoot = CompletableFuture.supplyAsync(() -> firstStateEvent(List.of(), url));
+        String asBob = firstStateEvent(List.of("setpriv", "--reuid=" + bob.uid(), "--regid=" + bob.gid(),
+                "--init-groups", "--"), url);
+        assertThat(asRoot.get()).as("stream for root").contains("event: state").contains("\"devices\"");
+        assertThat(asBob).as("stream for bob").contains("event: state").contains("\"devices\"");
         othersAreServed(bob);
     }
 }

@@ -32,8 +32,9 @@ import java.util.regex.Pattern;
  *   <li>{@code streams}: {@code GET /api/v1/events}, kept open;</li>
  *   <li>{@code idle}: connect and send nothing.</li>
  * </ul>
- * Each connection is read until no new answer has come for a while (1.5 s; 3 s for streams): refused when its answer
- * is a 429; {@code ok} when it is a 200 ({@code streams}) or nothing (the others); anything else is {@code other}.
+ * Each connection is read until no new answer has come for a while (1.5 s; 3 s for streams, or as soon as every stream
+ * has its answer: each is answered, with a 200 or a refusal): refused when its answer is a 429; {@code ok} when it is a
+ * 200 ({@code streams}) or nothing (the others); anything else is {@code other}.
  */
 public final class HostileClient {
     private static final Pattern LIMIT = Pattern.compile("\\((max\\w+)\\)");
@@ -74,21 +75,27 @@ public final class HostileClient {
                 ch.write(ByteBuffer.wrap(request.getBytes(StandardCharsets.US_ASCII)));
             }
         }
-        // answers: read every connection until no new answer has come for a while (1.5 s; 3 s for streams)
+        // answers: read every connection until no new answer has come for a while (1.5 s; 3 s for streams, or until
+        // every stream has its answer)
         String[] heads = new String[held.size()];
         Arrays.fill(heads, "");
         long quiet = mode.equals("streams") ? 3000 : 1500;
         long lastNews = System.nanoTime();
         long cap = System.nanoTime() + 60_000_000_000L;
         while (System.nanoTime() - lastNews < quiet * 1_000_000L && System.nanoTime() < cap) {
+            boolean waiting = false;
             for (int i = 0; i < held.size(); i++) {
-                if (heads[i].length() < 12 || heads[i].length() < 400 && !heads[i].contains("\r\n\r\n")) {
+                if (!whole(heads[i])) {
                     String more = available(held.get(i));
                     if (!more.isEmpty()) {
                         heads[i] += more;
                         lastNews = System.nanoTime();
                     }
+                    waiting |= !whole(heads[i]);
                 }
+            }
+            if (!waiting && mode.equals("streams")) {
+                break; // every stream has its answer's head (a 200 or a refusal): no answer is still to come
             }
             Thread.sleep(50);
         }
@@ -122,6 +129,11 @@ public final class HostileClient {
         for (SocketChannel ch : held) {
             ch.close();
         }
+    }
+
+    /** @return whether {@code head} holds an answer's status line and its headers (or 400 bytes of them) */
+    private static boolean whole(String head) {
+        return head.length() >= 12 && (head.length() >= 400 || head.contains("\r\n\r\n"));
     }
 
     private static SocketChannel open(String target) throws IOException {
