@@ -311,7 +311,8 @@ class SlowEventClientsAttackTest {
             int checks = 0;
             while (hub.dropped() == 0) {
                 hub.heartbeat();
-                assertThat(++checks).isLessThan(100_000);
+                // 1,000 checks queue 8 KB of pings, far under the queue bound: the stall check drops it, not the bound
+                assertThat(++checks).as("stall checks before the drop").isLessThan(1_000);
             }
             assertThat(hub.dropped()).isEqualTo(1);
             while (hub.connections() > 0) { // closed by the server, the client never having read
