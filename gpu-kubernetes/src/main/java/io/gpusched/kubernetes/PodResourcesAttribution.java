@@ -174,23 +174,31 @@ public final class PodResourcesAttribution implements ProcessAttribution, AutoCl
         }
         Instant now = clock.instant();
         triedAt = now;
-        try {
-            ManagedChannel ch = channel();
-            ListPodResourcesResponse r = PodResourcesListerGrpc.newBlockingStub(ch)
-                    .withDeadlineAfter(2, TimeUnit.SECONDS).withMaxInboundMessageSize(MAX_MESSAGE_BYTES)
-                    .list(ListPodResourcesRequest.getDefaultInstance());
-            assignments = flatten(r);
-            fetchedAt = now;
-            lastError = null;
-            return true;
-        } catch (StatusRuntimeException | IOException | IllegalStateException e) {
-            String why = String.valueOf(e.getMessage());
-            if (!why.equals(lastError)) {
-                LOG.warn("kubelet PodResources at {} did not answer: {}", directory.resolve(SOCKET), why);
+        for (int attempt = 0;; attempt++) {
+            boolean reused = channel != null;
+            try {
+                ManagedChannel ch = channel();
+                ListPodResourcesResponse r = PodResourcesListerGrpc.newBlockingStub(ch)
+                        .withDeadlineAfter(2, TimeUnit.SECONDS).withMaxInboundMessageSize(MAX_MESSAGE_BYTES)
+                        .list(ListPodResourcesRequest.getDefaultInstance());
+                assignments = flatten(r);
+                fetchedAt = now;
+                lastError = null;
+                return true;
+            } catch (StatusRuntimeException | IOException | IllegalStateException e) {
+                dropChannel(); // dial anew: the kubelet may have restarted on a new socket
+                if (reused && attempt == 0 && e instanceof StatusRuntimeException) {
+                    // a channel to a kubelet that restarted, on a socket that got the old one's inode (the file
+                    // system reused it, so the identity check saw no change): one more try on a fresh dial
+                    continue;
+                }
+                String why = String.valueOf(e.getMessage());
+                if (!why.equals(lastError)) {
+                    LOG.warn("kubelet PodResources at {} did not answer: {}", directory.resolve(SOCKET), why);
+                }
+                lastError = why;
+                return false;
             }
-            lastError = why;
-            dropChannel(); // dial anew next time: the kubelet may have restarted on a new socket
-            return false;
         }
     }
 
@@ -281,7 +289,10 @@ public final class PodResourcesAttribution implements ProcessAttribution, AutoCl
         return channel;
     }
 
-    /** @return the socket's identity (its inode); @throws IOException when it is absent or not trustworthy */
+    /**
+     * @return the socket's identity (its inode and change time)
+     * @throws IOException when it is absent or not trustworthy
+     */
     private Object checkSocket(Path socket) throws IOException {
         int me = (Integer) Files.getAttribute(Path.of("/proc/self"), "unix:uid");
         PosixFileAttributes dir = Files.readAttributes(directory, PosixFileAttributes.class);
@@ -298,7 +309,9 @@ public final class PodResourcesAttribution implements ProcessAttribution, AutoCl
         if (!s.isOther() || (owner != 0 && owner != me)) {
             throw new IOException(socket + " is not a socket owned by root or this user (uid " + me + ")");
         }
-        return s.fileKey() != null ? s.fileKey() : s.creationTime();
+        // the inode alone is not enough: ext4 gives a socket made right after the old one's removal the same inode
+        return List.of(String.valueOf(s.fileKey()),
+                Files.getAttribute(socket, "unix:ctime", LinkOption.NOFOLLOW_LINKS));
     }
 
     private void dropChannel() {
