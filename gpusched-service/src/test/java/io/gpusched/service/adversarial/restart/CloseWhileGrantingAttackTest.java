@@ -14,6 +14,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
@@ -30,8 +31,8 @@ import org.junit.jupiter.api.io.TempDir;
 
 /**
  * {@code NodeService.close()} while its fair queue hands GPUs from releases to waiting requests. The queue's close
- * drops every waiting request ("the node service is stopping; the request was not served") and interrupts the
- * dispatcher, but does not wait for it: a transaction the dispatcher has begun still grants in the node ledger, after
+ * dropped every waiting request ("the node service is stopping; the request was not served") and interrupted the
+ * dispatcher, but did not wait for it (fixed: it now waits for the dispatcher's transaction first): a transaction the dispatcher has begun still grants in the node ledger, after
  * close has returned, to a request whose caller was just told it was not served; the dispatcher then releases that
  * grant, also after close, or (the scheduler closed meanwhile, as {@code gpusched serve} and {@code ServiceBed} close
  * it right after the service) cannot, and the GPU stays held in the ledger for nobody. The independent
@@ -62,6 +63,7 @@ class CloseWhileGrantingAttackTest {
         AtomicInteger grants = new AtomicInteger();
         Caller root = ServiceBed.root();
         List<Thread> threads = new ArrayList<>();
+        Set<Thread> others = dispatchers(); // other tests' services in this JVM: not this round's
         ServiceBed bed = new ServiceBed(dir, GpuConfig.builder().users(UserQuotas.none()).build());
         try {
             NodeService s = bed.start();
@@ -120,7 +122,7 @@ class CloseWhileGrantingAttackTest {
             for (Thread t : threads) {
                 t.join(TimeUnit.SECONDS.toMillis(60));
             }
-            awaitDispatcherGone();
+            awaitDispatcherGone(others);
         } finally {
             stopping.set(true);
             bed.close();
@@ -142,12 +144,23 @@ class CloseWhileGrantingAttackTest {
         return out;
     }
 
-    /** Waits (polling) until no fair-queue dispatcher thread runs in this JVM (the service's own, closed). */
-    private static void awaitDispatcherGone() throws InterruptedException {
+    /** @return the fair-queue dispatcher threads alive in this JVM */
+    private static Set<Thread> dispatchers() {
+        Set<Thread> out = new HashSet<>();
+        Thread.getAllStackTraces().keySet().stream().filter(t -> t.getName().equals("gpusched-fair-queue")
+                && t.isAlive()).forEach(out::add);
+        return out;
+    }
+
+    /**
+     * Waits (polling, up to 30 s) until no fair-queue dispatcher runs in this JVM but those of {@code others} (this
+     * round's service's, closed; a whole-suite run has other tests' services in the same JVM).
+     */
+    private static void awaitDispatcherGone(Set<Thread> others) throws InterruptedException {
         for (int i = 0; i < 600; i++) {
-            boolean alive = Thread.getAllStackTraces().keySet().stream().anyMatch(t -> t.getName().equals(
-                    "gpusched-fair-queue") && t.isAlive());
-            if (!alive) {
+            Set<Thread> alive = dispatchers();
+            alive.removeAll(others);
+            if (alive.isEmpty()) {
                 return;
             }
             Thread.sleep(50);
