@@ -575,7 +575,8 @@ final class Jobs implements AutoCloseable {
         }
         try {
             j.ended.get(grace.toMillis() + 30_000, TimeUnit.MILLISECONDS);
-            if (l != null) { // answered once its GPUs are released: a cancelled job's GPUs are free when it returns
+            if (j.allocation != null) { // answered once its GPUs are released: a cancelled job's GPUs are free when it
+                // returns (also one cancelled while it was being launched: read after the end, as close() does)
                 j.settled.get(30_000, TimeUnit.MILLISECONDS);
             }
         } catch (ExecutionException | TimeoutException e) {

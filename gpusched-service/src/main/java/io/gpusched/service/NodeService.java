@@ -448,8 +448,10 @@ public final class NodeService implements AutoCloseable {
     @Override
     public void close() {
         scheduler.removeListener(wake);
-        jobs.close();
+        // the queue first: nothing is granted once the stop came (a job's kill grace can take seconds), and a job
+        // being submitted meanwhile is refused its GPUs rather than started behind the jobs' close
         queue.close();
+        jobs.close();
         logins.close();
         if (launcher != null) {
             launcher.close();
