@@ -4,8 +4,6 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.gpusched.core.GpuConfig;
-import io.gpusched.core.ServiceSettings;
-import io.gpusched.core.UserQuotas;
 import io.gpusched.server.Caller;
 import io.gpusched.service.NodeService;
 import io.gpusched.service.ServiceBed;
@@ -48,14 +46,12 @@ class JobSubmittedAsTheServiceClosesAttackTest {
 
     @Test
     void aJobWhoseSubmissionRacesCloseIsRefusedOrEndedByClose(@TempDir Path tmp) throws Exception {
-        GpuConfig config = GpuConfig.builder().users(UserQuotas.none()).service(ServiceSettings.defaults()
-                .withAdminGroup("gsu-nonexistent").withKillGrace(Duration.ofSeconds(2))).build();
+        GpuConfig config = Restarts.config(Duration.ofSeconds(2));
         try (ServiceBed bed = new ServiceBed(tmp, config).jobs()) {
             NodeService s = bed.start();
             bed.serve();
             LocalUsers.User alice = bed.accounts.user("alice");
-            Path home = Files.createDirectories(tmp.resolve("home-alice"));
-            LocalUsers.run(List.of("/bin/chown", alice.uid() + ":" + alice.gid(), home.toString()), 30);
+            Path home = Restarts.homeOf(tmp, alice);
             String cwd = JSON.writeValueAsString(home.toString());
             // close waits kill_grace for this one: the queue stays open meanwhile
             String stubborn = "{\"flags\":[\"--gpu=1\"],\"argv\":[\"/bin/sh\",\"-c\",\"trap '' TERM; touch ready; exec"

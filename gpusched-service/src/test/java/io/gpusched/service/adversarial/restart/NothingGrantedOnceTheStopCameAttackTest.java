@@ -6,8 +6,6 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuConfig;
 import io.gpusched.core.GpuRequests;
-import io.gpusched.core.ServiceSettings;
-import io.gpusched.core.UserQuotas;
 import io.gpusched.server.Caller;
 import io.gpusched.service.NodeService;
 import io.gpusched.service.ServiceBed;
@@ -42,14 +40,12 @@ class NothingGrantedOnceTheStopCameAttackTest {
 
     @Test
     void aRequestMadeWhileTheStopEndsTheJobsIsRefused(@TempDir Path tmp) throws Exception {
-        GpuConfig config = GpuConfig.builder().users(UserQuotas.none()).service(ServiceSettings.defaults()
-                .withAdminGroup("gsu-nonexistent").withKillGrace(Duration.ofSeconds(5))).build();
+        GpuConfig config = Restarts.config(Duration.ofSeconds(5));
         try (ServiceBed bed = new ServiceBed(tmp, config).jobs()) {
             NodeService s = bed.start();
             bed.serve();
             LocalUsers.User alice = bed.accounts.user("alice");
-            Path home = Files.createDirectories(tmp.resolve("home-alice"));
-            LocalUsers.run(List.of("/bin/chown", alice.uid() + ":" + alice.gid(), home.toString()), 30);
+            Path home = Restarts.homeOf(tmp, alice);
             Path marker = home.resolve("term-seen");
             String body = "{\"flags\":[\"--gpu=1\"],\"argv\":[\"/bin/sh\",\"-c\",\"trap 'touch term-seen' TERM; touch"
                     + " ready; while :; do /bin/sleep 0.1; done\"],\"env\":{\"PATH\":\"/usr/bin:/bin\"},\"cwd\":"

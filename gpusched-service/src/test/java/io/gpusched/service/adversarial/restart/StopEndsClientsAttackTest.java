@@ -5,16 +5,12 @@ import static org.assertj.core.api.Assertions.assertThat;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.gpusched.core.GpuConfig;
 import io.gpusched.core.GpuRequest;
-import io.gpusched.core.ServiceSettings;
-import io.gpusched.core.UserQuotas;
 import io.gpusched.server.Caller;
 import io.gpusched.service.NodeService;
 import io.gpusched.service.ServiceBed;
 import io.gpusched.testing.LocalUsers;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
@@ -39,8 +35,7 @@ class StopEndsClientsAttackTest {
     private static final ObjectMapper JSON = new ObjectMapper();
 
     private static GpuConfig config() {
-        return GpuConfig.builder().users(UserQuotas.none()).service(ServiceSettings.defaults()
-                .withAdminGroup("gsu-nonexistent").withKillGrace(Duration.ofMillis(300))).build();
+        return Restarts.config(Duration.ofMillis(300));
     }
 
     /** Closes as serve does on SIGTERM: the service, then the console. */
@@ -87,8 +82,7 @@ class StopEndsClientsAttackTest {
             NodeService s = bed.start();
             bed.serve();
             LocalUsers.User alice = bed.accounts.user("alice");
-            Path home = Files.createDirectories(tmp.resolve("home-alice"));
-            LocalUsers.run(List.of("/bin/chown", alice.uid() + ":" + alice.gid(), home.toString()), 30);
+            Path home = Restarts.homeOf(tmp, alice);
             String body = "{\"flags\":[\"--gpu=1\"],\"argv\":[\"/bin/sleep\",\"600\"],\"env\":{\"PATH\":"
                     + "\"/usr/bin:/bin\"},\"cwd\":" + JSON.writeValueAsString(home.toString()) + ",\"detach\":false}";
             CompletableFuture<String> stream = CompletableFuture.supplyAsync(() -> {

@@ -1,0 +1,33 @@
+package io.gpusched.service.adversarial.restart;
+
+import io.gpusched.core.GpuConfig;
+import io.gpusched.core.ServiceSettings;
+import io.gpusched.core.UserQuotas;
+import io.gpusched.testing.LocalUsers;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.List;
+
+/** What the stop's attack tests share: a node without quotas whose jobs get a short kill grace, a user's own dir. */
+final class Restarts {
+    private Restarts() {
+    }
+
+    /** @return a node's config: no quotas, no admin group of a real user, jobs killed {@code killGrace} after TERM */
+    static GpuConfig config(Duration killGrace) {
+        return GpuConfig.builder().users(UserQuotas.none()).service(ServiceSettings.defaults()
+                .withAdminGroup("gsu-nonexistent").withKillGrace(killGrace)).build();
+    }
+
+    /** @return a working directory of {@code user}'s own under {@code tmp} (a job's cwd must be the caller's) */
+    static Path homeOf(Path tmp, LocalUsers.User user) throws IOException {
+        Path home = Files.createDirectories(tmp.resolve("home-" + user.name()));
+        LocalUsers.Result r = LocalUsers.run(List.of("/bin/chown", user.uid() + ":" + user.gid(), home.toString()), 30);
+        if (r.exit() != 0) {
+            throw new IOException("chown " + home + ": " + r.err());
+        }
+        return home;
+    }
+}
