@@ -27,6 +27,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.BiConsumer;
 import java.util.function.BooleanSupplier;
 import java.util.function.Consumer;
 import org.slf4j.Logger;
@@ -82,6 +83,8 @@ final class FairQueue implements AutoCloseable {
     /** Why a waiting request was dropped without an allocation. */
     static final class Dropped extends GpuException {
         private static final long serialVersionUID = 1L;
+        /** Set once the refusal is in the audit (the stop records its own before the audit closes). */
+        volatile boolean audited;
 
         Dropped(String message) {
             super(message);
@@ -131,6 +134,7 @@ final class FairQueue implements AutoCloseable {
     private final GpuScheduler scheduler;
     private final Clock clock;
     private final Consumer<Ticket> onDropped;
+    private final BiConsumer<Ticket, Dropped> onStopped;
     private final ReentrantLock lock = new ReentrantLock();
     private final Condition changed = lock.newCondition();
     /** Waiting requests per uid, oldest first; users in order of their first waiting request. */
@@ -163,11 +167,13 @@ final class FairQueue implements AutoCloseable {
 
     /**
      * @param onDropped told of every request dropped because its client went away or its wait ran out (the audit)
+     * @param onStopped told of every request the stop refuses, with its refusal, before its caller is (the audit)
      */
-    FairQueue(GpuScheduler scheduler, Clock clock, Consumer<Ticket> onDropped) {
+    FairQueue(GpuScheduler scheduler, Clock clock, Consumer<Ticket> onDropped, BiConsumer<Ticket, Dropped> onStopped) {
         this.scheduler = scheduler;
         this.clock = clock;
         this.onDropped = onDropped;
+        this.onStopped = onStopped;
         this.dispatcher = new Thread(this::run, "gpusched-fair-queue");
         this.dispatcher.setDaemon(true);
         this.dispatcher.start();
@@ -773,7 +779,13 @@ final class FairQueue implements AutoCloseable {
             lock.unlock();
         }
         for (Ticket t : all) {
-            t.result.completeExceptionally(new Dropped("the node service is stopping; the request was not served"));
+            Dropped d = new Dropped("the node service is stopping; the request was not served");
+            try {
+                onStopped.accept(t, d); // recorded now, while the audit is open: its caller wakes after it closed
+            } catch (RuntimeException e) {
+                LOG.warn("recording the stop's refusal of a waiting request failed: {}", e.toString());
+            }
+            t.result.completeExceptionally(d);
         }
     }
 }

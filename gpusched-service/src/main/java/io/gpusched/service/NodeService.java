@@ -87,7 +87,10 @@ public final class NodeService implements AutoCloseable {
         Path state = b.stateDir;
         this.audit = new AuditLog(state.resolve("audit.log"), clock);
         this.queue = new FairQueue(scheduler, clock, t -> audit.record(t.caller, "allocate.dropped", null,
-                t.request.describe(), "DROPPED", "left the queue without GPUs"));
+                t.request.describe(), "DROPPED", "left the queue without GPUs"), (t, d) -> {
+                    refused(t.caller, "allocate", null, t.request.describe(), d);
+                    d.audited = true; // its caller, waking after the audit closed, records it no more
+                });
         this.launcher = b.launcher;
         Path out;
         try {
@@ -269,7 +272,9 @@ public final class NodeService implements AutoCloseable {
                     .orElse("?"));
             return a;
         } catch (RuntimeException e) {
-            refused(c, "allocate", null, what, e);
+            if (!(e instanceof FairQueue.Dropped d && d.audited)) {
+                refused(c, "allocate", null, what, e);
+            }
             throw e;
         }
     }
