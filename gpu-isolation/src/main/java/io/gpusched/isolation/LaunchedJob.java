@@ -6,7 +6,6 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.Map;
 import java.util.Optional;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 
 /**
@@ -62,9 +61,17 @@ public final class LaunchedJob {
         return process.getErrorStream();
     }
 
-    /** @return completes with the first process's exit code (128 + the signal's number when a signal ended it) */
-    public CompletableFuture<Integer> onExit() {
-        return process.onExit().thenApply(Process::exitValue);
+    /**
+     * Waits for the first process to end. Unlike {@link Process#onExit()}, whose future completes on the common
+     * fork-join pool (on JDK 25 with one CPU's parallelism, behind any task blocked there), this is woken by the JDK's
+     * reaper thread itself.
+     *
+     * @return its exit code (128 + the signal's number when a signal ended it), or empty when it still runs after
+     *         {@code timeout}
+     */
+    public Optional<Integer> waitFor(Duration timeout) throws InterruptedException {
+        return process.waitFor(Math.max(0, timeout.toMillis()), TimeUnit.MILLISECONDS) ? Optional.of(process
+                .exitValue()) : Optional.empty();
     }
 
     /** @return the exit code once the first process ended */

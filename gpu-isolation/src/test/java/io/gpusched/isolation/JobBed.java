@@ -12,6 +12,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -87,7 +88,7 @@ public final class JobBed implements AutoCloseable {
     public static Result finish(LaunchedJob j) throws Exception {
         CompletableFuture<byte[]> out = CompletableFuture.supplyAsync(() -> readAll(j.stdout()));
         CompletableFuture<byte[]> err = CompletableFuture.supplyAsync(() -> readAll(j.stderr()));
-        int code = j.onExit().get(120, TimeUnit.SECONDS);
+        int code = j.waitFor(Duration.ofSeconds(120)).orElseThrow(() -> new AssertionError(j + " still runs"));
         String o = new String(out.get(60, TimeUnit.SECONDS), StandardCharsets.UTF_8);
         String e = new String(err.get(60, TimeUnit.SECONDS), StandardCharsets.UTF_8);
         assertThat(j.cleanUp()).isEmpty();

@@ -183,7 +183,7 @@ class JobLauncherTest {
             assertThat(out.readLine()).isEqualTo("ready");
             assertThat(CgroupProcesses.pids(j.cgroup()).size()).isGreaterThanOrEqualTo(2);
             assertThat(j.signal("SIGINT")).isGreaterThanOrEqualTo(1);
-            assertThat(j.onExit().get(60, TimeUnit.SECONDS)).isEqualTo(3);
+            assertThat(j.waitFor(Duration.ofSeconds(60))).contains(3);
             assertThat(out.readLine()).isEqualTo("got-int");
             assertThat(j.cleanUp()).isEmpty();
             assertThat(j.cgroup()).doesNotExist();
@@ -195,7 +195,7 @@ class JobLauncherTest {
             BufferedReader o2 = new BufferedReader(new InputStreamReader(stubborn.stdout(), StandardCharsets.UTF_8));
             assertThat(o2.readLine()).isEqualTo("ready");
             assertThat(stubborn.terminate(Duration.ofMillis(300))).as("it ignores TERM").isFalse();
-            assertThat(stubborn.onExit().get(60, TimeUnit.SECONDS)).isEqualTo(137);
+            assertThat(stubborn.waitFor(Duration.ofSeconds(60))).contains(137);
             assertThat(LaunchedJob.signalOf(137)).contains("KILL");
             assertThat(stubborn.cgroup()).doesNotExist();
         }

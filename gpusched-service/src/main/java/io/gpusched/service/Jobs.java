@@ -33,7 +33,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
@@ -279,27 +278,20 @@ final class Jobs implements AutoCloseable {
             }
             relays.add(relay(job, launched.stdout(), false, sink));
             relays.add(relay(job, launched.stderr(), true, sink));
-            CompletableFuture<Integer> exit = launched.onExit();
-            Integer code = null;
-            while (code == null) {
-                try {
-                    code = exit.get(HEARTBEAT.toMillis(), TimeUnit.MILLISECONDS);
-                } catch (TimeoutException t) {
-                    if (job.cancelled == null) {
-                        try {
-                            sink.heartbeat();
-                        } catch (IOException gone) {
-                            clientGone(job);
-                        }
+            // the driver never waits on the client: a heartbeat skips a stream whose write is blocked (StreamSink), so
+            // a client that does not read cannot keep the driver from seeing the job end
+            Optional<Integer> exited;
+            while ((exited = launched.waitFor(HEARTBEAT)).isEmpty()) {
+                if (job.cancelled == null) {
+                    try {
+                        sink.heartbeat();
+                    } catch (IOException gone) {
+                        clientGone(job);
                     }
-                } catch (ExecutionException e) {
-                    code = 255;
                 }
             }
+            int code = exited.get();
             String left = launched.cleanUp(); // ends what the job left running: its pipes close, the relays end
-            for (Thread t : relays) {
-                t.join(TimeUnit.SECONDS.toMillis(10));
-            }
             job.exitCode = code;
             job.signal = LaunchedJob.signalOf(code).orElse(null);
             if (!left.isEmpty()) {
@@ -307,6 +299,10 @@ final class Jobs implements AutoCloseable {
             }
             end(job, job.cancelled != null ? Job.State.CANCELLED : job.signal != null ? Job.State.KILLED
                     : Job.State.EXITED, null);
+            settle(job, a); // released before the client is told: its exit line may wait on the client
+            for (Thread t : relays) { // the rest of the output goes before the exit line (unless the client stalls)
+                t.join(TimeUnit.SECONDS.toMillis(10));
+            }
             try {
                 sink.exit(code, job.signal);
             } catch (IOException gone) {
@@ -317,25 +313,36 @@ final class Jobs implements AutoCloseable {
             end(job, Job.State.FAILED, e);
             throw e;
         } finally {
-            if (l != null) {
-                String left = l.cleanUp();
-                if (!left.isEmpty()) {
-                    LOG.warn("job {}: {}", job.id, left);
+            settle(job, a);
+            relays.forEach(Thread::interrupt);
+        }
+    }
+
+    /**
+     * Undoes a job once it is over: ends what is left of it, releases its allocation (unless a process of it could not
+     * be ended), applies its owner's output budget, then completes {@code settled}. Once only; waits for nothing of the
+     * client's.
+     */
+    private void settle(Job job, Allocation a) {
+        if (job.settled.isDone()) {
+            return;
+        }
+        LaunchedJob l = job.launched;
+        if (l != null) {
+            String left = l.cleanUp();
+            if (!left.isEmpty()) {
+                LOG.warn("job {}: {}", job.id, left);
+            }
+        }
+        release(job, a);
+        try {
+            if (job.output.isPresent()) {
+                synchronized (jobs) {
+                    trim(); // its output is final now: the owner's output budget is applied at once
                 }
             }
-            for (Thread t : relays) {
-                t.interrupt();
-            }
-            release(job, a);
-            try {
-                if (job.output.isPresent()) {
-                    synchronized (jobs) {
-                        trim(); // its output is final now: the owner's output budget is applied at once
-                    }
-                }
-            } finally {
-                job.settled.complete(null); // last: close() waits for it, and nothing of the job's is touched after
-            }
+        } finally {
+            job.settled.complete(null); // last: close() waits for it, and nothing of the job's is touched after
         }
     }
 

@@ -9,18 +9,24 @@ import java.util.Arrays;
 import java.util.Base64;
 import java.util.LinkedHashMap;
 import java.util.Map;
+import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.BooleanSupplier;
 
 /**
  * An attached job's client: {@code 200}, {@code application/x-ndjson}, one JSON object a line, each flushed as it
  * comes (docs/SERVICE.md, Jobs). The answer begins with the first event, so a refusal before the job waits or starts is
  * still an ordinary error answer. A write that fails means the client has gone: {@link #gone()} says so from then on.
+ * A client that does not read holds back the job's output (its pipe fills and the job waits, as on a paused terminal),
+ * never the job's driver: the heartbeat skips a stream whose write is blocked, so the driver still sees the job end and
+ * releases its GPUs.
  */
 final class StreamSink implements JobSink {
     private final HttpExchange ex;
     private final NodeService service;
     private final Caller caller;
     private final BooleanSupplier watch;
+    /** Held while a line is written: the output threads and the driver take turns; the heartbeat only tries it. */
+    private final ReentrantLock lock = new ReentrantLock();
     private OutputStream out;
     private volatile boolean gone;
 
@@ -33,8 +39,13 @@ final class StreamSink implements JobSink {
     }
 
     /** @return whether the answer has begun (errors then go in the stream) */
-    synchronized boolean begun() {
-        return out != null;
+    boolean begun() {
+        lock.lock();
+        try {
+            return out != null;
+        } finally {
+            lock.unlock();
+        }
     }
 
     private void begin() throws IOException {
@@ -46,17 +57,21 @@ final class StreamSink implements JobSink {
         }
     }
 
-    private synchronized void line(Map<String, Object> event) throws IOException {
-        if (gone) {
-            throw new IOException("the client has gone");
-        }
+    private void line(Map<String, Object> event) throws IOException {
+        byte[] b = (ServiceExchanges.json(event) + "\n").getBytes(StandardCharsets.UTF_8);
+        lock.lock();
         try {
+            if (gone) {
+                throw new IOException("the client has gone");
+            }
             begin();
-            out.write((ServiceExchanges.json(event) + "\n").getBytes(StandardCharsets.UTF_8));
+            out.write(b);
             out.flush();
         } catch (IOException | RuntimeException e) {
             gone = true;
             throw e instanceof IOException io ? io : new IOException(e);
+        } finally {
+            lock.unlock();
         }
     }
 
@@ -96,17 +111,26 @@ final class StreamSink implements JobSink {
         line(m);
     }
 
+    /**
+     * Writes an empty line, unless a write is under way: one blocked on a client that does not read must not block
+     * the caller (the job's driver) too, and a write under way checks the connection itself.
+     */
     @Override
-    public synchronized void heartbeat() throws IOException {
-        if (out == null) {
+    public void heartbeat() throws IOException {
+        if (!lock.tryLock()) {
             return;
         }
         try {
+            if (out == null) {
+                return;
+            }
             out.write('\n');
             out.flush();
         } catch (IOException | RuntimeException e) {
             gone = true;
             throw e instanceof IOException io ? io : new IOException(e);
+        } finally {
+            lock.unlock();
         }
     }
 
@@ -130,13 +154,16 @@ final class StreamSink implements JobSink {
     }
 
     /** Closes the answer. */
-    synchronized void close() {
+    void close() {
+        lock.lock();
         try {
             if (out != null) {
                 out.close();
             }
         } catch (IOException e) {
             // the client has gone
+        } finally {
+            lock.unlock();
         }
         ex.close();
     }
