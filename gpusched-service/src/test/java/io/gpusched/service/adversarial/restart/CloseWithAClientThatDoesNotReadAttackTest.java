@@ -31,6 +31,7 @@ import org.junit.jupiter.api.io.TempDir;
  * used to wait on its client for that: its heartbeat (and then the exit line) waited for the stream's lock, which the
  * output thread held inside the blocked write. The driver never saw the job end, {@code close()} waited out kill_grace
  * plus 30 s and returned with alice's allocation still held, released only when the console later cut the connection.
+ * The stop comes after the client has stalled past two heartbeats, the cancel at once (before any heartbeat).
  * Here the allocation must be released, and the job's cgroup gone, once {@code close()} (or the cancel) returns.
  */
 @Tag("adversarial")
@@ -47,6 +48,10 @@ class CloseWithAClientThatDoesNotReadAttackTest {
             Process client = stalledClient(bed, alice, Restarts.homeOf(tmp, alice));
             try {
                 String job = awaitStalled(bed, s);
+                // stalled past two of the driver's heartbeats (every 5 s while a job is silent to its client): a
+                // heartbeat that waits for the blocked write holds the driver from then on
+                Thread.sleep(11_000);
+                assertThat(stateOfYes(bed.jobParent)).as("still stalled").contains("S");
                 s.close();
                 assertNothingLeft(bed, "once close() returned (job " + job + ")");
             } finally {
