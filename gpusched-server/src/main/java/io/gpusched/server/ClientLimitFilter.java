@@ -9,7 +9,8 @@ import java.io.IOException;
 /**
  * Requests in progress per client ({@link ClientLimits}): a request takes one of its client's slots while its handler
  * runs; one over the limit is {@code 429 TOO_MANY_CONNECTIONS} naming the limit. An event stream gives its request
- * slot back and takes a stream slot instead ({@link #toStream}), so a page's stream never counts as a request.
+ * slot back and takes a stream slot instead ({@link #toStream}), so a page's stream never counts as a request. Every
+ * request, limited or not, is counted while its handler runs ({@link ClientLimits#inProgress}), for the close.
  */
 final class ClientLimitFilter extends Filter {
     private static final String HELD = ClientLimitFilter.class.getName() + ".held";
@@ -26,6 +27,15 @@ final class ClientLimitFilter extends Filter {
 
     @Override
     public void doFilter(HttpExchange ex, Chain chain) throws IOException {
+        limits.begin();
+        try {
+            limited(ex, chain);
+        } finally {
+            limits.end();
+        }
+    }
+
+    private void limited(HttpExchange ex, Chain chain) throws IOException {
         Client c = IdentityFilter.client(ex);
         String refusal = limits.acquire(c, Kind.REQUESTS);
         if (refusal != null) {

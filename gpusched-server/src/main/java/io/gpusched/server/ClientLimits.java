@@ -42,6 +42,8 @@ final class ClientLimits {
     private final Map<String, int[]> perClient = new ConcurrentHashMap<>();
     private final AtomicInteger connections = new AtomicInteger();
     private final AtomicInteger held = new AtomicInteger();
+    /** Requests whose handler runs, every client's (root's too), held open or not. */
+    private final AtomicInteger inProgress = new AtomicInteger();
     private final Map<String, AtomicLong> refused = new ConcurrentHashMap<>();
 
     ClientLimits(Settings settings) {
@@ -104,6 +106,21 @@ final class ClientLimits {
     /** @return requests held open now, all clients together */
     int held() {
         return held.get();
+    }
+
+    /** A request's handling begins (every request, limited or not: {@link ConsoleServer#close} waits for them). */
+    void begin() {
+        inProgress.incrementAndGet();
+    }
+
+    /** A request's handling ended, its answer given. */
+    void end() {
+        inProgress.decrementAndGet();
+    }
+
+    /** @return requests being handled now, all clients together, held open or not */
+    int inProgress() {
+        return inProgress.get();
     }
 
     void releaseConnection(Client c) {

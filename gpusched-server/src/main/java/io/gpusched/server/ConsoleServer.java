@@ -103,7 +103,7 @@ public final class ConsoleServer implements AutoCloseable {
      * as often.
      */
     public static final Duration MAX_SAMPLE_INTERVAL = Duration.ofMinutes(5);
-    /** How long {@link #close} lets requests held open finish their answer before it closes their connections. */
+    /** How long {@link #close} lets requests in progress finish their answer before it closes their connections. */
     public static final Duration CLOSE_GRACE = Duration.ofSeconds(5);
 
     private final Builder b;
@@ -350,10 +350,10 @@ public final class ConsoleServer implements AutoCloseable {
     }
 
     /**
-     * Stops serving. Event streams are ended; requests held open (a wait, a job's output) are given up to
-     * {@link #CLOSE_GRACE} to finish their answer before every connection is closed: a host that ends its waits and
-     * jobs first (the node service does, and {@code gpusched serve} closes it before the console) has its clients
-     * told how they ended, not cut off.
+     * Stops serving. Event streams are ended; requests in progress (held open, as a wait or a job's output, or not, as
+     * an allocation being made) are given up to {@link #CLOSE_GRACE} together to finish their answer before every
+     * connection is closed: a host that ends its waits and jobs first (the node service does, and {@code gpusched
+     * serve} closes it before the console) has its clients told how they ended, not cut off.
      */
     @Override
     public void close() {
@@ -366,7 +366,7 @@ public final class ConsoleServer implements AutoCloseable {
         sse.close();
         long until = System.nanoTime() + CLOSE_GRACE.toNanos();
         try {
-            while (limits.held() > 0 && System.nanoTime() - until < 0) {
+            while (limits.inProgress() > 0 && System.nanoTime() - until < 0) {
                 Thread.sleep(10);
             }
         } catch (InterruptedException e) {

@@ -242,6 +242,39 @@ class NodeSocketTest {
                 .isEqualTo("SHUTTING_DOWN");
     }
 
+    /**
+     * The same for a request that is not held open (an allocation being made, a detached job being started): the
+     * close used to wait for held requests only, and cut this one ("Empty reply from server").
+     */
+    @Test
+    void aRequestInProgressAsTheConsoleClosesGetsItsWholeAnswer() throws Exception {
+        User gil = users.user("gil");
+        CountDownLatch entered = new CountDownLatch(1);
+        CountDownLatch letGo = new CountDownLatch(1);
+        start(b -> b.route("/api/v1/busy", ex -> {
+            entered.countDown();
+            try {
+                letGo.await();
+                Thread.sleep(200); // woken, then answering: the window a close must not cut
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            Exchanges.json(ex, 201, Map.of("id", "a-1"));
+        }));
+        CompletableFuture<Result> answer = CompletableFuture.supplyAsync(() -> {
+            try {
+                return LocalUsers.runAs(gil, curl(socket, "http://localhost/api/v1/busy"), 60);
+            } catch (IOException e) {
+                throw new UncheckedIOException(e);
+            }
+        });
+        assertThat(entered.await(60, TimeUnit.SECONDS)).as("the request is being handled").isTrue();
+        letGo.countDown();
+        console.close();
+        console = null;
+        assertThat(body(answer.get(90, TimeUnit.SECONDS), 201).path("id").asText()).isEqualTo("a-1");
+    }
+
     @Test
     void theSocketIs0666OrItsGroupOnly() throws Exception {
         String group = users.group("sock");
