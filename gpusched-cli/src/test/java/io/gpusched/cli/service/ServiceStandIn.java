@@ -144,10 +144,17 @@ final class ServiceStandIn implements AutoCloseable {
             Process p = pb.start();
             Job job = new Job(id, a, p, detached, out);
             jobs.put(id, job);
-            p.onExit().thenRun(() -> {
-                job.exit = p.exitValue();
-                scheduler.release(a.id());
-            });
+            Thread reaper = new Thread(() -> { // not Process.onExit: its future completes on the common pool, which
+                // on JDK 25 with one CPU's parallelism waits behind any task blocked there (LaunchedJob.waitFor)
+                try {
+                    job.exit = p.waitFor();
+                    scheduler.release(a.id());
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }, "stand-in-job-" + id);
+            reaper.setDaemon(true);
+            reaper.start();
             if (detached) {
                 x.json(201, json(view(job)));
                 return;
