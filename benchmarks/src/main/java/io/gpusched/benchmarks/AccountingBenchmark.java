@@ -55,6 +55,7 @@ public final class AccountingBenchmark {
     }
 
     public static void main(String[] args) throws Exception {
+        Files.createDirectories(Path.of(args[1])); // its measurements' state directories are made under it
         switch (args[0]) {
             case "sampling" -> sampling(Path.of(args[1]), arg(args, 2, 5), arg(args, 3, 2000));
             case "report" -> {
