@@ -213,33 +213,8 @@ class NodeSocketTest {
      */
     @Test
     void aHeldRequestEndedAsTheConsoleClosesGetsItsWholeAnswer() throws Exception {
-        User fay = users.user("fay");
-        CountDownLatch entered = new CountDownLatch(1);
-        CountDownLatch letGo = new CountDownLatch(1);
-        start(b -> b.route("/api/v1/held", ex -> {
-            ConsoleServer.keepOpen(ex);
-            entered.countDown();
-            try {
-                letGo.await();
-                Thread.sleep(200); // woken, then answering: the window a close must not cut
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            }
-            Exchanges.json(ex, 503, Map.of("reason", "SHUTTING_DOWN"));
-        }));
-        CompletableFuture<Result> answer = CompletableFuture.supplyAsync(() -> {
-            try {
-                return LocalUsers.runAs(fay, curl(socket, "http://localhost/api/v1/held"), 60);
-            } catch (IOException e) {
-                throw new UncheckedIOException(e);
-            }
-        });
-        assertThat(entered.await(60, TimeUnit.SECONDS)).as("the request is held").isTrue();
-        letGo.countDown();
-        console.close();
-        console = null;
-        assertThat(body(answer.get(90, TimeUnit.SECONDS), 503).path("reason").asText())
-                .isEqualTo("SHUTTING_DOWN");
+        JsonNode got = answeredAsTheConsoleCloses("fay", true, 503, Map.of("reason", "SHUTTING_DOWN"));
+        assertThat(got.path("reason").asText()).isEqualTo("SHUTTING_DOWN");
     }
 
     /**
@@ -248,10 +223,25 @@ class NodeSocketTest {
      */
     @Test
     void aRequestInProgressAsTheConsoleClosesGetsItsWholeAnswer() throws Exception {
-        User gil = users.user("gil");
+        JsonNode got = answeredAsTheConsoleCloses("gil", false, 201, Map.of("id", "a-1"));
+        assertThat(got.path("id").asText()).isEqualTo("a-1");
+    }
+
+    /**
+     * A real user's request to a route (held open or not) that is let go, and answers a moment later, as the console
+     * closes.
+     *
+     * @return the answer's body, checked to have come whole with {@code status}
+     */
+    private JsonNode answeredAsTheConsoleCloses(String user, boolean held, int status, Map<String, Object> body)
+            throws Exception {
+        User u = users.user(user);
         CountDownLatch entered = new CountDownLatch(1);
         CountDownLatch letGo = new CountDownLatch(1);
-        start(b -> b.route("/api/v1/busy", ex -> {
+        start(b -> b.route("/api/v1/slow", ex -> {
+            if (held) {
+                ConsoleServer.keepOpen(ex);
+            }
             entered.countDown();
             try {
                 letGo.await();
@@ -259,11 +249,11 @@ class NodeSocketTest {
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
             }
-            Exchanges.json(ex, 201, Map.of("id", "a-1"));
+            Exchanges.json(ex, status, body);
         }));
         CompletableFuture<Result> answer = CompletableFuture.supplyAsync(() -> {
             try {
-                return LocalUsers.runAs(gil, curl(socket, "http://localhost/api/v1/busy"), 60);
+                return LocalUsers.runAs(u, curl(socket, "http://localhost/api/v1/slow"), 60);
             } catch (IOException e) {
                 throw new UncheckedIOException(e);
             }
@@ -272,7 +262,7 @@ class NodeSocketTest {
         letGo.countDown();
         console.close();
         console = null;
-        assertThat(body(answer.get(90, TimeUnit.SECONDS), 201).path("id").asText()).isEqualTo("a-1");
+        return body(answer.get(90, TimeUnit.SECONDS), status);
     }
 
     @Test

@@ -15,7 +15,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
-import java.util.stream.Stream;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -70,7 +69,7 @@ class CloseWhileAJobStartsAttackTest {
             assertThat(caught).as("the job was seen allocated and not yet launched").isTrue();
             s.close();
             List<String> left = new ArrayList<>();
-            for (Path cg : jobCgroups(bed.jobParent)) {
+            for (Path cg : Restarts.jobCgroups(bed.jobParent)) {
                 String procs = Files.readString(cg.resolve("cgroup.procs")).strip();
                 left.add(cg.getFileName() + (procs.isEmpty() ? " (empty)" : " with processes " + procs.replace('\n',
                         ' ')));
@@ -83,20 +82,11 @@ class CloseWhileAJobStartsAttackTest {
                 assertThat(states).as("jobs still running once close() returned").noneMatch(x -> x.toString()
                         .endsWith("RUNNING"));
             } finally {
-                for (Path cg : jobCgroups(bed.jobParent)) { // end what close() left, so the bed can be removed
+                for (Path cg : Restarts.jobCgroups(bed.jobParent)) { // end what close() left, so the bed can be removed
                     Files.writeString(cg.resolve("cgroup.kill"), "1");
                 }
                 submit.join(TimeUnit.SECONDS.toMillis(90));
             }
-        }
-    }
-
-    private static List<Path> jobCgroups(Path parent) throws Exception {
-        if (!Files.isDirectory(parent)) {
-            return List.of();
-        }
-        try (Stream<Path> s = Files.list(parent)) {
-            return s.filter(p -> p.getFileName().toString().startsWith("job-") && Files.isDirectory(p)).toList();
         }
     }
 }

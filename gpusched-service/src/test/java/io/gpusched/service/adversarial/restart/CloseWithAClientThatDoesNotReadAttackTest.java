@@ -17,7 +17,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.TimeUnit;
-import java.util.stream.Stream;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -41,37 +40,41 @@ class CloseWithAClientThatDoesNotReadAttackTest {
 
     @Test
     void theStopReleasesTheGpusOfAJobWhoseClientStalled(@TempDir Path tmp) throws Exception {
-        try (ServiceBed bed = new ServiceBed(tmp, Restarts.config(Duration.ofMillis(300))).jobs()) {
-            NodeService s = bed.start();
-            bed.serve();
-            LocalUsers.User alice = bed.accounts.user("alice");
-            Process client = stalledClient(bed, alice, Restarts.homeOf(tmp, alice));
-            try {
-                String job = awaitStalled(bed, s);
-                // stalled past two of the driver's heartbeats (every 5 s while a job is silent to its client): a
-                // heartbeat that waits for the blocked write holds the driver from then on
-                Thread.sleep(11_000);
-                assertThat(stateOfYes(bed.jobParent)).as("still stalled").contains("S");
-                s.close();
-                assertNothingLeft(bed, "once close() returned (job " + job + ")");
-            } finally {
-                end(client, alice);
-            }
-        }
+        withAStalledClient(tmp, (bed, alice, job) -> {
+            // stalled past two of the driver's heartbeats (every 5 s while a job is silent to its client): a
+            // heartbeat that waits for the blocked write holds the driver from then on
+            Thread.sleep(11_000);
+            assertThat(stateOfYes(bed.jobParent)).as("still stalled").contains("S");
+            bed.service.close();
+            return "once close() returned (job " + job + ")";
+        });
     }
 
     @Test
     void aCancelReleasesTheGpusOfAJobWhoseClientStalled(@TempDir Path tmp) throws Exception {
+        withAStalledClient(tmp, (bed, alice, job) -> {
+            ServiceBed.Answer a = bed.curl(alice, "-X", "DELETE", "http://localhost/api/v1/jobs/" + job);
+            assertThat(a.status()).as("alice's cancel of her job: %s", a.body()).isEqualTo(200);
+            return "once the cancel of " + job + " returned";
+        });
+    }
+
+    /** What a test does to a job whose client stalled. */
+    private interface Ending {
+        /** @return when the check comes, in words */
+        String end(ServiceBed bed, LocalUsers.User alice, String job) throws Exception;
+    }
+
+    /** Runs alice's stalled attached job, ends it as {@code ending} says, and checks that nothing is left. */
+    private static void withAStalledClient(Path tmp, Ending ending) throws Exception {
         try (ServiceBed bed = new ServiceBed(tmp, Restarts.config(Duration.ofMillis(300))).jobs()) {
             NodeService s = bed.start();
             bed.serve();
             LocalUsers.User alice = bed.accounts.user("alice");
             Process client = stalledClient(bed, alice, Restarts.homeOf(tmp, alice));
             try {
-                String job = awaitStalled(bed, s);
-                ServiceBed.Answer a = bed.curl(alice, "-X", "DELETE", "http://localhost/api/v1/jobs/" + job);
-                assertThat(a.status()).as("alice's cancel of her job: %s", a.body()).isEqualTo(200);
-                assertNothingLeft(bed, "once the cancel of " + job + " returned");
+                String when = ending.end(bed, alice, awaitStalled(bed, s));
+                assertNothingLeft(bed, when);
             } finally {
                 end(client, alice);
             }
@@ -116,7 +119,7 @@ class CloseWithAClientThatDoesNotReadAttackTest {
 
     /** @return the scheduler state (R, S, ...) of the job's {@code yes}, read from /proc */
     private static Optional<String> stateOfYes(Path parent) throws IOException {
-        for (Path cg : jobCgroups(parent)) {
+        for (Path cg : Restarts.jobCgroups(parent)) {
             for (String pid : Files.readString(cg.resolve("cgroup.procs")).strip().split("\n")) {
                 Path proc = Path.of("/proc", pid.strip());
                 try {
@@ -137,12 +140,13 @@ class CloseWithAClientThatDoesNotReadAttackTest {
         for (Allocation a : bed.scheduler.allocations()) {
             held.add(a.id() + " of " + a.owner().orElse("?") + " GPUs " + a.deviceIndices());
         }
-        List<String> cgroups = jobCgroups(bed.jobParent).stream().map(p -> p.getFileName().toString()).toList();
+        List<String> cgroups =
+                Restarts.jobCgroups(bed.jobParent).stream().map(p -> p.getFileName().toString()).toList();
         try {
             assertThat(held).as("allocations held " + when).isEmpty();
             assertThat(cgroups).as("job cgroups left under %s %s", bed.jobParent, when).isEmpty();
         } finally {
-            for (Path cg : jobCgroups(bed.jobParent)) { // end what was left, so the bed can be removed
+            for (Path cg : Restarts.jobCgroups(bed.jobParent)) { // end what was left, so the bed can be removed
                 Files.writeString(cg.resolve("cgroup.kill"), "1");
             }
         }
@@ -153,14 +157,5 @@ class CloseWithAClientThatDoesNotReadAttackTest {
         LocalUsers.run(List.of("pkill", "-KILL", "-U", String.valueOf(alice.uid())), 30);
         client.destroyForcibly();
         client.waitFor(30, TimeUnit.SECONDS);
-    }
-
-    private static List<Path> jobCgroups(Path parent) throws IOException {
-        if (!Files.isDirectory(parent)) {
-            return List.of();
-        }
-        try (Stream<Path> s = Files.list(parent)) {
-            return s.filter(p -> p.getFileName().toString().startsWith("job-") && Files.isDirectory(p)).toList();
-        }
     }
 }

@@ -20,7 +20,6 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
-import java.util.stream.Stream;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -103,7 +102,7 @@ class JobSubmittedAsTheServiceClosesAttackTest {
             assertThat(closeBegan.get()).as("a submission's working-directory check was seen under way").isNotNull();
             Caller root = ServiceBed.root();
             List<String> left = new ArrayList<>();
-            for (Path cg : jobCgroups(bed.jobParent)) {
+            for (Path cg : Restarts.jobCgroups(bed.jobParent)) {
                 String procs;
                 try {
                     procs = Files.readString(cg.resolve("cgroup.procs")).strip();
@@ -131,7 +130,7 @@ class JobSubmittedAsTheServiceClosesAttackTest {
             try {
                 assertThat(left).as("what close() left or let start, once it returned (jobs: %s)", states).isEmpty();
             } finally {
-                for (Path cg : jobCgroups(bed.jobParent)) { // end what close() left, so the bed can be removed
+                for (Path cg : Restarts.jobCgroups(bed.jobParent)) { // end what close() left, so the bed can be removed
                     try {
                         Files.writeString(cg.resolve("cgroup.kill"), "1");
                     } catch (IOException gone) {
@@ -142,15 +141,6 @@ class JobSubmittedAsTheServiceClosesAttackTest {
                     t.join(TimeUnit.SECONDS.toMillis(90));
                 }
             }
-        }
-    }
-
-    private static List<Path> jobCgroups(Path parent) throws Exception {
-        if (!Files.isDirectory(parent)) {
-            return List.of();
-        }
-        try (Stream<Path> s = Files.list(parent)) {
-            return s.filter(p -> p.getFileName().toString().startsWith("job-") && Files.isDirectory(p)).toList();
         }
     }
 }

@@ -9,6 +9,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
+import java.util.stream.Stream;
 
 /** What the stop's attack tests share: a node without quotas whose jobs get a short kill grace, a user's own dir. */
 final class Restarts {
@@ -29,5 +30,15 @@ final class Restarts {
             throw new IOException("chown " + home + ": " + r.err());
         }
         return home;
+    }
+
+    /** @return the job cgroups ({@code job-*}) under a launcher's parent, none when it is not there */
+    static List<Path> jobCgroups(Path parent) throws IOException {
+        if (!Files.isDirectory(parent)) {
+            return List.of();
+        }
+        try (Stream<Path> s = Files.list(parent)) {
+            return s.filter(p -> p.getFileName().toString().startsWith("job-") && Files.isDirectory(p)).toList();
+        }
     }
 }
