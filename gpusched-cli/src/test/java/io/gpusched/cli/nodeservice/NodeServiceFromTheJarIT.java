@@ -224,6 +224,40 @@ class NodeServiceFromTheJarIT {
     }
 
     /**
+     * SIGTERM of {@code gpusched serve} as systemd stops it, with a client waiting in the queue and an attached job's
+     * client reading (docs/SERVICE.md: the service stops before the console; the waiting client gets its {@code 503
+     * SHUTTING_DOWN}, the attached client its {@code exit} line). Serve closed the console first once: both were cut
+     * ("Empty reply from server", a stream without its last line).
+     */
+    @Test
+    void sigtermAnswersTheWaitingClientAndEndsTheAttachedStreamWithItsExit() throws Exception {
+        User alice = users.user("alice");
+        User bob = users.user("bob");
+        User carol = users.user("carol");
+        startService();
+        Object[] attached = attachedJob(alice); // 2 GPUs, printing
+        assertThat(curlOut(carol, "-X", "POST", "--data", "{\"flags\":[\"--gpu=6\"]}",
+                "http://localhost/api/v1/allocations")).contains("\"id\""); // the node is full
+        Process waiting = curl(bob, "-w", "\n%{http_code}\n", "-X", "POST", "--data",
+                "{\"flags\":[\"--gpu=1\"],\"wait\":\"5m\"}", "http://localhost/api/v1/allocations");
+        String queue = "";
+        for (int i = 0; i < 600 && !queue.contains(bob.name()); i++) {
+            queue = curlOut(carol, "http://localhost/api/v1/queue");
+            Thread.sleep(50);
+        }
+        assertThat(queue).as("bob's request waits").contains(bob.name());
+        service.destroy(); // SIGTERM
+        String bobGot = new String(waiting.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        String aliceGot = new String(((Process) attached[0]).getInputStream().readAllBytes(),
+                StandardCharsets.UTF_8);
+        assertThat(service.waitFor(90, TimeUnit.SECONDS)).isTrue();
+        assertThat(bobGot).as("what bob's waiting client got").contains("SHUTTING_DOWN").endsWith("503\n");
+        String last = aliceGot.lines().map(String::strip).filter(l -> !l.isEmpty()).reduce((a, b) -> b).orElse("");
+        assertThat(last).as("the last line of alice's attached stream").contains("\"type\":\"exit\"");
+        assertThat((Path) attached[1]).doesNotExist();
+    }
+
+    /**
      * A service started with signals ignored, as {@code nohup gpusched serve &} does (here {@code env
      * --ignore-signal}, coreutils 8.31+): its jobs still start with every signal at its default, so a user's
      * {@code signal INT} reaches them. The job prints its own ignored-signal mask.
