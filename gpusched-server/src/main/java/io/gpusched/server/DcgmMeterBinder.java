@@ -84,6 +84,8 @@ public final class DcgmMeterBinder implements MeterBinder {
             ToDoubleFunction<DeviceState> value) {
         Gauge.builder(name, this, self -> self.devices.get().stream().filter(s -> s.index() == index).findFirst()
                 .map(value::applyAsDouble).orElse(Double.NaN))
+                .strongReference(true) // the registry is all that holds this binder: a gauge's weak reference would
+                // let the first GC take it, and every DCGM series would read NaN from then on
                 .description(help).tags(tags).register(registry);
     }
 

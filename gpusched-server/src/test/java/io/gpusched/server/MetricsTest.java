@@ -10,6 +10,7 @@ import io.gpusched.core.GpuScheduler;
 import io.gpusched.core.MemorySize;
 import io.gpusched.core.sim.SimulatedGpuInventory;
 import java.io.OutputStream;
+import java.lang.ref.WeakReference;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.URI;
@@ -96,6 +97,32 @@ class MetricsTest {
                     .containsEntry("DCGM_FI_DEV_POWER_USAGE", 150.0);
             assertThat(text).contains("gpusched_allocations_live 1.0")
                     .containsPattern("gpusched_refusals_total\\{reason=\"(INSUFFICIENT_GPUS|NODE_TOO_SMALL)\"} 1.0");
+        }
+    }
+
+    /**
+     * The DCGM series outlive a garbage collection. Micrometer's gauges hold their state object weakly, and the
+     * console's {@code DcgmMeterBinder} was held by nothing else: the first collection that took it turned every
+     * DCGM series into NaN for good (on JDK 25 the scrape in the test above already saw it, once).
+     */
+    @Test
+    void dcgmSeriesOutliveAGarbageCollection(@TempDir Path state) throws Exception {
+        SimulatedGpuInventory inv = GpuInventories.simulated("pcie-4xa10");
+        try (GpuScheduler s = GpuScheduler.builder().inventory(inv).auditLogging(false).build();
+             ConsoleServer c = ConsoleServer.builder().scheduler(s).inventory(inv).stateDir(state)
+                     .listen(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0)).build().start()) {
+            inv.setMetrics(1, 73, MemorySize.ofGibibytes(6), 66, 150);
+            inv.setHealth(3, GpuHealth.unhealthy("XID 79: GPU has fallen off the bus"));
+            s.updateMetrics(inv.sample());
+            WeakReference<Object> collected = new WeakReference<>(new Object());
+            for (int i = 0; i < 20 && collected.get() != null; i++) {
+                System.gc(); // until a collection has taken what only a weak reference held
+            }
+            assertThat(collected.get()).as("a collection ran").isNull();
+            String text = HttpClient.newHttpClient().send(HttpRequest.newBuilder(URI.create(c.url() + "/metrics"))
+                    .build(), HttpResponse.BodyHandlers.ofString()).body();
+            assertThat(text).containsPattern("DCGM_FI_DEV_GPU_UTIL\\{[^}]*gpu=\"1\"[^}]*} 73.0")
+                    .containsPattern("DCGM_FI_DEV_XID_ERRORS\\{[^}]*gpu=\"3\"[^}]*} 79.0");
         }
     }
 }
