@@ -3,6 +3,7 @@ package io.gpusched.core;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.fail;
 
+import io.gpusched.testing.OwnThread;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
@@ -61,7 +62,7 @@ class GroupCommitGatherTest {
     private static void batchTogether(DefaultGpuScheduler s, ExecutorService a, ExecutorService b) throws Exception {
         CountDownLatch inside = new CountDownLatch(1);
         CountDownLatch open = new CountDownLatch(1);
-        CompletableFuture<Void> blocker = CompletableFuture.runAsync(() -> s.ledger().commit((state, seq) -> {
+        CompletableFuture<Void> blocker = OwnThread.run(() -> s.ledger().commit((state, seq) -> {
             inside.countDown();
             try {
                 open.await();

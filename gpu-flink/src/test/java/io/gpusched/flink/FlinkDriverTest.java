@@ -8,6 +8,7 @@ import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuInventories;
 import io.gpusched.core.GpuInventory;
 import io.gpusched.core.GpuScheduler;
+import io.gpusched.testing.OwnThread;
 import java.io.BufferedReader;
 import java.io.File;
 import java.io.InputStreamReader;
@@ -108,7 +109,7 @@ class FlinkDriverTest {
     /** @return index to uuid as the child's operator saw them */
     private static Map<Integer, String> gpus(Process p) throws Exception {
         BufferedReader r = new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8));
-        String l = CompletableFuture.supplyAsync(() -> {
+        String l = OwnThread.supply(() -> {
             try {
                 for (String x = r.readLine(); x != null; x = r.readLine()) {
                     if (x.startsWith("GPUS ")) {

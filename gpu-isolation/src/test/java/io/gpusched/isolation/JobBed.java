@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.gpusched.core.Allocation;
 import io.gpusched.testing.LocalUsers;
+import io.gpusched.testing.OwnThread;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
@@ -86,8 +87,8 @@ public final class JobBed implements AutoCloseable {
 
     /** Waits for a piped job, reading both streams, then cleans it up. */
     public static Result finish(LaunchedJob j) throws Exception {
-        CompletableFuture<byte[]> out = CompletableFuture.supplyAsync(() -> readAll(j.stdout()));
-        CompletableFuture<byte[]> err = CompletableFuture.supplyAsync(() -> readAll(j.stderr()));
+        CompletableFuture<byte[]> out = OwnThread.supply(() -> readAll(j.stdout()));
+        CompletableFuture<byte[]> err = OwnThread.supply(() -> readAll(j.stderr()));
         int code = j.waitFor(Duration.ofSeconds(120)).orElseThrow(() -> new AssertionError(j + " still runs"));
         String o = new String(out.get(60, TimeUnit.SECONDS), StandardCharsets.UTF_8);
         String e = new String(err.get(60, TimeUnit.SECONDS), StandardCharsets.UTF_8);

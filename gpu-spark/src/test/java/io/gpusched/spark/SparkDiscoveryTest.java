@@ -9,6 +9,7 @@ import io.gpusched.core.GpuInventories;
 import io.gpusched.core.GpuInventory;
 import io.gpusched.core.GpuScheduler;
 import io.gpusched.testing.Jdk;
+import io.gpusched.testing.OwnThread;
 import java.io.BufferedReader;
 import java.io.File;
 import java.io.InputStreamReader;
@@ -134,7 +135,7 @@ class SparkDiscoveryTest {
     /** @return the GPU indices a child driver printed (blocks until it prints or exits) */
     private static Set<Integer> gpus(Process p) throws Exception {
         BufferedReader r = new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8));
-        CompletableFuture<String> line = CompletableFuture.supplyAsync(() -> {
+        CompletableFuture<String> line = OwnThread.supply(() -> {
             try {
                 for (String l = r.readLine(); l != null; l = r.readLine()) {
                     if (l.startsWith("GPUS ") || l.startsWith("REFUSED ")) {

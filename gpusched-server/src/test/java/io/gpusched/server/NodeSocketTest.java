@@ -13,6 +13,7 @@ import io.gpusched.core.sim.SimulatedGpuInventory;
 import io.gpusched.testing.LocalUsers;
 import io.gpusched.testing.LocalUsers.Result;
 import io.gpusched.testing.LocalUsers.User;
+import io.gpusched.testing.OwnThread;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.net.InetAddress;
@@ -251,7 +252,7 @@ class NodeSocketTest {
             }
             Exchanges.json(ex, status, body);
         }));
-        CompletableFuture<Result> answer = CompletableFuture.supplyAsync(() -> {
+        CompletableFuture<Result> answer = OwnThread.supply(() -> {
             try {
                 return LocalUsers.runAs(u, curl(socket, "http://localhost/api/v1/slow"), 60);
             } catch (IOException e) {

@@ -13,6 +13,7 @@ import io.gpusched.core.UserQuotas;
 import io.gpusched.server.Caller;
 import io.gpusched.testing.LedgerReader;
 import io.gpusched.testing.LocalUsers;
+import io.gpusched.testing.OwnThread;
 import java.io.ByteArrayOutputStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -64,7 +65,7 @@ class ServiceJobsTest {
     /** Runs an attached job to its end, as the HTTP route does. */
     static CompletableFuture<Job> attached(NodeService s, Caller c, Requests.Job r, RecordingSink sink) {
         Job j = s.prepareJob(c, r);
-        return CompletableFuture.supplyAsync(() -> {
+        return OwnThread.supply(() -> {
             try {
                 Optional<Allocation> a = s.jobs().allocate(j, sink);
                 a.ifPresent(x -> {
@@ -136,7 +137,7 @@ class ServiceJobsTest {
             Caller alice = ServiceBed.caller("gsu-alice", 61002, false);
             Allocation held = s.allocate(carol, GpuRequests.fromCliFlags(List.of("--gpu=4")), Optional.empty(),
                     () -> false);
-            CompletableFuture<Allocation> whole = CompletableFuture.supplyAsync(() -> {
+            CompletableFuture<Allocation> whole = OwnThread.supply(() -> {
                 try {
                     return s.allocate(alice, GpuRequests.fromCliFlags(List.of("--gpu=8")), Optional.of(Duration
                             .ofMinutes(1)), () -> false);

@@ -8,6 +8,7 @@ import io.gpusched.cli.GpuschedCommand;
 import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuRequest;
 import io.gpusched.testing.LedgerReader;
+import io.gpusched.testing.OwnThread;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
@@ -146,7 +147,7 @@ class ThroughTheServiceTest {
     @Test
     void aWaitQueuesAtTheServiceUntilGpusAreFree() throws Exception {
         Allocation all = service.allocate(GpuRequest.builder().count(8).owner("bob").build());
-        CompletableFuture<Result> waiting = CompletableFuture.supplyAsync(() -> gpusched("--json", "allocate",
+        CompletableFuture<Result> waiting = OwnThread.supply(() -> gpusched("--json", "allocate",
                 "--gpu=2", "--wait", "1m"));
         Thread.sleep(500);
         assertThat(waiting).isNotDone();
@@ -215,7 +216,7 @@ class ThroughTheServiceTest {
     @Test
     void aServiceThatDiesMidRunIsOneLineNamingTheJob() throws Exception {
         ByteArrayOutputStream out = new ByteArrayOutputStream();
-        CompletableFuture<Result> run = CompletableFuture.supplyAsync(() -> gpusched(out, "run", "--gpu=1", "--",
+        CompletableFuture<Result> run = OwnThread.supply(() -> gpusched(out, "run", "--gpu=1", "--",
                 "sh", "-c", "echo started; sleep 60"));
         for (int i = 0; i < 1200 && !out.toString(StandardCharsets.UTF_8).contains("started"); i++) {
             Thread.sleep(50); // up to 60 s on a loaded machine

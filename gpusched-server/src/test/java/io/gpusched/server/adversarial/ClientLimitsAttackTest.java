@@ -12,6 +12,7 @@ import io.gpusched.server.ConsoleServer;
 import io.gpusched.testing.LocalUsers;
 import io.gpusched.testing.LocalUsers.Result;
 import io.gpusched.testing.LocalUsers.User;
+import io.gpusched.testing.OwnThread;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
@@ -352,7 +353,7 @@ class ClientLimitsAttackTest {
         // the page's stream, for root and for bob at once (each curl reads until its first state event, with the
         // devices, has arrived): the first state event arrives
         String url = "http://127.0.0.1:" + console.address().getPort() + "/api/v1/events";
-        CompletableFuture<String> asRoot = CompletableFuture.supplyAsync(() -> firstStateEvent(List.of(), url));
+        CompletableFuture<String> asRoot = OwnThread.supply(() -> firstStateEvent(List.of(), url));
         String asBob = firstStateEvent(List.of("setpriv", "--reuid=" + bob.uid(), "--regid=" + bob.gid(),
                 "--init-groups", "--"), url);
         assertThat(asRoot.get()).as("stream for root").contains("event: state").contains("\"devices\"");

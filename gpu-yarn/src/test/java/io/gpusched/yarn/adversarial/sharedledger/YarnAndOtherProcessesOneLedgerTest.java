@@ -8,6 +8,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.gpusched.core.GpuInventories;
 import io.gpusched.core.sim.SimulatedGpuInventory;
+import io.gpusched.testing.OwnThread;
 import io.gpusched.yarn.GpuschedDevicePlugin;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -63,7 +64,7 @@ class YarnAndOtherProcessesOneLedgerTest {
         pb.environment().remove("CONTAINER_ID");
         Process p = pb.start();
         p.getOutputStream().close();
-        java.util.concurrent.CompletableFuture<byte[]> err = java.util.concurrent.CompletableFuture.supplyAsync(() -> {
+        java.util.concurrent.CompletableFuture<byte[]> err = OwnThread.supply(() -> {
             try {
                 return p.getErrorStream().readAllBytes();
             } catch (java.io.IOException e) {

@@ -10,6 +10,7 @@ import io.gpusched.core.UserQuotas;
 import io.gpusched.server.Caller;
 import io.gpusched.service.NodeService;
 import io.gpusched.service.ServiceBed;
+import io.gpusched.testing.OwnThread;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
@@ -43,7 +44,7 @@ class QueueJumpAttackTest {
             Allocation held = s.allocate(carol, GpuRequests.fromCliFlags(List.of("--gpu=4")), Optional.empty(),
                     () -> false);
             // alice asks for the whole node and waits, first in the queue
-            CompletableFuture<Allocation> whole = CompletableFuture.supplyAsync(() -> {
+            CompletableFuture<Allocation> whole = OwnThread.supply(() -> {
                 try {
                     return s.allocate(alice, GpuRequests.fromCliFlags(List.of("--gpu=8")), Optional.of(Duration
                             .ofMinutes(1)), () -> false);

@@ -9,6 +9,7 @@ import io.gpusched.server.Caller;
 import io.gpusched.service.NodeService;
 import io.gpusched.service.ServiceBed;
 import io.gpusched.testing.LocalUsers;
+import io.gpusched.testing.OwnThread;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.Map;
@@ -54,7 +55,7 @@ class StopEndsClientsAttackTest {
             LocalUsers.User bob = bed.accounts.user("bob");
             Caller root = ServiceBed.root();
             s.allocate(root, GpuRequest.builder().count(8).build(), Optional.empty(), () -> false); // the node full
-            CompletableFuture<String> answer = CompletableFuture.supplyAsync(() -> {
+            CompletableFuture<String> answer = OwnThread.supply(() -> {
                 try {
                     ServiceBed.Answer a = bed.curl(bob, "-X", "POST", "-H", "Content-Type: application/json",
                             "--data-binary", "{\"flags\":[\"--gpu=1\"],\"wait\":\"2m\"}",
@@ -85,7 +86,7 @@ class StopEndsClientsAttackTest {
             Path home = Restarts.homeOf(tmp, alice);
             String body = "{\"flags\":[\"--gpu=1\"],\"argv\":[\"/bin/sleep\",\"600\"],\"env\":{\"PATH\":"
                     + "\"/usr/bin:/bin\"},\"cwd\":" + JSON.writeValueAsString(home.toString()) + ",\"detach\":false}";
-            CompletableFuture<String> stream = CompletableFuture.supplyAsync(() -> {
+            CompletableFuture<String> stream = OwnThread.supply(() -> {
                 try {
                     ServiceBed.Answer a = bed.curl(alice, "-N", "-X", "POST", "-H", "Content-Type: application/json",
                             "--data-binary", body, "http://localhost/api/v1/jobs");
