@@ -3,8 +3,8 @@ package io.gpusched.service;
 import java.io.IOException;
 
 /**
- * Where a job's events go: the attached client's stream (each call writes and flushes one line; an
- * {@link IOException} means the client has gone, and the job is ended), or a detached job's output file.
+ * Where a job's events go: the attached client's stream (each call gives one line; an {@link IOException} means the
+ * client has gone, and the job is ended), or a detached job's output file.
  */
 interface JobSink {
     /** @return whether the client has gone (a waiting job is then dropped) */
@@ -21,6 +21,14 @@ interface JobSink {
 
     /** Nothing happened for a while (the client's connection is checked by writing). */
     void heartbeat() throws IOException;
+
+    /**
+     * @return whether the job's output waits for a slow client (the driver then waits for the output before it gives
+     *         the exit line, so nothing comes after it)
+     */
+    default boolean backlogged() {
+        return false;
+    }
 
     /** The job ended with this code (and the signal that ended it, or null). */
     void exit(int code, String signal) throws IOException;

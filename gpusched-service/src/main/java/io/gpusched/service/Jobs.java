@@ -64,6 +64,8 @@ final class Jobs implements AutoCloseable {
     static volatile long keepOutputBytes = 256L << 20;
     /** How often an attached job's silent client is checked (a write). */
     static final Duration HEARTBEAT = Duration.ofSeconds(5);
+    /** How long a job's end waits for its output relays while no client holds them back. */
+    static final Duration RELAY_WAIT = Duration.ofSeconds(10);
 
     private final GpuScheduler scheduler;
     private final JobLauncher launcher;
@@ -300,9 +302,7 @@ final class Jobs implements AutoCloseable {
             end(job, job.cancelled != null ? Job.State.CANCELLED : job.signal != null ? Job.State.KILLED
                     : Job.State.EXITED, null);
             settle(job, a); // released before the client is told: its exit line may wait on the client
-            for (Thread t : relays) { // the rest of the output goes before the exit line (unless the client stalls)
-                t.join(TimeUnit.SECONDS.toMillis(10));
-            }
+            awaitOutput(relays, sink); // the rest of the output goes before the exit line
             try {
                 sink.exit(code, job.signal);
             } catch (IOException gone) {
@@ -315,6 +315,24 @@ final class Jobs implements AutoCloseable {
         } finally {
             settle(job, a);
             relays.forEach(Thread::interrupt);
+        }
+    }
+
+    /**
+     * Waits for the job's output to be relayed (its processes are ended: its pipes are at their end, or nearly): for as
+     * long as the output waits for a client that reads slowly (or not yet: it may read again, and then gets all of it
+     * before its exit line; it is cut when it goes or the console closes), else up to {@link #RELAY_WAIT} in all (a
+     * pipe some process still holds).
+     */
+    private static void awaitOutput(List<Thread> relays, JobSink sink) throws InterruptedException {
+        long deadline = System.nanoTime() + RELAY_WAIT.toNanos();
+        for (Thread t : relays) {
+            while (t.isAlive()) {
+                t.join(200);
+                if (t.isAlive() && !sink.backlogged() && System.nanoTime() - deadline >= 0) {
+                    return;
+                }
+            }
         }
     }
 

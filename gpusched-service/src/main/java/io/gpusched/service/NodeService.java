@@ -56,6 +56,7 @@ public final class NodeService implements AutoCloseable {
     private final Clock clock;
     private final Access access;
     private final AuditLog audit;
+    private final StopGate stopGate = new StopGate();
     private final FairQueue queue;
     private final Jobs jobs;
     private final LoginFences logins;
@@ -299,75 +300,96 @@ public final class NodeService implements AutoCloseable {
      * @return whether it was live and is now released
      */
     public boolean release(Caller c, String id) throws InterruptedException {
+        stopGate.enter(c, "release", id);
         try {
-            Allocation known = granted.get(id);
-            Optional<Allocation> a = known != null ? Optional.of(known) : scheduler.allocation(id);
-            if (a.isEmpty()) {
-                access.checkIdentified(c, "release");
-                boolean r = scheduler.release(id); // false for one released before; UNKNOWN_ALLOCATION otherwise
-                audit.record(c, "release", id, null, "ok", "was not live");
+            try {
+                Allocation known = granted.get(id);
+                Optional<Allocation> a = known != null ? Optional.of(known) : scheduler.allocation(id);
+                if (a.isEmpty()) {
+                    access.checkIdentified(c, "release");
+                    boolean r = scheduler.release(id); // false for one released before; UNKNOWN_ALLOCATION otherwise
+                    audit.record(c, "release", id, null, "ok", "was not live");
+                    return r;
+                }
+                access.check(c, "release", a.get());
+                Optional<Job> job =
+                        jobs.all().stream().filter(j -> !j.over() && j.allocation != null && j.allocation.id()
+                                .equals(id)).findFirst();
+                if (job.isPresent()) {
+                    jobs.cancel(c, job.get().id);
+                    audit.record(c, "release", id, null, "ok", "its job " + job.get().id + " was cancelled");
+                    return true;
+                }
+                boolean r = queue.release(id); // while requests wait: with their grants, in one transaction
+                granted.remove(id);
+                audit.record(c, "release", id, null, "ok", r ? "released" : "was not live");
                 return r;
+            } catch (RuntimeException e) {
+                refused(c, "release", id, null, e);
+                throw e;
             }
-            access.check(c, "release", a.get());
-            Optional<Job> job = jobs.all().stream().filter(j -> !j.over() && j.allocation != null && j.allocation.id()
-                    .equals(id)).findFirst();
-            if (job.isPresent()) {
-                jobs.cancel(c, job.get().id);
-                audit.record(c, "release", id, null, "ok", "its job " + job.get().id + " was cancelled");
-                return true;
-            }
-            boolean r = queue.release(id); // while requests wait: with their grants, in one transaction
-            granted.remove(id);
-            audit.record(c, "release", id, null, "ok", r ? "released" : "was not live");
-            return r;
-        } catch (RuntimeException e) {
-            refused(c, "release", id, null, e);
-            throw e;
+        } finally {
+            stopGate.exit();
         }
     }
 
     /** Extends the lease of an allocation of the caller's (or any, for an admin). */
     public Allocation renew(Caller c, String id, Duration lease) {
+        stopGate.enter(c, "renew", id);
         try {
-            Allocation a = scheduler.allocation(id).orElseThrow(() -> new GpuAllocationException(
-                    Reason.UNKNOWN_ALLOCATION, "no live allocation \"" + Requests.printable(id) + "\" to renew"));
-            access.check(c, "renew", a);
-            Allocation r = scheduler.renew(id, lease);
-            audit.record(c, "renew", id, "lease " + lease, "ok", "until " + r.expiresAt().map(Object::toString)
-                    .orElse("?"));
-            return r;
-        } catch (RuntimeException e) {
-            refused(c, "renew", id, "lease " + lease, e);
-            throw e;
+            try {
+                Allocation a = scheduler.allocation(id).orElseThrow(() -> new GpuAllocationException(
+                        Reason.UNKNOWN_ALLOCATION, "no live allocation \"" + Requests.printable(id) + "\" to renew"));
+                access.check(c, "renew", a);
+                Allocation r = scheduler.renew(id, lease);
+                audit.record(c, "renew", id, "lease " + lease, "ok", "until " + r.expiresAt().map(Object::toString)
+                        .orElse("?"));
+                return r;
+            } catch (RuntimeException e) {
+                refused(c, "renew", id, "lease " + lease, e);
+                throw e;
+            }
+        } finally {
+            stopGate.exit();
         }
     }
 
     /** Drains a GPU (admins only). @return whether it was in service */
     public boolean drain(Caller c, int index, String reason) {
+        stopGate.enter(c, "drain", "GPU " + index);
         try {
-            access.checkAdmin(c, "drain", "GPU " + index);
-            String why = "drained by " + c.user() + (reason.isBlank() ? "" : ": " + reason);
-            boolean r = scheduler.drain(index, why);
-            audit.record(c, "drain", "GPU " + index, reason, "ok", r ? "drained" : "was drained already");
-            queue.wake();
-            return r;
-        } catch (RuntimeException e) {
-            refused(c, "drain", "GPU " + index, reason, e);
-            throw e;
+            try {
+                access.checkAdmin(c, "drain", "GPU " + index);
+                String why = "drained by " + c.user() + (reason.isBlank() ? "" : ": " + reason);
+                boolean r = scheduler.drain(index, why);
+                audit.record(c, "drain", "GPU " + index, reason, "ok", r ? "drained" : "was drained already");
+                queue.wake();
+                return r;
+            } catch (RuntimeException e) {
+                refused(c, "drain", "GPU " + index, reason, e);
+                throw e;
+            }
+        } finally {
+            stopGate.exit();
         }
     }
 
     /** Puts a drained GPU back in service (admins only). @return whether it was drained */
     public boolean undrain(Caller c, int index) {
+        stopGate.enter(c, "undrain", "GPU " + index);
         try {
-            access.checkAdmin(c, "undrain", "GPU " + index);
-            boolean r = scheduler.undrain(index);
-            audit.record(c, "undrain", "GPU " + index, null, "ok", r ? "back in service" : "was not drained");
-            queue.wake();
-            return r;
-        } catch (RuntimeException e) {
-            refused(c, "undrain", "GPU " + index, null, e);
-            throw e;
+            try {
+                access.checkAdmin(c, "undrain", "GPU " + index);
+                boolean r = scheduler.undrain(index);
+                audit.record(c, "undrain", "GPU " + index, null, "ok", r ? "back in service" : "was not drained");
+                queue.wake();
+                return r;
+            } catch (RuntimeException e) {
+                refused(c, "undrain", "GPU " + index, null, e);
+                throw e;
+            }
+        } finally {
+            stopGate.exit();
         }
     }
 
@@ -389,25 +411,35 @@ public final class NodeService implements AutoCloseable {
 
     /** Cancels a job of the caller's (or any, for an admin). */
     Job cancelJob(Caller c, String id) throws InterruptedException {
+        stopGate.enter(c, "job.cancel", id);
         try {
-            Job j = jobs.cancel(c, id);
-            audit.record(c, "job.cancel", id, null, "ok", j.state.name());
-            return j;
-        } catch (RuntimeException e) {
-            refused(c, "job.cancel", id, null, e);
-            throw e;
+            try {
+                Job j = jobs.cancel(c, id);
+                audit.record(c, "job.cancel", id, null, "ok", j.state.name());
+                return j;
+            } catch (RuntimeException e) {
+                refused(c, "job.cancel", id, null, e);
+                throw e;
+            }
+        } finally {
+            stopGate.exit();
         }
     }
 
     /** Passes a signal to a job of the caller's (or any, for an admin). */
     int signalJob(Caller c, String id, String signal) {
+        stopGate.enter(c, "job.signal", id);
         try {
-            int n = jobs.signal(c, id, signal);
-            audit.record(c, "job.signal", id, signal, "ok", n + " process(es)");
-            return n;
-        } catch (RuntimeException e) {
-            refused(c, "job.signal", id, signal, e);
-            throw e;
+            try {
+                int n = jobs.signal(c, id, signal);
+                audit.record(c, "job.signal", id, signal, "ok", n + " process(es)");
+                return n;
+            } catch (RuntimeException e) {
+                refused(c, "job.signal", id, signal, e);
+                throw e;
+            }
+        } finally {
+            stopGate.exit();
         }
     }
 
@@ -452,6 +484,7 @@ public final class NodeService implements AutoCloseable {
      */
     @Override
     public void close() {
+        stopGate.close();
         scheduler.removeListener(wake);
         // the queue first: nothing is granted once the stop came (a job's kill grace can take seconds), and a job
         // being submitted meanwhile is refused its GPUs rather than started behind the jobs' close
@@ -461,10 +494,59 @@ public final class NodeService implements AutoCloseable {
         if (launcher != null) {
             launcher.close();
         }
+        stopGate.awaitChanges(); // those under way when the stop came end before the audit closes, audited
         audit.close();
         synchronized (this) {
             if (instance != null) {
                 instance.close();
+            }
+        }
+    }
+
+    /**
+     * Changes a caller asks for outside the fair queue (release, renew, drain, undrain, cancel, signal): none is made
+     * once the stop came (the console still takes requests for a few seconds while it lets answers finish), and the
+     * stop waits for those under way before it closes the audit, so each is recorded there.
+     */
+    private final class StopGate {
+        private int underWay;
+        private boolean stopping;
+
+        /** @throws FairQueue.Dropped (503 SHUTTING_DOWN) once the stop came; the refusal is audited */
+        void enter(Caller c, String action, String subject) {
+            synchronized (this) {
+                if (!stopping) {
+                    underWay++;
+                    return;
+                }
+            }
+            FairQueue.Dropped d = new FairQueue.Dropped("the node service is stopping; nothing was changed (" + action
+                    + " " + Requests.printable(subject) + ")");
+            refused(c, action, subject, null, d);
+            throw d;
+        }
+
+        synchronized void exit() {
+            underWay--;
+            notifyAll();
+        }
+
+        synchronized void close() {
+            stopping = true;
+        }
+
+        /** Waits for the changes under way (they are short: a cancel waits for its job, which the stop ends first). */
+        synchronized void awaitChanges() {
+            long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+            try {
+                while (underWay > 0 && System.nanoTime() - until < 0) {
+                    TimeUnit.NANOSECONDS.timedWait(this, Math.max(1, until - System.nanoTime()));
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            if (underWay > 0) {
+                LOG.warn("{} change(s) were still under way when the node service's audit closed", underWay);
             }
         }
     }

@@ -3,30 +3,46 @@ package io.gpusched.service;
 import com.sun.net.httpserver.HttpExchange;
 import io.gpusched.server.Caller;
 import java.io.IOException;
+import java.io.InterruptedIOException;
 import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayDeque;
 import java.util.Arrays;
 import java.util.Base64;
 import java.util.LinkedHashMap;
 import java.util.Map;
-import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.BooleanSupplier;
 
 /**
  * An attached job's client: {@code 200}, {@code application/x-ndjson}, one JSON object a line, each flushed as it
  * comes (docs/SERVICE.md, Jobs). The answer begins with the first event, so a refusal before the job waits or starts is
  * still an ordinary error answer. A write that fails means the client has gone: {@link #gone()} says so from then on.
- * A client that does not read holds back the job's output (its pipe fills and the job waits, as on a paused terminal),
- * never the job's driver: the heartbeat skips a stream whose write is blocked, so the driver still sees the job end and
- * releases its GPUs.
+ *
+ * <p>Lines go to the client from a writer thread of the stream's own, in the order they were given. Nothing the job's
+ * driver gives ({@code queued}, {@code started}, heartbeats, {@code exit}) ever waits for the client: a client that
+ * stops reading cannot keep the driver from seeing its job end and releasing its GPUs. The job's output does wait
+ * once {@link #MAX_QUEUED} bytes wait for the client (its pipe fills and the job waits, as on a paused terminal), and
+ * the driver gives the {@code exit} line only after the output ({@link #backlogged}), so a client that reads again
+ * gets all of it, then its exit.
  */
 final class StreamSink implements JobSink {
+    /** Most bytes of lines waiting for the client before the job's output waits (one started line may pass it). */
+    static final int MAX_QUEUED = 256 * 1024;
+
     private final HttpExchange ex;
     private final NodeService service;
     private final Caller caller;
     private final BooleanSupplier watch;
-    /** Held while a line is written: the output threads and the driver take turns; the heartbeat only tries it. */
-    private final ReentrantLock lock = new ReentrantLock();
+    /** Guards everything below but {@link #out}, which only the writer uses. */
+    private final Object lock = new Object();
+    private final ArrayDeque<byte[]> lines = new ArrayDeque<>();
+    private long queuedBytes;
+    /** The writer is writing the first of {@link #lines}. */
+    private boolean writing;
+    /** No line comes any more ({@link #close}). */
+    private boolean finished;
+    private boolean writerEnded;
+    private Thread writer;
     private OutputStream out;
     private volatile boolean gone;
 
@@ -38,41 +54,111 @@ final class StreamSink implements JobSink {
         this.watch = watch;
     }
 
-    /** @return whether the answer has begun (errors then go in the stream) */
+    /** @return whether the answer has begun (a line was given: errors then go in the stream) */
     boolean begun() {
-        lock.lock();
-        try {
-            return out != null;
-        } finally {
-            lock.unlock();
+        synchronized (lock) {
+            return writer != null;
         }
     }
 
-    private void begin() throws IOException {
-        if (out == null) {
-            ex.getResponseHeaders().set("Content-Type", "application/x-ndjson");
-            ex.getResponseHeaders().set("Cache-Control", "no-store");
-            ex.sendResponseHeaders(200, 0);
-            out = ex.getResponseBody();
-        }
+    /**
+     * Queues a line for the client.
+     *
+     * @param waitForRoom whether to wait while {@link #MAX_QUEUED} bytes wait already (the job's output); the
+     *                    driver's lines never wait
+     * @param onlyIfIdle  give the line only when nothing waits and nothing is being written (a heartbeat, a queue
+     *                    position: a write under way checks the client already)
+     * @throws IOException when the client has gone, or the stream was closed
+     */
+    private void line(Map<String, Object> event, boolean waitForRoom, boolean onlyIfIdle) throws IOException {
+        line((ServiceExchanges.json(event) + "\n").getBytes(StandardCharsets.UTF_8), waitForRoom, onlyIfIdle);
     }
 
-    private void line(Map<String, Object> event) throws IOException {
-        byte[] b = (ServiceExchanges.json(event) + "\n").getBytes(StandardCharsets.UTF_8);
-        lock.lock();
-        try {
+    private void line(byte[] b, boolean waitForRoom, boolean onlyIfIdle) throws IOException {
+        synchronized (lock) {
+            try {
+                while (waitForRoom && !gone && !finished && queuedBytes >= MAX_QUEUED) {
+                    lock.wait();
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new InterruptedIOException("interrupted while the client's stream was full");
+            }
             if (gone) {
                 throw new IOException("the client has gone");
             }
-            begin();
-            out.write(b);
-            out.flush();
-        } catch (IOException | RuntimeException e) {
-            gone = true;
-            throw e instanceof IOException io ? io : new IOException(e);
-        } finally {
-            lock.unlock();
+            if (finished) {
+                throw new IOException("the stream is closed");
+            }
+            if (onlyIfIdle && (writing || !lines.isEmpty())) {
+                return;
+            }
+            lines.add(b);
+            queuedBytes += b.length;
+            if (writer == null) {
+                writer = new Thread(this::write, "gpusched-job-stream");
+                writer.setDaemon(true);
+                writer.start();
+            }
+            lock.notifyAll();
         }
+    }
+
+    /** The writer: sends the answer's head, then each line in order, until the stream is closed and drained. */
+    private void write() {
+        while (true) {
+            byte[] b;
+            synchronized (lock) {
+                try {
+                    while (lines.isEmpty() && !finished) {
+                        lock.wait();
+                    }
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    ended(true);
+                    return;
+                }
+                if (lines.isEmpty()) {
+                    ended(false);
+                    return;
+                }
+                b = lines.peek();
+                writing = true;
+            }
+            try {
+                if (out == null) {
+                    ex.getResponseHeaders().set("Content-Type", "application/x-ndjson");
+                    ex.getResponseHeaders().set("Cache-Control", "no-store");
+                    ex.sendResponseHeaders(200, 0);
+                    out = ex.getResponseBody();
+                }
+                out.write(b);
+                out.flush();
+            } catch (IOException | RuntimeException e) {
+                synchronized (lock) {
+                    ended(true);
+                }
+                return;
+            }
+            synchronized (lock) {
+                lines.poll();
+                queuedBytes -= b.length;
+                writing = false;
+                lock.notifyAll();
+            }
+        }
+    }
+
+    /** Caller holds {@link #lock}. The writer ends; with {@code failed}, the client has gone and what waits is dropped. */
+    private void ended(boolean failed) {
+        if (failed) {
+            gone = true;
+            lines.clear();
+            queuedBytes = 0;
+        }
+        writing = false;
+        writerEnded = true;
+        lock.notifyAll();
     }
 
     private static Map<String, Object> event(String type) {
@@ -89,11 +175,19 @@ final class StreamSink implements JobSink {
         return gone;
     }
 
+    /** @return whether the job's output waits for the client (as much as {@link #MAX_QUEUED} waits already) */
+    @Override
+    public boolean backlogged() {
+        synchronized (lock) {
+            return !gone && queuedBytes >= MAX_QUEUED;
+        }
+    }
+
     @Override
     public void queued(int position) throws IOException {
         Map<String, Object> m = event("queued");
         m.put("position", position);
-        line(m);
+        line(m, false, true);
     }
 
     @Override
@@ -101,37 +195,25 @@ final class StreamSink implements JobSink {
         Map<String, Object> m = event("started");
         m.put("job", job.view(caller));
         m.put("allocation", ServiceViews.allocation(job.allocation, service.clock().instant()));
-        line(m);
+        line(m, false, false);
     }
 
     @Override
     public void output(boolean stderr, byte[] b, int len) throws IOException {
         Map<String, Object> m = event(stderr ? "stderr" : "stdout");
         m.put("data", Base64.getEncoder().encodeToString(len == b.length ? b : Arrays.copyOf(b, len)));
-        line(m);
+        line(m, true, false);
     }
 
-    /**
-     * Writes an empty line, unless a write is under way: one blocked on a client that does not read must not block
-     * the caller (the job's driver) too, and a write under way checks the connection itself.
-     */
+    /** An empty line, when nothing waits for the client and nothing is being written; never waits. */
     @Override
     public void heartbeat() throws IOException {
-        if (!lock.tryLock()) {
-            return;
-        }
-        try {
-            if (out == null) {
-                return;
+        synchronized (lock) {
+            if (writer == null && !gone) {
+                return; // nothing sent yet: the head goes with the first event
             }
-            out.write('\n');
-            out.flush();
-        } catch (IOException | RuntimeException e) {
-            gone = true;
-            throw e instanceof IOException io ? io : new IOException(e);
-        } finally {
-            lock.unlock();
         }
+        line(new byte[]{'\n'}, false, true);
     }
 
     @Override
@@ -139,7 +221,7 @@ final class StreamSink implements JobSink {
         Map<String, Object> m = event("exit");
         m.put("code", code);
         m.put("signal", signal);
-        line(m);
+        line(m, false, false);
     }
 
     /** Ends the stream with an error event (the answer had begun). */
@@ -147,23 +229,36 @@ final class StreamSink implements JobSink {
         Map<String, Object> m = event("error");
         m.putAll(ServiceExchanges.error(e));
         try {
-            line(m);
+            line(m, false, false);
         } catch (IOException gone) {
             // nobody to tell
         }
     }
 
-    /** Closes the answer. */
+    /**
+     * Closes the answer once every line given has been written: waits for a client that does not read (this thread
+     * holds nothing of the job's then), until it reads, goes, or the console closes its connection.
+     */
     void close() {
-        lock.lock();
+        boolean started;
+        synchronized (lock) {
+            finished = true;
+            lock.notifyAll();
+            started = writer != null;
+            try {
+                while (started && !writerEnded) {
+                    lock.wait();
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
         try {
             if (out != null) {
                 out.close();
             }
         } catch (IOException e) {
             // the client has gone
-        } finally {
-            lock.unlock();
         }
         ex.close();
     }
