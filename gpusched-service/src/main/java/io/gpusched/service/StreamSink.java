@@ -149,7 +149,7 @@ final class StreamSink implements JobSink {
         }
     }
 
-    /** Caller holds {@link #lock}. The writer ends; with {@code failed}, the client has gone and what waits is dropped. */
+    /** Caller holds {@link #lock}. The writer ends; {@code failed}: the client has gone, and what waits is dropped. */
     private void ended(boolean failed) {
         if (failed) {
             gone = true;

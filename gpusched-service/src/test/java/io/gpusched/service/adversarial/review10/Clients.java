@@ -9,6 +9,7 @@ import io.gpusched.core.UserQuotas;
 import io.gpusched.server.Caller;
 import io.gpusched.service.NodeService;
 import io.gpusched.service.ServiceBed;
+import io.gpusched.service.adversarial.restart.Restarts;
 import io.gpusched.testing.LocalUsers;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
@@ -41,21 +42,11 @@ final class Clients {
     }
 
     static GpuConfig config(Duration killGrace) {
-        return GpuConfig.builder().users(UserQuotas.none()).service(ServiceSettings.defaults()
-                .withAdminGroup("gsu-nonexistent").withKillGrace(killGrace)).build();
+        return Restarts.config(killGrace);
     }
 
     static Path homeOf(Path tmp, LocalUsers.User user) throws IOException {
-        Path home = tmp.resolve("home-" + user.name());
-        if (!Files.isDirectory(home)) {
-            Files.createDirectories(home);
-            LocalUsers.Result r = LocalUsers.run(List.of("/bin/chown", user.uid() + ":" + user.gid(), home
-                    .toString()), 30);
-            if (r.exit() != 0) {
-                throw new IOException("chown " + home + ": " + r.err());
-            }
-        }
-        return home;
+        return Restarts.homeOf(tmp, user);
     }
 
     /** @return a job's body (attached, one GPU, PATH only) */
@@ -214,12 +205,7 @@ final class Clients {
     }
 
     static List<Path> jobCgroups(Path parent) throws IOException {
-        if (!Files.isDirectory(parent)) {
-            return List.of();
-        }
-        try (java.util.stream.Stream<Path> s = Files.list(parent)) {
-            return s.filter(p -> p.getFileName().toString().startsWith("job-") && Files.isDirectory(p)).toList();
-        }
+        return Restarts.jobCgroups(parent);
     }
 
     /** @return the pids in the job cgroups under {@code parent} */
