@@ -162,6 +162,19 @@ class NodeServiceFromTheJarIT {
         return new Object[]{c, Path.of(m.group(1))};
     }
 
+    /** @return the command names of the cgroup's processes */
+    private static List<String> commands(Path cgroup) throws IOException {
+        List<String> out = new ArrayList<>();
+        for (String pid : Files.readAllLines(cgroup.resolve("cgroup.procs"))) {
+            try {
+                out.add(Files.readString(Path.of("/proc", pid.strip(), "comm")).strip());
+            } catch (IOException gone) {
+                // ended between the list and the read
+            }
+        }
+        return out;
+    }
+
     private void awaitGoneAndReleased(Path cgroup) throws Exception {
         for (int i = 0; i < 600 && (Files.exists(cgroup) || !LedgerReader.read(state).live.isEmpty()); i++) {
             Thread.sleep(50);
@@ -191,11 +204,12 @@ class NodeServiceFromTheJarIT {
         Matcher m = JOB_CGROUP.matcher(d);
         assertThat(m.find()).as(d).isTrue();
         Path cgroup = Path.of(m.group(1));
-        // the detached answer comes once the job started; its shell forks the background sleep a moment later
-        for (int i = 0; i < 600 && Files.readAllLines(cgroup.resolve("cgroup.procs")).size() < 2; i++) {
+        // the detached answer comes once the job started; its user-side shell reads its environment (cat) and execs
+        // the job's shell, which forks the background sleep a moment later: two processes are not yet the two sleeps
+        for (int i = 0; i < 600 && !commands(cgroup).equals(List.of("sleep", "sleep")); i++) {
             Thread.sleep(50);
         }
-        assertThat(Files.readAllLines(cgroup.resolve("cgroup.procs"))).hasSize(2);
+        assertThat(commands(cgroup)).as("the job's two sleeps").containsExactly("sleep", "sleep");
         assertThat(LedgerReader.read(state).live).hasSize(1);
         service.destroyForcibly().waitFor(60, TimeUnit.SECONDS); // SIGKILL of the service
         for (int i = 0; i < 200 && Files.readAllLines(cgroup.resolve("cgroup.procs")).size() > 1; i++) {
