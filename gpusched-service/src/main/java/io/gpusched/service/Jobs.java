@@ -137,7 +137,7 @@ final class Jobs implements AutoCloseable {
             throw new Unavailable("jobs cannot run on this node: " + unavailable);
         }
         if (closing) {
-            throw new Unavailable("the node service is stopping; no job is started");
+            throw new FairQueue.Dropped("the node service is stopping; no job is started"); // 503 SHUTTING_DOWN
         }
         JobSpec check = spec(c, r, r.env());
         Optional<String> cwd = launcher.checkWorkingDirectory(check);
@@ -379,8 +379,8 @@ final class Jobs implements AutoCloseable {
     }
 
     private void clientGone(Job job) {
-        if (job.cancelled != null) {
-            return;
+        if (job.cancelled != null || job.over()) {
+            return; // a client that goes after its job ended (its output still being relayed) ends nothing
         }
         job.cancelled = "its client went away";
         audit.record(job.owner, "job.client-gone", job.id, null, "ending", "TERM, KILL after " + grace);

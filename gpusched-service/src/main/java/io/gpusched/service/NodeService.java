@@ -472,10 +472,10 @@ public final class NodeService implements AutoCloseable {
     }
 
     void refused(Caller c, String action, String subject, String request, RuntimeException e) {
-        String reason = e instanceof GpuAllocationException g ? g.reason().name()
-                : e instanceof AccessDeniedException ? "FORBIDDEN"
-                : e instanceof IllegalArgumentException ? "INVALID_REQUEST" : e.getClass().getSimpleName();
-        audit.record(c, action, subject, request, reason, e.getMessage());
+        // the reason its answer names (SHUTTING_DOWN, UNKNOWN_JOB, ...): one mapping for the answer and the audit
+        Object reason = ServiceExchanges.error(e).get("reason");
+        audit.record(c, action, subject, request, reason != null ? reason.toString() : e.getClass().getSimpleName(),
+                e.getMessage());
     }
 
     /**
@@ -512,7 +512,10 @@ public final class NodeService implements AutoCloseable {
         private int underWay;
         private boolean stopping;
 
-        /** @throws FairQueue.Dropped (503 SHUTTING_DOWN) once the stop came; the refusal is audited */
+        /**
+         * @throws FairQueue.Dropped (503 SHUTTING_DOWN) once the stop came; the refusal is audited while the stop runs,
+         *                           and only logged once the audit has closed (during the console's close grace)
+         */
         void enter(Caller c, String action, String subject) {
             synchronized (this) {
                 if (!stopping) {

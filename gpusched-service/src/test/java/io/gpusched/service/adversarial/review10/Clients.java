@@ -51,12 +51,21 @@ final class Clients {
 
     /** @return a job's body (attached, one GPU, PATH only) */
     static String jobBody(Path cwd, List<String> argv) throws IOException {
+        return body(cwd, argv, false);
+    }
+
+    /** @return a detached job's body (one GPU, PATH only) */
+    static String detachedBody(Path cwd, List<String> argv) throws IOException {
+        return body(cwd, argv, true);
+    }
+
+    private static String body(Path cwd, List<String> argv, boolean detach) throws IOException {
         Map<String, Object> m = new LinkedHashMap<>();
         m.put("flags", List.of("--gpu=1"));
         m.put("argv", argv);
         m.put("env", Map.of("PATH", "/usr/bin:/bin"));
         m.put("cwd", cwd.toString());
-        m.put("detach", false);
+        m.put("detach", detach);
         return JSON.writeValueAsString(m);
     }
 
@@ -334,5 +343,25 @@ final class Clients {
         } catch (IOException e) {
             return "unparsable: " + e;
         }
+    }
+
+    /** @return audit.log's lines naming {@code subject}, as "action=result" (in the file's order) */
+    static List<String> audited(ServiceBed bed, String subject) throws IOException {
+        Path log = bed.state.resolve("audit.log");
+        List<String> out = new ArrayList<>();
+        if (!Files.exists(log)) {
+            return out;
+        }
+        for (String l : Files.readAllLines(log)) {
+            try {
+                JsonNode n = JSON.readTree(l);
+                if (subject.equals(n.path("subject").asText())) {
+                    out.add(n.path("action").asText() + "=" + n.path("result").asText());
+                }
+            } catch (IOException e) {
+                out.add("<unparsable " + l + ">");
+            }
+        }
+        return out;
     }
 }
