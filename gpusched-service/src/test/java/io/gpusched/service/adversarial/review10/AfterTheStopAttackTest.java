@@ -25,7 +25,8 @@ import org.junit.jupiter.api.io.TempDir;
  *
  * <p>(review11 also showed that a release refused then is in no audit.log line: the audit closes with the service,
  * before the console's grace, and never reopens, so as not to write into a successor's state directory. The refusal
- * goes to the service's log only, as docs/SERVICE.md says; its test is described in issue 33's closing note of 2026-11-30.)
+ * goes to the service's log only, as docs/SERVICE.md says; its test is described in issue 33's closing note of
+ * 2026-11-30.)
  */
 @Tag("adversarial")
 @Timeout(value = 2, unit = TimeUnit.MINUTES)
