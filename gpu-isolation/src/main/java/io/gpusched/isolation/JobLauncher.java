@@ -278,20 +278,39 @@ public final class JobLauncher implements AutoCloseable {
             pb.environment().clear();
             pb.environment().putAll(ROOT_ENV);
             pb.directory(Path.of("/").toFile());
+            JobPipes pipes = null;
             if (spec.output().isPresent()) {
                 pb.redirectOutput(ProcessBuilder.Redirect.appendTo(spec.output().get().toFile()))
                         .redirectErrorStream(true);
+            } else {
+                pipes = JobPipes.open(); // reads that can be let go (a pipe some outside process holds); else the JDK's
+                if (pipes != null) {
+                    pipes.redirect(pb);
+                }
             }
             Process p;
             try {
                 p = starter.submit(pb::start).get();
             } catch (ExecutionException e) {
+                if (pipes != null) {
+                    pipes.abandon();
+                }
                 throw new IsolationException("cannot start the job: " + e.getCause().getMessage(), e.getCause());
+            } catch (InterruptedException | RuntimeException e) {
+                if (pipes != null) {
+                    pipes.abandon();
+                }
+                throw e;
+            }
+            if (pipes != null) {
+                pipes.started();
             }
             writeEnvironment(p, spec.env());
             LOG.info("job {} on allocation {} started as {} (uid {}) in {}: pid {}", jobId, allocation.id(),
                     spec.user(), spec.uid(), cgroup, p.pid());
-            return new LaunchedJob(this, allocation, cgroup, relative(cgroup), fence, p);
+            return new LaunchedJob(this, allocation, cgroup, relative(cgroup), fence, p,
+                    pipes != null ? pipes.stdout() : p.getInputStream(),
+                    pipes != null ? pipes.stderr() : p.getErrorStream());
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             undo(cgroup, fence);

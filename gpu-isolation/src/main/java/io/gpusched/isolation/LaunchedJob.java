@@ -19,16 +19,20 @@ public final class LaunchedJob {
     private final String relative;
     private final Fence fence;
     private final Process process;
+    private final InputStream stdout;
+    private final InputStream stderr;
     private String cleanUp;
 
     LaunchedJob(JobLauncher launcher, Allocation allocation, Path cgroup, String relative, Fence fence,
-            Process process) {
+            Process process, InputStream stdout, InputStream stderr) {
         this.launcher = launcher;
         this.allocation = allocation;
         this.cgroup = cgroup;
         this.relative = relative;
         this.fence = fence;
         this.process = process;
+        this.stdout = stdout;
+        this.stderr = stderr;
     }
 
     /** @return the allocation the job runs on */
@@ -51,14 +55,19 @@ public final class LaunchedJob {
         return process.pid();
     }
 
-    /** @return the job's stdout when its output is piped (else an empty stream) */
+    /**
+     * @return the job's stdout when its output is piped (else an empty stream). A read blocked on it ends when its
+     *         thread is interrupted or the stream is closed, also while a process outside the job still holds the
+     *         pipe's write end (where libc is reachable through JNA: {@code JobPipes}); the pipe's writers then get
+     *         {@code EPIPE}
+     */
     public InputStream stdout() {
-        return process.getInputStream();
+        return stdout;
     }
 
-    /** @return the job's stderr when its output is piped (else an empty stream) */
+    /** @return the job's stderr when its output is piped (else an empty stream), as {@link #stdout} */
     public InputStream stderr() {
-        return process.getErrorStream();
+        return stderr;
     }
 
     /**

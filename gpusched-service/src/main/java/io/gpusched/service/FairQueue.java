@@ -46,7 +46,8 @@ import org.slf4j.LoggerFactory;
  * later request is tried ahead of it (no backfilling, so a large request cannot be starved by small ones). A request
  * that does not wait ({@link #now}) takes the same road: it is put in its fair place, tried once by the dispatcher
  * when its turn comes, and refused (naming the queue's request it would have jumped) when a waiting request ahead of
- * it does not fit: GPUs the head of the queue is owed are never handed out around it. Two
+ * it does not fit: GPUs the head of the queue is owed are never handed out around it. When nothing waits, nothing is
+ * owed, and it is tried at once in its caller's thread (the same single try, without two thread hand-overs). Two
  * exceptions: a user whose request is over their quota (or rate limit) is skipped until they release (they cannot be
  * served anyway); a request that can never be served (too large for the node, a device it does not have) is refused
  * at once. A request whose client has gone, or whose wait ran out, is dropped.
@@ -149,6 +150,8 @@ final class FairQueue implements AutoCloseable {
     private int nows;
     private boolean dirty;
     private boolean closed;
+    /** Requests that do not wait being tried in their callers' threads ({@link #direct}); guarded by the lock. */
+    private int direct;
     /** Releases handed to the dispatcher, oldest first (guarded by {@link #lock}). */
     private final ArrayDeque<HandOff> releases = new ArrayDeque<>();
     /**
@@ -229,7 +232,8 @@ final class FairQueue implements AutoCloseable {
 
     /**
      * Serves a request that does not wait, in its fair place among those that do: the dispatcher tries it once when
-     * its turn comes. A grant sends its user behind those who wait, as any grant does.
+     * its turn comes (at once, in this thread, when nothing waits). A grant sends its user behind those who wait, as
+     * any grant does.
      *
      * @return the allocation
      * @throws GpuAllocationException the scheduler's refusal, or {@code INSUFFICIENT_GPUS} naming the waiting request
@@ -237,20 +241,27 @@ final class FairQueue implements AutoCloseable {
      * @throws Dropped                when the service is stopping
      */
     Allocation now(Caller caller, GpuRequest request) throws InterruptedException {
-        Ticket t;
+        Ticket t = null;
         lock.lock();
         try {
             if (closed) {
                 throw new Dropped("the node service is stopping; nothing was allocated");
             }
-            t = new Ticket(++seq, caller, request, clock.instant(), Long.MAX_VALUE, () -> false, true);
-            byUser.computeIfAbsent(caller.uid(), k -> new ArrayDeque<>()).add(t);
-            size++;
-            nows++;
-            dirty = true;
-            changed.signalAll();
+            if (size == 0 && releases.isEmpty()) {
+                direct++; // nothing waits, so nothing is owed: tried at once, in the caller's thread
+            } else {
+                t = new Ticket(++seq, caller, request, clock.instant(), Long.MAX_VALUE, () -> false, true);
+                byUser.computeIfAbsent(caller.uid(), k -> new ArrayDeque<>()).add(t);
+                size++;
+                nows++;
+                dirty = true;
+                changed.signalAll();
+            }
         } finally {
             lock.unlock();
+        }
+        if (t == null) {
+            return direct(caller, request);
         }
         try {
             return t.result.get(NOW_ANSWER.toMillis(), TimeUnit.MILLISECONDS);
@@ -266,6 +277,31 @@ final class FairQueue implements AutoCloseable {
             }
             throw new GpuException(request.describe() + " was not tried: the node service's queue did not come to it"
                     + " within " + human(NOW_ANSWER) + " (the ledger is busy); try again");
+        }
+    }
+
+    /**
+     * A request that does not wait, made when nothing waited: the same single try the dispatcher would make (a plain
+     * allocation, refused as the scheduler refuses it), without the hand-over to the dispatcher's thread and back. A
+     * request queued meanwhile may be tried beside it: the ledger orders the two, as it orders any two requests that
+     * arrive together. {@link #close} waits for it, so nothing is granted once the close returned.
+     */
+    private Allocation direct(Caller caller, GpuRequest request) {
+        Allocation a = null;
+        try {
+            a = scheduler.allocate(request);
+            return a;
+        } finally {
+            lock.lock();
+            try {
+                direct--;
+                if (a != null) {
+                    lastGrant.put(caller.uid(), ++grants); // it was served: behind those who wait, as any grant
+                }
+                changed.signalAll();
+            } finally {
+                lock.unlock();
+            }
         }
     }
 
@@ -484,6 +520,22 @@ final class FairQueue implements AutoCloseable {
         List<Ticket> all = new ArrayList<>();
         lock.lock();
         try {
+            long until = System.nanoTime() + STOP_WAIT.toNanos();
+            boolean interrupted = false;
+            while (direct > 0 && until - System.nanoTime() > 0) { // a grant made as the close came ends first
+                try {
+                    changed.awaitNanos(until - System.nanoTime());
+                } catch (InterruptedException e) {
+                    interrupted = true; // still waited for: the close's promise holds for what it returns to
+                }
+            }
+            if (interrupted) {
+                Thread.currentThread().interrupt();
+            }
+            if (direct > 0) {
+                LOG.warn("{} allocation(s) made outside the fair queue's thread were still under way after {}",
+                        direct, STOP_WAIT);
+            }
             byUser.values().forEach(all::addAll);
         } finally {
             lock.unlock();
@@ -767,6 +819,22 @@ final class FairQueue implements AutoCloseable {
         List<Ticket> all = new ArrayList<>();
         lock.lock();
         try {
+            long until = System.nanoTime() + STOP_WAIT.toNanos();
+            boolean interrupted = false;
+            while (direct > 0 && until - System.nanoTime() > 0) { // a grant made as the close came ends first
+                try {
+                    changed.awaitNanos(until - System.nanoTime());
+                } catch (InterruptedException e) {
+                    interrupted = true; // still waited for: the close's promise holds for what it returns to
+                }
+            }
+            if (interrupted) {
+                Thread.currentThread().interrupt();
+            }
+            if (direct > 0) {
+                LOG.warn("{} allocation(s) made outside the fair queue's thread were still under way after {}",
+                        direct, STOP_WAIT);
+            }
             byUser.values().forEach(all::addAll);
             byUser.clear();
             size = 0;

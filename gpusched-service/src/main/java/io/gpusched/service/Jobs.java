@@ -62,7 +62,7 @@ final class Jobs implements AutoCloseable {
      * user could otherwise keep 6.4 GiB in the state directory. Tests shrink it.
      */
     static volatile long keepOutputBytes = 256L << 20;
-    /** How often an attached job's silent client is checked (a write). */
+    /** How often an attached job's silent client is checked (a write), unless the service was built with another. */
     static final Duration HEARTBEAT = Duration.ofSeconds(5);
     /** How long a job's end waits for its output relays while no client holds them back. */
     static final Duration RELAY_WAIT = Duration.ofSeconds(10);
@@ -76,6 +76,8 @@ final class Jobs implements AutoCloseable {
     private final Access access;
     private final Path outputDir;
     private final Duration grace;
+    /** how often a silent attached client gets a line ({@link #HEARTBEAT} unless the service was built with another) */
+    private final Duration heartbeat;
     private final Clock clock;
     private final SecureRandom random = new SecureRandom();
     private final Map<String, Job> jobs = new LinkedHashMap<>();
@@ -86,7 +88,8 @@ final class Jobs implements AutoCloseable {
      * @param outputDir   where detached jobs' output files go (made by {@link OutputFile#directory})
      */
     Jobs(GpuScheduler scheduler, JobLauncher launcher, String unavailable, CudaEnvironmentResolver cuda,
-            FairQueue queue, AuditLog audit, Access access, Path outputDir, Duration grace, Clock clock) {
+            FairQueue queue, AuditLog audit, Access access, Path outputDir, Duration grace, Duration heartbeat,
+            Clock clock) {
         this.scheduler = scheduler;
         this.launcher = launcher;
         this.unavailable = unavailable;
@@ -96,6 +99,7 @@ final class Jobs implements AutoCloseable {
         this.access = access;
         this.outputDir = outputDir;
         this.grace = grace;
+        this.heartbeat = heartbeat;
         this.clock = clock;
     }
 
@@ -194,7 +198,7 @@ final class Jobs implements AutoCloseable {
             long first = TimeUnit.MILLISECONDS.toNanos(200);
             while (true) {
                 try {
-                    Allocation a = t.result.get(first > 0 ? first : HEARTBEAT.toNanos(), TimeUnit.NANOSECONDS);
+                    Allocation a = t.result.get(first > 0 ? first : heartbeat.toNanos(), TimeUnit.NANOSECONDS);
                     job.ticket = null;
                     return Optional.of(a);
                 } catch (TimeoutException stillWaiting) {
@@ -283,7 +287,7 @@ final class Jobs implements AutoCloseable {
             // the driver never waits on the client: a heartbeat skips a stream whose write is blocked (StreamSink), so
             // a client that does not read cannot keep the driver from seeing the job end
             Optional<Integer> exited;
-            while ((exited = launched.waitFor(HEARTBEAT)).isEmpty()) {
+            while ((exited = launched.waitFor(heartbeat)).isEmpty()) {
                 if (job.cancelled == null) {
                     try {
                         sink.heartbeat();
@@ -314,6 +318,8 @@ final class Jobs implements AutoCloseable {
             throw e;
         } finally {
             settle(job, a);
+            // a relay still reading a pipe that a process outside the job holds (the job passed it on) is let go:
+            // its read ends on the interrupt (LaunchedJob.stdout), and that process's writes fail from then on
             relays.forEach(Thread::interrupt);
         }
     }

@@ -57,6 +57,9 @@ public final class NodeService implements AutoCloseable {
     private final Access access;
     private final AuditLog audit;
     private final StopGate stopGate = new StopGate();
+    /** Serializes {@link #stop}; guards {@link #stopped}. */
+    private final Object stopLock = new Object();
+    private boolean stopped;
     private final FairQueue queue;
     private final Jobs jobs;
     private final LoginFences logins;
@@ -104,7 +107,7 @@ public final class NodeService implements AutoCloseable {
         this.outputDir = out;
         this.stateDir = state;
         this.jobs = new Jobs(scheduler, launcher, b.jobsUnavailable, cuda, queue, audit, access, out,
-                config.service().killGrace(), clock);
+                config.service().killGrace(), b.heartbeat, clock);
         CgroupDeviceIsolator iso = b.isolator != null ? b.isolator : launcher != null ? launcher.isolator() : null;
         List<Path> fenced = config.service().loginCgroups();
         if (!fenced.isEmpty() && iso == null) {
@@ -479,22 +482,38 @@ public final class NodeService implements AutoCloseable {
     }
 
     /**
-     * Cancels every job (TERM, then KILL after the grace period) and every waiting request, and takes the login
-     * fences off.
+     * Stops serving: refuses every change from now on (503 {@code SHUTTING_DOWN}, audited), cancels every job (TERM,
+     * then KILL after the grace period) and every waiting request, and takes the login fences off; returns once the
+     * changes under way when it came have ended. The audit stays open, so that what the console still answers while
+     * it lets answers finish (its close grace) is audited too: {@link #close} it after the console. Idempotent.
+     */
+    public void stop() {
+        synchronized (stopLock) {
+            if (stopped) {
+                return;
+            }
+            stopGate.close();
+            scheduler.removeListener(wake);
+            // the queue first: nothing is granted once the stop came (a job's kill grace can take seconds), and a job
+            // being submitted meanwhile is refused its GPUs rather than started behind the jobs' close
+            queue.close();
+            jobs.close();
+            logins.close();
+            if (launcher != null) {
+                launcher.close();
+            }
+            stopGate.awaitChanges(); // those under way when the stop came end before it returns, audited
+            stopped = true;
+        }
+    }
+
+    /**
+     * {@link #stop}s, if that was not done, then closes the audit and gives up the node's one-service lock. A host
+     * with a console in front closes in this order: {@link #stop}, the console, then this.
      */
     @Override
     public void close() {
-        stopGate.close();
-        scheduler.removeListener(wake);
-        // the queue first: nothing is granted once the stop came (a job's kill grace can take seconds), and a job
-        // being submitted meanwhile is refused its GPUs rather than started behind the jobs' close
-        queue.close();
-        jobs.close();
-        logins.close();
-        if (launcher != null) {
-            launcher.close();
-        }
-        stopGate.awaitChanges(); // those under way when the stop came end before the audit closes, audited
+        stop();
         audit.close();
         synchronized (this) {
             if (instance != null) {
@@ -505,16 +524,16 @@ public final class NodeService implements AutoCloseable {
 
     /**
      * Changes a caller asks for outside the fair queue (release, renew, drain, undrain, cancel, signal): none is made
-     * once the stop came (the console still takes requests for a few seconds while it lets answers finish), and the
-     * stop waits for those under way before it closes the audit, so each is recorded there.
+     * once the stop came (the console still takes requests for a few seconds while it lets answers finish; their
+     * refusals are audited, as the audit closes after the console), and the stop waits for those under way.
      */
     private final class StopGate {
         private int underWay;
         private boolean stopping;
 
         /**
-         * @throws FairQueue.Dropped (503 SHUTTING_DOWN) once the stop came; the refusal is audited while the stop runs,
-         *                           and only logged once the audit has closed (during the console's close grace)
+         * @throws FairQueue.Dropped (503 SHUTTING_DOWN) once the stop came; the refusal is audited (only logged once
+         *                           {@link #close} closed the audit)
          */
         void enter(Caller c, String action, String subject) {
             synchronized (this) {
@@ -560,6 +579,7 @@ public final class NodeService implements AutoCloseable {
         private GpuConfig config;
         private Path stateDir;
         private Clock clock = Clock.systemUTC();
+        private Duration heartbeat = Jobs.HEARTBEAT;
         private JobLauncher launcher;
         private CgroupDeviceIsolator isolator;
         private String jobsUnavailable = "no job launcher was configured";
@@ -594,6 +614,22 @@ public final class NodeService implements AutoCloseable {
         /** @param v clock (tests) @return this */
         public Builder clock(Clock v) {
             clock = Objects.requireNonNull(v, "clock");
+            return this;
+        }
+
+        /**
+         * @param v how often an attached job's client gets a line while its job waits ({@code queued}) or runs
+         *          silently (an empty line), so that a client gone is noticed and a proxy's idle timeout is not
+         *          reached; default 5 s; from 100 ms to 15 s (the event stream's own heartbeat period)
+         * @return this
+         * @throws IllegalArgumentException outside that range
+         */
+        public Builder heartbeat(Duration v) {
+            Objects.requireNonNull(v, "heartbeat");
+            if (v.compareTo(Duration.ofMillis(100)) < 0 || v.compareTo(Duration.ofSeconds(15)) > 0) {
+                throw new IllegalArgumentException("heartbeat " + v + " is outside 100ms..15s");
+            }
+            heartbeat = v;
             return this;
         }
 

@@ -304,4 +304,15 @@ class NodeServiceTest {
             assertThat(s.queue().size()).isZero();
         }
     }
+
+    @Test
+    void theHeartbeatIsRefusedOutsideItsRangeNamingIt() {
+        NodeService.Builder b = NodeService.builder();
+        assertThatThrownBy(() -> b.heartbeat(Duration.ofMillis(50))).isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("heartbeat PT0.05S").hasMessageContaining("100ms..15s");
+        assertThatThrownBy(() -> b.heartbeat(Duration.ofSeconds(16))).isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("100ms..15s");
+        assertThat(b.heartbeat(Duration.ofMillis(100))).isSameAs(b);
+        assertThat(b.heartbeat(Duration.ofSeconds(15))).isSameAs(b);
+    }
 }

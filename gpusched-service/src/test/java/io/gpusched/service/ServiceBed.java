@@ -44,6 +44,8 @@ public final class ServiceBed implements AutoCloseable {
     public NodeService service;
     public ConsoleServer console;
     public Path socket;
+    /** the service's heartbeat ({@link NodeService.Builder#heartbeat}); null: its default */
+    public Duration heartbeat;
     private final List<Path> cgroups = new ArrayList<>();
 
     public ServiceBed(Path tmp, GpuConfig config) throws IOException {
@@ -156,6 +158,9 @@ public final class ServiceBed implements AutoCloseable {
         if (isolator != null) {
             b.isolator(isolator);
         }
+        if (heartbeat != null) {
+            b.heartbeat(heartbeat);
+        }
         service = b.build().start();
         return service;
     }
@@ -185,11 +190,14 @@ public final class ServiceBed implements AutoCloseable {
     @Override
     public void close() throws Exception {
         try {
-            if (service != null) { // as gpusched serve stops: the service, then the console
-                service.close();
+            if (service != null) { // as gpusched serve stops: the service stops, the console closes, the service closes
+                service.stop();
             }
             if (console != null) {
                 console.close();
+            }
+            if (service != null) {
+                service.close();
             }
             scheduler.close();
         } finally {

@@ -11,6 +11,8 @@ public interface Libc extends Library {
     int O_DIR_CLOEXEC = 0x10000 | 0x80000;
     /** S_IFCHR. */
     int S_IFCHR = 0x2000;
+    /** O_CLOEXEC, for {@link #pipe2}. */
+    int O_CLOEXEC = 0x80000;
     /** RLIMIT_MEMLOCK. */
     int RLIMIT_MEMLOCK = 8;
 
@@ -50,6 +52,8 @@ public interface Libc extends Library {
     int open(String path, int flags) throws LastErrorException;
 
     int close(int fd) throws LastErrorException;
+
+    int pipe2(int[] fds, int flags) throws LastErrorException;
 
     int mknod(String path, int mode, long dev) throws LastErrorException;
 

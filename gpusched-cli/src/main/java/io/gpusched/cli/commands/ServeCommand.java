@@ -135,9 +135,10 @@ public final class ServeCommand implements Callable<Integer> {
                         + " pushed every " + interval + ", but the ten-minute history keeps one point per 100ms (the"
                         + " latest in each)");
             }
-            // closed in reverse: the service first (its waits and jobs end and their clients are told), then the
-            // console, which lets those answers finish before it closes the connections
-            try (ConsoleServer s = server; NodeService s2 = svc) {
+            // closed in reverse: the service stops first (its waits and jobs end and their clients are told), then
+            // the console lets those answers finish before it closes the connections, and the service closes last
+            // (its audit), so that what the console refused meanwhile is audited too
+            try (NodeService s2 = svc; ConsoleServer s = server; Stopping stopping = new Stopping(svc)) {
                 if (s2 != null) {
                     try {
                         s2.start(); // ends what a killed predecessor left, fences logins: before serving anyone
@@ -181,6 +182,16 @@ public final class ServeCommand implements Callable<Integer> {
             stopped.countDown();
         }
         return 0;
+    }
+
+    /** Stops a node service when closed: before the console closes, while the service itself closes after it. */
+    private record Stopping(NodeService service) implements AutoCloseable {
+        @Override
+        public void close() {
+            if (service != null) {
+                service.stop();
+            }
+        }
     }
 
     /** The node service on this node: jobs where the host can fence and switch users, refused (saying why) else. */

@@ -41,9 +41,9 @@ class CloseWithAClientThatDoesNotReadAttackTest {
     @Test
     void theStopReleasesTheGpusOfAJobWhoseClientStalled(@TempDir Path tmp) throws Exception {
         withAStalledClient(tmp, (bed, alice, job) -> {
-            // stalled past two of the driver's heartbeats (every 5 s while a job is silent to its client): a
-            // heartbeat that waits for the blocked write holds the driver from then on
-            Thread.sleep(11_000);
+            // stalled past two of the driver's heartbeats (every second here, while a job is silent to its client):
+            // a heartbeat that waits for the blocked write holds the driver from then on
+            Thread.sleep(2_500);
             assertThat(stateOfYes(bed.jobParent)).as("still stalled").contains("S");
             bed.service.close();
             return "once close() returned (job " + job + ")";
@@ -68,6 +68,7 @@ class CloseWithAClientThatDoesNotReadAttackTest {
     /** Runs alice's stalled attached job, ends it as {@code ending} says, and checks that nothing is left. */
     private static void withAStalledClient(Path tmp, Ending ending) throws Exception {
         try (ServiceBed bed = new ServiceBed(tmp, Restarts.config(Duration.ofMillis(300))).jobs()) {
+            bed.heartbeat = Duration.ofSeconds(1); // the service's default is 5 s
             NodeService s = bed.start();
             bed.serve();
             LocalUsers.User alice = bed.accounts.user("alice");

@@ -46,6 +46,7 @@ class HeartbeatIntoAFullSocketAttackTest {
 
     private static void attack(Path tmp, boolean stop) throws Exception {
         try (ServiceBed bed = new ServiceBed(tmp, Clients.config(Duration.ofMillis(300))).jobs()) {
+            bed.heartbeat = Duration.ofSeconds(1); // the service's default is 5 s
             NodeService s = bed.start();
             bed.serve();
             LocalUsers.User alice = bed.accounts.user("alice");
@@ -73,7 +74,7 @@ class HeartbeatIntoAFullSocketAttackTest {
                 }
                 assertThat(full).as("the service's end of alice's socket filled with the relay idle (last %s)", last)
                         .isTrue();
-                // a heartbeat comes within 5 s of silence; it writes, and blocks, as nothing else writes
+                // a heartbeat comes within 1 s of silence here; it writes, and blocks, as nothing else writes
                 boolean stuck = Clients.await(() -> Clients.threadsIn("StreamSink").stream().anyMatch(t -> t.endsWith(
                         " in heartbeat")), 15);
                 String how;

@@ -28,6 +28,7 @@ class SignalsToAStalledJobAttackTest {
     @Test
     void aJobKilledBySignalReleasesItsGpuWhileItsClientStalls(@TempDir Path tmp) throws Exception {
         try (ServiceBed bed = new ServiceBed(tmp, Clients.config(Duration.ofMillis(300))).jobs()) {
+            bed.heartbeat = Duration.ofSeconds(1); // the driver's heartbeats come every second, not every 5 s
             NodeService s = bed.start();
             bed.serve();
             LocalUsers.User alice = bed.accounts.user("alice");
@@ -36,7 +37,7 @@ class SignalsToAStalledJobAttackTest {
             try {
                 String job = Clients.awaitRunning(s, 60);
                 Clients.awaitBlocked(bed.jobParent, "yes", 60);
-                Thread.sleep(11_000); // past two heartbeats while stalled
+                Thread.sleep(2_500); // past two heartbeats while stalled
                 ServiceBed.Answer a = bed.curl(alice, "-X", "POST", "-H", "Content-Type: application/json",
                         "--data-binary", "{\"signal\":\"KILL\"}", "http://localhost/api/v1/jobs/" + job + "/signal");
                 assertThat(a.status()).as("alice's KILL: %s", a.body()).isEqualTo(200);
