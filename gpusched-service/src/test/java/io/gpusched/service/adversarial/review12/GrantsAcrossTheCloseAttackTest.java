@@ -51,6 +51,23 @@ class GrantsAcrossTheCloseAttackTest {
     /** Queued grants made in one dispatcher transaction as close() comes: each is audited. */
     @Test
     void aBatchOfQueuedGrantsAnsweredAsTheCloseComesIsAudited(@TempDir Path tmp) throws Exception {
+        queuedBatchAsTheEndComes(tmp, NodeService::close);
+    }
+
+    /**
+     * The same with the documented order for a host without a console in front: stop(), then close() at once (the
+     * console's close grace is what gives the callers' threads time to audit; an embedder without one has none).
+     */
+    @Test
+    void aBatchOfQueuedGrantsAnsweredAsTheStopComesIsAuditedWhenCloseFollows(@TempDir Path tmp) throws Exception {
+        queuedBatchAsTheEndComes(tmp, s -> {
+            s.stop();
+            s.close();
+        });
+    }
+
+    private static void queuedBatchAsTheEndComes(Path tmp, java.util.function.Consumer<NodeService> end)
+            throws Exception {
         try (ServiceBed bed = new ServiceBed(tmp, config())) {
             List<String> missing = new ArrayList<>();
             int acknowledged = 0;
@@ -97,7 +114,7 @@ class GrantsAcrossTheCloseAttackTest {
                 }, "review12-releaser");
                 releaser.start();
                 assertThat(inGrant.await(60, TimeUnit.SECONDS)).as("the dispatcher's grants began").isTrue();
-                Thread closer = new Thread(s::close, "review12-closer");
+                Thread closer = new Thread(() -> end.accept(s), "review12-closer");
                 closer.start();
                 awaitIn(closer, "FairQueue", "close");
                 letGo.countDown();
