@@ -520,22 +520,6 @@ final class FairQueue implements AutoCloseable {
         List<Ticket> all = new ArrayList<>();
         lock.lock();
         try {
-            long until = System.nanoTime() + STOP_WAIT.toNanos();
-            boolean interrupted = false;
-            while (direct > 0 && until - System.nanoTime() > 0) { // a grant made as the close came ends first
-                try {
-                    changed.awaitNanos(until - System.nanoTime());
-                } catch (InterruptedException e) {
-                    interrupted = true; // still waited for: the close's promise holds for what it returns to
-                }
-            }
-            if (interrupted) {
-                Thread.currentThread().interrupt();
-            }
-            if (direct > 0) {
-                LOG.warn("{} allocation(s) made outside the fair queue's thread were still under way after {}",
-                        direct, STOP_WAIT);
-            }
             byUser.values().forEach(all::addAll);
         } finally {
             lock.unlock();
@@ -789,6 +773,20 @@ final class FairQueue implements AutoCloseable {
         }
     }
 
+    /** @return whether this thread was interrupted while it waited (up to {@code d}) for {@code t} to end */
+    private static boolean joinUninterruptibly(Thread t, Duration d) {
+        boolean interrupted = false;
+        long until = System.nanoTime() + d.toNanos();
+        while (t.isAlive() && until - System.nanoTime() > 0) {
+            try {
+                t.join(Math.max(1, TimeUnit.NANOSECONDS.toMillis(until - System.nanoTime())));
+            } catch (InterruptedException e) {
+                interrupted = true;
+            }
+        }
+        return interrupted;
+    }
+
     /**
      * Stops the dispatcher, then drops every request still waiting ({@link Dropped}: the service is stopping). A
      * transaction the dispatcher had begun ends first and its grants are answered to their callers: nothing is granted
@@ -804,15 +802,16 @@ final class FairQueue implements AutoCloseable {
             lock.unlock();
         }
         if (Thread.currentThread() != dispatcher) {
-            try {
-                dispatcher.join(STOP_WAIT.toMillis()); // it ends after the transaction it is in, if any
-                if (dispatcher.isAlive()) {
-                    LOG.warn("the fair queue's dispatcher did not end within {} (a ledger write stuck?);"
-                            + " interrupting it", STOP_WAIT);
-                    dispatcher.interrupt();
-                    dispatcher.join(STOP_WAIT.toMillis());
-                }
-            } catch (InterruptedException e) {
+            // it ends after the transaction it is in, if any; waited for through an interrupt of this thread (then
+            // re-asserted), so that nothing is granted or released by the queue once this returns
+            boolean interrupted = joinUninterruptibly(dispatcher, STOP_WAIT);
+            if (dispatcher.isAlive()) {
+                LOG.warn("the fair queue's dispatcher did not end within {} (a ledger write stuck?); interrupting it",
+                        STOP_WAIT);
+                dispatcher.interrupt();
+                interrupted |= joinUninterruptibly(dispatcher, STOP_WAIT);
+            }
+            if (interrupted) {
                 Thread.currentThread().interrupt();
             }
         }

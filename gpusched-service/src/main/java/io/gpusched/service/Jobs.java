@@ -66,6 +66,8 @@ final class Jobs implements AutoCloseable {
     static final Duration HEARTBEAT = Duration.ofSeconds(5);
     /** How long a job's end waits for its output relays while no client holds them back. */
     static final Duration RELAY_WAIT = Duration.ofSeconds(10);
+    /** How long a relay let go after {@link #RELAY_WAIT} may take to end before the exit line is given. */
+    static final Duration RELAY_LET_GO = Duration.ofSeconds(2);
 
     private final GpuScheduler scheduler;
     private final JobLauncher launcher;
@@ -307,6 +309,7 @@ final class Jobs implements AutoCloseable {
                     : Job.State.EXITED, null);
             settle(job, a); // released before the client is told: its exit line may wait on the client
             awaitOutput(relays, sink); // the rest of the output goes before the exit line
+            letGo(relays); // those still reading a pipe some process outside the job holds: before the exit line
             try {
                 sink.exit(code, job.signal);
             } catch (IOException gone) {
@@ -338,6 +341,20 @@ final class Jobs implements AutoCloseable {
                 if (t.isAlive() && !sink.backlogged() && System.nanoTime() - deadline >= 0) {
                     return;
                 }
+            }
+        }
+    }
+
+    /**
+     * Lets go the relays still running once their wait is over (a pipe that a process outside the job holds: the job
+     * passed it on): each is interrupted, which ends its read ({@code LaunchedJob.stdout}), and waited for a moment, so
+     * that what it read last goes before the exit line (a relay that does not end then is dropped by the sink).
+     */
+    private static void letGo(List<Thread> relays) throws InterruptedException {
+        for (Thread t : relays) {
+            if (t.isAlive()) {
+                t.interrupt();
+                t.join(RELAY_LET_GO.toMillis());
             }
         }
     }

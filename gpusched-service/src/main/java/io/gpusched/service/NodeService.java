@@ -57,8 +57,10 @@ public final class NodeService implements AutoCloseable {
     private final Access access;
     private final AuditLog audit;
     private final StopGate stopGate = new StopGate();
-    /** Serializes {@link #stop}; guards {@link #stopped}. */
+    /** Serializes {@link #start} and {@link #stop}; guards {@link #stopBegun} and {@link #stopped}. */
     private final Object stopLock = new Object();
+    /** Set as the stop begins (a stop that failed part-way is not run again; close still closes the audit). */
+    private boolean stopBegun;
     private boolean stopped;
     private final FairQueue queue;
     private final Jobs jobs;
@@ -147,8 +149,19 @@ public final class NodeService implements AutoCloseable {
      * @return this
      * @throws GpuException when another service runs on this state directory (nothing was ended)
      * @throws IsolationException when a login cgroup cannot be fenced, or the kernel does not apply the fence
+     * @throws IllegalStateException once started, or once {@link #stop}ped (a stopped service does not start again)
      */
-    public synchronized NodeService start() {
+    public NodeService start() {
+        synchronized (stopLock) { // a stop waits for a start under way, and nothing starts once it came
+            if (stopped || stopBegun) {
+                throw new IllegalStateException("the node service was stopped: it does not start again (make a new"
+                        + " one)");
+            }
+            return startOnce();
+        }
+    }
+
+    private synchronized NodeService startOnce() {
         if (instance != null) {
             throw new IllegalStateException("the node service was already started");
         }
@@ -245,6 +258,20 @@ public final class NodeService implements AutoCloseable {
             throws InterruptedException {
         seen(c);
         String what = request.describe();
+        if (!stopGate.tryEnter()) {
+            FairQueue.Dropped d = new FairQueue.Dropped("the node service is stopping; nothing was allocated");
+            refused(c, "allocate", null, what, d);
+            throw d;
+        }
+        try {
+            return allocateEntered(c, request, wait, gone, what);
+        } finally {
+            stopGate.exit(); // after its audit line: the stop waits for it, and the audit closes after the stop
+        }
+    }
+
+    private Allocation allocateEntered(Caller c, GpuRequest request, Optional<Duration> wait, BooleanSupplier gone,
+            String what) throws InterruptedException {
         try {
             access.checkIdentified(c, "allocate");
             access.checkOwner(c, request.owner());
@@ -489,9 +516,10 @@ public final class NodeService implements AutoCloseable {
      */
     public void stop() {
         synchronized (stopLock) {
-            if (stopped) {
+            if (stopped || stopBegun) {
                 return;
             }
+            stopBegun = true;
             stopGate.close();
             scheduler.removeListener(wake);
             // the queue first: nothing is granted once the stop came (a job's kill grace can take seconds), and a job
@@ -523,9 +551,10 @@ public final class NodeService implements AutoCloseable {
     }
 
     /**
-     * Changes a caller asks for outside the fair queue (release, renew, drain, undrain, cancel, signal): none is made
-     * once the stop came (the console still takes requests for a few seconds while it lets answers finish; their
-     * refusals are audited, as the audit closes after the console), and the stop waits for those under way.
+     * Changes a caller asks for (allocate, release, renew, drain, undrain, cancel, signal): none is begun once the stop
+     * came (the console still takes requests for a few seconds while it lets answers finish; their refusals are
+     * audited, as the audit closes after the console), and the stop waits for those under way, their audit lines
+     * written (an allocation waiting in the queue ends as the stop drops it).
      */
     private final class StopGate {
         private int underWay;
@@ -536,16 +565,22 @@ public final class NodeService implements AutoCloseable {
          *                           {@link #close} closed the audit)
          */
         void enter(Caller c, String action, String subject) {
-            synchronized (this) {
-                if (!stopping) {
-                    underWay++;
-                    return;
-                }
+            if (tryEnter()) {
+                return;
             }
             FairQueue.Dropped d = new FairQueue.Dropped("the node service is stopping; nothing was changed (" + action
                     + " " + Requests.printable(subject) + ")");
             refused(c, action, subject, null, d);
             throw d;
+        }
+
+        /** @return true, counted as under way, until the stop came; false once it came (the caller refuses) */
+        synchronized boolean tryEnter() {
+            if (stopping) {
+                return false;
+            }
+            underWay++;
+            return true;
         }
 
         synchronized void exit() {

@@ -41,6 +41,8 @@ final class StreamSink implements JobSink {
     private boolean writing;
     /** No line comes any more ({@link #close}). */
     private boolean finished;
+    /** The exit line was given: the job's output that comes after it is dropped. */
+    private boolean ended;
     private boolean writerEnded;
     private Thread writer;
     private OutputStream out;
@@ -77,7 +79,7 @@ final class StreamSink implements JobSink {
     private void line(byte[] b, boolean waitForRoom, boolean onlyIfIdle) throws IOException {
         synchronized (lock) {
             try {
-                while (waitForRoom && !gone && !finished && queuedBytes >= MAX_QUEUED) {
+                while (waitForRoom && !gone && !finished && !ended && queuedBytes >= MAX_QUEUED) {
                     lock.wait();
                 }
             } catch (InterruptedException e) {
@@ -89,6 +91,9 @@ final class StreamSink implements JobSink {
             }
             if (finished) {
                 throw new IOException("the stream is closed");
+            }
+            if (waitForRoom && ended) {
+                return; // the job's output (the only lines that wait for room) after its exit line: dropped
             }
             if (onlyIfIdle && (writing || !lines.isEmpty())) {
                 return;
@@ -221,6 +226,10 @@ final class StreamSink implements JobSink {
         Map<String, Object> m = event("exit");
         m.put("code", code);
         m.put("signal", signal);
+        synchronized (lock) {
+            ended = true; // output given after this (a relay let go late) is dropped: the exit line stays last
+            lock.notifyAll();
+        }
         line(m, false, false);
     }
 

@@ -35,27 +35,27 @@ import java.util.function.BooleanSupplier;
  * until then curl's stdout pipe fills, curl stops reading the socket and the service's writes to it block, as with
  * {@code curl ... | sleep 600}.
  */
-final class Clients {
-    static final ObjectMapper JSON = new ObjectMapper();
+public final class Clients {
+    public static final ObjectMapper JSON = new ObjectMapper();
 
     private Clients() {
     }
 
-    static GpuConfig config(Duration killGrace) {
+    public static GpuConfig config(Duration killGrace) {
         return Restarts.config(killGrace);
     }
 
-    static Path homeOf(Path tmp, LocalUsers.User user) throws IOException {
+    public static Path homeOf(Path tmp, LocalUsers.User user) throws IOException {
         return Restarts.homeOf(tmp, user);
     }
 
     /** @return a job's body (attached, one GPU, PATH only) */
-    static String jobBody(Path cwd, List<String> argv) throws IOException {
+    public static String jobBody(Path cwd, List<String> argv) throws IOException {
         return body(cwd, argv, false);
     }
 
     /** @return a detached job's body (one GPU, PATH only) */
-    static String detachedBody(Path cwd, List<String> argv) throws IOException {
+    public static String detachedBody(Path cwd, List<String> argv) throws IOException {
         return body(cwd, argv, true);
     }
 
@@ -73,7 +73,7 @@ final class Clients {
      * Starts a user's curl that posts {@code body} (from a file: it may be larger than an argument may be) to
      * {@code /api/v1/jobs}; its stdout (the stream, raw) is the test's to read or to leave unread.
      */
-    static Process attached(ServiceBed bed, LocalUsers.User user, String body) throws IOException {
+    public static Process attached(ServiceBed bed, LocalUsers.User user, String body) throws IOException {
         Path f = bed.dir.resolve("body-" + UUID.randomUUID() + ".json");
         Files.writeString(f, body);
         Files.setPosixFilePermissions(f, PosixFilePermissions.fromString("rw-r--r--"));
@@ -84,7 +84,7 @@ final class Clients {
     }
 
     /** Reads a client's whole stream (until curl ends), at most {@code seconds}. */
-    static byte[] readAll(Process client, int seconds) throws Exception {
+    public static byte[] readAll(Process client, int seconds) throws Exception {
         ByteArrayOutputStream got = new ByteArrayOutputStream();
         Thread t = new Thread(() -> {
             try (InputStream in = client.getInputStream()) {
@@ -108,13 +108,13 @@ final class Clients {
     }
 
     /** Reads {@code n} bytes of a client's stream (a stalled client taking a little). */
-    static void readSome(Process client, int n) throws IOException {
+    public static void readSome(Process client, int n) throws IOException {
         client.getInputStream().readNBytes(n);
     }
 
     /** A stream taken apart: its non-blank lines as JSON, stdout decoded, and what came after the exit line. */
-    record Ndjson(List<JsonNode> lines, byte[] stdout, List<String> types) {
-        static Ndjson of(byte[] raw) throws IOException {
+    public record Ndjson(List<JsonNode> lines, byte[] stdout, List<String> types) {
+        public static Ndjson of(byte[] raw) throws IOException {
             List<JsonNode> lines = new ArrayList<>();
             List<String> types = new ArrayList<>();
             ByteArrayOutputStream out = new ByteArrayOutputStream();
@@ -139,7 +139,7 @@ final class Clients {
         }
 
         /** @return the types in order, runs of stdout lines folded ("stdout x12") */
-        String summary() {
+        public String summary() {
             List<String> s = new ArrayList<>();
             String last = null;
             int n = 0;
@@ -162,7 +162,7 @@ final class Clients {
     }
 
     /** Waits until one of the service's jobs runs. @return its id */
-    static String awaitRunning(NodeService s, int seconds) throws Exception {
+    public static String awaitRunning(NodeService s, int seconds) throws Exception {
         Caller root = ServiceBed.root();
         long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds);
         while (System.nanoTime() < until) {
@@ -177,7 +177,7 @@ final class Clients {
     }
 
     /** @return the views of jobs that run now */
-    static List<String> running(NodeService s) {
+    public static List<String> running(NodeService s) {
         List<String> r = new ArrayList<>();
         for (Map<String, Object> j : s.jobViews(ServiceBed.root())) {
             if ("RUNNING".equals(j.get("state")) || "QUEUED".equals(j.get("state"))) {
@@ -187,13 +187,13 @@ final class Clients {
         return r;
     }
 
-    static Map<String, Object> job(NodeService s, String id) {
+    public static Map<String, Object> job(NodeService s, String id) {
         return s.jobViews(ServiceBed.root()).stream().filter(j -> id.equals(j.get("id"))).findFirst().orElse(Map
                 .of());
     }
 
     /** @return every live allocation, described */
-    static List<String> held(ServiceBed bed) {
+    public static List<String> held(ServiceBed bed) {
         List<String> held = new ArrayList<>();
         for (Allocation a : bed.scheduler.allocations()) {
             held.add(a.id() + " of " + a.owner().orElse("?") + " GPUs " + a.deviceIndices() + " job " + a.request()
@@ -202,7 +202,7 @@ final class Clients {
         return held;
     }
 
-    static boolean await(BooleanSupplier c, int seconds) throws InterruptedException {
+    public static boolean await(BooleanSupplier c, int seconds) throws InterruptedException {
         long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds);
         while (System.nanoTime() < until) {
             if (c.getAsBoolean()) {
@@ -213,12 +213,12 @@ final class Clients {
         return c.getAsBoolean();
     }
 
-    static List<Path> jobCgroups(Path parent) throws IOException {
+    public static List<Path> jobCgroups(Path parent) throws IOException {
         return Restarts.jobCgroups(parent);
     }
 
     /** @return the pids in the job cgroups under {@code parent} */
-    static List<String> jobProcesses(Path parent) throws IOException {
+    public static List<String> jobProcesses(Path parent) throws IOException {
         List<String> pids = new ArrayList<>();
         for (Path cg : jobCgroups(parent)) {
             try {
@@ -235,7 +235,7 @@ final class Clients {
     }
 
     /** @return the scheduler state (R, S, ...) of the first process named {@code comm} in the job cgroups */
-    static Optional<String> stateOf(Path parent, String comm) throws IOException {
+    public static Optional<String> stateOf(Path parent, String comm) throws IOException {
         for (String pid : jobProcesses(parent)) {
             Path proc = Path.of("/proc", pid);
             try {
@@ -251,7 +251,7 @@ final class Clients {
     }
 
     /** Waits until {@code comm} has been sleeping (blocked on its full pipe) in 20 checks in a row. */
-    static void awaitBlocked(Path parent, String comm, int seconds) throws Exception {
+    public static void awaitBlocked(Path parent, String comm, int seconds) throws Exception {
         long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds);
         int blocked = 0;
         while (System.nanoTime() < until) {
@@ -265,7 +265,7 @@ final class Clients {
     }
 
     /** Ends what is left in the job cgroups (so the bed can be removed) and the user's processes. */
-    static void cleanUp(ServiceBed bed, LocalUsers.User user, Process... clients) throws Exception {
+    public static void cleanUp(ServiceBed bed, LocalUsers.User user, Process... clients) throws Exception {
         LocalUsers.run(List.of("pkill", "-KILL", "-U", String.valueOf(user.uid())), 30);
         for (Process p : clients) {
             if (p != null) {
@@ -285,7 +285,7 @@ final class Clients {
     }
 
     /** @return this JVM's threads whose name starts with {@code prefix} */
-    static List<String> threads(String prefix) {
+    public static List<String> threads(String prefix) {
         return Thread.getAllStackTraces().keySet().stream().filter(t -> t.isAlive() && t.getName().startsWith(
                 prefix)).map(Thread::getName).sorted().toList();
     }
@@ -294,12 +294,12 @@ final class Clients {
      * @return the threads of jobs (drivers of detached jobs, output relays, enders), not the launcher's one starting
      *         thread
      */
-    static List<String> jobThreads() {
+    public static List<String> jobThreads() {
         return threads("gpusched-job-").stream().filter(n -> !n.equals("gpusched-job-starter")).toList();
     }
 
     /** @return where a thread named {@code name} is, its top frames, or empty */
-    static String stackOf(String name) {
+    public static String stackOf(String name) {
         for (Map.Entry<Thread, StackTraceElement[]> e : Thread.getAllStackTraces().entrySet()) {
             if (e.getKey().getName().equals(name)) {
                 StringBuilder b = new StringBuilder();
@@ -313,7 +313,7 @@ final class Clients {
     }
 
     /** @return stack tops of threads that have a frame of {@code className} (e.g. "StreamSink") */
-    static List<String> threadsIn(String className) {
+    public static List<String> threadsIn(String className) {
         List<String> r = new ArrayList<>();
         for (Map.Entry<Thread, StackTraceElement[]> e : Thread.getAllStackTraces().entrySet()) {
             for (StackTraceElement f : e.getValue()) {
@@ -327,17 +327,17 @@ final class Clients {
     }
 
     /** @return open file descriptors of this JVM */
-    static long fds() throws IOException {
+    public static long fds() throws IOException {
         try (java.util.stream.Stream<Path> s = Files.list(Path.of("/proc/self/fd"))) {
             return s.count();
         }
     }
 
-    static String repeat(char c, int n) {
+    public static String repeat(char c, int n) {
         return String.valueOf(c).repeat(n);
     }
 
-    static String streamSummary(byte[] raw) {
+    public static String streamSummary(byte[] raw) {
         try {
             return Ndjson.of(raw).summary();
         } catch (IOException e) {
@@ -346,7 +346,7 @@ final class Clients {
     }
 
     /** @return audit.log's lines naming {@code subject}, as "action=result" (in the file's order) */
-    static List<String> audited(ServiceBed bed, String subject) throws IOException {
+    public static List<String> audited(ServiceBed bed, String subject) throws IOException {
         Path log = bed.state.resolve("audit.log");
         List<String> out = new ArrayList<>();
         if (!Files.exists(log)) {

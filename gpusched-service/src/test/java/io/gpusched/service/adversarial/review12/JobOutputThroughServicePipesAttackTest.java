@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import com.fasterxml.jackson.databind.JsonNode;
 import io.gpusched.service.NodeService;
 import io.gpusched.service.ServiceBed;
+import io.gpusched.service.adversarial.review10.Clients;
 import io.gpusched.testing.LocalUsers;
 import java.io.ByteArrayOutputStream;
 import java.io.FileOutputStream;
@@ -93,8 +94,10 @@ class JobOutputThroughServicePipesAttackTest {
             NodeService s = bed.start();
             bed.serve();
             LocalUsers.User alice = bed.accounts.user("alice");
-            // the race is between the driver's exit line and the relay's interrupt: a few rounds, first failure wins
-            for (int round = 0; round < 3; round++) {
+            // the race was between the driver's exit line and the relay's interrupt (3 rounds failed about 1 run in 4
+            // before the fix); the relay is now let go before the exit line and the stream drops output after it, so
+            // one round (over 10 s of the relay's wait) checks the promise, for CI's time
+            for (int round = 0; round < 1; round++) {
                 oneRound(bed, s, alice, tmp, round);
             }
         }
