@@ -15,6 +15,7 @@ import java.util.Optional;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Consumer;
 import java.util.function.Predicate;
@@ -297,8 +298,13 @@ public final class JobLauncher implements AutoCloseable {
                 }
                 throw new IsolationException("cannot start the job: " + e.getCause().getMessage(), e.getCause());
             } catch (InterruptedException | RuntimeException e) {
-                if (pipes != null) {
-                    pipes.abandon();
+                if (pipes != null) { // the start may still run: its descriptors go after it (one starter thread)
+                    JobPipes left = pipes;
+                    try {
+                        starter.execute(left::abandon);
+                    } catch (RejectedExecutionException closed) {
+                        left.abandon(); // the starter is shut down: no start runs any more
+                    }
                 }
                 throw e;
             }

@@ -1,7 +1,7 @@
 package io.gpusched.isolation;
 
-import com.sun.jna.LastErrorException;
 import io.gpusched.isolation.internal.Libc;
+import io.gpusched.isolation.internal.Pipes;
 import java.io.File;
 import java.io.IOException;
 import java.io.InputStream;
@@ -57,8 +57,8 @@ final class JobPipes {
         FileChannel o = null;
         FileChannel e = null;
         try {
-            libc.pipe2(out, Libc.O_CLOEXEC);
-            libc.pipe2(err, Libc.O_CLOEXEC);
+            out = Pipes.pipe(libc);
+            err = Pipes.pipe(libc);
             o = reopen(out[0]);
             e = reopen(err[0]);
             closeQuietly(libc, out[0]);
@@ -68,7 +68,7 @@ final class JobPipes {
             return new JobPipes(libc, out, err, o, e);
         } catch (IOException | RuntimeException x) {
             LOG.warn("job output through the JDK's pipes: this process's own pipes could not be made: {}",
-                    x instanceof LastErrorException l ? Libc.describe(l) : x.toString());
+                    x.toString());
             for (int fd : new int[]{out[0], out[1], err[0], err[1]}) {
                 closeQuietly(libc, fd);
             }
@@ -153,12 +153,6 @@ final class JobPipes {
     }
 
     private static void closeQuietly(Libc libc, int fd) {
-        if (fd >= 0) {
-            try {
-                libc.close(fd);
-            } catch (LastErrorException ignored) {
-                // EBADF at worst: nothing else to undo
-            }
-        }
+        Pipes.closeQuietly(libc, fd);
     }
 }

@@ -1,5 +1,6 @@
 package io.gpusched.service;
 
+import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.gpusched.core.GpuConfig;
@@ -14,6 +15,7 @@ import io.gpusched.testing.LocalUsers;
 import java.io.IOException;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
@@ -205,6 +207,27 @@ public final class ServiceBed implements AutoCloseable {
                 removeTree(cgroups.get(i));
             }
             accounts.close();
+        }
+    }
+
+    /** @return each node's line as a root process in the cgroup sees it: {@code nvidiaN open|EPERM} */
+    public String loginProbe(Path cgroup) throws Exception {
+        Path child = Files.createDirectory(cgroup.resolve("session-" + System.nanoTime()));
+        try {
+            List<String> cmd = new ArrayList<>(List.of("/bin/sh", "-c", "echo $$ > \"$0/cgroup.procs\" || exit 9;"
+                    + " for f; do if err=$( (: < \"$f\") 2>&1); then echo \"${f##*/} open\"; else case \"$err\" in"
+                    + " *'not permitted'*) echo \"${f##*/} EPERM\";; *) echo \"${f##*/} open\";; esac; fi; done",
+                    child.toString()));
+            for (int i = 0; i < 8; i++) {
+                cmd.add(dev.resolve("nvidia" + i).toString());
+            }
+            cmd.add(dev.resolve("nvidiactl").toString());
+            Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
+            String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+            assertThat(p.waitFor()).as(out).isZero();
+            return out;
+        } finally {
+            removeTree(child);
         }
     }
 

@@ -337,11 +337,11 @@ class ServiceJobsTest {
         try (ServiceBed bed = new ServiceBed(tmp, config(List.of())).jobs()) {
             LocalUsers.User alice = bed.accounts.user("alice");
             Path login = bed.cgroup("login");
-            assertThat(loginProbe(bed, login)).as("before: the login opens every node").doesNotContain("EPERM");
+            assertThat(bed.loginProbe(login)).as("before: the login opens every node").doesNotContain("EPERM");
             GpuConfig fenced = config(List.of(login));
             NodeService first = NodeService.builder().scheduler(bed.scheduler).config(fenced).stateDir(bed.state)
                     .jobs(bed.launcher, null).isolator(bed.isolator).build().start();
-            assertThat(loginProbe(bed, login)).contains("nvidia0 EPERM").contains("nvidia7 EPERM")
+            assertThat(bed.loginProbe(login)).contains("nvidia0 EPERM").contains("nvidia7 EPERM")
                     .contains("nvidiactl EPERM").doesNotContain(" open");
             RecordingSink sink = new RecordingSink();
             attached(first, ServiceBed.caller(alice, false), job(List.of("/bin/sh", "-c", probe(bed)), "/", false,
@@ -351,18 +351,18 @@ class ServiceJobsTest {
             first.dropInstanceLockAsIfKilled();
             NodeService second = NodeService.builder().scheduler(bed.scheduler).config(fenced).stateDir(bed.state)
                     .jobs(bed.launcher, null).isolator(bed.isolator).build().start();
-            assertThat(loginProbe(bed, login)).doesNotContain(" open");
+            assertThat(bed.loginProbe(login)).doesNotContain(" open");
             second.close();
-            assertThat(loginProbe(bed, login)).as("after a clean stop of the second, nothing is left of either")
+            assertThat(bed.loginProbe(login)).as("after a clean stop of the second, nothing is left of either")
                     .doesNotContain("EPERM");
             NodeService third = NodeService.builder().scheduler(bed.scheduler).config(fenced).stateDir(bed.state)
                     .jobs(bed.launcher, null).isolator(bed.isolator).build().start();
-            assertThat(loginProbe(bed, login)).doesNotContain(" open");
+            assertThat(bed.loginProbe(login)).doesNotContain(" open");
             // killed again; now started with the setting off: the old fence comes off
             third.dropInstanceLockAsIfKilled();
             NodeService off = NodeService.builder().scheduler(bed.scheduler).config(config(List.of())).stateDir(
                     bed.state).jobs(bed.launcher, null).isolator(bed.isolator).build().start();
-            assertThat(loginProbe(bed, login)).doesNotContain("EPERM");
+            assertThat(bed.loginProbe(login)).doesNotContain("EPERM");
             off.close();
             assertThat(third).isNotNull();
         }
@@ -416,24 +416,4 @@ class ServiceJobsTest {
         return d.toString();
     }
 
-    /** @return each node's line as a root process in the cgroup sees it: {@code nvidiaN open|EPERM} */
-    static String loginProbe(ServiceBed bed, Path cgroup) throws Exception {
-        Path child = Files.createDirectory(cgroup.resolve("session-" + System.nanoTime()));
-        try {
-            List<String> cmd = new ArrayList<>(List.of("/bin/sh", "-c", "echo $$ > \"$0/cgroup.procs\" || exit 9;"
-                    + " for f; do if err=$( (: < \"$f\") 2>&1); then echo \"${f##*/} open\"; else case \"$err\" in"
-                    + " *'not permitted'*) echo \"${f##*/} EPERM\";; *) echo \"${f##*/} open\";; esac; fi; done",
-                    child.toString()));
-            for (int i = 0; i < 8; i++) {
-                cmd.add(bed.dev.resolve("nvidia" + i).toString());
-            }
-            cmd.add(bed.dev.resolve("nvidiactl").toString());
-            Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
-            String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-            assertThat(p.waitFor()).as(out).isZero();
-            return out;
-        } finally {
-            ServiceBed.removeTree(child);
-        }
-    }
 }

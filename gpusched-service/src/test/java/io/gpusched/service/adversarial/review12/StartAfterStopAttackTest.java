@@ -34,7 +34,7 @@ class StartAfterStopAttackTest {
             Path login = bed.cgroup("login");
             GpuConfig fenced = GpuConfig.builder().users(UserQuotas.none()).service(ServiceSettings.defaults()
                     .withLoginCgroups(List.of(login)).withKillGrace(Duration.ofMillis(300))).build();
-            assertThat(loginProbe(bed, login)).as("before: the login opens every node").doesNotContain("EPERM");
+            assertThat(bed.loginProbe(login)).as("before: the login opens every node").doesNotContain("EPERM");
             NodeService s = NodeService.builder().scheduler(bed.scheduler).config(fenced).stateDir(bed.state).jobs(
                     bed.launcher, null).isolator(bed.isolator).build();
             s.stop();
@@ -44,38 +44,12 @@ class StartAfterStopAttackTest {
             } catch (RuntimeException e) {
                 refused = e; // refusing the start of a stopped service is a fine answer
             }
-            String whileStarted = loginProbe(bed, login);
+            String whileStarted = bed.loginProbe(login);
             s.close();
-            String afterClose = loginProbe(bed, login);
+            String afterClose = bed.loginProbe(login);
             assertThat(afterClose).as("the login cgroup after close() of a service stopped before its start (start %s;"
                     + " while it was 'started': %s)", refused == null ? "accepted" : "refused: " + refused,
                     whileStarted.replace('\n', ' ')).doesNotContain("EPERM");
-        }
-    }
-
-    static String loginProbe(ServiceBed bed, Path cgroup) throws Exception {
-        Path child = Files.createDirectory(cgroup.resolve("session-" + System.nanoTime()));
-        try {
-            List<String> cmd = new ArrayList<>(List.of("/bin/sh", "-c", "echo $$ > \"$0/cgroup.procs\" || exit 9;"
-                    + " for f; do if err=$( (: < \"$f\") 2>&1); then echo \"${f##*/} open\"; else case \"$err\" in"
-                    + " *'not permitted'*) echo \"${f##*/} EPERM\";; *) echo \"${f##*/} open\";; esac; fi; done",
-                    child.toString()));
-            for (int i = 0; i < 8; i++) {
-                cmd.add(bed.dev.resolve("nvidia" + i).toString());
-            }
-            cmd.add(bed.dev.resolve("nvidiactl").toString());
-            Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
-            String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-            assertThat(p.waitFor()).as(out).isZero();
-            return out;
-        } finally {
-            for (int i = 0; i < 100 && Files.exists(child); i++) {
-                try {
-                    Files.delete(child);
-                } catch (java.io.IOException busy) {
-                    Thread.sleep(20);
-                }
-            }
         }
     }
 }
