@@ -17,10 +17,12 @@ import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.Deque;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.Set;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
@@ -110,8 +112,10 @@ final class NodeWatcher {
                 m.put("point", p);
                 points.add(m);
             }
-            sse.broadcast("tick", Views.json(Map.of("t", now, "points", points)));
-            List<Allocation> live = pushState();
+            if (sse.size() > 0) {
+                sse.broadcast("tick", Views.json(Map.of("t", now, "points", points)));
+            }
+            List<Allocation> live = pushState(true);
             BiConsumer<GpuSample, List<Allocation>> feed = sweepFeed;
             if (feed != null) {
                 try {
@@ -171,34 +175,24 @@ final class NodeWatcher {
      * order.
      */
     void pushStateIfChanged() {
-        pushState();
+        pushState(false);
     }
 
-    /** {@link #pushStateIfChanged}, answering the live allocations it read from the scheduler. */
-    private synchronized List<Allocation> pushState() {
+    /**
+     * {@link #pushStateIfChanged}. While no client subscribes it reads and sends nothing (the JSON of every device and
+     * allocation, on every change, was about a tenth of a busy service's CPU with nobody watching): what the last
+     * push left each client with then no longer describes anything, and {@link #subscribe} rebuilds it.
+     *
+     * @param answer whether the caller needs the live allocations (read from the scheduler even with no client)
+     * @return the live allocations it read, or an empty list when {@code answer} is false and it read none
+     */
+    private synchronized List<Allocation> pushState(boolean answer) {
+        if (sse.size() == 0) {
+            pendingSince = 0;
+            return answer ? scheduler.allocations() : List.of();
+        }
         List<Allocation> allocations = scheduler.allocations();
-        List<Item> items = new ArrayList<>();
-        for (Map<String, Object> d : Views.devicesWithoutHolders(scheduler.devices())) {
-            String json = Views.json(d);
-            int index = (Integer) d.get("index");
-            if (!json.equals(lastDevices.get(index))) {
-                items.add(new Item(Item.DEVICE, index, null, d, json));
-            }
-        }
-        Map<String, String> current = new LinkedHashMap<>();
-        for (Allocation a : allocations) {
-            Map<String, Object> v = Views.allocation(a);
-            String json = Views.json(v);
-            current.put(a.id(), json);
-            if (!json.equals(lastAllocations.get(a.id()))) {
-                items.add(new Item(Item.UPSERT, 0, a.id(), v, json));
-            }
-        }
-        for (String id : lastAllocations.keySet()) {
-            if (!current.containsKey(id)) {
-                items.add(new Item(Item.REMOVE, 0, id, id, Views.json(id)));
-            }
-        }
+        List<Item> items = changedSince(lastDevices, lastAllocations, allocations, scheduler.devices());
         if (items.isEmpty()) {
             pendingSince = 0;
             return allocations;
@@ -265,6 +259,37 @@ final class NodeWatcher {
         return allocations;
     }
 
+    /**
+     * @return the devices and allocations whose JSON differs from {@code devicesSent} and {@code allocationsSent}
+     *     (each item whole), and the ids sent that are no longer live, in that order
+     */
+    private static List<Item> changedSince(Map<Integer, String> devicesSent, Map<String, String> allocationsSent,
+            List<Allocation> allocations, List<DeviceState> devices) {
+        List<Item> items = new ArrayList<>();
+        for (Map<String, Object> d : Views.devicesWithoutHolders(devices)) {
+            String json = Views.json(d);
+            int index = (Integer) d.get("index");
+            if (!json.equals(devicesSent.get(index))) {
+                items.add(new Item(Item.DEVICE, index, null, d, json));
+            }
+        }
+        Set<String> live = new HashSet<>();
+        for (Allocation a : allocations) {
+            live.add(a.id());
+            Map<String, Object> v = Views.allocation(a);
+            String json = Views.json(v);
+            if (!json.equals(allocationsSent.get(a.id()))) {
+                items.add(new Item(Item.UPSERT, 0, a.id(), v, json));
+            }
+        }
+        for (String id : allocationsSent.keySet()) {
+            if (!live.contains(id)) {
+                items.add(new Item(Item.REMOVE, 0, id, id, Views.json(id)));
+            }
+        }
+        return items;
+    }
+
     private synchronized void followUp() {
         followUpScheduled = false;
         pushStateIfChanged();
@@ -294,6 +319,22 @@ final class NodeWatcher {
      * @return the stream, or null when the hub has no room
      */
     synchronized SseHub.Stream subscribe(HttpExchange ex) throws IOException {
+        if (sse.size() == 0) {
+            // pushes send nothing while no client is there: what the last one left describes no one now. This
+            // client starts from the state read below, after the maps: a change between the two reads is in its
+            // state and sent again by the next push (items are whole), never missing
+            Map<Integer, String> devices = new LinkedHashMap<>();
+            Map<String, String> allocations = new LinkedHashMap<>();
+            for (Item it : changedSince(Map.of(), Map.of(), scheduler.allocations(), scheduler.devices())) {
+                if (it.kind == Item.DEVICE) {
+                    devices.put(it.index, it.json);
+                } else {
+                    allocations.put(it.id, it.json);
+                }
+            }
+            lastDevices = devices;
+            lastAllocations = allocations;
+        }
         return sse.open(ex, "state", streamState());
     }
 
@@ -344,8 +385,10 @@ final class NodeWatcher {
                 audit.removeFirst();
             }
         }
-        sse.broadcast("audit", Views.json(m));
-        pushSoon();
+        if (sse.size() > 0) {
+            sse.broadcast("audit", Views.json(m));
+            pushSoon();
+        }
     }
 
     /**
@@ -379,6 +422,11 @@ final class NodeWatcher {
         } catch (RejectedExecutionException stopped) {
             pushPending.set(false); // the console is closing: nobody is left to push to
         }
+    }
+
+    /** @return clients receiving events now */
+    int subscribers() {
+        return sse.size();
     }
 
     /** @return the last audit events, oldest first */

@@ -154,6 +154,60 @@ class EventDeltasTest {
         }
     }
     /**
+     * While no client subscribes the console sends nothing and builds no JSON for the changes; a stream opened after
+     * changes nobody watched starts from the state then, and its first delta carries the next change only: no
+     * allocation the client already has sent again, no removal of one it never had.
+     */
+    @Test
+    void aStreamOpenedAfterChangesNobodyWatchedGetsOnlyTheNextChange() throws Exception {
+        SimulatedGpuInventory inv = GpuInventories.simulated("dgx1-v100");
+        try (GpuScheduler s = GpuScheduler.builder().inventory(inv).auditLogging(false).build();
+             ConsoleServer c = ConsoleServer.builder().scheduler(s).stateDir(state).ticking(false)
+                     .listen(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0)).build().start()) {
+            HttpClient http = HttpClient.newHttpClient();
+            BlockingQueue<Event> first = new LinkedBlockingQueue<>();
+            HttpResponse<Stream<String>> r = http.send(HttpRequest.newBuilder(URI.create(c.url()
+                    + "/api/v1/events")).timeout(Duration.ofSeconds(60)).build(), HttpResponse.BodyHandlers.ofLines());
+            Thread reader = new Thread(() -> parse(r.body(), first), "sse-reader");
+            reader.setDaemon(true);
+            reader.start();
+            next(first, "state");
+            String gone = s.allocate(GpuRequests.fromCliFlags("--gpu=1", "--owner=seen")).id();
+            assertThat(next(first, "delta").data()).contains(gone);
+            r.body().close(); // the watcher leaves; the console notices at a write that fails
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+            while (c.watcher().subscribers() > 0 && System.nanoTime() < deadline) {
+                s.release(s.allocate(GpuRequests.fromCliFlags("--gpu=1", "--owner=probe")).id());
+                Thread.sleep(20);
+            }
+            assertThat(c.watcher().subscribers()).as("stream clients once the only one left").isZero();
+            // nobody watches these
+            s.release(gone);
+            String held = s.allocate(GpuRequests.fromCliFlags("--gpu=2", "--owner=unseen")).id();
+
+            BlockingQueue<Event> later = new LinkedBlockingQueue<>();
+            HttpResponse<Stream<String>> r2 = http.send(HttpRequest.newBuilder(URI.create(c.url()
+                    + "/api/v1/events")).timeout(Duration.ofSeconds(60)).build(), HttpResponse.BodyHandlers.ofLines());
+            Thread reader2 = new Thread(() -> parse(r2.body(), later), "sse-reader-2");
+            reader2.setDaemon(true);
+            reader2.start();
+            List<String> start = new ArrayList<>();
+            JSON.readTree(next(later, "state").data()).path("allocations").forEach(a -> start.add(a.path("id")
+                    .asText()));
+            assertThat(start).containsExactly(held);
+            String made = s.allocate(GpuRequests.fromCliFlags("--gpu=1", "--owner=next")).id();
+            JsonNode d = JSON.readTree(next(later, "delta").data());
+            List<String> upserted = new ArrayList<>();
+            d.path("allocations").path("upsert").forEach(a -> upserted.add(a.path("id").asText()));
+            assertThat(upserted).as("allocations in the first delta (%s)", d).containsExactly(made);
+            assertThat(d.path("allocations").path("remove")).as("removals in the first delta (%s)", d).isEmpty();
+            r2.body().close();
+        } finally {
+            inv.close();
+        }
+    }
+
+    /**
      * The scheduler fires its events in the thread that made the change (here the test's; in the node service a
      * client's or the fair queue's); the console pushes what changed from its own thread, so a change never waits for
      * the console's pushes (each catches up with the node ledger). Held here: the watcher's monitor, which every push

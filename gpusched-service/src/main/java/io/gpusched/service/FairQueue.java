@@ -298,17 +298,25 @@ final class FairQueue implements AutoCloseable {
                 if (a != null) {
                     lastGrant.put(caller.uid(), ++grants); // it was served: behind those who wait, as any grant
                 }
-                changed.signalAll();
+                if (closed && direct == 0) {
+                    changed.signalAll(); // the close waits for it; nothing else does (a grant wakes no one)
+                }
             } finally {
                 lock.unlock();
             }
         }
     }
 
-    /** Asks the dispatcher to try again (a change on the node). */
+    /**
+     * Asks the dispatcher to try again (a change on the node). While nothing waits there is nothing to try: the
+     * dispatcher stays asleep (a request queued later is tried when it arrives).
+     */
     void wake() {
         lock.lock();
         try {
+            if (size == 0 && releases.isEmpty()) {
+                return;
+            }
             dirty = true;
             changed.signalAll();
         } finally {
