@@ -1,6 +1,8 @@
 package io.gpusched.core;
 
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Objects;
 
 /**
@@ -94,6 +96,19 @@ public class GpuAllocationException extends GpuException {
             Objects.requireNonNull(uuid, "uuid");
             Objects.requireNonNull(kind, "kind");
             Objects.requireNonNull(detail, "detail");
+        }
+
+        /**
+         * @return this obstacle as the node service and the console send it in a refusal's {@code obstacles}:
+         *     {@code deviceIndex}, {@code uuid}, {@code kind}, {@code detail}
+         */
+        public Map<String, Object> toMap() {
+            Map<String, Object> m = new LinkedHashMap<>();
+            m.put("deviceIndex", deviceIndex);
+            m.put("uuid", uuid);
+            m.put("kind", kind.name());
+            m.put("detail", detail);
+            return m;
         }
     }
 

@@ -316,14 +316,17 @@ public record GpuRequest(
         modelPattern.ifPresent(p -> parts.add("model " + p));
         minMemory.ifPresent(m -> parts.add(">= " + m.toHumanString()));
         minComputeCapability.ifPresent(c -> parts.add("compute capability >= " + c));
+        // bounded as refusals are (Refusals): a request naming 1,024 GPUs is described in a line, not 5 KB
         if (!deviceIndices.isEmpty()) {
-            parts.add("indices " + deviceIndices);
+            parts.add("indices " + (deviceIndices.size() <= Refusals.LIST_ALL ? deviceIndices
+                    : Refusals.ids(deviceIndices)));
         }
         if (!deviceUuids.isEmpty()) {
-            parts.add("UUIDs " + deviceUuids);
+            parts.add("UUIDs " + Refusals.names(deviceUuids.size(), deviceUuids::get));
         }
         if (!requiredDevices.isEmpty()) {
-            parts.add("including " + requiredDevices);
+            parts.add("including " + (requiredDevices.size() <= Refusals.LIST_ALL ? requiredDevices
+                    : Refusals.ids(requiredDevices)));
         }
         sharedMemory.ifPresent(m -> parts.add("shared, " + m.toHumanString() + " reserved each"));
         if (!parts.isEmpty()) {

@@ -2,6 +2,7 @@ package io.gpusched.isolation;
 
 import io.gpusched.core.Allocation;
 import java.io.IOException;
+import java.io.InputStream;
 import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -58,6 +59,8 @@ public final class JobLauncher implements AutoCloseable {
             + "cd -- \"$1\" 2>/dev/null || { printf '%s\\n' \"$2\" >&2; exit 126; }\n"
             + "shift 2\n"
             + "exec \"$@\" </dev/null\n";
+    /** How long the check that a job's user can enter its working directory may take (an automounted home: seconds). */
+    static final Duration CWD_CHECK = Duration.ofSeconds(10);
     /** The root side's whole environment. */
     static final Map<String, String> ROOT_ENV = Map.of("PATH", "/usr/sbin:/usr/bin:/sbin:/bin");
 
@@ -156,12 +159,17 @@ public final class JobLauncher implements AutoCloseable {
             pb.environment().putAll(ROOT_ENV);
             Process p = pb.start();
             p.getOutputStream().close();
-            byte[] out = p.getInputStream().readNBytes(4096);
-            if (!p.waitFor(30, TimeUnit.SECONDS)) {
+            // the wait is bounded before anything is read: the check runs as the user, who may stop it (SIGSTOP)
+            // with the pipe still open, and a read first would then hold this thread for good
+            if (!p.waitFor(CWD_CHECK.toSeconds(), TimeUnit.SECONDS)) {
                 p.destroyForcibly();
+                p.getInputStream().close();
                 return Optional.of("checking the working directory " + spec.cwd() + " as " + spec.user() + " took"
-                        + " over 30 s");
+                        + " over " + CWD_CHECK.toSeconds() + " s");
             }
+            InputStream in = p.getInputStream();
+            byte[] out = in.readNBytes(Math.min(4096, in.available())); // what the ended check left in the pipe
+            in.close();
             if (p.exitValue() == 0) {
                 return Optional.empty();
             }

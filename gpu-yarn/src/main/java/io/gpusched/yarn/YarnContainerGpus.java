@@ -193,7 +193,7 @@ public final class YarnContainerGpus {
             return EXIT_UNREADABLE;
         } catch (GpuException e) {
             err.println("gpusched: " + e.getMessage());
-            return EXIT_UNREADABLE;
+            return ExitCode.of(e).code(); // a bad node file or setting is REFUSED, as from `gpusched env`
         }
     }
 

@@ -35,6 +35,8 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.Path;
+import java.nio.file.attribute.PosixFileAttributes;
+import java.nio.file.attribute.PosixFilePermission;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -239,7 +241,8 @@ public final class Selftest {
      * A real fence on fake device nodes: two NVIDIA GPU nodes and {@code nvidiactl} made with {@code mknod} under
      * {@code work} (no driver behind them: an open the device cgroup passes fails with ENXIO, one it refuses with
      * EPERM), a fresh cgroup under the host's cgroup root, the fence of an allocation of GPU 0, and a shell placed in
-     * the cgroup that opens both GPU nodes. Passes when GPU 0's node opens (ENXIO) and GPU 1's is refused (EPERM).
+     * the cgroup that opens both GPU nodes. Passes when GPU 0's node opens past the fence (ENXIO, or opened where an
+     * NVIDIA driver answers for major 195) and GPU 1's is refused (EPERM).
      * The cgroup and the nodes are removed after.
      */
     public static Check fence(Path work, Fencer fencer) {
@@ -269,7 +272,14 @@ public final class Selftest {
                         .noNvidiaModprobe().build();
                 Optional<String> unavailable = iso.unavailabilityCause();
                 if (unavailable.isPresent()) {
-                    return Check.skipped("fence", "device isolation is not available here: " + unavailable.get());
+                    // run as root, so nothing but the host keeps the fence from working: every job here would run
+                    // unfenced (a check that could run, and failed; not a skip)
+                    return Check.fail("fence", "no fenced cgroup can be made here",
+                            "device isolation is not available here: " + unavailable.get(),
+                            "mount the cgroup hierarchy (cgroup v2 at /sys/fs/cgroup, or cgroup v1's devices"
+                                    + " controller) with write access for root; in a container, run it with its"
+                                    + " own cgroup namespace and the devices controller (jobs here cannot be"
+                                    + " fenced until then)");
                 }
                 Path root = iso.v2Root().or(iso::v1Root).orElseThrow();
                 cgroup = Files.createDirectory(root.resolve("gpusched-selftest-"
@@ -289,7 +299,9 @@ public final class Selftest {
                             + " mount): " + found + "; set TMPDIR (java.io.tmpdir) to a directory on a filesystem"
                             + " without nodev");
                 }
-                if ("ENXIO".equals(own) && "EPERM".equals(other)) {
+                // ENXIO: the open passed the fence and found no driver behind the node; OK: it passed and a real
+                // driver (major 195 is NVIDIA's) answered, as on a GPU node. Either way the fence let it through
+                if (("ENXIO".equals(own) || "OK".equals(own)) && "EPERM".equals(other)) {
                     return Check.pass("fence", found);
                 }
                 return Check.fail("fence", found, "EPERM".equals(other)
@@ -494,8 +506,27 @@ public final class Selftest {
                     + " version " + n.version());
         } catch (RuntimeException e) {
             return Check.fail("service", "the node service on " + socket + " did not answer",
-                    String.valueOf(e.getMessage()), "sudo systemctl status gpusched; journalctl -u gpusched; the"
-                            + " socket's group (gpusched) must include you");
+                    String.valueOf(e.getMessage()), "sudo systemctl status gpusched; journalctl -u gpusched"
+                            + socketAccess(socket));
+        }
+    }
+
+    /**
+     * @return what the socket's own mode says a user needs to connect ({@code gpu.service.socket_group}, or any
+     *     local user), or nothing when it cannot be read
+     */
+    private static String socketAccess(Path socket) {
+        try {
+            PosixFileAttributes a = Files.readAttributes(socket, PosixFileAttributes.class);
+            Set<PosixFilePermission> p = a.permissions();
+            if (p.contains(PosixFilePermission.OTHERS_WRITE)) {
+                return "; the socket lets every local user connect";
+            }
+            return "; only its owner (" + a.owner().getName() + ")" + (p.contains(PosixFilePermission.GROUP_WRITE)
+                    ? " and members of its group (" + a.group().getName() + ", gpu.service.socket_group)" : "")
+                    + " may connect to the socket";
+        } catch (IOException | UnsupportedOperationException e) {
+            return "";
         }
     }
 

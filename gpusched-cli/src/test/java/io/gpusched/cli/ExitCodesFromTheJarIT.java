@@ -87,7 +87,22 @@ class ExitCodesFromTheJarIT {
     @Test
     @Execution(ExecutionMode.CONCURRENT)
     void theTableIsWhatItSays() {
-        assertThat(EnumSet.allOf(ExitCode.class)).extracting(ExitCode::code).containsExactly(0, 1, 2, 3, 4);
+        assertThat(EnumSet.allOf(ExitCode.class)).extracting(ExitCode::code).containsExactly(0, 1, 2, 3, 4, 126, 127);
+    }
+
+    @Test
+    @Execution(ExecutionMode.CONCURRENT)
+    void aRunWhoseCommandCannotStartIsWhatAShellSays() throws Exception {
+        Path state = Files.createDirectory(tmp.resolve("run-state"));
+        Run missing = gpusched(state, "run", "--no-isolation", "--gpu=1", "--", tmp.resolve("no-such").toString());
+        expect(missing, ExitCode.COMMAND_NOT_FOUND, "run of a command that does not exist");
+        assertThat(missing.err()).contains("cannot start").contains("no such file");
+        Path plain = Files.writeString(tmp.resolve("plain.sh"), "echo never\n");
+        Run notExecutable = gpusched(state, "run", "--no-isolation", "--gpu=1", "--", plain.toString());
+        expect(notExecutable, ExitCode.COMMAND_NOT_RUNNABLE, "run of a file that is not executable");
+        assertThat(notExecutable.err()).contains("cannot start").contains("not an executable file");
+        expect(gpusched(state, "status"), ExitCode.OK, "status after the runs");
+        assertThat(gpusched(state, "status").out()).as("nothing left held").contains("0 allocations");
     }
 
     @Test

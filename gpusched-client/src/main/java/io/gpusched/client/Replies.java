@@ -213,6 +213,30 @@ final class Replies {
      * @param subject what it was asked on (an id), likewise
      * @return the exception to throw
      */
+    /**
+     * @return the obstacles a refusal carries ({@code [{"deviceIndex", "uuid", "kind", "detail"}]}); an entry of
+     *     another shape is left out (the message still names the first few)
+     */
+    static List<GpuAllocationException.Obstacle> obstacles(JsonNode a) {
+        List<GpuAllocationException.Obstacle> out = new ArrayList<>();
+        if (a == null || !a.isArray()) {
+            return out;
+        }
+        for (JsonNode o : a) {
+            if (!o.path("deviceIndex").isInt() || !o.path("uuid").isTextual() || !o.path("kind").isTextual()
+                    || !o.path("detail").isTextual()) {
+                continue;
+            }
+            for (GpuAllocationException.Obstacle.Kind k : GpuAllocationException.Obstacle.Kind.values()) {
+                if (k.name().equals(o.get("kind").asText())) {
+                    out.add(new GpuAllocationException.Obstacle(o.get("deviceIndex").asInt(), o.get("uuid").asText(),
+                            k, o.get("detail").asText()));
+                }
+            }
+        }
+        return out;
+    }
+
     RuntimeException error(int status, byte[] body, String action, String subject) {
         String message;
         String reason = null;
@@ -235,7 +259,7 @@ final class Replies {
         if (reason != null) {
             for (GpuAllocationException.Reason r : GpuAllocationException.Reason.values()) {
                 if (r.name().equals(reason)) {
-                    return new GpuAllocationException(r, message);
+                    return new GpuAllocationException(r, message, obstacles(o.path("obstacles")));
                 }
             }
             for (LedgerException.Kind k : LedgerException.Kind.values()) {

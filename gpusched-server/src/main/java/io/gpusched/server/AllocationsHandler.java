@@ -194,7 +194,7 @@ final class AllocationsHandler implements HttpHandler {
             meters.recordAllocate(Duration.ofNanos(System.nanoTime() - start));
             int status = e.reason() == GpuAllocationException.Reason.RATE_LIMITED ? 429
                     : e.reason() == GpuAllocationException.Reason.INVALID_REQUEST ? 400 : 409;
-            Exchanges.error(ex, status, e.getMessage(), e.reason().name());
+            Exchanges.error(ex, status, e);
         }
     }
 

@@ -200,11 +200,24 @@ final class Exchanges {
 
     /** Answers a JSON error; never throws (a client gone away is logged at DEBUG). */
     static void error(HttpExchange ex, int status, String message, String reason) {
+        error(ex, status, message, reason, List.of());
+    }
+
+    /** Answers a refusal: its message and reason, and every obstacle (the message names only the first few). */
+    static void error(HttpExchange ex, int status, GpuAllocationException refusal) {
+        error(ex, status, refusal.getMessage(), refusal.reason().name(), refusal.obstacles());
+    }
+
+    private static void error(HttpExchange ex, int status, String message, String reason,
+            List<GpuAllocationException.Obstacle> obstacles) {
         Map<String, Object> m = new LinkedHashMap<>();
         m.put("status", status);
         m.put("error", message);
         if (reason != null) {
             m.put("reason", reason);
+        }
+        if (!obstacles.isEmpty()) {
+            m.put("obstacles", obstacles.stream().map(GpuAllocationException.Obstacle::toMap).toList());
         }
         try {
             json(ex, status, m);

@@ -36,6 +36,7 @@ import java.util.Set;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicLong;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -66,6 +67,11 @@ final class Jobs implements AutoCloseable {
     static final Duration HEARTBEAT = Duration.ofSeconds(5);
     /** How long a job's end waits for its output relays while no client holds them back. */
     static final Duration RELAY_WAIT = Duration.ofSeconds(10);
+    /**
+     * The most a job's pipe can hold when its processes end ({@code /proc/sys/fs/pipe-max-size}: what an unprivileged
+     * process may set with {@code F_SETPIPE_SZ}; 1 MiB where it cannot be read), plus a read in hand.
+     */
+    static final long PIPE_MAX_BYTES = pipeMaxSize() + 16 * 1024;
     /** How long a relay let go after {@link #RELAY_WAIT} may take to end before the exit line is given. */
     static final Duration RELAY_LET_GO = Duration.ofSeconds(2);
 
@@ -252,6 +258,7 @@ final class Jobs implements AutoCloseable {
         job.allocation = a;
         LaunchedJob l = null;
         List<Thread> relays = new ArrayList<>();
+        List<AtomicLong> afterEnd = List.of(new AtomicLong(Long.MAX_VALUE), new AtomicLong(Long.MAX_VALUE));
         try {
             if (job.cancelled != null) {
                 end(job, Job.State.CANCELLED, null);
@@ -284,8 +291,8 @@ final class Jobs implements AutoCloseable {
             } catch (IOException gone) {
                 clientGone(job);
             }
-            relays.add(relay(job, launched.stdout(), false, sink));
-            relays.add(relay(job, launched.stderr(), true, sink));
+            relays.add(relay(job, launched.stdout(), false, sink, afterEnd.get(0)));
+            relays.add(relay(job, launched.stderr(), true, sink, afterEnd.get(1)));
             // the driver never waits on the client: a heartbeat skips a stream whose write is blocked (StreamSink), so
             // a client that does not read cannot keep the driver from seeing the job end
             Optional<Integer> exited;
@@ -300,6 +307,10 @@ final class Jobs implements AutoCloseable {
             }
             int code = exited.get();
             String left = launched.cleanUp(); // ends what the job left running: its pipes close, the relays end
+            // from here on a pipe holds at most what it held when the job's processes ended; more comes from a process
+            // outside the job (it was passed the pipe): a relay takes no more than that, however slowly its client
+            // reads, and lets the pipe go
+            afterEnd.forEach(b -> b.set(PIPE_MAX_BYTES));
             job.exitCode = code;
             job.signal = LaunchedJob.signalOf(code).orElse(null);
             if (!left.isEmpty()) {
@@ -324,6 +335,16 @@ final class Jobs implements AutoCloseable {
             // a relay still reading a pipe that a process outside the job holds (the job passed it on) is let go:
             // its read ends on the interrupt (LaunchedJob.stdout), and that process's writes fail from then on
             relays.forEach(Thread::interrupt);
+        }
+    }
+
+    private static long pipeMaxSize() {
+        try {
+            // one read of a whole buffer: Files.readString reads a /proc file of "size 0" a byte first (JDK 17: "1")
+            List<String> lines = Files.readAllLines(Path.of("/proc/sys/fs/pipe-max-size"));
+            return Math.max(64 * 1024, Long.parseLong(lines.get(0).strip()));
+        } catch (IOException | RuntimeException e) {
+            return 1 << 20;
         }
     }
 
@@ -428,13 +449,19 @@ final class Jobs implements AutoCloseable {
         t.start();
     }
 
-    private Thread relay(Job job, InputStream in, boolean stderr, JobSink sink) {
+    /**
+     * @param afterEnd bytes it may still read: unbounded while the job runs, then what a pipe can hold; once it is
+     *                 spent the relay stops reading and closes its end of the pipe (a writer outside the job gets
+     *                 EPIPE), so a client that reads slowly still gets its exit line
+     */
+    private Thread relay(Job job, InputStream in, boolean stderr, JobSink sink, AtomicLong afterEnd) {
         Thread t = new Thread(() -> {
             byte[] buf = new byte[16 * 1024];
             boolean open = true;
             try (in) {
                 int n;
-                while ((n = in.read(buf)) > 0) {
+                while (afterEnd.get() > 0 && (n = in.read(buf)) > 0) {
+                    afterEnd.addAndGet(-n);
                     if (open) {
                         try {
                             sink.output(stderr, buf, n);
@@ -725,20 +752,27 @@ final class Jobs implements AutoCloseable {
         }
         // one deadline for all: the jobs end in parallel, so a few that cannot die (D state, frozen) do not add up
         long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(grace.toMillis() + 30_000);
+        boolean interrupted = false;
         for (Job j : live) {
-            try {
-                j.ended.get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
-                // ended comes before the release: wait for it too, or the GPUs are released after close returned (the
-                // allocation is read after the end: a job granted while this ran has it set by then)
-                if (j.allocation != null) {
-                    j.settled.get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+            while (true) {
+                try {
+                    j.ended.get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+                    // ended comes before the release: wait for it too, or the GPUs are released after close returned
+                    // (the allocation is read after the end: a job granted while this ran has it set by then)
+                    if (j.allocation != null) {
+                        j.settled.get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+                    }
+                    break;
+                } catch (InterruptedException e) {
+                    interrupted = true; // still waited for, within the deadline: a stop returns with no job left
+                } catch (ExecutionException | TimeoutException e) {
+                    LOG.warn("job {} did not end while the service stopped", j.id);
+                    break;
                 }
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                return;
-            } catch (ExecutionException | TimeoutException e) {
-                LOG.warn("job {} did not end while the service stopped", j.id);
             }
+        }
+        if (interrupted) {
+            Thread.currentThread().interrupt();
         }
     }
 }

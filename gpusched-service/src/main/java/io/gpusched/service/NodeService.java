@@ -98,27 +98,33 @@ public final class NodeService implements AutoCloseable {
                     d.audited = true; // its caller, waking after the audit closed, records it no more
                 });
         this.launcher = b.launcher;
-        Path out;
         try {
-            out = OutputFile.directory(state);
-        } catch (IOException e) {
-            throw new UncheckedIOException("cannot prepare the job output directory: " + e.getMessage(), e);
-        }
-        CudaEnvironmentResolver cuda = CudaEnvironmentResolver.builder().search(CudaSearch.host(config.cudaPaths()))
-                .build();
-        this.outputDir = out;
-        this.stateDir = state;
-        this.jobs = new Jobs(scheduler, launcher, b.jobsUnavailable, cuda, queue, audit, access, out,
-                config.service().killGrace(), b.heartbeat, clock);
-        CgroupDeviceIsolator iso = b.isolator != null ? b.isolator : launcher != null ? launcher.isolator() : null;
-        List<Path> fenced = config.service().loginCgroups();
-        if (!fenced.isEmpty() && iso == null) {
-            throw new IsolationException("gpu.service.login_cgroups is set but no cgroup isolator is available: "
-                    + b.jobsUnavailable);
-        }
-        this.logins = new LoginFences(iso, fenced, state.resolve("login-fences"));
-        if (launcher != null) {
-            logins.checkJobParent(launcher.cgroupParent());
+            Path out;
+            try {
+                out = OutputFile.directory(state);
+            } catch (IOException e) {
+                throw new UncheckedIOException("cannot prepare the job output directory: " + e.getMessage(), e);
+            }
+            CudaEnvironmentResolver cuda = CudaEnvironmentResolver.builder().search(CudaSearch.host(config.cudaPaths()))
+                    .build();
+            this.outputDir = out;
+            this.stateDir = state;
+            this.jobs = new Jobs(scheduler, launcher, b.jobsUnavailable, cuda, queue, audit, access, out,
+                    config.service().killGrace(), b.heartbeat, clock);
+            CgroupDeviceIsolator iso = b.isolator != null ? b.isolator : launcher != null ? launcher.isolator() : null;
+            List<Path> fenced = config.service().loginCgroups();
+            if (!fenced.isEmpty() && iso == null) {
+                throw new IsolationException("gpu.service.login_cgroups is set but no cgroup isolator is available: "
+                        + b.jobsUnavailable);
+            }
+            this.logins = new LoginFences(iso, fenced, state.resolve("login-fences"));
+            if (launcher != null) {
+                logins.checkJobParent(launcher.cgroupParent());
+            }
+        } catch (RuntimeException e) {
+            queue.close(); // a refused build leaves no dispatcher thread behind: nobody holds it to close it
+            audit.close();
+            throw e;
         }
         this.wake = e -> {
             if (e.type() == AllocationEvent.Type.RELEASED || e.type() == AllocationEvent.Type.RECLAIMED) {
@@ -595,11 +601,15 @@ public final class NodeService implements AutoCloseable {
         /** Waits for the changes under way (they are short: a cancel waits for its job, which the stop ends first). */
         synchronized void awaitChanges() {
             long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-            try {
-                while (underWay > 0 && System.nanoTime() - until < 0) {
+            boolean interrupted = false;
+            while (underWay > 0 && System.nanoTime() - until < 0) {
+                try {
                     TimeUnit.NANOSECONDS.timedWait(this, Math.max(1, until - System.nanoTime()));
+                } catch (InterruptedException e) {
+                    interrupted = true; // still waited for: a stop returns only once nothing changes any more
                 }
-            } catch (InterruptedException e) {
+            }
+            if (interrupted) {
                 Thread.currentThread().interrupt();
             }
             if (underWay > 0) {

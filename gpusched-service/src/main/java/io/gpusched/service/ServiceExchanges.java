@@ -107,6 +107,9 @@ final class ServiceExchanges {
             m.put("mayAct", a.mayAct());
         } else if (e instanceof GpuAllocationException g) {
             reason = g.reason().name();
+            if (!g.obstacles().isEmpty()) { // the message is bounded; the whole list is here
+                m.put("obstacles", g.obstacles().stream().map(GpuAllocationException.Obstacle::toMap).toList());
+            }
             status = switch (g.reason()) {
                 case UNKNOWN_ALLOCATION -> 404;
                 case RATE_LIMITED -> 429;

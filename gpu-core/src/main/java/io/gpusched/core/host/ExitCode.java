@@ -6,8 +6,9 @@ import io.gpusched.core.LedgerException;
 
 /**
  * The one table of exit codes for every gpusched entry point: the {@code gpusched} command and the container entry
- * points ({@code io.gpusched.yarn.YarnContainerGpus}). README's "Exit codes" shows the same table. Two more are not
- * in it: {@code gpusched run} exits with its command's code, and {@code 128+N} when a signal N ended it.
+ * points ({@code io.gpusched.yarn.YarnContainerGpus}). README's "Exit codes" shows the same table. {@code gpusched run}
+ * exits with its command's code ({@code 128+N} when a signal N ended it); when its command cannot be started it exits
+ * as a shell does ({@link #COMMAND_NOT_RUNNABLE}, {@link #COMMAND_NOT_FOUND}).
  */
 public enum ExitCode {
     /** Done. */
@@ -29,7 +30,14 @@ public enum ExitCode {
      * The node cannot be read: no GPU backend here, or the node ledger absent, unreadable by this user, not trusted
      * or damaged ({@code UNREADABLE}, {@code INSECURE_PERMISSIONS}, {@code CORRUPT}, ... first on standard error).
      */
-    NODE_UNREADABLE(4);
+    NODE_UNREADABLE(4),
+    /**
+     * {@code gpusched run}: the command was found but cannot be run by the job's user (not executable), or the
+     * working directory cannot be entered as that user, as a shell's 126.
+     */
+    COMMAND_NOT_RUNNABLE(126),
+    /** {@code gpusched run}: the command was not found (as a path, or on the job's {@code PATH}), as a shell's 127. */
+    COMMAND_NOT_FOUND(127);
 
     private final int code;
 

@@ -12,6 +12,7 @@ import io.gpusched.kubernetes.AdvertisedResource;
 import io.gpusched.kubernetes.DevicePluginConfig;
 import io.gpusched.kubernetes.KubeletDevicePlugin;
 import java.io.IOException;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.Locale;
@@ -108,6 +109,11 @@ public final class K8sDevicePluginCommand implements Callable<Integer> {
             }
         }
         Duration retryEvery = duration("--retry", retry);
+        if (Files.exists(directory) && !Files.isDirectory(directory)) {
+            throw new CliException("--device-plugin-dir " + directory + " is not a directory: give the kubelet's"
+                    + " device-plugin directory, the one holding kubelet.sock (default"
+                    + " /var/lib/kubelet/device-plugins)");
+        }
         Thread hook = new Thread(() -> {
             stop.countDown();
             try {

@@ -13,6 +13,7 @@ import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuRequest;
 import io.gpusched.core.GpuScheduler;
 import io.gpusched.core.HolderProcess;
+import io.gpusched.core.host.ExitCode;
 import io.gpusched.core.host.JobCgroups;
 import io.gpusched.core.internal.Printable;
 import io.gpusched.cuda.CudaEnvironment;
@@ -98,8 +99,11 @@ public final class LocalRun {
                 cgroupDir = job.cgroup.toString();
             }
             if (!RunCommand.executable(command.get(0), vars.get("PATH"))) {
-                throw new CliException("cannot start " + command.get(0) + ": not an executable file"
-                        + (command.get(0).contains("/") ? "" : " on PATH"), 127);
+                boolean found = RunCommand.found(command.get(0), vars.get("PATH"));
+                throw new CliException("cannot start " + command.get(0) + ": " + (found ? "not an executable file"
+                        : "no such file") + (command.get(0).contains("/") ? "" : " on PATH"),
+                        (found
+                                ? ExitCode.COMMAND_NOT_RUNNABLE : ExitCode.COMMAND_NOT_FOUND).code());
             }
             List<String> argv = RunCommand.childArgv(ProcessHandle.current().pid(), cgroupDir, command);
             String now = Instant.now().toString();
@@ -117,7 +121,10 @@ public final class LocalRun {
             try {
                 p = pb.start();
             } catch (IOException e) {
-                throw new CliException("cannot start " + command.get(0) + ": " + e.getMessage(), 127);
+                throw new CliException("cannot start " + command.get(0) + ": " + e.getMessage(), (String.valueOf(
+                        e.getMessage()).contains("error=2,") ? ExitCode.COMMAND_NOT_FOUND
+                                : ExitCode.COMMAND_NOT_RUNNABLE)
+                        .code());
             }
             job.process = p;
             if (job.cgroup == null) {

@@ -243,6 +243,19 @@ public final class RunCommand implements Callable<Integer> {
     }
 
     /** @return whether the shell's exec would find {@code cmd} (a path, or a name on {@code path}) */
+    /** @return whether {@code cmd} names a regular file (as a path, or on {@code path}), executable or not */
+    static boolean found(String cmd, String path) {
+        if (cmd.contains("/")) {
+            return Files.isRegularFile(Path.of(cmd));
+        }
+        for (String d : (path == null ? "/usr/bin:/bin" : path).split(":", -1)) {
+            if (Files.isRegularFile(Path.of(d.isEmpty() ? "." : d, cmd))) {
+                return true;
+            }
+        }
+        return false;
+    }
+
     static boolean executable(String cmd, String path) {
         if (cmd.contains("/")) {
             return Files.isRegularFile(Path.of(cmd)) && Files.isExecutable(Path.of(cmd));

@@ -1,5 +1,6 @@
 package io.gpusched.cli.commands;
 
+import io.gpusched.cli.CliException;
 import io.gpusched.cli.GpuschedCommand;
 import io.gpusched.cli.Selftest;
 import io.gpusched.cli.Selftest.Check;
@@ -51,6 +52,10 @@ public final class SelftestCommand implements Callable<Integer> {
 
     @Override
     public Integer call() throws IOException {
+        if (consolePort < 0 || consolePort > 65535) {
+            throw new CliException("--console-port " + consolePort + " is not a port: give 1 to 65535, or 0 (the"
+                    + " default) for a free one");
+        }
         GpuConfig config = root.config().map(GpuConfig::load).orElse(GpuConfig.defaults());
         Optional<String> simulate = root.simulate();
         List<String> providers = new ArrayList<>();
