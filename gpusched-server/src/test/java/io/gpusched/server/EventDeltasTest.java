@@ -71,6 +71,21 @@ class EventDeltasTest {
         });
     }
 
+    /** A stream of the console's events, parsed into {@code events} by a thread of its own. */
+    record Subscription(HttpResponse<Stream<String>> response, BlockingQueue<Event> events) {
+    }
+
+    /** @return a new subscription to {@code c}'s event stream */
+    static Subscription subscribe(HttpClient http, ConsoleServer c) throws Exception {
+        BlockingQueue<Event> events = new LinkedBlockingQueue<>();
+        HttpResponse<Stream<String>> r = http.send(HttpRequest.newBuilder(URI.create(c.url() + "/api/v1/events"))
+                .timeout(Duration.ofSeconds(60)).build(), HttpResponse.BodyHandlers.ofLines());
+        Thread reader = new Thread(() -> parse(r.body(), events), "sse-reader");
+        reader.setDaemon(true);
+        reader.start();
+        return new Subscription(r, events);
+    }
+
     static Event next(BlockingQueue<Event> q, String name) throws InterruptedException {
         while (true) {
             Event e = q.poll(60, TimeUnit.SECONDS);
@@ -89,13 +104,10 @@ class EventDeltasTest {
                      .listen(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0)).build().start()) {
             String held = s.allocate(GpuRequests.fromCliFlags("--gpu=2", "--owner=before")).id();
             HttpClient http = HttpClient.newHttpClient();
-            BlockingQueue<Event> events = new LinkedBlockingQueue<>();
-            HttpResponse<Stream<String>> r = http.send(HttpRequest.newBuilder(URI.create(c.url()
-                    + "/api/v1/events")).timeout(Duration.ofSeconds(60)).build(), HttpResponse.BodyHandlers.ofLines());
+            Subscription rs = subscribe(http, c);
+            BlockingQueue<Event> events = rs.events();
+            HttpResponse<Stream<String>> r = rs.response();
             assertThat(r.statusCode()).isEqualTo(200);
-            Thread reader = new Thread(() -> parse(r.body(), events), "sse-reader");
-            reader.setDaemon(true);
-            reader.start();
             JsonNode first = JSON.readTree(next(events, "state").data());
             Map<String, JsonNode> mine = new LinkedHashMap<>();
             first.path("allocations").forEach(a -> mine.put(a.path("id").asText(), a));
@@ -139,12 +151,8 @@ class EventDeltasTest {
                     .findFirst().orElseThrow();
             assertThat(one.path("owner").asText()).startsWith(longOwner).doesNotContain("\u2026");
             // a stream opened now starts from the same state, whole
-            BlockingQueue<Event> later = new LinkedBlockingQueue<>();
-            HttpResponse<Stream<String>> r2 = http.send(HttpRequest.newBuilder(URI.create(c.url()
-                    + "/api/v1/events")).timeout(Duration.ofSeconds(60)).build(), HttpResponse.BodyHandlers.ofLines());
-            Thread reader2 = new Thread(() -> parse(r2.body(), later), "sse-reader-2");
-            reader2.setDaemon(true);
-            reader2.start();
+            Subscription r2s = subscribe(http, c);
+            BlockingQueue<Event> later = r2s.events();
             Map<String, JsonNode> fresh = new LinkedHashMap<>();
             JSON.readTree(next(later, "state").data()).path("allocations")
                     .forEach(x -> fresh.put(x.path("id").asText(), x));
@@ -165,12 +173,9 @@ class EventDeltasTest {
              ConsoleServer c = ConsoleServer.builder().scheduler(s).stateDir(state).ticking(false)
                      .listen(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0)).build().start()) {
             HttpClient http = HttpClient.newHttpClient();
-            BlockingQueue<Event> first = new LinkedBlockingQueue<>();
-            HttpResponse<Stream<String>> r = http.send(HttpRequest.newBuilder(URI.create(c.url()
-                    + "/api/v1/events")).timeout(Duration.ofSeconds(60)).build(), HttpResponse.BodyHandlers.ofLines());
-            Thread reader = new Thread(() -> parse(r.body(), first), "sse-reader");
-            reader.setDaemon(true);
-            reader.start();
+            Subscription rs = subscribe(http, c);
+            BlockingQueue<Event> first = rs.events();
+            HttpResponse<Stream<String>> r = rs.response();
             next(first, "state");
             String gone = s.allocate(GpuRequests.fromCliFlags("--gpu=1", "--owner=seen")).id();
             assertThat(next(first, "delta").data()).contains(gone);
@@ -185,12 +190,9 @@ class EventDeltasTest {
             s.release(gone);
             String held = s.allocate(GpuRequests.fromCliFlags("--gpu=2", "--owner=unseen")).id();
 
-            BlockingQueue<Event> later = new LinkedBlockingQueue<>();
-            HttpResponse<Stream<String>> r2 = http.send(HttpRequest.newBuilder(URI.create(c.url()
-                    + "/api/v1/events")).timeout(Duration.ofSeconds(60)).build(), HttpResponse.BodyHandlers.ofLines());
-            Thread reader2 = new Thread(() -> parse(r2.body(), later), "sse-reader-2");
-            reader2.setDaemon(true);
-            reader2.start();
+            Subscription r2s = subscribe(http, c);
+            BlockingQueue<Event> later = r2s.events();
+            HttpResponse<Stream<String>> r2 = r2s.response();
             List<String> start = new ArrayList<>();
             JSON.readTree(next(later, "state").data()).path("allocations").forEach(a -> start.add(a.path("id")
                     .asText()));
@@ -222,12 +224,8 @@ class EventDeltasTest {
              ConsoleServer c = ConsoleServer.builder().scheduler(s).stateDir(state).ticking(false)
                      .listen(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0)).build().start()) {
             HttpClient http = HttpClient.newHttpClient();
-            BlockingQueue<Event> events = new LinkedBlockingQueue<>();
-            HttpResponse<Stream<String>> r = http.send(HttpRequest.newBuilder(URI.create(c.url()
-                    + "/api/v1/events")).timeout(Duration.ofSeconds(60)).build(), HttpResponse.BodyHandlers.ofLines());
-            Thread reader = new Thread(() -> parse(r.body(), events), "sse-reader");
-            reader.setDaemon(true);
-            reader.start();
+            Subscription rs = subscribe(http, c);
+            BlockingQueue<Event> events = rs.events();
             assertThat(JSON.readTree(next(events, "state").data()).path("allocations")).isEmpty();
             List<String> ids = new ArrayList<>();
             synchronized (c.watcher()) {
