@@ -4,7 +4,6 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpusched.core.Allocation;
 import io.gpusched.core.AllocationEvent;
-import io.gpusched.core.AllocationListener;
 import io.gpusched.core.GpuConfig;
 import io.gpusched.core.GpuRequests;
 import io.gpusched.core.UserQuotas;
@@ -15,7 +14,6 @@ import java.util.List;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
-import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -52,19 +50,8 @@ class FairQueueDirectTest {
         Caller alice = ServiceBed.caller("gsu-alice", 62102, false);
         try (ServiceBed bed = new ServiceBed(tmp, GpuConfig.builder().users(UserQuotas.none()).build())) {
             NodeService s = bed.start();
-            CountDownLatch inGrant = new CountDownLatch(1);
-            CountDownLatch letGo = new CountDownLatch(1);
-            AllocationListener hold = e -> {
-                if (e.type() == AllocationEvent.Type.ALLOCATED) {
-                    inGrant.countDown();
-                    try {
-                        letGo.await(); // the grant is made (on the ledger) but its caller has not been answered
-                    } catch (InterruptedException x) {
-                        Thread.currentThread().interrupt();
-                    }
-                }
-            };
-            bed.scheduler.addListener(hold);
+            // the grant is made (on the ledger) but its caller has not been answered while it is held
+            HeldEvents hold = new HeldEvents(bed.scheduler, AllocationEvent.Type.ALLOCATED, Integer.MAX_VALUE);
             CompletableFuture<Allocation> granted = OwnThread.supply(() -> {
                 try {
                     return s.allocate(alice, GpuRequests.fromCliFlags("--gpu=1"), Optional.empty(), () -> false);
@@ -72,16 +59,16 @@ class FairQueueDirectTest {
                     throw new IllegalStateException(e);
                 }
             });
-            assertThat(inGrant.await(60, TimeUnit.SECONDS)).as("the grant began").isTrue();
+            assertThat(hold.awaitHeld(1)).as("the grant began").isTrue();
             CompletableFuture<Void> stop = OwnThread.run(s::stop);
             // the stop cannot end while the grant is under way: it waits for it (any time would do; it never ends
             // before letGo, as the grant holds it)
             Thread.sleep(300);
             assertThat(stop).as("the stop returned while a grant was under way").isNotDone();
-            letGo.countDown();
+            hold.letGo();
             stop.get(60, TimeUnit.SECONDS);
             assertThat(granted.get(60, TimeUnit.SECONDS).owner()).contains("gsu-alice");
-            bed.scheduler.removeListener(hold);
+            hold.close();
         }
     }
 }

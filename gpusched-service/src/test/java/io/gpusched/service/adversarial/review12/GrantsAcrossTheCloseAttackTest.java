@@ -6,11 +6,11 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.gpusched.core.Allocation;
 import io.gpusched.core.AllocationEvent;
-import io.gpusched.core.AllocationListener;
 import io.gpusched.core.GpuConfig;
 import io.gpusched.core.GpuRequests;
 import io.gpusched.core.UserQuotas;
 import io.gpusched.server.Caller;
+import io.gpusched.service.HeldEvents;
 import io.gpusched.service.NodeService;
 import io.gpusched.service.ServiceBed;
 import java.nio.file.Files;
@@ -23,9 +23,7 @@ import java.util.List;
 import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.CopyOnWriteArrayList;
-import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicBoolean;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -91,20 +89,7 @@ class GrantsAcrossTheCloseAttackTest {
                     waiters.add(t);
                 }
                 awaitQueued(bed, 8);
-                CountDownLatch inGrant = new CountDownLatch(1);
-                CountDownLatch letGo = new CountDownLatch(1);
-                AtomicBoolean once = new AtomicBoolean();
-                AllocationListener hold = e -> {
-                    if (e.type() == AllocationEvent.Type.ALLOCATED && once.compareAndSet(false, true)) {
-                        inGrant.countDown();
-                        try {
-                            letGo.await(60, TimeUnit.SECONDS);
-                        } catch (InterruptedException x) {
-                            Thread.currentThread().interrupt();
-                        }
-                    }
-                };
-                bed.scheduler.addListener(hold);
+                HeldEvents hold = new HeldEvents(bed.scheduler, AllocationEvent.Type.ALLOCATED, 1);
                 Thread releaser = new Thread(() -> {
                     try {
                         s.release(hog, all.id());
@@ -113,18 +98,18 @@ class GrantsAcrossTheCloseAttackTest {
                     }
                 }, "review12-releaser");
                 releaser.start();
-                assertThat(inGrant.await(60, TimeUnit.SECONDS)).as("the dispatcher's grants began").isTrue();
+                assertThat(hold.awaitHeld(1)).as("the dispatcher's grants began").isTrue();
                 Thread closer = new Thread(() -> end.accept(s), "review12-closer");
                 closer.start();
                 awaitIn(closer, "FairQueue", "close");
-                letGo.countDown();
+                hold.letGo();
                 closer.join(60_000);
                 assertThat(closer.isAlive()).as("close returned").isFalse();
                 for (Thread t : waiters) {
                     t.join(60_000);
                 }
                 releaser.join(60_000);
-                bed.scheduler.removeListener(hold);
+                hold.close();
                 Set<String> audited = auditedGrants(bed);
                 for (Allocation a : got) {
                     acknowledged++;
@@ -152,19 +137,7 @@ class GrantsAcrossTheCloseAttackTest {
             int acknowledged = 0;
             for (int round = 0; round < ROUNDS; round++) {
                 NodeService s = bed.start();
-                CountDownLatch inGrant = new CountDownLatch(8);
-                CountDownLatch letGo = new CountDownLatch(1);
-                AllocationListener hold = e -> {
-                    if (e.type() == AllocationEvent.Type.ALLOCATED) {
-                        inGrant.countDown();
-                        try {
-                            letGo.await(60, TimeUnit.SECONDS);
-                        } catch (InterruptedException x) {
-                            Thread.currentThread().interrupt();
-                        }
-                    }
-                };
-                bed.scheduler.addListener(hold);
+                HeldEvents hold = new HeldEvents(bed.scheduler, AllocationEvent.Type.ALLOCATED, 8);
                 List<Thread> callers = new ArrayList<>();
                 List<Allocation> got = new CopyOnWriteArrayList<>();
                 for (int i = 0; i < 8; i++) {
@@ -180,18 +153,18 @@ class GrantsAcrossTheCloseAttackTest {
                     callers.add(t);
                 }
                 // as many as the ledger lets through at once are in their listener; the others wait for the ledger
-                assertThat(awaitCount(inGrant, 1)).as("a direct grant began").isTrue();
+                assertThat(hold.awaitHeld(1)).as("a direct grant began").isTrue();
                 Thread.sleep(200);
                 Thread closer = new Thread(s::close, "review12-closer");
                 closer.start();
                 awaitIn(closer, "FairQueue", "close");
-                letGo.countDown();
+                hold.letGo();
                 closer.join(60_000);
                 assertThat(closer.isAlive()).as("close returned").isFalse();
                 for (Thread t : callers) {
                     t.join(60_000);
                 }
-                bed.scheduler.removeListener(hold);
+                hold.close();
                 Set<String> audited = auditedGrants(bed);
                 for (Allocation a : got) {
                     acknowledged++;
@@ -210,17 +183,6 @@ class GrantsAcrossTheCloseAttackTest {
             assertThat(missing).as("direct grants with no 'allocate ok' line in audit.log (of %d acknowledged)",
                     acknowledged).isEmpty();
         }
-    }
-
-    private static boolean awaitCount(CountDownLatch l, long atMost) throws InterruptedException {
-        long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-        while (l.getCount() > 8 - atMost) {
-            if (System.nanoTime() - until > 0) {
-                return false;
-            }
-            Thread.sleep(5);
-        }
-        return true;
     }
 
     private static void awaitQueued(ServiceBed bed, int n) throws InterruptedException {

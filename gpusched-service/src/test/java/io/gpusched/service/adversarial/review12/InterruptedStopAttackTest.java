@@ -4,11 +4,11 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpusched.core.Allocation;
 import io.gpusched.core.AllocationEvent;
-import io.gpusched.core.AllocationListener;
 import io.gpusched.core.GpuConfig;
 import io.gpusched.core.GpuRequests;
 import io.gpusched.core.UserQuotas;
 import io.gpusched.server.Caller;
+import io.gpusched.service.HeldEvents;
 import io.gpusched.service.NodeService;
 import io.gpusched.service.ServiceBed;
 import java.nio.file.Path;
@@ -17,7 +17,6 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Optional;
-import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import org.junit.jupiter.api.Tag;
@@ -62,29 +61,14 @@ class InterruptedStopAttackTest {
                 Thread.sleep(10);
             }
             assertThat(s.queueView()).hasSize(2);
-            CountDownLatch inGrant = new CountDownLatch(1);
-            CountDownLatch letGo = new CountDownLatch(1);
-            AtomicBoolean once = new AtomicBoolean();
-            AtomicBoolean grantEnded = new AtomicBoolean();
-            AllocationListener hold = e -> {
-                if (e.type() == AllocationEvent.Type.ALLOCATED && once.compareAndSet(false, true)) {
-                    inGrant.countDown();
-                    try {
-                        letGo.await(60, TimeUnit.SECONDS);
-                    } catch (InterruptedException x) {
-                        Thread.currentThread().interrupt();
-                    }
-                    grantEnded.set(true);
-                }
-            };
-            bed.scheduler.addListener(hold);
+            HeldEvents hold = new HeldEvents(bed.scheduler, AllocationEvent.Type.ALLOCATED, 1);
             // released outside the service (another process of the node would do the same): the dispatcher wakes
             bed.scheduler.release(all.id());
-            assertThat(inGrant.await(60, TimeUnit.SECONDS)).as("the dispatcher's grant began").isTrue();
+            assertThat(hold.awaitHeld(1)).as("the dispatcher's grant began").isTrue();
             AtomicBoolean grantUnderWayWhenStopReturned = new AtomicBoolean();
             Thread stopper = new Thread(() -> {
                 s.stop();
-                grantUnderWayWhenStopReturned.set(!grantEnded.get());
+                grantUnderWayWhenStopReturned.set(hold.ended() == 0);
             }, "review12-stopper");
             stopper.start();
             long u2 = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
@@ -94,14 +78,15 @@ class InterruptedStopAttackTest {
                 Thread.sleep(5);
             }
             stopper.interrupt();
-            stopper.join(10_000); // a stop that keeps its promise is still waiting for the grant here
+            stopper.join(2_000); // a stop that keeps its promise is still waiting for the grant here (one that does
+            // not returns at once after the interrupt)
             boolean returnedFirst = !stopper.isAlive();
-            letGo.countDown();
+            hold.letGo();
             stopper.join(60_000);
             for (Thread t : waiters) {
                 t.join(60_000);
             }
-            bed.scheduler.removeListener(hold);
+            hold.close();
             assertThat(returnedFirst && grantUnderWayWhenStopReturned.get()).as("stop() returned (its thread"
                     + " interrupted) while the fair queue's dispatcher was still in its granting transaction")
                     .isFalse();

@@ -4,11 +4,11 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpusched.core.Allocation;
 import io.gpusched.core.AllocationEvent;
-import io.gpusched.core.AllocationListener;
 import io.gpusched.core.GpuConfig;
 import io.gpusched.core.GpuRequests;
 import io.gpusched.core.UserQuotas;
 import io.gpusched.server.Caller;
+import io.gpusched.service.HeldEvents;
 import io.gpusched.service.NodeService;
 import io.gpusched.service.ServiceBed;
 import java.nio.file.Files;
@@ -17,7 +17,6 @@ import java.time.Duration;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Optional;
-import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
@@ -58,20 +57,8 @@ class InterruptedStopAndChangesUnderWayAttackTest {
             NodeService s = bed.start();
             Caller alice = ServiceBed.caller("gsu-r13a", 67100, false);
             Allocation a = s.allocate(alice, GpuRequests.fromCliFlags("--gpu=1"), Optional.empty(), () -> false);
-            CountDownLatch inRenew = new CountDownLatch(1);
-            CountDownLatch letGo = new CountDownLatch(1);
+            HeldEvents hold = new HeldEvents(bed.scheduler, AllocationEvent.Type.RENEWED, Integer.MAX_VALUE);
             AtomicBoolean renewEnded = new AtomicBoolean();
-            AllocationListener hold = e -> {
-                if (e.type() == AllocationEvent.Type.RENEWED) {
-                    inRenew.countDown();
-                    try {
-                        letGo.await(60, TimeUnit.SECONDS);
-                    } catch (InterruptedException x) {
-                        Thread.currentThread().interrupt();
-                    }
-                }
-            };
-            bed.scheduler.addListener(hold);
             AtomicReference<Object> told = new AtomicReference<>();
             Thread renewer = new Thread(() -> {
                 try {
@@ -83,7 +70,7 @@ class InterruptedStopAndChangesUnderWayAttackTest {
                 }
             }, "review13-renewer");
             renewer.start();
-            assertThat(inRenew.await(60, TimeUnit.SECONDS)).as("the renew reached the ledger").isTrue();
+            assertThat(hold.awaitHeld(1)).as("the renew reached the ledger").isTrue();
             AtomicBoolean renewUnderWayWhenStopReturned = new AtomicBoolean();
             Thread stopper = new Thread(() -> {
                 if (pending) {
@@ -105,10 +92,10 @@ class InterruptedStopAndChangesUnderWayAttackTest {
             stopper.join(2_000); // a stop that keeps its promise still waits for the renew here (one that does not
             // returns at once after the interrupt)
             boolean returnedFirst = !stopper.isAlive();
-            letGo.countDown();
+            hold.letGo();
             stopper.join(60_000);
             renewer.join(60_000);
-            bed.scheduler.removeListener(hold);
+            hold.close();
             List<String> audit = Files.readAllLines(bed.state.resolve("audit.log"));
             boolean renewAudited = audit.stream().anyMatch(l -> l.contains("\"action\":\"renew\"") && l.contains(a
                     .id()));
