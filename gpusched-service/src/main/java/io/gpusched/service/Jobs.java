@@ -310,7 +310,8 @@ final class Jobs implements AutoCloseable {
             // from here on a pipe holds at most what it held when the job's processes ended; more comes from a process
             // outside the job (it was passed the pipe): a relay takes no more than that, however slowly its client
             // reads, and lets the pipe go
-            afterEnd.forEach(b -> b.set(PIPE_MAX_BYTES));
+            // (root's job may have raised its pipes past pipe-max-size: CAP_SYS_RESOURCE; its output is not bounded)
+            afterEnd.forEach(b -> b.set(job.owner.uid() == 0 ? Long.MAX_VALUE : PIPE_MAX_BYTES));
             job.exitCode = code;
             job.signal = LaunchedJob.signalOf(code).orElse(null);
             if (!left.isEmpty()) {

@@ -98,12 +98,17 @@ public final class LocalRun {
                 scheduler.recordJobCgroup(a.id(), job.cgroup);
                 cgroupDir = job.cgroup.toString();
             }
+            if (!Files.isDirectory(Path.of(spec.cwd()))) {
+                throw new CliException("cannot start " + command.get(0) + ": the working directory " + spec.cwd()
+                        + " is not a directory (removed?)", ExitCode.COMMAND_NOT_RUNNABLE.code());
+            }
             if (!RunCommand.executable(command.get(0), vars.get("PATH"))) {
                 boolean found = RunCommand.found(command.get(0), vars.get("PATH"));
-                throw new CliException("cannot start " + command.get(0) + ": " + (found ? "not an executable file"
+                throw new CliException("cannot start " + command.get(0) + ": " + (found
+                        ? "not an executable file"
+                                + (Files.isDirectory(Path.of(command.get(0))) ? " (a directory)" : "")
                         : "no such file") + (command.get(0).contains("/") ? "" : " on PATH"),
-                        (found
-                                ? ExitCode.COMMAND_NOT_RUNNABLE : ExitCode.COMMAND_NOT_FOUND).code());
+                        (found ? ExitCode.COMMAND_NOT_RUNNABLE : ExitCode.COMMAND_NOT_FOUND).code());
             }
             List<String> argv = RunCommand.childArgv(ProcessHandle.current().pid(), cgroupDir, command);
             String now = Instant.now().toString();
@@ -121,9 +126,9 @@ public final class LocalRun {
             try {
                 p = pb.start();
             } catch (IOException e) {
-                throw new CliException("cannot start " + command.get(0) + ": " + e.getMessage(), (String.valueOf(
-                        e.getMessage()).contains("error=2,") ? ExitCode.COMMAND_NOT_FOUND
-                                : ExitCode.COMMAND_NOT_RUNNABLE)
+                // found or not, as the check above saw it: an error=2 may be the working directory's, not the command's
+                throw new CliException("cannot start " + command.get(0) + ": " + e.getMessage(), (RunCommand.found(
+                        command.get(0), vars.get("PATH")) ? ExitCode.COMMAND_NOT_RUNNABLE : ExitCode.COMMAND_NOT_FOUND)
                         .code());
             }
             job.process = p;

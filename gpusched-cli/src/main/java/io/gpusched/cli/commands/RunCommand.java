@@ -243,13 +243,16 @@ public final class RunCommand implements Callable<Integer> {
     }
 
     /** @return whether the shell's exec would find {@code cmd} (a path, or a name on {@code path}) */
-    /** @return whether {@code cmd} names a regular file (as a path, or on {@code path}), executable or not */
+    /**
+     * @return whether {@code cmd} names something that exists (as a path, or on {@code path}): a file that is not
+     *     executable or a directory is found but cannot be run (a shell's 126), nothing at all is not found (127)
+     */
     static boolean found(String cmd, String path) {
         if (cmd.contains("/")) {
-            return Files.isRegularFile(Path.of(cmd));
+            return Files.exists(Path.of(cmd));
         }
         for (String d : (path == null ? "/usr/bin:/bin" : path).split(":", -1)) {
-            if (Files.isRegularFile(Path.of(d.isEmpty() ? "." : d, cmd))) {
+            if (Files.exists(Path.of(d.isEmpty() ? "." : d, cmd))) {
                 return true;
             }
         }
