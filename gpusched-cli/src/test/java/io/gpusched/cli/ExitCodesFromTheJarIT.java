@@ -101,8 +101,9 @@ class ExitCodesFromTheJarIT {
         Run notExecutable = gpusched(state, "run", "--no-isolation", "--gpu=1", "--", plain.toString());
         expect(notExecutable, ExitCode.COMMAND_NOT_RUNNABLE, "run of a file that is not executable");
         assertThat(notExecutable.err()).contains("cannot start").contains("not an executable file");
-        expect(gpusched(state, "status"), ExitCode.OK, "status after the runs");
-        assertThat(gpusched(state, "status").out()).as("nothing left held").contains("0 allocations");
+        Run status = gpusched(state, "status");
+        expect(status, ExitCode.OK, "status after the runs");
+        assertThat(status.out()).as("nothing left held").contains("0 allocations");
     }
 
     @Test
