@@ -1,6 +1,9 @@
 package io.gpusched.benchmarks;
 
+import io.gpusched.accounting.AccountingSampler;
 import io.gpusched.accounting.AccountingSettings;
+import io.gpusched.accounting.AccountingStore;
+import io.gpusched.accounting.HostIdleEffects;
 import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuConfig;
 import io.gpusched.core.GpuInventories;
@@ -19,11 +22,13 @@ import java.nio.channels.SocketChannel;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Clock;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
+import java.util.Optional;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -41,12 +46,15 @@ import java.util.concurrent.TimeUnit;
  * java -cp ... io.gpusched.benchmarks.ServiceBenchmark DIR [rounds] [seconds]
  * </pre>
  *
- * <p>{@code -Dgpusched.bench.accounting=off} runs the service without the node's accounting sampler (which forces
- * each ended allocation's last interval to disk in the releasing thread), to measure what it costs.
+ * <p>The node's accounting sampler forces each ended allocation's last usage interval to disk in the releasing thread
+ * (an acknowledged release has its record). {@code -Dgpusched.bench.accounting=} chooses where it runs: {@code on}
+ * (the default) on both sides, the in-process scheduler with the same sampler attached as a host embedding the
+ * accounting module would attach it; {@code off} on neither; {@code service} in the service only (its default
+ * against a bare scheduler: the ledger's forced writes alike, the service's one more).
  */
 public final class ServiceBenchmark {
-    /** whether the service's console is the node's accounting sampler (its default) */
-    private static final boolean ACCOUNTING = !"off".equals(System.getProperty("gpusched.bench.accounting"));
+    /** where the node's accounting sampler runs: on (both sides), off (neither), service (the service only) */
+    private static final String ACCOUNTING = System.getProperty("gpusched.bench.accounting", "on");
 
     private ServiceBenchmark() {
     }
@@ -56,6 +64,11 @@ public final class ServiceBenchmark {
         int rounds = args.length > 1 ? Integer.parseInt(args[1]) : 5;
         int seconds = args.length > 2 ? Integer.parseInt(args[2]) : 5;
         Files.createDirectories(dir);
+        if (!List.of("on", "off", "service").contains(ACCOUNTING)) {
+            throw new IllegalArgumentException("-Dgpusched.bench.accounting=" + ACCOUNTING
+                    + ": expected on, off or service");
+        }
+        System.out.println("accounting sampler: " + ACCOUNTING);
         double[] in1 = new double[rounds];
         double[] svc1 = new double[rounds];
         double[] in8 = new double[rounds];
@@ -98,10 +111,22 @@ public final class ServiceBenchmark {
     /** @return allocate+release pairs per second of {@code threads} threads calling the scheduler directly */
     static double inProcess(Path state, int threads, int seconds) throws Exception {
         try (GpuScheduler s = scheduler(state)) {
-            return run(threads, seconds, i -> () -> {
-                Allocation a = s.allocate(GpuRequest.builder().owner("bench").ownerUid(0).build());
-                s.release(a.id());
-            });
+            Optional<AccountingSampler> sampler = "on".equals(ACCOUNTING)
+                    ? AccountingSampler.open(AccountingStore.at(state), AccountingSettings.defaults(), s.inventory(),
+                            null, new HostIdleEffects(s), Clock.systemUTC())
+                    : Optional.empty();
+            sampler.ifPresent(s::addListener);
+            try {
+                return run(threads, seconds, i -> () -> {
+                    Allocation a = s.allocate(GpuRequest.builder().owner("bench").ownerUid(0).build());
+                    s.release(a.id());
+                });
+            } finally {
+                sampler.ifPresent(x -> {
+                    s.removeListener(x);
+                    x.close();
+                });
+            }
         }
     }
 
@@ -114,7 +139,7 @@ public final class ServiceBenchmark {
             ServiceRoutes routes = new ServiceRoutes(svc);
             ConsoleServer.Builder b = ConsoleServer.builder().scheduler(s).stateDir(state).listen(
                     new InetSocketAddress(InetAddress.getLoopbackAddress(), 0)).unixSocket(socket).threads(256);
-            if (!ACCOUNTING) {
+            if ("off".equals(ACCOUNTING)) {
                 b.accounting(AccountingSettings.parse("gpu:\n  accounting:\n    enabled: false\n", "ServiceBenchmark"));
             }
             routes.routes().forEach(b::route);

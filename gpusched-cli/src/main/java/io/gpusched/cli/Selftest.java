@@ -25,6 +25,7 @@ import io.gpusched.kubernetes.KubeletDevicePlugin;
 import io.gpusched.kubernetes.KubeletProbe;
 import io.gpusched.server.ConsoleServer;
 import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.URI;
@@ -32,13 +33,17 @@ import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.FileVisitResult;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.Path;
+import java.nio.file.SimpleFileVisitor;
+import java.nio.file.attribute.BasicFileAttributes;
 import java.nio.file.attribute.PosixFileAttributes;
 import java.nio.file.attribute.PosixFilePermission;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -47,7 +52,9 @@ import java.util.Optional;
 import java.util.Set;
 import java.util.TreeSet;
 import java.util.UUID;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
 
 /**
  * {@code gpusched selftest}'s checks, each with a verdict and, when it fails, the cause and the remedy. Each check
@@ -123,6 +130,12 @@ public final class Selftest {
 
     /** The command's fencer: {@link CgroupDeviceIsolator#fence}. */
     public static final Fencer REAL_FENCE = CgroupDeviceIsolator::fence;
+    /** The longest path of a Unix socket (sun_path's 108 bytes less the NUL). */
+    static final int SUN_PATH_MAX = 107;
+    /** Room left for a socket's file name in the plug-in directory ({@code gpusched-nvidia.com-gpu.sock}: 28). */
+    static final int SOCKET_NAME_ROOM = 48;
+    /** The cgroups a fence check has made and not yet removed: a shutdown hook removes them ({@link #removeLeft}). */
+    private static final Set<Path> LIVE_CGROUPS = ConcurrentHashMap.newKeySet();
 
     private Selftest() {
     }
@@ -284,6 +297,7 @@ public final class Selftest {
                 Path root = iso.v2Root().or(iso::v1Root).orElseThrow();
                 cgroup = Files.createDirectory(root.resolve("gpusched-selftest-"
                         + UUID.randomUUID().toString().substring(0, 8)));
+                LIVE_CGROUPS.add(cgroup);
                 Allocation a = s.allocate(GpuRequest.builder().deviceIndices(0).owner("selftest").build());
                 Map<String, String> seen;
                 try (AutoCloseable f = fencer.fence(iso, cgroup, a)) {
@@ -318,12 +332,66 @@ public final class Selftest {
             if (cgroup != null) {
                 try {
                     Files.deleteIfExists(cgroup);
+                    LIVE_CGROUPS.remove(cgroup);
                 } catch (IOException e) {
                     // left for JobCgroups' stale clean-up; named in the log
                     System.getLogger(Selftest.class.getName()).log(System.Logger.Level.WARNING,
                             "could not remove " + cgroup + ": " + e);
                 }
             }
+        }
+    }
+
+    /**
+     * Removes what a self-test stopped midway (SIGTERM, Ctrl-C) left: the fence check's cgroups, deepest first, each
+     * tried for up to 2 s while its probe exits, and then {@code work}. For a shutdown hook; failures are ignored.
+     */
+    public static void removeLeft(Path work) {
+        for (Path c : List.copyOf(LIVE_CGROUPS)) {
+            for (int i = 0; i < 40 && Files.isDirectory(c, LinkOption.NOFOLLOW_LINKS); i++) {
+                try (Stream<Path> s = Files.walk(c)) {
+                    for (Path d : s.filter(Files::isDirectory).sorted(Comparator.reverseOrder()).toList()) {
+                        Files.deleteIfExists(d);
+                    }
+                } catch (IOException | UncheckedIOException e) {
+                    try {
+                        Thread.sleep(50); // a process still in it (the probe's shell): it ends on its own
+                    } catch (InterruptedException x) {
+                        Thread.currentThread().interrupt();
+                        return;
+                    }
+                }
+            }
+            LIVE_CGROUPS.remove(c);
+        }
+        try {
+            deleteTree(work);
+        } catch (UncheckedIOException e) {
+            // a stop midway: whatever could not be removed stays, named by nothing (the JVM is ending)
+        }
+    }
+
+    /** Removes {@code dir} and everything under it (not following links) @throws UncheckedIOException naming it */
+    public static void deleteTree(Path dir) {
+        if (!Files.exists(dir, LinkOption.NOFOLLOW_LINKS)) {
+            return;
+        }
+        try {
+            Files.walkFileTree(dir, new SimpleFileVisitor<>() {
+                @Override
+                public FileVisitResult visitFile(Path f, BasicFileAttributes a) throws IOException {
+                    Files.delete(f);
+                    return FileVisitResult.CONTINUE;
+                }
+
+                @Override
+                public FileVisitResult postVisitDirectory(Path d, IOException x) throws IOException {
+                    Files.delete(d);
+                    return FileVisitResult.CONTINUE;
+                }
+            });
+        } catch (IOException x) {
+            throw new UncheckedIOException("could not remove the self-test's " + dir, x);
         }
     }
 
@@ -617,8 +685,15 @@ public final class Selftest {
                     + " check)");
         }
         String remedy = "run gpusched k8s-device-plugin --verbose and report its log with gpusched doctor's output";
+        Path shortDir = null;
         try {
             Path dir = Files.createDirectories(work.resolve("k8s"));
+            // the stand-in's and the plug-in's sockets: a Unix socket's path is at most 107 bytes; under a long
+            // java.io.tmpdir they go to a short directory of their own (removed after)
+            if (dir.toString().getBytes(StandardCharsets.UTF_8).length + 1 + SOCKET_NAME_ROOM > SUN_PATH_MAX) {
+                shortDir = Files.createTempDirectory(Path.of("/tmp"), "gpusched-k8s-");
+                dir = shortDir;
+            }
             DevicePluginConfig.Builder cb = DevicePluginConfig.builder().pluginDirectory(dir);
             if (simulated) {
                 Path proc = Files.createDirectories(work.resolve("k8s-proc"));
@@ -680,6 +755,10 @@ public final class Selftest {
         } catch (Exception e) {
             return Check.fail("kubernetes", "the device plug-in could not be checked", String.valueOf(e.getMessage()),
                     remedy);
+        } finally {
+            if (shortDir != null) {
+                deleteTree(shortDir);
+            }
         }
     }
 

@@ -193,6 +193,11 @@ final class FairQueue implements AutoCloseable {
     Ticket enqueue(Caller caller, GpuRequest request, Duration wait, BooleanSupplier gone) {
         long now = System.nanoTime();
         long w = Math.max(0, Math.min(wait.toNanos(), TimeUnit.DAYS.toNanos(3650)));
+        int gpus = scheduler.inventory().devices().size();
+        if (request.count() > gpus) { // never served: refused to its caller now, not by a dispatch after it
+            throw new GpuAllocationException(Reason.NODE_TOO_SMALL, request.describe() + " requested; this node has "
+                    + gpus + (gpus == 1 ? " GPU" : " GPUs") + " in all, so it can never be served here");
+        }
         lock.lock();
         try {
             if (closed) {

@@ -36,6 +36,8 @@ final class Job {
     volatile String failure;
     /** Set by a cancel (or a client that went away): the driver ends the job as CANCELLED. */
     volatile String cancelled;
+    /** Set with {@link #cancelled} by a cancel of its owner or an admin (not a client gone, not a stop). */
+    volatile boolean cancelledBy;
     final CompletableFuture<Void> ended = new CompletableFuture<>();
     /** Completed once a launched job's cgroup is emptied and removed and its allocation released (or kept held). */
     final CompletableFuture<Void> settled = new CompletableFuture<>();

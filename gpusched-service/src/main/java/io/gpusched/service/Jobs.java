@@ -120,6 +120,15 @@ final class Jobs implements AutoCloseable {
         }
     }
 
+    /** A job that waited and was cancelled by its owner or an admin before it started (409 CANCELLED). */
+    static final class Cancelled extends GpuException {
+        private static final long serialVersionUID = 1L;
+
+        Cancelled(String m) {
+            super(m);
+        }
+    }
+
     /** No such job. */
     static final class UnknownJob extends GpuException {
         private static final long serialVersionUID = 1L;
@@ -150,6 +159,11 @@ final class Jobs implements AutoCloseable {
         }
         if (closing) {
             throw new FairQueue.Dropped("the node service is stopping; no job is started"); // 503 SHUTTING_DOWN
+        }
+        try { // checked before anything is allocated (as every other field): run() resolves it on the GPUs granted
+            r.cuda().ifPresent(CudaRequirement::parse);
+        } catch (IllegalArgumentException e) {
+            throw new IllegalArgumentException("\"cuda\": " + e.getMessage(), e);
         }
         JobSpec check = spec(c, r, r.env());
         Optional<String> cwd = launcher.checkWorkingDirectory(check);
@@ -201,7 +215,8 @@ final class Jobs implements AutoCloseable {
             if (wait.isEmpty()) {
                 return Optional.of(queue.now(job.owner, req)); // in its fair place among those that wait
             }
-            FairQueue.Ticket t = queue.enqueue(job.owner, req, wait.get(), sink::gone);
+            FairQueue.Ticket t = job.ticket != null ? job.ticket : queue.enqueue(job.owner, req, wait.get(),
+                    sink::gone);
             job.ticket = t;
             long first = TimeUnit.MILLISECONDS.toNanos(200);
             while (true) {
@@ -244,6 +259,22 @@ final class Jobs implements AutoCloseable {
             }
             job.cancelled = "the service is stopping";
             end(job, Job.State.CANCELLED, null);
+            throw e;
+        }
+    }
+
+    /**
+     * Queues a job that may wait, now, so that a refusal (the user's waiting limit, a request this node can never
+     * serve) is its caller's answer; {@link #allocate} then waits on the ticket.
+     *
+     * @throws GpuException the refusal (the job is then FAILED and over)
+     */
+    void enqueue(Job job, JobSink sink) {
+        try {
+            job.ticket = queue.enqueue(job.owner, requestOf(job), job.request.maxWait().orElseThrow(), sink::gone);
+        } catch (RuntimeException e) {
+            job.failure = e.getMessage();
+            end(job, Job.State.FAILED, null);
             throw e;
         }
     }
@@ -494,8 +525,8 @@ final class Jobs implements AutoCloseable {
     }
 
     /**
-     * A detached job: allocates at once (a refusal is the caller's answer) or queues, then runs on a thread of its
-     * own, its output going to its file.
+     * A detached job: allocates at once or queues (a refusal, either way, is the caller's answer), then runs on a
+     * thread of its own, its output going to its file.
      *
      * @return the job (QUEUED or RUNNING)
      */
@@ -509,18 +540,20 @@ final class Jobs implements AutoCloseable {
             throw new GpuException(job.failure);
         }
         Optional<Allocation> now = Optional.empty();
-        if (job.request.maxWait().isEmpty()) {
-            try {
-                now = allocate(job, out); // a refusal goes to the caller
-            } catch (RuntimeException e) {
-                try {
-                    out.exit(0, null);
-                    Files.deleteIfExists(out.path());
-                } catch (IOException ignored) {
-                    // nothing was written to it
-                }
-                throw e;
+        try { // a refusal goes to the caller: at once, or when it cannot wait in the queue
+            if (job.request.maxWait().isEmpty()) {
+                now = allocate(job, out);
+            } else {
+                enqueue(job, out);
             }
+        } catch (RuntimeException e) {
+            try {
+                out.exit(0, null);
+                Files.deleteIfExists(out.path());
+            } catch (IOException ignored) {
+                // nothing was written to it
+            }
+            throw e;
         }
         Optional<Allocation> first = now;
         Thread t = new Thread(() -> {
@@ -640,6 +673,7 @@ final class Jobs implements AutoCloseable {
         if (j.over()) {
             return j;
         }
+        j.cancelledBy = true;
         j.cancelled = "cancelled by " + c.user() + " (uid " + c.uid() + ")";
         FairQueue.Ticket t = j.ticket;
         if (t != null) {

@@ -134,6 +134,9 @@ final class ServiceExchanges {
         } else if (e instanceof Jobs.Unavailable) {
             status = 503;
             reason = "JOBS_UNAVAILABLE";
+        } else if (e instanceof Jobs.Cancelled) {
+            status = 409;
+            reason = "CANCELLED";
         } else if (e instanceof FairQueue.Dropped) {
             status = 503;
             reason = "SHUTTING_DOWN";

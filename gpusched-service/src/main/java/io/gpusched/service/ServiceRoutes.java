@@ -305,11 +305,14 @@ public final class ServiceRoutes {
             return;
         }
         StreamSink sink = new StreamSink(ex, service, c, gone.apply(ex));
+        boolean abandoned = false;
         try {
             Optional<Allocation> a = service.jobs().allocate(job, sink);
             if (a.isEmpty()) {
-                FairQueue.Dropped d = new FairQueue.Dropped("job " + job.id + " was not started: "
-                        + Optional.ofNullable(job.cancelled).orElse("cancelled"));
+                String why = "job " + job.id + " was not started: " + Optional.ofNullable(job.cancelled).orElse(
+                        "cancelled");
+                // cancelled by its owner or an admin (409 CANCELLED); else its client went or the service stops
+                RuntimeException d = job.cancelledBy ? new Jobs.Cancelled(why) : new FairQueue.Dropped(why);
                 if (sink.begun()) {
                     sink.error(d);
                 } else {
@@ -319,12 +322,17 @@ public final class ServiceRoutes {
             }
             service.jobs().run(job, a.get(), sink);
         } catch (RuntimeException e) {
-            if (!sink.begun()) {
+            if (sink.abandon()) {
+                // refused before its stream began: the guard answers with the refusal's own status; closing the
+                // sink here would close the exchange first (an empty 200)
+                abandoned = true;
                 throw e;
             }
             sink.error(e);
         } finally {
-            sink.close();
+            if (!abandoned) {
+                sink.close();
+            }
         }
     }
 }

@@ -233,6 +233,23 @@ final class StreamSink implements JobSink {
         line(m, false, false);
     }
 
+    /**
+     * Gives up the answer before it began, leaving the exchange to the caller (a refusal answered with its own
+     * status): no line comes any more.
+     *
+     * @return false when the answer had begun after all (then {@link #error} and {@link #close} end it)
+     */
+    boolean abandon() {
+        synchronized (lock) {
+            if (writer != null) {
+                return false;
+            }
+            finished = true;
+            lock.notifyAll();
+            return true;
+        }
+    }
+
     /** Ends the stream with an error event (the answer had begun). */
     void error(RuntimeException e) {
         Map<String, Object> m = event("error");

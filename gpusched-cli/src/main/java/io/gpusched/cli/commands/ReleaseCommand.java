@@ -2,14 +2,20 @@ package io.gpusched.cli.commands;
 
 import io.gpusched.cli.GpuschedCommand;
 import io.gpusched.client.NodeClient;
+import io.gpusched.core.internal.Json;
 import io.gpusched.core.internal.Printable;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Parameters;
 import picocli.CommandLine.ParentCommand;
 
-/** {@code gpusched release}. */
+/**
+ * {@code gpusched release}. With {@code --json}: {@code {"ids": [...], "released": N, "alreadyReleased": M}} (the ids
+ * asked for, how many this call released, how many were released before it).
+ */
 @Command(name = "release", description = "Release allocations.")
 public final class ReleaseCommand implements Callable<Integer> {
     @ParentCommand
@@ -22,13 +28,17 @@ public final class ReleaseCommand implements Callable<Integer> {
     @Override
     public Integer call() {
         try (NodeClient n = root.client()) {
-            if (ids.size() == 1) {
-                String id = ids.get(0);
-                boolean released = n.release(id);
-                root.out().println(released ? "released " + Printable.escape(id)
-                        : Printable.escape(id) + " was already released");
+            int released = ids.size() == 1 ? (n.release(ids.get(0)) ? 1 : 0) : n.releaseAll(ids);
+            if (root.json()) {
+                Map<String, Object> m = new LinkedHashMap<>();
+                m.put("ids", ids);
+                m.put("released", released);
+                m.put("alreadyReleased", ids.size() - released);
+                root.out().println(Printable.escapeJson(Json.pretty(m)));
+            } else if (ids.size() == 1) {
+                root.out().println(released == 1 ? "released " + Printable.escape(ids.get(0))
+                        : Printable.escape(ids.get(0)) + " was already released");
             } else {
-                int released = n.releaseAll(ids);
                 root.out().println("released " + released + " of " + ids.size() + ": "
                         + Printable.escape(String.join(" ", ids))
                         + (released < ids.size() ? " (the others were already released)" : ""));

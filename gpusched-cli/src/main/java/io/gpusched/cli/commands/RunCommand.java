@@ -10,6 +10,7 @@ import io.gpusched.client.JobSpec;
 import io.gpusched.client.JobView;
 import io.gpusched.client.NodeClient;
 import io.gpusched.core.AllocationView;
+import io.gpusched.core.host.ExitCode;
 import io.gpusched.core.internal.Durations;
 import io.gpusched.core.internal.Json;
 import io.gpusched.core.internal.Printable;
@@ -89,7 +90,7 @@ public final class RunCommand implements Callable<Integer> {
             }
         });
         JobSpec spec = new JobSpec(f.flags(), Optional.ofNullable(cuda), command, root.environment(),
-                System.getProperty("user.dir"), maxWait);
+                startDirectory(), maxWait);
         LocalOptions local = new LocalOptions(Optional.ofNullable(strategy), noIsolation,
                 Optional.ofNullable(cgroupParent), root.out() == System.out);
         try (NodeClient n = root.client(local)) {
@@ -242,7 +243,24 @@ public final class RunCommand implements Callable<Integer> {
         return argv;
     }
 
-    /** @return whether the shell's exec would find {@code cmd} (a path, or a name on {@code path}) */
+    /**
+     * @return the directory this run was started in, the job's working directory
+     * @throws CliException (126) when the JVM lost it: HotSpot's perf-data set-up ({@code -XX:+UsePerfData}, the
+     *     default) changes into {@code <tmpdir>/hsperfdata_<user>} and returns through a descriptor of "." that it
+     *     cannot open in a directory its user may enter but not list, so {@code user.dir} then names that directory
+     */
+    static String startDirectory() {
+        String dir = System.getProperty("user.dir");
+        Path perfData = Path.of(System.getProperty("java.io.tmpdir"), "hsperfdata_" + System.getProperty("user.name"));
+        if (Path.of(dir).equals(perfData)) {
+            throw new CliException("cannot tell the directory gpusched run was started in: the JVM's start left it in "
+                    + perfData + " (it does so when started in a directory it may enter but not list); start it from"
+                    + " a directory you can list, or with java -XX:-UsePerfData (as the gpusched launchers do)",
+                    ExitCode.COMMAND_NOT_RUNNABLE.code());
+        }
+        return dir;
+    }
+
     /**
      * @return whether {@code cmd} names something that exists (as a path, or on {@code path}): a file that is not
      *     executable or a directory is found but cannot be run (a shell's 126), nothing at all is not found (127)
@@ -259,6 +277,7 @@ public final class RunCommand implements Callable<Integer> {
         return false;
     }
 
+    /** @return whether exec would run {@code cmd}: an executable regular file (a path, or a name on PATH) */
     static boolean executable(String cmd, String path) {
         if (cmd.contains("/")) {
             return Files.isRegularFile(Path.of(cmd)) && Files.isExecutable(Path.of(cmd));

@@ -15,12 +15,8 @@ import io.gpusched.core.internal.Json;
 import io.gpusched.core.internal.Printable;
 import java.io.IOException;
 import java.io.PrintStream;
-import java.io.UncheckedIOException;
-import java.nio.file.FileVisitResult;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.SimpleFileVisitor;
-import java.nio.file.attribute.BasicFileAttributes;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
@@ -66,7 +62,11 @@ public final class SelftestCommand implements Callable<Integer> {
             simulate = Optional.of(FALLBACK_PROFILE);
             note = "no GPU backend here: the checks ran on a simulated " + FALLBACK_PROFILE + " node";
         }
-        Path work = Files.createTempDirectory("gpusched-selftest-");
+        Path work = Files.createTempDirectory(tmpBase(), "gpusched-selftest-");
+        // a stop midway (SIGTERM from systemd, Ctrl-C) runs no finally: the hook removes the fence check's cgroup and
+        // device nodes and the work directory
+        Thread cleanUp = new Thread(() -> Selftest.removeLeft(work), "gpusched-selftest-cleanup");
+        Runtime.getRuntime().addShutdownHook(cleanUp);
         List<Check> checks = new ArrayList<>();
         String node;
         try (GpuInventory inv = simulate.isPresent() ? InventorySpec.simulated(simulate.get()).open(config)
@@ -88,7 +88,12 @@ public final class SelftestCommand implements Callable<Integer> {
             checks.add(Selftest.kubernetes(inv, simulate.isPresent(), work));
             checks.add(Selftest.service(ServiceClient.defaultSocket(root.environment())));
         } finally {
-            deleteTree(work);
+            try {
+                Runtime.getRuntime().removeShutdownHook(cleanUp);
+            } catch (IllegalStateException stopping) {
+                // the JVM is stopping: the hook removes what is left
+            }
+            Selftest.deleteTree(work);
         }
         Report r = new Report(simulate.isPresent(), node, note,
                 checks.stream().noneMatch(c -> c.verdict() == Selftest.Verdict.FAIL), checks);
@@ -116,27 +121,20 @@ public final class SelftestCommand implements Callable<Integer> {
         return r.passed() ? ExitCode.OK.code() : ExitCode.FAILED.code();
     }
 
-    private static String e(String s) {
-        return Printable.escape(s);
+    /**
+     * @return where the self-test's work directory goes: {@code $TMPDIR} when it names a directory (the JDK itself
+     *     reads only {@code java.io.tmpdir}; the fence check's remedy for a nodev /tmp names TMPDIR), else
+     *     {@code java.io.tmpdir}
+     */
+    private Path tmpBase() {
+        String t = root.environment().get("TMPDIR");
+        if (t != null && t.startsWith("/") && Files.isDirectory(Path.of(t))) {
+            return Path.of(t);
+        }
+        return Path.of(System.getProperty("java.io.tmpdir"));
     }
 
-    private static void deleteTree(Path dir) {
-        try {
-            Files.walkFileTree(dir, new SimpleFileVisitor<>() {
-                @Override
-                public FileVisitResult visitFile(Path f, BasicFileAttributes a) throws IOException {
-                    Files.delete(f);
-                    return FileVisitResult.CONTINUE;
-                }
-
-                @Override
-                public FileVisitResult postVisitDirectory(Path d, IOException x) throws IOException {
-                    Files.delete(d);
-                    return FileVisitResult.CONTINUE;
-                }
-            });
-        } catch (IOException x) {
-            throw new UncheckedIOException("could not remove the self-test's " + dir, x);
-        }
+    private static String e(String s) {
+        return Printable.escape(s);
     }
 }
