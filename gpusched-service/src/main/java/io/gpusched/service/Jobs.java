@@ -33,6 +33,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
@@ -63,6 +64,8 @@ final class Jobs implements AutoCloseable {
      * user could otherwise keep 6.4 GiB in the state directory. Tests shrink it.
      */
     static volatile long keepOutputBytes = 256L << 20;
+    /** Bytes each user's running detached jobs have written together, by uid ({@link #liveOutput}). */
+    private final Map<Long, AtomicLong> liveOutputBytes = new ConcurrentHashMap<>();
     /** How often an attached job's silent client is checked (a write), unless the service was built with another. */
     static final Duration HEARTBEAT = Duration.ofSeconds(5);
     /** How long a job's end waits for its output relays while no client holds them back. */
@@ -533,7 +536,7 @@ final class Jobs implements AutoCloseable {
     Job detach(Job job) throws InterruptedException {
         OutputFile out;
         try {
-            out = OutputFile.create(outputDir, job.id);
+            out = OutputFile.create(outputDir, job.id, liveOutput(job.owner.uid()));
         } catch (IOException e) {
             job.failure = "cannot make its output file: " + e.getMessage();
             end(job, Job.State.FAILED, null);
@@ -639,6 +642,36 @@ final class Jobs implements AutoCloseable {
                 }
             }
         }
+    }
+
+    /**
+     * @return the budget of a user's running detached jobs' output together: {@link #keepOutputBytes}, as for their
+     *     ended jobs (else 100 jobs at once, 16 per shared GPU, could write 64 MiB each into the state directory)
+     */
+    private OutputFile.Budget liveOutput(long uid) {
+        AtomicLong used = liveOutputBytes.computeIfAbsent(uid, k -> new AtomicLong());
+        return new OutputFile.Budget() {
+            @Override
+            public long take(long want) {
+                while (true) {
+                    long cur = used.get();
+                    long n = Math.max(0, Math.min(want, keepOutputBytes - cur));
+                    if (used.compareAndSet(cur, cur + n)) {
+                        return n;
+                    }
+                }
+            }
+
+            @Override
+            public void giveBack(long n) {
+                used.addAndGet(-n);
+            }
+
+            @Override
+            public long size() {
+                return keepOutputBytes;
+            }
+        };
     }
 
     private static void deleteOutput(Job j) {

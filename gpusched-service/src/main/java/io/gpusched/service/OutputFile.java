@@ -18,7 +18,8 @@ import java.util.Set;
  * it, it writes to a pipe the service drains, and its user reads it through the service ({@code logs ID}, owner and
  * admins only). The service writes what the job prints, up to {@link #MAX_BYTES}; past that it writes one line saying
  * so and drops the rest (still reading it, so the job never blocks). As nobody but root can write the file, a job or
- * its user cannot fill the state directory's disk through it.
+ * its user cannot fill the state directory's disk through it. What one user's running detached jobs write together is
+ * bounded too ({@link Budget}): many jobs at once cannot add up past it.
  */
 final class OutputFile implements JobSink {
     /** Most bytes of output kept per job. */
@@ -26,12 +27,27 @@ final class OutputFile implements JobSink {
 
     private final Path file;
     private final FileChannel out;
+    private final Budget budget;
     private long written;
     private boolean capped;
+    private boolean closed;
 
-    private OutputFile(Path file, FileChannel out) {
+    /** The bytes one user's running detached jobs may still write together. */
+    interface Budget {
+        /** @return how many of {@code want} bytes may be written (taken from the budget) */
+        long take(long want);
+
+        /** Gives back what a job that ended had taken (its output then counts among its user's ended jobs'). */
+        void giveBack(long n);
+
+        /** @return the budget's size, in bytes (for the line saying it was reached) */
+        long size();
+    }
+
+    private OutputFile(Path file, FileChannel out, Budget budget) {
         this.file = file;
         this.out = out;
+        this.budget = budget;
     }
 
     /** @return the directory job output files live in, made 0711 root when absent (refused when unsafe) */
@@ -77,12 +93,12 @@ final class OutputFile implements JobSink {
      * Makes the file (it must not exist), the service's own (0600): given to the job's user, the user could write it
      * past the cap, or make it sparse and huge, from any login.
      */
-    static OutputFile create(Path dir, String jobId) throws IOException {
+    static OutputFile create(Path dir, String jobId, Budget budget) throws IOException {
         Path f = dir.resolve(jobId + ".out");
         FileChannel ch = FileChannel.open(f, Set.of(StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE,
                 StandardOpenOption.APPEND, LinkOption.NOFOLLOW_LINKS),
                 PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-------")));
-        return new OutputFile(f, ch);
+        return new OutputFile(f, ch, budget);
     }
 
     Path path() {
@@ -107,13 +123,16 @@ final class OutputFile implements JobSink {
         if (capped) {
             return;
         }
-        int n = (int) Math.min(len, MAX_BYTES - written);
+        int mine = (int) Math.min(len, MAX_BYTES - written);
+        int n = (int) budget.take(mine);
         write(ByteBuffer.wrap(b, 0, n));
         written += n;
         if (n < len) {
             capped = true;
-            write(ByteBuffer.wrap(("\n[gpusched: the job's output passed " + (MAX_BYTES >> 20) + " MiB; the rest is"
-                    + " not kept]\n").getBytes(StandardCharsets.UTF_8)));
+            String why = n < mine ? "the output of its user's running detached jobs together passed " + budget.size()
+                    + " bytes" : "the job's output passed " + (MAX_BYTES >> 20) + " MiB";
+            write(ByteBuffer.wrap(("\n[gpusched: " + why + "; the rest is not kept]\n").getBytes(
+                    StandardCharsets.UTF_8)));
         }
     }
 
@@ -129,6 +148,10 @@ final class OutputFile implements JobSink {
 
     @Override
     public synchronized void exit(int code, String signal) throws IOException {
+        if (!closed) {
+            closed = true;
+            budget.giveBack(written);
+        }
         out.close();
     }
 }

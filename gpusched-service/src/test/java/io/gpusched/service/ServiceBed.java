@@ -149,6 +149,12 @@ public final class ServiceBed implements AutoCloseable {
         return new Answer(Integer.parseInt(out.substring(nl + 1).strip()), out.substring(0, nl));
     }
 
+    /** @return the answer to a JSON {@code body} posted to {@code path} (e.g. {@code /api/v1/jobs}) as a user */
+    public Answer post(LocalUsers.User as, String path, String body) throws IOException {
+        return curl(as, "-X", "POST", "-H", "Content-Type: application/json", "--data-binary", body,
+                "http://localhost" + path);
+    }
+
     public NodeService start() {
         NodeService.Builder b = NodeService.builder().scheduler(scheduler).config(config)
                 .stateDir(config.service().privateDir(state)).users(users);

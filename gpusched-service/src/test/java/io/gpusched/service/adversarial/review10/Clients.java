@@ -60,13 +60,19 @@ public final class Clients {
     }
 
     private static String body(Path cwd, List<String> argv, boolean detach) throws IOException {
+        Map<String, Object> m = jobRequest(cwd, argv, "--gpu=1");
+        m.put("detach", detach);
+        return JSON.writeValueAsString(m);
+    }
+
+    /** @return a job request to add fields to: {@code flags}, {@code argv}, PATH only, {@code cwd} */
+    public static Map<String, Object> jobRequest(Path cwd, List<String> argv, String... flags) {
         Map<String, Object> m = new LinkedHashMap<>();
-        m.put("flags", List.of("--gpu=1"));
+        m.put("flags", List.of(flags));
         m.put("argv", argv);
         m.put("env", Map.of("PATH", "/usr/bin:/bin"));
         m.put("cwd", cwd.toString());
-        m.put("detach", detach);
-        return JSON.writeValueAsString(m);
+        return m;
     }
 
     /**

@@ -8,7 +8,6 @@ import io.gpusched.service.adversarial.review10.Clients;
 import io.gpusched.testing.LocalUsers;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
@@ -36,16 +35,10 @@ class AttachedJobRefusedBeforeItBeganAttackTest {
             LocalUsers.User alice = bed.accounts.user("alice");
             bed.start();
             bed.serve();
-            Answer full = bed.curl(null, "-X", "POST", "-H", "Content-Type: application/json", "--data-binary",
-                    "{\"flags\":[\"--gpu=8\"]}", "http://localhost/api/v1/allocations");
+            Answer full = bed.post(null, "/api/v1/allocations", "{\"flags\":[\"--gpu=8\"]}");
             assertThat(full.status()).as(full.body()).isEqualTo(201);
-            Map<String, Object> m = new LinkedHashMap<>();
-            m.put("flags", List.of("--gpu=1"));
-            m.put("argv", List.of("/bin/true"));
-            m.put("env", Map.of("PATH", "/usr/bin:/bin"));
-            m.put("cwd", Clients.homeOf(tmp, alice).toString());
-            Answer a = bed.curl(alice, "-X", "POST", "-H", "Content-Type: application/json", "--data-binary",
-                    Clients.JSON.writeValueAsString(m), "http://localhost/api/v1/jobs");
+            Map<String, Object> m = Clients.jobRequest(Clients.homeOf(tmp, alice), List.of("/bin/true"), "--gpu=1");
+            Answer a = bed.post(alice, "/api/v1/jobs", Clients.JSON.writeValueAsString(m));
             assertThat(a.status()).as("status of the refused attached job; its body: [%s]", a.body()).isEqualTo(409);
             assertThat(a.body()).contains("INSUFFICIENT_GPUS");
         }

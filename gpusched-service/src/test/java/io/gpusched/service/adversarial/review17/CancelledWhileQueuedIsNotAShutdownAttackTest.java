@@ -9,7 +9,6 @@ import io.gpusched.testing.LocalUsers;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
@@ -37,15 +36,10 @@ class CancelledWhileQueuedIsNotAShutdownAttackTest {
             LocalUsers.User alice = bed.accounts.user("alice");
             bed.start();
             bed.serve();
-            Answer full = bed.curl(null, "-X", "POST", "-H", "Content-Type: application/json", "--data-binary",
-                    "{\"flags\":[\"--gpu=8\"]}", "http://localhost/api/v1/allocations");
+            Answer full = bed.post(null, "/api/v1/allocations", "{\"flags\":[\"--gpu=8\"]}");
             assertThat(full.status()).as(full.body()).isEqualTo(201);
 
-            Map<String, Object> m = new LinkedHashMap<>();
-            m.put("flags", List.of("--gpu=1"));
-            m.put("argv", List.of("/bin/true"));
-            m.put("env", Map.of("PATH", "/usr/bin:/bin"));
-            m.put("cwd", Clients.homeOf(tmp, alice).toString());
+            Map<String, Object> m = Clients.jobRequest(Clients.homeOf(tmp, alice), List.of("/bin/true"), "--gpu=1");
             m.put("wait", "2m");
             Process client = Clients.attached(bed, alice, Clients.JSON.writeValueAsString(m));
             try {

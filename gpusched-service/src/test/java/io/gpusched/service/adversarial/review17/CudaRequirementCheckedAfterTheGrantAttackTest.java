@@ -10,7 +10,6 @@ import io.gpusched.service.adversarial.review10.Clients;
 import io.gpusched.testing.LocalUsers;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CopyOnWriteArrayList;
@@ -34,12 +33,8 @@ import org.junit.jupiter.api.io.TempDir;
 class CudaRequirementCheckedAfterTheGrantAttackTest {
 
     private static String body(Path cwd, boolean detach) throws Exception {
-        Map<String, Object> m = new LinkedHashMap<>();
-        m.put("flags", List.of("--gpu=1"));
+        Map<String, Object> m = Clients.jobRequest(cwd, List.of("/bin/true"), "--gpu=1");
         m.put("cuda", "banana");
-        m.put("argv", List.of("/bin/true"));
-        m.put("env", Map.of("PATH", "/usr/bin:/bin"));
-        m.put("cwd", cwd.toString());
         m.put("detach", detach);
         return Clients.JSON.writeValueAsString(m);
     }
@@ -59,8 +54,7 @@ class CudaRequirementCheckedAfterTheGrantAttackTest {
             bed.scheduler.addListener(l);
             bed.start();
             bed.serve();
-            Answer a = bed.curl(alice, "-X", "POST", "-H", "Content-Type: application/json", "--data-binary",
-                    body(Clients.homeOf(tmp, alice), true), "http://localhost/api/v1/jobs");
+            Answer a = bed.post(alice, "/api/v1/jobs", body(Clients.homeOf(tmp, alice), true));
             String jobs = Clients.JSON.writeValueAsString(bed.service.jobViews(ServiceBed.root()));
             assertThat(a.status()).as("answer to a detached job whose \"cuda\" is \"banana\": %s%nallocated for alice"
                     + " meanwhile: %s%njobs: %s", a.body(), allocatedFor(events, alice.name()), jobs).isEqualTo(400);
@@ -79,8 +73,7 @@ class CudaRequirementCheckedAfterTheGrantAttackTest {
             bed.scheduler.addListener(l);
             bed.start();
             bed.serve();
-            Answer a = bed.curl(alice, "-X", "POST", "-H", "Content-Type: application/json", "--data-binary",
-                    body(Clients.homeOf(tmp, alice), false), "http://localhost/api/v1/jobs");
+            Answer a = bed.post(alice, "/api/v1/jobs", body(Clients.homeOf(tmp, alice), false));
             // listeners are told after the transaction: give a grant's event the time to arrive
             Thread.sleep(500);
             assertThat(allocatedFor(events, alice.name())).as("GPUs granted (and a turn of the fair queue taken) for"

@@ -9,7 +9,6 @@ import io.gpusched.service.adversarial.review10.Clients;
 import io.gpusched.testing.LocalUsers;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
@@ -35,18 +34,12 @@ class DetachedJobThatCanNeverBeServedAttackTest {
             LocalUsers.User alice = bed.accounts.user("alice");
             bed.start();
             bed.serve();
-            Map<String, Object> m = new LinkedHashMap<>();
-            m.put("flags", List.of("--gpu=9"));
-            m.put("argv", List.of("/bin/true"));
-            m.put("env", Map.of("PATH", "/usr/bin:/bin"));
-            m.put("cwd", Clients.homeOf(tmp, alice).toString());
+            Map<String, Object> m = Clients.jobRequest(Clients.homeOf(tmp, alice), List.of("/bin/true"), "--gpu=9");
             m.put("wait", "10m");
             m.put("detach", false);
-            Answer attached = bed.curl(alice, "-X", "POST", "-H", "Content-Type: application/json", "--data-binary",
-                    Clients.JSON.writeValueAsString(m), "http://localhost/api/v1/jobs");
+            Answer attached = bed.post(alice, "/api/v1/jobs", Clients.JSON.writeValueAsString(m));
             m.put("detach", true);
-            Answer detached = bed.curl(alice, "-X", "POST", "-H", "Content-Type: application/json", "--data-binary",
-                    Clients.JSON.writeValueAsString(m), "http://localhost/api/v1/jobs");
+            Answer detached = bed.post(alice, "/api/v1/jobs", Clients.JSON.writeValueAsString(m));
             String later = "";
             if (detached.status() == 201) {
                 String id = Clients.JSON.readTree(detached.body()).path("id").asText();

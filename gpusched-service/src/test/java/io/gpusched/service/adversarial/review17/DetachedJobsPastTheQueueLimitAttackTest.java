@@ -11,7 +11,6 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.time.Duration;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
@@ -39,15 +38,10 @@ class DetachedJobsPastTheQueueLimitAttackTest {
             LocalUsers.User alice = bed.accounts.user("alice");
             bed.start();
             bed.serve();
-            Answer full = bed.curl(null, "-X", "POST", "-H", "Content-Type: application/json", "--data-binary",
-                    "{\"flags\":[\"--gpu=8\"]}", "http://localhost/api/v1/allocations");
+            Answer full = bed.post(null, "/api/v1/allocations", "{\"flags\":[\"--gpu=8\"]}");
             assertThat(full.status()).as(full.body()).isEqualTo(201);
 
-            Map<String, Object> m = new LinkedHashMap<>();
-            m.put("flags", List.of("--gpu=1"));
-            m.put("argv", List.of("/bin/true"));
-            m.put("env", Map.of("PATH", "/usr/bin:/bin"));
-            m.put("cwd", Clients.homeOf(tmp, alice).toString());
+            Map<String, Object> m = Clients.jobRequest(Clients.homeOf(tmp, alice), List.of("/bin/true"), "--gpu=1");
             m.put("detach", true);
             m.put("wait", "10m");
             String body = Clients.JSON.writeValueAsString(m);
@@ -65,8 +59,7 @@ class DetachedJobsPastTheQueueLimitAttackTest {
             }
             assertThat(bed.service.queueView()).hasSize(256);
 
-            Answer a = bed.curl(alice, "-X", "POST", "-H", "Content-Type: application/json", "--data-binary", body,
-                    "http://localhost/api/v1/jobs");
+            Answer a = bed.post(alice, "/api/v1/jobs", body);
             String later = "";
             if (a.status() == 201) {
                 String id = Clients.JSON.readTree(a.body()).path("id").asText();
