@@ -136,6 +136,8 @@ public final class Selftest {
     static final int SOCKET_NAME_ROOM = 48;
     /** The cgroups a fence check has made and not yet removed: a shutdown hook removes them ({@link #removeLeft}). */
     private static final Set<Path> LIVE_CGROUPS = ConcurrentHashMap.newKeySet();
+    /** Set by {@link #removeLeft}: a self-test being stopped makes no new cgroup. */
+    private static volatile boolean stopping;
 
     private Selftest() {
     }
@@ -295,6 +297,9 @@ public final class Selftest {
                                     + " fenced until then)");
                 }
                 Path root = iso.v2Root().or(iso::v1Root).orElseThrow();
+                if (stopping) {
+                    throw new IOException("the self-test is being stopped");
+                }
                 cgroup = Files.createDirectory(root.resolve("gpusched-selftest-"
                         + UUID.randomUUID().toString().substring(0, 8)));
                 LIVE_CGROUPS.add(cgroup);
@@ -347,6 +352,28 @@ public final class Selftest {
      * tried for up to 2 s while its probe exits, and then {@code work}. For a shutdown hook; failures are ignored.
      */
     public static void removeLeft(Path work) {
+        stopping = true;
+        // the checks' thread runs on while the JVM stops and may make more (a device node, a directory): removed again
+        // until two passes 100 ms apart find nothing, at most 3 s
+        for (int pass = 0, clean = 0; pass < 30 && clean < 2; pass++) {
+            boolean found = !LIVE_CGROUPS.isEmpty() || Files.exists(work, LinkOption.NOFOLLOW_LINKS);
+            removeOnce(work);
+            clean = found ? 0 : clean + 1;
+            try {
+                Thread.sleep(100);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return;
+            }
+        }
+    }
+
+    /** @return whether a stop began ({@link #removeLeft} ran) */
+    public static boolean stopping() {
+        return stopping;
+    }
+
+    private static void removeOnce(Path work) {
         for (Path c : List.copyOf(LIVE_CGROUPS)) {
             for (int i = 0; i < 40 && Files.isDirectory(c, LinkOption.NOFOLLOW_LINKS); i++) {
                 try (Stream<Path> s = Files.walk(c)) {

@@ -21,6 +21,7 @@ import org.junit.jupiter.api.io.TempDir;
 import org.openqa.selenium.By;
 import org.openqa.selenium.Dimension;
 import org.openqa.selenium.OutputType;
+import org.openqa.selenium.StaleElementReferenceException;
 import org.openqa.selenium.chrome.ChromeDriver;
 import org.openqa.selenium.chrome.ChromeDriverService;
 import org.openqa.selenium.chrome.ChromeOptions;
@@ -219,8 +220,12 @@ class ConsoleBrowserTest {
                         By.cssSelector("#alloc-rows tr[data-allocation='" + id + "']")).isEmpty());
                 new WebDriverWait(browser, Duration.ofSeconds(2), POLL).until(b -> b.findElements(
                         By.cssSelector(".holder[data-allocation='" + id + "']")).size() == 2);
-                assertThat(browser.findElement(By.cssSelector("#alloc-rows tr[data-allocation='" + id + "']"))
-                        .getText()).contains("carol").contains("detached").containsPattern("1h 59m|2h 0m");
+                // read in one wait: the live page may render the row again between a find and a read (stale)
+                String row = new WebDriverWait(browser, Duration.ofSeconds(10), POLL).ignoring(
+                        StaleElementReferenceException.class).until(
+                                b -> b.findElement(By.cssSelector(
+                                        "#alloc-rows tr[data-allocation='" + id + "']")).getText());
+                assertThat(row).contains("carol").contains("detached").containsPattern("1h 59m|2h 0m");
                 assertThat(browser.executeScript("return window.__noReload;")).isEqualTo(marker);
 
                 // a health change on GPU 5

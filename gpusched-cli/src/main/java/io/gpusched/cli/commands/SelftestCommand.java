@@ -22,6 +22,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Optional;
 import java.util.concurrent.Callable;
+import java.util.function.Supplier;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.ParentCommand;
@@ -80,13 +81,20 @@ public final class SelftestCommand implements Callable<Integer> {
                         String.valueOf(x.getMessage()), "gpusched doctor shows each provider and its cause");
             }
             checks.add(discovery);
-            checks.add(Selftest.health(inv));
-            checks.add(Selftest.fence(work.resolve("fence"), Selftest.REAL_FENCE));
-            checks.add(Selftest.console(inv, consolePort, work));
-            checks.add(Selftest.cuda(inv, CudaOutput.resolver(config)));
-            checks.add(Selftest.cudaQuery(inv, simulate.isPresent()));
-            checks.add(Selftest.kubernetes(inv, simulate.isPresent(), work));
-            checks.add(Selftest.service(ServiceClient.defaultSocket(root.environment())));
+            boolean simulated = simulate.isPresent();
+            List<Supplier<Check>> rest = List.of(() -> Selftest.health(inv),
+                    () -> Selftest.fence(work.resolve("fence"), Selftest.REAL_FENCE),
+                    () -> Selftest.console(inv, consolePort, work),
+                    () -> Selftest.cuda(inv, CudaOutput.resolver(config)),
+                    () -> Selftest.cudaQuery(inv, simulated),
+                    () -> Selftest.kubernetes(inv, simulated, work),
+                    () -> Selftest.service(ServiceClient.defaultSocket(root.environment())));
+            for (Supplier<Check> c : rest) {
+                if (Selftest.stopping()) {
+                    break; // stopped (SIGTERM, Ctrl-C): no further check makes anything the clean-up would miss
+                }
+                checks.add(c.get());
+            }
         } finally {
             try {
                 Runtime.getRuntime().removeShutdownHook(cleanUp);
