@@ -38,7 +38,8 @@ import org.slf4j.LoggerFactory;
  *       value is ever expanded) and evaluates it, enters the working directory with the user's own permissions,
  *       and executes the command with stdin from {@code /dev/null}, through coreutils {@code env --default-signal}
  *       (8.31 and later), so a job starts with every signal at its default even when this process was started with
- *       some ignored ({@code nohup}).</li>
+ *       some ignored ({@code nohup}), and one more shell's {@code exec}, so a file the kernel cannot execute is
+ *       refused as a shell refuses it (126), not run as shell text as {@code execvp} would.</li>
  * </ol>
  * So the variables the dynamic loader, the shell or the JVM read ({@code LD_PRELOAD}, {@code GCONV_PATH},
  * {@code BASH_ENV}, {@code JAVA_TOOL_OPTIONS}, ...) reach only processes that already run as the user; the environment
@@ -279,8 +280,13 @@ public final class JobLauncher implements AutoCloseable {
             cmd.addAll(List.of("/bin/sh", "-c", USER_SCRIPT, Long.toString(ProcessHandle.current().pid()),
                     spec.cwd().toString(), "gpusched: " + spec.user() + " (uid " + spec.uid() + ") cannot enter the"
                             + " working directory " + spec.cwd()));
-            if (!spec.argv().get(0).contains("=")) { // env would take NAME=VALUE for an assignment
+            if (!defaultSignals.isEmpty()) {
+                // env executes through execvp, which hands a file the kernel cannot execute (ENOEXEC: another
+                // architecture's binary, a corrupt one) to /bin/sh as shell text (127, "ELF...: not found"), and
+                // would take a first word NAME=VALUE for an assignment; a shell's exec, as a local run's, refuses a
+                // binary (126, "Exec format error") and runs only a text file without #! as a script
                 cmd.addAll(defaultSignals);
+                cmd.addAll(List.of("/bin/sh", "-c", "exec \"$@\"", "gpusched-job"));
             }
             cmd.addAll(spec.argv());
             ProcessBuilder pb = new ProcessBuilder(cmd);

@@ -20,9 +20,11 @@ import io.gpusched.cuda.CudaEnvironment;
 import io.gpusched.cuda.CudaEnvironmentResolver;
 import io.gpusched.cuda.CudaRequirement;
 import io.gpusched.isolation.CgroupDeviceIsolator;
+import io.gpusched.kubernetes.AdvertisedResource;
 import io.gpusched.kubernetes.DevicePluginConfig;
 import io.gpusched.kubernetes.KubeletDevicePlugin;
 import io.gpusched.kubernetes.KubeletProbe;
+import io.gpusched.kubernetes.ResourcePlan;
 import io.gpusched.server.ConsoleServer;
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -680,11 +682,13 @@ public final class Selftest {
     /**
      * The Kubernetes device plug-in ({@link KubeletDevicePlugin}) started on {@code inv} with its device-plug-in
      * directory under {@code work}, where a {@link KubeletProbe} stands in for the kubelet: passes when the plug-in
-     * registers (API v1beta1, the resource of the node's GPUs), its first ListAndWatch list names exactly the
-     * node's healthy GPUs, and Allocate of one GPU answers that GPU's device node, the vendor's control nodes
-     * ({@code /dev/nvidiactl}, {@code /dev/nvidia-uvm}; {@code /dev/kfd}) and no other GPU's, and the variable that
-     * selects it. On a simulated node the plug-in reads a {@code /proc/devices} written under {@code work}. Skipped
-     * where gRPC over Unix sockets cannot run or the node has no GPU the plug-in advertises. The plug-in, the
+     * registers every resource {@link ResourcePlan} gives the node (API v1beta1: {@code nvidia.com/gpu} or
+     * {@code amd.com/gpu}, and on a MIG node one {@code nvidia.com/mig-<profile>} per profile), the first ListAndWatch
+     * list of the first such resource names exactly its healthy GPUs or partitions, and Allocate of one answers
+     * that GPU's device node, the vendor's control nodes ({@code /dev/nvidiactl}, {@code /dev/nvidia-uvm};
+     * {@code /dev/kfd}) and no other GPU's, and the variable that selects it. On a simulated node the plug-in
+     * reads a {@code /proc/devices} written under {@code work}. Skipped where gRPC over Unix sockets cannot run or the
+     * node has no GPU the plug-in advertises. The plug-in, the
      * stand-in and their sockets are gone when it returns.
      */
     public static Check kubernetes(GpuInventory inv, boolean simulated, Path work) {
@@ -696,21 +700,24 @@ public final class Selftest {
             return Check.skipped("kubernetes", "the device plug-in cannot run here: gRPC over Unix domain sockets"
                     + " (epoll) is unavailable: " + KubeletProbe.unavailabilityCause());
         }
-        DevicePluginConfig defaults = DevicePluginConfig.builder().build();
-        List<GpuDevice> whole = inv.devices().stream().filter(d -> !d.isPartition()
-                && (d.vendor() == GpuVendor.NVIDIA || d.vendor() == GpuVendor.AMD)).toList();
-        if (whole.isEmpty()) {
-            return Check.skipped("kubernetes", "the node has no whole NVIDIA or AMD GPU for the plug-in to"
-                    + " advertise");
+        // what the plug-in advertises with its defaults: whole GPUs under nvidia.com/gpu or amd.com/gpu, MIG
+        // partitions each under the resource of their profile (nvidia.com/mig-3g.40gb, ...), as ResourcePlan decides
+        List<AdvertisedResource> plan = ResourcePlan.plan(inv.devices(), DevicePluginConfig.builder().build(),
+                new ArrayList<>());
+        if (plan.isEmpty()) {
+            return Check.skipped("kubernetes", "the node has no GPU or MIG partition for the plug-in to advertise");
         }
-        GpuVendor vendor = whole.get(0).vendor();
-        String resource = vendor == GpuVendor.AMD ? defaults.amdResource() : defaults.nvidiaResource();
-        List<GpuDevice> expected = whole.stream().filter(d -> d.vendor() == vendor && inv.health(d).isHealthy())
-                .toList();
-        if (expected.isEmpty()) {
+        List<GpuDevice> whole = plan.stream().flatMap(r -> r.devices().stream()).map(AdvertisedResource.Entry::device)
+                .distinct().toList();
+        AdvertisedResource checked = plan.stream().filter(r -> r.devices().stream().anyMatch(e -> inv.health(
+                e.device()).isHealthy())).findFirst().orElse(null);
+        if (checked == null) {
             return Check.skipped("kubernetes", "no healthy GPU to allocate through the plug-in (see the health"
                     + " check)");
         }
+        String resource = checked.name();
+        List<AdvertisedResource.Entry> expected = checked.devices().stream().filter(e -> inv.health(e.device())
+                .isHealthy()).toList();
         String remedy = "run gpusched k8s-device-plugin --verbose and report its log with gpusched doctor's output";
         Path shortDir = null;
         try {
@@ -735,11 +742,22 @@ public final class Selftest {
                     return Check.fail("kubernetes", "the device plug-in did not register with the kubelet stand-in on "
                             + kubelet.socket(), "no Register call within " + bound.toSeconds() + " s", remedy);
                 }
+                kubelet.awaitRegistration(plan.size(), bound); // one per resource, each from its own server
+                Set<String> registered = new TreeSet<>();
                 String version = reg.get().version();
-                String name = reg.get().resourceName();
-                if (!DevicePluginConfig.API_VERSION.equals(version) || !resource.equals(name)) {
-                    return Check.fail("kubernetes", "the device plug-in registered " + name + " with API " + version,
-                            "expected " + resource + " with API " + DevicePluginConfig.API_VERSION, remedy);
+                for (KubeletProbe.Registration r : kubelet.registrations()) {
+                    registered.add(r.resourceName());
+                    if (!DevicePluginConfig.API_VERSION.equals(r.version())) {
+                        version = r.version();
+                    }
+                }
+                Set<String> planned = new TreeSet<>(plan.stream().map(AdvertisedResource::name).toList());
+                if (!DevicePluginConfig.API_VERSION.equals(version) || !registered.equals(planned)) {
+                    return Check.fail("kubernetes", "the device plug-in registered " + String.join(", ", registered)
+                            + " with API " + version,
+                            "expected " + String.join(", ", planned) + " with API "
+                                    + DevicePluginConfig.API_VERSION,
+                            remedy);
                 }
                 Set<String> healthy = new TreeSet<>();
                 kubelet.firstList(resource, bound).forEach((id, health) -> {
@@ -747,31 +765,33 @@ public final class Selftest {
                         healthy.add(id);
                     }
                 });
-                Set<String> want = new TreeSet<>(expected.stream().map(GpuDevice::uuid).toList());
+                Set<String> want = new TreeSet<>(expected.stream().map(AdvertisedResource.Entry::id).toList());
                 if (!healthy.equals(want)) {
                     Set<String> missing = new TreeSet<>(want);
                     missing.removeAll(healthy);
                     Set<String> extra = new TreeSet<>(healthy);
                     extra.removeAll(want);
                     return Check.fail("kubernetes", "ListAndWatch listed " + healthy.size() + " healthy devices of "
-                            + resource + ", the node has " + want.size() + " healthy GPUs",
+                            + resource + ", the node has " + want.size() + " healthy "
+                            + (checked.devices().get(0).device().isPartition() ? "partitions of that profile" : "GPUs"),
                             (missing.isEmpty() ? "" : "not listed: " + shortList(missing))
                                     + (missing.isEmpty() || extra.isEmpty() ? "" : "; ")
                                     + (extra.isEmpty() ? "" : "listed but not a healthy GPU of the node: "
                                             + shortList(extra)),
                             remedy);
                 }
-                GpuDevice gpu = expected.get(0);
+                GpuDevice gpu = expected.get(0).device();
                 KubeletProbe.AllocateAnswer answer;
                 try {
-                    answer = kubelet.allocate(resource, List.of(gpu.uuid()), bound);
+                    answer = kubelet.allocate(resource, List.of(expected.get(0).id()), bound);
                 } catch (RuntimeException e) {
                     return Check.fail("kubernetes", "Allocate of GPU " + gpu.index() + " (" + gpu.uuid() + ") was"
                             + " refused", String.valueOf(e.getMessage()), remedy);
                 }
                 List<String> problems = allocateProblems(gpu, whole, answer);
-                String found = "registered " + resource + " (API " + version + "), listed " + healthy.size()
-                        + " healthy GPUs; Allocate of GPU " + gpu.index() + " gave " + answer.devicePaths()
+                String found = "registered " + String.join(", ", registered) + " (API " + version + "), listed "
+                        + healthy.size() + " healthy " + (gpu.isPartition() ? "partitions of " + resource : "GPUs")
+                        + "; Allocate of GPU " + gpu.index() + " gave " + answer.devicePaths()
                         + " and " + new TreeSet<>(answer.envs().entrySet().stream()
                                 .map(e -> e.getKey() + "=" + e.getValue()).toList());
                 if (!problems.isEmpty()) {
