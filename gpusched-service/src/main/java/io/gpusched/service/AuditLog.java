@@ -14,9 +14,14 @@ import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.time.Clock;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.HashMap;
+import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Set;
+import java.util.TreeMap;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -27,7 +32,13 @@ import org.slf4j.LoggerFactory;
  * sentence). Reads that succeed are not audited. Lines are written whole with one {@code write} on a file opened for
  * appending, flushed to the kernel (not forced to disk: the ledger is the durable record of what was granted; the
  * audit is who asked). Over {@link #MAX_BYTES} the file is renamed to {@code audit.log.1} (replacing the previous one)
- * and a new one begun. Every line also goes to the log at INFO ({@code io.gpusched.service.audit}). Once closed, the
+ * and a new one begun. Every line also goes to the log at INFO ({@code io.gpusched.service.audit}).
+ *
+ * <p>Refusals are itemized up to {@link #REFUSAL_BURST} at once per uid, then {@link #REFUSAL_RATE} a second: past
+ * that, a flood of one user's refused requests (each costs the service little, and a line may be kilobytes) would
+ * otherwise rotate everyone's audit away in minutes. A refusal not itemized is counted, by action and reason, and the
+ * count goes into one {@code audit.suppressed} line of that uid: written before that uid's next itemized line, after a
+ * minute, or at close. Changes ({@code ok}) are always itemized. Once closed, the
  * file is never opened again: a request that ends after the service closed (a waiter its close cancelled) goes to the
  * log only, not into a state directory a successor may already hold.
  */
@@ -39,10 +50,42 @@ final class AuditLog implements AutoCloseable {
     /** Longest text of one field kept in a line. */
     static final int MAX_FIELD = 2048;
 
+    /** Refusals of one uid itemized at once before they are counted instead. */
+    static final int REFUSAL_BURST = 100;
+    /** Refusals a second of one uid itemized once its burst is spent. */
+    static final double REFUSAL_RATE = 1.0;
+    /** How long refusals are counted before their count is written. */
+    static final Duration SUMMARY_AFTER = Duration.ofMinutes(1);
+    /** Distinct action and reason pairs named in one count line; the rest are summed as "other". */
+    private static final int MAX_KINDS = 16;
+
     private final Path file;
     private final Clock clock;
+    private final Map<Long, Budget> budgets = new HashMap<>();
+    private Instant lastSweep = Instant.EPOCH;
     private FileChannel out;
     private boolean closed;
+
+    /** One uid's refusals: the tokens left, and those counted since {@link #since}. */
+    private static final class Budget {
+        double tokens = REFUSAL_BURST;
+        Instant filled;
+        Caller caller;
+        long counted;
+        Instant since;
+        Instant last;
+        final Map<String, Long> kinds = new TreeMap<>();
+
+        Budget(Instant now) {
+            filled = now;
+        }
+
+        void refill(Instant now) {
+            double seconds = Math.max(0, Duration.between(filled, now).toNanos() / 1e9);
+            tokens = Math.min(REFUSAL_BURST, tokens + seconds * REFUSAL_RATE);
+            filled = now;
+        }
+    }
 
     AuditLog(Path file, Clock clock) {
         this.file = file;
@@ -66,8 +109,70 @@ final class AuditLog implements AutoCloseable {
      */
     synchronized void record(Caller caller, String action, String subject, String request, String result,
             String detail) {
+        Instant now = clock.instant();
+        boolean refusal = !"ok".equals(result);
+        Budget budget = budgets.get(caller.uid());
+        if (budget == null && refusal) {
+            budget = new Budget(now);
+            budgets.put(caller.uid(), budget);
+        }
+        if (budget != null) {
+            budget.refill(now);
+            if (refusal && budget.tokens < 1) {
+                budget.caller = caller;
+                budget.counted++;
+                budget.since = budget.since == null ? now : budget.since;
+                budget.last = now;
+                String kind = action + " " + result;
+                budget.kinds.merge(budget.kinds.containsKey(kind) || budget.kinds.size() < MAX_KINDS ? kind
+                        : "other", 1L, Long::sum);
+                sweep(now);
+                return;
+            }
+            if (refusal) {
+                budget.tokens -= 1;
+            }
+            if (budget.counted > 0) {
+                writeCount(budget);
+            }
+        }
+        write(caller, now, action, subject, request, result, detail);
+        sweep(now);
+    }
+
+    /** Writes the counts older than {@link #SUMMARY_AFTER}, and forgets the budgets that are full and empty. */
+    private void sweep(Instant now) {
+        if (Duration.between(lastSweep, now).compareTo(Duration.ofSeconds(10)) < 0) {
+            return;
+        }
+        lastSweep = now;
+        for (Iterator<Budget> it = budgets.values().iterator(); it.hasNext();) {
+            Budget b = it.next();
+            b.refill(now);
+            if (b.counted > 0 && Duration.between(b.since, now).compareTo(SUMMARY_AFTER) >= 0) {
+                writeCount(b);
+            }
+            if (b.counted == 0 && b.tokens >= REFUSAL_BURST) {
+                it.remove();
+            }
+        }
+    }
+
+    private void writeCount(Budget b) {
+        StringBuilder kinds = new StringBuilder();
+        b.kinds.forEach((k, n) -> kinds.append(kinds.length() == 0 ? "" : ", ").append(k).append(' ').append(n));
+        write(b.caller, clock.instant(), "audit.suppressed", null, null, "COUNTED", b.counted + " refusals of uid "
+                + b.caller.uid() + " not itemized (more than " + REFUSAL_BURST + " at once, then " + REFUSAL_RATE
+                + " a second), from " + b.since + " to " + b.last + ": " + kinds);
+        b.counted = 0;
+        b.since = null;
+        b.kinds.clear();
+    }
+
+    private void write(Caller caller, Instant at, String action, String subject, String request, String result,
+            String detail) {
         Map<String, Object> m = new LinkedHashMap<>();
-        m.put("at", clock.instant().toString());
+        m.put("at", at.toString());
         m.put("uid", caller.uid());
         m.put("user", clip(caller.user()));
         m.put("admin", caller.admin());
@@ -140,6 +245,11 @@ final class AuditLog implements AutoCloseable {
 
     @Override
     public synchronized void close() {
+        for (Budget b : budgets.values()) {
+            if (b.counted > 0) {
+                writeCount(b);
+            }
+        }
         closed = true;
         closeQuietly();
     }

@@ -3,6 +3,8 @@ package io.gpusched.service;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
 import io.gpusched.core.GpuConfig;
 import io.gpusched.core.GpuInventories;
 import io.gpusched.core.GpuScheduler;
@@ -21,9 +23,13 @@ import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.UUID;
 import java.util.function.UnaryOperator;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 /**
  * A node service in this JVM on a simulated 8-GPU node ({@code dgx1-v100}) with a durable ledger: with {@link #jobs}
@@ -32,6 +38,8 @@ import java.util.function.UnaryOperator;
  * parent of its own under the cgroup2 root, and real users. Everything is removed on close.
  */
 public final class ServiceBed implements AutoCloseable {
+    private static final ObjectMapper AUDIT_JSON = new ObjectMapper();
+    private static final Pattern AUDIT_COUNTED = Pattern.compile("^(\\d+) refusals of uid (\\d+) not itemized");
     public final Path dir;
     public final Path state;
     public final Path dev;
@@ -189,6 +197,27 @@ public final class ServiceBed implements AutoCloseable {
         long old = Jobs.keepOutputBytes;
         Jobs.keepOutputBytes = v;
         return old;
+    }
+
+    /**
+     * Refusals each line stands for, by uid, read from the file by its documented format alone: an itemized refusal
+     * is one, an {@code audit.suppressed} line the count its detail begins with.
+     */
+    public static Map<Long, Long> auditedRefusals(Path file) throws Exception {
+        Map<Long, Long> n = new HashMap<>();
+        for (String line : Files.readAllLines(file)) {
+            JsonNode j = AUDIT_JSON.readTree(line);
+            long uid = j.get("uid").asLong();
+            if (j.get("action").asText().equals("audit.suppressed")) {
+                Matcher m = AUDIT_COUNTED.matcher(j.get("detail").asText());
+                assertThat(m.find()).as(line).isTrue();
+                assertThat(Long.parseLong(m.group(2))).isEqualTo(uid);
+                n.merge(uid, Long.parseLong(m.group(1)), Long::sum);
+            } else if (!j.get("result").asText().equals("ok")) {
+                n.merge(uid, 1L, Long::sum);
+            }
+        }
+        return n;
     }
 
     public static Caller root() {
