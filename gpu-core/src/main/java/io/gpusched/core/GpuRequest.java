@@ -192,6 +192,25 @@ public record GpuRequest(
         modelPattern.ifPresent(GpuRequest::globToRegex);
     }
 
+    /**
+     * @param d a device of the node
+     * @return whether this request could ever be given {@code d}, whatever holds, drains or ails it now: the GPUs it
+     *         names (if any), its vendor, model and compute capability, and its memory allow it
+     */
+    public boolean couldUse(GpuDevice d) {
+        return matchesIdentityOf(d) && Placement.hasMemory(this, d);
+    }
+
+    /**
+     * @param d a device of the node
+     * @return whether {@code d} is among the GPUs this request names (if any) and has its vendor, model and compute
+     *         capability (its memory is not asked)
+     */
+    public boolean matchesIdentityOf(GpuDevice d) {
+        return (deviceIndices.isEmpty() || deviceIndices.contains(d.index()))
+                && (deviceUuids.isEmpty() || deviceUuids.contains(d.uuid())) && Placement.matchesIdentity(this, d);
+    }
+
     /** @return true if the device's name matches {@link #modelPattern()} (or no pattern is set) */
     public boolean matchesModel(String deviceName) {
         return modelPattern.isEmpty() || compiled(modelPattern.get()).matcher(deviceName).matches();

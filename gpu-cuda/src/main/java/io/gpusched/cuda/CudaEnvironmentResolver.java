@@ -121,6 +121,17 @@ public final class CudaEnvironmentResolver {
     }
 
     /**
+     * Checks, before any GPU is allocated, that some CUDA installation of the node satisfies {@code requirement} (its
+     * version or installation, with a CUDA runtime); whether it runs on the granted GPUs' driver is {@link #resolve}'s
+     * to say.
+     *
+     * @throws CudaResolutionException when the requirement names CUDA and no installation satisfies it
+     */
+    public void checkInstalled(CudaRequirement requirement) {
+        runnable(Objects.requireNonNull(requirement, "requirement"), new ArrayList<>());
+    }
+
+    /**
      * Resolves the job environment for an allocation.
      *
      * @throws CudaResolutionException when the requirement names CUDA and no installation satisfies it on this driver
@@ -217,7 +228,12 @@ public final class CudaEnvironmentResolver {
      * leftover, a bare {@code nvcc}) is never handed out, whatever its version, and is named in the notes with the
      * reason. Among the rest, the best verdict wins, then the newest version.
      */
-    private Selection choose(Allocation a, CudaRequirement r) {
+    /**
+     * @param passedOver receives a sentence for each satisfying installation passed over (no runtime)
+     * @return the installations that satisfy {@code r} and can run a job (a runtime), newest first as found
+     * @throws CudaResolutionException when CUDA is asked for and none does
+     */
+    private List<CudaInstallation> runnable(CudaRequirement r, List<String> passedOver) {
         List<CudaInstallation> satisfying = new ArrayList<>();
         for (CudaInstallation i : installations) {
             if (r.installation().isPresent() && !i.isAt(r.installation().get())) {
@@ -227,7 +243,6 @@ public final class CudaEnvironmentResolver {
                 satisfying.add(i);
             }
         }
-        List<String> passedOver = new ArrayList<>();
         List<CudaInstallation> pool = new ArrayList<>();
         for (CudaInstallation i : satisfying) {
             if (i.hasRuntime()) {
@@ -238,11 +253,7 @@ public final class CudaEnvironmentResolver {
                         + "), so it cannot run a job (a headers-only or partial installation)");
             }
         }
-        boolean asked = !r.equals(CudaRequirement.NONE);
-        if (pool.isEmpty()) {
-            if (!asked) {
-                return new Selection(Optional.empty(), passedOver);
-            }
+        if (pool.isEmpty() && !r.equals(CudaRequirement.NONE)) {
             throw new CudaResolutionException("no CUDA installation satisfies " + r + "; found "
                     + (installations.isEmpty() ? "none" : installations.stream()
                             .map(i -> i.root() + " (" + CudaInstallations.describe(i)
@@ -251,6 +262,16 @@ public final class CudaEnvironmentResolver {
                             .collect(Collectors.joining(", ")))
                     + (passedOver.isEmpty() ? "" : "; " + String.join("; ", passedOver))
                     + ". Install it, or add its path to gpu.cuda_paths.");
+        }
+        return pool;
+    }
+
+    private Selection choose(Allocation a, CudaRequirement r) {
+        List<String> passedOver = new ArrayList<>();
+        List<CudaInstallation> pool = runnable(r, passedOver);
+        boolean asked = !r.equals(CudaRequirement.NONE);
+        if (pool.isEmpty()) {
+            return new Selection(Optional.empty(), passedOver);
         }
         Choice best = null;
         Map<CudaInstallation, Compatibility> verdicts = new LinkedHashMap<>();

@@ -1,12 +1,16 @@
 package io.gpusched.service;
 
 import io.gpusched.core.Allocation;
+import io.gpusched.core.DeviceState;
 import io.gpusched.core.GpuAllocationException;
 import io.gpusched.core.GpuAllocationException.Reason;
+import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuException;
 import io.gpusched.core.GpuRequest;
 import io.gpusched.core.GpuScheduler;
+import io.gpusched.core.MemorySize;
 import io.gpusched.core.ReleasesAndGrants;
+import io.gpusched.core.SharingMode;
 import io.gpusched.server.Caller;
 import java.time.Clock;
 import java.time.Duration;
@@ -15,9 +19,11 @@ import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
@@ -30,6 +36,7 @@ import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.BiConsumer;
 import java.util.function.BooleanSupplier;
 import java.util.function.Consumer;
+import java.util.stream.Stream;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -82,12 +89,25 @@ final class FairQueue implements AutoCloseable {
     static final int BATCH = 64;
 
     /** Why a waiting request was dropped without an allocation. */
-    static final class Dropped extends GpuException {
+    static class Dropped extends GpuException {
         private static final long serialVersionUID = 1L;
         /** Set once the refusal is in the audit (the stop records its own before the audit closes). */
         volatile boolean audited;
 
         Dropped(String message) {
+            super(message);
+        }
+    }
+
+    /** What a request dropped because its client went says: a half-close reads as a close. */
+    static final String CLIENT_WENT = "its client went away while it waited (a connection whose sending side was shut,"
+            + " a half-close, counts as gone: keep it open until the answer)";
+
+    /** A waiting request dropped because its client went away (400 CLIENT_GONE, to a client still reading). */
+    static final class ClientGone extends Dropped {
+        private static final long serialVersionUID = 1L;
+
+        ClientGone(String message) {
             super(message);
         }
     }
@@ -193,10 +213,10 @@ final class FairQueue implements AutoCloseable {
     Ticket enqueue(Caller caller, GpuRequest request, Duration wait, BooleanSupplier gone) {
         long now = System.nanoTime();
         long w = Math.max(0, Math.min(wait.toNanos(), TimeUnit.DAYS.toNanos(3650)));
-        int gpus = scheduler.inventory().devices().size();
-        if (request.count() > gpus) { // never served: refused to its caller now, not by a dispatch after it
-            throw new GpuAllocationException(Reason.NODE_TOO_SMALL, request.describe() + " requested; this node has "
-                    + gpus + (gpus == 1 ? " GPU" : " GPUs") + " in all, so it can never be served here");
+        // never served: refused to its caller now, not by a dispatch after it (to no one, for a detached job)
+        Optional<GpuAllocationException> never = neverServed(request, scheduler.inventory().devices());
+        if (never.isPresent()) {
+            throw never.get();
         }
         lock.lock();
         try {
@@ -221,6 +241,52 @@ final class FairQueue implements AutoCloseable {
         } finally {
             lock.unlock();
         }
+    }
+
+    /**
+     * @param devices the node's GPUs
+     * @return why the node could never serve {@code r}, whatever its GPUs' holders, health or pool: more GPUs than it
+     *         has ({@code NODE_TOO_SMALL}), a GPU it names that is not here ({@code UNKNOWN_DEVICE}), fewer GPUs of
+     *         its vendor, model or compute capability ({@code NO_MATCHING_DEVICE}) or with its memory
+     *         ({@code INSUFFICIENT_MEMORY}) than it asks; empty when it could be served some day
+     */
+    static Optional<GpuAllocationException> neverServed(GpuRequest r, List<GpuDevice> devices) {
+        int gpus = devices.size();
+        String never = ", so it can never be served here";
+        if (r.count() > gpus) {
+            return Optional.of(new GpuAllocationException(Reason.NODE_TOO_SMALL, r.describe() + " requested; this node"
+                    + " has " + gpus + (gpus == 1 ? " GPU" : " GPUs") + " in all" + never));
+        }
+        Set<Integer> indices = new HashSet<>();
+        Set<String> uuids = new HashSet<>();
+        devices.forEach(d -> {
+            indices.add(d.index());
+            uuids.add(d.uuid());
+        });
+        List<Object> absent = new ArrayList<>();
+        Stream.concat(r.deviceIndices().stream(), r.requiredDevices().stream()).filter(i -> !indices.contains(i))
+                .forEach(absent::add);
+        r.deviceUuids().stream().filter(u -> !uuids.contains(u)).forEach(absent::add);
+        if (!absent.isEmpty()) {
+            return Optional.of(new GpuAllocationException(Reason.UNKNOWN_DEVICE, r.describe() + " requested; GPU "
+                    + absent.get(0) + " is not on this node" + never));
+        }
+        long matching = devices.stream().filter(r::matchesIdentityOf).count();
+        long usable = devices.stream().filter(r::couldUse).count();
+        boolean required = r.requiredDevices().stream().allMatch(i -> devices.stream().anyMatch(d -> d.index() == i
+                && r.couldUse(d)));
+        if (usable >= r.count() && required) {
+            return Optional.empty();
+        }
+        if (matching < r.count() || !r.requiredDevices().stream().allMatch(i -> devices.stream().anyMatch(
+                d -> d.index() == i && r.matchesIdentityOf(d)))) {
+            return Optional.of(new GpuAllocationException(Reason.NO_MATCHING_DEVICE, r.describe() + " requested; "
+                    + matching + " of the node's " + gpus + " GPUs match it" + never));
+        }
+        return Optional.of(new GpuAllocationException(Reason.INSUFFICIENT_MEMORY, r.describe() + " requested; "
+                + usable + " of the node's " + gpus + " GPUs have the memory (the largest has " + devices.stream()
+                        .map(GpuDevice::memory).max(MemorySize::compareTo).map(MemorySize::toHumanString).orElse("none")
+                + ")" + never));
     }
 
     /** Takes a ticket out of the queue (its caller gave up); no effect once it was served or dropped. */
@@ -550,7 +616,7 @@ final class FairQueue implements AutoCloseable {
             }
             RuntimeException why;
             if (gone) {
-                why = new Dropped("its client went away while it waited");
+                why = new ClientGone(CLIENT_WENT);
             } else if (now - t.deadlineNanos >= 0) {
                 GpuAllocationException last = t.lastRefusal;
                 why = new GpuAllocationException(last != null ? last.reason() : Reason.INSUFFICIENT_GPUS,
@@ -654,6 +720,9 @@ final class FairQueue implements AutoCloseable {
                             continue; // this user cannot be served now whatever is free: the next user may
                         }
                         if (!t.now && e.reason().isTransient()) {
+                            if (!holdsBack(t)) {
+                                continue; // no GPU free now could serve it, or it waits on its own user's GPUs
+                            }
                             blocker = t; // the fair next request does not fit: nobody jumps ahead of it
                             break;
                         }
@@ -668,7 +737,7 @@ final class FairQueue implements AutoCloseable {
                 Ticket stopped = a.size() < tried.size() ? tried.get(a.size()) : null;
                 if (stopped != null && !stopped.now && refusal instanceof GpuAllocationException e
                         && e.reason().isTransient() && e.reason() != Reason.QUOTA_EXCEEDED
-                        && e.reason() != Reason.RATE_LIMITED && nextHeadIs(stopped)) {
+                        && e.reason() != Reason.RATE_LIMITED && nextHeadIs(stopped) && holdsBack(stopped)) {
                     stopped.lastRefusal = e; // the next fair head does not fit now: nobody jumps ahead of it
                     blocker = stopped;
                     break;
@@ -690,6 +759,43 @@ final class FairQueue implements AutoCloseable {
                 refuseUnreached(nowSeen, blocker);
                 return;
             }
+        }
+    }
+
+    /**
+     * Whether a waiting request that does not fit now keeps the GPUs free now from the requests behind it. Only while
+     * (1) some GPU free now could serve it (granting GPUs it could never use cannot delay it: a request for two 80 GiB
+     * GPUs held by others leaves the others' GPUs to whoever asks) and (2) the GPUs it could use that its own user does
+     * not hold are enough for it (a request for a GPU its own user keeps waits on that user alone: holding one GPU and
+     * asking for it again must not keep the node from everyone). When it does, nothing is served ahead of it, as
+     * before; when the node's state cannot be read, it does.
+     */
+    private boolean holdsBack(Ticket t) {
+        try {
+            GpuRequest r = t.request;
+            Set<Integer> own = new HashSet<>();
+            for (Allocation a : scheduler.allocations()) {
+                if (a.request().ownerUid().orElse(-1) == t.caller.uid()) {
+                    own.addAll(a.deviceIndices());
+                }
+            }
+            boolean usefulFree = false;
+            int notOwn = 0;
+            for (DeviceState d : scheduler.devices()) {
+                if (!r.couldUse(d.device())) {
+                    continue;
+                }
+                if (!own.contains(d.index())) {
+                    notOwn++;
+                }
+                if (d.isAllocatable() && (d.isIdle() || r.sharing() == SharingMode.SHARED
+                        && d.exclusiveHolder().isEmpty())) {
+                    usefulFree = true;
+                }
+            }
+            return usefulFree && notOwn >= r.count();
+        } catch (RuntimeException e) {
+            return true;
         }
     }
 

@@ -38,6 +38,8 @@ final class Job {
     volatile String cancelled;
     /** Set with {@link #cancelled} by a cancel of its owner or an admin (not a client gone, not a stop). */
     volatile boolean cancelledBy;
+    /** Set when it was dropped from the queue because its client went (or half-closed). */
+    volatile boolean clientWent;
     final CompletableFuture<Void> ended = new CompletableFuture<>();
     /** Completed once a launched job's cgroup is emptied and removed and its allocation released (or kept held). */
     final CompletableFuture<Void> settled = new CompletableFuture<>();

@@ -164,7 +164,7 @@ final class Jobs implements AutoCloseable {
             throw new FairQueue.Dropped("the node service is stopping; no job is started"); // 503 SHUTTING_DOWN
         }
         try { // checked before anything is allocated (as every other field): run() resolves it on the GPUs granted
-            r.cuda().ifPresent(CudaRequirement::parse);
+            r.cuda().map(CudaRequirement::parse).ifPresent(cuda::checkInstalled); // 409 NO_MATCHING_CUDA if none
         } catch (IllegalArgumentException e) {
             throw new IllegalArgumentException("\"cuda\": " + e.getMessage(), e);
         }
@@ -236,7 +236,8 @@ final class Jobs implements AutoCloseable {
                     try {
                         sink.queued(t.position());
                     } catch (IOException gone) {
-                        job.cancelled = "its client went away while it waited";
+                        job.cancelled = FairQueue.CLIENT_WENT;
+                        job.clientWent = true;
                         queue.cancel(t, job.cancelled);
                     }
                 } catch (ExecutionException e) {
@@ -244,6 +245,7 @@ final class Jobs implements AutoCloseable {
                     if (e.getCause() instanceof FairQueue.Dropped d) {
                         if (job.cancelled == null) {
                             job.cancelled = d.getMessage();
+                            job.clientWent = d instanceof FairQueue.ClientGone;
                         }
                         end(job, Job.State.CANCELLED, null);
                         return Optional.empty();
@@ -264,6 +266,17 @@ final class Jobs implements AutoCloseable {
             end(job, Job.State.CANCELLED, null);
             throw e;
         }
+    }
+
+    /**
+     * @return what a job cancelled before it started answers its caller: {@link Cancelled} (409 CANCELLED) when its
+     *         owner or an admin cancelled it, {@link FairQueue.ClientGone} when its client went (400 CLIENT_GONE, for
+     *         a client that half-closed and still reads), else {@link FairQueue.Dropped} (the service stops)
+     */
+    static RuntimeException notStarted(Job job) {
+        String why = "job " + job.id + " was not started: " + Optional.ofNullable(job.cancelled).orElse("cancelled");
+        return job.cancelledBy ? new Cancelled(why) : job.clientWent ? new FairQueue.ClientGone(why)
+                : new FairQueue.Dropped(why);
     }
 
     /**
@@ -290,14 +303,15 @@ final class Jobs implements AutoCloseable {
      */
     void run(Job job, Allocation a, JobSink sink) throws InterruptedException {
         job.allocation = a;
+        if (job.cancelled != null) { // cancelled while its GPUs were being allocated: its caller is told why
+            end(job, Job.State.CANCELLED, null);
+            settle(job, a);
+            throw notStarted(job);
+        }
         LaunchedJob l = null;
         List<Thread> relays = new ArrayList<>();
         List<AtomicLong> afterEnd = List.of(new AtomicLong(Long.MAX_VALUE), new AtomicLong(Long.MAX_VALUE));
         try {
-            if (job.cancelled != null) {
-                end(job, Job.State.CANCELLED, null);
-                return;
-            }
             Map<String, String> env;
             try {
                 CudaRequirement req = job.request.cuda().map(CudaRequirement::parse).orElse(CudaRequirement.NONE);

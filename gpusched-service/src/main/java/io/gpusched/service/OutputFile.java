@@ -31,6 +31,9 @@ final class OutputFile implements JobSink {
     private long written;
     private boolean capped;
     private boolean closed;
+    /** Bytes a write the disk refused dropped since the last that succeeded; {@link #lostWhy} says why. */
+    private long lost;
+    private String lostWhy;
 
     /** The bytes one user's running detached jobs may still write together. */
     interface Budget {
@@ -118,21 +121,46 @@ final class OutputFile implements JobSink {
     public void started(Job job) {
     }
 
+    /**
+     * Writes what the job printed, within the job's cap and its user's budget. A write the disk refuses (full: the
+     * state directory shares its disk) drops that output, not the job: the bytes go back to the budget, and the next
+     * write that succeeds is preceded by a line saying how much was lost and why. Never throws: a detached job has no
+     * client whose failure it could mean.
+     */
     @Override
-    public synchronized void output(boolean stderr, byte[] b, int len) throws IOException {
-        if (capped) {
+    public synchronized void output(boolean stderr, byte[] b, int len) {
+        if (capped || closed) {
             return;
         }
         int mine = (int) Math.min(len, MAX_BYTES - written);
         int n = (int) budget.take(mine);
-        write(ByteBuffer.wrap(b, 0, n));
+        ByteBuffer buf = ByteBuffer.wrap(b, 0, n);
+        try {
+            if (lost > 0) {
+                write(ByteBuffer.wrap(("\n[gpusched: " + lost + " bytes of output were not kept: " + lostWhy + "]\n")
+                        .getBytes(StandardCharsets.UTF_8)));
+                lost = 0;
+            }
+            write(buf);
+        } catch (IOException e) {
+            int done = buf.position();
+            written += done;
+            budget.giveBack(n - done);
+            lost += len - done;
+            lostWhy = "the state directory's disk refused them (" + e.getMessage() + ")";
+            return;
+        }
         written += n;
         if (n < len) {
             capped = true;
             String why = n < mine ? "the output of its user's running detached jobs together passed " + budget.size()
                     + " bytes" : "the job's output passed " + (MAX_BYTES >> 20) + " MiB";
-            write(ByteBuffer.wrap(("\n[gpusched: " + why + "; the rest is not kept]\n").getBytes(
-                    StandardCharsets.UTF_8)));
+            try {
+                write(ByteBuffer.wrap(("\n[gpusched: " + why + "; the rest is not kept]\n").getBytes(
+                        StandardCharsets.UTF_8)));
+            } catch (IOException e) {
+                lostWhy = "the state directory's disk refused them (" + e.getMessage() + ")";
+            }
         }
     }
 

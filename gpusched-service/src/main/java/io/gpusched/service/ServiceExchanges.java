@@ -8,6 +8,7 @@ import io.gpusched.core.AccessDeniedException;
 import io.gpusched.core.GpuAllocationException;
 import io.gpusched.core.GpuAllocationException.Reason;
 import io.gpusched.core.LedgerException;
+import io.gpusched.cuda.CudaResolutionException;
 import io.gpusched.isolation.IsolationException;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
@@ -134,9 +135,15 @@ final class ServiceExchanges {
         } else if (e instanceof Jobs.Unavailable) {
             status = 503;
             reason = "JOBS_UNAVAILABLE";
+        } else if (e instanceof CudaResolutionException) { // the job's cuda requirement: no installation serves it
+            status = 409;
+            reason = "NO_MATCHING_CUDA";
         } else if (e instanceof Jobs.Cancelled) {
             status = 409;
             reason = "CANCELLED";
+        } else if (e instanceof FairQueue.ClientGone) {
+            status = 400;
+            reason = "CLIENT_GONE";
         } else if (e instanceof FairQueue.Dropped) {
             status = 503;
             reason = "SHUTTING_DOWN";

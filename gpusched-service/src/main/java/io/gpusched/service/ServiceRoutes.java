@@ -309,10 +309,8 @@ public final class ServiceRoutes {
         try {
             Optional<Allocation> a = service.jobs().allocate(job, sink);
             if (a.isEmpty()) {
-                String why = "job " + job.id + " was not started: " + Optional.ofNullable(job.cancelled).orElse(
-                        "cancelled");
                 // cancelled by its owner or an admin (409 CANCELLED); else its client went or the service stops
-                RuntimeException d = job.cancelledBy ? new Jobs.Cancelled(why) : new FairQueue.Dropped(why);
+                RuntimeException d = Jobs.notStarted(job);
                 if (sink.begun()) {
                     sink.error(d);
                 } else {
