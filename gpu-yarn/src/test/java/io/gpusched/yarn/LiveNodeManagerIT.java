@@ -885,7 +885,9 @@ class LiveNodeManagerIT {
         List<String> cmd = new ArrayList<>();
         cmd.add(ProcessHandle.current().info().command().orElse("java"));
         cmd.addAll(addOpens);
-        cmd.addAll(List.of("-Xmx512m", "-cp", nmClassPath,
+        // C1 only and the serial collector: each of the test's 4 NodeManager starts is mostly class loading and
+        // compiling, on 2 cores shared with the ResourceManager; nothing the NodeManager does depends on them
+        cmd.addAll(List.of("-Xmx512m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", nmClassPath,
                 "org.apache.hadoop.yarn.server.nodemanager.NodeManager"));
         ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true)
                 .redirectOutput(ProcessBuilder.Redirect.appendTo(work.resolve("nm.log").toFile()));

@@ -160,9 +160,11 @@ class CompactionKilledMidwayAttackTest {
             int n = 3;
             List<ChildOutput> logs = new ArrayList<>();
             for (int c = 0; c < n; c++) {
+                // the serial collector: three children share 2 cores, where G1's own threads slow their start
                 Process p = new ProcessBuilder(java, "-Dgpusched.ledger.compactBytes=600", "-Xshare:auto",
-                        "-XX:TieredStopAtLevel=1", "-cp", cp, CompactingChild.class.getName(), dir.toString(),
-                        Integer.toString(round * 10 + c)).redirectError(ProcessBuilder.Redirect.DISCARD).start();
+                        "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", cp, CompactingChild.class.getName(),
+                        dir.toString(), Integer.toString(round * 10 + c))
+                        .redirectError(ProcessBuilder.Redirect.DISCARD).start();
                 children.add(p);
                 logs.add(ChildOutput.of(p));
             }

@@ -65,7 +65,10 @@ class LedgerKillTest {
             List<ChildOutput> logs = new ArrayList<>();
             List<Integer> targets = new ArrayList<>();
             for (int c = 0; c < n; c++) {
-                Process p = new ProcessBuilder(java, "-Dgpusched.ledger.compactBytes=3000", "-cp", cp,
+                // C1 only and the serial collector, as the other child-JVM tests: four children start at once on 2
+                // cores; each is killed after a number of its lines, whatever the time that takes
+                Process p = new ProcessBuilder(java, "-Dgpusched.ledger.compactBytes=3000", "-Xshare:auto",
+                        "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", cp,
                         KillChild.class.getName(), dir.toString(),
                         Integer.toString(round * 10 + c), Boolean.toString(c % 2 == 0))
                         .redirectError(ProcessBuilder.Redirect.DISCARD).start();

@@ -22,7 +22,8 @@ import org.junit.jupiter.api.parallel.ExecutionMode;
  * (an integration test of the CLI module, run after the jar is packaged; it lived in gpu-slurm, which is built
  * before the CLI, so a clean build skipped it for want of the jar). The tests
  * run two at a time (each has its own directory and state directory), each command with C1 only ({@code
- * -XX:TieredStopAtLevel=1}: a short-lived command never reaches C2), as the CLI module's jar tests do.
+ * -XX:TieredStopAtLevel=1}: a short-lived command never reaches C2) and the serial collector (one GC thread on a
+ * 2-core machine), as the CLI module's jar tests do.
  */
 @Tag("adversarial")
 @Execution(ExecutionMode.CONCURRENT)
@@ -43,7 +44,7 @@ class SlurmCommandsFromTheJarIT {
 
     Result run(String... args) throws IOException, InterruptedException {
         List<String> cmd = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
-                "-XX:TieredStopAtLevel=1", "-Xshare:auto", "-jar", JAR.toString()));
+                "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto", "-jar", JAR.toString()));
         cmd.addAll(List.of(args));
         ProcessBuilder pb = new ProcessBuilder(cmd).directory(tmp.toFile());
         pb.environment().put("GPUSCHED_STATE_DIR", tmp.resolve("state").toString());
