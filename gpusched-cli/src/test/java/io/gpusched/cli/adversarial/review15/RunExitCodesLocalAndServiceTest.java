@@ -7,8 +7,11 @@ import io.gpusched.cli.GpuschedCommand;
 import io.gpusched.testing.LocalUsers;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
+import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.util.ArrayList;
@@ -59,7 +62,22 @@ class RunExitCodesLocalAndServiceTest {
         return p.exitValue();
     }
 
-    /** The commands that cannot start: a directory, a missing file, a file without x, a script with no interpreter. */
+    /** @return an ELF64 executable header for aarch64 (e_machine 0xB7): ENOEXEC on any other architecture */
+    private static byte[] aarch64Elf() {
+        ByteBuffer b = ByteBuffer.allocate(128).order(ByteOrder.LITTLE_ENDIAN);
+        b.put(new byte[]{0x7f, 'E', 'L', 'F', 2, 1, 1, 0}).put(new byte[8]);
+        b.putShort((short) 2).putShort((short) 0xB7).putInt(1).putLong(0x400000L).putLong(64).putLong(0).putInt(0)
+                .putShort((short) 64).putShort((short) 56).putShort((short) 0).putShort((short) 0)
+                .putShort((short) 0).putShort((short) 0);
+        return b.array();
+    }
+
+    /**
+     * The commands that cannot start: a directory, a missing file, a file without x, a script with no interpreter, and
+     * (review16) an executable of another architecture (ENOEXEC: sh and bash exit 126; through the service the job
+     * started through {@code env}, whose execvp ran the binary as shell text, 127) and a symbolic link loop (ELOOP:
+     * the local run and sh 127; through {@code env} 126).
+     */
     private Map<String, String> commands() throws Exception {
         Map<String, String> m = new LinkedHashMap<>();
         Path d = Files.createDirectories(dir.resolve("a-directory"));
@@ -71,6 +89,17 @@ class RunExitCodesLocalAndServiceTest {
         Path bad = Files.writeString(dir.resolve("bad-interpreter.sh"), "#!/no/such/interpreter\necho hi\n");
         Files.setPosixFilePermissions(bad, PosixFilePermissions.fromString("rwxr-xr-x"));
         m.put("a script whose interpreter is missing", bad.toString());
+        if (!System.getProperty("os.arch").equals("aarch64")) {
+            Path elf = Files.write(dir.resolve("arm64-binary"), aarch64Elf());
+            Files.setPosixFilePermissions(elf, PosixFilePermissions.fromString("rwxr-xr-x"));
+            m.put("an aarch64 executable", elf.toString());
+        }
+        Path loop1 = dir.resolve("loop1");
+        if (!Files.exists(loop1, LinkOption.NOFOLLOW_LINKS)) {
+            Files.createSymbolicLink(loop1, dir.resolve("loop2"));
+            Files.createSymbolicLink(dir.resolve("loop2"), loop1);
+        }
+        m.put("a symbolic link loop", loop1.toString());
         return m;
     }
 
