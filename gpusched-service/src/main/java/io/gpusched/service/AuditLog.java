@@ -37,10 +37,10 @@ import org.slf4j.LoggerFactory;
  * <p>Refusals are itemized up to {@link #REFUSAL_BURST} at once per uid, then {@link #REFUSAL_RATE} a second: past
  * that, a flood of one user's refused requests (each costs the service little, and a line may be kilobytes) would
  * otherwise rotate everyone's audit away in minutes. A refusal not itemized is counted, by action and reason, and the
- * count goes into one {@code audit.suppressed} line of that uid: written before that uid's next itemized line, after a
- * minute, or at close. Changes ({@code ok}) are always itemized. Once closed, the
- * file is never opened again: a request that ends after the service closed (a waiter its close cancelled) goes to the
- * log only, not into a state directory a successor may already hold.
+ * count (with the first subject of each kind) goes into one {@code audit.suppressed} line of that uid: written before
+ * that uid's next itemized line, after a minute, or at close. Changes ({@code ok}) are always itemized. Once closed,
+ * the file is never opened again: a request that ends after the service closed (a waiter its close cancelled) goes to
+ * the log only, not into a state directory a successor may already hold.
  */
 final class AuditLog implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger("io.gpusched.service.audit");
@@ -75,6 +75,8 @@ final class AuditLog implements AutoCloseable {
         Instant since;
         Instant last;
         final Map<String, Long> kinds = new TreeMap<>();
+        /** The first subject (an allocation, a job) of each kind counted, so a probe is not lost in a flood. */
+        final Map<String, String> firstSubject = new HashMap<>();
 
         Budget(Instant now) {
             filled = now;
@@ -124,8 +126,11 @@ final class AuditLog implements AutoCloseable {
                 budget.since = budget.since == null ? now : budget.since;
                 budget.last = now;
                 String kind = action + " " + result;
-                budget.kinds.merge(budget.kinds.containsKey(kind) || budget.kinds.size() < MAX_KINDS ? kind
-                        : "other", 1L, Long::sum);
+                kind = budget.kinds.containsKey(kind) || budget.kinds.size() < MAX_KINDS ? kind : "other";
+                budget.kinds.merge(kind, 1L, Long::sum);
+                if (subject != null) {
+                    budget.firstSubject.putIfAbsent(kind, clip(subject));
+                }
                 sweep(now);
                 return;
             }
@@ -160,13 +165,15 @@ final class AuditLog implements AutoCloseable {
 
     private void writeCount(Budget b) {
         StringBuilder kinds = new StringBuilder();
-        b.kinds.forEach((k, n) -> kinds.append(kinds.length() == 0 ? "" : ", ").append(k).append(' ').append(n));
+        b.kinds.forEach((k, n) -> kinds.append(kinds.length() == 0 ? "" : ", ").append(k).append(' ').append(n)
+                .append(b.firstSubject.containsKey(k) ? " (first on " + b.firstSubject.get(k) + ")" : ""));
         write(b.caller, clock.instant(), "audit.suppressed", null, null, "COUNTED", b.counted + " refusals of uid "
                 + b.caller.uid() + " not itemized (more than " + REFUSAL_BURST + " at once, then " + REFUSAL_RATE
                 + " a second), from " + b.since + " to " + b.last + ": " + kinds);
         b.counted = 0;
         b.since = null;
         b.kinds.clear();
+        b.firstSubject.clear();
     }
 
     private void write(Caller caller, Instant at, String action, String subject, String request, String result,

@@ -64,13 +64,17 @@ class AuditLogTest {
         for (int i = 0; i < 7; i++) { // counted after the burst is spent again (none refilled: the clock stands)
             audit.record(alice, "job.start", null, null, "FORBIDDEN", "x");
         }
+        audit.record(alice, "release", "a77", null, "FORBIDDEN", "owned by bob"); // her probe, within the flood
         clock.advance(Duration.ofMinutes(2));
         audit.record(bob, "allocate", "a10", "--gpu=1", "ok", null); // a minute on: any line writes the count
-        assertThat(ServiceBed.auditedRefusals(file)).containsEntry(alice.uid(), 5027L);
+        assertThat(ServiceBed.auditedRefusals(file)).containsEntry(alice.uid(), 5028L);
+        lines = Files.readAllLines(file);
+        assertThat(lines.get(lines.size() - 1)).as("her count, after bob's line").contains("audit.suppressed")
+                .contains("release FORBIDDEN 1 (first on a77)");
         for (int i = 0; i < 200; i++) {
             audit.record(alice, "job.start", null, null, "FORBIDDEN", "x");
         }
         audit.close(); // what was counted and not written yet goes in at close
-        assertThat(ServiceBed.auditedRefusals(file)).containsEntry(alice.uid(), 5227L).containsEntry(bob.uid(), 2L);
+        assertThat(ServiceBed.auditedRefusals(file)).containsEntry(alice.uid(), 5228L).containsEntry(bob.uid(), 2L);
     }
 }
