@@ -25,6 +25,7 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
+import java.util.Set;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
@@ -750,6 +751,13 @@ final class DefaultGpuScheduler implements GpuScheduler {
 
     @Override
     public ReleasesAndGrants releaseEachThenAllocateInOrder(List<String> releaseIds, List<GpuRequest> requests) {
+        return releaseEachThenAllocateInOrder(releaseIds, requests, Set.of());
+    }
+
+    @Override
+    public ReleasesAndGrants releaseEachThenAllocateInOrder(List<String> releaseIds, List<GpuRequest> requests,
+            Set<Integer> withheld) {
+        Set<Integer> kept = Set.copyOf(withheld);
         List<String> ids = List.copyOf(releaseIds); // null list or element: NullPointerException
         List<GpuRequest> todo = List.copyOf(requests);
         List<UserQuotas.Limit> quotas = new ArrayList<>(todo.size()); // looked up outside the lock (may be null)
@@ -757,7 +765,7 @@ final class DefaultGpuScheduler implements GpuScheduler {
             quotas.add(quotaOf(r));
         }
         decideDrains(ids);
-        ReleasesAndGrants done = ledger.commit(handOff(ids, todo, quotas));
+        ReleasesAndGrants done = ledger.commit(handOff(ids, todo, quotas, kept));
         if (done.grants().isEmpty() && done.refusal().orElse(null) instanceof GpuAllocationException e) {
             rejected(todo.get(0), e);
         }
@@ -805,7 +813,7 @@ final class DefaultGpuScheduler implements GpuScheduler {
      * decision: its records are appended together or not at all.
      */
     private Ledger.Change<ReleasesAndGrants> handOff(List<String> ids, List<GpuRequest> requests,
-            List<UserQuotas.Limit> quotas) {
+            List<UserQuotas.Limit> quotas, Set<Integer> withheld) {
         return (state, seq) -> {
             List<LedgerRecord> records = new ArrayList<>();
             List<ReleasesAndGrants.Release> released = new ArrayList<>(ids.size());
@@ -838,6 +846,18 @@ final class DefaultGpuScheduler implements GpuScheduler {
             }
             List<Allocation> granted = new ArrayList<>(requests.size());
             List<Runnable> undos = new ArrayList<>();
+            if (!withheld.isEmpty()) { // in a copy only: the records say nothing of them
+                if (at == state) {
+                    at = state.copy();
+                }
+                for (int index : withheld) {
+                    Integer pos = at.positionOfIndex(index);
+                    if (pos != null && at.state(pos).pool() == Pool.IN_POOL) {
+                        at.set(pos, at.state(pos).withPool(Pool.DRAINING, Optional.of("owed to a request waiting"
+                                + " ahead in the node service's queue"), Optional.empty()));
+                    }
+                }
+            }
             Optional<RuntimeException> refusal =
                     grantInOrder(requests, quotas, state, at, seq, records, granted, undos);
             return new Ledger.Decision<>(records, new ReleasesAndGrants(released, granted, refusal),

@@ -8,6 +8,7 @@ import java.util.Collection;
 import java.util.List;
 import java.util.Objects;
 import java.util.Optional;
+import java.util.Set;
 
 /**
  * Hands out the GPUs of one {@link GpuInventory}. Thread-safe; an allocation either fully happens or leaves no trace.
@@ -326,6 +327,23 @@ public interface GpuScheduler extends AutoCloseable {
             }
         }
         return new ReleasesAndGrants(released, grants, refusal);
+    }
+
+    /**
+     * As {@link #releaseEachThenAllocateInOrder(List, List)}, with the GPUs of {@code withheld} kept from every request
+     * of this call, as if they were draining: what a fair queue owes to a waiting request ahead of these (they may take
+     * any other free GPU, never one that request could use). Nothing is recorded about the withheld GPUs.
+     *
+     * @param withheld indices of GPUs no request of this call may take; empty: none
+     * @throws UnsupportedOperationException where this scheduler cannot withhold GPUs and {@code withheld} is not empty
+     *                                       (the default: gpusched's own scheduler can)
+     */
+    default ReleasesAndGrants releaseEachThenAllocateInOrder(List<String> releaseIds, List<GpuRequest> requests,
+            Set<Integer> withheld) {
+        if (withheld.isEmpty()) {
+            return releaseEachThenAllocateInOrder(releaseIds, requests);
+        }
+        throw new UnsupportedOperationException(getClass().getName() + " cannot withhold GPUs from a request");
     }
 
     /**

@@ -11,6 +11,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.Set;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -143,6 +144,33 @@ class ReleaseEachThenAllocateInOrderTest {
             assertThat(afterAnError).as("an Error on the transaction's first event costs it none of the others")
                     .containsExactly(AllocationEvent.Type.RELEASED, AllocationEvent.Type.RELEASED,
                             AllocationEvent.Type.ALLOCATED, AllocationEvent.Type.ALLOCATED);
+        }
+    }
+
+    @Test
+    void withheldGpusGoToNoRequestOfTheCallAndNothingIsRecordedOfThem() throws Exception {
+        try (GpuInventory inv = GpuInventories.simulated("dgx1-v100"); GpuScheduler s = scheduler(inv)) {
+            String held = s.allocate(GpuRequest.builder().requiredDevices(0).owner("holder").build()).id();
+            long r = s.ledgerStatistics().orElseThrow().records();
+            // GPUs 1-5 kept for a request ahead: 6 and 7 are all there is for these
+            ReleasesAndGrants done = s.releaseEachThenAllocateInOrder(List.of(held), List.of(gpus("a", 2),
+                    gpus("b", 1)), Set.of(0, 1, 2, 3, 4, 5));
+            assertThat(done.releases()).extracting(ReleasesAndGrants.Release::released).containsExactly(true);
+            assertThat(done.grants()).hasSize(1);
+            assertThat(done.grants().get(0).deviceIndices()).containsExactlyInAnyOrder(6, 7);
+            assertThat(done.refusal()).get().isInstanceOfSatisfying(GpuAllocationException.class,
+                    e -> assertThat(e.reason().isTransient()).isTrue());
+            assertEquals(r + 2, s.ledgerStatistics().orElseThrow().records(), "a release and a grant, nothing else");
+            // named, a withheld GPU is refused as busy; the next call without it grants it, and none was drained
+            ReleasesAndGrants named = s.releaseEachThenAllocateInOrder(List.of(), List.of(GpuRequest.builder()
+                    .deviceIndices(3).owner("c").build()), Set.of(3));
+            assertThat(named.grants()).isEmpty();
+            assertThat(named.refusal()).get().isInstanceOfSatisfying(GpuAllocationException.class,
+                    e -> assertThat(e.getMessage()).contains("owed to a request waiting ahead"));
+            assertThat(s.devices()).allMatch(d -> d.pool() == DeviceState.Pool.IN_POOL);
+            assertThat(s.releaseEachThenAllocateInOrder(List.of(), List.of(GpuRequest.builder().deviceIndices(3)
+                    .owner("c").build()), Set.of()).grants()).hasSize(1);
+            assertThat(LedgerReader.read(state).doubleGrants).isEmpty();
         }
     }
 }

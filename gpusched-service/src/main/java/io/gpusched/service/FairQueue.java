@@ -1,7 +1,6 @@
 package io.gpusched.service;
 
 import io.gpusched.core.Allocation;
-import io.gpusched.core.DeviceState;
 import io.gpusched.core.GpuAllocationException;
 import io.gpusched.core.GpuAllocationException.Reason;
 import io.gpusched.core.GpuDevice;
@@ -10,7 +9,6 @@ import io.gpusched.core.GpuRequest;
 import io.gpusched.core.GpuScheduler;
 import io.gpusched.core.MemorySize;
 import io.gpusched.core.ReleasesAndGrants;
-import io.gpusched.core.SharingMode;
 import io.gpusched.server.Caller;
 import java.time.Clock;
 import java.time.Duration;
@@ -49,11 +47,13 @@ import org.slf4j.LoggerFactory;
  * <p>Why least recently served rather than a fixed ring: it needs no ring position that new users would have to be
  * fitted into, and a user who just got GPUs without queueing (the node had room) also goes behind those who wait.
  *
- * <p>Order is strict: the next user's oldest request is tried first, and when it does not fit (too few GPUs free) no
- * later request is tried ahead of it (no backfilling, so a large request cannot be starved by small ones). A request
- * that does not wait ({@link #now}) takes the same road: it is put in its fair place, tried once by the dispatcher
- * when its turn comes, and refused (naming the queue's request it would have jumped) when a waiting request ahead of
- * it does not fit: GPUs the head of the queue is owed are never handed out around it. When nothing waits, nothing is
+ * <p>The next user's oldest request is tried first, and when it does not fit (too few GPUs free) every GPU it could
+ * use ({@link GpuRequest#couldUse}: the GPUs it names, its model, memory, ...) is kept for it: a request later in fair
+ * order is tried only on the others ({@link GpuScheduler#releaseEachThenAllocateInOrder(List, List, Set)}), so a large
+ * request is never starved by small ones, while GPUs it could never use (held by its own user, a drained one it
+ * names, another model) do not sit idle behind it. A request that does not wait ({@link #now}) takes the same road:
+ * it is put in its fair place, tried once by the dispatcher when its turn comes, and refused (naming the queue's
+ * request ahead of it) when what it needs is kept for a waiting request ahead of it. When nothing waits, nothing is
  * owed, and it is tried at once in its caller's thread (the same single try, without two thread hand-overs). Two
  * exceptions: a user whose request is over their quota (or rate limit) is skipped until they release (they cannot be
  * served anyway); a request that can never be served (too large for the node, a device it does not have) is refused
@@ -689,7 +689,7 @@ final class FairQueue implements AutoCloseable {
             }
             if (heads.isEmpty()) {
                 if (!taken.isEmpty()) {
-                    handOff(taken, List.of()); // nobody waits any more: the releases alone
+                    handOff(taken, List.of(), Set.of()); // nobody waits any more: the releases alone
                 }
                 return;
             }
@@ -699,15 +699,20 @@ final class FairQueue implements AutoCloseable {
             }
             boolean progressed = false;
             Ticket blocker = null;
+            // the GPUs the waiting requests that do not fit could use: no request after them in fair order takes one
+            // (a large request is never starved by small ones), but those they could never use go to whoever is next
+            Set<Integer> withheld = new HashSet<>();
             for (int i = 0; i < heads.size(); i++) {
                 Ticket t = heads.get(i);
                 List<Ticket> tried = i == 0 ? batch : List.of(t);
                 List<Allocation> a;
                 RuntimeException refusal;
                 try {
-                    ReleasesAndGrants done = handOff(i == 0 ? taken : List.of(), tried);
+                    ReleasesAndGrants done = handOff(i == 0 ? taken : List.of(), tried, withheld);
                     a = done.grants();
                     refusal = done.refusal().orElse(null);
+                } catch (UnsupportedOperationException cannotWithhold) {
+                    break; // a scheduler that cannot withhold GPUs: nothing is served after the first that waits
                 } catch (RuntimeException e) {
                     finish(t, null, e);
                     progressed = true;
@@ -719,12 +724,12 @@ final class FairQueue implements AutoCloseable {
                         if (!t.now && (e.reason() == Reason.QUOTA_EXCEEDED || e.reason() == Reason.RATE_LIMITED)) {
                             continue; // this user cannot be served now whatever is free: the next user may
                         }
-                        if (!t.now && e.reason().isTransient()) {
-                            if (!holdsBack(t)) {
-                                continue; // no GPU free now could serve it, or it waits on its own user's GPUs
-                            }
-                            blocker = t; // the fair next request does not fit: nobody jumps ahead of it
-                            break;
+                        if (e.reason().isTransient() && (!t.now || blocker != null)) {
+                            if (!t.now) { // it does not fit yet: what it could use is kept for it
+                                blocker = blocker == null ? t : blocker;
+                                withheld.addAll(usable(t));
+                            } // one that does not wait, short of what is kept for one ahead: refuseUnreached says so
+                            continue;
                         }
                     }
                     finish(t, null, refusal);
@@ -735,12 +740,8 @@ final class FairQueue implements AutoCloseable {
                     finish(tried.get(k), a.get(k), null);
                 }
                 Ticket stopped = a.size() < tried.size() ? tried.get(a.size()) : null;
-                if (stopped != null && !stopped.now && refusal instanceof GpuAllocationException e
-                        && e.reason().isTransient() && e.reason() != Reason.QUOTA_EXCEEDED
-                        && e.reason() != Reason.RATE_LIMITED && nextHeadIs(stopped) && holdsBack(stopped)) {
-                    stopped.lastRefusal = e; // the next fair head does not fit now: nobody jumps ahead of it
-                    blocker = stopped;
-                    break;
+                if (stopped != null && refusal instanceof GpuAllocationException e) {
+                    stopped.lastRefusal = e; // the next pass tries it first if it is the fair next
                 }
                 progressed = true;
                 break;
@@ -762,54 +763,15 @@ final class FairQueue implements AutoCloseable {
         }
     }
 
-    /**
-     * Whether a waiting request that does not fit now keeps the GPUs free now from the requests behind it. Only while
-     * (1) some GPU free now could serve it (granting GPUs it could never use cannot delay it: a request for two 80 GiB
-     * GPUs held by others leaves the others' GPUs to whoever asks) and (2) the GPUs it could use that its own user does
-     * not hold are enough for it (a request for a GPU its own user keeps waits on that user alone: holding one GPU and
-     * asking for it again must not keep the node from everyone). When it does, nothing is served ahead of it, as
-     * before; when the node's state cannot be read, it does.
-     */
-    private boolean holdsBack(Ticket t) {
-        try {
-            GpuRequest r = t.request;
-            Set<Integer> own = new HashSet<>();
-            for (Allocation a : scheduler.allocations()) {
-                if (a.request().ownerUid().orElse(-1) == t.caller.uid()) {
-                    own.addAll(a.deviceIndices());
-                }
+    /** @return the indices of the node's GPUs {@code t} could ever be given (its named GPUs, model, memory, ...) */
+    private Set<Integer> usable(Ticket t) {
+        Set<Integer> out = new HashSet<>();
+        for (GpuDevice d : scheduler.inventory().devices()) {
+            if (t.request.couldUse(d)) {
+                out.add(d.index());
             }
-            boolean usefulFree = false;
-            int notOwn = 0;
-            for (DeviceState d : scheduler.devices()) {
-                if (!r.couldUse(d.device())) {
-                    continue;
-                }
-                if (!own.contains(d.index())) {
-                    notOwn++;
-                }
-                if (d.isAllocatable() && (d.isIdle() || r.sharing() == SharingMode.SHARED
-                        && d.exclusiveHolder().isEmpty())) {
-                    usefulFree = true;
-                }
-            }
-            return usefulFree && notOwn >= r.count();
-        } catch (RuntimeException e) {
-            return true;
         }
-    }
-
-    /** @return whether {@code t} is, as of now, the fair next request (the head a next pass would try first) */
-    private boolean nextHeadIs(Ticket t) {
-        lock.lock();
-        try {
-            if (size == 0) {
-                return false;
-            }
-            return byUser.get(next(byUser, lastGrant)).peek() == t;
-        } finally {
-            lock.unlock();
-        }
+        return out;
     }
 
     /**
@@ -817,11 +779,11 @@ final class FairQueue implements AutoCloseable {
      *
      * @throws RuntimeException when the transaction failed (the releases were failed with it)
      */
-    private ReleasesAndGrants handOff(List<HandOff> taken, List<Ticket> tried) {
+    private ReleasesAndGrants handOff(List<HandOff> taken, List<Ticket> tried, Set<Integer> withheld) {
         ReleasesAndGrants done;
         try {
             done = scheduler.releaseEachThenAllocateInOrder(taken.stream().map(HandOff::id).toList(),
-                    tried.stream().map(x -> x.request).toList());
+                    tried.stream().map(x -> x.request).toList(), withheld);
         } catch (RuntimeException e) {
             complete(taken, null, e);
             throw e;
@@ -857,8 +819,8 @@ final class FairQueue implements AutoCloseable {
                                 : ahead.caller.user() + " (uid " + ahead.caller.uid() + ") waits for "
                                         + ahead.request.describe() + " since " + ahead.since + ", first of " + waiting
                                         + " waiting")
-                        + " (GET /api/v1/queue lists them); nothing is served ahead of a waiting request that"
-                        + " does not fit yet: ask with a wait (--wait DURATION) to queue fairly behind it");
+                        + " (GET /api/v1/queue lists them); no GPU a waiting request ahead could use is served"
+                        + " around it: ask with a wait (--wait DURATION) to queue fairly behind it");
             } finally {
                 lock.unlock();
             }
