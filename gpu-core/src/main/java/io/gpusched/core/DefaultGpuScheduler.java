@@ -25,6 +25,7 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
+import java.util.OptionalInt;
 import java.util.Set;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.Executors;
@@ -451,6 +452,12 @@ final class DefaultGpuScheduler implements GpuScheduler {
             }
             return d;
         };
+    }
+
+    @Override
+    public OptionalInt quotaFor(GpuRequest request) {
+        UserQuotas.Limit l = quotaOf(request);
+        return l == null ? OptionalInt.empty() : OptionalInt.of(l.gpus());
     }
 
     /**

@@ -8,6 +8,7 @@ import java.util.Collection;
 import java.util.List;
 import java.util.Objects;
 import java.util.Optional;
+import java.util.OptionalInt;
 import java.util.Set;
 
 /**
@@ -327,6 +328,15 @@ public interface GpuScheduler extends AutoCloseable {
             }
         }
         return new ReleasesAndGrants(released, grants, refusal);
+    }
+
+    /**
+     * @param request a request with its owner
+     * @return the most GPUs its owner may hold at once ({@code gpu.users}: per user, per group, or for all), empty when
+     *         no limit applies (no owner, no limit configured, or a scheduler that does not say)
+     */
+    default OptionalInt quotaFor(GpuRequest request) {
+        return OptionalInt.empty();
     }
 
     /**

@@ -22,6 +22,9 @@ import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Set;
 import java.util.TreeMap;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -38,7 +41,9 @@ import org.slf4j.LoggerFactory;
  * that, a flood of one user's refused requests (each costs the service little, and a line may be kilobytes) would
  * otherwise rotate everyone's audit away in minutes. A refusal not itemized is counted, by action and reason, and the
  * count (with the first subject of each kind) goes into one {@code audit.suppressed} line of that uid: written before
- * that uid's next itemized line, after a minute, or at close. Changes ({@code ok}) are always itemized. Once closed,
+ * that uid's next itemized line, after a minute (a timer looks every second), or at close. Refusals {@code FORBIDDEN}
+ * (an attempt on what another user holds) have a budget of their own, so a flood of harmless refusals just before
+ * cannot turn such an attempt into a count. Changes ({@code ok}) are always itemized. Once closed,
  * the file is never opened again: a request that ends after the service closed (a waiter its close cancelled) goes to
  * the log only, not into a state directory a successor may already hold.
  */
@@ -61,7 +66,15 @@ final class AuditLog implements AutoCloseable {
 
     private final Path file;
     private final Clock clock;
+    /**
+     * Refusal budgets by uid and kind: {@code uid * 2 + 1} for {@code FORBIDDEN} (an attempt on what another user
+     * holds), {@code uid * 2} for the rest, so harmless refusals cannot spend the budget that keeps such attempts
+     * itemized.
+     */
     private final Map<Long, Budget> budgets = new HashMap<>();
+    private final ScheduledExecutorService timer;
+    /** How long refusals are counted before their count is written (a test shortens it). */
+    static volatile Duration summaryAfter = SUMMARY_AFTER;
     private Instant lastSweep = Instant.EPOCH;
     private FileChannel out;
     private boolean closed;
@@ -89,9 +102,35 @@ final class AuditLog implements AutoCloseable {
         }
     }
 
+    /** An audit whose counts older than {@link #summaryAfter} are written on its next line (tests: no timer). */
     AuditLog(Path file, Clock clock) {
+        this(file, clock, false);
+    }
+
+    /**
+     * @param timer whether a timer of its own writes the counts older than {@link #summaryAfter} (every second), so a
+     *              count reaches the file on a quiet node too, not only with the next line someone's request makes
+     */
+    AuditLog(Path file, Clock clock, boolean timer) {
         this.file = file;
         this.clock = clock;
+        if (timer) {
+            this.timer = Executors.newSingleThreadScheduledExecutor(r -> {
+                Thread t = new Thread(r, "gpusched-audit-counts");
+                t.setDaemon(true);
+                return t;
+            });
+            this.timer.scheduleWithFixedDelay(this::writeDueCounts, 1, 1, TimeUnit.SECONDS);
+        } else {
+            this.timer = null;
+        }
+    }
+
+    private synchronized void writeDueCounts() {
+        if (!closed) {
+            lastSweep = Instant.EPOCH;
+            sweep(clock.instant());
+        }
     }
 
     /** @return the audit file */
@@ -113,10 +152,11 @@ final class AuditLog implements AutoCloseable {
             String detail) {
         Instant now = clock.instant();
         boolean refusal = !"ok".equals(result);
-        Budget budget = budgets.get(caller.uid());
+        long key = caller.uid() * 2 + ("FORBIDDEN".equals(result) ? 1 : 0);
+        Budget budget = budgets.get(key);
         if (budget == null && refusal) {
             budget = new Budget(now);
-            budgets.put(caller.uid(), budget);
+            budgets.put(key, budget);
         }
         if (budget != null) {
             budget.refill(now);
@@ -137,15 +177,18 @@ final class AuditLog implements AutoCloseable {
             if (refusal) {
                 budget.tokens -= 1;
             }
-            if (budget.counted > 0) {
-                writeCount(budget);
+        }
+        for (long k : new long[]{key & ~1L, key | 1L}) { // this uid's counts go before its next itemized line
+            Budget b = budgets.get(k);
+            if (b != null && b.counted > 0) {
+                writeCount(b);
             }
         }
         write(caller, now, action, subject, request, result, detail);
         sweep(now);
     }
 
-    /** Writes the counts older than {@link #SUMMARY_AFTER}, and forgets the budgets that are full and empty. */
+    /** Writes the counts older than {@link #summaryAfter}, and forgets the budgets that are full and empty. */
     private void sweep(Instant now) {
         if (Duration.between(lastSweep, now).compareTo(Duration.ofSeconds(10)) < 0) {
             return;
@@ -154,7 +197,7 @@ final class AuditLog implements AutoCloseable {
         for (Iterator<Budget> it = budgets.values().iterator(); it.hasNext();) {
             Budget b = it.next();
             b.refill(now);
-            if (b.counted > 0 && Duration.between(b.since, now).compareTo(SUMMARY_AFTER) >= 0) {
+            if (b.counted > 0 && Duration.between(b.since, now).compareTo(summaryAfter) >= 0) {
                 writeCount(b);
             }
             if (b.counted == 0 && b.tokens >= REFUSAL_BURST) {
@@ -252,6 +295,9 @@ final class AuditLog implements AutoCloseable {
 
     @Override
     public synchronized void close() {
+        if (timer != null) {
+            timer.shutdownNow();
+        }
         for (Budget b : budgets.values()) {
             if (b.counted > 0) {
                 writeCount(b);

@@ -22,6 +22,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.OptionalInt;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
@@ -217,6 +218,13 @@ final class FairQueue implements AutoCloseable {
         Optional<GpuAllocationException> never = neverServed(request, scheduler.inventory().devices());
         if (never.isPresent()) {
             throw never.get();
+        }
+        OptionalInt quota = scheduler.quotaFor(request);
+        if (quota.isPresent() && request.count() > quota.getAsInt()) { // as the scheduler would refuse it, later
+            throw new GpuAllocationException(Reason.INVALID_REQUEST, request.describe() + " requested by "
+                    + caller.user() + "; " + caller.user() + " may hold at most " + quota.getAsInt() + " GPU(s) at"
+                    + " once (gpu.users), so this request can never be served: ask for " + quota.getAsInt()
+                    + " or fewer");
         }
         lock.lock();
         try {
@@ -757,7 +765,7 @@ final class FairQueue implements AutoCloseable {
                 if (more) {
                     continue; // releases came meanwhile: the blocker may fit now
                 }
-                refuseUnreached(nowSeen, blocker);
+                refuseUnreached(nowSeen, blocker, withheld);
                 return;
             }
         }
@@ -799,19 +807,51 @@ final class FairQueue implements AutoCloseable {
     }
 
     /**
-     * Refuses the requests that do not wait and were not reached in this pass: a waiting request ahead of them (their
-     * own user's earlier one, or the fair next one, {@code blocker}) does not fit, and what is free is owed to it.
+     * Tries, then refuses, the requests that do not wait and were not reached in this pass (each behind its own user's
+     * earlier waiting request, or short of what is kept for a waiting request ahead, {@code blocker}): each is tried on
+     * the GPUs that neither the waiting requests that did not fit ({@code withheld}) nor its own user's earlier waiting
+     * requests could use, and refused, naming the request ahead of it, when that is not enough.
      */
-    private void refuseUnreached(List<Ticket> nowSeen, Ticket blocker) {
+    private void refuseUnreached(List<Ticket> nowSeen, Ticket blocker, Set<Integer> withheld) {
         for (Ticket n : nowSeen) {
-            GpuAllocationException why;
+            Ticket ahead;
+            Set<Integer> kept = new HashSet<>(withheld);
             lock.lock();
             try {
                 ArrayDeque<Ticket> mine = byUser.get(n.caller.uid());
                 if (mine == null || !mine.contains(n)) {
                     continue; // served or refused already
                 }
-                Ticket ahead = mine.stream().filter(t -> !t.now && t.seq < n.seq).findFirst().orElse(blocker);
+                List<Ticket> earlier = mine.stream().filter(t -> !t.now && t.seq < n.seq).toList();
+                earlier.forEach(t -> kept.addAll(usable(t)));
+                ahead = earlier.isEmpty() ? blocker : earlier.get(0);
+            } finally {
+                lock.unlock();
+            }
+            List<Allocation> got = List.of();
+            RuntimeException refusal = null;
+            try {
+                ReleasesAndGrants done = handOff(List.of(), List.of(n), kept);
+                got = done.grants();
+                refusal = done.refusal().orElse(null);
+            } catch (UnsupportedOperationException cannotWithhold) {
+                // refused below, as when nothing is tried around a waiting request
+            } catch (RuntimeException e) {
+                finish(n, null, e);
+                continue;
+            }
+            if (!got.isEmpty()) {
+                finish(n, got.get(0), null);
+                continue;
+            }
+            if (refusal instanceof GpuAllocationException e && (!e.reason().isTransient()
+                    || e.reason() == Reason.QUOTA_EXCEEDED || e.reason() == Reason.RATE_LIMITED)) {
+                finish(n, null, e); // its own refusal: nothing kept for others would change it
+                continue;
+            }
+            GpuAllocationException why;
+            lock.lock();
+            try {
                 long waiting = size - nows;
                 why = new GpuAllocationException(Reason.INSUFFICIENT_GPUS, n.request.describe() + " was not served:"
                         + " the GPUs free now are owed to the node service's queue, where " + (ahead == null

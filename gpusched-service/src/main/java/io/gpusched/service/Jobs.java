@@ -2,9 +2,11 @@ package io.gpusched.service;
 
 import io.gpusched.core.AccessDeniedException;
 import io.gpusched.core.Allocation;
+import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuException;
 import io.gpusched.core.GpuRequest;
 import io.gpusched.core.GpuScheduler;
+import io.gpusched.core.GpuVendor;
 import io.gpusched.core.HolderProcess;
 import io.gpusched.cuda.CudaEnvironmentResolver;
 import io.gpusched.cuda.CudaRequirement;
@@ -164,7 +166,13 @@ final class Jobs implements AutoCloseable {
             throw new FairQueue.Dropped("the node service is stopping; no job is started"); // 503 SHUTTING_DOWN
         }
         try { // checked before anything is allocated (as every other field): run() resolves it on the GPUs granted
-            r.cuda().map(CudaRequirement::parse).ifPresent(cuda::checkInstalled); // 409 NO_MATCHING_CUDA if none
+            Optional<CudaRequirement> req = r.cuda().map(CudaRequirement::parse);
+            // a cuda requirement applies to NVIDIA GPUs (on AMD ones it is ignored): checked against the node's CUDA
+            // installations (409 NO_MATCHING_CUDA) only when every GPU the job could be given is NVIDIA's
+            List<GpuDevice> usable = scheduler.inventory().devices().stream().filter(r.request()::couldUse).toList();
+            if (req.isPresent() && !usable.isEmpty() && usable.stream().allMatch(d -> d.vendor() == GpuVendor.NVIDIA)) {
+                cuda.checkInstalled(req.get());
+            }
         } catch (IllegalArgumentException e) {
             throw new IllegalArgumentException("\"cuda\": " + e.getMessage(), e);
         }

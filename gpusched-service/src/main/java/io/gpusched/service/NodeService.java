@@ -91,7 +91,7 @@ public final class NodeService implements AutoCloseable {
         this.nss = b.users;
         this.access = new Access(config.service().adminGroup());
         Path state = b.stateDir;
-        this.audit = new AuditLog(state.resolve("audit.log"), clock);
+        this.audit = new AuditLog(state.resolve("audit.log"), clock, true);
         this.queue = new FairQueue(scheduler, clock, t -> audit.record(t.caller, "allocate.dropped", null,
                 t.request.describe(), "DROPPED", "left the queue without GPUs"), (t, d) -> {
                     refused(t.caller, "allocate", null, t.request.describe(), d);

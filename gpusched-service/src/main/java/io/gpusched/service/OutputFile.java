@@ -136,11 +136,7 @@ final class OutputFile implements JobSink {
         int n = (int) budget.take(mine);
         ByteBuffer buf = ByteBuffer.wrap(b, 0, n);
         try {
-            if (lost > 0) {
-                write(ByteBuffer.wrap(("\n[gpusched: " + lost + " bytes of output were not kept: " + lostWhy + "]\n")
-                        .getBytes(StandardCharsets.UTF_8)));
-                lost = 0;
-            }
+            noteLost();
             write(buf);
         } catch (IOException e) {
             int done = buf.position();
@@ -164,6 +160,15 @@ final class OutputFile implements JobSink {
         }
     }
 
+    /** Writes the line saying how much output a refused write dropped, if any, and why. */
+    private void noteLost() throws IOException {
+        if (lost > 0) {
+            write(ByteBuffer.wrap(("\n[gpusched: " + lost + " bytes of output were not kept: " + lostWhy + "]\n")
+                    .getBytes(StandardCharsets.UTF_8)));
+            lost = 0;
+        }
+    }
+
     private void write(ByteBuffer b) throws IOException {
         while (b.hasRemaining()) {
             out.write(b);
@@ -179,6 +184,11 @@ final class OutputFile implements JobSink {
         if (!closed) {
             closed = true;
             budget.giveBack(written);
+            try { // lost at the end, with no write after it to say so: said now if the disk lets it
+                noteLost();
+            } catch (IOException stillFull) {
+                // nothing more can be written to it
+            }
         }
         out.close();
     }

@@ -48,16 +48,16 @@ class AuditLogTest {
         assertThat(ServiceBed.auditedRefusals(file)).containsEntry(bob.uid(), 2L);
         clock.advance(Duration.ofSeconds(10)); // 10 more itemized, her count of 4,900 before the first of them
         for (int i = 0; i < 20; i++) {
-            audit.record(alice, "allocate", null, "--gpu=9", "QUOTA_EXCEEDED", "over 4");
+            audit.record(alice, "job.start", "j" + i, null, "FORBIDDEN", "only an admin may name an owner");
         }
         List<String> lines = Files.readAllLines(file);
         assertThat(lines.get(lines.size() - 11)).contains("\"action\":\"audit.suppressed\"")
                 .contains("4900 refusals of uid 5001").endsWith(": job.start FORBIDDEN 4900\"}");
-        assertThat(lines.get(lines.size() - 1)).contains("QUOTA_EXCEEDED");
+        assertThat(lines.get(lines.size() - 1)).contains("\"subject\":\"j9\"");
         audit.record(alice, "allocate", "a9", "--gpu=1", "ok", null); // her 10 counted refusals go before it
         lines = Files.readAllLines(file);
         assertThat(lines.get(lines.size() - 2)).contains("\"action\":\"audit.suppressed\"")
-                .endsWith(": allocate QUOTA_EXCEEDED 10\"}");
+                .endsWith(": job.start FORBIDDEN 10 (first on j10)\"}");
         assertThat(lines.get(lines.size() - 1)).contains("\"subject\":\"a9\"");
         assertThat(ServiceBed.auditedRefusals(file)).containsEntry(alice.uid(), 5020L).containsEntry(bob.uid(), 2L);
 
@@ -76,5 +76,25 @@ class AuditLogTest {
         }
         audit.close(); // what was counted and not written yet goes in at close
         assertThat(ServiceBed.auditedRefusals(file)).containsEntry(alice.uid(), 5228L).containsEntry(bob.uid(), 2L);
+    }
+
+    @Test
+    void harmlessRefusalsCannotSpendTheBudgetThatKeepsAnAttemptOnAnotherUsersThingsItemized(@TempDir Path tmp)
+            throws Exception {
+        Path file = tmp.resolve("audit.log");
+        ManualClock clock = new ManualClock();
+        AuditLog audit = new AuditLog(file, clock);
+        Caller alice = new Caller(5001, 5001, "alice", List.of("alice"), false);
+        for (int i = 0; i < 150; i++) { // ids that do not exist: 100 itemized, 50 counted
+            audit.record(alice, "release", "nothing-" + i, null, "UNKNOWN_ALLOCATION", "no such allocation");
+        }
+        audit.record(alice, "release", "a1-7", null, "FORBIDDEN", "held by bob; bob or an admin may release it");
+        List<String> lines = Files.readAllLines(file);
+        assertThat(lines.get(lines.size() - 1)).as("her attempt on bob's allocation, itemized after her flood")
+                .contains("\"subject\":\"a1-7\"").contains("\"result\":\"FORBIDDEN\"");
+        assertThat(lines.get(lines.size() - 2)).contains("audit.suppressed")
+                .contains("release UNKNOWN_ALLOCATION 50 (first on nothing-100)");
+        assertThat(ServiceBed.auditedRefusals(file)).containsEntry(alice.uid(), 151L);
+        audit.close();
     }
 }

@@ -200,6 +200,17 @@ public final class ServiceBed implements AutoCloseable {
     }
 
     /**
+     * Sets how long the audit counts refusals before it writes their count (the service's timer looks every second).
+     *
+     * @return the previous setting, to restore
+     */
+    public static Duration auditSummaryAfter(Duration d) {
+        Duration old = AuditLog.summaryAfter;
+        AuditLog.summaryAfter = d;
+        return old;
+    }
+
+    /**
      * Refusals each line stands for, by uid, read from the file by its documented format alone: an itemized refusal
      * is one, an {@code audit.suppressed} line the count its detail begins with.
      */

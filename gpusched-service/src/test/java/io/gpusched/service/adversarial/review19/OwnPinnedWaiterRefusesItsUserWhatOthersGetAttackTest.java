@@ -1,0 +1,90 @@
+package io.gpusched.service.adversarial.review19;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.gpusched.core.Allocation;
+import io.gpusched.core.GpuAllocationException;
+import io.gpusched.core.GpuRequests;
+import io.gpusched.server.Caller;
+import io.gpusched.service.NodeService;
+import io.gpusched.service.ServiceBed;
+import io.gpusched.service.adversarial.review10.Clients;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.List;
+import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * Review19: FairQueue.holdsBack decides that alice's waiting request for GPU 0 (held by carol) keeps nothing back: no
+ * GPU free now could serve it, so bob is served one of the seven free GPUs around it. Alice's own request that does
+ * not wait, a moment later, is refused INSUFFICIENT_GPUS "the GPUs free now are owed to the node service's queue, where
+ * gsu-alice waits for 1 GPU (indices [0])" (FairQueue.refuseUnreached names her own waiting request as the blocker):
+ * the free GPUs are owed to nobody (bob just got one), and alice alone cannot have one while her request for another
+ * GPU waits. The refusal's sentence is not true, and the user is held back by a request the queue itself treats as
+ * holding nothing back.
+ */
+@Tag("adversarial")
+@Timeout(value = 2, unit = TimeUnit.MINUTES)
+class OwnPinnedWaiterRefusesItsUserWhatOthersGetAttackTest {
+
+    @Test
+    void aUserWaitingForABusyGpuIsServedAFreeOneAsOthersAre(@TempDir Path tmp) throws Exception {
+        try (ServiceBed bed = new ServiceBed(tmp, Clients.config(Duration.ofMillis(300)))) {
+            NodeService s = bed.start();
+            Caller alice = ServiceBed.caller("gsu-alice", 61942, false);
+            Caller bob = ServiceBed.caller("gsu-bob", 61943, false);
+            Caller carol = ServiceBed.caller("gsu-carol", 61944, false);
+            Allocation carols = s.allocate(carol, GpuRequests.fromCliFlags(List.of("--devices=0")), Optional.empty(),
+                    () -> false);
+
+            AtomicBoolean aliceGone = new AtomicBoolean();
+            CompletableFuture<Allocation> waiting = new CompletableFuture<>();
+            Thread t = new Thread(() -> {
+                try {
+                    waiting.complete(s.allocate(alice, GpuRequests.fromCliFlags(List.of("--devices=0")), Optional.of(
+                            Duration.ofMinutes(10)), aliceGone::get));
+                } catch (Throwable e) {
+                    waiting.completeExceptionally(e);
+                }
+            });
+            t.setDaemon(true);
+            t.start();
+            assertThat(Clients.await(() -> !s.queueView().isEmpty() || waiting.isDone(), 60)).isTrue();
+
+            Allocation bobs = s.allocate(bob, GpuRequests.fromCliFlags(List.of("--gpu=1")), Optional.empty(),
+                    () -> false);
+            Optional<Allocation> hers = Optional.empty();
+            GpuAllocationException refused = null;
+            try {
+                hers = Optional.of(s.allocate(alice, GpuRequests.fromCliFlags(List.of("--gpu=1")), Optional.empty(),
+                        () -> false));
+            } catch (GpuAllocationException e) {
+                refused = e;
+            }
+            try {
+                assertThat(hers).as("alice's 1-GPU request, six GPUs free, bob served one a moment before (queue: %s);"
+                        + " refused: %s", s.queueView(),
+                        refused == null ? null : refused.reason() + " " + refused
+                                .getMessage())
+                        .isPresent();
+            } finally {
+                aliceGone.set(true);
+                s.release(bob, bobs.id());
+                if (hers.isPresent()) {
+                    s.release(alice, hers.get().id());
+                }
+                s.release(carol, carols.id());
+                if (Clients.await(waiting::isDone, 30) && !waiting.isCompletedExceptionally()) {
+                    s.release(alice, waiting.join().id());
+                }
+            }
+        }
+    }
+}
