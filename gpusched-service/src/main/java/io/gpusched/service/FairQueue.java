@@ -1,6 +1,7 @@
 package io.gpusched.service;
 
 import io.gpusched.core.Allocation;
+import io.gpusched.core.DeviceState;
 import io.gpusched.core.GpuAllocationException;
 import io.gpusched.core.GpuAllocationException.Reason;
 import io.gpusched.core.GpuDevice;
@@ -9,6 +10,7 @@ import io.gpusched.core.GpuRequest;
 import io.gpusched.core.GpuScheduler;
 import io.gpusched.core.MemorySize;
 import io.gpusched.core.ReleasesAndGrants;
+import io.gpusched.core.SharingMode;
 import io.gpusched.server.Caller;
 import java.time.Clock;
 import java.time.Duration;
@@ -735,7 +737,7 @@ final class FairQueue implements AutoCloseable {
                         if (e.reason().isTransient() && (!t.now || blocker != null)) {
                             if (!t.now) { // it does not fit yet: what it could use is kept for it
                                 blocker = blocker == null ? t : blocker;
-                                withheld.addAll(usable(t));
+                                withheld.addAll(keptFor(t));
                             } // one that does not wait, short of what is kept for one ahead: refuseUnreached says so
                             continue;
                         }
@@ -765,10 +767,98 @@ final class FairQueue implements AutoCloseable {
                 if (more) {
                     continue; // releases came meanwhile: the blocker may fit now
                 }
+                if (backfillBehind(heads, withheld)) {
+                    continue; // one was served: the next pass starts from the fair order again
+                }
                 refuseUnreached(nowSeen, blocker, withheld);
                 return;
             }
         }
+    }
+
+    /**
+     * @return the GPUs kept for a waiting request that does not fit: every one it could use, unless it could not be
+     *         served even if every other user's allocation ended, because it waits on its own user (the GPUs its user
+     *         holds: any, for an exclusive request; held exclusively, for a shared one) or on an admin or the health
+     *         checks (GPUs drained by an admin, quarantined or unhealthy): then none, so that one user holding a GPU
+     *         and asking for the whole node, or asking for a drained GPU's count, keeps nothing from anyone
+     */
+    private Set<Integer> keptFor(Ticket t) {
+        Set<Integer> use = usable(t);
+        try {
+            Set<Integer> own = new HashSet<>();
+            for (Allocation a : scheduler.allocations()) {
+                if (a.request().ownerUid().orElse(-1) == t.caller.uid() && (t.request.sharing() == SharingMode.EXCLUSIVE
+                        || a.request().sharing() == SharingMode.EXCLUSIVE)) {
+                    own.addAll(a.deviceIndices());
+                }
+            }
+            int could = 0;
+            for (DeviceState d : scheduler.devices()) {
+                if (use.contains(d.index()) && !own.contains(d.index()) && d.health().isHealthy()
+                        && (d.pool() == DeviceState.Pool.IN_POOL || d.pool() == DeviceState.Pool.DRAINING)) {
+                    could++;
+                }
+            }
+            return could >= t.request.count() ? use : new HashSet<>();
+        } catch (RuntimeException e) {
+            return use; // the node's state unread: kept, as before
+        }
+    }
+
+    /**
+     * Tries each user's waiting requests after their first (users in fair order, at most {@link #BATCH} in all) on
+     * the GPUs kept for no waiting request ahead of them (their own user's earlier ones included): a user whose first
+     * request waits for a busy GPU is served another that nobody waits for, as anyone else would be.
+     *
+     * @return whether one was served or refused (the queue changed: the next pass starts again)
+     */
+    private boolean backfillBehind(List<Ticket> heads, Set<Integer> withheld) {
+        int tries = 0;
+        for (Ticket h : heads) {
+            if (h.lastRefusal != null && (h.lastRefusal.reason() == Reason.QUOTA_EXCEEDED
+                    || h.lastRefusal.reason() == Reason.RATE_LIMITED)) {
+                continue; // over the user's quota: none of theirs can be served now
+            }
+            List<Ticket> later;
+            lock.lock();
+            try {
+                ArrayDeque<Ticket> q = byUser.get(h.caller.uid());
+                if (q == null || q.peek() != h) {
+                    continue;
+                }
+                later = q.stream().skip(1).filter(t -> !t.now).toList();
+            } finally {
+                lock.unlock();
+            }
+            for (Ticket t : later) {
+                if (++tries > BATCH) {
+                    return false;
+                }
+                ReleasesAndGrants done;
+                try {
+                    done = handOff(List.of(), List.of(t), withheld);
+                } catch (UnsupportedOperationException cannotWithhold) {
+                    return false;
+                } catch (RuntimeException e) {
+                    finish(t, null, e);
+                    return true;
+                }
+                if (!done.grants().isEmpty()) {
+                    finish(t, done.grants().get(0), null);
+                    return true;
+                }
+                if (done.refusal().orElse(null) instanceof GpuAllocationException e) {
+                    t.lastRefusal = e;
+                    if (!e.reason().isTransient()) {
+                        finish(t, null, e);
+                        return true;
+                    }
+                }
+                withheld.addAll(keptFor(t)); // nothing it could use goes to a request after it
+            }
+        }
+        return false;
     }
 
     /** @return the indices of the node's GPUs {@code t} could ever be given (its named GPUs, model, memory, ...) */
@@ -823,7 +913,7 @@ final class FairQueue implements AutoCloseable {
                     continue; // served or refused already
                 }
                 List<Ticket> earlier = mine.stream().filter(t -> !t.now && t.seq < n.seq).toList();
-                earlier.forEach(t -> kept.addAll(usable(t)));
+                earlier.forEach(t -> kept.addAll(keptFor(t)));
                 ahead = earlier.isEmpty() ? blocker : earlier.get(0);
             } finally {
                 lock.unlock();
@@ -844,8 +934,11 @@ final class FairQueue implements AutoCloseable {
                 finish(n, got.get(0), null);
                 continue;
             }
+            Set<Integer> couldUse = usable(n);
+            couldUse.retainAll(kept);
             if (refusal instanceof GpuAllocationException e && (!e.reason().isTransient()
-                    || e.reason() == Reason.QUOTA_EXCEEDED || e.reason() == Reason.RATE_LIMITED)) {
+                    || e.reason() == Reason.QUOTA_EXCEEDED || e.reason() == Reason.RATE_LIMITED
+                    || couldUse.isEmpty())) {
                 finish(n, null, e); // its own refusal: nothing kept for others would change it
                 continue;
             }
