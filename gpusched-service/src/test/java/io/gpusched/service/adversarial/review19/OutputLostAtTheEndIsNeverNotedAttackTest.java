@@ -82,7 +82,9 @@ class OutputLostAtTheEndIsNeverNotedAttackTest {
                     out = s.filter(p -> p.getFileName().toString().contains(id)).findFirst().orElseThrow();
                 }
             }
-            String kept = Files.readString(out, StandardCharsets.ISO_8859_1);
+            Path file = out; // the job's state turns before its output file is closed: wait for the note, bounded
+            Clients.await(() -> read(file).contains("not kept"), 30);
+            String kept = read(file);
             long last = count(home, "done");
             assertThat(kept).as("alice's job's output (%d lines printed, the last %d while the disk was full; the"
                     + " output ends with: %s)", last, last - at, tail(kept)).contains("not kept");
@@ -90,6 +92,14 @@ class OutputLostAtTheEndIsNeverNotedAttackTest {
             if (jobsDir != null) {
                 LocalUsers.run(List.of("umount", "-l", jobsDir.toString()), 30);
             }
+        }
+    }
+
+    private static String read(Path f) {
+        try {
+            return Files.readString(f, StandardCharsets.ISO_8859_1);
+        } catch (IOException e) {
+            return "";
         }
     }
 
