@@ -90,6 +90,8 @@ final class FairQueue implements AutoCloseable {
     static final Duration NOW_ANSWER = Duration.ofMinutes(2);
     /** Most requests tried in one transaction (one forced write): bounds the time the node's lock is held. */
     static final int BATCH = 64;
+    /** Most of one user's later waiting requests tried around the queue's heads in one pass. */
+    static final int PER_USER_BACKFILL = 8;
 
     /** Why a waiting request was dropped without an allocation. */
     static class Dropped extends GpuException {
@@ -730,7 +732,7 @@ final class FairQueue implements AutoCloseable {
                 }
                 if (a.isEmpty()) {
                     if (refusal instanceof GpuAllocationException e) {
-                        t.lastRefusal = e;
+                        t.lastRefusal = owedOr(t, e, withheld, blocker);
                         if (!t.now && (e.reason() == Reason.QUOTA_EXCEEDED || e.reason() == Reason.RATE_LIMITED)) {
                             continue; // this user cannot be served now whatever is free: the next user may
                         }
@@ -787,15 +789,25 @@ final class FairQueue implements AutoCloseable {
         Set<Integer> use = usable(t);
         try {
             Set<Integer> own = new HashSet<>();
+            Map<Integer, Long> ownReserved = new HashMap<>(); // bytes its user's shared allocations reserve, by GPU
             for (Allocation a : scheduler.allocations()) {
-                if (a.request().ownerUid().orElse(-1) == t.caller.uid() && (t.request.sharing() == SharingMode.EXCLUSIVE
-                        || a.request().sharing() == SharingMode.EXCLUSIVE)) {
+                if (a.request().ownerUid().orElse(-1) != t.caller.uid()) {
+                    continue;
+                }
+                if (t.request.sharing() == SharingMode.EXCLUSIVE || a.request().sharing() == SharingMode.EXCLUSIVE) {
                     own.addAll(a.deviceIndices());
+                } else {
+                    long bytes = a.request().sharedMemory().map(MemorySize::bytes).orElse(0L);
+                    a.deviceIndices().forEach(i -> ownReserved.merge(i, bytes, Long::sum));
                 }
             }
+            long wants = t.request.sharedMemory().map(MemorySize::bytes).orElse(0L);
             int could = 0;
             for (DeviceState d : scheduler.devices()) {
-                if (use.contains(d.index()) && !own.contains(d.index()) && d.health().isHealthy()
+                // a shared request on its own user's reservations: room only if theirs leave enough
+                long left = d.device().memory().bytes() - ownReserved.getOrDefault(d.index(), 0L);
+                boolean room = wants == 0 || left >= wants;
+                if (use.contains(d.index()) && !own.contains(d.index()) && room && d.health().isHealthy()
                         && (d.pool() == DeviceState.Pool.IN_POOL || d.pool() == DeviceState.Pool.DRAINING)) {
                     could++;
                 }
@@ -807,7 +819,8 @@ final class FairQueue implements AutoCloseable {
     }
 
     /**
-     * Tries each user's waiting requests after their first (users in fair order, at most {@link #BATCH} in all) on
+     * Tries each user's waiting requests after their first (users in fair order, at most {@link #PER_USER_BACKFILL}
+     * of each user's and {@link #BATCH} in all a pass) on
      * the GPUs kept for no waiting request ahead of them (their own user's earlier ones included): a user whose first
      * request waits for a busy GPU is served another that nobody waits for, as anyone else would be.
      *
@@ -816,6 +829,7 @@ final class FairQueue implements AutoCloseable {
     private boolean backfillBehind(List<Ticket> heads, Set<Integer> withheld) {
         int tries = 0;
         for (Ticket h : heads) {
+            int mine = 0; // at most PER_USER_BACKFILL of each user's a pass: one user's backlog cannot use them all
             if (h.lastRefusal != null && (h.lastRefusal.reason() == Reason.QUOTA_EXCEEDED
                     || h.lastRefusal.reason() == Reason.RATE_LIMITED)) {
                 continue; // over the user's quota: none of theirs can be served now
@@ -832,6 +846,9 @@ final class FairQueue implements AutoCloseable {
                 lock.unlock();
             }
             for (Ticket t : later) {
+                if (++mine > PER_USER_BACKFILL) {
+                    break;
+                }
                 if (++tries > BATCH) {
                     return false;
                 }
@@ -849,10 +866,13 @@ final class FairQueue implements AutoCloseable {
                     return true;
                 }
                 if (done.refusal().orElse(null) instanceof GpuAllocationException e) {
-                    t.lastRefusal = e;
+                    t.lastRefusal = owedOr(t, e, withheld, h);
                     if (!e.reason().isTransient()) {
                         finish(t, null, e);
                         return true;
+                    }
+                    if (e.reason() == Reason.QUOTA_EXCEEDED || e.reason() == Reason.RATE_LIMITED) {
+                        break; // over its user's quota: nothing is kept for it, nor for the user's later ones
                     }
                 }
                 withheld.addAll(keptFor(t)); // nothing it could use goes to a request after it
@@ -942,23 +962,40 @@ final class FairQueue implements AutoCloseable {
                 finish(n, null, e); // its own refusal: nothing kept for others would change it
                 continue;
             }
-            GpuAllocationException why;
-            lock.lock();
-            try {
-                long waiting = size - nows;
-                why = new GpuAllocationException(Reason.INSUFFICIENT_GPUS, n.request.describe() + " was not served:"
-                        + " the GPUs free now are owed to the node service's queue, where " + (ahead == null
-                                ? waiting + " request(s) wait"
-                                : ahead.caller.user() + " (uid " + ahead.caller.uid() + ") waits for "
-                                        + ahead.request.describe() + " since " + ahead.since + ", first of " + waiting
-                                        + " waiting")
-                        + " (GET /api/v1/queue lists them); no GPU a waiting request ahead could use is served"
-                        + " around it: ask with a wait (--wait DURATION) to queue fairly behind it");
-            } finally {
-                lock.unlock();
-            }
-            finish(n, null, why);
+            finish(n, null, owed(n, ahead));
         }
+    }
+
+    /**
+     * @return the refusal of a request short of GPUs kept for {@code ahead}: the queue's sentence naming who waits for
+     *         what, since when (the scheduler's, tried with those GPUs withheld, would call them draining)
+     */
+    private GpuAllocationException owed(Ticket n, Ticket ahead) {
+        lock.lock();
+        try {
+            long waiting = size - nows;
+            return new GpuAllocationException(Reason.INSUFFICIENT_GPUS, n.request.describe() + " was not served:"
+                    + " the GPUs free now are owed to the node service's queue, where " + (ahead == null
+                            ? waiting + " request(s) wait"
+                            : ahead.caller.user() + " (uid " + ahead.caller.uid() + ") waits for "
+                                    + ahead.request.describe() + " since " + ahead.since + ", first of " + waiting
+                                    + " waiting")
+                    + " (GET /api/v1/queue lists them); no GPU a waiting request ahead could use is served"
+                    + " around it: ask with a wait (--wait DURATION) to queue fairly behind it");
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** @return {@code e}, or the queue's sentence when it is transient and GPUs {@code t} could use were withheld */
+    private GpuAllocationException owedOr(Ticket t, GpuAllocationException e, Set<Integer> withheld, Ticket ahead) {
+        if (!e.reason().isTransient() || e.reason() == Reason.QUOTA_EXCEEDED || e.reason() == Reason.RATE_LIMITED
+                || withheld.isEmpty() || ahead == null || ahead == t) {
+            return e;
+        }
+        Set<Integer> u = usable(t);
+        u.retainAll(withheld);
+        return u.isEmpty() ? e : owed(t, ahead);
     }
 
     private void finish(Ticket t, Allocation a, RuntimeException refusal) {
