@@ -10,6 +10,7 @@ import io.gpusched.server.Caller;
 import io.gpusched.service.NodeService;
 import io.gpusched.service.ServiceBed;
 import io.gpusched.service.adversarial.review10.Clients;
+import io.gpusched.service.adversarial.review10.Queued;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
@@ -44,7 +45,7 @@ class BusyGpuRefusalBlamesTheQueueAttackTest {
                     () -> false);
             Allocation daves = s.allocate(dave, GpuRequests.fromCliFlags(List.of("--devices=5")), Optional.empty(),
                     () -> false);
-            try (Waiting hers = Waiting.queue(s, alice, "--devices=0,1")) {
+            try (Queued hers = Queued.queue(s, alice, "--devices=0,1")) {
                 Optional<Allocation> bobs = Optional.empty();
                 GpuAllocationException refused = null;
                 try {

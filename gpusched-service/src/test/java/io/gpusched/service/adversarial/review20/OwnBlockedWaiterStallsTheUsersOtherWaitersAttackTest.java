@@ -8,6 +8,7 @@ import io.gpusched.server.Caller;
 import io.gpusched.service.NodeService;
 import io.gpusched.service.ServiceBed;
 import io.gpusched.service.adversarial.review10.Clients;
+import io.gpusched.service.adversarial.review10.Queued;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
@@ -38,8 +39,8 @@ class OwnBlockedWaiterStallsTheUsersOtherWaitersAttackTest {
             Caller carol = ServiceBed.caller("gsu-carol", 62033, false);
             Allocation carols = s.allocate(carol, GpuRequests.fromCliFlags(List.of("--devices=0")), Optional.empty(),
                     () -> false);
-            try (Waiting pinned = Waiting.queue(s, alice, "--devices=0");
-                 Waiting any = Waiting.queue(s, alice, "--gpu=1")) {
+            try (Queued pinned = Queued.queue(s, alice, "--devices=0");
+                 Queued any = Queued.queue(s, alice, "--gpu=1")) {
                 boolean served = Clients.await(any.result::isDone, 20);
                 assertThat(served && !any.result.isCompletedExceptionally()).as("alice's waiting 1-GPU request,"
                         + " GPUs 1 to 7 free and kept for no one, behind her own request for GPU 0 (held by carol);"

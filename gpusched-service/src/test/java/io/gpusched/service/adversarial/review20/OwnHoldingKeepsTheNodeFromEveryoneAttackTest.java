@@ -9,6 +9,7 @@ import io.gpusched.server.Caller;
 import io.gpusched.service.NodeService;
 import io.gpusched.service.ServiceBed;
 import io.gpusched.service.adversarial.review10.Clients;
+import io.gpusched.service.adversarial.review10.Queued;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
@@ -43,7 +44,7 @@ class OwnHoldingKeepsTheNodeFromEveryoneAttackTest {
             Allocation once = s.allocate(bob, GpuRequests.fromCliFlags(List.of("--gpu=1")), Optional.empty(),
                     () -> false);
             s.release(bob, once.id());
-            try (Waiting all = Waiting.queue(s, alice, "--gpu=8")) {
+            try (Queued all = Queued.queue(s, alice, "--gpu=8")) {
                 Optional<Allocation> bobs = Optional.empty();
                 GpuAllocationException refused = null;
                 try {

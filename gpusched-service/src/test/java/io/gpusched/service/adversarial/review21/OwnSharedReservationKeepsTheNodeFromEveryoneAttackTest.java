@@ -9,6 +9,7 @@ import io.gpusched.server.Caller;
 import io.gpusched.service.NodeService;
 import io.gpusched.service.ServiceBed;
 import io.gpusched.service.adversarial.review10.Clients;
+import io.gpusched.service.adversarial.review10.Queued;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;

@@ -1,36 +1,40 @@
-package io.gpusched.service.adversarial.review20;
+package io.gpusched.service.adversarial.review10;
 
 import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuRequests;
 import io.gpusched.server.Caller;
 import io.gpusched.service.NodeService;
-import io.gpusched.service.adversarial.review10.Clients;
 import java.time.Duration;
 import java.util.List;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.atomic.AtomicBoolean;
 
-/** Review20: a request that waits in the service's queue, made in a thread of its own. */
-final class Waiting implements AutoCloseable {
-    final AtomicBoolean gone = new AtomicBoolean();
-    final CompletableFuture<Allocation> result = new CompletableFuture<>();
+/** A request that waits in the node service's queue, made in a thread of its own (the reviews' fair-queue tests). */
+public final class Queued implements AutoCloseable {
+    public final AtomicBoolean gone = new AtomicBoolean();
+    public final CompletableFuture<Allocation> result = new CompletableFuture<>();
     private final NodeService s;
     private final Caller who;
 
-    private Waiting(NodeService s, Caller who) {
+    private Queued(NodeService s, Caller who) {
         this.s = s;
         this.who = who;
     }
 
     /** Queues {@code flags} for {@code who} with a wait of 10 minutes; returns once it is in the queue. */
-    static Waiting queue(NodeService s, Caller who, String... flags) throws InterruptedException {
-        Waiting w = new Waiting(s, who);
+    public static Queued queue(NodeService s, Caller who, String... flags) throws InterruptedException {
+        return queue(s, who, Duration.ofMinutes(10), flags);
+    }
+
+    /** Queues {@code flags} for {@code who} with {@code wait}; returns once it is in the queue (or answered). */
+    public static Queued queue(NodeService s, Caller who, Duration wait, String... flags) throws InterruptedException {
+        Queued w = new Queued(s, who);
         int before = s.queueView().size();
         Thread t = new Thread(() -> {
             try {
-                w.result.complete(s.allocate(who, GpuRequests.fromCliFlags(List.of(flags)), Optional.of(Duration
-                        .ofMinutes(10)), w.gone::get));
+                w.result.complete(s.allocate(who, GpuRequests.fromCliFlags(List.of(flags)), Optional.of(wait),
+                        w.gone::get));
             } catch (Throwable e) {
                 w.result.completeExceptionally(e);
             }
