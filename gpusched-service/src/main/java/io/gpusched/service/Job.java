@@ -43,6 +43,12 @@ final class Job {
     final CompletableFuture<Void> ended = new CompletableFuture<>();
     /** Completed once a launched job's cgroup is emptied and removed and its allocation released (or kept held). */
     final CompletableFuture<Void> settled = new CompletableFuture<>();
+    /**
+     * A detached job's: completed once its output file is final (its relays done, what was lost noted, the file
+     * closed), which comes after {@link #ended}: the state turns when the job's processes end, the output a moment
+     * later (at most {@link Jobs#RELAY_WAIT} and a let-go, for a pipe a process outside the job holds).
+     */
+    final CompletableFuture<Void> outputFinal = new CompletableFuture<>();
 
     Job(String id, Caller owner, Requests.Job request, Instant createdAt, Optional<Path> output) {
         this.id = id;

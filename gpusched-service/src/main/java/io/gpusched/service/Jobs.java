@@ -561,6 +561,7 @@ final class Jobs implements AutoCloseable {
             out = OutputFile.create(outputDir, job.id, liveOutput(job.owner.uid()));
         } catch (IOException e) {
             job.failure = "cannot make its output file: " + e.getMessage();
+            job.outputFinal.complete(null);
             end(job, Job.State.FAILED, null);
             throw new GpuException(job.failure);
         }
@@ -577,6 +578,8 @@ final class Jobs implements AutoCloseable {
                 Files.deleteIfExists(out.path());
             } catch (IOException ignored) {
                 // nothing was written to it
+            } finally {
+                job.outputFinal.complete(null);
             }
             throw e;
         }
@@ -596,6 +599,8 @@ final class Jobs implements AutoCloseable {
                     out.exit(0, null);
                 } catch (IOException e) {
                     LOG.debug("closing the output of {}: {}", job.id, e.toString());
+                } finally {
+                    job.outputFinal.complete(null); // logs of the ended job read all of it from here on
                 }
             }
         }, "gpusched-job-" + job.id);
@@ -766,6 +771,9 @@ final class Jobs implements AutoCloseable {
         if (j.outputDropped != null) {
             throw new IllegalStateException("job " + id + ": " + j.outputDropped);
         }
+        if (j.over()) { // its state turns before its output file is final: read the file once it is
+            awaitOutputFinal(j);
+        }
         if (!Files.isRegularFile(f, LinkOption.NOFOLLOW_LINKS)) {
             throw new IllegalStateException("job " + id + " has no output file (" + f + ")");
         }
@@ -779,7 +787,9 @@ final class Jobs implements AutoCloseable {
                     continue;
                 }
                 if (!follow || j.over()) {
-                    if (j.over()) { // what was written between the last read and the end
+                    if (j.over()) { // what was written between the last read and the end, and until the output is
+                        // final (the relays' last bytes, a note of what was lost)
+                        awaitOutputFinal(j);
                         while ((n = in.read(buf)) > 0) {
                             out.write(buf, 0, n);
                         }
@@ -794,6 +804,19 @@ final class Jobs implements AutoCloseable {
                     // not yet: read again
                 }
             }
+        }
+    }
+
+    /**
+     * Waits until an ended detached job's output file is final: its relays wait for the pipes at most
+     * {@link #RELAY_WAIT}, then let each go within {@link #RELAY_LET_GO}; past that (a bound with room to spare) the
+     * file is read as it is.
+     */
+    private static void awaitOutputFinal(Job j) throws InterruptedException {
+        try {
+            j.outputFinal.get(RELAY_WAIT.plus(RELAY_LET_GO.multipliedBy(2)).toMillis() + 5_000, TimeUnit.MILLISECONDS);
+        } catch (ExecutionException | TimeoutException e) {
+            LOG.warn("job {}: its output file was not final {} after it ended; read as it is", j.id, RELAY_WAIT);
         }
     }
 

@@ -409,6 +409,51 @@ class ServiceJobsTest {
         }
     }
 
+    /**
+     * A detached job's state turns when its processes end; its output file is final a moment later (the relays' last
+     * bytes; the line saying what a full disk dropped, written when the file closes). Its logs, read the moment it
+     * ended, or followed to its end, hold all of it: here the note of the lines a full disk refused at its end.
+     */
+    @Test
+    void theLogsOfAJobReadTheMomentItEndedHoldItsLastWord(@TempDir Path tmp) throws Exception {
+        try (ServiceBed bed = new ServiceBed(tmp, config(List.of())).jobs();
+             FullDisk disk = FullDisk.over(bed.state.resolve("jobs"), "gsu-jobs-logs")) {
+            LocalUsers.User alice = bed.accounts.user("alice");
+            NodeService s = bed.start();
+            Caller a = ServiceBed.caller(alice, false);
+            String home = home(tmp, alice);
+            disk.fill();
+            // twenty lines onto the full disk, a pause for the relay to meet the last, then it waits to be ended
+            Job j = s.prepareJob(a, job(List.of("/bin/sh", "-c", "i=0; while [ $i -lt 20 ]; do i=$((i+1));"
+                    + " echo line $i; sleep 0.05; done; sleep 0.5; echo > printed; while [ ! -e end ]; do sleep 0.05;"
+                    + " done"), home, true, "--gpu=1"));
+            s.jobs().detach(j);
+            ByteArrayOutputStream followed = new ByteArrayOutputStream();
+            CompletableFuture<Void> follow = OwnThread.run(() -> {
+                try {
+                    s.jobs().logs(a, j.id, true, followed);
+                } catch (Exception e) {
+                    throw new IllegalStateException(e);
+                }
+            });
+            Path printed = Path.of(home, "printed");
+            for (int i = 0; i < 6000 && !Files.exists(printed); i++) { // up to 60 s: a loaded machine
+                Thread.sleep(10);
+            }
+            assertThat(printed).as("the job printed its lines").exists();
+            disk.free(); // room again: the note of what was lost can be written, when the file closes
+            Files.writeString(Path.of(home, "end"), "");
+            NodeService.awaitEnd(j, Duration.ofMinutes(1));
+            ByteArrayOutputStream logs = new ByteArrayOutputStream();
+            s.jobs().logs(a, j.id, false, logs); // at once: the state turned, the output may not be final yet
+            assertThat(logs.toString(StandardCharsets.UTF_8)).as("alice's logs read as her job ended").contains(
+                    "bytes of output were not kept: the state directory's disk refused them");
+            follow.get(1, TimeUnit.MINUTES);
+            assertThat(followed.toString(StandardCharsets.UTF_8)).as("alice's logs followed to the end").contains(
+                    "bytes of output were not kept: the state directory's disk refused them");
+        }
+    }
+
     /** @return a working directory of the user's own (the test's users have no home) */
     static String home(Path tmp, LocalUsers.User u) throws Exception {
         Path d = Files.createDirectories(tmp.resolve("home-" + u.name()));

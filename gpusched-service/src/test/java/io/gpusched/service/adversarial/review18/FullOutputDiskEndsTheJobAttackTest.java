@@ -3,12 +3,12 @@ package io.gpusched.service.adversarial.review18;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import io.gpusched.service.FullDisk;
 import io.gpusched.service.ServiceBed;
 import io.gpusched.service.ServiceBed.Answer;
 import io.gpusched.service.adversarial.review10.Clients;
 import io.gpusched.testing.LocalUsers;
 import java.io.IOException;
-import java.io.OutputStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -41,13 +41,9 @@ class FullOutputDiskEndsTheJobAttackTest {
 
     @Test
     void aDetachedJobPrintingOntoAFullDiskRunsOn(@TempDir Path tmp) throws Exception {
-        Path jobsDir = null;
-        try (ServiceBed bed = new ServiceBed(tmp, Clients.config(Duration.ofMillis(300))).jobs()) {
+        try (ServiceBed bed = new ServiceBed(tmp, Clients.config(Duration.ofMillis(300))).jobs();
+             FullDisk disk = FullDisk.over(bed.state.resolve("jobs"), "gsu-review18")) {
             LocalUsers.User alice = bed.accounts.user("alice");
-            jobsDir = Files.createDirectories(bed.state.resolve("jobs"));
-            LocalUsers.Result m = LocalUsers.run(List.of("mount", "-t", "tmpfs", "-o", "size=512k,mode=0711",
-                    "gsu-review18", jobsDir.toString()), 30);
-            assertThat(m.exit()).as("mount a tmpfs: %s", m.err()).isZero();
             bed.start();
             bed.serve();
             Path home = Clients.homeOf(tmp, alice);
@@ -61,15 +57,7 @@ class FullOutputDiskEndsTheJobAttackTest {
             assertThat(Clients.await(() -> count(home) >= 3, 60)).as("alice's job prints").isTrue();
 
             // the disk fills up (another user's output, anyone's files on the same file system)
-            try (OutputStream f = Files.newOutputStream(jobsDir.resolve("filler"))) {
-                byte[] b = new byte[4096];
-                while (true) {
-                    f.write(b);
-                    f.flush();
-                }
-            } catch (IOException full) {
-                // no space left
-            }
+            disk.fill();
             long at = count(home);
             // twenty lines of 1,000 bytes printed since: more than the last page of its file can still take
             boolean printed = Clients.await(() -> count(home) >= at + 20 || !"RUNNING".equals(state(bed,
@@ -77,10 +65,6 @@ class FullOutputDiskEndsTheJobAttackTest {
             JsonNode view = Clients.JSON.readTree(bed.curl(alice, "http://localhost/api/v1/jobs/" + id).body());
             assertThat(view.path("state").asText()).as("alice's detached job, %d lines printed onto the full disk"
                     + " (%s): %s", count(home) - at, printed, view).isEqualTo("RUNNING");
-        } finally {
-            if (jobsDir != null) {
-                LocalUsers.run(List.of("umount", "-l", jobsDir.toString()), 30);
-            }
         }
     }
 

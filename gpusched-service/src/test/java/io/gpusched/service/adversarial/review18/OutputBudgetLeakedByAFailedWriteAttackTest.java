@@ -2,12 +2,12 @@ package io.gpusched.service.adversarial.review18;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.gpusched.service.FullDisk;
 import io.gpusched.service.ServiceBed;
 import io.gpusched.service.ServiceBed.Answer;
 import io.gpusched.service.adversarial.review10.Clients;
 import io.gpusched.testing.LocalUsers;
 import java.io.IOException;
-import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -39,45 +39,29 @@ class OutputBudgetLeakedByAFailedWriteAttackTest {
     @Test
     void aWriteThatFailedOnAFullDiskDoesNotKeepTheUsersBudget(@TempDir Path tmp) throws Exception {
         long old = ServiceBed.keepOutputBytes(3_000);
-        Path jobsDir = null;
-        try (ServiceBed bed = new ServiceBed(tmp, Clients.config(Duration.ofMillis(300))).jobs()) {
+        try (ServiceBed bed = new ServiceBed(tmp, Clients.config(Duration.ofMillis(300))).jobs();
+             FullDisk disk = FullDisk.over(bed.state.resolve("jobs"), "gsu-review18")) {
             LocalUsers.User alice = bed.accounts.user("alice");
-            jobsDir = Files.createDirectories(bed.state.resolve("jobs"));
-            LocalUsers.Result m = LocalUsers.run(List.of("mount", "-t", "tmpfs", "-o", "size=512k,mode=0711",
-                    "gsu-review18", jobsDir.toString()), 30);
-            assertThat(m.exit()).as("mount a tmpfs: %s", m.err()).isZero();
             bed.start();
             bed.serve();
             Path home = Clients.homeOf(tmp, alice);
-            Path filler = jobsDir.resolve("filler");
-            try (OutputStream f = Files.newOutputStream(filler)) {
-                byte[] b = new byte[4096];
-                while (true) {
-                    f.write(b);
-                    f.flush();
-                }
-            } catch (IOException full) {
-                // no space left
-            }
+            disk.fill();
             // (it ends by itself: a write the disk refuses no longer ends the job, FullOutputDiskEndsTheJobAttackTest)
             String first = submit(bed, alice, home, "head -c 2500 /dev/zero | tr '\\0' x");
             assertThat(Clients.await(() -> !"RUNNING".equals(Clients.job(bed.service, first).get("state"))
                     && !"QUEUED".equals(Clients.job(bed.service, first).get("state")), 60)).as(
                             "alice's first job, its output not written, ended: %s", Clients.job(bed.service, first))
                     .isTrue();
-            Files.delete(filler);
+            disk.free();
 
             String second = submit(bed, alice, home, "head -c 2000 /dev/zero | tr '\\0' x; exec sleep 60");
-            Path out = jobsDir.resolve(second + ".out");
+            Path out = disk.dir.resolve(second + ".out");
             assertThat(Clients.await(() -> text(out).length() >= 2000 || text(out).contains("[gpusched: "), 60))
                     .as("alice's second job's output is written or cut").isTrue();
             assertThat(text(out)).as("alice's second job's output (alone, 2,000 bytes; her budget is 3,000 and her"
                     + " first job ended)").doesNotContain("[gpusched: ").hasSize(2000);
         } finally {
             ServiceBed.keepOutputBytes(old);
-            if (jobsDir != null) {
-                LocalUsers.run(List.of("umount", "-l", jobsDir.toString()), 30);
-            }
         }
     }
 

@@ -2,20 +2,18 @@ package io.gpusched.service.adversarial.review19;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.gpusched.service.FullDisk;
 import io.gpusched.service.ServiceBed;
 import io.gpusched.service.ServiceBed.Answer;
 import io.gpusched.service.adversarial.review10.Clients;
 import io.gpusched.testing.LocalUsers;
 import java.io.IOException;
-import java.io.OutputStream;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
-import java.util.stream.Stream;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -35,13 +33,9 @@ class OutputLostAtTheEndIsNeverNotedAttackTest {
 
     @Test
     void outputDroppedByAFullDiskJustBeforeTheEndIsNotedInTheJobsOutput(@TempDir Path tmp) throws Exception {
-        Path jobsDir = null;
-        try (ServiceBed bed = new ServiceBed(tmp, Clients.config(Duration.ofMillis(300))).jobs()) {
+        try (ServiceBed bed = new ServiceBed(tmp, Clients.config(Duration.ofMillis(300))).jobs();
+             FullDisk disk = FullDisk.over(bed.state.resolve("jobs"), "gsu-review19")) {
             LocalUsers.User alice = bed.accounts.user("alice");
-            jobsDir = Files.createDirectories(bed.state.resolve("jobs"));
-            LocalUsers.Result m = LocalUsers.run(List.of("mount", "-t", "tmpfs", "-o", "size=512k,mode=0711",
-                    "gsu-review19", jobsDir.toString()), 30);
-            assertThat(m.exit()).as("mount a tmpfs: %s", m.err()).isZero();
             bed.start();
             bed.serve();
             Path home = Clients.homeOf(tmp, alice);
@@ -56,50 +50,24 @@ class OutputLostAtTheEndIsNeverNotedAttackTest {
             String id = Clients.JSON.readTree(a.body()).path("id").asText();
             assertThat(Clients.await(() -> count(home, "count") >= 3, 60)).as("alice's job prints").isTrue();
 
-            Path filler = jobsDir.resolve("filler");
-            try (OutputStream f = Files.newOutputStream(filler)) {
-                byte[] b = new byte[4096];
-                while (true) {
-                    f.write(b);
-                    f.flush();
-                }
-            } catch (IOException full) {
-                // no space left
-            }
+            disk.fill();
             long at = count(home, "count");
             assertThat(Clients.await(() -> count(home, "count") >= at + 20, 60)).as("lines printed onto the full"
                     + " disk").isTrue();
             Files.writeString(home.resolve("quiet"), "");
             assertThat(Clients.await(() -> count(home, "done") > 0, 30)).as("the job stopped printing").isTrue();
-            Files.delete(filler); // the disk has room again; the job prints nothing more and ends
+            disk.free(); // the disk has room again; the job prints nothing more and ends
             Files.writeString(home.resolve("end"), "");
             assertThat(Clients.await(() -> !"RUNNING".equals(String.valueOf(Clients.job(bed.service, id).get(
                     "state"))), 60)).as("the job ended").isTrue();
 
-            Path out = jobsDir.resolve(id + ".out");
-            if (!Files.exists(out)) {
-                try (Stream<Path> s = Files.walk(jobsDir)) {
-                    out = s.filter(p -> p.getFileName().toString().contains(id)).findFirst().orElseThrow();
-                }
-            }
-            Path file = out; // the job's state turns before its output file is closed: wait for the note, bounded
-            Clients.await(() -> read(file).contains("not kept"), 30);
-            String kept = read(file);
+            // what alice reads: its state turned when its processes ended; its logs wait until the output is final
+            Answer logs = bed.curl(alice, "http://localhost/api/v1/jobs/" + id + "/logs");
+            assertThat(logs.status()).as(logs.body()).isEqualTo(200);
+            String kept = logs.body();
             long last = count(home, "done");
             assertThat(kept).as("alice's job's output (%d lines printed, the last %d while the disk was full; the"
                     + " output ends with: %s)", last, last - at, tail(kept)).contains("not kept");
-        } finally {
-            if (jobsDir != null) {
-                LocalUsers.run(List.of("umount", "-l", jobsDir.toString()), 30);
-            }
-        }
-    }
-
-    private static String read(Path f) {
-        try {
-            return Files.readString(f, StandardCharsets.ISO_8859_1);
-        } catch (IOException e) {
-            return "";
         }
     }
 
