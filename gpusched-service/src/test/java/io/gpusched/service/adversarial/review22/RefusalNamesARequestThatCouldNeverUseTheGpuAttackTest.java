@@ -35,12 +35,14 @@ import org.junit.jupiter.api.io.TempDir;
 class RefusalNamesARequestThatCouldNeverUseTheGpuAttackTest {
 
     /** Carol holds GPU 0; alice, bob, dave were served in that order (dave last: behind the others in fair order). */
-    private static Allocation setUp(NodeService s, Caller alice, Caller bob, Caller carol, Caller dave) {
+    private static Allocation setUp(NodeService s, Caller alice, Caller bob, Caller carol, Caller dave)
+            throws InterruptedException {
         Allocation carols = s.allocate(carol, GpuRequests.fromCliFlags(List.of("--devices=0")), Optional.empty(),
                 () -> false);
         for (Caller c : List.of(alice, bob, dave)) {
-            s.release(c, s.allocate(c, GpuRequests.fromCliFlags(List.of("--gpu=1")), Optional.empty(), () -> false)
-                    .id());
+            Allocation once = s.allocate(c, GpuRequests.fromCliFlags(List.of("--gpu=1")), Optional.empty(),
+                    () -> false);
+            s.release(c, once.id());
         }
         return carols;
     }
@@ -70,7 +72,9 @@ class RefusalNamesARequestThatCouldNeverUseTheGpuAttackTest {
                             + " for GPU 0 only); queue: %s", s.queueView()).contains("gsu-bob").doesNotContain(
                                     "gsu-alice");
                 } finally {
-                    daves.ifPresent(a -> s.release(dave, a.id()));
+                    if (daves.isPresent()) {
+                        s.release(dave, daves.get().id());
+                    }
                 }
             } finally {
                 s.release(carol, carols.id());
