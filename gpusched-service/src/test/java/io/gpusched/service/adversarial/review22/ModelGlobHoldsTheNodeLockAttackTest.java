@@ -80,7 +80,8 @@ class ModelGlobHoldsTheNodeLockAttackTest {
                 boolean done = Clients.await(() -> released.isDone() && bobs.result.isDone(), 15);
                 assertThat(done).as("within 15 s of carol's release of GPU 0 (bob waiting for it), while alice's"
                         + " request with --model '%s' is tried: carol's release returned: %s; bob served: %s; alice"
-                        + " answered: %s", EVIL, released.isDone(), bobs.result.isDone(), alices.isDone()).isTrue();
+                        + " answered: %s; the queue's dispatcher in java.util.regex now: %s", EVIL, released.isDone(),
+                        bobs.result.isDone(), alices.isDone(), dispatcherInRegex()).isTrue();
             } finally {
                 // the node's lock comes back once alice's request is decided (finite here)
                 Clients.await(() -> alices.isDone() && released.isDone(), 150);
@@ -90,7 +91,8 @@ class ModelGlobHoldsTheNodeLockAttackTest {
 
     private static boolean dispatcherInRegex() {
         return Thread.getAllStackTraces().entrySet().stream().anyMatch(e -> e.getKey().getName().equals(
-                "gpusched-fair-queue") && Arrays.stream(e.getValue()).anyMatch(f -> f.getClassName().startsWith(
+                "gpusched-fair-queue")
+                && Arrays.stream(e.getValue()).anyMatch(f -> f.getClassName().startsWith(
                         "java.util.regex")));
     }
 }
