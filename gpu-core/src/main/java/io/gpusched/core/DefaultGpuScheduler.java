@@ -455,6 +455,11 @@ final class DefaultGpuScheduler implements GpuScheduler {
     }
 
     @Override
+    public int maxSharedPerGpu() {
+        return config.maxSharedPerGpu();
+    }
+
+    @Override
     public OptionalInt quotaFor(GpuRequest request) {
         UserQuotas.Limit l = quotaOf(request);
         return l == null ? OptionalInt.empty() : OptionalInt.of(l.gpus());

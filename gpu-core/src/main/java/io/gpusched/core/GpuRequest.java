@@ -12,7 +12,6 @@ import java.util.Optional;
 import java.util.OptionalInt;
 import java.util.OptionalLong;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.regex.Pattern;
 
 /**
  * What a job asks for. Build one with {@link #builder()}, or parse the forms users already write with
@@ -189,7 +188,7 @@ public record GpuRequest(
         if (sharedMemory.isPresent() && sharedMemory.get().bytes() == 0) {
             throw new IllegalArgumentException("a shared memory reservation must be more than 0 bytes");
         }
-        modelPattern.ifPresent(GpuRequest::globToRegex);
+        modelPattern.ifPresent(GpuRequest::checkGlob);
     }
 
     /**
@@ -213,25 +212,24 @@ public record GpuRequest(
 
     /** @return true if the device's name matches {@link #modelPattern()} (or no pattern is set) */
     public boolean matchesModel(String deviceName) {
-        return modelPattern.isEmpty() || compiled(modelPattern.get()).matcher(deviceName).matches();
+        return modelPattern.isEmpty() || globMatches(compiled(modelPattern.get()), deviceName);
     }
 
     /**
-     * Compiled model globs: placement tests every device against the same few patterns. Bounded in entries and in
-     * size: patterns come from users, so a long one (over {@value #CACHED_GLOB_CHARS} chars) is compiled per call
-     * rather than kept alive in this static map after its request is gone.
+     * Compiled model globs (case-folded code points): placement tests every device against the same few patterns.
+     * Bounded in entries and in size: patterns come from users, so a long one (over {@value #CACHED_GLOB_CHARS} chars)
+     * is folded per call rather than kept alive in this static map after its request is gone.
      */
-    private static final ConcurrentHashMap<String, Pattern> GLOBS =
-            new ConcurrentHashMap<>();
+    private static final ConcurrentHashMap<String, int[]> GLOBS = new ConcurrentHashMap<>();
     private static final int CACHED_GLOB_CHARS = 256;
 
-    private static Pattern compiled(String glob) {
+    private static int[] compiled(String glob) {
         if (glob.length() > CACHED_GLOB_CHARS) {
-            return globToRegex(glob);
+            return folded(checkGlob(glob));
         }
-        Pattern p = GLOBS.get(glob);
+        int[] p = GLOBS.get(glob);
         if (p == null) {
-            p = globToRegex(glob);
+            p = folded(checkGlob(glob));
             if (GLOBS.size() >= 256) {
                 GLOBS.clear();
             }
@@ -240,22 +238,54 @@ public record GpuRequest(
         return p;
     }
 
-    private static Pattern globToRegex(String glob) {
+    private static String checkGlob(String glob) {
         if (glob.isBlank()) {
             throw new IllegalArgumentException("model pattern must not be blank; use e.g. \"*A100*\"");
         }
-        StringBuilder re = new StringBuilder();
-        // by code point: quoting the two halves of a surrogate pair apart made a pattern never match its own emoji
-        glob.codePoints().forEach(c -> {
-            if (c == '*') {
-                re.append(".*");
-            } else if (c == '?') {
-                re.append('.');
+        return glob;
+    }
+
+    /** by code point (a surrogate pair is one character to match, as an emoji is one to a user), case-folded */
+    private static int[] folded(String s) {
+        return s.codePoints().map(GpuRequest::fold).toArray();
+    }
+
+    /** one case for both (as a case-insensitive, Unicode-aware regex compares: upper, then lower) */
+    private static int fold(int c) {
+        return Character.toLowerCase(Character.toUpperCase(c));
+    }
+
+    /**
+     * Whether {@code name} matches the folded glob ({@code *}: any run of characters, {@code ?}: one character, every
+     * other character itself, case-insensitive). Not a regular expression: a user's pattern is matched in at most
+     * pattern x name steps (a run of stars that a backtracking regex takes exponential time over, for a pattern of a
+     * few dozen stars, held the node's lock for minutes): on a mismatch, only the last star seen takes one more
+     * character, as the classic greedy wildcard match does.
+     */
+    static boolean globMatches(int[] glob, String name) {
+        int[] s = folded(name);
+        int g = 0;
+        int i = 0;
+        int star = -1;
+        int resume = 0;
+        while (i < s.length) {
+            if (g < glob.length && glob[g] == '*') {
+                star = g++;
+                resume = i;
+            } else if (g < glob.length && (glob[g] == '?' || glob[g] == s[i])) {
+                g++;
+                i++;
+            } else if (star >= 0) {
+                g = star + 1;
+                i = ++resume;
             } else {
-                re.append(Pattern.quote(new String(Character.toChars(c))));
+                return false;
             }
-        });
-        return Pattern.compile(re.toString(), Pattern.CASE_INSENSITIVE | Pattern.UNICODE_CASE);
+        }
+        while (g < glob.length && glob[g] == '*') {
+            g++;
+        }
+        return g == glob.length;
     }
 
     /**

@@ -340,6 +340,14 @@ public interface GpuScheduler extends AutoCloseable {
     }
 
     /**
+     * @return the most shared allocations one GPU takes at once ({@code gpu.max_shared_per_gpu}); 0 where there is no
+     *         bound or the scheduler does not say
+     */
+    default int maxSharedPerGpu() {
+        return 0;
+    }
+
+    /**
      * As {@link #releaseEachThenAllocateInOrder(List, List)}, with the GPUs of {@code withheld} kept from every request
      * of this call, as if they were draining: what a fair queue owes to a waiting request ahead of these (they may take
      * any other free GPU, never one that request could use). Nothing is recorded about the withheld GPUs.

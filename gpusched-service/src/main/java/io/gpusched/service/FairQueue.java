@@ -713,14 +713,14 @@ final class FairQueue implements AutoCloseable {
             Ticket blocker = null;
             // the GPUs the waiting requests that do not fit could use: no request after them in fair order takes one
             // (a large request is never starved by small ones), but those they could never use go to whoever is next
-            Set<Integer> withheld = new HashSet<>();
+            Kept withheld = new Kept();
             for (int i = 0; i < heads.size(); i++) {
                 Ticket t = heads.get(i);
                 List<Ticket> tried = i == 0 ? batch : List.of(t);
                 List<Allocation> a;
                 RuntimeException refusal;
                 try {
-                    ReleasesAndGrants done = handOff(i == 0 ? taken : List.of(), tried, withheld);
+                    ReleasesAndGrants done = handOff(i == 0 ? taken : List.of(), tried, withheld.gpus);
                     a = done.grants();
                     refusal = done.refusal().orElse(null);
                 } catch (UnsupportedOperationException cannotWithhold) {
@@ -732,14 +732,14 @@ final class FairQueue implements AutoCloseable {
                 }
                 if (a.isEmpty()) {
                     if (refusal instanceof GpuAllocationException e) {
-                        t.lastRefusal = owedOr(t, e, withheld, blocker);
+                        t.lastRefusal = owedOr(t, e, withheld);
                         if (!t.now && (e.reason() == Reason.QUOTA_EXCEEDED || e.reason() == Reason.RATE_LIMITED)) {
                             continue; // this user cannot be served now whatever is free: the next user may
                         }
                         if (e.reason().isTransient() && (!t.now || blocker != null)) {
                             if (!t.now) { // it does not fit yet: what it could use is kept for it
                                 blocker = blocker == null ? t : blocker;
-                                withheld.addAll(keptFor(t));
+                                withheld.add(t, keptFor(t));
                             } // one that does not wait, short of what is kept for one ahead: refuseUnreached says so
                             continue;
                         }
@@ -772,16 +772,47 @@ final class FairQueue implements AutoCloseable {
                 if (backfillBehind(heads, withheld)) {
                     continue; // one was served: the next pass starts from the fair order again
                 }
-                refuseUnreached(nowSeen, blocker, withheld);
+                refuseUnreached(nowSeen, withheld);
                 return;
             }
         }
     }
 
     /**
+     * The GPUs kept for waiting requests that do not fit, in fair order, with the request each was kept for first: a
+     * request refused for want of them is told the one it waits behind, a request that could use its GPU.
+     */
+    private static final class Kept {
+        final Set<Integer> gpus = new HashSet<>();
+        private final Map<Ticket, Set<Integer>> by = new LinkedHashMap<>();
+
+        void add(Ticket t, Set<Integer> kept) {
+            if (!kept.isEmpty()) {
+                gpus.addAll(kept);
+                by.computeIfAbsent(t, x -> new HashSet<>()).addAll(kept);
+            }
+        }
+
+        void addAll(Kept other) {
+            other.by.forEach(this::add);
+        }
+
+        /** @return the first request something of {@code usable} was kept for, other than {@code self}; null: none */
+        Ticket keeperOf(Set<Integer> usable, Ticket self) {
+            for (Map.Entry<Ticket, Set<Integer>> e : by.entrySet()) {
+                if (e.getKey() != self && e.getValue().stream().anyMatch(usable::contains)) {
+                    return e.getKey();
+                }
+            }
+            return null;
+        }
+    }
+
+    /**
      * @return the GPUs kept for a waiting request that does not fit: every one it could use, unless it could not be
      *         served even if every other user's allocation ended, because it waits on its own user (the GPUs its user
-     *         holds: any, for an exclusive request; held exclusively, for a shared one) or on an admin or the health
+     *         holds: any, for an exclusive request; held exclusively, or shared by its user to the point of too little memory
+     *         or no share left (gpu.max_shared_per_gpu), for a shared one) or on an admin or the health
      *         checks (GPUs drained by an admin, quarantined or unhealthy): then none, so that one user holding a GPU
      *         and asking for the whole node, or asking for a drained GPU's count, keeps nothing from anyone
      */
@@ -790,6 +821,7 @@ final class FairQueue implements AutoCloseable {
         try {
             Set<Integer> own = new HashSet<>();
             Map<Integer, Long> ownReserved = new HashMap<>(); // bytes its user's shared allocations reserve, by GPU
+            Map<Integer, Integer> ownShares = new HashMap<>(); // how many of a GPU's shares its user holds
             for (Allocation a : scheduler.allocations()) {
                 if (a.request().ownerUid().orElse(-1) != t.caller.uid()) {
                     continue;
@@ -799,14 +831,19 @@ final class FairQueue implements AutoCloseable {
                 } else {
                     long bytes = a.request().sharedMemory().map(MemorySize::bytes).orElse(0L);
                     a.deviceIndices().forEach(i -> ownReserved.merge(i, bytes, Long::sum));
+                    a.deviceIndices().forEach(i -> ownShares.merge(i, 1, Integer::sum));
                 }
             }
             long wants = t.request.sharedMemory().map(MemorySize::bytes).orElse(0L);
+            int slots = scheduler.maxSharedPerGpu();
             int could = 0;
             for (DeviceState d : scheduler.devices()) {
-                // a shared request on its own user's reservations: room only if theirs leave enough
+                // a shared request on its own user's reservations: room only if theirs leave enough memory, and a
+                // share of the GPU (gpu.max_shared_per_gpu) not all theirs
                 long left = d.device().memory().bytes() - ownReserved.getOrDefault(d.index(), 0L);
                 boolean room = wants == 0 || left >= wants;
+                room &= t.request.sharing() == SharingMode.EXCLUSIVE || slots <= 0
+                        || ownShares.getOrDefault(d.index(), 0) < slots;
                 if (use.contains(d.index()) && !own.contains(d.index()) && room && d.health().isHealthy()
                         && (d.pool() == DeviceState.Pool.IN_POOL || d.pool() == DeviceState.Pool.DRAINING)) {
                     could++;
@@ -819,42 +856,49 @@ final class FairQueue implements AutoCloseable {
     }
 
     /**
-     * Tries each user's waiting requests after their first (users in fair order, at most {@link #PER_USER_BACKFILL}
-     * of each user's and {@link #BATCH} in all a pass) on
-     * the GPUs kept for no waiting request ahead of them (their own user's earlier ones included): a user whose first
-     * request waits for a busy GPU is served another that nobody waits for, as anyone else would be.
+     * Tries each user's waiting requests after their first, in the queue's fair order (every user's second, users in
+     * fair order, then every user's third, ...; at most {@link #PER_USER_BACKFILL} of each user's and {@link #BATCH}
+     * in all a pass) on the GPUs kept for no waiting request ahead of them (their own user's earlier ones included): a
+     * user whose first request waits for a busy GPU is served another that nobody waits for, as anyone else would be.
+     * A request over its user's quota keeps nothing; a smaller one after it is still tried.
      *
      * @return whether one was served or refused (the queue changed: the next pass starts again)
      */
-    private boolean backfillBehind(List<Ticket> heads, Set<Integer> withheld) {
-        int tries = 0;
+    private boolean backfillBehind(List<Ticket> heads, Kept withheld) {
+        // each user's later waiting requests, the users in fair order (that of their first requests)
+        List<List<Ticket>> laterOf = new ArrayList<>();
         for (Ticket h : heads) {
-            int mine = 0; // at most PER_USER_BACKFILL of each user's a pass: one user's backlog cannot use them all
-            if (h.lastRefusal != null && (h.lastRefusal.reason() == Reason.QUOTA_EXCEEDED
-                    || h.lastRefusal.reason() == Reason.RATE_LIMITED)) {
-                continue; // over the user's quota: none of theirs can be served now
+            if (h.lastRefusal != null && h.lastRefusal.reason() == Reason.RATE_LIMITED) {
+                continue; // the user's rate: none of theirs can be served now (a quota may let a smaller one in)
             }
-            List<Ticket> later;
             lock.lock();
             try {
                 ArrayDeque<Ticket> q = byUser.get(h.caller.uid());
-                if (q == null || q.peek() != h) {
-                    continue;
+                if (q != null && q.peek() == h) {
+                    laterOf.add(q.stream().skip(1).filter(t -> !t.now).limit(PER_USER_BACKFILL).toList());
                 }
-                later = q.stream().skip(1).filter(t -> !t.now).toList();
             } finally {
                 lock.unlock();
             }
-            for (Ticket t : later) {
-                if (++mine > PER_USER_BACKFILL) {
-                    break;
+        }
+        // tried in the fair order of the queue itself: every user's second request, then every user's third, ... (at
+        // most PER_USER_BACKFILL of each user's a pass: one user's backlog cannot use them all), so that no later
+        // request keeps GPUs from one ahead of it
+        int tries = 0;
+        boolean[] limited = new boolean[laterOf.size()]; // users whose later requests met their rate limit this pass
+        for (int round = 0; round < PER_USER_BACKFILL; round++) {
+            for (int u = 0; u < laterOf.size(); u++) {
+                List<Ticket> later = laterOf.get(u);
+                if (round >= later.size() || limited[u]) {
+                    continue;
                 }
                 if (++tries > BATCH) {
                     return false;
                 }
+                Ticket t = later.get(round);
                 ReleasesAndGrants done;
                 try {
-                    done = handOff(List.of(), List.of(t), withheld);
+                    done = handOff(List.of(), List.of(t), withheld.gpus);
                 } catch (UnsupportedOperationException cannotWithhold) {
                     return false;
                 } catch (RuntimeException e) {
@@ -866,16 +910,20 @@ final class FairQueue implements AutoCloseable {
                     return true;
                 }
                 if (done.refusal().orElse(null) instanceof GpuAllocationException e) {
-                    t.lastRefusal = owedOr(t, e, withheld, h);
+                    t.lastRefusal = owedOr(t, e, withheld);
                     if (!e.reason().isTransient()) {
                         finish(t, null, e);
                         return true;
                     }
-                    if (e.reason() == Reason.QUOTA_EXCEEDED || e.reason() == Reason.RATE_LIMITED) {
-                        break; // over its user's quota: nothing is kept for it, nor for the user's later ones
+                    if (e.reason() == Reason.RATE_LIMITED) {
+                        limited[u] = true; // nor are the user's later ones served now
+                        continue;
+                    }
+                    if (e.reason() == Reason.QUOTA_EXCEEDED) {
+                        continue; // over its user's quota: nothing is kept for it (a smaller later one may fit)
                     }
                 }
-                withheld.addAll(keptFor(t)); // nothing it could use goes to a request after it
+                withheld.add(t, keptFor(t)); // nothing it could use goes to a request after it
             }
         }
         return false;
@@ -922,26 +970,25 @@ final class FairQueue implements AutoCloseable {
      * the GPUs that neither the waiting requests that did not fit ({@code withheld}) nor its own user's earlier waiting
      * requests could use, and refused, naming the request ahead of it, when that is not enough.
      */
-    private void refuseUnreached(List<Ticket> nowSeen, Ticket blocker, Set<Integer> withheld) {
+    private void refuseUnreached(List<Ticket> nowSeen, Kept withheld) {
         for (Ticket n : nowSeen) {
-            Ticket ahead;
-            Set<Integer> kept = new HashSet<>(withheld);
+            Kept kept = new Kept();
             lock.lock();
             try {
                 ArrayDeque<Ticket> mine = byUser.get(n.caller.uid());
                 if (mine == null || !mine.contains(n)) {
                     continue; // served or refused already
                 }
-                List<Ticket> earlier = mine.stream().filter(t -> !t.now && t.seq < n.seq).toList();
-                earlier.forEach(t -> kept.addAll(keptFor(t)));
-                ahead = earlier.isEmpty() ? blocker : earlier.get(0);
+                // its own user's earlier waiting requests come first: ahead of it in its user's order
+                mine.stream().filter(t -> !t.now && t.seq < n.seq).forEach(t -> kept.add(t, keptFor(t)));
             } finally {
                 lock.unlock();
             }
+            kept.addAll(withheld);
             List<Allocation> got = List.of();
             RuntimeException refusal = null;
             try {
-                ReleasesAndGrants done = handOff(List.of(), List.of(n), kept);
+                ReleasesAndGrants done = handOff(List.of(), List.of(n), kept.gpus);
                 got = done.grants();
                 refusal = done.refusal().orElse(null);
             } catch (UnsupportedOperationException cannotWithhold) {
@@ -954,11 +1001,10 @@ final class FairQueue implements AutoCloseable {
                 finish(n, got.get(0), null);
                 continue;
             }
-            Set<Integer> couldUse = usable(n);
-            couldUse.retainAll(kept);
+            Ticket ahead = kept.keeperOf(usable(n), n);
             if (refusal instanceof GpuAllocationException e && (!e.reason().isTransient()
                     || e.reason() == Reason.QUOTA_EXCEEDED || e.reason() == Reason.RATE_LIMITED
-                    || couldUse.isEmpty())) {
+                    || ahead == null)) {
                 finish(n, null, e); // its own refusal: nothing kept for others would change it
                 continue;
             }
@@ -987,15 +1033,17 @@ final class FairQueue implements AutoCloseable {
         }
     }
 
-    /** @return {@code e}, or the queue's sentence when it is transient and GPUs {@code t} could use were withheld */
-    private GpuAllocationException owedOr(Ticket t, GpuAllocationException e, Set<Integer> withheld, Ticket ahead) {
+    /**
+     * @return {@code e}, or the queue's sentence when it is transient and GPUs {@code t} could use were withheld,
+     *         naming the first request (in fair order) they were kept for
+     */
+    private GpuAllocationException owedOr(Ticket t, GpuAllocationException e, Kept withheld) {
         if (!e.reason().isTransient() || e.reason() == Reason.QUOTA_EXCEEDED || e.reason() == Reason.RATE_LIMITED
-                || withheld.isEmpty() || ahead == null || ahead == t) {
+                || withheld.gpus.isEmpty()) {
             return e;
         }
-        Set<Integer> u = usable(t);
-        u.retainAll(withheld);
-        return u.isEmpty() ? e : owed(t, ahead);
+        Ticket ahead = withheld.keeperOf(usable(t), t);
+        return ahead == null ? e : owed(t, ahead);
     }
 
     private void finish(Ticket t, Allocation a, RuntimeException refusal) {

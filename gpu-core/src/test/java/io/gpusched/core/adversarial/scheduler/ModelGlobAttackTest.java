@@ -12,10 +12,13 @@ import io.gpusched.core.MemorySize;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Random;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 
 /**
  * Model globs now go through a bounded static cache of compiled patterns. Attacks: case, regex metacharacters taken
@@ -116,6 +119,54 @@ class ModelGlobAttackTest {
         return j < s.length() && (p.charAt(i) == '?'
                 || Character.toLowerCase(p.charAt(i)) == Character.toLowerCase(s.charAt(j)))
                 && glob(p, i + 1, s, j + 1);
+    }
+
+    /**
+     * Review22: a glob was turned into a regular expression, a star into {@code .*}, and a backtracking regex takes
+     * exponential time over a run of them that fails at the end (13 stars took 3 s per GPU, 16 took 32 s), inside the
+     * scheduler's decision under the node's lock. A glob is matched in at most pattern x name steps now: these
+     * return at once (the timeout only stops a hang; the old matcher never finished the 40-star ones).
+     */
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS, threadMode = Timeout.ThreadMode.SEPARATE_THREAD)
+    void runsOfStarsAreMatchedWithoutBacktrackingWithoutEnd() {
+        String name = "Tesla V100-SXM2-32GB";
+        for (int stars : new int[]{13, 40, 500}) {
+            assertThat(matches("*".repeat(stars) + "#", name)).as("%d stars, then a character it lacks", stars)
+                    .isFalse();
+            assertThat(matches("*".repeat(stars) + "32gb", name)).as("%d stars, then its end", stars).isTrue();
+            StringBuilder between = new StringBuilder(); // a star between every character of the name, then a miss
+            name.chars().forEach(c -> between.append("*".repeat(stars / 20 + 1)).append((char) c));
+            assertThat(matches(between + "*", name)).as("stars between its characters").isTrue();
+            assertThat(matches(between + "*#", name)).as("stars between its characters, then a miss").isFalse();
+        }
+    }
+
+    /** The matcher against the recursive one written here, over every small pattern's neighbourhood (seeded). */
+    @Test
+    void randomSmallGlobsAnswerAsTheRecursiveMatcher() {
+        Random rnd = new Random(22);
+        String pat = "aAb*?";
+        String txt = "aAbB";
+        List<String> wrong = new ArrayList<>();
+        for (int k = 0; k < 20_000; k++) {
+            StringBuilder p = new StringBuilder();
+            for (int i = 1 + rnd.nextInt(8); i > 0; i--) {
+                p.append(pat.charAt(rnd.nextInt(pat.length())));
+            }
+            StringBuilder n = new StringBuilder();
+            for (int i = rnd.nextInt(7); i > 0; i--) {
+                n.append(txt.charAt(rnd.nextInt(txt.length())));
+            }
+            if (p.toString().isBlank()) {
+                continue;
+            }
+            boolean want = glob(p.toString(), 0, n.toString(), 0);
+            if (matches(p.toString(), n.toString()) != want) {
+                wrong.add(p + " vs \"" + n + "\": want " + want);
+            }
+        }
+        assertThat(wrong).isEmpty();
     }
 
     @Test
