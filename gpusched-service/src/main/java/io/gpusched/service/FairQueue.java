@@ -811,8 +811,8 @@ final class FairQueue implements AutoCloseable {
     /**
      * @return the GPUs kept for a waiting request that does not fit: every one it could use, unless it could not be
      *         served even if every other user's allocation ended, because it waits on its own user (the GPUs its user
-     *         holds: any, for an exclusive request; held exclusively, or shared by its user to the point of too little memory
-     *         or no share left (gpu.max_shared_per_gpu), for a shared one) or on an admin or the health
+     *         holds: any, for an exclusive request; held exclusively, or shared by its user to the point of too
+     *         little memory or no share left (gpu.max_shared_per_gpu), for a shared one) or on an admin or the health
      *         checks (GPUs drained by an admin, quarantined or unhealthy): then none, so that one user holding a GPU
      *         and asking for the whole node, or asking for a drained GPU's count, keeps nothing from anyone
      */
