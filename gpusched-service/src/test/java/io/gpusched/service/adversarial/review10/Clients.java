@@ -209,7 +209,12 @@ public final class Clients {
     }
 
     public static boolean await(BooleanSupplier c, int seconds) throws InterruptedException {
-        long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds);
+        return await(c, Duration.ofSeconds(seconds));
+    }
+
+    /** @return whether {@code c} held within {@code bound} (checked every 50 ms, and once more at the end) */
+    public static boolean await(BooleanSupplier c, Duration bound) throws InterruptedException {
+        long until = System.nanoTime() + bound.toNanos();
         while (System.nanoTime() < until) {
             if (c.getAsBoolean()) {
                 return true;
