@@ -24,11 +24,16 @@ import org.junit.jupiter.api.io.TempDir;
 @Tag("adversarial")
 @Timeout(value = 3, unit = TimeUnit.MINUTES)
 class SignalsToAStalledJobAttackTest {
+    /**
+     * The driver's heartbeat in the tests that set one (the service's default is 5 s; 100 ms is the least it takes):
+     * the stalls below are as many heartbeats long as before, in less time.
+     */
+    private static final Duration HEARTBEAT = Duration.ofMillis(250);
 
     @Test
     void aJobKilledBySignalReleasesItsGpuWhileItsClientStalls(@TempDir Path tmp) throws Exception {
         try (ServiceBed bed = new ServiceBed(tmp, Clients.config(Duration.ofMillis(300))).jobs()) {
-            bed.heartbeat = Duration.ofSeconds(1); // the driver's heartbeats come every second, not every 5 s
+            bed.heartbeat = HEARTBEAT; // the driver's heartbeats come every 250 ms, not every 5 s
             NodeService s = bed.start();
             bed.serve();
             LocalUsers.User alice = bed.accounts.user("alice");
@@ -37,7 +42,7 @@ class SignalsToAStalledJobAttackTest {
             try {
                 String job = Clients.awaitRunning(s, 60);
                 Clients.awaitBlocked(bed.jobParent, "yes", 60);
-                Thread.sleep(2_500); // past two heartbeats while stalled
+                Thread.sleep(HEARTBEAT.multipliedBy(5).dividedBy(2).toMillis()); // past two heartbeats while stalled
                 ServiceBed.Answer a = bed.curl(alice, "-X", "POST", "-H", "Content-Type: application/json",
                         "--data-binary", "{\"signal\":\"KILL\"}", "http://localhost/api/v1/jobs/" + job + "/signal");
                 assertThat(a.status()).as("alice's KILL: %s", a.body()).isEqualTo(200);
@@ -79,11 +84,14 @@ class SignalsToAStalledJobAttackTest {
     @Test
     void aJobThatEndsByItselfReleasesItsGpuWhileItsClientStalls(@TempDir Path tmp) throws Exception {
         try (ServiceBed bed = new ServiceBed(tmp, Clients.config(Duration.ofMillis(300))).jobs()) {
+            // the job stalls for most of its 4 s, past a dozen heartbeats (it ran 8 s at the default 5 s heartbeat:
+            // one heartbeat while stalled)
+            bed.heartbeat = HEARTBEAT;
             NodeService s = bed.start();
             bed.serve();
             LocalUsers.User alice = bed.accounts.user("alice");
             Process client = Clients.attached(bed, alice, Clients.jobBody(Clients.homeOf(tmp, alice), List.of(
-                    "/bin/sh", "-c", "timeout 8 yes gpusched; exit 0")));
+                    "/bin/sh", "-c", "timeout 4 yes gpusched; exit 0")));
             try {
                 String job = Clients.awaitRunning(s, 60);
                 Clients.awaitBlocked(bed.jobParent, "yes", 60);
