@@ -98,7 +98,8 @@ class FlinkDriverTest {
 
     private Process taskManager(int gpus) throws Exception {
         List<String> cmd = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
-                "-Xmx384m", "-cp", System.getProperty("java.class.path"), FlinkGpuExample.class.getName(),
+                "-Xmx384m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp",
+                System.getProperty("java.class.path"), FlinkGpuExample.class.getName(),
                 String.valueOf(gpus), state.toString(), "simulated:dgx1-v100", "--wait"));
         Process p = new ProcessBuilder(cmd).redirectError(new File(state.toFile(), "tm-" + children.size() + ".err"))
                 .start();
