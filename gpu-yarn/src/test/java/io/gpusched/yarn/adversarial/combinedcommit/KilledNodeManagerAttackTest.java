@@ -88,7 +88,8 @@ class KilledNodeManagerAttackTest {
             try {
                 for (int round = 0; round < 4; round++) {
                     Process child = new ProcessBuilder(Path.of(System.getProperty("java.home"), "bin", "java")
-                            .toString(), "-Xmx256m", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp",
+                            .toString(), "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+                            "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp",
                             System.getProperty("java.class.path"), YarnBooksChild.class.getName(), state.toString(),
                             Long.toString(rnd.nextLong()), "0", "-")
                             .redirectError(ProcessBuilder.Redirect.DISCARD).start();
