@@ -45,7 +45,8 @@ class AllocateCrashTest {
         Random rnd = new Random(2311);
         for (int round = 0; round < 5; round++) {
             Process child = new ProcessBuilder(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
-                    "-Xmx256m", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp",
+                    "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+                    "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp",
                     System.getProperty("java.class.path"), AllocateCrashChild.class.getName(), state.toString(),
                     Long.toString(rnd.nextLong()))
                     .redirectError(ProcessBuilder.Redirect.DISCARD).start();
