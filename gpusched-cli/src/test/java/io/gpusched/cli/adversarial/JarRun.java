@@ -13,7 +13,9 @@ import java.util.concurrent.TimeUnit;
 /**
  * The command as a user runs it: {@code java -jar gpusched-cli/target/gpusched.jar ...} in a child process (built by
  * {@code package}), with a hang detector (a command still running after 60 s is killed and the test fails; not a
- * timing check).
+ * timing check). The JVM runs with C1 only, the serial collector and the class-data archive (as
+ * SlurmCommandsFromTheJarIT, ExitCodesFromTheJarIT and OneNodeEveryMemberIT run theirs): a command lives a second or
+ * two on a 2-core machine and never reaches C2; nothing the command does depends on them.
  */
 public final class JarRun {
     /** What a finished command left: exit code, stdout, stderr. */
@@ -32,7 +34,7 @@ public final class JarRun {
         Path jar = Path.of("target", "gpusched.jar").toAbsolutePath();
         assertThat(jar).as("built by package").isRegularFile();
         List<String> cmd = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
-                "-jar", jar.toString()));
+                "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto", "-jar", jar.toString()));
         cmd.addAll(args);
         return cmd;
     }
