@@ -143,7 +143,8 @@ class RunExitCodesLocalAndServiceTest {
         Files.writeString(config, "gpu:\n  service:\n    job_cgroup_parent: " + jobParent + "\n    kill_grace: 1s\n");
         Path log = base.resolve("serve.log");
         List<String> cmd = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
-                "-cp", System.getProperty("java.class.path"), GpuschedCommand.class.getName(), "--simulate",
+                "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto", "-cp",
+                System.getProperty("java.class.path"), GpuschedCommand.class.getName(), "--simulate",
                 "dgx1-v100", "--state-dir", base.resolve("state").toString(), "--config", config.toString(), "serve",
                 "--listen", "127.0.0.1:0", "--socket", socket.toString()));
         Process service = new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(log.toFile()).start();
