@@ -39,7 +39,8 @@ class SelftestFenceWithANodevTmpTest {
         try {
             List<String> cmd = new ArrayList<>(List.of("unshare", "-m", "--propagation", "private", "sh", "-c",
                     "mount --bind /tmp /tmp && mount -o remount,bind,nodev /tmp || exit 90; exec \"$@\"", "sh",
-                    "env", "TMPDIR=" + work, Path.of(System.getProperty("java.home"), "bin", "java").toString(), "-cp",
+                    "env", "TMPDIR=" + work, Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+                    "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto", "-cp",
                     System.getProperty("java.class.path"), GpuschedCommand.class.getName(), "--simulate", "dgx1-v100",
                     "--state-dir", work.resolve("state").toString(), "--json", "selftest"));
             ProcessBuilder pb = new ProcessBuilder(cmd).redirectError(work.resolve("err.txt").toFile())
