@@ -61,7 +61,8 @@ class SelftestVerdictTest {
         assumeTrue(Files.isDirectory(Path.of("/sys/fs/cgroup")), "needs /sys/fs/cgroup");
         String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
         ProcessBuilder pb = new ProcessBuilder("/usr/bin/unshare", "--mount", "--propagation", "private", "sh", "-c",
-                "umount -R /sys/fs/cgroup || exit 99; exec \"$0\" -cp \"$1\" " + GpuschedCommand.class.getName()
+                "umount -R /sys/fs/cgroup || exit 99; exec \"$0\" -XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+                        + " -Xshare:auto -cp \"$1\" " + GpuschedCommand.class.getName()
                         + " selftest --json",
                 java, System.getProperty("java.class.path"));
         pb.environment().remove("GPUSCHED_SOCKET");
