@@ -39,7 +39,8 @@ class SelftestInALongTmpdirTest {
         Path tmp = dir.resolve("t".repeat(Math.max(1, 50 - dir.toString().length() - 1)));
         Files.createDirectories(tmp);
         List<String> cmd = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
-                "-Djava.io.tmpdir=" + tmp, "-cp", System.getProperty("java.class.path"),
+                "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto", "-Djava.io.tmpdir=" + tmp, "-cp",
+                System.getProperty("java.class.path"),
                 GpuschedCommand.class.getName(), "--simulate", "dgx1-v100", "--state-dir",
                 dir.resolve("state").toString(), "--json", "selftest"));
         ProcessBuilder pb = new ProcessBuilder(cmd).redirectError(dir.resolve("err.txt").toFile())
