@@ -53,7 +53,8 @@ class StoppedBySystemdTest {
     /** Starts {@code args} as a child JVM, waits for {@code ready} in its output, sends SIGTERM, @return its status */
     private int stopBySigterm(String ready, String... args) throws Exception {
         List<String> cmd = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
-                "-cp", System.getProperty("java.class.path"), GpuschedCommand.class.getName()));
+                "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto", "-cp",
+                System.getProperty("java.class.path"), GpuschedCommand.class.getName()));
         cmd.addAll(List.of(args));
         Path log = dir.resolve("out.log");
         ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(log.toFile());
