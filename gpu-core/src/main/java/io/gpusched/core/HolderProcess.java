@@ -141,6 +141,17 @@ public record HolderProcess(long pid, long startTime) {
     }
 
     /**
+     * @param pid      a pid of this host
+     * @param procRoot a {@code /proc} tree
+     * @return the kernel's start time of the process that has the pid now (clock ticks since boot), which no later
+     *         process given the same pid has; empty when none runs (or {@code /proc} cannot tell)
+     */
+    public static OptionalLong startTime(long pid, Path procRoot) {
+        Optional<Long> t = startTimeOf(pid, procRoot);
+        return t.isPresent() ? OptionalLong.of(t.get()) : OptionalLong.empty();
+    }
+
+    /**
      * Reads field 22 (starttime) of {@code /proc/<pid>/stat}. The command name (field 2) may hold spaces and
      * parentheses, so fields are counted after the last {@code ')'}.
      */

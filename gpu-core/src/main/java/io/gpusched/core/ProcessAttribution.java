@@ -3,6 +3,7 @@ package io.gpusched.core;
 import java.util.List;
 import java.util.Objects;
 import java.util.Optional;
+import java.util.OptionalLong;
 
 /**
  * Maps a process the driver lists on a GPU to whom it works for, so that per-process figures of a GPU several
@@ -22,12 +23,32 @@ public interface ProcessAttribution {
      */
     Optional<UsageOwner> ownerOf(GpuDevice device, int pid, List<Allocation> holders);
 
+    /**
+     * @param pid a pid in the host's pid namespace
+     * @return a token that names this process and no later one given the same pid (the kernel's start time, where this
+     *         source reads one): while it stays the same, whom the process works for may be remembered; empty when
+     *         this source has none (the process gone, or a source that cannot tell): then it is asked again each time
+     */
+    default OptionalLong incarnation(int pid) {
+        return OptionalLong.empty();
+    }
+
     /** @return this source, and {@code next} where this one cannot tell */
     default ProcessAttribution orElse(ProcessAttribution next) {
         Objects.requireNonNull(next, "next");
-        return (device, pid, holders) -> {
-            Optional<UsageOwner> o = ownerOf(device, pid, holders);
-            return o.isPresent() ? o : next.ownerOf(device, pid, holders);
+        ProcessAttribution first = this;
+        return new ProcessAttribution() {
+            @Override
+            public Optional<UsageOwner> ownerOf(GpuDevice device, int pid, List<Allocation> holders) {
+                Optional<UsageOwner> o = first.ownerOf(device, pid, holders);
+                return o.isPresent() ? o : next.ownerOf(device, pid, holders);
+            }
+
+            @Override
+            public OptionalLong incarnation(int pid) { // the process's, whichever source read it
+                OptionalLong a = first.incarnation(pid);
+                return a.isPresent() ? a : next.incarnation(pid);
+            }
         };
     }
 

@@ -463,6 +463,11 @@ public final class RecordCodec {
         if (f.utilizationPeak < 0 && f.utilizationMillis > 0) {
             throw new AccountingFormatException("up: a peak utilization is required where um > 0");
         }
+        if (f.energyMillijoules / UsageMeter.MAX_PLAUSIBLE_WATTS > f.energyMillis) {
+            throw new AccountingFormatException("e: " + f.energyMillijoules + " mJ over " + f.energyMillis + " ms (em)"
+                    + " is more than " + UsageMeter.MAX_PLAUSIBLE_WATTS + " W a GPU: expected e <= "
+                    + UsageMeter.MAX_PLAUSIBLE_WATTS + " x em");
+        }
         return f;
     }
 

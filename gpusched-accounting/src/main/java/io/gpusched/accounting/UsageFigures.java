@@ -44,17 +44,23 @@ public final class UsageFigures {
 
     /** Adds another figure into this one (sums, and the larger peak). @return this */
     public UsageFigures add(UsageFigures o) {
-        heldMillis += o.heldMillis;
-        measuredMillis += o.measuredMillis;
-        utilizationMillis += o.utilizationMillis;
+        heldMillis = sum(heldMillis, o.heldMillis);
+        measuredMillis = sum(measuredMillis, o.measuredMillis);
+        utilizationMillis = sum(utilizationMillis, o.utilizationMillis);
         utilizationPercentMillis += o.utilizationPercentMillis;
         utilizationPeak = Math.max(utilizationPeak, o.utilizationPeak);
-        idleMillis += o.idleMillis;
+        idleMillis = sum(idleMillis, o.idleMillis);
         memoryPeakBytes = Math.max(memoryPeakBytes, o.memoryPeakBytes);
-        energyMillijoules += o.energyMillijoules;
-        estimatedMillijoules += o.estimatedMillijoules;
-        energyMillis += o.energyMillis;
+        energyMillijoules = sum(energyMillijoules, o.energyMillijoules);
+        estimatedMillijoules = sum(estimatedMillijoules, o.estimatedMillijoules);
+        energyMillis = sum(energyMillis, o.energyMillis);
         return this;
+    }
+
+    /** @return a + b of two non-negative figures, at most {@link Long#MAX_VALUE} (never wrapped to a negative) */
+    private static long sum(long a, long b) {
+        long r = a + b;
+        return ((a ^ r) & (b ^ r)) < 0 ? Long.MAX_VALUE : r;
     }
 
     /**

@@ -61,7 +61,22 @@ final class UsageMeter {
     static final String NO_PROCESSES = "utilization not measured: a shared GPU whose backend cannot list its processes"
             + " (the device's figure is never copied to each holder)";
     static final String UNATTRIBUTED_BUSY = "not judged idle: processes no rule ties to a holder were busy on this"
-            + " shared GPU (they may be this allocation's; unknown is never idle)";
+            + " shared GPU, or it read busy while no listed process did (the work may be this allocation's; unknown is"
+            + " never idle)";
+    /**
+     * The most power one GPU is believed to draw, in watts (the largest today, a Blackwell superchip's two GPUs, stay
+     * under 3 kW): an energy counter that moved faster over a span is taken as a glitch of the read (or a reset), not
+     * a measurement, and the span is estimated from power instead (review23: one bad read charged 277,777 kWh).
+     */
+    static final long MAX_PLAUSIBLE_WATTS = 10_000;
+
+    /** @return whether a counter moved forward from {@code before} to {@code after} no faster than a GPU can draw */
+    private static boolean plausible(OptionalLong before, OptionalLong after, long millis) {
+        long delta = after.getAsLong() - before.getAsLong();
+        // W x ms = mJ; a delta that overflowed is negative
+        return delta >= 0 && after.getAsLong() >= before.getAsLong() && delta / MAX_PLAUSIBLE_WATTS <= millis;
+    }
+
     static final String NO_ENERGY = "energy not measured: no energy counter and no power reading";
     static final String ESTIMATED_POWER = "energy estimated: no energy counter, power samples x time";
     static final String SPLIT_BY_UTIL = "energy estimated: a shared GPU's energy split by each holder's share of SM"
@@ -78,20 +93,24 @@ final class UsageMeter {
     private final Map<Integer, OptionalLong> lastCounterBeyond = new HashMap<>();
     /**
      * Per shared device, per pid: whom the attribution charged it to, kept while the pid stays in the device's process
-     * list and the device's holders stay the same (a process's cgroup and parent do not change under it; its pid
-     * cannot be reused while it is listed), so {@code /proc} is read once per process, not once per sweep.
+     * list, the device's holders stay the same and the process is the same one ({@link
+     * ProcessAttribution#incarnation}, its start time: a pid freed and taken by another process between two sweeps
+     * stays listed, review23): one {@code stat} read per process a sweep, not the cgroup and parents' walk.
      */
     private final Map<Integer, Map<Integer, Attributed>> attributed = new HashMap<>();
 
     private static final class Attributed {
         final Set<String> holders;
         final Optional<UsageOwner> owner;
+        /** the process's {@link ProcessAttribution#incarnation} when it was charged; empty: asked again each sweep */
+        final OptionalLong incarnation;
         /** the last listing ({@link #listing}) that showed the pid */
         long listed;
 
-        Attributed(Set<String> holders, Optional<UsageOwner> owner, long listed) {
+        Attributed(Set<String> holders, Optional<UsageOwner> owner, OptionalLong incarnation, long listed) {
             this.holders = holders;
             this.owner = owner;
+            this.incarnation = incarnation;
             this.listed = listed;
         }
     }
@@ -114,6 +133,19 @@ final class UsageMeter {
     private static final long NEVER = -1;
     /** the list of live allocations {@link #allTrackedLive} found the same as the layout's, for this sweep only */
     private List<Allocation> sameAsLayout;
+    /**
+     * Ids of allocations this meter ended (their records written), the newest {@link #ENDED_KEPT}: a sweep whose list
+     * of live allocations was read before a release (the tick read it, then another thread released one) must not
+     * start that allocation's track again, from its grant (it would be counted twice, then ended unobserved).
+     * Allocation ids are never used again.
+     */
+    private final Set<String> ended = Collections.newSetFromMap(new LinkedHashMap<>() {
+        @Override
+        protected boolean removeEldestEntry(Map.Entry<String, Boolean> eldest) {
+            return size() > ENDED_KEPT;
+        }
+    });
+    private static final int ENDED_KEPT = 4096;
 
     /**
      * The longest span one sweep is credited with (the console's and the service's sweeps come every
@@ -247,7 +279,7 @@ final class UsageMeter {
      */
     void skip(Instant now, GpuSample sample, List<Allocation> live) {
         for (Allocation a : live) { // tracked from their grants, so a checkpoint records them; nothing credited
-            if (!tracks.containsKey(a.id())) {
+            if (!tracks.containsKey(a.id()) && !ended.contains(a.id())) {
                 tracks.put(a.id(), start(a));
                 trackMods++;
             }
@@ -287,6 +319,10 @@ final class UsageMeter {
             int[] positions = layout.positions[k];
             int[] slots = layout.slots[k];
             Track tr = trackAt != null ? trackAt[k] : tracks.get(a.id());
+            if (tr == null && ended.contains(a.id())) { // released since the list was read: its record is written
+                layout.tracks[k++] = null;
+                continue;
+            }
             if (tr == null) {
                 tr = start(a);
                 tracks.put(a.id(), tr);
@@ -583,7 +619,7 @@ final class UsageMeter {
         } else if (prev != null && prev < t) {
             OptionalLong before = lastCounter(d.index());
             OptionalLong after = m.energyMillijoules();
-            if (before.isPresent() && after.isPresent() && after.getAsLong() >= before.getAsLong()) {
+            if (before.isPresent() && after.isPresent() && plausible(before, after, t - prev)) {
                 s.energy = after.getAsLong() - before.getAsLong();
                 s.energyExact = true;
             } else if (m.powerWatts().isPresent()) {
@@ -635,7 +671,11 @@ final class UsageMeter {
             for (GpuProcessUsage p : ps.get().processes()) {
                 Attributed was = known.get(p.pid());
                 Optional<UsageOwner> o;
-                if (was != null && was.holders.equals(holderIds)) {
+                // remembered while the holders and the process are the same: a pid another process took between two
+                // sweeps (freed and reused) has another incarnation, and is asked about again
+                OptionalLong incarnation = was != null && was.holders.equals(holderIds) && was.incarnation.isPresent()
+                        ? attribution.incarnation(p.pid()) : OptionalLong.empty();
+                if (incarnation.isPresent() && incarnation.equals(was.incarnation)) {
                     o = was.owner;
                     if (was.listed != listed) {
                         was.listed = listed;
@@ -643,7 +683,7 @@ final class UsageMeter {
                     }
                 } else {
                     o = attribution.ownerOf(d, p.pid(), hs);
-                    known.put(p.pid(), new Attributed(holderIds, o, listed));
+                    known.put(p.pid(), new Attributed(holderIds, o, attribution.incarnation(p.pid()), listed));
                     if (was == null || was.listed != listed) {
                         current++;
                     }
@@ -678,7 +718,12 @@ final class UsageMeter {
                 known.values().removeIf(x -> x.listed != listed);
             }
         }
-        s.unattributedBusy = utilMeasured && untied > idleThreshold;
+        // busy work no holder can be told from: processes no rule ties to a holder, or a device that reads busy while
+        // no listed process does (MPS, a context of another namespace or VM, a process list missing one): unknown is
+        // never idle (review23)
+        boolean unseenBusy = total <= idleThreshold && m.utilizationPercent().isPresent()
+                && m.utilizationPercent().getAsDouble() > idleThreshold;
+        s.unattributedBusy = utilMeasured && (untied > idleThreshold || unseenBusy);
         boolean memoryMeasured = ps.isPresent() && ps.get().memoryUnmeasured().isEmpty();
         boolean byUtil = utilMeasured && total > 0;
         for (int i = 0; i < hs.size(); i++) {
@@ -810,7 +855,7 @@ final class UsageMeter {
                     : lastCounter(d.index());
             DeviceSweep s = sweeps[slots[j]];
             boolean exclusive = s.exclusive && !s.mig; // sampled, one holder in exclusive mode
-            if (exclusive && before.isPresent() && after.isPresent() && after.getAsLong() >= before.getAsLong()) {
+            if (exclusive && before.isPresent() && after.isPresent() && plausible(before, after, to - from)) {
                 bridged.put(d.index(), after.getAsLong() - before.getAsLong());
             }
         }
@@ -849,6 +894,7 @@ final class UsageMeter {
      * @return its last intervals (more than one where {@code at} is past a midnight), empty when it was not tracked
      */
     List<Interval> end(String id, Instant at, String cause) {
+        ended.add(id);
         Track tr = tracks.remove(id);
         idle.remove(id);
         if (tr != null) {

@@ -164,14 +164,22 @@ public record UsageReport(Instant since, Instant until, GroupBy by, List<Row> ro
 
         void action(IdleAction a) {
             if (!a.at().isBefore(since) && a.at().isBefore(until)) {
-                idle.add(a);
+                idle.add(a); // marked on its row when the rows are complete: a step may be read before its row's
+                // first interval (written before the checkpoint that covers it; review23)
+            }
+        }
+
+        /** Marks each row with the idle steps of its owner or allocation. */
+        private void markIdleSteps() {
+            for (IdleAction a : idle) {
                 String key = switch (by) {
                     case OWNER -> a.owner().orElse(NO_OWNER);
                     case ALLOCATION -> a.allocationId();
                     default -> null;
                 };
-                if (key != null && rows.containsKey(key)) {
-                    rows.get(key).steps.add(a.action());
+                RowAcc row = key == null ? null : rows.get(key);
+                if (row != null) {
+                    row.steps.add(a.action());
                 }
             }
         }
@@ -249,6 +257,7 @@ public record UsageReport(Instant since, Instant until, GroupBy by, List<Row> ro
         }
 
         UsageReport build() {
+            markIdleSteps();
             List<Row> out = new ArrayList<>();
             for (RowAcc r : rows.values()) {
                 out.add(new Row(r.key, r.owner, r.job, Set.copyOf(r.devices), r.from == null ? since : r.from,

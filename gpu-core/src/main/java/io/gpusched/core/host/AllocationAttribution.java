@@ -15,6 +15,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
 import java.util.Optional;
+import java.util.OptionalLong;
 
 /**
  * gpusched's own rule for charging a process on a GPU to one of the allocations holding that GPU, first match wins:
@@ -54,6 +55,12 @@ public final class AllocationAttribution implements ProcessAttribution {
      */
     public static AllocationAttribution of(Path procRoot, Path cgroupRoot) {
         return new AllocationAttribution(procRoot, cgroupRoot);
+    }
+
+    /** @return the process's start time ({@code /proc/<pid>/stat}): a reused pid has another */
+    @Override
+    public OptionalLong incarnation(int pid) {
+        return HolderProcess.startTime(pid, procRoot);
     }
 
     @Override
