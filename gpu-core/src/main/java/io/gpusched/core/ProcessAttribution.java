@@ -23,11 +23,15 @@ public interface ProcessAttribution {
      */
     Optional<UsageOwner> ownerOf(GpuDevice device, int pid, List<Allocation> holders);
 
+    /** The {@link #incarnation} of a pid no process has (a process that takes it later has its own start time). */
+    long NO_PROCESS = -1;
+
     /**
      * @param pid a pid in the host's pid namespace
      * @return a token that names this process and no later one given the same pid (the kernel's start time, where this
-     *         source reads one): while it stays the same, whom the process works for may be remembered; empty when
-     *         this source has none (the process gone, or a source that cannot tell): then it is asked again each time
+     *         source reads one; {@link #NO_PROCESS} while no process has the pid, as for a stale driver listing):
+     *         while it stays the same, whom the process works for may be remembered; empty when this source cannot
+     *         tell: then it is asked again each time
      */
     default OptionalLong incarnation(int pid) {
         return OptionalLong.empty();

@@ -70,6 +70,14 @@ final class UsageMeter {
      */
     static final long MAX_PLAUSIBLE_WATTS = 10_000;
 
+    /**
+     * How long whom a process on a shared GPU is charged to is kept before its incarnation (start time) is read again:
+     * a pid freed and taken by another process between two sweeps (it never leaves the list) is charged to its new
+     * process from the next sweep this long after the last check. Reading {@code /proc/<pid>/stat} every sweep for
+     * every process of every shared GPU would cost more than the rest of the sweep (about 17 us a process).
+     */
+    static final long REVALIDATE_MILLIS = 10_000;
+
     /** @return whether a counter moved forward from {@code before} to {@code after} no faster than a GPU can draw */
     private static boolean plausible(OptionalLong before, OptionalLong after, long millis) {
         long delta = after.getAsLong() - before.getAsLong();
@@ -94,23 +102,27 @@ final class UsageMeter {
     /**
      * Per shared device, per pid: whom the attribution charged it to, kept while the pid stays in the device's process
      * list, the device's holders stay the same and the process is the same one ({@link
-     * ProcessAttribution#incarnation}, its start time: a pid freed and taken by another process between two sweeps
-     * stays listed, review23): one {@code stat} read per process a sweep, not the cgroup and parents' walk.
+     * ProcessAttribution#incarnation}, its start time, read every {@link #REVALIDATE_MILLIS}: a pid freed and taken
+     * by another process between two sweeps stays listed, review23), so {@code /proc} is not read every sweep.
      */
     private final Map<Integer, Map<Integer, Attributed>> attributed = new HashMap<>();
 
     private static final class Attributed {
         final Set<String> holders;
         final Optional<UsageOwner> owner;
-        /** the process's {@link ProcessAttribution#incarnation} when it was charged; empty: asked again each sweep */
+        /** the process's {@link ProcessAttribution#incarnation} when it was charged; empty: the source cannot tell */
         final OptionalLong incarnation;
+        /** the sweep's time (epoch ms) the process was last known to be the one charged */
+        long checkedAt;
         /** the last listing ({@link #listing}) that showed the pid */
         long listed;
 
-        Attributed(Set<String> holders, Optional<UsageOwner> owner, OptionalLong incarnation, long listed) {
+        Attributed(Set<String> holders, Optional<UsageOwner> owner, OptionalLong incarnation, long checkedAt,
+                long listed) {
             this.holders = holders;
             this.owner = owner;
             this.incarnation = incarnation;
+            this.checkedAt = checkedAt;
             this.listed = listed;
         }
     }
@@ -672,10 +684,18 @@ final class UsageMeter {
                 Attributed was = known.get(p.pid());
                 Optional<UsageOwner> o;
                 // remembered while the holders and the process are the same: a pid another process took between two
-                // sweeps (freed and reused) has another incarnation, and is asked about again
-                OptionalLong incarnation = was != null && was.holders.equals(holderIds) && was.incarnation.isPresent()
-                        ? attribution.incarnation(p.pid()) : OptionalLong.empty();
-                if (incarnation.isPresent() && incarnation.equals(was.incarnation)) {
+                // sweeps (freed and reused) has another incarnation, checked every REVALIDATE_MILLIS, and is asked
+                // about again (a source that cannot tell the incarnation is asked again then)
+                boolean same = was != null && was.holders.equals(holderIds);
+                if (same && (s.now < was.checkedAt || s.now - was.checkedAt >= REVALIDATE_MILLIS)) {
+                    OptionalLong now = was.incarnation.isPresent() ? attribution.incarnation(p.pid())
+                            : OptionalLong.empty();
+                    same = now.isPresent() && now.equals(was.incarnation);
+                    if (same) {
+                        was.checkedAt = s.now;
+                    }
+                }
+                if (same) {
                     o = was.owner;
                     if (was.listed != listed) {
                         was.listed = listed;
@@ -683,7 +703,7 @@ final class UsageMeter {
                     }
                 } else {
                     o = attribution.ownerOf(d, p.pid(), hs);
-                    known.put(p.pid(), new Attributed(holderIds, o, attribution.incarnation(p.pid()), listed));
+                    known.put(p.pid(), new Attributed(holderIds, o, attribution.incarnation(p.pid()), s.now, listed));
                     if (was == null || was.listed != listed) {
                         current++;
                     }

@@ -19,6 +19,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.OptionalLong;
 import java.util.concurrent.ConcurrentHashMap;
 
 /**
@@ -36,6 +37,10 @@ final class ScriptedNode implements AutoCloseable {
     final AccountingSampler sampler;
     /** pid to allocation id: the test's attribution of scripted processes */
     final Map<Integer, String> pids = new ConcurrentHashMap<>();
+    /** pid to its process's start time (its incarnation); a pid not here: the attribution cannot tell */
+    final Map<Integer, Long> starts = new ConcurrentHashMap<>();
+    /** how many times the attribution was asked about each pid */
+    final Map<Integer, Integer> asked = new ConcurrentHashMap<>();
     final List<IdleNotice> notices = new ArrayList<>();
 
     ScriptedNode(Path stateDir, AccountingSettings settings) {
@@ -54,8 +59,19 @@ final class ScriptedNode implements AutoCloseable {
         scheduler = GpuScheduler.builder().inventory(inventory).clock(clock).auditLogging(false)
                 .maintenanceInterval(Duration.ZERO).build();
         store = AccountingStore.at(stateDir);
-        ProcessAttribution byPid = (device, pid, holders) -> Optional.ofNullable(pids.get(pid))
-                .map(UsageOwner::allocation);
+        ProcessAttribution byPid = new ProcessAttribution() {
+            @Override
+            public Optional<UsageOwner> ownerOf(GpuDevice device, int pid, List<Allocation> holders) {
+                asked.merge(pid, 1, Integer::sum);
+                return Optional.ofNullable(pids.get(pid)).map(UsageOwner::allocation);
+            }
+
+            @Override
+            public OptionalLong incarnation(int pid) {
+                Long t = starts.get(pid);
+                return t == null ? OptionalLong.empty() : OptionalLong.of(t);
+            }
+        };
         HostIdleEffects effects = new HostIdleEffects(scheduler).listener(notices::add);
         sampler = AccountingSampler.open(store, settings, inventory, byPid, effects, clock).orElseThrow();
         scheduler.addListener(sampler);

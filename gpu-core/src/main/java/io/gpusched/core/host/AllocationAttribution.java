@@ -57,10 +57,14 @@ public final class AllocationAttribution implements ProcessAttribution {
         return new AllocationAttribution(procRoot, cgroupRoot);
     }
 
-    /** @return the process's start time ({@code /proc/<pid>/stat}): a reused pid has another */
+    /**
+     * @return the process's start time ({@code /proc/<pid>/stat}): a reused pid has another; {@link #NO_PROCESS} when
+     *         {@code /proc} shows no process with the pid (what {@link #ownerOf} answered then stands until one does)
+     */
     @Override
     public OptionalLong incarnation(int pid) {
-        return HolderProcess.startTime(pid, procRoot);
+        OptionalLong t = HolderProcess.startTime(pid, procRoot);
+        return t.isPresent() ? t : OptionalLong.of(NO_PROCESS);
     }
 
     @Override

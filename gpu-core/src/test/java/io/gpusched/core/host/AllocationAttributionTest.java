@@ -8,6 +8,7 @@ import io.gpusched.core.GpuInventories;
 import io.gpusched.core.GpuRequest;
 import io.gpusched.core.HolderProcess;
 import io.gpusched.core.MemorySize;
+import io.gpusched.core.ProcessAttribution;
 import io.gpusched.core.UsageOwner;
 import java.io.IOException;
 import java.nio.file.Files;
@@ -68,5 +69,19 @@ class AllocationAttributionTest {
         assertThat(rule.ownerOf(gpu, 999, List.of())).isEmpty();
         assertThat(rule.orElse((d, p, hs) -> Optional.of(new UsageOwner(UsageOwner.Kind.SLURM_JOB, "77",
                 Map.of()))).ownerOf(gpu, 500, holders)).map(UsageOwner::id).contains("77");
+    }
+
+    /** A process's incarnation is its start time: a pid another process took has another; no process, NO_PROCESS. */
+    @Test
+    void theIncarnationOfAPidIsItsProcesssStartTime() throws IOException {
+        AllocationAttribution rule = AllocationAttribution.of(tmp.resolve("proc"), tmp.resolve("cgroup"));
+        proc(500, 1, 4242, "0::/user.slice\n");
+        assertThat(rule.incarnation(500)).hasValue(4242);
+        proc(500, 1, 9999, "0::/user.slice\n"); // the pid freed and taken by another process
+        assertThat(rule.incarnation(500)).hasValue(9999);
+        assertThat(rule.incarnation(501)).hasValue(ProcessAttribution.NO_PROCESS);
+        assertThat(rule.orElse((d, p, hs) -> Optional.empty()).incarnation(500)).as("through orElse").hasValue(9999);
+        assertThat(((ProcessAttribution) (d, p, hs) -> Optional.empty()).orElse(rule).incarnation(500))
+                .as("a source that cannot tell, then the rule").hasValue(9999);
     }
 }
