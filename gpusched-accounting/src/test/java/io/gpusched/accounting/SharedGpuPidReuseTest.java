@@ -73,7 +73,8 @@ class SharedGpuPidReuseTest {
             node.starts.put(reused, 1000L);
             node.inventory.setProcessTraces(0, Map.of(reused, UsageTrace.of(Duration.ofSeconds(10), 40)));
             node.run(Duration.ofSeconds(10), 3);
-            assertThat(node.asked.get(reused)).as("asked about alice's process, the same one for 3 sweeps").isEqualTo(1);
+            assertThat(node.asked.get(reused)).as("asked about alice's process, the same one for 3 sweeps")
+                    .isEqualTo(1);
             node.pids.put(reused, b.id()); // alice's process ended; bob's took its pid before the next sweep
             node.starts.put(reused, 2000L);
             node.run(Duration.ofSeconds(10), 3);
