@@ -1,0 +1,56 @@
+package io.gpusched.accounting.adversarial.review25;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.gpusched.accounting.AccountingSettings;
+import io.gpusched.accounting.AllocationUsage;
+import io.gpusched.core.Allocation;
+import io.gpusched.core.GpuRequest;
+import io.gpusched.core.sim.UsageTrace;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The node's sampler restarts (the console is restarted, an upgrade) while alice holds a GPU; it continues her
+ * allocation from the store's last checkpoint (UsageMeter.resume). She releases it before the new sampler's first
+ * sweep (the console's tick comes a second after it starts; the scheduler catching up with the node's ledger delivers
+ * releases made while it was down at once). The release event carries its time, but UsageMeter.end, for an allocation
+ * resumed and not yet swept, writes an empty interval at the checkpoint's end marked UNOBSERVED, "released ... while
+ * no sampler ran": the 5 minutes from the checkpoint to the release are lost, and the record says nobody saw the
+ * release that the sampler was told about. docs/ACCOUNTING.md: GPU-seconds are "grant to release, from the ledger's
+ * times, per GPU: exact, sampled or not".
+ */
+@Tag("adversarial")
+class ReleaseBeforeFirstSweepAfterRestartTest {
+    @TempDir
+    Path dir;
+
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void aReleaseTheRestartedSamplerIsToldOfBeforeItsFirstSweepKeepsTheTimeToTheRelease() {
+        try (Review25Node node = new Review25Node(dir, AccountingSettings.defaults()
+                .withCheckpoint(Duration.ofSeconds(30)))) {
+            node.inventory.setTrace(0, UsageTrace.of(Duration.ofSeconds(10), 60));
+            node.sweep();
+            Allocation a = node.scheduler.allocate(GpuRequest.builder().requiredDevices(0).owner("alice").build());
+            node.run(Duration.ofSeconds(10), 6); // T0+1m, checkpointed
+            node.clock.advance(Duration.ofMinutes(4));
+            node.restartSampler(); // at T0+5m
+            node.clock.advance(Duration.ofMinutes(1));
+            node.scheduler.release(a.id()); // at T0+6m, before the new sampler's first sweep
+            Instant released = node.clock.instant();
+
+            AllocationUsage u = AllocationUsage.find(node.store, a.id()).orElseThrow();
+            long ledgerHeld = Duration.between(a.createdAt(), released).toMillis();
+            assertThat(u.total().heldMillis()).as("GPU-ms recorded for alice (the ledger: %s to %s, %d ms); the"
+                    + " record runs %s to %s and ended %s", a.createdAt(), released, ledgerHeld, u.from(), u.to(),
+                    u.end()).isEqualTo(ledgerHeld);
+        }
+    }
+}
