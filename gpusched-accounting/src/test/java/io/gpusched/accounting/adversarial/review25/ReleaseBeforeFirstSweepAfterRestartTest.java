@@ -10,6 +10,7 @@ import io.gpusched.core.sim.UsageTrace;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.time.Instant;
+import java.util.Optional;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
@@ -51,6 +52,37 @@ class ReleaseBeforeFirstSweepAfterRestartTest {
             assertThat(u.total().heldMillis()).as("GPU-ms recorded for alice (the ledger: %s to %s, %d ms); the"
                     + " record runs %s to %s and ended %s", a.createdAt(), released, ledgerHeld, u.from(), u.to(),
                     u.end()).isEqualTo(ledgerHeld);
+        }
+    }
+
+    /**
+     * The sibling case: bob's allocation is granted while no sampler runs (the console is stopped) and released right
+     * after the sampler starts, before its first sweep. The sampler is told of the release (with its time, owner and
+     * GPUs), but it has no track, no tail in the store and no grant event of it (UsageMeter.end returns nothing,
+     * AccountingSampler.end finds no grant): the store gets no record of bob's allocation at all, so `report` leaves out
+     * its GPU-seconds and does not count it. A sweep before the release would have recorded it from its grant.
+     */
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void anAllocationGrantedWhileNoSamplerRanAndReleasedBeforeTheFirstSweepIsRecorded() {
+        try (Review25Node node = new Review25Node(dir, AccountingSettings.defaults()
+                .withCheckpoint(Duration.ofSeconds(30)))) {
+            node.inventory.setTrace(1, UsageTrace.of(Duration.ofSeconds(10), 60));
+            node.run(Duration.ofSeconds(10), 3);
+            node.stopSampler(); // at T0+30s
+            node.clock.advance(Duration.ofMinutes(1));
+            Allocation b = node.scheduler.allocate(GpuRequest.builder().requiredDevices(1).owner("bob").build());
+            node.clock.advance(Duration.ofMinutes(10));
+            node.startSampler(); // at T0+11m30s
+            node.clock.advance(Duration.ofMillis(500));
+            node.scheduler.release(b.id()); // before the new sampler's first sweep
+            Instant released = node.clock.instant();
+
+            long ledgerHeld = Duration.between(b.createdAt(), released).toMillis();
+            Optional<AllocationUsage> u = AllocationUsage.find(node.store, b.id());
+            assertThat(u.map(x -> x.total().heldMillis())).as("GPU-ms recorded for bob's allocation (the ledger:"
+                    + " %s to %s, %d ms); the sampler was told of its release", b.createdAt(), released, ledgerHeld)
+                    .contains(ledgerHeld);
         }
     }
 }

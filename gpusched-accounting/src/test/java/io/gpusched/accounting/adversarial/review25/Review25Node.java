@@ -75,8 +75,18 @@ final class Review25Node implements AutoCloseable {
 
     /** Stops the node's sampler (a planned stop: its last checkpoint written) and starts another one. */
     void restartSampler() {
+        stopSampler();
+        startSampler();
+    }
+
+    /** Stops the node's sampler (a planned stop: its last checkpoint written); no sampler runs until the next start. */
+    void stopSampler() {
         scheduler.removeListener(sampler);
         sampler.close();
+    }
+
+    /** Starts the node's sampler (after {@link #stopSampler}): it continues from the store. */
+    void startSampler() {
         sampler = openSampler();
     }
 

@@ -25,8 +25,8 @@ import org.junit.jupiter.api.io.TempDir;
  * above 10 kW x em as malformed, and UsageMeter guards the energy counter's path against it (a counter that moved
  * faster is estimated from power instead); the power path itself has no such guard: energy estimated from power is
  * {@code powerWatts x (t - prev)} whatever the reading. NvmlPoller takes nvmlDeviceGetPowerUsage as an unsigned 32-bit
- * mW value, so one read of 0xFFFFFFFF mW (4,294,967 W; the driver's all-ones "not available" pattern) on a GPU without
- * an energy counter (pre-Volta, or a counter the driver refuses) gives an interval the codec then refuses: the report
+ * mW value and passes it on unchecked, so one all-ones read (0xFFFFFFFF mW, 4,294,967 W: a glitching read, a hostile
+ * backend) on a GPU without an energy counter (pre-Volta, many vGPUs) gives an interval the codec then refuses: the report
  * skips the whole line with a warning, so the allocation loses that interval's GPU-seconds and, when it is the last,
  * its release (it reads as still running). Likewise a utilization read above 100 % on an exclusively held GPU: the
  * shared path caps at 100, the exclusive one copies the device's value, and the codec refuses {@code up > 100}.
