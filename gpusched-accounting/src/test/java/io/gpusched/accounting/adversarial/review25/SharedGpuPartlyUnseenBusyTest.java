@@ -53,7 +53,8 @@ class SharedGpuPartlyUnseenBusyTest {
             node.inventory.setProcessTraces(0, Map.of(4001, UsageTrace.of(Duration.ofSeconds(10), 30), 4002,
                     UsageTrace.of(Duration.ofSeconds(10), 0)));
             List<IdleAction> steps = node.run(Duration.ofMinutes(1), 45);
-            assertThat(steps).as("idle steps on GPU 0's holders; the driver reads it 95 percent busy, alice's process 30 percent")
+            assertThat(steps).as(
+                    "idle steps on GPU 0's holders; the driver reads it 95 percent busy, alice's process 30 percent")
                     .noneMatch(s -> s.action() == IdleStep.RELEASED);
             assertThat(node.scheduler.allocations()).as("live allocations").hasSize(2);
         }
