@@ -407,6 +407,27 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
         }
     }
 
+    /**
+     * Tells this sampler the allocations live when it began to listen (the ledger's: call it right after adding it as
+     * the scheduler's listener), so that one granted while no sampler ran and released before this sampler's first
+     * sweep is still recorded from its grant, not sampled (review25); one the store already has is continued from
+     * its records, as at a sweep.
+     */
+    public synchronized void knownLive(List<Allocation> live) {
+        if (closed) {
+            return;
+        }
+        Set<String> tracked = meter.tracked();
+        for (Allocation a : live) {
+            if (!tracked.contains(a.id()) && !granted.containsKey(a.id())) {
+                granted.put(a.id(), new AllocationEvent(AllocationEvent.Type.ALLOCATED, a.createdAt(),
+                        Optional.of(a.id()), a.owner(), a.request().jobId(), a.devices().stream().map(
+                                GpuDevice::uuid).toList(),
+                        Optional.empty(), "live when the sampler began"));
+            }
+        }
+    }
+
     /** @return the ticket of the records an event ends (to await), or null when it ends none */
     private Ticket end(AllocationEvent e) {
         if (e.allocationId().isEmpty()) {

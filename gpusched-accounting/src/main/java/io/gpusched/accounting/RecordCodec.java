@@ -372,6 +372,14 @@ public final class RecordCodec {
                     notes.add(x.textValue());
                 }
             }
+            if (!plausibleEnergy(f)) { // the rest of the record stands: its time, its figures, its grant and release
+                if (notes.size() < MAX_NOTES) {
+                    notes.add(ENERGY_REFUSED + " (" + f.energyMillijoules + " mJ over " + f.energyMillis + " ms)");
+                }
+                f.energyMillijoules = 0;
+                f.estimatedMillijoules = 0;
+                f.energyMillis = 0;
+            }
             devices.add(new DeviceUsage(integer(d, "i", 0, 1 << 20), text(d, "uuid", true).orElseThrow(), f,
                     n(d, "ec"), notes));
         }
@@ -423,6 +431,11 @@ public final class RecordCodec {
             throw new AccountingFormatException("day: \"" + printable(day) + "\" is not a date such as 2026-01-31");
         }
         UsageFigures f = figures(n);
+        if (!plausibleEnergy(f)) { // a summary of records read plausible: forged; its energy is not taken
+            f.energyMillijoules = 0;
+            f.estimatedMillijoules = 0;
+            f.energyMillis = 0;
+        }
         if (f.heldMillis > Duration.ofDays(1).toMillis() * MAX_DEVICES) {
             throw new AccountingFormatException("held: " + f.heldMillis + " ms is more than a day");
         }
@@ -438,6 +451,15 @@ public final class RecordCodec {
         }
         return new DaySummary(d, text(n, "owner", false), n(n, "uid"), OptionalInt.empty(), Optional.empty(),
                 nonNegative(n, "n", true), f);
+    }
+
+    /** The note on a device whose recorded energy was refused when read. */
+    static final String ENERGY_REFUSED = "energy not measured: the record's energy, more than "
+            + UsageMeter.MAX_PLAUSIBLE_WATTS + " W over its time, was refused when read";
+
+    /** @return whether a device's energy is no more than a GPU can draw over its time ({@code e <= 10 kW x em}) */
+    static boolean plausibleEnergy(UsageFigures f) {
+        return f.energyMillijoules / UsageMeter.MAX_PLAUSIBLE_WATTS <= f.energyMillis;
     }
 
     private static UsageFigures figures(JsonNode d) {
@@ -462,11 +484,6 @@ public final class RecordCodec {
         }
         if (f.utilizationPeak < 0 && f.utilizationMillis > 0) {
             throw new AccountingFormatException("up: a peak utilization is required where um > 0");
-        }
-        if (f.energyMillijoules / UsageMeter.MAX_PLAUSIBLE_WATTS > f.energyMillis) {
-            throw new AccountingFormatException("e: " + f.energyMillijoules + " mJ over " + f.energyMillis + " ms (em)"
-                    + " is more than " + UsageMeter.MAX_PLAUSIBLE_WATTS + " W a GPU: expected e <= "
-                    + UsageMeter.MAX_PLAUSIBLE_WATTS + " x em");
         }
         return f;
     }

@@ -78,11 +78,23 @@ final class UsageMeter {
      */
     static final long REVALIDATE_MILLIS = 10_000;
 
-    /** @return whether a counter moved forward from {@code before} to {@code after} no faster than a GPU can draw */
+    /**
+     * Percentage points by which a shared GPU's own utilization must exceed the sum of its listed processes' for the
+     * rest to count as work no holder can be told from (never idle).
+     */
+    static final double UNSEEN_MARGIN = 25;
+
+    /**
+     * @return whether a counter moved forward from {@code before} to {@code after} no more than a GPU can draw over the
+     *         span and the longest span one sweep may credit besides ({@link #MAX_SWEEP_MILLIS}: the wall clock may
+     *         have stepped back between the two reads, so the span by the clock can be shorter than the time that
+     *         passed; review25)
+     */
     private static boolean plausible(OptionalLong before, OptionalLong after, long millis) {
         long delta = after.getAsLong() - before.getAsLong();
         // W x ms = mJ; a delta that overflowed is negative
-        return delta >= 0 && after.getAsLong() >= before.getAsLong() && delta / MAX_PLAUSIBLE_WATTS <= millis;
+        return delta >= 0 && after.getAsLong() >= before.getAsLong()
+                && delta / MAX_PLAUSIBLE_WATTS <= Math.max(0, millis) + MAX_SWEEP_MILLIS;
     }
 
     static final String NO_ENERGY = "energy not measured: no energy counter and no power reading";
@@ -634,7 +646,8 @@ final class UsageMeter {
             if (before.isPresent() && after.isPresent() && plausible(before, after, t - prev)) {
                 s.energy = after.getAsLong() - before.getAsLong();
                 s.energyExact = true;
-            } else if (m.powerWatts().isPresent()) {
+            } else if (m.powerWatts().isPresent() && m.powerWatts().getAsDouble() >= 0
+                    && m.powerWatts().getAsDouble() <= MAX_PLAUSIBLE_WATTS) { // a read of all ones is no power
                 s.energy = m.powerWatts().getAsDouble() * (t - prev); // W x ms = mJ
                 s.energyNote = ESTIMATED_POWER;
             } else {
@@ -643,8 +656,9 @@ final class UsageMeter {
         }
         if (h.exclusive) {
             s.exclusive = true;
-            if (m.utilizationPercent().isPresent()) {
-                s.util[0] = m.utilizationPercent().getAsDouble();
+            double u = m.utilizationPercent().orElse(Double.NaN);
+            if (u >= 0) { // a read past 100 % (a driver's glitch) counts as 100; NaN or negative as not measured
+                s.util[0] = Math.min(100, u);
                 s.utilSet[0] = true;
             } else {
                 s.utilNote = "utilization not measured: " + usage.apply(d).flatMap(
@@ -702,8 +716,13 @@ final class UsageMeter {
                         current++;
                     }
                 } else {
+                    // the incarnation read before and after the owner: a pid that changed hands in between is not
+                    // kept under the new process's incarnation with the old one's owner (review25)
+                    OptionalLong before = attribution.incarnation(p.pid());
                     o = attribution.ownerOf(d, p.pid(), hs);
-                    known.put(p.pid(), new Attributed(holderIds, o, attribution.incarnation(p.pid()), s.now, listed));
+                    OptionalLong after = before.isPresent() ? attribution.incarnation(p.pid()) : before;
+                    known.put(p.pid(), new Attributed(holderIds, o, before.equals(after) ? before
+                            : OptionalLong.empty(), s.now, listed));
                     if (was == null || was.listed != listed) {
                         current++;
                     }
@@ -741,8 +760,11 @@ final class UsageMeter {
         // busy work no holder can be told from: processes no rule ties to a holder, or a device that reads busy while
         // no listed process does (MPS, a context of another namespace or VM, a process list missing one): unknown is
         // never idle (review23)
-        boolean unseenBusy = total <= idleThreshold && m.utilizationPercent().isPresent()
-                && m.utilizationPercent().getAsDouble() > idleThreshold;
+        // the device and its processes are not measured alike (time with any kernel against each process's SMs), so
+        // only a device busier than its listed processes by UNSEEN_MARGIN counts: a wrong "busy" only keeps a GPU from
+        // being reclaimed, a wrong "idle" ends a user's work (review25)
+        double device = m.utilizationPercent().orElse(0);
+        boolean unseenBusy = device > idleThreshold && (total <= idleThreshold || device - total > UNSEEN_MARGIN);
         s.unattributedBusy = utilMeasured && (untied > idleThreshold || unseenBusy);
         boolean memoryMeasured = ps.isPresent() && ps.get().memoryUnmeasured().isEmpty();
         boolean byUtil = utilMeasured && total > 0;
@@ -790,7 +812,7 @@ final class UsageMeter {
                 if (idle && tr.idleSince == null) {
                     tr.idleSince = from;
                 }
-                out.add(close(tr, cur, Optional.empty(), false));
+                out.add(close(tr, cur, Optional.empty(), false, false));
             }
         }
         tr.covered = to;
@@ -900,7 +922,7 @@ final class UsageMeter {
                 note(tr, j, NOT_SAMPLED);
             }
             tr.covered = end;
-            out.add(close(tr, end, Optional.empty(), true));
+            out.add(close(tr, end, Optional.empty(), true, false));
             cur = end;
         }
         tr.idleSince = null;
@@ -924,6 +946,28 @@ final class UsageMeter {
             Interval tail = resumeFrom.remove(id);
             if (tail == null) {
                 return List.of();
+            }
+            if (at.isAfter(tail.to())) { // released, as the event says, before this sampler's first sweep: the time
+                // from its last record to the release is held, not sampled (review25), cut at each midnight
+                List<Interval> out = new ArrayList<>();
+                long cur = tail.to().toEpochMilli();
+                long r = at.toEpochMilli();
+                while (cur < r) {
+                    long part = Math.min(r, nextMidnight(cur));
+                    long held = part - cur;
+                    out.add(new Interval(tail.allocationId(), tail.owner(), tail.ownerUid(), tail.jobId(),
+                            Instant.ofEpochMilli(cur), Instant.ofEpochMilli(part), false, part == r
+                                    ? Optional.of(cause) : Optional.empty(),
+                            true, Optional.empty(),
+                            tail.devices().stream().map(d -> {
+                                UsageFigures f = new UsageFigures();
+                                f.heldMillis = held;
+                                return new DeviceUsage(d.index(), d.uuid(), f, OptionalLong.empty(), List.of(
+                                        NOT_SAMPLED));
+                            }).toList()));
+                    cur = part;
+                }
+                return out;
             }
             return List.of(new Interval(tail.allocationId(), tail.owner(), tail.ownerUid(), tail.jobId(), tail.to(),
                     tail.to(), false, Optional.of("UNOBSERVED"), false, Optional.empty(), tail.devices().stream()
@@ -953,7 +997,7 @@ final class UsageMeter {
             cur = endOfPart;
             tr.covered = cur;
             if (cur < r) {
-                out.add(close(tr, cur, Optional.empty(), false));
+                out.add(close(tr, cur, Optional.empty(), false, false));
             }
         }
         out.add(close(tr, tr.covered, Optional.of(cause), false));
@@ -1027,6 +1071,16 @@ final class UsageMeter {
     }
 
     private Interval close(Track tr, long to, Optional<String> end, boolean gap) {
+        return close(tr, to, end, gap, true);
+    }
+
+    /**
+     * @param counterAtTo whether the track's counters (read at its last sweep) are the counters at {@code to}: not for
+     *                    a part cut at a midnight between two sweeps, whose record then names no counter, so that a
+     *                    sampler restarted from it never bridges from a counter older than its end (the energy from
+     *                    that sweep to midnight counted twice; review25)
+     */
+    private Interval close(Track tr, long to, Optional<String> end, boolean gap, boolean counterAtTo) {
         Allocation a = tr.allocation;
         List<DeviceUsage> devices = new ArrayList<>();
         List<GpuDevice> ds = a.devices();
@@ -1040,8 +1094,8 @@ final class UsageMeter {
                 Collections.sort(sorted);
                 notes = sorted.subList(0, Math.min(sorted.size(), RecordCodec.MAX_NOTES));
             }
-            devices.add(new DeviceUsage(d.index(), d.uuid(), f != null ? f : new UsageFigures(), tr.counter(j),
-                    notes));
+            devices.add(new DeviceUsage(d.index(), d.uuid(), f != null ? f : new UsageFigures(),
+                    counterAtTo ? tr.counter(j) : OptionalLong.empty(), notes));
         }
         Interval iv = new Interval(a.id(), a.owner(), a.request().ownerUid(), a.request().jobId(),
                 Instant.ofEpochMilli(tr.from), Instant.ofEpochMilli(to), tr.first, end, gap,

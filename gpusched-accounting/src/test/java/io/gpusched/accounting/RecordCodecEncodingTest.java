@@ -134,9 +134,11 @@ class RecordCodecEncodingTest {
         f.utilizationPeak = rnd.nextInt(5) == 0 ? -1 : real(rnd);
         f.idleMillis = f.utilizationMillis / 3;
         f.memoryPeakBytes = rnd.nextInt(5) == 0 ? -1 : number(rnd);
-        f.energyMillijoules = number(rnd);
-        f.estimatedMillijoules = rnd.nextBoolean() ? 0 : f.energyMillijoules / 2;
         f.energyMillis = f.heldMillis;
+        // within what a GPU can draw (e <= 10 kW x em): the reader takes no more (RecordCodec.plausibleEnergy)
+        f.energyMillijoules = Math.min(number(rnd), f.energyMillis > Long.MAX_VALUE / UsageMeter.MAX_PLAUSIBLE_WATTS
+                ? Long.MAX_VALUE : f.energyMillis * UsageMeter.MAX_PLAUSIBLE_WATTS);
+        f.estimatedMillijoules = rnd.nextBoolean() ? 0 : f.energyMillijoules / 2;
         return f;
     }
 

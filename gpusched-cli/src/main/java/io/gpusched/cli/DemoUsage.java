@@ -109,6 +109,7 @@ final class DemoUsage {
             }
             try (AccountingSampler sampler = opened.get()) {
                 scheduler.addListener(sampler);
+                sampler.knownLive(scheduler.allocations());
                 Instant start = clock.instant();
                 sampler.sweep(inv.sample(), scheduler.allocations());
                 List<Job> jobs = jobs(inv);

@@ -53,6 +53,7 @@ public final class RunSampler implements AutoCloseable {
                 return new RunSampler(node, null);
             }
             node.scheduler().addListener(opened.get());
+            opened.get().knownLive(node.scheduler().allocations());
             RunSampler r = new RunSampler(node, opened.get());
             r.thread.start();
             return r;

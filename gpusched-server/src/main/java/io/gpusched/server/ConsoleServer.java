@@ -189,6 +189,7 @@ public final class ConsoleServer implements AutoCloseable {
         s.ifPresent(x -> {
             x.addIntervalListener(usageMeters::onInterval);
             b.scheduler.addListener(x);
+            x.knownLive(b.scheduler.allocations()); // one granted while no sampler ran is recorded from its grant
             watcher.feedSweeps(x::sweep);
         });
         return s;

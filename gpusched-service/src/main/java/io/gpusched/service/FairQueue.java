@@ -739,7 +739,7 @@ final class FairQueue implements AutoCloseable {
                         if (e.reason().isTransient() && (!t.now || blocker != null)) {
                             if (!t.now) { // it does not fit yet: what it could use is kept for it
                                 blocker = blocker == null ? t : blocker;
-                                withheld.add(t, keptFor(t));
+                                withheld.add(t, keptFor(t), order(0, i));
                             } // one that does not wait, short of what is kept for one ahead: refuseUnreached says so
                             continue;
                         }
@@ -772,7 +772,7 @@ final class FairQueue implements AutoCloseable {
                 if (backfillBehind(heads, withheld)) {
                     continue; // one was served: the next pass starts from the fair order again
                 }
-                refuseUnreached(nowSeen, withheld);
+                refuseUnreached(nowSeen, heads, withheld);
                 return;
             }
         }
@@ -785,16 +785,25 @@ final class FairQueue implements AutoCloseable {
     private static final class Kept {
         final Set<Integer> gpus = new HashSet<>();
         private final Map<Ticket, Set<Integer>> by = new LinkedHashMap<>();
+        /** per request kept for: its place in the queue's fair order ({@link #order}) */
+        private final Map<Ticket, Long> at = new HashMap<>();
 
-        void add(Ticket t, Set<Integer> kept) {
+        void add(Ticket t, Set<Integer> kept, long order) {
             if (!kept.isEmpty()) {
                 gpus.addAll(kept);
                 by.computeIfAbsent(t, x -> new HashSet<>()).addAll(kept);
+                at.putIfAbsent(t, order);
             }
         }
 
-        void addAll(Kept other) {
-            other.by.forEach(this::add);
+        /** Adds what {@code other} kept for requests ahead of {@code order} in fair order. */
+        void addAhead(Kept other, long order) {
+            other.by.forEach((t, g) -> {
+                long o = other.at.get(t);
+                if (o < order) {
+                    add(t, g, o);
+                }
+            });
         }
 
         /** @return the first request something of {@code usable} was kept for, other than {@code self}; null: none */
@@ -806,6 +815,50 @@ final class FairQueue implements AutoCloseable {
             }
             return null;
         }
+    }
+
+    /**
+     * @return the first request (in fair order) that a GPU {@code t} could be given now was kept for; null when none
+     *         is, or when {@code t} would not be served even if nothing were kept (too few GPUs it could use are free:
+     *         a busy GPU kept for another is not what it lacks; review24)
+     */
+    private Ticket keeperDepriving(Ticket t, Kept kept) {
+        Set<Integer> free = freeFor(t);
+        if (free.size() < t.request.count()) {
+            return null;
+        }
+        free.retainAll(kept.gpus);
+        return free.isEmpty() ? null : kept.keeperOf(free, t);
+    }
+
+    /**
+     * @return a request's place in the queue's fair order: its user's {@code round}-th request (0: the user's first),
+     *         its user {@code user}-th among the users in fair order; every user's first comes before any second
+     */
+    private static long order(int round, int user) {
+        return ((long) round << 32) | user;
+    }
+
+    /**
+     * @return the indices of the GPUs {@code t} could be given now if nothing were kept for anyone: usable by it,
+     *         allocatable, and free (for a shared request: not held exclusively and with its memory left)
+     */
+    private Set<Integer> freeFor(Ticket t) {
+        Set<Integer> use = usable(t);
+        Set<Integer> out = new HashSet<>();
+        long wants = t.request.sharedMemory().map(MemorySize::bytes).orElse(0L);
+        try {
+            for (DeviceState d : scheduler.devices()) {
+                boolean free = t.request.sharing() == SharingMode.EXCLUSIVE ? d.isIdle()
+                        : d.exclusiveHolder().isEmpty() && d.reservableMemory().bytes() >= wants;
+                if (use.contains(d.index()) && d.isAllocatable() && free) {
+                    out.add(d.index());
+                }
+            }
+        } catch (RuntimeException e) {
+            return use; // the node's state unread: as if all were free
+        }
+        return out;
     }
 
     /**
@@ -833,6 +886,10 @@ final class FairQueue implements AutoCloseable {
                     a.deviceIndices().forEach(i -> ownReserved.merge(i, bytes, Long::sum));
                     a.deviceIndices().forEach(i -> ownShares.merge(i, 1, Integer::sum));
                 }
+            }
+            OptionalInt quota = scheduler.quotaFor(t.request);
+            if (quota.isPresent() && ownHeld(t) + t.request.count() > quota.getAsInt()) {
+                return new HashSet<>(); // over its user's quota: it cannot be served now, whatever is free (review24)
             }
             long wants = t.request.sharedMemory().map(MemorySize::bytes).orElse(0L);
             int slots = scheduler.maxSharedPerGpu();
@@ -867,7 +924,9 @@ final class FairQueue implements AutoCloseable {
     private boolean backfillBehind(List<Ticket> heads, Kept withheld) {
         // each user's later waiting requests, the users in fair order (that of their first requests)
         List<List<Ticket>> laterOf = new ArrayList<>();
-        for (Ticket h : heads) {
+        List<Integer> userAt = new ArrayList<>(); // each list's user's place among the heads
+        for (int i = 0; i < heads.size(); i++) {
+            Ticket h = heads.get(i);
             if (h.lastRefusal != null && h.lastRefusal.reason() == Reason.RATE_LIMITED) {
                 continue; // the user's rate: none of theirs can be served now (a quota may let a smaller one in)
             }
@@ -875,27 +934,45 @@ final class FairQueue implements AutoCloseable {
             try {
                 ArrayDeque<Ticket> q = byUser.get(h.caller.uid());
                 if (q != null && q.peek() == h) {
-                    laterOf.add(q.stream().skip(1).filter(t -> !t.now).limit(PER_USER_BACKFILL).toList());
+                    laterOf.add(q.stream().skip(1).filter(t -> !t.now).toList());
+                    userAt.add(i);
                 }
             } finally {
                 lock.unlock();
             }
         }
-        // tried in the fair order of the queue itself: every user's second request, then every user's third, ... (at
-        // most PER_USER_BACKFILL of each user's a pass: one user's backlog cannot use them all), so that no later
-        // request keeps GPUs from one ahead of it
+        // tried in the fair order of the queue itself: every user's second request, then every user's third, ...,
+        // at most PER_USER_BACKFILL of each user's and BATCH in all a pass (one user's backlog cannot use them all),
+        // so that no later request keeps GPUs from one ahead of it. A request just like one this pass tried and found
+        // short of GPUs (the same GPUs it could use, count, sharing and memory) is not tried again, and does not
+        // count: a backlog of requests for one busy GPU cannot keep a request for any GPU behind it from being tried
+        // (review24); what it could use is still kept for it
         int tries = 0;
+        int[] mine = new int[laterOf.size()];
         boolean[] limited = new boolean[laterOf.size()]; // users whose later requests met their rate limit this pass
-        for (int round = 0; round < PER_USER_BACKFILL; round++) {
+        Set<List<Object>> shortOf = new HashSet<>();
+        int rounds = laterOf.stream().mapToInt(List::size).max().orElse(0);
+        for (int round = 0; round < rounds; round++) {
             for (int u = 0; u < laterOf.size(); u++) {
                 List<Ticket> later = laterOf.get(u);
                 if (round >= later.size() || limited[u]) {
                     continue;
                 }
+                Ticket t = later.get(round);
+                long order = order(round + 1, userAt.get(u));
+                List<Object> shape = List.of(usable(t), t.request.count(), t.request.sharing(),
+                        t.request.sharedMemory());
+                if (shortOf.contains(shape)) {
+                    withheld.add(t, keptFor(t), order);
+                    continue;
+                }
+                if (mine[u] >= PER_USER_BACKFILL) {
+                    continue;
+                }
+                mine[u]++;
                 if (++tries > BATCH) {
                     return false;
                 }
-                Ticket t = later.get(round);
                 ReleasesAndGrants done;
                 try {
                     done = handOff(List.of(), List.of(t), withheld.gpus);
@@ -922,11 +999,23 @@ final class FairQueue implements AutoCloseable {
                     if (e.reason() == Reason.QUOTA_EXCEEDED) {
                         continue; // over its user's quota: nothing is kept for it (a smaller later one may fit)
                     }
+                    shortOf.add(shape);
                 }
-                withheld.add(t, keptFor(t)); // nothing it could use goes to a request after it
+                withheld.add(t, keptFor(t), order); // nothing it could use goes to a request after it
             }
         }
         return false;
+    }
+
+    /** @return how many GPUs {@code t}'s user holds now (allocations of its uid, each GPU of each) */
+    private int ownHeld(Ticket t) {
+        int n = 0;
+        for (Allocation a : scheduler.allocations()) {
+            if (a.request().ownerUid().orElse(-1) == t.caller.uid()) {
+                n += a.deviceIndices().size();
+            }
+        }
+        return n;
     }
 
     /** @return the indices of the node's GPUs {@code t} could ever be given (its named GPUs, model, memory, ...) */
@@ -970,21 +1059,29 @@ final class FairQueue implements AutoCloseable {
      * the GPUs that neither the waiting requests that did not fit ({@code withheld}) nor its own user's earlier waiting
      * requests could use, and refused, naming the request ahead of it, when that is not enough.
      */
-    private void refuseUnreached(List<Ticket> nowSeen, Kept withheld) {
+    private void refuseUnreached(List<Ticket> nowSeen, List<Ticket> heads, Kept withheld) {
         for (Ticket n : nowSeen) {
             Kept kept = new Kept();
+            long order;
             lock.lock();
             try {
                 ArrayDeque<Ticket> mine = byUser.get(n.caller.uid());
                 if (mine == null || !mine.contains(n)) {
                     continue; // served or refused already
                 }
+                // its place in fair order: its user's round (requests of the user before it), its user's place
+                int round = (int) mine.stream().filter(t -> t.seq < n.seq).count();
+                int user = 0;
+                while (user < heads.size() && heads.get(user).caller.uid() != n.caller.uid()) {
+                    user++;
+                }
+                order = order(round, user);
                 // its own user's earlier waiting requests come first: ahead of it in its user's order
-                mine.stream().filter(t -> !t.now && t.seq < n.seq).forEach(t -> kept.add(t, keptFor(t)));
+                mine.stream().filter(t -> !t.now && t.seq < n.seq).forEach(t -> kept.add(t, keptFor(t), -1));
             } finally {
                 lock.unlock();
             }
-            kept.addAll(withheld);
+            kept.addAhead(withheld, order); // what is kept for requests after it in fair order is not kept from it
             List<Allocation> got = List.of();
             RuntimeException refusal = null;
             try {
@@ -1001,7 +1098,7 @@ final class FairQueue implements AutoCloseable {
                 finish(n, got.get(0), null);
                 continue;
             }
-            Ticket ahead = kept.keeperOf(usable(n), n);
+            Ticket ahead = keeperDepriving(n, kept);
             if (refusal instanceof GpuAllocationException e && (!e.reason().isTransient()
                     || e.reason() == Reason.QUOTA_EXCEEDED || e.reason() == Reason.RATE_LIMITED
                     || ahead == null)) {
@@ -1042,7 +1139,7 @@ final class FairQueue implements AutoCloseable {
                 || withheld.gpus.isEmpty()) {
             return e;
         }
-        Ticket ahead = withheld.keeperOf(usable(t), t);
+        Ticket ahead = keeperDepriving(t, withheld);
         return ahead == null ? e : owed(t, ahead);
     }
 

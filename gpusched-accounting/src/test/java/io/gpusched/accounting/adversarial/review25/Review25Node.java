@@ -70,6 +70,7 @@ final class Review25Node implements AutoCloseable {
         AccountingSampler s = AccountingSampler.open(store, settings, inventory, attribution,
                 new HostIdleEffects(scheduler), clock).orElseThrow();
         scheduler.addListener(s);
+        s.knownLive(scheduler.allocations()); // as the console and `gpusched run` do when they start their sampler
         return s;
     }
 
