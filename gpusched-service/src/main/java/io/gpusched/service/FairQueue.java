@@ -944,9 +944,9 @@ final class FairQueue implements AutoCloseable {
         // tried in the fair order of the queue itself: every user's second request, then every user's third, ...,
         // at most PER_USER_BACKFILL of each user's and BATCH in all a pass (one user's backlog cannot use them all),
         // so that no later request keeps GPUs from one ahead of it. A request just like one this pass tried and found
-        // short of GPUs (the same GPUs it could use, count, sharing and memory) is not tried again, and does not
-        // count: a backlog of requests for one busy GPU cannot keep a request for any GPU behind it from being tried
-        // (review24); what it could use is still kept for it
+        // short of GPUs (the same GPUs it could use, count, GPUs it must include, sharing and memory) is not tried
+        // again, and does not count: a backlog of requests for one busy GPU cannot keep a request for any GPU behind
+        // it from being tried (review24); what it could use is still kept for it
         int tries = 0;
         int[] mine = new int[laterOf.size()];
         boolean[] limited = new boolean[laterOf.size()]; // users whose later requests met their rate limit this pass
@@ -961,7 +961,7 @@ final class FairQueue implements AutoCloseable {
                 Ticket t = later.get(round);
                 long order = order(round + 1, userAt.get(u));
                 List<Object> shape = List.of(usable(t), t.request.count(), t.request.sharing(),
-                        t.request.sharedMemory());
+                        t.request.sharedMemory(), t.request.requiredDevices());
                 if (shortOf.contains(shape)) {
                     withheld.add(t, keptFor(t), order);
                     continue;

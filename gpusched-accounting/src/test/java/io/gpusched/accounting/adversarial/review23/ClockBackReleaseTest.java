@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpusched.accounting.AccountingSettings;
 import io.gpusched.accounting.AllocationUsage;
+import io.gpusched.accounting.adversarial.accounting.AccountingNode;
 import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuRequest;
 import io.gpusched.core.sim.UsageTrace;
@@ -38,13 +39,13 @@ class ClockBackReleaseTest {
     @Test
     @Timeout(value = 60, unit = TimeUnit.SECONDS)
     void aReleaseAfterTheClockStepsBackRecordsNoMoreThanTheLedgersGrantToRelease() {
-        try (Review23Node node = new Review23Node(dir, AccountingSettings.defaults()
+        try (AccountingNode node = new AccountingNode(dir, AccountingSettings.defaults()
                 .withCheckpoint(Duration.ofSeconds(30)))) {
             node.inventory.setTrace(0, UsageTrace.of(Duration.ofSeconds(10), 50));
             node.sweep();
             Allocation a = node.scheduler.allocate(GpuRequest.builder().requiredDevices(0).owner("alice").build());
             node.run(Duration.ofMinutes(1), 10); // T0+10m by the (fast) clock
-            node.clock.set(Review23Node.T0.plus(Duration.ofMinutes(2))); // NTP steps it back 8 minutes
+            node.clock.set(AccountingNode.T0.plus(Duration.ofMinutes(2))); // NTP steps it back 8 minutes
             node.sweep();
             node.run(Duration.ofSeconds(5), 2);
             node.scheduler.release(a.id());

@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpusched.accounting.AccountingSettings;
 import io.gpusched.accounting.AllocationUsage;
+import io.gpusched.accounting.adversarial.accounting.AccountingNode;
 import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuMetrics;
 import io.gpusched.core.GpuRequest;
@@ -33,7 +34,7 @@ class EnergyCounterGlitchTest {
     @Test
     @Timeout(value = 60, unit = TimeUnit.SECONDS)
     void oneGarbageCounterReadIsNotChargedAsMeasuredEnergy() {
-        try (Review23Node node = new Review23Node(dir, AccountingSettings.defaults()
+        try (AccountingNode node = new AccountingNode(dir, AccountingSettings.defaults()
                 .withCheckpoint(Duration.ofSeconds(30)))) {
             node.inventory.setTrace(0, UsageTrace.of(Duration.ofSeconds(10), 60));
             node.sweep();

@@ -7,6 +7,7 @@ import io.gpusched.accounting.IdlePolicy;
 import io.gpusched.accounting.IdleStep;
 import io.gpusched.accounting.ReportViews;
 import io.gpusched.accounting.UsageReport;
+import io.gpusched.accounting.adversarial.accounting.AccountingNode;
 import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuRequest;
 import io.gpusched.core.sim.UsageTrace;
@@ -36,14 +37,14 @@ class IdleStepsInReportTest {
     void anAllocationFlaggedBeforeItsFirstCheckpointIsMarkedIdleInItsRow() {
         IdlePolicy p = new IdlePolicy(1, Duration.ofMinutes(1), Duration.ofMinutes(2), Duration.ofMinutes(2),
                 IdlePolicy.Action.WARN, "TERM", Duration.ofMinutes(1), List.of(), false, List.of());
-        try (Review23Node node = new Review23Node(dir, AccountingSettings.defaults()
+        try (AccountingNode node = new AccountingNode(dir, AccountingSettings.defaults()
                 .withCheckpoint(Duration.ofMinutes(5)).withIdle(p))) {
             node.inventory.setTrace(0, UsageTrace.of(Duration.ofSeconds(10), 0));
             node.sweep();
             Allocation a = node.scheduler.allocate(GpuRequest.builder().requiredDevices(0).owner("alice").build());
             node.run(Duration.ofSeconds(10), 60); // 10 minutes idle: flagged at 1 min, warned at 2
             node.sampler.checkpoint();
-            UsageReport r = UsageReport.of(node.store, Review23Node.T0, node.clock.instant().plusSeconds(1),
+            UsageReport r = UsageReport.of(node.store, AccountingNode.T0, node.clock.instant().plusSeconds(1),
                     UsageReport.GroupBy.ALLOCATION);
             assertThat(r.idle()).as("the report's idle steps").anyMatch(s -> s.allocationId().equals(a.id())
                     && s.action() == IdleStep.FLAGGED);

@@ -7,6 +7,7 @@ import io.gpusched.accounting.AccountingSettings;
 import io.gpusched.accounting.AllocationUsage;
 import io.gpusched.accounting.IdlePolicy;
 import io.gpusched.accounting.IdleStep;
+import io.gpusched.accounting.adversarial.accounting.AccountingNode;
 import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuRequest;
 import io.gpusched.core.MemorySize;
@@ -37,7 +38,7 @@ class PidReuseBetweenSweepsTest {
     @Test
     @Timeout(value = 60, unit = TimeUnit.SECONDS)
     void aPidReusedBetweenTwoSweepsIsChargedToItsNewOwner() {
-        try (Review23Node node = new Review23Node(dir, AccountingSettings.defaults()
+        try (AccountingNode node = new AccountingNode(dir, AccountingSettings.defaults()
                 .withCheckpoint(Duration.ofSeconds(30)))) {
             node.sweep();
             Allocation a = node.scheduler.allocate(GpuRequest.builder().requiredDevices(0)
@@ -66,7 +67,7 @@ class PidReuseBetweenSweepsTest {
     void aBusyHolderWhoseProcessTookAFreedPidIsNotReleasedAsIdle() {
         IdlePolicy p = new IdlePolicy(1, Duration.ofMinutes(10), Duration.ofMinutes(20), Duration.ofMinutes(30),
                 IdlePolicy.Action.RELEASE, "TERM", Duration.ofMinutes(5), List.of(), false, List.of());
-        try (Review23Node node = new Review23Node(dir, AccountingSettings.defaults()
+        try (AccountingNode node = new AccountingNode(dir, AccountingSettings.defaults()
                 .withCheckpoint(Duration.ofMinutes(5)).withIdle(p))) {
             node.sweep();
             Allocation bob = node.scheduler.allocate(GpuRequest.builder().requiredDevices(0)

@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import io.gpusched.accounting.AccountingSettings;
 import io.gpusched.accounting.AllocationUsage;
 import io.gpusched.accounting.UsageReport;
+import io.gpusched.accounting.adversarial.accounting.AccountingNode;
 import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuRequest;
 import io.gpusched.core.GpuSample;
@@ -34,7 +35,7 @@ class StaleLiveListTest {
     @Test
     @Timeout(value = 60, unit = TimeUnit.SECONDS)
     void aReleaseBetweenTheTicksReadAndItsSweepIsNotCountedAgainFromItsGrant() {
-        try (Review23Node node = new Review23Node(dir, AccountingSettings.defaults()
+        try (AccountingNode node = new AccountingNode(dir, AccountingSettings.defaults()
                 .withCheckpoint(Duration.ofSeconds(30)))) {
             node.inventory.setTrace(0, UsageTrace.of(Duration.ofSeconds(10), 60));
             node.sweep();
@@ -54,7 +55,7 @@ class StaleLiveListTest {
             assertThat(u.total().heldMillis()).as("GPU-ms recorded for alice's allocation (the ledger held it %d ms,"
                     + " %s to %s); its end %s", ledgerHeld, a.createdAt(), released, u.end())
                     .isLessThanOrEqualTo(ledgerHeld);
-            UsageReport r = UsageReport.of(node.store, Review23Node.T0, node.clock.instant().plusSeconds(1),
+            UsageReport r = UsageReport.of(node.store, AccountingNode.T0, node.clock.instant().plusSeconds(1),
                     UsageReport.GroupBy.OWNER);
             assertThat(r.allocations()).as("allocations granted in the period (one was)").isEqualTo(1);
         }

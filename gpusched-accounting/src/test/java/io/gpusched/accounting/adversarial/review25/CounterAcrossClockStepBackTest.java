@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpusched.accounting.AccountingSettings;
 import io.gpusched.accounting.AllocationUsage;
+import io.gpusched.accounting.adversarial.accounting.AccountingNode;
 import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuMetrics;
 import io.gpusched.core.GpuRequest;
@@ -46,10 +47,10 @@ class CounterAcrossClockStepBackTest {
     @Test
     @Timeout(value = 60, unit = TimeUnit.SECONDS)
     void theCountersDeltaOverASweepTheClockSteppedBackIntoIsKeptExact() {
-        try (Review25Node node = new Review25Node(dir, AccountingSettings.defaults()
+        try (AccountingNode node = new AccountingNode(dir, AccountingSettings.defaults()
                 .withCheckpoint(Duration.ofMinutes(5)))) {
             long counter = 1_000_000_000L; // mJ since the driver loaded
-            Instant wall = Review25Node.T0;
+            Instant wall = AccountingNode.T0;
             node.clock.set(wall);
             node.sampler.sweep(sample(wall, counter), node.scheduler.allocations());
             Allocation a = node.scheduler.allocate(GpuRequest.builder().requiredDevices(0).owner("alice").build());

@@ -7,6 +7,7 @@ import io.gpusched.accounting.AccountingSettings;
 import io.gpusched.accounting.AccountingStore;
 import io.gpusched.accounting.AllocationUsage;
 import io.gpusched.accounting.HostIdleEffects;
+import io.gpusched.accounting.adversarial.accounting.AccountingNode;
 import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuRequest;
 import io.gpusched.core.sim.UsageTrace;
@@ -51,7 +52,7 @@ class CrashAfterMidnightCutTest {
     @Timeout(value = 60, unit = TimeUnit.SECONDS)
     void energyBeforeMidnightIsNotCountedAgainAfterACrashRightAfterTheMidnightSweep() throws IOException {
         AccountingSettings settings = AccountingSettings.defaults().withCheckpoint(Duration.ofMinutes(5));
-        try (Review25Node node = new Review25Node(dir.resolve("node"), settings)) {
+        try (AccountingNode node = new AccountingNode(dir.resolve("node"), settings)) {
             node.inventory.setTrace(0, new UsageTrace(Duration.ofSeconds(10), List.of(60.0), List.of(),
                     List.of(300.0)));
             node.clock.set(Instant.parse("2026-03-02T23:58:00Z"));

@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpusched.accounting.AccountingSettings;
 import io.gpusched.accounting.AllocationUsage;
+import io.gpusched.accounting.adversarial.accounting.AccountingNode;
 import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuRequest;
 import io.gpusched.core.sim.UsageTrace;
@@ -35,7 +36,7 @@ class ReleaseBeforeFirstSweepAfterRestartTest {
     @Test
     @Timeout(value = 60, unit = TimeUnit.SECONDS)
     void aReleaseTheRestartedSamplerIsToldOfBeforeItsFirstSweepKeepsTheTimeToTheRelease() {
-        try (Review25Node node = new Review25Node(dir, AccountingSettings.defaults()
+        try (AccountingNode node = new AccountingNode(dir, AccountingSettings.defaults()
                 .withCheckpoint(Duration.ofSeconds(30)))) {
             node.inventory.setTrace(0, UsageTrace.of(Duration.ofSeconds(10), 60));
             node.sweep();
@@ -65,7 +66,7 @@ class ReleaseBeforeFirstSweepAfterRestartTest {
     @Test
     @Timeout(value = 60, unit = TimeUnit.SECONDS)
     void anAllocationGrantedWhileNoSamplerRanAndReleasedBeforeTheFirstSweepIsRecorded() {
-        try (Review25Node node = new Review25Node(dir, AccountingSettings.defaults()
+        try (AccountingNode node = new AccountingNode(dir, AccountingSettings.defaults()
                 .withCheckpoint(Duration.ofSeconds(30)))) {
             node.inventory.setTrace(1, UsageTrace.of(Duration.ofSeconds(10), 60));
             node.run(Duration.ofSeconds(10), 3);

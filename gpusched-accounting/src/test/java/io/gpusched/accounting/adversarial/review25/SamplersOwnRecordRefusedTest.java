@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import io.gpusched.accounting.AccountingSettings;
 import io.gpusched.accounting.AllocationUsage;
 import io.gpusched.accounting.UsageReport;
+import io.gpusched.accounting.adversarial.accounting.AccountingNode;
 import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuMetrics;
 import io.gpusched.core.GpuRequest;
@@ -41,7 +42,7 @@ class SamplersOwnRecordRefusedTest {
     @Test
     @Timeout(value = 60, unit = TimeUnit.SECONDS)
     void oneImplausiblePowerReadDoesNotMakeTheAllocationsReleaseRecordUnreadable() {
-        try (Review25Node node = new Review25Node(dir, AccountingSettings.defaults()
+        try (AccountingNode node = new AccountingNode(dir, AccountingSettings.defaults()
                 .withCheckpoint(Duration.ofMinutes(5)))) {
             node.inventory.setTrace(2, UsageTrace.of(Duration.ofSeconds(10), 50)); // GPU 2: no energy counter
             node.sweep();
@@ -55,7 +56,7 @@ class SamplersOwnRecordRefusedTest {
             node.scheduler.release(a.id());
             Instant released = node.clock.instant();
 
-            UsageReport r = UsageReport.of(node.store, Review25Node.T0, released.plusSeconds(1),
+            UsageReport r = UsageReport.of(node.store, AccountingNode.T0, released.plusSeconds(1),
                     UsageReport.GroupBy.ALLOCATION);
             Optional<AllocationUsage> found = AllocationUsage.find(node.store, a.id());
             assertThat(found).as("alice's allocation in the store (granted %s, released %s); the report's warnings:"
@@ -71,7 +72,7 @@ class SamplersOwnRecordRefusedTest {
     @Test
     @Timeout(value = 60, unit = TimeUnit.SECONDS)
     void oneUtilizationReadAbove100PercentDoesNotMakeTheIntervalUnreadable() {
-        try (Review25Node node = new Review25Node(dir, AccountingSettings.defaults()
+        try (AccountingNode node = new AccountingNode(dir, AccountingSettings.defaults()
                 .withCheckpoint(Duration.ofSeconds(30)))) {
             node.inventory.setTrace(0, UsageTrace.of(Duration.ofSeconds(10), 50));
             node.sweep();
@@ -84,7 +85,7 @@ class SamplersOwnRecordRefusedTest {
             node.sampler.checkpoint();
             Instant now = node.clock.instant();
 
-            UsageReport r = UsageReport.of(node.store, Review25Node.T0, now.plusSeconds(1),
+            UsageReport r = UsageReport.of(node.store, AccountingNode.T0, now.plusSeconds(1),
                     UsageReport.GroupBy.ALLOCATION);
             AllocationUsage u = AllocationUsage.find(node.store, a.id()).orElseThrow();
             assertThat(u.total().heldMillis()).as("GPU-ms of alice's allocation, granted %s, swept to %s; the report's"

@@ -6,6 +6,7 @@ import io.gpusched.accounting.AccountingRecord.IdleAction;
 import io.gpusched.accounting.AccountingSettings;
 import io.gpusched.accounting.IdlePolicy;
 import io.gpusched.accounting.IdleStep;
+import io.gpusched.accounting.adversarial.accounting.AccountingNode;
 import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuRequest;
 import io.gpusched.core.MemorySize;
@@ -40,7 +41,7 @@ class SharedGpuPartlyUnseenBusyTest {
     void aHolderOfASharedGpuWhoseBusyTimeNoListedProcessExplainsIsNotReleasedAsIdle() {
         IdlePolicy p = new IdlePolicy(1, Duration.ofMinutes(10), Duration.ofMinutes(20), Duration.ofMinutes(30),
                 IdlePolicy.Action.RELEASE, "TERM", Duration.ofMinutes(5), List.of(), false, List.of());
-        try (Review25Node node = new Review25Node(dir, AccountingSettings.defaults()
+        try (AccountingNode node = new AccountingNode(dir, AccountingSettings.defaults()
                 .withCheckpoint(Duration.ofMinutes(5)).withIdle(p))) {
             node.inventory.setTrace(0, UsageTrace.of(Duration.ofSeconds(10), 95)); // the device: 95 % busy
             node.sweep();

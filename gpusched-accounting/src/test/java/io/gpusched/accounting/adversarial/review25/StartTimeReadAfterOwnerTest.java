@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpusched.accounting.AccountingSettings;
 import io.gpusched.accounting.AllocationUsage;
+import io.gpusched.accounting.adversarial.accounting.AccountingNode;
 import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuRequest;
@@ -82,7 +83,7 @@ class StartTimeReadAfterOwnerTest {
                 return host.incarnation(pid);
             }
         };
-        try (Review25Node node = new Review25Node(dir.resolve("state"), AccountingSettings.defaults()
+        try (AccountingNode node = new AccountingNode(dir.resolve("state"), AccountingSettings.defaults()
                 .withCheckpoint(Duration.ofSeconds(30)), racing)) {
             node.sweep();
             Allocation alice = node.scheduler.allocate(GpuRequest.builder().requiredDevices(0)
