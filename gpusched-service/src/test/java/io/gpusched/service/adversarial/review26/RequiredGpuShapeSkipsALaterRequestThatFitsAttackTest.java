@@ -55,7 +55,7 @@ class RequiredGpuShapeSkipsALaterRequestThatFitsAttackTest {
             AtomicBoolean aliceGone = new AtomicBoolean();
             CompletableFuture<Allocation> required = new CompletableFuture<>();
             try (Queued aliceHead = Queued.queue(s, alice, "--devices=7");
-                    Queued bobHead = Queued.queue(s, bob, "--devices=7")) {
+                 Queued bobHead = Queued.queue(s, bob, "--devices=7")) {
                 int before = s.queueView().size();
                 Thread t = new Thread(() -> {
                     try {
