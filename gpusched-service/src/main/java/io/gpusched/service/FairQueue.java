@@ -847,10 +847,12 @@ final class FairQueue implements AutoCloseable {
         Set<Integer> use = usable(t);
         Set<Integer> out = new HashSet<>();
         long wants = t.request.sharedMemory().map(MemorySize::bytes).orElse(0L);
+        int slots = scheduler.maxSharedPerGpu();
         try {
             for (DeviceState d : scheduler.devices()) {
                 boolean free = t.request.sharing() == SharingMode.EXCLUSIVE ? d.isIdle()
-                        : d.exclusiveHolder().isEmpty() && d.reservableMemory().bytes() >= wants;
+                        : d.exclusiveHolder().isEmpty() && d.reservableMemory().bytes() >= wants
+                                && (slots <= 0 || d.sharedHolders() < slots); // a share left (review26)
                 if (use.contains(d.index()) && d.isAllocatable() && free) {
                     out.add(d.index());
                 }
@@ -893,7 +895,9 @@ final class FairQueue implements AutoCloseable {
             }
             long wants = t.request.sharedMemory().map(MemorySize::bytes).orElse(0L);
             int slots = scheduler.maxSharedPerGpu();
+            List<Integer> required = t.request.requiredDevices();
             int could = 0;
+            int requiredCould = 0;
             for (DeviceState d : scheduler.devices()) {
                 // a shared request on its own user's reservations: room only if theirs leave enough memory, and a
                 // share of the GPU (gpu.max_shared_per_gpu) not all theirs
@@ -904,9 +908,18 @@ final class FairQueue implements AutoCloseable {
                 if (use.contains(d.index()) && !own.contains(d.index()) && room && d.health().isHealthy()
                         && (d.pool() == DeviceState.Pool.IN_POOL || d.pool() == DeviceState.Pool.DRAINING)) {
                     could++;
+                    if (required.contains(d.index())) {
+                        requiredCould++;
+                    }
                 }
             }
-            return could >= t.request.count() ? use : new HashSet<>();
+            if (could < t.request.count() || requiredCould < required.size()) {
+                return new HashSet<>(); // a GPU it must have is its own user's, drained or ailing (review26)
+            }
+            if (required.size() >= t.request.count()) { // it can only ever be given the GPUs it must have
+                use.retainAll(required);
+            }
+            return use;
         } catch (RuntimeException e) {
             return use; // the node's state unread: kept, as before
         }
@@ -1121,8 +1134,8 @@ final class FairQueue implements AutoCloseable {
                     + " the GPUs free now are owed to the node service's queue, where " + (ahead == null
                             ? waiting + " request(s) wait"
                             : ahead.caller.user() + " (uid " + ahead.caller.uid() + ") waits for "
-                                    + ahead.request.describe() + " since " + ahead.since + ", first of " + waiting
-                                    + " waiting")
+                                    + ahead.request.describe() + " since " + ahead.since + ", one of " + waiting
+                                    + " waiting, ahead of it")
                     + " (GET /api/v1/queue lists them); no GPU a waiting request ahead could use is served"
                     + " around it: ask with a wait (--wait DURATION) to queue fairly behind it");
         } finally {
