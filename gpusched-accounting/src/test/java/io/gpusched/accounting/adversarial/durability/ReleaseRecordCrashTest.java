@@ -102,7 +102,10 @@ class ReleaseRecordCrashTest {
         // a power loss keeps what was forced and may keep part of what was not: cut the file inside the first line
         // that no force covered, or, when every line was forced, leave half a line behind
         byte[] bytes = Files.readAllBytes(journal);
-        assertThat((long) bytes.length).as("the file holds every byte the shim saw written").isEqualTo(r.written);
+        // the shim logs a write after it returned: a kill between the two leaves the file one write ahead of the log
+        // (a CI-shaped run met it: 88,150 bytes against 85,728 logged), never behind
+        assertThat((long) bytes.length).as("the file holds every byte the shim saw written").isGreaterThanOrEqualTo(
+                r.written);
         int cut = (int) r.forced;
         int nextEnd = cut;
         while (nextEnd < bytes.length && bytes[nextEnd] != '\n') {
