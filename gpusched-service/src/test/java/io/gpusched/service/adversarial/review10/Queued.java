@@ -1,6 +1,7 @@
 package io.gpusched.service.adversarial.review10;
 
 import io.gpusched.core.Allocation;
+import io.gpusched.core.GpuRequest;
 import io.gpusched.core.GpuRequests;
 import io.gpusched.server.Caller;
 import io.gpusched.service.NodeService;
@@ -29,11 +30,21 @@ public final class Queued implements AutoCloseable {
 
     /** Queues {@code flags} for {@code who} with {@code wait}; returns once it is in the queue (or answered). */
     public static Queued queue(NodeService s, Caller who, Duration wait, String... flags) throws InterruptedException {
+        return queue(s, who, GpuRequests.fromCliFlags(List.of(flags)), wait);
+    }
+
+    /** Queues {@code request} for {@code who} with a wait of 10 minutes; returns once it is in the queue. */
+    public static Queued queue(NodeService s, Caller who, GpuRequest request) throws InterruptedException {
+        return queue(s, who, request, Duration.ofMinutes(10));
+    }
+
+    private static Queued queue(NodeService s, Caller who, GpuRequest request, Duration wait)
+            throws InterruptedException {
         Queued w = new Queued(s, who);
         int before = s.queueView().size();
         Thread t = new Thread(() -> {
             try {
-                w.result.complete(s.allocate(who, GpuRequests.fromCliFlags(List.of(flags)), Optional.of(wait),
+                w.result.complete(s.allocate(who, request, Optional.of(wait),
                         w.gone::get));
             } catch (Throwable e) {
                 w.result.completeExceptionally(e);

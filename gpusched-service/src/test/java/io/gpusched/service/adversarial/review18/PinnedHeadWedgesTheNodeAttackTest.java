@@ -3,19 +3,18 @@ package io.gpusched.service.adversarial.review18;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpusched.core.Allocation;
-import io.gpusched.core.GpuAllocationException;
 import io.gpusched.core.GpuRequests;
 import io.gpusched.server.Caller;
 import io.gpusched.service.NodeService;
 import io.gpusched.service.ServiceBed;
 import io.gpusched.service.adversarial.review10.Clients;
+import io.gpusched.service.adversarial.review10.Now;
+import io.gpusched.service.adversarial.review10.Queued;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
 import java.util.Optional;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicBoolean;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -48,37 +47,13 @@ class PinnedHeadWedgesTheNodeAttackTest {
                     () -> false);
             s.scheduler().release(once.id());
 
-            AtomicBoolean aliceGone = new AtomicBoolean();
-            CompletableFuture<Allocation> again = new CompletableFuture<>();
-            Thread t = new Thread(() -> {
-                try {
-                    again.complete(s.allocate(alice, GpuRequests.fromCliFlags(List.of("--devices=0")), Optional.of(
-                            Duration.ofMinutes(10)), aliceGone::get));
-                } catch (Throwable e) {
-                    again.completeExceptionally(e);
-                }
-            });
-            t.setDaemon(true);
-            t.start();
-            assertThat(Clients.await(() -> !s.queueView().isEmpty() || again.isDone(), 60)).isTrue();
-
-            Optional<Allocation> bobs = Optional.empty();
-            GpuAllocationException refused = null;
-            try {
-                bobs = Optional.of(s.allocate(bob, GpuRequests.fromCliFlags(List.of("--gpu=1")), Optional.empty(),
-                        () -> false));
-            } catch (GpuAllocationException e) {
-                refused = e;
+            try (Queued again = Queued.queue(s, alice, "--devices=0");
+                 Now bobs = Now.ask(s, bob, "--gpu=1")) {
+                assertThat(bobs.granted).as("bob's 1-GPU request, seven GPUs free, alice holding GPU 0 and waiting"
+                        + " for GPU 0 again (queue: %s); refused: %s", s.queueView(), bobs.refusal()).isPresent();
             } finally {
-                aliceGone.set(true);
+                s.scheduler().release(mine.id());
             }
-            assertThat(bobs).as("bob's 1-GPU request, seven GPUs free, alice holding GPU 0 and waiting for GPU 0"
-                    + " again (queue: %s); refused: %s", s.queueView(),
-                    refused == null ? null : refused.reason()
-                            + " " + refused.getMessage())
-                    .isPresent();
-            bobs.ifPresent(b -> s.scheduler().release(b.id()));
-            s.scheduler().release(mine.id());
         }
     }
 }

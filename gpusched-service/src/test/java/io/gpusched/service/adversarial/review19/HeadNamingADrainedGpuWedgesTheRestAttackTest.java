@@ -3,19 +3,18 @@ package io.gpusched.service.adversarial.review19;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpusched.core.Allocation;
-import io.gpusched.core.GpuAllocationException;
 import io.gpusched.core.GpuRequests;
 import io.gpusched.server.Caller;
 import io.gpusched.service.NodeService;
 import io.gpusched.service.ServiceBed;
 import io.gpusched.service.adversarial.review10.Clients;
+import io.gpusched.service.adversarial.review10.Now;
+import io.gpusched.service.adversarial.review10.Queued;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
 import java.util.Optional;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicBoolean;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -43,43 +42,13 @@ class HeadNamingADrainedGpuWedgesTheRestAttackTest {
                     () -> false);
             s.release(bob, once.id());
 
-            AtomicBoolean aliceGone = new AtomicBoolean();
-            CompletableFuture<Allocation> hers = new CompletableFuture<>();
-            Thread t = new Thread(() -> {
-                try {
-                    hers.complete(s.allocate(alice, GpuRequests.fromCliFlags(List.of("--devices=0,1")), Optional.of(
-                            Duration.ofMinutes(10)), aliceGone::get));
-                } catch (Throwable e) {
-                    hers.completeExceptionally(e);
-                }
-            });
-            t.setDaemon(true);
-            t.start();
-            assertThat(Clients.await(() -> !s.queueView().isEmpty() || hers.isDone(), 60)).isTrue();
-
-            Optional<Allocation> bobs = Optional.empty();
-            GpuAllocationException refused = null;
-            try {
-                bobs = Optional.of(s.allocate(bob, GpuRequests.fromCliFlags(List.of("--gpu=1")), Optional.empty(),
-                        () -> false));
-            } catch (GpuAllocationException e) {
-                refused = e;
-            }
-            try {
-                assertThat(bobs).as("bob's 1-GPU request, GPUs 1 to 7 free, GPU 0 drained by an admin and alice waiting"
-                        + " for GPUs 0 and 1 by name (queue: %s); refused: %s", s.queueView(),
-                        refused == null ? null
-                                : refused.reason() + " " + refused.getMessage())
-                        .isPresent();
+            try (Queued hers = Queued.queue(s, alice, "--devices=0,1");
+                 Now bobs = Now.ask(s, bob, "--gpu=1")) {
+                assertThat(bobs.granted).as("bob's 1-GPU request, GPUs 1 to 7 free, GPU 0 drained by an admin and"
+                        + " alice waiting for GPUs 0 and 1 by name (queue: %s); refused: %s", s.queueView(),
+                        bobs.refusal()).isPresent();
             } finally {
-                aliceGone.set(true);
-                if (bobs.isPresent()) {
-                    s.release(bob, bobs.get().id());
-                }
                 s.undrain(ServiceBed.root(), 0);
-                if (Clients.await(hers::isDone, 30) && !hers.isCompletedExceptionally()) {
-                    s.release(alice, hers.join().id());
-                }
             }
         }
     }

@@ -3,19 +3,18 @@ package io.gpusched.service.adversarial.review19;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpusched.core.Allocation;
-import io.gpusched.core.GpuAllocationException;
 import io.gpusched.core.GpuRequests;
 import io.gpusched.server.Caller;
 import io.gpusched.service.NodeService;
 import io.gpusched.service.ServiceBed;
 import io.gpusched.service.adversarial.review10.Clients;
+import io.gpusched.service.adversarial.review10.Now;
+import io.gpusched.service.adversarial.review10.Queued;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
 import java.util.Optional;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicBoolean;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -44,46 +43,17 @@ class OwnPinnedWaiterRefusesItsUserWhatOthersGetAttackTest {
             Allocation carols = s.allocate(carol, GpuRequests.fromCliFlags(List.of("--devices=0")), Optional.empty(),
                     () -> false);
 
-            AtomicBoolean aliceGone = new AtomicBoolean();
-            CompletableFuture<Allocation> waiting = new CompletableFuture<>();
-            Thread t = new Thread(() -> {
-                try {
-                    waiting.complete(s.allocate(alice, GpuRequests.fromCliFlags(List.of("--devices=0")), Optional.of(
-                            Duration.ofMinutes(10)), aliceGone::get));
-                } catch (Throwable e) {
-                    waiting.completeExceptionally(e);
+            try (Queued waiting = Queued.queue(s, alice, "--devices=0")) {
+                Allocation bobs = s.allocate(bob, GpuRequests.fromCliFlags(List.of("--gpu=1")), Optional.empty(),
+                        () -> false);
+                try (Now hers = Now.ask(s, alice, "--gpu=1")) {
+                    assertThat(hers.granted).as("alice's 1-GPU request, six GPUs free, bob served one a moment before"
+                            + " (queue: %s); refused: %s", s.queueView(), hers.refusal()).isPresent();
+                } finally {
+                    s.release(bob, bobs.id());
                 }
-            });
-            t.setDaemon(true);
-            t.start();
-            assertThat(Clients.await(() -> !s.queueView().isEmpty() || waiting.isDone(), 60)).isTrue();
-
-            Allocation bobs = s.allocate(bob, GpuRequests.fromCliFlags(List.of("--gpu=1")), Optional.empty(),
-                    () -> false);
-            Optional<Allocation> hers = Optional.empty();
-            GpuAllocationException refused = null;
-            try {
-                hers = Optional.of(s.allocate(alice, GpuRequests.fromCliFlags(List.of("--gpu=1")), Optional.empty(),
-                        () -> false));
-            } catch (GpuAllocationException e) {
-                refused = e;
-            }
-            try {
-                assertThat(hers).as("alice's 1-GPU request, six GPUs free, bob served one a moment before (queue: %s);"
-                        + " refused: %s", s.queueView(),
-                        refused == null ? null : refused.reason() + " " + refused
-                                .getMessage())
-                        .isPresent();
             } finally {
-                aliceGone.set(true);
-                s.release(bob, bobs.id());
-                if (hers.isPresent()) {
-                    s.release(alice, hers.get().id());
-                }
                 s.release(carol, carols.id());
-                if (Clients.await(waiting::isDone, 30) && !waiting.isCompletedExceptionally()) {
-                    s.release(alice, waiting.join().id());
-                }
             }
         }
     }

@@ -3,12 +3,12 @@ package io.gpusched.service.adversarial.review20;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpusched.core.Allocation;
-import io.gpusched.core.GpuAllocationException;
 import io.gpusched.core.GpuRequests;
 import io.gpusched.server.Caller;
 import io.gpusched.service.NodeService;
 import io.gpusched.service.ServiceBed;
 import io.gpusched.service.adversarial.review10.Clients;
+import io.gpusched.service.adversarial.review10.Now;
 import io.gpusched.service.adversarial.review10.Queued;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -42,22 +42,13 @@ class WholeNodeRequestIdlesTheNodeThroughADrainAttackTest {
                     () -> false); // bob was served: alice, never served, is the fair next
             s.release(bob, once.id());
             try (Queued all = Queued.queue(s, alice, "--gpu=8")) {
-                Optional<Allocation> bobs = Optional.empty();
-                GpuAllocationException refused = null;
-                try {
-                    bobs = Optional.of(s.allocate(bob, GpuRequests.fromCliFlags(List.of("--gpu=1")), Optional.empty(),
-                            () -> false));
-                } catch (GpuAllocationException e) {
-                    refused = e;
-                }
-                try {
-                    assertThat(bobs).as("bob's 1-GPU request, GPUs 1 to 7 free, GPU 0 drained by an admin and alice"
-                            + " waiting for 8 (queue: %s); refused: %s", s.queueView(),
-                            refused == null ? null : refused.reason() + " " + refused.getMessage()).isPresent();
+                try (Now bobs = Now.ask(s, bob, "--gpu=1")) {
+                    assertThat(bobs.granted).as(
+                            "bob's 1-GPU request, GPUs 1 to 7 free, GPU 0 drained by an admin and alice"
+                                    + " waiting for 8 (queue: %s); refused: %s",
+                            s.queueView(),
+                            bobs.refusal()).isPresent();
                 } finally {
-                    if (bobs.isPresent()) {
-                        s.release(bob, bobs.get().id());
-                    }
                     all.gone.set(true);
                     s.undrain(ServiceBed.root(), 0);
                 }

@@ -3,12 +3,12 @@ package io.gpusched.service.adversarial.review21;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpusched.core.Allocation;
-import io.gpusched.core.GpuAllocationException;
 import io.gpusched.core.GpuRequests;
 import io.gpusched.server.Caller;
 import io.gpusched.service.NodeService;
 import io.gpusched.service.ServiceBed;
 import io.gpusched.service.adversarial.review10.Clients;
+import io.gpusched.service.adversarial.review10.Now;
 import io.gpusched.service.adversarial.review10.Queued;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -50,23 +50,14 @@ class OwnSharedReservationKeepsTheNodeFromEveryoneAttackTest {
             try (Queued all = Queued.queue(s, alice, "--gpu=8", "--shared=16GB")) {
                 assertThat(all.result).as("alice's 8 x 16 GB shared cannot fit beside her own 24 GB on GPU 0")
                         .isNotDone();
-                Optional<Allocation> bobs = Optional.empty();
-                GpuAllocationException refused = null;
-                try {
-                    bobs = Optional.of(s.allocate(bob, GpuRequests.fromCliFlags(List.of("--gpu=1")), Optional.empty(),
-                            () -> false));
-                } catch (GpuAllocationException e) {
-                    refused = e;
-                }
-                try {
-                    assertThat(bobs).as("bob's exclusive 1-GPU request, GPUs 1 to 7 free, alice holding 24 GB shared"
-                            + " on GPU 0 and waiting for 8 x 16 GB shared, which only her own release can fit"
-                            + " (queue: %s); refused: %s", s.queueView(),
-                            refused == null ? null : refused.reason() + " " + refused.getMessage()).isPresent();
+                try (Now bobs = Now.ask(s, bob, "--gpu=1")) {
+                    assertThat(bobs.granted).as(
+                            "bob's exclusive 1-GPU request, GPUs 1 to 7 free, alice holding 24 GB shared"
+                                    + " on GPU 0 and waiting for 8 x 16 GB shared, which only her own release can fit"
+                                    + " (queue: %s); refused: %s",
+                            s.queueView(),
+                            bobs.refusal()).isPresent();
                 } finally {
-                    if (bobs.isPresent()) {
-                        s.release(bob, bobs.get().id());
-                    }
                     all.gone.set(true);
                 }
             } finally {

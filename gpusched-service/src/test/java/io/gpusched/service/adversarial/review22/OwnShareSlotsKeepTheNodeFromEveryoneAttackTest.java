@@ -3,7 +3,6 @@ package io.gpusched.service.adversarial.review22;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpusched.core.Allocation;
-import io.gpusched.core.GpuAllocationException;
 import io.gpusched.core.GpuConfig;
 import io.gpusched.core.GpuRequests;
 import io.gpusched.core.ServiceSettings;
@@ -11,6 +10,7 @@ import io.gpusched.core.UserQuotas;
 import io.gpusched.server.Caller;
 import io.gpusched.service.NodeService;
 import io.gpusched.service.ServiceBed;
+import io.gpusched.service.adversarial.review10.Now;
 import io.gpusched.service.adversarial.review10.Queued;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -54,23 +54,14 @@ class OwnShareSlotsKeepTheNodeFromEveryoneAttackTest {
             try (Queued all = Queued.queue(s, alice, "--gpu=8", "--shared=1GB")) {
                 assertThat(all.result).as("alice's 8 x 1 GB shared cannot fit while her own share fills GPU 0's one"
                         + " slot").isNotDone();
-                Optional<Allocation> bobs = Optional.empty();
-                GpuAllocationException refused = null;
-                try {
-                    bobs = Optional.of(s.allocate(bob, GpuRequests.fromCliFlags(List.of("--gpu=1")), Optional.empty(),
-                            () -> false));
-                } catch (GpuAllocationException e) {
-                    refused = e;
-                }
-                try {
-                    assertThat(bobs).as("bob's exclusive 1-GPU request, GPUs 1 to 7 idle, alice holding GPU 0's only"
-                            + " share slot (max_shared_per_gpu 1) and waiting for 8 shares, which only her own"
-                            + " release can fit (queue: %s); refused: %s", s.queueView(),
-                            refused == null ? null : refused.reason() + " " + refused.getMessage()).isPresent();
+                try (Now bobs = Now.ask(s, bob, "--gpu=1")) {
+                    assertThat(bobs.granted).as(
+                            "bob's exclusive 1-GPU request, GPUs 1 to 7 idle, alice holding GPU 0's only"
+                                    + " share slot (max_shared_per_gpu 1) and waiting for 8 shares, which only her own"
+                                    + " release can fit (queue: %s); refused: %s",
+                            s.queueView(),
+                            bobs.refusal()).isPresent();
                 } finally {
-                    if (bobs.isPresent()) {
-                        s.release(bob, bobs.get().id());
-                    }
                     all.gone.set(true);
                 }
             } finally {

@@ -3,12 +3,12 @@ package io.gpusched.service.adversarial.review24;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpusched.core.Allocation;
-import io.gpusched.core.GpuAllocationException;
 import io.gpusched.core.GpuRequests;
 import io.gpusched.server.Caller;
 import io.gpusched.service.NodeService;
 import io.gpusched.service.ServiceBed;
 import io.gpusched.service.adversarial.review10.Clients;
+import io.gpusched.service.adversarial.review10.Now;
 import io.gpusched.service.adversarial.review10.Queued;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -53,23 +53,14 @@ class NowRequestRefusedForGpusKeptForARequestBehindItAttackTest {
                  Queued b1 = Queued.queue(s, bob, "--devices=0");
                  Queued b2 = Queued.queue(s, bob, "--gpu=8")) {
                 List<?> order = s.queueView();
-                Optional<Allocation> hers = Optional.empty();
-                GpuAllocationException refused = null;
-                try {
-                    hers = Optional.of(s.allocate(alice, GpuRequests.fromCliFlags(List.of("--gpu=1")),
-                            Optional.empty(), () -> false));
-                } catch (GpuAllocationException e) {
-                    refused = e;
-                }
-                try {
-                    assertThat(hers).as("alice's 1-GPU request without a wait (third in fair order: alice 1, bob 1,"
-                            + " alice 2, bob 2), GPUs 1 to 7 idle and kept only for bob's 8-GPU request, fourth;"
-                            + " queue: %s; refused: %s", order,
-                            refused == null ? null : refused.reason() + " " + refused.getMessage()).isPresent();
+                try (Now hers = Now.ask(s, alice, "--gpu=1")) {
+                    assertThat(hers.granted).as(
+                            "alice's 1-GPU request without a wait (third in fair order: alice 1, bob 1,"
+                                    + " alice 2, bob 2), GPUs 1 to 7 idle and kept only for bob's 8-GPU request, fourth;"
+                                    + " queue: %s; refused: %s",
+                            order,
+                            hers.refusal()).isPresent();
                 } finally {
-                    if (hers.isPresent()) {
-                        s.release(alice, hers.get().id());
-                    }
                     a1.gone.set(true);
                     b1.gone.set(true);
                     b2.gone.set(true);

@@ -3,20 +3,19 @@ package io.gpusched.service.adversarial.review26;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpusched.core.Allocation;
-import io.gpusched.core.GpuAllocationException;
 import io.gpusched.core.GpuRequest;
 import io.gpusched.core.GpuRequests;
 import io.gpusched.server.Caller;
 import io.gpusched.service.NodeService;
 import io.gpusched.service.ServiceBed;
 import io.gpusched.service.adversarial.review10.Clients;
+import io.gpusched.service.adversarial.review10.Now;
+import io.gpusched.service.adversarial.review10.Queued;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
 import java.util.Optional;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicBoolean;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -96,38 +95,11 @@ class RequiredGpuKeepsTheWholeNodeAttackTest {
     /** Alice waits for {@code hers}; bob then asks for any one GPU without a wait: GPUs 1 to 7 are idle. */
     private static void attack(NodeService s, Caller alice, Caller bob, GpuRequest hers, String what)
             throws Exception {
-        AtomicBoolean aliceGone = new AtomicBoolean();
-        CompletableFuture<Allocation> waiting = new CompletableFuture<>();
-        Thread t = new Thread(() -> {
-            try {
-                waiting.complete(s.allocate(alice, hers, Optional.of(Duration.ofMinutes(10)), aliceGone::get));
-            } catch (Throwable e) {
-                waiting.completeExceptionally(e);
-            }
-        });
-        t.setDaemon(true);
-        t.start();
-        assertThat(Clients.await(() -> !s.queueView().isEmpty() || waiting.isDone(), 60)).isTrue();
-        assertThat(waiting).as("%s: it cannot be served now", what).isNotDone();
-        Optional<Allocation> bobs = Optional.empty();
-        GpuAllocationException refused = null;
-        try {
-            bobs = Optional.of(s.allocate(bob, GpuRequests.fromCliFlags(List.of("--gpu=1")), Optional.empty(),
-                    () -> false));
-        } catch (GpuAllocationException e) {
-            refused = e;
-        }
-        try {
-            assertThat(bobs).as("bob's 1-GPU request, GPUs 1 to 7 idle; %s (queue: %s); refused: %s", what,
-                    s.queueView(), refused == null ? null : refused.reason() + " " + refused.getMessage())
-                    .isPresent();
-        } finally {
-            aliceGone.set(true);
-            if (bobs.isPresent()) {
-                s.release(bob, bobs.get().id());
-            }
-            if (Clients.await(waiting::isDone, 30) && !waiting.isCompletedExceptionally()) {
-                s.release(alice, waiting.join().id());
+        try (Queued waiting = Queued.queue(s, alice, hers)) {
+            assertThat(waiting.result).as("%s: it cannot be served now", what).isNotDone();
+            try (Now bobs = Now.ask(s, bob, "--gpu=1")) {
+                assertThat(bobs.granted).as("bob's 1-GPU request, GPUs 1 to 7 idle; %s (queue: %s); refused: %s",
+                        what, s.queueView(), bobs.refusal()).isPresent();
             }
         }
     }
