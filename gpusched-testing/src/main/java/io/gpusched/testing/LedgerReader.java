@@ -129,6 +129,17 @@ public final class LedgerReader {
         }
     }
 
+    /** @return how many GPUs each owner holds now, keyed as {@link #peakGpusByOwner} (owners holding none left out) */
+    public Map<String, Integer> heldByOwner() {
+        Map<String, Integer> out = new LinkedHashMap<>();
+        heldByOwner.forEach((k, v) -> {
+            if (v > 0) {
+                out.put(k, v);
+            }
+        });
+        return out;
+    }
+
     /** @return live GPU UUIDs by holder pid */
     public Map<Long, List<String>> byHolder() {
         Map<Long, List<String>> out = new LinkedHashMap<>();
