@@ -8,10 +8,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import io.gpusched.testing.LedgerReader;
 import io.gpusched.testing.LocalUsers;
 import io.gpusched.testing.LocalUsers.User;
-import java.io.BufferedReader;
 import java.io.IOException;
-import java.io.InputStreamReader;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
@@ -19,7 +16,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.TreeSet;
 import java.util.UUID;
-import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterEach;
@@ -47,8 +43,7 @@ class EnginesBesideTheServiceFromTheJarIT {
     private Path socket;
     private Path jobParent;
     private LocalUsers users;
-    private Process service;
-    private final LinkedBlockingQueue<String> serviceOut = new LinkedBlockingQueue<>();
+    private JarService service;
 
     @BeforeEach
     void setUp() throws Exception {
@@ -70,10 +65,8 @@ class EnginesBesideTheServiceFromTheJarIT {
 
     @AfterEach
     void tearDown() throws Exception {
-        if (service != null && service.isAlive()) {
-            service.destroy();
-            service.waitFor(60, TimeUnit.SECONDS);
-            service.destroyForcibly();
+        if (service != null) {
+            service.close();
         }
         if (users != null) {
             users.close();
@@ -87,49 +80,19 @@ class EnginesBesideTheServiceFromTheJarIT {
     }
 
     private static String java() {
-        return Path.of(System.getProperty("java.home"), "bin", "java").toString();
+        return JarService.java();
     }
 
     private static Path jar() {
-        Path jar = Path.of("target", "gpusched.jar").toAbsolutePath();
-        assertThat(jar).as("built by package").isRegularFile();
-        return jar;
+        assertThat(JarService.jar()).as("built by package").isRegularFile();
+        return JarService.jar();
     }
 
     private List<String> startService(Path config) throws Exception {
-        service = new ProcessBuilder(java(), "-jar", jar().toString(), "--simulate", "dgx1-v100", "--state-dir",
+        service = JarService.start(jar(), List.of(), List.of("--simulate", "dgx1-v100", "--state-dir",
                 state.toString(), "--config", config.toString(), "serve", "--listen", "127.0.0.1:0", "--socket",
-                socket.toString()).redirectErrorStream(true).start();
-        Process p = service;
-        Thread t = new Thread(() -> {
-            try (BufferedReader r = new BufferedReader(new InputStreamReader(p.getInputStream(),
-                    StandardCharsets.UTF_8))) {
-                String line;
-                while ((line = r.readLine()) != null) {
-                    serviceOut.add(line);
-                }
-            } catch (IOException ignored) {
-                // the service ended
-            }
-        });
-        t.setDaemon(true);
-        t.start();
-        List<String> seen = new ArrayList<>();
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(90);
-        while (System.nanoTime() < deadline) {
-            String line = serviceOut.poll(1, TimeUnit.SECONDS);
-            if (line == null) {
-                if (!p.isAlive() && !t.isAlive() && serviceOut.isEmpty()) {
-                    return seen; // it ended: the caller asserts on what it said
-                }
-                continue;
-            }
-            seen.add(line);
-            if (line.startsWith("gpusched node service on")) {
-                return seen;
-            }
-        }
-        return seen;
+                socket.toString()));
+        return service.awaitServing();
     }
 
     /** Runs the jar as {@code u} with {@code env} (NAME=VALUE words) and the arguments. */
@@ -205,10 +168,11 @@ class EnginesBesideTheServiceFromTheJarIT {
         String group = users.group("eng");
         sharedState(group);
         List<String> said = startService(config(group, false));
-        assertThat(service.waitFor(60, TimeUnit.SECONDS)).as("the refused service ends; it said " + said).isTrue();
-        assertThat(service.exitValue()).isNotZero();
+        assertThat(service.process.waitFor(60, TimeUnit.SECONDS)).as("the refused service ends; it said " + said)
+                .isTrue();
+        assertThat(service.process.exitValue()).isNotZero();
         List<String> all = new ArrayList<>(said);
-        serviceOut.drainTo(all);
+        service.out.drainTo(all);
         assertThat(String.join("\n", all)).contains("gpu.service.private_dir").contains(state.toString());
     }
 }

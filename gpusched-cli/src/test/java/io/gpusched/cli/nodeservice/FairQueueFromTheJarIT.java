@@ -8,9 +8,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import io.gpusched.testing.LedgerReader;
 import io.gpusched.testing.LocalUsers;
 import io.gpusched.testing.LocalUsers.User;
-import java.io.BufferedReader;
 import java.io.IOException;
-import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -18,7 +16,6 @@ import java.nio.file.attribute.PosixFilePermissions;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
@@ -42,9 +39,8 @@ class FairQueueFromTheJarIT {
     private Path socket;
     private Path jar;
     private LocalUsers users;
-    private Process service;
+    private JarService service;
     private final List<Process> clients = new ArrayList<>();
-    private final LinkedBlockingQueue<String> serviceOut = new LinkedBlockingQueue<>();
 
     @BeforeEach
     void setUp() throws Exception {
@@ -58,7 +54,7 @@ class FairQueueFromTheJarIT {
         socket = base.resolve("run").resolve("gpusched.sock");
         // the jar and its lib/ copied where every user can read them, wherever this clone lives
         Path app = Files.createDirectories(base.resolve("app"));
-        Path built = Path.of("target").toAbsolutePath();
+        Path built = JarService.jar().getParent();
         assertThat(built.resolve("gpusched.jar")).as("built by package").isRegularFile();
         assertThat(new ProcessBuilder("cp", "-R", built.resolve("gpusched.jar").toString(), built.resolve("lib")
                 .toString(), app.toString()).start().waitFor()).isZero();
@@ -72,11 +68,8 @@ class FairQueueFromTheJarIT {
         for (Process c : clients) {
             c.destroyForcibly().waitFor(30, TimeUnit.SECONDS);
         }
-        if (service != null && service.isAlive()) {
-            service.destroy();
-            if (!service.waitFor(60, TimeUnit.SECONDS)) {
-                service.destroyForcibly();
-            }
+        if (service != null) {
+            service.close();
         }
         if (users != null) {
             users.close();
@@ -108,8 +101,8 @@ class FairQueueFromTheJarIT {
         await(() -> queued() == 20, "alice's 20 waiting requests in the queue");
 
         ProcessBuilder pb = new ProcessBuilder("setpriv", "--reuid=" + bob.uid(), "--regid=" + bob.gid(),
-                "--init-groups", "--", Path.of(System.getProperty("java.home"), "bin", "java").toString(),
-                "-XX:TieredStopAtLevel=1", "-jar", jar.toString(), "allocate", "--gpu=1", "--wait", "5m", "--json")
+                "--init-groups", "--", JarService.java(), "-XX:TieredStopAtLevel=1", "-jar", jar.toString(), "allocate",
+                "--gpu=1", "--wait", "5m", "--json")
                 .directory(base.toFile());
         pb.environment().clear();
         pb.environment().putAll(Map.of("PATH", "/usr/bin:/bin", "HOME", base.toString(), "GPUSCHED_SOCKET",
@@ -155,33 +148,10 @@ class FairQueueFromTheJarIT {
     }
 
     private void startService() throws Exception {
-        service = new ProcessBuilder(Path.of(System.getProperty("java.home"), "bin", "java").toString(), "-jar",
-                jar.toString(), "--simulate", "dgx1-v100", "--state-dir", state.toString(), "--config",
-                config.toString(), "serve", "--listen",
-                "127.0.0.1:0", "--socket", socket.toString()).redirectErrorStream(true).start();
-        Process p = service;
-        Thread t = new Thread(() -> {
-            try (BufferedReader r = new BufferedReader(new InputStreamReader(p.getInputStream(),
-                    StandardCharsets.UTF_8))) {
-                String line;
-                while ((line = r.readLine()) != null) {
-                    serviceOut.add(line);
-                }
-            } catch (IOException ignored) {
-                // the service ended
-            }
-        });
-        t.setDaemon(true);
-        t.start();
-        List<String> seen = new ArrayList<>();
-        while (true) {
-            String line = serviceOut.poll(90, TimeUnit.SECONDS);
-            assertThat(line).as("the service's start; it said " + seen).isNotNull();
-            seen.add(line);
-            if (line.startsWith("gpusched node service on")) {
-                break;
-            }
-        }
+        service = JarService.start(jar, List.of(), List.of("--simulate", "dgx1-v100", "--state-dir", state.toString(),
+                "--config", config.toString(), "serve", "--listen", "127.0.0.1:0", "--socket", socket.toString()));
+        List<String> said = service.awaitServing();
+        assertThat(JarService.serving(said)).as("the service's start; it said %s", said).isTrue();
     }
 
     /** curl over the service's socket as {@code u} (null: root). */

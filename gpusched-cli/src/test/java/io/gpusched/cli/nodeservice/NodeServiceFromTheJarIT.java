@@ -18,7 +18,6 @@ import java.util.ArrayList;
 import java.util.Base64;
 import java.util.List;
 import java.util.UUID;
-import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -44,8 +43,7 @@ class NodeServiceFromTheJarIT {
     private Path jobParent;
     private Path config;
     private LocalUsers users;
-    private Process service;
-    private final LinkedBlockingQueue<String> serviceOut = new LinkedBlockingQueue<>();
+    private JarService service;
 
     @BeforeEach
     void setUp() throws Exception {
@@ -69,10 +67,8 @@ class NodeServiceFromTheJarIT {
 
     @AfterEach
     void tearDown() throws Exception {
-        if (service != null && service.isAlive()) {
-            service.destroy();
-            service.waitFor(60, TimeUnit.SECONDS);
-            service.destroyForcibly();
+        if (service != null) {
+            service.close();
         }
         if (users != null) {
             users.close();
@@ -93,39 +89,13 @@ class NodeServiceFromTheJarIT {
     }
 
     private void startService(String... prefix) throws Exception {
-        Path jar = Path.of("target", "gpusched.jar").toAbsolutePath();
-        assertThat(jar).as("built by package").isRegularFile();
-        serviceOut.clear();
-        List<String> cmd = new ArrayList<>(List.of(prefix));
-        cmd.addAll(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(), "-jar",
-                jar.toString(), "--simulate", "dgx1-v100", "--state-dir", state.toString(), "--config",
-                config.toString(), "serve", "--listen", "127.0.0.1:0", "--socket", socket.toString()));
-        service = new ProcessBuilder(cmd).redirectErrorStream(true).start();
-        Process p = service;
-        Thread t = new Thread(() -> {
-            try (BufferedReader r = new BufferedReader(new InputStreamReader(p.getInputStream(),
-                    StandardCharsets.UTF_8))) {
-                String line;
-                while ((line = r.readLine()) != null) {
-                    serviceOut.add(line);
-                }
-            } catch (IOException ignored) {
-                // the service ended
-            }
-        });
-        t.setDaemon(true);
-        t.start();
-        List<String> seen = new ArrayList<>();
-        while (true) {
-            String line = serviceOut.poll(90, TimeUnit.SECONDS);
-            assertThat(line).as("the service's start; it said " + seen).isNotNull();
-            seen.add(line);
-            if (line.startsWith("gpusched node service on")) {
-                assertThat(line).doesNotContain("jobs are off");
-                break;
-            }
-        }
-        startLines = seen;
+        assertThat(JarService.jar()).as("built by package").isRegularFile();
+        service = JarService.start(JarService.jar(), List.of(prefix), List.of("--simulate", "dgx1-v100",
+                "--state-dir", state.toString(), "--config", config.toString(), "serve", "--listen", "127.0.0.1:0",
+                "--socket", socket.toString()));
+        startLines = service.awaitServing();
+        assertThat(JarService.serving(startLines)).as("the service's start; it said " + startLines).isTrue();
+        assertThat(startLines.get(startLines.size() - 1)).doesNotContain("jobs are off");
     }
 
     private List<String> startLines = List.of();
@@ -211,7 +181,7 @@ class NodeServiceFromTheJarIT {
         }
         assertThat(commands(cgroup)).as("the job's two sleeps").containsExactly("sleep", "sleep");
         assertThat(LedgerReader.read(state).live).hasSize(1);
-        service.destroyForcibly().waitFor(60, TimeUnit.SECONDS); // SIGKILL of the service
+        service.process.destroyForcibly().waitFor(60, TimeUnit.SECONDS); // SIGKILL of the service
         for (int i = 0; i < 200 && Files.readAllLines(cgroup.resolve("cgroup.procs")).size() > 1; i++) {
             Thread.sleep(50);
         }
@@ -230,8 +200,8 @@ class NodeServiceFromTheJarIT {
                 + "\"600\"],\"env\":{},\"cwd\":\"/\",\"detach\":true}", "http://localhost/api/v1/jobs");
         Matcher m2 = JOB_CGROUP.matcher(e);
         assertThat(m2.find()).as(e).isTrue();
-        service.destroy(); // SIGTERM
-        assertThat(service.waitFor(90, TimeUnit.SECONDS)).isTrue();
+        service.process.destroy(); // SIGTERM
+        assertThat(service.process.waitFor(90, TimeUnit.SECONDS)).isTrue();
         assertThat(Path.of(m2.group(1))).doesNotExist();
         assertThat(LedgerReader.read(state).live).isEmpty();
         assertThat(socket).as("the socket is removed on a clean stop").doesNotExist();
@@ -260,11 +230,11 @@ class NodeServiceFromTheJarIT {
             Thread.sleep(50);
         }
         assertThat(queue).as("bob's request waits").contains(bob.name());
-        service.destroy(); // SIGTERM
+        service.process.destroy(); // SIGTERM
         String bobGot = new String(waiting.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
         String aliceGot = new String(((Process) attached[0]).getInputStream().readAllBytes(),
                 StandardCharsets.UTF_8);
-        assertThat(service.waitFor(90, TimeUnit.SECONDS)).isTrue();
+        assertThat(service.process.waitFor(90, TimeUnit.SECONDS)).isTrue();
         assertThat(bobGot).as("what bob's waiting client got").contains("SHUTTING_DOWN").endsWith("503\n");
         String last = aliceGot.lines().map(String::strip).filter(l -> !l.isEmpty()).reduce((a, b) -> b).orElse("");
         assertThat(last).as("the last line of alice's attached stream").contains("\"type\":\"exit\"");

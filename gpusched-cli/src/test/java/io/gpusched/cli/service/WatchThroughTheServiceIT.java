@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.gpusched.cli.nodeservice.JarService;
 import io.gpusched.testing.LedgerReader;
 import io.gpusched.testing.LocalUsers;
 import io.gpusched.testing.LocalUsers.User;
@@ -43,9 +44,8 @@ class WatchThroughTheServiceIT {
     private Path state;
     private Path socket;
     private LocalUsers users;
-    private Process service;
+    private JarService service;
     private Process watch;
-    private final LinkedBlockingQueue<String> serviceOut = new LinkedBlockingQueue<>();
     private final LinkedBlockingQueue<String> watchOut = new LinkedBlockingQueue<>();
 
     @BeforeEach
@@ -60,13 +60,14 @@ class WatchThroughTheServiceIT {
 
     @AfterEach
     void tearDown() throws Exception {
-        for (Process p : new Process[]{watch, service}) {
-            if (p != null && p.isAlive()) {
-                p.destroy();
-                if (!p.waitFor(60, TimeUnit.SECONDS)) {
-                    p.destroyForcibly().waitFor(30, TimeUnit.SECONDS);
-                }
+        if (watch != null && watch.isAlive()) {
+            watch.destroy();
+            if (!watch.waitFor(60, TimeUnit.SECONDS)) {
+                watch.destroyForcibly().waitFor(30, TimeUnit.SECONDS);
             }
+        }
+        if (service != null) {
+            service.close();
         }
         if (users != null) {
             users.close();
@@ -77,13 +78,12 @@ class WatchThroughTheServiceIT {
     }
 
     private static Path jar() {
-        Path jar = Path.of("target", "gpusched.jar").toAbsolutePath();
-        assertThat(jar).as("built by package").isRegularFile();
-        return jar;
+        assertThat(JarService.jar()).as("built by package").isRegularFile();
+        return JarService.jar();
     }
 
     private static String java() {
-        return Path.of(System.getProperty("java.home"), "bin", "java").toString();
+        return JarService.java();
     }
 
     private static void pump(Process p, LinkedBlockingQueue<String> into) {
@@ -103,19 +103,10 @@ class WatchThroughTheServiceIT {
     }
 
     private void startService() throws Exception {
-        service = new ProcessBuilder(java(), "-jar", jar().toString(), "--simulate", "dgx1-v100", "--state-dir",
-                state.toString(), "serve", "--listen", "127.0.0.1:0", "--socket", socket.toString())
-                .redirectErrorStream(true).start();
-        pump(service, serviceOut);
-        List<String> seen = new ArrayList<>();
-        while (true) {
-            String line = serviceOut.poll(90, TimeUnit.SECONDS);
-            assertThat(line).as("the service's start; it said " + seen).isNotNull();
-            seen.add(line);
-            if (line.startsWith("gpusched node service on")) {
-                return;
-            }
-        }
+        service = JarService.start(jar(), List.of(), List.of("--simulate", "dgx1-v100", "--state-dir",
+                state.toString(), "serve", "--listen", "127.0.0.1:0", "--socket", socket.toString()));
+        List<String> said = service.awaitServing();
+        assertThat(JarService.serving(said)).as("the service's start; it said " + said).isTrue();
     }
 
     /** @return the command line that runs the jar with the service's socket (and a plain environment) */
