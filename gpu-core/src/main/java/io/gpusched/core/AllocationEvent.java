@@ -35,7 +35,10 @@ public record AllocationEvent(
         RELEASED,
         /** A request was refused. */
         REJECTED,
-        /** A device of a live allocation changed health. */
+        /**
+         * A device changed health: one event for each live allocation holding it, or one without an allocation id when
+         * none holds it.
+         */
         HEALTH_CHANGED,
         /** An allocation's lease ran out (the host should stop its job). */
         EXPIRED,

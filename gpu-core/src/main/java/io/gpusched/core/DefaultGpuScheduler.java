@@ -499,7 +499,7 @@ final class DefaultGpuScheduler implements GpuScheduler {
         int held = 0;
         List<String> ids = new ArrayList<>();
         for (Allocation a : state.live.values()) {
-            if (ownedBySame(request, a.request())) {
+            if (request.sameOwnerAs(a.request())) {
                 held += a.devices().size();
                 if (ids.size() < 5) {
                     ids.add(a.id() + " (" + a.devices().size() + ")");
@@ -515,14 +515,6 @@ final class DefaultGpuScheduler implements GpuScheduler {
                     + "; the limit is " + quota.gpus() + " GPU(s) per user (" + quota.source()
                     + "): release one of them first, or wait for your own releases");
         }
-    }
-
-    /** @return whether two requests have the same owner: the same uid where both have one, else the same name */
-    private static boolean ownedBySame(GpuRequest asked, GpuRequest held) {
-        if (asked.ownerUid().isPresent() && held.ownerUid().isPresent()) {
-            return asked.ownerUid().getAsLong() == held.ownerUid().getAsLong();
-        }
-        return held.owner().isPresent() && held.owner().equals(asked.owner());
     }
 
     /**

@@ -192,6 +192,21 @@ public record GpuRequest(
     }
 
     /**
+     * Whether {@code held} belongs to the user this request is for, as quotas count it: the same uid where both have
+     * one, else the same owner name (an engine that names its user without a uid, beside the node service's requests
+     * that carry both).
+     *
+     * @param held another request (typically a live allocation's)
+     * @return whether the two have the same owner
+     */
+    public boolean sameOwnerAs(GpuRequest held) {
+        if (ownerUid.isPresent() && held.ownerUid().isPresent()) {
+            return ownerUid.getAsLong() == held.ownerUid().getAsLong();
+        }
+        return held.owner().isPresent() && held.owner().equals(owner);
+    }
+
+    /**
      * @param d a device of the node
      * @return whether this request could ever be given {@code d}, whatever holds, drains or ails it now: the GPUs it
      *         names (if any), its vendor, model and compute capability, and its memory allow it

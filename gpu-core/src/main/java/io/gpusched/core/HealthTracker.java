@@ -104,6 +104,13 @@ final class HealthTracker implements GpuHealthListener {
                     a.owner(), a.request().jobId(), List.of(uuid), Optional.empty(),
                     "GPU " + index[0] + " of allocation " + a.id() + " is now " + health));
         }
+        if (affected.isEmpty()) {
+            // an idle GPU's change is news too: a request waiting for it (or kept from others by it) may now be served
+            // (review27: the node service's queue heard of no change and left requests waiting beside a healed GPU)
+            out.add(new AllocationEvent(AllocationEvent.Type.HEALTH_CHANGED, clock.instant(), Optional.empty(),
+                    Optional.empty(), Optional.empty(), List.of(uuid), Optional.empty(),
+                    "GPU " + index[0] + " (no allocation holds it) is now " + health));
+        }
         return out;
     }
 

@@ -732,7 +732,7 @@ final class FairQueue implements AutoCloseable {
                 }
                 if (a.isEmpty()) {
                     if (refusal instanceof GpuAllocationException e) {
-                        t.lastRefusal = owedOr(t, e, withheld);
+                        t.lastRefusal = owedOr(t, e, withheld, heads);
                         if (!t.now && (e.reason() == Reason.QUOTA_EXCEEDED || e.reason() == Reason.RATE_LIMITED)) {
                             continue; // this user cannot be served now whatever is free: the next user may
                         }
@@ -824,8 +824,8 @@ final class FairQueue implements AutoCloseable {
      */
     private Ticket keeperDepriving(Ticket t, Kept kept) {
         Set<Integer> free = freeFor(t);
-        if (free.size() < t.request.count()) {
-            return null;
+        if (free.size() < t.request.count() || !free.containsAll(t.request.requiredDevices())) {
+            return null; // too few free, or a GPU it must be given is busy: not what the queue keeps (review27)
         }
         free.retainAll(kept.gpus);
         return free.isEmpty() ? null : kept.keeperOf(free, t);
@@ -878,7 +878,7 @@ final class FairQueue implements AutoCloseable {
             Map<Integer, Long> ownReserved = new HashMap<>(); // bytes its user's shared allocations reserve, by GPU
             Map<Integer, Integer> ownShares = new HashMap<>(); // how many of a GPU's shares its user holds
             for (Allocation a : scheduler.allocations()) {
-                if (a.request().ownerUid().orElse(-1) != t.caller.uid()) {
+                if (!t.request.sameOwnerAs(a.request())) {
                     continue;
                 }
                 if (t.request.sharing() == SharingMode.EXCLUSIVE || a.request().sharing() == SharingMode.EXCLUSIVE) {
@@ -979,6 +979,15 @@ final class FairQueue implements AutoCloseable {
                     withheld.add(t, keptFor(t), order);
                     continue;
                 }
+                Set<Integer> open = freeFor(t);
+                open.removeAll(withheld.gpus);
+                if (open.size() < t.request.count() || !open.containsAll(t.request.requiredDevices())) {
+                    // too few GPUs it could use are free and kept for no one ahead, or one it must include is not:
+                    // it cannot fit, whatever the scheduler's placement, so it is not tried and does not count
+                    // against the caps (review27: eight or 64 distinct requests for a busy GPU stalled those behind)
+                    withheld.add(t, keptFor(t), order);
+                    continue;
+                }
                 if (mine[u] >= PER_USER_BACKFILL) {
                     continue;
                 }
@@ -1000,7 +1009,7 @@ final class FairQueue implements AutoCloseable {
                     return true;
                 }
                 if (done.refusal().orElse(null) instanceof GpuAllocationException e) {
-                    t.lastRefusal = owedOr(t, e, withheld);
+                    t.lastRefusal = owedOr(t, e, withheld, heads);
                     if (!e.reason().isTransient()) {
                         finish(t, null, e);
                         return true;
@@ -1020,11 +1029,14 @@ final class FairQueue implements AutoCloseable {
         return false;
     }
 
-    /** @return how many GPUs {@code t}'s user holds now (allocations of its uid, each GPU of each) */
+    /**
+     * @return how many GPUs {@code t}'s user holds now, counted as the scheduler's quota counts them (its uid, or its
+     *         name where an allocation has no uid: review27)
+     */
     private int ownHeld(Ticket t) {
         int n = 0;
         for (Allocation a : scheduler.allocations()) {
-            if (a.request().ownerUid().orElse(-1) == t.caller.uid()) {
+            if (t.request.sameOwnerAs(a.request())) {
                 n += a.deviceIndices().size();
             }
         }
@@ -1118,7 +1130,7 @@ final class FairQueue implements AutoCloseable {
                 finish(n, null, e); // its own refusal: nothing kept for others would change it
                 continue;
             }
-            finish(n, null, owed(n, ahead));
+            finish(n, null, owed(n, ahead, heads));
         }
     }
 
@@ -1126,16 +1138,16 @@ final class FairQueue implements AutoCloseable {
      * @return the refusal of a request short of GPUs kept for {@code ahead}: the queue's sentence naming who waits for
      *         what, since when (the scheduler's, tried with those GPUs withheld, would call them draining)
      */
-    private GpuAllocationException owed(Ticket n, Ticket ahead) {
+    private GpuAllocationException owed(Ticket n, Ticket ahead, List<Ticket> heads) {
         lock.lock();
         try {
-            long waiting = size - nows;
+            long waiting = waitingAhead(n, heads);
             return new GpuAllocationException(Reason.INSUFFICIENT_GPUS, n.request.describe() + " was not served:"
                     + " the GPUs free now are owed to the node service's queue, where " + (ahead == null
                             ? waiting + " request(s) wait"
                             : ahead.caller.user() + " (uid " + ahead.caller.uid() + ") waits for "
                                     + ahead.request.describe() + " since " + ahead.since + ", one of " + waiting
-                                    + " waiting, ahead of it")
+                                    + " waiting, ahead of it") // ahead in fair order, not all that wait (review27)
                     + " (GET /api/v1/queue lists them); no GPU a waiting request ahead could use is served"
                     + " around it: ask with a wait (--wait DURATION) to queue fairly behind it");
         } finally {
@@ -1147,13 +1159,42 @@ final class FairQueue implements AutoCloseable {
      * @return {@code e}, or the queue's sentence when it is transient and GPUs {@code t} could use were withheld,
      *         naming the first request (in fair order) they were kept for
      */
-    private GpuAllocationException owedOr(Ticket t, GpuAllocationException e, Kept withheld) {
+    private GpuAllocationException owedOr(Ticket t, GpuAllocationException e, Kept withheld, List<Ticket> heads) {
         if (!e.reason().isTransient() || e.reason() == Reason.QUOTA_EXCEEDED || e.reason() == Reason.RATE_LIMITED
                 || withheld.gpus.isEmpty()) {
             return e;
         }
         Ticket ahead = keeperDepriving(t, withheld);
-        return ahead == null ? e : owed(t, ahead);
+        return ahead == null ? e : owed(t, ahead, heads);
+    }
+
+    /**
+     * Caller holds the lock.
+     *
+     * @param heads the users' first requests in fair order (the pass's)
+     * @return how many waiting requests come before {@code n} in the queue's fair order: every user's k-th request
+     *         before any user's (k+1)-th, users in {@code heads}' order within a round
+     */
+    private long waitingAhead(Ticket n, List<Ticket> heads) {
+        Map<Long, Integer> place = new HashMap<>();
+        for (int i = 0; i < heads.size(); i++) {
+            place.putIfAbsent(heads.get(i).caller.uid(), i);
+        }
+        ArrayDeque<Ticket> mine = byUser.get(n.caller.uid());
+        int round = mine == null ? 0 : (int) mine.stream().filter(t -> t.seq < n.seq).count();
+        int user = place.getOrDefault(n.caller.uid(), heads.size());
+        long ahead = 0;
+        for (Map.Entry<Long, ArrayDeque<Ticket>> e : byUser.entrySet()) {
+            int at = place.getOrDefault(e.getKey(), heads.size());
+            int k = 0;
+            for (Ticket t : e.getValue()) {
+                if (t != n && !t.now && (k < round || k == round && at < user)) {
+                    ahead++;
+                }
+                k++;
+            }
+        }
+        return ahead;
     }
 
     private void finish(Ticket t, Allocation a, RuntimeException refusal) {
