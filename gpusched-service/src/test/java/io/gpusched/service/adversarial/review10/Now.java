@@ -2,6 +2,7 @@ package io.gpusched.service.adversarial.review10;
 
 import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuAllocationException;
+import io.gpusched.core.GpuRequest;
 import io.gpusched.core.GpuRequests;
 import io.gpusched.server.Caller;
 import io.gpusched.service.NodeService;
@@ -29,9 +30,13 @@ public final class Now implements AutoCloseable {
 
     /** Asks for {@code flags} as {@code who}, without a wait. */
     public static Now ask(NodeService s, Caller who, String... flags) throws InterruptedException {
+        return ask(s, who, GpuRequests.fromCliFlags(List.of(flags)));
+    }
+
+    /** Asks for {@code request} as {@code who}, without a wait. */
+    public static Now ask(NodeService s, Caller who, GpuRequest request) throws InterruptedException {
         try {
-            return new Now(s, who, Optional.of(s.allocate(who, GpuRequests.fromCliFlags(List.of(flags)),
-                    Optional.empty(), () -> false)), null);
+            return new Now(s, who, Optional.of(s.allocate(who, request, Optional.empty(), () -> false)), null);
         } catch (GpuAllocationException e) {
             return new Now(s, who, Optional.empty(), e);
         }

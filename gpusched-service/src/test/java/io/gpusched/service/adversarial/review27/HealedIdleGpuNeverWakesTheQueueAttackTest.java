@@ -2,18 +2,15 @@ package io.gpusched.service.adversarial.review27;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import io.gpusched.core.GpuAllocationException;
 import io.gpusched.core.GpuHealth;
-import io.gpusched.core.GpuRequests;
 import io.gpusched.server.Caller;
 import io.gpusched.service.NodeService;
 import io.gpusched.service.ServiceBed;
 import io.gpusched.service.adversarial.review10.Clients;
+import io.gpusched.service.adversarial.review10.Now;
 import io.gpusched.service.adversarial.review10.Queued;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.util.List;
-import java.util.Optional;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
@@ -46,13 +43,9 @@ class HealedIdleGpuNeverWakesTheQueueAttackTest {
                 // bob's request without a wait goes through the same dispatcher pass, behind alice's (tried first):
                 // once he is answered, alice's request has been tried on the unhealthy GPU; nothing in the ledger
                 // changes (his is refused), so no event follows
-                GpuAllocationException refused = null;
-                try {
-                    s.allocate(bob, GpuRequests.fromCliFlags(List.of("--devices=3")), Optional.empty(), () -> false);
-                } catch (GpuAllocationException e) {
-                    refused = e;
+                try (Now bobs = Now.ask(s, bob, "--devices=3")) {
+                    assertThat(bobs.refused).as("bob's request for the unhealthy GPU 3, without a wait").isNotNull();
                 }
-                assertThat(refused).as("bob's request for the unhealthy GPU 3, without a wait").isNotNull();
                 assertThat(w.result).as("alice's request still waits for GPU 3").isNotDone();
                 bed.inventory.setHealth(3, GpuHealth.HEALTHY); // the GPU recovers; it is idle
                 boolean served = Clients.await(w.result::isDone, 30);

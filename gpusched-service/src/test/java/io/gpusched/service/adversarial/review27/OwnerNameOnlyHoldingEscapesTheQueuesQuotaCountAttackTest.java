@@ -12,6 +12,7 @@ import io.gpusched.core.UserQuotas;
 import io.gpusched.server.Caller;
 import io.gpusched.service.NodeService;
 import io.gpusched.service.ServiceBed;
+import io.gpusched.service.adversarial.review10.Now;
 import io.gpusched.service.adversarial.review10.Queued;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -62,23 +63,14 @@ class OwnerNameOnlyHoldingEscapesTheQueuesQuotaCountAttackTest {
             assertThat(overQuota.reason()).isEqualTo(GpuAllocationException.Reason.QUOTA_EXCEEDED);
             try (Queued over = Queued.queue(s, alice, "--gpu=2")) {
                 assertThat(over.result).as("2 held + 2 asked > her quota of 3: it waits").isNotDone();
-                Optional<Allocation> one = Optional.empty();
-                GpuAllocationException refused = null;
-                try {
-                    one = Optional.of(s.allocate(alice, GpuRequests.fromCliFlags(List.of("--gpu=1")),
-                            Optional.empty(), () -> false));
-                } catch (GpuAllocationException e) {
-                    refused = e;
-                }
-                try {
-                    assertThat(one).as("alice's 1-GPU request without a wait (2 held + 1 = her quota of 3), 6 GPUs"
-                            + " idle, nobody else on the node, her earlier waiting request for 2 over her quota;"
-                            + " queue: %s; refused: %s", s.queueView(),
-                            refused == null ? null : refused.reason() + " " + refused.getMessage()).isPresent();
+                try (Now one = Now.ask(s, alice, "--gpu=1")) {
+                    assertThat(one.granted).as(
+                            "alice's 1-GPU request without a wait (2 held + 1 = her quota of 3), 6 GPUs"
+                                    + " idle, nobody else on the node, her earlier waiting request for 2 over her quota;"
+                                    + " queue: %s; refused: %s",
+                            s.queueView(),
+                            one.refusal()).isPresent();
                 } finally {
-                    if (one.isPresent()) {
-                        s.release(alice, one.get().id());
-                    }
                     over.gone.set(true);
                 }
             } finally {

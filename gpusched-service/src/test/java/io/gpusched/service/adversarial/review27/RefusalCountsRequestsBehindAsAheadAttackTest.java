@@ -3,12 +3,12 @@ package io.gpusched.service.adversarial.review27;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpusched.core.Allocation;
-import io.gpusched.core.GpuAllocationException;
 import io.gpusched.core.GpuRequests;
 import io.gpusched.server.Caller;
 import io.gpusched.service.NodeService;
 import io.gpusched.service.ServiceBed;
 import io.gpusched.service.adversarial.review10.Clients;
+import io.gpusched.service.adversarial.review10.Now;
 import io.gpusched.service.adversarial.review10.Queued;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -52,17 +52,9 @@ class RefusalCountsRequestsBehindAsAheadAttackTest {
                 List<Map<String, Object>> queue = s.queueView();
                 assertThat(queue).as("dave, then erin (served once), wait").hasSize(2);
                 assertThat(queue.get(0).get("user")).isEqualTo("gsu-dave");
-                GpuAllocationException refused = null;
-                Optional<Allocation> got = Optional.empty();
-                try {
-                    got = Optional.of(s.allocate(alice, GpuRequests.fromCliFlags(List.of("--gpu=1")),
-                            Optional.empty(), () -> false));
-                } catch (GpuAllocationException e) {
-                    refused = e;
-                }
-                try {
-                    assertThat(refused).as("alice's 1 GPU: GPUs 2 to 7 kept for dave's 8").isNotNull();
-                    String msg = refused.getMessage();
+                try (Now hers = Now.ask(s, alice, "--gpu=1")) {
+                    assertThat(hers.refused).as("alice's 1 GPU: GPUs 2 to 7 kept for dave's 8").isNotNull();
+                    String msg = hers.refused.getMessage();
                     Matcher m = Pattern.compile("where (\\S+) \\(uid \\d+\\) waits for .*, one of (\\d+) waiting,"
                             + " ahead of it").matcher(msg);
                     assertThat(m.find()).as("alice's refusal names a waiting request ahead of her: %s", msg).isTrue();
@@ -70,10 +62,6 @@ class RefusalCountsRequestsBehindAsAheadAttackTest {
                     assertThat(Integer.parseInt(m.group(2))).as("requests waiting ahead of alice (never served:"
                             + " behind dave, never served and earlier, ahead of erin, served once) by her refusal: %s;"
                             + " the queue: %s", msg, queue).isEqualTo(1);
-                } finally {
-                    if (got.isPresent()) {
-                        s.release(alice, got.get().id());
-                    }
                 }
             } finally {
                 s.release(erin, erins.id());

@@ -10,6 +10,7 @@ import io.gpusched.server.Caller;
 import io.gpusched.service.NodeService;
 import io.gpusched.service.ServiceBed;
 import io.gpusched.service.adversarial.review10.Clients;
+import io.gpusched.service.adversarial.review10.Now;
 import io.gpusched.service.adversarial.review10.Queued;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -56,22 +57,11 @@ class RequiredBusyGpuRefusalBlamesTheQueueAttackTest {
             }
             assertThat(alone).as("2 GPUs including carol's GPU 0, nothing waiting").isNotNull();
             try (Queued whole = Queued.queue(s, dave, "--gpu=8")) {
-                GpuAllocationException refused = null;
-                Optional<Allocation> got = Optional.empty();
-                try {
-                    got = Optional.of(s.allocate(alice, withGpu0, Optional.empty(), () -> false));
-                } catch (GpuAllocationException e) {
-                    refused = e;
-                }
-                try {
-                    assertThat(refused).as("2 GPUs including carol's GPU 0, dave waiting").isNotNull();
-                    assertThat(refused.getMessage()).as("alice's refusal (%s) while dave waits; without him it"
-                            + " was: %s %s", refused.reason(), alone.reason(), alone.getMessage())
+                try (Now hers = Now.ask(s, alice, withGpu0)) {
+                    assertThat(hers.refused).as("2 GPUs including carol's GPU 0, dave waiting").isNotNull();
+                    assertThat(hers.refused.getMessage()).as("alice's refusal (%s) while dave waits; without him it"
+                            + " was: %s %s", hers.refused.reason(), alone.reason(), alone.getMessage())
                             .doesNotContain("owed to the node service's queue");
-                } finally {
-                    if (got.isPresent()) {
-                        s.release(alice, got.get().id());
-                    }
                 }
             } finally {
                 s.release(carol, carols.id());

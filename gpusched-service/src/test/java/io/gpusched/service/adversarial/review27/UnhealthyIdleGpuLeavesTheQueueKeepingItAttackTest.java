@@ -3,13 +3,13 @@ package io.gpusched.service.adversarial.review27;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpusched.core.Allocation;
-import io.gpusched.core.GpuAllocationException;
 import io.gpusched.core.GpuHealth;
 import io.gpusched.core.GpuRequests;
 import io.gpusched.server.Caller;
 import io.gpusched.service.NodeService;
 import io.gpusched.service.ServiceBed;
 import io.gpusched.service.adversarial.review10.Clients;
+import io.gpusched.service.adversarial.review10.Now;
 import io.gpusched.service.adversarial.review10.Queued;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -47,13 +47,9 @@ class UnhealthyIdleGpuLeavesTheQueueKeepingItAttackTest {
             try (Queued whole = Queued.queue(s, dave, "--gpu=8"); Queued one = Queued.queue(s, bob, "--gpu=1")) {
                 // erin's request without a wait (for carol's GPU 0: refused) is tried in a dispatcher pass behind
                 // dave's and bob's: once she is answered, bob's has been tried and left waiting, GPU 5 healthy
-                GpuAllocationException refused = null;
-                try {
-                    s.allocate(erin, GpuRequests.fromCliFlags(List.of("--devices=0")), Optional.empty(), () -> false);
-                } catch (GpuAllocationException e) {
-                    refused = e;
+                try (Now erins = Now.ask(s, erin, "--devices=0")) {
+                    assertThat(erins.refused).as("erin's request for carol's GPU 0, without a wait").isNotNull();
                 }
-                assertThat(refused).as("erin's request for carol's GPU 0, without a wait").isNotNull();
                 assertThat(s.queueView()).as("dave and bob wait").hasSize(2);
                 assertThat(one.result).as("bob's 1 GPU waits behind dave's 8 (all kept for dave)").isNotDone();
                 bed.inventory.setHealth(5, GpuHealth.unhealthy("XID 48: double-bit ECC error (simulated)"));
