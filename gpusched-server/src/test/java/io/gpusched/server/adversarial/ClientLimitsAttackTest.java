@@ -35,7 +35,9 @@ import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import java.util.stream.Collectors;
+import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
@@ -65,13 +67,33 @@ class ClientLimitsAttackTest {
     SimulatedGpuInventory inventory;
     GpuScheduler scheduler;
     ConsoleServer console;
-    LocalUsers users;
+    /**
+     * alice (the attacker) and bob, made once for the class: each test has a server of its own, which counts clients
+     * by uid from nothing, and kills alice's clients when it ends; the users themselves hold no state between tests
+     */
+    static LocalUsers users;
+    static User alice;
+    static User bob;
     final List<Process> hostiles = new ArrayList<>();
+
+    @BeforeAll
+    static void makeUsers() throws Exception {
+        assumeTrue(LocalUsers.available(), "needs root, useradd and setpriv to act as real users");
+        assumeTrue(LocalUsers.run(List.of("sh", "-c", "command -v curl"), 10).exit() == 0, "needs curl");
+        users = LocalUsers.create();
+        alice = users.user("alice");
+        bob = users.user("bob");
+    }
+
+    @AfterAll
+    static void removeUsers() {
+        if (users != null) {
+            users.close();
+        }
+    }
 
     @BeforeEach
     void setUp() throws Exception {
-        assumeTrue(LocalUsers.available(), "needs root, useradd and setpriv to act as real users");
-        assumeTrue(LocalUsers.run(List.of("sh", "-c", "command -v curl"), 10).exit() == 0, "needs curl");
         Files.setPosixFilePermissions(tmp, PosixFilePermissions.fromString("rwx--x--x"));
         socket = tmp.resolve("run").resolve("gpusched.sock");
         classes = copyHostileClient(tmp.resolve("hostile"));
@@ -80,7 +102,6 @@ class ClientLimitsAttackTest {
         console = ConsoleServer.builder().scheduler(scheduler).stateDir(Files.createDirectory(tmp.resolve("state")))
                 .listen(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0)).unixSocket(socket)
                 .sampleInterval(Duration.ofMillis(500)).build().start();
-        users = LocalUsers.create();
     }
 
     @AfterEach
@@ -96,9 +117,6 @@ class ClientLimitsAttackTest {
         }
         if (inventory != null) {
             inventory.close();
-        }
-        if (users != null) {
-            users.close();
         }
     }
 
@@ -214,7 +232,7 @@ class ClientLimitsAttackTest {
     }
 
     /** Root and bob, over the socket and over TCP: each is served. */
-    void othersAreServed(User bob) throws IOException {
+    void othersAreServed() throws IOException {
         String url = "http://localhost/api/v1/node";
         String tcpUrl = "http://127.0.0.1:" + console.address().getPort() + "/api/v1/node";
         assertThat(body(LocalUsers.run(curl("--unix-socket", socket.toString(), url), 90), 200).path("gpus")
@@ -288,8 +306,6 @@ class ClientLimitsAttackTest {
 
     @Test
     void halfSentRequestsFromOneUserAreBoundedAndOthersServed() throws Exception {
-        User alice = users.user("alice");
-        User bob = users.user("bob");
         int before = fds();
         // 1,000 half-sent requests on the socket and 300 on TCP, all alice's: one client, one limit of 64
         Report viaSocket = attack(alice, "half", unix(), 1000);
@@ -297,22 +313,20 @@ class ClientLimitsAttackTest {
         assertThat(viaSocket.refused()).as("%s", viaSocket).isEqualTo(936);
         assertThat(viaSocket.limits()).containsExactly("maxConnectionsPerClient");
         refusedNaming(viaSocket, "maxConnectionsPerClient");
-        othersAreServed(bob);
+        othersAreServed();
         Report viaTcp = attack(alice, "half", tcp(), 300);
         // on TCP alice is told apart from root and bob by the owner of her sockets: her 64 are already taken
         assertThat(viaTcp.refused()).as("%s", viaTcp).isEqualTo(300);
-        othersAreServed(bob);
+        othersAreServed();
         assertThat(metric("gpusched_console_refused_total{limit=\"maxConnectionsPerClient\"}")).isEqualTo(1236);
         assertThat(metric("gpusched_console_connections")).as("alice's 64 and this scrape's").isBetween(65.0, 70.0);
         endAttacks(false);
         awaitFds(before + 8);
-        othersAreServed(bob);
+        othersAreServed();
     }
 
     @Test
     void idleConnectionsAndStalledBodiesAreBoundedAndLeaveNothingBehind() throws Exception {
-        User alice = users.user("alice");
-        User bob = users.user("bob");
         int fdsBefore = fds();
         int[] threadsAfter = new int[2];
         for (int round = 0; round < 2; round++) {
@@ -324,7 +338,7 @@ class ClientLimitsAttackTest {
             // stalled bodies on the socket: her connections are all taken by the idle ones
             Report body = attack(alice, "body", unix(), 40);
             assertThat(body.refused()).as("%s", body).isEqualTo(40);
-            othersAreServed(bob);
+            othersAreServed();
             endAttacks(round == 1); // the second round's attacker is killed, not polite
             awaitFds(fdsBefore + 8);
             // the first round's count settles (the baseline); the second's is watched as long, or until it is back
@@ -337,13 +351,11 @@ class ClientLimitsAttackTest {
         Report body = attack(alice, "body", unix(), 40);
         assertThat(body.refused()).as("%s", body).isEqualTo(8);
         refusedNaming(body, "maxRequestsPerClient");
-        othersAreServed(bob);
+        othersAreServed();
     }
 
     @Test
     void oneUsersEventStreamsCannotKeepThePageFromGoingLive() throws Exception {
-        User alice = users.user("alice");
-        User bob = users.user("bob");
         Report streams = attack(alice, "streams", tcp(), 1025);
         assertThat(streams.ok()).as("%s", streams).isEqualTo(8);
         assertThat(streams.refused()).as("%s", streams).isEqualTo(1017);
@@ -358,6 +370,6 @@ class ClientLimitsAttackTest {
                 "--init-groups", "--"), url);
         assertThat(asRoot.get()).as("stream for root").contains("event: state").contains("\"devices\"");
         assertThat(asBob).as("stream for bob").contains("event: state").contains("\"devices\"");
-        othersAreServed(bob);
+        othersAreServed();
     }
 }
