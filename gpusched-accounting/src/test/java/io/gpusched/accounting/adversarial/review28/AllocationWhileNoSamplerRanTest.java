@@ -54,8 +54,10 @@ class AllocationWhileNoSamplerRanTest {
                     UsageReport.GroupBy.OWNER);
             Optional<AllocationUsage> u = AllocationUsage.find(node.store, a.id());
             assertThat(u).as("alice's allocation (granted %s, released %s, while no sampler ran) in the store; the"
-                    + " report's owners: %s", a.createdAt(), released, r.rows().stream().map(UsageReport.Row::key)
-                            .toList()).isPresent();
+                    + " report's owners: %s", a.createdAt(), released,
+                    r.rows().stream().map(UsageReport.Row::key)
+                            .toList())
+                    .isPresent();
             assertThat(u.get().total().heldMillis()).as("her GPU-ms")
                     .isEqualTo(Duration.between(a.createdAt(), released).toMillis());
         }
