@@ -284,7 +284,10 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
     /**
      * One sweep: credits it, writes what closed (and a checkpoint when due), then runs the idle policy.
      *
-     * @param sample the sweep ({@link GpuInventory#sample()}, the one the host's other consumers got)
+     * @param sample the sweep ({@link GpuInventory#sample()}, the one the host's other consumers got), taken before
+     *               {@code live} is read: a release the list misses then comes at or after the sweep's time and its
+     *               record is exact; a sample taken after a release its list still showed, on a checkpoint sweep,
+     *               records the allocation up to the sweep (docs/ACCOUNTING.md, "Writes"; review28)
      * @param live   the allocations live at the sweep (the scheduler's, caught up with the node ledger)
      * @return the idle policy's steps taken at this sweep
      */
@@ -476,7 +479,8 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
         if (closed) {
             return;
         }
-        List<AccountingRecord> out = new ArrayList<>(meter.checkpoint());
+        List<AccountingRecord> out = new ArrayList<>(meter.settlePending()); // restarts' gaps held back, in full
+        out.addAll(meter.checkpoint());
         out.add(new Checkpoint(clock.instant(), new ArrayList<>(meter.tracked())));
         write(out);
         checkpointed(clock.instant());
@@ -538,7 +542,8 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
             return;
         }
         try {
-            List<AccountingRecord> out = new ArrayList<>(meter.checkpoint());
+            List<AccountingRecord> out = new ArrayList<>(meter.settlePending()); // restarts' gaps held back
+            out.addAll(meter.checkpoint());
             out.add(new Checkpoint(clock.instant(), new ArrayList<>(meter.tracked())));
             write(out);
         } catch (RuntimeException e) {

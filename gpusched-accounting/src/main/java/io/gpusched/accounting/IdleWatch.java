@@ -20,7 +20,8 @@ import java.util.Set;
  *
  * <p>Order, per allocation: flagged once idle for {@code window}; warned once idle for {@code warn_after} (unless the
  * action is {@code none} or the owner is exempt); acted on once idle for {@code act_after} <em>and</em> at least
- * {@code grace} after its warning, never without a warning first; an action is taken once. An allocation busy again
+ * {@code grace} of observed time after its warning (each sweep counts at most as long as the sweep before it took:
+ * one sweep the wall clock stepped ahead cannot spend the grace at once), never without a warning first; an action is taken once. An allocation busy again
  * before the action is left alone and its clock starts over. A dry run audits what it would do and does nothing
  * (no warning is sent, no hook run, nothing released or signalled).
  */
@@ -34,7 +35,14 @@ public final class IdleWatch {
         Instant warnedAt;
         boolean acted;
         boolean exemptNoted;
+        /** sweep time observed since the warning, each sweep's at most {@link #observed} (review28) */
+        long sinceWarning;
     }
+
+    /** the previous evaluation's time; null before the first */
+    private Instant lastEvaluated;
+    /** the previous evaluation's step forward in ms, -1 when none is known */
+    private long lastStep = -1;
 
     /**
      * @param policy  the policy
@@ -72,6 +80,7 @@ public final class IdleWatch {
      */
     public List<IdleAction> evaluate(Instant now, List<Allocation> live, Map<String, Instant> idleSince) {
         List<IdleAction> out = new ArrayList<>(0);
+        long observed = observed(now);
         if (idleSince.isEmpty() && states.isEmpty()) {
             return out; // nothing idle, nothing flagged: the common case costs nothing more
         }
@@ -130,14 +139,33 @@ public final class IdleWatch {
             }
             boolean acts = policy.action() == IdlePolicy.Action.RELEASE
                     || policy.action() == IdlePolicy.Action.SIGNAL;
+            if (s.warnedAt != null && s.warnedAt.isBefore(now)) {
+                s.sinceWarning += observed;
+            }
+            // the grace is time sweeps observed after the warning, not the wall clock's: one sweep the clock stepped
+            // ahead (or a stalled sampler) cannot spend it at once (review28)
             if (acts && s.warnedAt != null && idle.compareTo(policy.actAfter()) >= 0
-                    && !now.isBefore(s.warnedAt.plus(policy.grace()))) {
+                    && s.sinceWarning >= policy.grace().toMillis()) {
                 s.acted = true;
                 out.add(act(now, a, idle));
             }
         }
         states.keySet().retainAll(liveIds);
         return out;
+    }
+
+    /**
+     * @return how much of the time since the previous evaluation counts as observed: the step forward, at most the
+     *         step before it (the sweeps' cadence); nothing for the first evaluation or a clock stepped back
+     */
+    private long observed(Instant now) {
+        long step = lastEvaluated == null ? -1 : now.toEpochMilli() - lastEvaluated.toEpochMilli();
+        long credit = step <= 0 || lastStep < 0 ? 0 : Math.min(step, lastStep);
+        lastEvaluated = now;
+        if (step > 0) {
+            lastStep = step;
+        }
+        return credit;
     }
 
     private IdleAction act(Instant now, Allocation a, Duration idle) {

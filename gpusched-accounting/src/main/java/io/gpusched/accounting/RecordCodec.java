@@ -455,11 +455,16 @@ public final class RecordCodec {
 
     /** The note on a device whose recorded energy was refused when read. */
     static final String ENERGY_REFUSED = "energy not measured: the record's energy, more than "
-            + UsageMeter.MAX_PLAUSIBLE_WATTS + " W over its time, was refused when read";
+            + UsageMeter.MAX_PLAUSIBLE_WATTS + " W over its time (and 60 s besides), was refused when read";
 
-    /** @return whether a device's energy is no more than a GPU can draw over its time ({@code e <= 10 kW x em}) */
+    /**
+     * @return whether a device's energy is no more than a GPU can draw over its time and the meter's one allowance for
+     *         a clock stepped back ({@code e <= 10 kW x (em + UsageMeter.ENERGY_SLACK_MILLIS)}): the bound the meter
+     *         keeps, so a record it wrote is never refused (review28)
+     */
     static boolean plausibleEnergy(UsageFigures f) {
-        return f.energyMillijoules / UsageMeter.MAX_PLAUSIBLE_WATTS <= f.energyMillis;
+        return f.energyMillijoules / UsageMeter.MAX_PLAUSIBLE_WATTS <= f.energyMillis
+                + UsageMeter.ENERGY_SLACK_MILLIS;
     }
 
     private static UsageFigures figures(JsonNode d) {

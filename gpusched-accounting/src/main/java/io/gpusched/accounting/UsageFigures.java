@@ -73,7 +73,9 @@ public final class UsageFigures {
         heldMillis = Math.round(heldMillis * f);
         measuredMillis = Math.round(measuredMillis * f);
         utilizationMillis = Math.round(utilizationMillis * f);
-        utilizationPercentMillis *= f;
+        // at most 100 % of the rounded utilization time: a record the meter writes is one the reader accepts
+        // (RecordCodec: us <= 100 x um; review28)
+        utilizationPercentMillis = Math.min(utilizationPercentMillis * f, 100.0 * utilizationMillis);
         idleMillis = Math.round(idleMillis * f);
         energyMillijoules = Math.round(energyMillijoules * f);
         estimatedMillijoules = Math.round(estimatedMillijoules * f);

@@ -85,16 +85,24 @@ final class UsageMeter {
     static final double UNSEEN_MARGIN = 25;
 
     /**
+     * The one allowance for energy beyond {@link #MAX_PLAUSIBLE_WATTS} x a span by the clock, used by the meter (a
+     * counter's delta over a sweep) and by the reader ({@link RecordCodec#plausibleEnergy}) alike, so the meter never
+     * writes energy the reader refuses: the wall clock may have stepped back between two reads (the span by the clock
+     * then shorter than the time that passed; review25) by up to this much and the counter's delta stays exact. A
+     * larger step back makes that sweep's energy an estimate (power x time); a delta above 10 kW x (span + this) is
+     * taken as a glitch of the read (review28).
+     */
+    static final long ENERGY_SLACK_MILLIS = 60_000L;
+
+    /**
      * @return whether a counter moved forward from {@code before} to {@code after} no more than a GPU can draw over the
-     *         span and the longest span one sweep may credit besides ({@link #MAX_SWEEP_MILLIS}: the wall clock may
-     *         have stepped back between the two reads, so the span by the clock can be shorter than the time that
-     *         passed; review25)
+     *         span and {@link #ENERGY_SLACK_MILLIS} besides
      */
     private static boolean plausible(OptionalLong before, OptionalLong after, long millis) {
         long delta = after.getAsLong() - before.getAsLong();
         // W x ms = mJ; a delta that overflowed is negative
         return delta >= 0 && after.getAsLong() >= before.getAsLong()
-                && delta / MAX_PLAUSIBLE_WATTS <= Math.max(0, millis) + MAX_SWEEP_MILLIS;
+                && delta / MAX_PLAUSIBLE_WATTS <= Math.max(0, millis) + ENERGY_SLACK_MILLIS;
     }
 
     static final String NO_ENERGY = "energy not measured: no energy counter and no power reading";
@@ -158,18 +166,32 @@ final class UsageMeter {
     /** the list of live allocations {@link #allTrackedLive} found the same as the layout's, for this sweep only */
     private List<Allocation> sameAsLayout;
     /**
-     * Ids of allocations this meter ended (their records written), the newest {@link #ENDED_KEPT}: a sweep whose list
-     * of live allocations was read before a release (the tick read it, then another thread released one) must not
-     * start that allocation's track again, from its grant (it would be counted twice, then ended unobserved).
-     * Allocation ids are never used again.
+     * Ids of allocations this meter ended (their records written) since the sweep before the last one: a sweep whose
+     * list of live allocations was read before a release (the tick read it, then another thread released one) must
+     * not start that allocation's track again, from its grant (it would be counted twice, then ended unobserved). A
+     * tick reads its list after the previous sweep, so a stale list misses only releases since then: the ids ended
+     * since the last sweep ({@link #endedNow}) and, for a list read before it, those ended in the sweep before
+     * ({@link #endedBefore}); no count caps them (a burst of releases between two sweeps cannot push one out;
+     * review28). Allocation ids are never used again.
      */
-    private final Set<String> ended = Collections.newSetFromMap(new LinkedHashMap<>() {
-        @Override
-        protected boolean removeEldestEntry(Map.Entry<String, Boolean> eldest) {
-            return size() > ENDED_KEPT;
+    private Set<String> endedNow = new HashSet<>();
+    private Set<String> endedBefore = new HashSet<>();
+
+    /** @return whether this meter ended the allocation since the sweep before the last one */
+    private boolean ended(String id) {
+        return endedNow.contains(id) || endedBefore.contains(id);
+    }
+
+    /** At the end of a sweep: what was ended before the previous sweep is forgotten. */
+    private void rotateEnded() {
+        if (endedNow.isEmpty() && endedBefore.isEmpty()) {
+            return;
         }
-    });
-    private static final int ENDED_KEPT = 4096;
+        Set<String> old = endedBefore;
+        old.clear();
+        endedBefore = endedNow;
+        endedNow = old;
+    }
 
     /**
      * The longest span one sweep is credited with (the console's and the service's sweeps come every
@@ -263,6 +285,13 @@ final class UsageMeter {
         boolean lastTickIdle;
         /** the last {@link #allTrackedLive} call that found it live */
         long seenLive;
+        /**
+         * A restart's gap not yet written ({@link #pendingGap}): from the store's last record ({@code pendingFrom},
+         * -1: none) to the restarted meter's first sweep ({@code pendingTo}); {@code pendingSwept}: sweep time since
+         */
+        long pendingFrom = -1;
+        long pendingTo;
+        long pendingSwept;
     }
 
     /** Continues allocations the store left open (their last intervals): nothing before them is counted again. */
@@ -303,7 +332,7 @@ final class UsageMeter {
      */
     void skip(Instant now, GpuSample sample, List<Allocation> live) {
         for (Allocation a : live) { // tracked from their grants, so a checkpoint records them; nothing credited
-            if (!tracks.containsKey(a.id()) && !ended.contains(a.id())) {
+            if (!tracks.containsKey(a.id()) && !ended(a.id())) {
                 tracks.put(a.id(), start(a));
                 trackMods++;
             }
@@ -312,6 +341,7 @@ final class UsageMeter {
             lastCounter(m.index(), m.energyMillijoules());
         }
         lastTick = now.toEpochMilli();
+        rotateEnded();
     }
 
     /**
@@ -343,7 +373,7 @@ final class UsageMeter {
             int[] positions = layout.positions[k];
             int[] slots = layout.slots[k];
             Track tr = trackAt != null ? trackAt[k] : tracks.get(a.id());
-            if (tr == null && ended.contains(a.id())) { // released since the list was read: its record is written
+            if (tr == null && ended(a.id())) { // released since the list was read: its record is written
                 layout.tracks[k++] = null;
                 continue;
             }
@@ -354,6 +384,25 @@ final class UsageMeter {
             }
             layout.tracks[k++] = tr;
             tr.update(a);
+            if (tr.pendingFrom >= 0) {
+                if (t < tr.pendingTo) { // the clock went back before the restart's first sweep: it was ahead
+                    out.addAll(pendingGap(tr, t));
+                } else {
+                    tr.pendingSwept += prev != null ? t - prev : 0;
+                    if (tr.pendingSwept >= MAX_SWEEP_MILLIS) { // the clock stayed: the gap was real
+                        out.addAll(pendingGap(tr, tr.pendingTo));
+                    }
+                }
+            }
+            if (lastTick == null && !tr.first && tr.pendingFrom < 0 && t - tr.covered > MAX_SWEEP_MILLIS) {
+                // a restart's gap longer than a sweep may credit: the clock may be ahead (an RTC at boot, stepped
+                // back later), and a gap written is never taken back; held until the clock is known (review28)
+                tr.pendingFrom = tr.covered;
+                tr.pendingTo = t;
+                tr.pendingSwept = 0;
+                tr.covered = t;
+                tr.from = t;
+            }
             long sampledFrom = prev != null ? prev : t;
             if (tr.covered < sampledFrom) {
                 gap(tr, tr.covered, sampledFrom, sweeps, slots, prev == null, out);
@@ -376,6 +425,7 @@ final class UsageMeter {
         // live allocations change
         layout.allTrackedAt = tracks.size() == layout.distinctIds ? trackMods : NEVER;
         lastTick = t;
+        rotateEnded();
         return out;
     }
 
@@ -930,13 +980,58 @@ final class UsageMeter {
     }
 
     /**
+     * Writes a restart's held-back gap ({@link Track#pendingFrom}) up to {@code to} (within the gap): held time, not
+     * sampled, cut at each UTC midnight; nothing when none is held back.
+     */
+    private List<Interval> pendingGap(Track tr, long to) {
+        if (tr.pendingFrom < 0) {
+            return List.of();
+        }
+        long cur = tr.pendingFrom;
+        long end = Math.max(cur, Math.min(to, tr.pendingTo));
+        tr.pendingFrom = -1;
+        Allocation a = tr.allocation;
+        List<Interval> out = new ArrayList<>();
+        while (cur < end) {
+            long part = Math.min(end, nextMidnight(cur));
+            long held = part - cur;
+            List<DeviceUsage> ds = new ArrayList<>();
+            Set<Integer> seen = new HashSet<>();
+            for (GpuDevice d : a.devices()) {
+                if (seen.add(d.index())) {
+                    UsageFigures f = new UsageFigures();
+                    f.heldMillis = held;
+                    ds.add(new DeviceUsage(d.index(), d.uuid(), f, OptionalLong.empty(), List.of(NOT_SAMPLED)));
+                }
+            }
+            out.add(new Interval(a.id(), a.owner(), a.request().ownerUid(), a.request().jobId(),
+                    Instant.ofEpochMilli(cur), Instant.ofEpochMilli(part), false, Optional.empty(), true,
+                    Optional.empty(), ds));
+            cur = part;
+        }
+        return out;
+    }
+
+    /**
+     * @return the restarts' gaps held back, written in full (a planned stop or checkpoint: the clock is taken as it
+     *         is)
+     */
+    List<Interval> settlePending() {
+        List<Interval> out = new ArrayList<>();
+        for (Track tr : tracks.values()) {
+            out.addAll(pendingGap(tr, tr.pendingTo));
+        }
+        return out;
+    }
+
+    /**
      * Ends an allocation: its last interval runs to {@code at} (the release), the time after the last sweep counted
      * as held but not measured.
      *
      * @return its last intervals (more than one where {@code at} is past a midnight), empty when it was not tracked
      */
     List<Interval> end(String id, Instant at, String cause) {
-        ended.add(id);
+        endedNow.add(id);
         Track tr = tracks.remove(id);
         idle.remove(id);
         if (tr != null) {
@@ -975,8 +1070,8 @@ final class UsageMeter {
                                     List.of("released after " + tail.to() + " while no sampler ran")))
                             .toList()));
         }
-        List<Interval> out = new ArrayList<>();
         long r = at.toEpochMilli();
+        List<Interval> out = new ArrayList<>(pendingGap(tr, r)); // a restart's gap held back: up to the release
         if (r < tr.covered) {
             long len = tr.covered - tr.from;
             long keep = Math.max(0, r - tr.from);
@@ -1088,6 +1183,14 @@ final class UsageMeter {
             GpuDevice d = ds.get(j);
             UsageFigures f = tr.figures[tr.slot[j]];
             Set<String> n = tr.notes[tr.slot[j]];
+            if (f != null && !RecordCodec.plausibleEnergy(f)) { // sweeps that each used the clock's allowance: the
+                // record would be refused when read; its energy is not measured, as the reader would say
+                f.energyMillijoules = 0;
+                f.estimatedMillijoules = 0;
+                f.energyMillis = 0;
+                note(tr, j, RecordCodec.ENERGY_REFUSED);
+                n = tr.notes[tr.slot[j]];
+            }
             List<String> notes = List.of();
             if (n != null) { // a set's texts in their natural order (sorted as a TreeSet keeps them), the first few
                 List<String> sorted = new ArrayList<>(n);
