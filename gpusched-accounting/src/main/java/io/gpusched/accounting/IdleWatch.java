@@ -21,9 +21,9 @@ import java.util.Set;
  * <p>Order, per allocation: flagged once idle for {@code window}; warned once idle for {@code warn_after} (unless the
  * action is {@code none} or the owner is exempt); acted on once idle for {@code act_after} <em>and</em> at least
  * {@code grace} of observed time after its warning (each sweep counts at most as long as the sweep before it took:
- * one sweep the wall clock stepped ahead cannot spend the grace at once), never without a warning first; an action is taken once. An allocation busy again
- * before the action is left alone and its clock starts over. A dry run audits what it would do and does nothing
- * (no warning is sent, no hook run, nothing released or signalled).
+ * one sweep the wall clock stepped ahead cannot spend the grace at once), never without a warning first; an action
+ * is taken once. An allocation busy again before the action is left alone and its clock starts over. A dry run
+ * audits what it would do and does nothing (no warning is sent, no hook run, nothing released or signalled).
  */
 public final class IdleWatch {
     private final IdlePolicy policy;
