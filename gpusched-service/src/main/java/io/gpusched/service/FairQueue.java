@@ -121,6 +121,12 @@ final class FairQueue implements AutoCloseable {
     final class Ticket {
         final long seq;
         final Caller caller;
+        /**
+         * Whose turn it takes: the request's owner (uid and name), which is its caller's unless an admin asked for
+         * another user; turns, the per-user limit and the queue's view go by owner (review29)
+         */
+        final long who;
+        final String whoName;
         final GpuRequest request;
         final Instant since;
         final long deadlineNanos;
@@ -134,6 +140,8 @@ final class FairQueue implements AutoCloseable {
                 boolean now) {
             this.seq = seq;
             this.caller = caller;
+            this.who = ownerUid(caller, request);
+            this.whoName = request.owner().orElse(caller.user());
             this.request = request;
             this.since = since;
             this.deadlineNanos = deadlineNanos;
@@ -153,7 +161,12 @@ final class FairQueue implements AutoCloseable {
         }
     }
 
-    /** A waiting request as {@code GET /api/v1/queue} shows it. */
+    /** @return the uid a request's turn is taken for: its owner's, else its caller's */
+    static long ownerUid(Caller caller, GpuRequest request) {
+        return request.ownerUid().orElse(caller.uid());
+    }
+
+    /** A waiting request as {@code GET /api/v1/queue} shows it (the user it is for). */
     record View(int position, String user, long uid, String request, String since) {
     }
 
@@ -226,7 +239,8 @@ final class FairQueue implements AutoCloseable {
         OptionalInt quota = scheduler.quotaFor(request);
         if (quota.isPresent() && request.count() > quota.getAsInt()) { // as the scheduler would refuse it, later
             throw new GpuAllocationException(Reason.INVALID_REQUEST, request.describe() + " requested by "
-                    + caller.user() + "; " + caller.user() + " may hold at most " + quota.getAsInt() + " GPU(s) at"
+                    + caller.user() + "; " + request.owner().orElse(caller.user()) + " may hold at most "
+                    + quota.getAsInt() + " GPU(s) at"
                     + " once (gpu.users), so this request can never be served: ask for " + quota.getAsInt()
                     + " or fewer");
         }
@@ -235,12 +249,14 @@ final class FairQueue implements AutoCloseable {
             if (closed) {
                 throw new Dropped("the node service is stopping; nothing was queued");
             }
-            ArrayDeque<Ticket> mine = byUser.computeIfAbsent(caller.uid(), k -> new ArrayDeque<>());
+            long who = ownerUid(caller, request);
+            ArrayDeque<Ticket> mine = byUser.computeIfAbsent(who, k -> new ArrayDeque<>());
             if (mine.size() >= MAX_PER_USER || size >= MAX_TOTAL) {
                 if (mine.isEmpty()) {
-                    byUser.remove(caller.uid());
+                    byUser.remove(who);
                 }
-                throw new GpuAllocationException(Reason.RATE_LIMITED, caller.user() + " has " + mine.size()
+                throw new GpuAllocationException(Reason.RATE_LIMITED, request.owner().orElse(caller.user()) + " has "
+                        + mine.size()
                         + " request(s) waiting and the queue " + size + "; at most " + MAX_PER_USER + " per user and "
                         + MAX_TOTAL + " in all may wait: wait for some to be served");
             }
@@ -334,7 +350,7 @@ final class FairQueue implements AutoCloseable {
                 direct++; // nothing waits, so nothing is owed: tried at once, in the caller's thread
             } else {
                 t = new Ticket(++seq, caller, request, clock.instant(), Long.MAX_VALUE, () -> false, true);
-                byUser.computeIfAbsent(caller.uid(), k -> new ArrayDeque<>()).add(t);
+                byUser.computeIfAbsent(t.who, k -> new ArrayDeque<>()).add(t);
                 size++;
                 nows++;
                 dirty = true;
@@ -379,7 +395,7 @@ final class FairQueue implements AutoCloseable {
             try {
                 direct--;
                 if (a != null) {
-                    lastGrant.put(caller.uid(), ++grants); // it was served: behind those who wait, as any grant
+                    lastGrant.put(ownerUid(caller, request), ++grants); // served: behind those who wait, as any grant
                 }
                 if (closed && direct == 0) {
                     changed.signalAll(); // the close waits for it; nothing else does (a grant wakes no one)
@@ -490,7 +506,7 @@ final class FairQueue implements AutoCloseable {
             List<View> out = new ArrayList<>(order.size());
             for (int i = 0; i < order.size(); i++) {
                 Ticket t = order.get(i);
-                out.add(new View(i + 1, t.caller.user(), t.caller.uid(), t.request.describe(), t.since.toString()));
+                out.add(new View(i + 1, t.whoName, t.who, t.request.describe(), t.since.toString()));
             }
             return out;
         } finally {
@@ -551,7 +567,7 @@ final class FairQueue implements AutoCloseable {
 
     /** Caller holds the lock. @return whether the ticket was still waiting */
     private boolean remove(Ticket t) {
-        ArrayDeque<Ticket> q = byUser.get(t.caller.uid());
+        ArrayDeque<Ticket> q = byUser.get(t.who);
         if (q == null || !q.remove(t)) {
             return false;
         }
@@ -560,7 +576,7 @@ final class FairQueue implements AutoCloseable {
             nows--;
         }
         if (q.isEmpty()) {
-            byUser.remove(t.caller.uid());
+            byUser.remove(t.who);
         }
         return true;
     }
@@ -945,7 +961,7 @@ final class FairQueue implements AutoCloseable {
             }
             lock.lock();
             try {
-                ArrayDeque<Ticket> q = byUser.get(h.caller.uid());
+                ArrayDeque<Ticket> q = byUser.get(h.who);
                 if (q != null && q.peek() == h) {
                     laterOf.add(q.stream().skip(1).filter(t -> !t.now).toList());
                     userAt.add(i);
@@ -964,6 +980,7 @@ final class FairQueue implements AutoCloseable {
         int[] mine = new int[laterOf.size()];
         boolean[] limited = new boolean[laterOf.size()]; // users whose later requests met their rate limit this pass
         Set<List<Object>> shortOf = new HashSet<>();
+        Map<Long, Integer> held = new HashMap<>(); // GPUs each owner holds, counted once a pass (ownHeld)
         int rounds = laterOf.stream().mapToInt(List::size).max().orElse(0);
         for (int round = 0; round < rounds; round++) {
             for (int u = 0; u < laterOf.size(); u++) {
@@ -981,12 +998,18 @@ final class FairQueue implements AutoCloseable {
                 }
                 Set<Integer> open = freeFor(t);
                 open.removeAll(withheld.gpus);
+                OptionalInt quota = scheduler.quotaFor(t.request);
                 if (open.size() < t.request.count() || !open.containsAll(t.request.requiredDevices())) {
                     // too few GPUs it could use are free and kept for no one ahead, or one it must include is not:
                     // it cannot fit, whatever the scheduler's placement, so it is not tried and does not count
                     // against the caps (review27: eight or 64 distinct requests for a busy GPU stalled those behind)
                     withheld.add(t, keptFor(t), order);
                     continue;
+                }
+                if (quota.isPresent() && held.computeIfAbsent(t.who, k -> ownHeld(t)) + t.request.count() > quota
+                        .getAsInt()) {
+                    continue; // over its user's quota: refused by the scheduler whatever is free, so not tried, not
+                              // counted, nothing kept (review29: over-quota backlogs filled the caps)
                 }
                 if (mine[u] >= PER_USER_BACKFILL) {
                     continue;
@@ -1090,14 +1113,14 @@ final class FairQueue implements AutoCloseable {
             long order;
             lock.lock();
             try {
-                ArrayDeque<Ticket> mine = byUser.get(n.caller.uid());
+                ArrayDeque<Ticket> mine = byUser.get(n.who);
                 if (mine == null || !mine.contains(n)) {
                     continue; // served or refused already
                 }
                 // its place in fair order: its user's round (requests of the user before it), its user's place
                 int round = (int) mine.stream().filter(t -> t.seq < n.seq).count();
                 int user = 0;
-                while (user < heads.size() && heads.get(user).caller.uid() != n.caller.uid()) {
+                while (user < heads.size() && heads.get(user).who != n.who) {
                     user++;
                 }
                 order = order(round, user);
@@ -1145,7 +1168,7 @@ final class FairQueue implements AutoCloseable {
             return new GpuAllocationException(Reason.INSUFFICIENT_GPUS, n.request.describe() + " was not served:"
                     + " the GPUs free now are owed to the node service's queue, where " + (ahead == null
                             ? waiting + " request(s) wait"
-                            : ahead.caller.user() + " (uid " + ahead.caller.uid() + ") waits for "
+                            : ahead.whoName + " (uid " + ahead.who + ") waits for "
                                     + ahead.request.describe() + " since " + ahead.since + ", one of " + waiting
                                     + " waiting, ahead of it") // ahead in fair order, not all that wait (review27)
                     + " (GET /api/v1/queue lists them); no GPU a waiting request ahead could use is served"
@@ -1178,11 +1201,11 @@ final class FairQueue implements AutoCloseable {
     private long waitingAhead(Ticket n, List<Ticket> heads) {
         Map<Long, Integer> place = new HashMap<>();
         for (int i = 0; i < heads.size(); i++) {
-            place.putIfAbsent(heads.get(i).caller.uid(), i);
+            place.putIfAbsent(heads.get(i).who, i);
         }
-        ArrayDeque<Ticket> mine = byUser.get(n.caller.uid());
+        ArrayDeque<Ticket> mine = byUser.get(n.who);
         int round = mine == null ? 0 : (int) mine.stream().filter(t -> t.seq < n.seq).count();
-        int user = place.getOrDefault(n.caller.uid(), heads.size());
+        int user = place.getOrDefault(n.who, heads.size());
         long ahead = 0;
         for (Map.Entry<Long, ArrayDeque<Ticket>> e : byUser.entrySet()) {
             int at = place.getOrDefault(e.getKey(), heads.size());
@@ -1203,7 +1226,7 @@ final class FairQueue implements AutoCloseable {
         try {
             waiting = remove(t);
             if (a != null) {
-                lastGrant.put(t.caller.uid(), ++grants);
+                lastGrant.put(t.who, ++grants);
             }
         } finally {
             lock.unlock();
