@@ -4,9 +4,9 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuAllocationException;
+import io.gpusched.core.GpuAllocationException.Reason;
 import io.gpusched.core.GpuConfig;
 import io.gpusched.core.GpuRequests;
-import io.gpusched.core.GpuAllocationException.Reason;
 import io.gpusched.core.ServiceSettings;
 import io.gpusched.core.UserQuotas;
 import io.gpusched.server.Caller;
@@ -48,7 +48,7 @@ class OverQuotaLaterRequestGivenUpAsShortOfGpusAttackTest {
             Allocation held = s.allocate(alice, GpuRequests.fromCliFlags(List.of("--gpu=2")), Optional.empty(),
                     () -> false);
             try (Queued head = Queued.queue(s, alice, "--gpu=1");
-                    Queued later = Queued.queue(s, alice, Duration.ofSeconds(2), "--gpu=1")) {
+                 Queued later = Queued.queue(s, alice, Duration.ofSeconds(2), "--gpu=1")) {
                 assertThat(Clients.await(later.result::isDone, 40)).as("the later request's 2 s wait ran out; queue %s",
                         s.queueView()).isTrue();
                 assertThat(later.result).isCompletedExceptionally();

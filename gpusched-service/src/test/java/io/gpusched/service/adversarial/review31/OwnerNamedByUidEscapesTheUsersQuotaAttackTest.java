@@ -45,7 +45,8 @@ class OwnerNamedByUidEscapesTheUsersQuotaAttackTest {
             LocalUsers.User aliceUser = accounts.user("alice");
             GpuConfig config = GpuConfig.builder().users(new UserQuotas(0, Map.of(aliceUser.name(), 2), Map.of()))
                     .service(ServiceSettings.defaults().withAdminGroup("gsu-nonexistent").withKillGrace(Duration
-                            .ofMillis(300))).build();
+                            .ofMillis(300)))
+                    .build();
             try (ServiceBed bed = new ServiceBed(tmp.resolve("bed"), config)) {
                 NodeService s = bed.start();
                 Caller root = ServiceBed.root();
@@ -60,9 +61,12 @@ class OwnerNamedByUidEscapesTheUsersQuotaAttackTest {
                     } catch (RuntimeException e) {
                         refused = e.toString();
                     }
-                    int aliceHolds = s.scheduler().allocations().stream().filter(a -> a.request().ownerUid().isPresent() && a
-                            .request().ownerUid().getAsLong() == aliceUser.uid()).mapToInt(a -> a.deviceIndices()
-                                    .size()).sum();
+                    int aliceHolds = s.scheduler().allocations().stream()
+                            .filter(a -> a.request().ownerUid().isPresent() && a
+                                    .request().ownerUid().getAsLong() == aliceUser.uid())
+                            .mapToInt(a -> a.deviceIndices()
+                                    .size())
+                            .sum();
                     LedgerReader ledger = LedgerReader.read(bed.state);
                     assertThat(aliceHolds).as("GPUs held by alice's uid %s (quota 2) after an admin asked for 4 with"
                             + " --owner=%s; refusal: %s; ledger by owner: %s; allocations %s", aliceUser.uid(),
