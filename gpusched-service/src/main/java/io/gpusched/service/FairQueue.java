@@ -178,6 +178,11 @@ final class FairQueue implements AutoCloseable {
     private final Condition changed = lock.newCondition();
     /** Waiting requests per uid, oldest first; users in order of their first waiting request. */
     private final LinkedHashMap<Long, ArrayDeque<Ticket>> byUser = new LinkedHashMap<>();
+    /**
+     * Waiting requests (not those that do not wait) by the uid of the caller who made them: the per-user limit counts
+     * what a caller sent, so an admin's requests for alice do not fill alice's own (review31); guarded by the lock.
+     */
+    private final Map<Long, Integer> sentBy = new HashMap<>();
     /** The grant counter at each uid's last grant (absent: never served). */
     private final Map<Long, Long> lastGrant = new HashMap<>();
     private long grants;
@@ -249,19 +254,15 @@ final class FairQueue implements AutoCloseable {
             if (closed) {
                 throw new Dropped("the node service is stopping; nothing was queued");
             }
-            long who = ownerUid(caller, request);
-            ArrayDeque<Ticket> mine = byUser.computeIfAbsent(who, k -> new ArrayDeque<>());
-            if (mine.size() >= MAX_PER_USER || size >= MAX_TOTAL) {
-                if (mine.isEmpty()) {
-                    byUser.remove(who);
-                }
-                throw new GpuAllocationException(Reason.RATE_LIMITED, request.owner().orElse(caller.user()) + " has "
-                        + mine.size()
+            int sent = sentBy.getOrDefault(caller.uid(), 0);
+            if (sent >= MAX_PER_USER || size >= MAX_TOTAL) {
+                throw new GpuAllocationException(Reason.RATE_LIMITED, caller.user() + " has " + sent
                         + " request(s) waiting and the queue " + size + "; at most " + MAX_PER_USER + " per user and "
                         + MAX_TOTAL + " in all may wait: wait for some to be served");
             }
             Ticket t = new Ticket(++seq, caller, request, clock.instant(), now + w, gone, false);
-            mine.add(t);
+            byUser.computeIfAbsent(t.who, k -> new ArrayDeque<>()).add(t);
+            sentBy.merge(caller.uid(), 1, Integer::sum);
             size++;
             dirty = true;
             changed.signalAll();
@@ -574,6 +575,8 @@ final class FairQueue implements AutoCloseable {
         size--;
         if (t.now) {
             nows--;
+        } else {
+            sentBy.computeIfPresent(t.caller.uid(), (k, n) -> n > 1 ? n - 1 : null);
         }
         if (q.isEmpty()) {
             byUser.remove(t.who);
@@ -1006,10 +1009,16 @@ final class FairQueue implements AutoCloseable {
                     withheld.add(t, keptFor(t), order);
                     continue;
                 }
-                if (quota.isPresent() && held.computeIfAbsent(t.who, k -> ownHeld(t)) + t.request.count() > quota
-                        .getAsInt()) {
-                    continue; // over its user's quota: refused by the scheduler whatever is free, so not tried, not
-                              // counted, nothing kept (review29: over-quota backlogs filled the caps)
+                int has = quota.isPresent() ? held.computeIfAbsent(t.who, k -> ownHeld(t)) : 0;
+                if (quota.isPresent() && has + t.request.count() > quota.getAsInt()) {
+                    // over its user's quota: refused by the scheduler whatever is free, so not tried, not counted,
+                    // nothing kept (review29: over-quota backlogs filled the caps); its wait, if it runs out, ends
+                    // with the quota's refusal, not "short of GPUs" (review31)
+                    t.lastRefusal = new GpuAllocationException(Reason.QUOTA_EXCEEDED, t.request.describe()
+                            + " requested for " + t.whoName + ", who holds " + has + " GPU(s) already; the limit is "
+                            + quota.getAsInt() + " GPU(s) per user (gpu.users): it is served once " + t.whoName
+                            + " has released enough");
+                    continue;
                 }
                 if (mine[u] >= PER_USER_BACKFILL) {
                     continue;
@@ -1309,6 +1318,7 @@ final class FairQueue implements AutoCloseable {
             }
             byUser.values().forEach(all::addAll);
             byUser.clear();
+            sentBy.clear();
             size = 0;
             for (HandOff h : takeReleases()) { // not taken: each caller releases by itself
                 handedOff.remove(h.id);

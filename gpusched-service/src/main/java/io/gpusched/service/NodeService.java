@@ -324,7 +324,7 @@ public final class NodeService implements AutoCloseable {
         OptionalLong uid = nss.uidOf(named.get());
         if (uid.isEmpty()) {
             throw new IllegalArgumentException("owner \"" + Requests.printable(named.get()) + "\" is not a user of this"
-                    + " node (NSS does not know the name)");
+                    + " node (NSS does not know the name; an owner is a user name, not a uid)");
         }
         return request.withOwner(named.get(), uid.getAsLong());
     }

@@ -62,7 +62,9 @@ public final class UserDirectory implements GroupResolver {
         }
         Entry fresh = new Entry(OptionalLong.empty(), List.of(), System.nanoTime()
                 + TimeUnit.SECONDS.toNanos(TTL_SECONDS));
-        if (UserQuotas.validName(user) && !user.startsWith("-")) {
+        // a name, never a number: `id` takes "1001" (or "+1001") for the uid, which would give one user two names,
+        // the quota and rate limits (kept by name) missing the number (review31)
+        if (UserQuotas.validName(user) && !user.startsWith("-") && !user.matches("\\+?[0-9]+")) {
             Optional<String> uid = id("-u", user);
             if (uid.isPresent() && uid.get().matches("[0-9]{1,10}")) {
                 List<String> groups = id("-Gn", user).map(g -> Arrays.asList(g.split(" "))).orElse(List.of());
