@@ -64,8 +64,9 @@ class GraceSpentByAClockThatFlapsTest {
             node.clock.set(warned.plusSeconds(40).plus(ahead)); // 9 min 50 s forward again
             after.addAll(node.sweep());
             assertThat(after).as("idle steps at the 4 sweeps after alice's warning (40 s of real time; the wall clock"
-                    + " flapped 9 min 40 s ahead, back, and ahead again): %s", after.stream().map(s -> s.at() + " "
-                    + s.action() + " " + s.detail()).toList())
+                    + " flapped 9 min 40 s ahead, back, and ahead again): %s",
+                    after.stream().map(s -> s.at() + " "
+                            + s.action() + " " + s.detail()).toList())
                     .noneMatch(s -> s.action() == IdleStep.RELEASED);
             assertThat(node.scheduler.allocations()).as("live allocations").extracting(Allocation::id)
                     .contains(a.id());
