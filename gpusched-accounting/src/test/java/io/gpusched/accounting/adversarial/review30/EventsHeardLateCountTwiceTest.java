@@ -26,9 +26,9 @@ import org.junit.jupiter.api.io.TempDir;
  * gets the event, "when another thread is still delivering earlier events (behind a slow listener)", in order. The
  * console sweeps every second meanwhile, from the scheduler's list. Carol's allocation is granted and released while
  * delivery is held up behind a slow listener for 6 sweeps: the sweeps track her from her grant and, once she is gone
- * from the list, end her record UNOBSERVED at her last sweep (UsageMeter.endVanished); fix28's ended ids are forgotten
- * two sweeps later. Then her events arrive, in order: the grant is taken as one "no sweep has seen yet"
- * (AccountingSampler.end: {@code granted.put} checks only the tracked ids, not the ids the meter ended), and the
+ * from the list, end her record UNOBSERVED at her last sweep (UsageMeter.endVanished). Then her events arrive, in
+ * order: the grant is taken as one "no sweep has seen yet" (AccountingSampler.end: {@code granted.put} checks only
+ * the tracked ids, not the ids the meter ended, which fix28 forgets two sweeps later anyway), and the
  * release writes a second record of her whole allocation from it (UsageMeter.unsampled). Her 30 s are recorded twice,
  * with two ends.
  */
