@@ -151,9 +151,12 @@ public sealed interface AccountingRecord {
      * @param allocations allocations granted that day: per owner row, those of the owner; per GPU row, those whose
      *                    first GPU it is (so rows of either kind add up over the day to the day's allocations)
      * @param figures     the day's figures (copied)
+     * @param parts       how many devices' figures of the day's records the row sums (at least 1): each had its own
+     *                    energy allowance ({@link RecordCodec#plausibleEnergy}), and the row is checked against their
+     *                    sum, so a row of plausible records is never refused (review30)
      */
     record DaySummary(LocalDate day, Optional<String> owner, OptionalLong ownerUid, OptionalInt index,
-            Optional<String> uuid, long allocations, UsageFigures figures) implements AccountingRecord {
+            Optional<String> uuid, long allocations, UsageFigures figures, int parts) implements AccountingRecord {
         /** Copies the figures. */
         public DaySummary {
             Objects.requireNonNull(day, "day");
@@ -161,7 +164,16 @@ public sealed interface AccountingRecord {
             Objects.requireNonNull(ownerUid, "ownerUid");
             Objects.requireNonNull(index, "index");
             Objects.requireNonNull(uuid, "uuid");
+            if (parts < 1) {
+                throw new IllegalArgumentException("parts: at least 1, was " + parts);
+            }
             figures = figures.copy();
+        }
+
+        /** A row of one part. */
+        public DaySummary(LocalDate day, Optional<String> owner, OptionalLong ownerUid, OptionalInt index,
+                Optional<String> uuid, long allocations, UsageFigures figures) {
+            this(day, owner, ownerUid, index, uuid, allocations, figures, 1);
         }
 
         /** @return whether this is a GPU row (else an owner row) */

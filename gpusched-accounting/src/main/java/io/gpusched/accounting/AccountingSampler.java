@@ -414,15 +414,15 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
      * Tells this sampler the allocations live when it began to listen (the ledger's: call it right after adding it as
      * the scheduler's listener), so that one granted while no sampler ran and released before this sampler's first
      * sweep is still recorded from its grant, not sampled (review25); one the store already has is continued from
-     * its records, as at a sweep.
+     * its records, as at a sweep, and is not kept as a grant (a release heard after the first sweep ended it must not
+     * record it again from its grant; review30).
      */
     public synchronized void knownLive(List<Allocation> live) {
         if (closed) {
             return;
         }
-        Set<String> tracked = meter.tracked();
         for (Allocation a : live) {
-            if (!tracked.contains(a.id()) && !granted.containsKey(a.id())) {
+            if (!meter.knows(a.id()) && !granted.containsKey(a.id())) {
                 granted.put(a.id(), new AllocationEvent(AllocationEvent.Type.ALLOCATED, a.createdAt(),
                         Optional.of(a.id()), a.owner(), a.request().jobId(), a.devices().stream().map(
                                 GpuDevice::uuid).toList(),
@@ -438,7 +438,9 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
         }
         if (e.type() == AllocationEvent.Type.ALLOCATED) {
             synchronized (this) {
-                if (!closed && !meter.tracked().contains(e.allocationId().get())) {
+                // a grant heard after the meter tracked, ended or resumed the allocation (delivered late) is not one
+                // no sweep has seen: its release must not record it again from its grant (review30)
+                if (!closed && !meter.knows(e.allocationId().get())) {
                     granted.put(e.allocationId().get(), e);
                 }
             }
@@ -457,9 +459,10 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
                 return null;
             }
             String id = e.allocationId().get();
+            boolean endedBefore = meter.ended(id); // its record is written: a late release adds nothing (review30)
             List<Interval> last = meter.end(id, e.at(), cause);
             AllocationEvent grant = granted.remove(id);
-            if (last.isEmpty() && grant != null) {
+            if (last.isEmpty() && grant != null && !endedBefore) {
                 List<GpuDevice> devices = new ArrayList<>();
                 for (String uuid : grant.deviceUuids()) {
                     inventory.devices().stream().filter(d -> d.uuid().equals(uuid)).findFirst()
@@ -479,8 +482,7 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
         if (closed) {
             return;
         }
-        List<AccountingRecord> out = new ArrayList<>(meter.settlePending()); // restarts' gaps held back, in full
-        out.addAll(meter.checkpoint());
+        List<AccountingRecord> out = new ArrayList<>(meter.checkpoint());
         out.add(new Checkpoint(clock.instant(), new ArrayList<>(meter.tracked())));
         write(out);
         checkpointed(clock.instant());
@@ -542,8 +544,7 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
             return;
         }
         try {
-            List<AccountingRecord> out = new ArrayList<>(meter.settlePending()); // restarts' gaps held back
-            out.addAll(meter.checkpoint());
+            List<AccountingRecord> out = new ArrayList<>(meter.checkpoint());
             out.add(new Checkpoint(clock.instant(), new ArrayList<>(meter.tracked())));
             write(out);
         } catch (RuntimeException e) {

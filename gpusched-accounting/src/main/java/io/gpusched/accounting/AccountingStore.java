@@ -529,19 +529,27 @@ public final class AccountingStore {
             List<String> warnings = new ArrayList<>();
             List<AccountingRecord> recs = new ArrayList<>();
             readDay(day, recs::add, warnings);
-            Map<String, Interval> merged = new LinkedHashMap<>();
+            Map<String, List<Interval>> byAllocation = new LinkedHashMap<>();
             List<AccountingRecord> others = new ArrayList<>();
             Checkpoint lastMarker = null;
             for (AccountingRecord r : recs) {
                 if (r instanceof Interval iv) {
-                    merged.merge(iv.allocationId(), iv, AccountingStore::merge);
+                    List<Interval> ivs = byAllocation.computeIfAbsent(iv.allocationId(), k -> new ArrayList<>(1));
+                    Interval m = ivs.isEmpty() ? null : merge(ivs.get(ivs.size() - 1), iv);
+                    if (m != null && plausibleEnergy(m)) {
+                        ivs.set(ivs.size() - 1, m);
+                    } else { // merged, its energy would be refused when read: kept as its own record (review30)
+                        ivs.add(iv);
+                    }
                 } else if (r instanceof Checkpoint c) {
                     lastMarker = c;
                 } else if (!(r instanceof DaySummary)) {
                     others.add(r);
                 }
             }
-            List<AccountingRecord> out = new ArrayList<>(merged.values());
+            List<Interval> merged = new ArrayList<>();
+            byAllocation.values().forEach(merged::addAll);
+            List<AccountingRecord> out = new ArrayList<>(merged);
             out.addAll(others);
             if (lastMarker != null) {
                 out.add(lastMarker);
@@ -552,7 +560,7 @@ public final class AccountingStore {
                     j.channel.close();
                 }
                 replace(journal(day), out);
-                List<AccountingRecord> sum = summarize(day, merged.values());
+                List<AccountingRecord> sum = summarize(day, merged);
                 for (AccountingRecord r : others) {
                     if (r instanceof AccountingRecord.IdleAction) {
                         sum.add(r); // a report over whole days reads the summary alone
@@ -659,6 +667,21 @@ public final class AccountingStore {
                 hi.end().or(lo::end), lo.gap() && hi.gap(), hi.idleSince(), new ArrayList<>(devices.values()));
     }
 
+    /** @return the parts of a summary row (null: none yet) with {@code more} added, at most the codec's bound */
+    private static int parts(DaySummary row, int more) {
+        return (int) Math.min(RecordCodec.MAX_PARTS, (row == null ? 0L : row.parts()) + more);
+    }
+
+    /** @return whether every device's energy of an interval is one the reader accepts */
+    private static boolean plausibleEnergy(Interval iv) {
+        for (DeviceUsage d : iv.devices()) {
+            if (!RecordCodec.plausibleEnergy(d.figures())) {
+                return false;
+            }
+        }
+        return true;
+    }
+
     /**
      * @return the day's summary: one row per owner (all its GPUs) and one per GPU (all owners); {@code n} counts the
      *         allocations granted that day, per owner, and per GPU on their first GPU
@@ -669,16 +692,17 @@ public final class AccountingStore {
         for (Interval iv : intervals) {
             String key = iv.owner().orElse("") + "\u0000" + iv.ownerUid();
             DaySummary o = owners.get(key);
+            int devices = Math.max(1, iv.devices().size()); // each device's figures had their own energy allowance
             owners.put(key, new DaySummary(day, iv.owner(), iv.ownerUid(), OptionalInt.empty(), Optional.empty(),
                     (o == null ? 0 : o.allocations()) + (iv.first() ? 1 : 0),
-                    o == null ? iv.total() : o.figures().add(iv.total())));
+                    o == null ? iv.total() : o.figures().add(iv.total()), parts(o, devices)));
             boolean firstDevice = true;
             for (DeviceUsage d : iv.devices()) {
                 DaySummary g = gpus.get(d.index());
                 gpus.put(d.index(), new DaySummary(day, Optional.empty(), OptionalLong.empty(),
                         OptionalInt.of(d.index()), Optional.of(d.uuid()),
                         (g == null ? 0 : g.allocations()) + (iv.first() && firstDevice ? 1 : 0),
-                        g == null ? d.figures() : g.figures().add(d.figures())));
+                        g == null ? d.figures() : g.figures().add(d.figures()), parts(g, 1)));
                 firstDevice = false;
             }
         }

@@ -89,7 +89,12 @@ public final class IdleWatch {
             liveIds.add(a.id());
             Instant since = idleSince.get(a.id());
             State s = states.get(a.id());
-            if (since == null || since.isAfter(now)) {
+            if (since != null && since.isAfter(now)) {
+                // idle since a time after this sweep's: the clock stepped back, nothing was measured busy; the state
+                // is kept, nothing is audited (review30)
+                continue;
+            }
+            if (since == null) {
                 if (s != null) {
                     if (s.flagged && !s.acted) {
                         out.add(step(now, a, IdleStep.BUSY_AGAIN, Duration.ZERO, "busy again: left alone"
@@ -156,7 +161,8 @@ public final class IdleWatch {
 
     /**
      * @return how much of the time since the previous evaluation counts as observed: the step forward, at most the
-     *         step before it (the sweeps' cadence); nothing for the first evaluation or a clock stepped back
+     *         step before it (the sweeps' cadence); nothing for the first evaluation, a clock stepped back, or the
+     *         step forward right after one
      */
     private long observed(Instant now) {
         long step = lastEvaluated == null ? -1 : now.toEpochMilli() - lastEvaluated.toEpochMilli();
@@ -164,6 +170,8 @@ public final class IdleWatch {
         lastEvaluated = now;
         if (step > 0) {
             lastStep = step;
+        } else if (step < 0) {
+            lastStep = 0; // after a step back the next step forward counts nothing either: a flapping clock (review30)
         }
         return credit;
     }

@@ -60,7 +60,9 @@ public final class RecordCodec {
     private static final Set<String> DEVICE_KEYS = Set.of("i", "uuid", "held", "meas", "um", "us", "up", "idle", "mp",
             "e", "ee", "em", "ec", "notes");
     private static final Set<String> SUMMARY_KEYS = Set.of("k", "day", "owner", "uid", "i", "uuid", "n", "held",
-            "meas", "um", "us", "up", "idle", "mp", "e", "ee", "em");
+            "meas", "um", "us", "up", "idle", "mp", "e", "ee", "em", "parts");
+    /** the most parts a summary row may sum ({@code parts}) */
+    static final int MAX_PARTS = 1 << 24;
     private static final Set<String> ENDS = Set.of("RELEASED", "EXPIRED", "RECLAIMED", "UNOBSERVED");
 
     private RecordCodec() {
@@ -119,6 +121,9 @@ public final class RecordCodec {
                 quoted(out, clip(s.uuid().orElse("-")));
             }
             out.append(",\"n\":").append(s.allocations());
+            if (s.parts() > 1) {
+                out.append(",\"parts\":").append(Math.min(s.parts(), MAX_PARTS));
+            }
             writeFigures(out, s.figures());
         } else {
             out.append('{');
@@ -431,7 +436,8 @@ public final class RecordCodec {
             throw new AccountingFormatException("day: \"" + printable(day) + "\" is not a date such as 2026-01-31");
         }
         UsageFigures f = figures(n);
-        if (!plausibleEnergy(f)) { // a summary of records read plausible: forged; its energy is not taken
+        int parts = n.has("parts") ? integer(n, "parts", 1, MAX_PARTS) : 1;
+        if (!plausibleEnergy(f, parts)) { // a summary of records read plausible: forged; its energy is not taken
             f.energyMillijoules = 0;
             f.estimatedMillijoules = 0;
             f.energyMillis = 0;
@@ -444,13 +450,13 @@ public final class RecordCodec {
                 throw new AccountingFormatException("a GPU row (i) has no owner or uid");
             }
             return new DaySummary(d, Optional.empty(), OptionalLong.empty(), OptionalInt.of(integer(n, "i", 0,
-                    1 << 20)), text(n, "uuid", true), nonNegative(n, "n", true), f);
+                    1 << 20)), text(n, "uuid", true), nonNegative(n, "n", true), f, parts);
         }
         if (n.has("uuid")) {
             throw new AccountingFormatException("uuid without i: an owner row names no GPU");
         }
         return new DaySummary(d, text(n, "owner", false), n(n, "uid"), OptionalInt.empty(), Optional.empty(),
-                nonNegative(n, "n", true), f);
+                nonNegative(n, "n", true), f, parts);
     }
 
     /** The note on a device whose recorded energy was refused when read. */
@@ -463,8 +469,18 @@ public final class RecordCodec {
      *         keeps, so a record it wrote is never refused (review28)
      */
     static boolean plausibleEnergy(UsageFigures f) {
-        return f.energyMillijoules / UsageMeter.MAX_PLAUSIBLE_WATTS <= f.energyMillis
-                + UsageMeter.ENERGY_SLACK_MILLIS;
+        return plausibleEnergy(f, 1);
+    }
+
+    /**
+     * @return whether the sum of {@code parts} devices' figures, each plausible ({@link #plausibleEnergy(UsageFigures)}),
+     *         can be what {@code f} holds: each part brought its own allowance, and 1 ms more for each part after the
+     *         first for the rounding down of each part's check (a day summary row; review30)
+     */
+    static boolean plausibleEnergy(UsageFigures f, int parts) {
+        long allowance = UsageMeter.ENERGY_SLACK_MILLIS + (Math.max(1, parts) - 1L) * (UsageMeter.ENERGY_SLACK_MILLIS
+                + 1);
+        return f.energyMillijoules / UsageMeter.MAX_PLAUSIBLE_WATTS <= f.energyMillis + allowance;
     }
 
     private static UsageFigures figures(JsonNode d) {

