@@ -473,9 +473,10 @@ public final class RecordCodec {
     }
 
     /**
-     * @return whether the sum of {@code parts} devices' figures, each plausible ({@link #plausibleEnergy(UsageFigures)}),
-     *         can be what {@code f} holds: each part brought its own allowance, and 1 ms more for each part after the
-     *         first for the rounding down of each part's check (a day summary row; review30)
+     * @return whether the sum of {@code parts} devices' figures, each plausible
+     *         ({@link #plausibleEnergy(UsageFigures)}), can be what {@code f} holds: each part brought its own
+     *         allowance, and 1 ms more for each part after the first for the rounding down of each part's check (a day
+     *         summary row; review30)
      */
     static boolean plausibleEnergy(UsageFigures f, int parts) {
         long allowance = UsageMeter.ENERGY_SLACK_MILLIS + (Math.max(1, parts) - 1L) * (UsageMeter.ENERGY_SLACK_MILLIS
