@@ -28,8 +28,9 @@ import org.junit.jupiter.api.io.TempDir;
  *
  * <p><b>Judged</b> (fix30): the hold-back is reverted (docs/ACCOUNTING.md "Not sampled"), so nothing is counted twice:
  * the restart's gap is written once, at the first sweep, and the sweeps after it are credited once. What remains here
- * is the clock's lead at the restart (an hour), which the gap, measured by the wall clock, records once and a later step
- * back cannot take back (the store is append-only); the same judgement as review28's RestartUnderAClockAheadTest, and
+ * is the clock's lead at the restart (an hour), which the gap, measured by the wall clock, records once and a later
+ * step back cannot take back (the store is append-only); the same judgement as review28's RestartUnderAClockAheadTest,
+ * and
  * the same mitigation (the shipped unit starts the service {@code After=time-sync.target}). This test asserts the
  * documented behaviour: the lead recorded once, never twice (the 9 minutes sampled under the clock that was ahead
  * are not counted again), and no more GPU time than the stepped clock read from the grant to the release.
