@@ -39,8 +39,9 @@ class QuotaRefusalOfAWaitingRequestNamesTheWrongLimitAttackTest {
 
     @Test
     void aWaitingRequestsQuotaRefusalNamesWhereItsLimitComesFrom(@TempDir Path tmp) throws Exception {
-        GpuConfig config = GpuConfig.builder().users(new UserQuotas(0, Map.of("gsu-alice", 2), Map.of())).service(ServiceSettings
-                .defaults().withAdminGroup("gsu-nonexistent").withKillGrace(Duration.ofMillis(300))).build();
+        GpuConfig config =
+                GpuConfig.builder().users(new UserQuotas(0, Map.of("gsu-alice", 2), Map.of())).service(ServiceSettings
+                        .defaults().withAdminGroup("gsu-nonexistent").withKillGrace(Duration.ofMillis(300))).build();
         try (ServiceBed bed = new ServiceBed(tmp, config)) {
             NodeService s = bed.start();
             Caller alice = ServiceBed.caller("gsu-alice", 63221, false);

@@ -35,7 +35,7 @@ import org.junit.jupiter.api.io.TempDir;
  * QUOTA_EXCEEDED refusal ("alice, who holds 2 GPU(s) already") is what its caller is told when its wait runs out:
  * a false refusal (issue 33: refusals are true and typed).
  *
- * <p>Setup: quota 2 each; carol 2, dave 2, erin 1 (5 of 8); alice holds 2; one GPU idle. alice queues a head (1 GPU,
+ * <p>Setup: quota 2 each (bob 4); carol 2, dave 2, erin 1 (5 of 8); alice holds 2; one GPU idle. alice queues a head (1 GPU,
  * long wait: over quota) and a later request L (1 GPU, 12 s): a pass skips L for the quota (one GPU was free). Then bob
  * queues 3 GPUs (never served: first in turn, does not fit). alice releases her 2: bob takes the 3 idle GPUs. alice now
  * holds 0; L is short of GPUs, not over any quota.
@@ -46,8 +46,9 @@ class StaleQuotaRefusalAfterTheUserReleasedAttackTest {
 
     @Test
     void aRequestGivenUpAfterItsUserReleasedIsNotRefusedForAQuotaItNoLongerMeets(@TempDir Path tmp) throws Exception {
-        GpuConfig config = GpuConfig.builder().users(new UserQuotas(2, Map.of(), Map.of())).service(ServiceSettings
-                .defaults().withAdminGroup("gsu-nonexistent").withKillGrace(Duration.ofMillis(300))).build();
+        GpuConfig config =
+                GpuConfig.builder().users(new UserQuotas(2, Map.of("gsu-bob", 4), Map.of())).service(ServiceSettings
+                        .defaults().withAdminGroup("gsu-nonexistent").withKillGrace(Duration.ofMillis(300))).build();
         try (ServiceBed bed = new ServiceBed(tmp, config)) {
             NodeService s = bed.start();
             Caller alice = ServiceBed.caller("gsu-alice", 63211, false);
@@ -56,11 +57,11 @@ class StaleQuotaRefusalAfterTheUserReleasedAttackTest {
             Caller dave = ServiceBed.caller("gsu-dave", 63214, false);
             Caller erin = ServiceBed.caller("gsu-erin", 63215, false);
             List<Object[]> others = new ArrayList<>();
-            others.add(new Object[] {carol, s.allocate(carol, GpuRequests.fromCliFlags(List.of("--gpu=2")), Optional
+            others.add(new Object[]{carol, s.allocate(carol, GpuRequests.fromCliFlags(List.of("--gpu=2")), Optional
                     .empty(), () -> false)});
-            others.add(new Object[] {dave, s.allocate(dave, GpuRequests.fromCliFlags(List.of("--gpu=2")), Optional
+            others.add(new Object[]{dave, s.allocate(dave, GpuRequests.fromCliFlags(List.of("--gpu=2")), Optional
                     .empty(), () -> false)});
-            others.add(new Object[] {erin, s.allocate(erin, GpuRequests.fromCliFlags(List.of("--gpu=1")), Optional
+            others.add(new Object[]{erin, s.allocate(erin, GpuRequests.fromCliFlags(List.of("--gpu=1")), Optional
                     .empty(), () -> false)});
             Allocation held = s.allocate(alice, GpuRequests.fromCliFlags(List.of("--gpu=2")), Optional.empty(),
                     () -> false);
