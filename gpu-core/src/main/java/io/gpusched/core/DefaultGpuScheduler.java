@@ -465,6 +465,11 @@ final class DefaultGpuScheduler implements GpuScheduler {
         return l == null ? OptionalInt.empty() : OptionalInt.of(l.gpus());
     }
 
+    @Override
+    public Optional<UserQuotas.Limit> quotaLimitFor(GpuRequest request) {
+        return Optional.ofNullable(quotaOf(request));
+    }
+
     /**
      * The owner's limit, decided outside the lock (the group lookup may take a while); null when the request has no
      * owner or no limit is configured.

@@ -340,6 +340,16 @@ public interface GpuScheduler extends AutoCloseable {
     }
 
     /**
+     * @param request a request with its owner
+     * @return its owner's limit with where it comes from ({@code gpu.users.per_user.alice}, ...), as {@link #quotaFor}
+     *         (a scheduler that does not say where gives {@code gpu.users})
+     */
+    default Optional<UserQuotas.Limit> quotaLimitFor(GpuRequest request) {
+        OptionalInt q = quotaFor(request);
+        return q.isPresent() ? Optional.of(new UserQuotas.Limit(q.getAsInt(), "gpu.users")) : Optional.empty();
+    }
+
+    /**
      * @return the most shared allocations one GPU takes at once ({@code gpu.max_shared_per_gpu}); 0 where there is no
      *         bound or the scheduler does not say
      */

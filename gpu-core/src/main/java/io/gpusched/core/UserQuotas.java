@@ -49,10 +49,16 @@ public record UserQuotas(int maxGpus, Map<String, Integer> perUser, Map<String, 
         return Collections.unmodifiableMap(out);
     }
 
-    /** @return whether {@code s} can be a user or group name here */
+    /**
+     * @return whether {@code s} can be a user or group name here: printable (non-ASCII letters too, as NSS may give
+     *         them: "josé"), no blank, no control or line separator, no ':' or '/', at most {@link #MAX_NAME}
+     *         characters; the node service's callers are named by the same rule, so every caller it serves has its
+     *         groups and limits looked up (review32: a name outside ASCII escaped its group's quota)
+     */
     public static boolean validName(String s) {
-        return s != null && !s.isEmpty() && s.length() <= MAX_NAME
-                && s.chars().allMatch(c -> c > 0x20 && c < 0x7f && c != ':' && c != '/');
+        return s != null && !s.isEmpty() && s.length() <= MAX_NAME && s.codePoints().allMatch(c -> c > 0x20
+                && c != 0x7f && !Character.isISOControl(c) && !Character.isWhitespace(c) && !Character.isSpaceChar(c)
+                && c != 0x2028 && c != 0x2029 && c != ':' && c != '/');
     }
 
     private static String printable(String s) {

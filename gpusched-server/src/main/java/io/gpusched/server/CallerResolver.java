@@ -1,5 +1,6 @@
 package io.gpusched.server;
 
+import io.gpusched.core.UserQuotas;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
@@ -125,10 +126,12 @@ final class CallerResolver {
         return new Names(user.strip(), List.copyOf(g), true);
     }
 
-    /** @return whether {@code s} can be a user or group name worth showing: printable, no blank, bounded */
+    /**
+     * @return whether {@code s} can be a user or group name: {@link UserQuotas#validName}, the rule the quotas and the
+     *         node service's user directory use too (one rule, so no caller is named outside what they look up)
+     */
     static boolean name(String s) {
-        return !s.isEmpty() && s.length() <= 256 && s.codePoints().allMatch(c -> c > 0x20 && c != 0x7f
-                && !Character.isISOControl(c) && c != 0x2028 && c != 0x2029);
+        return UserQuotas.validName(s);
     }
 
     /** @return {@code id}'s output for {@code +uid} (the uid as a number, never a name), or null when it failed */

@@ -11,6 +11,7 @@ import io.gpusched.core.GpuScheduler;
 import io.gpusched.core.MemorySize;
 import io.gpusched.core.ReleasesAndGrants;
 import io.gpusched.core.SharingMode;
+import io.gpusched.core.UserQuotas;
 import io.gpusched.server.Caller;
 import java.time.Clock;
 import java.time.Duration;
@@ -241,13 +242,12 @@ final class FairQueue implements AutoCloseable {
         if (never.isPresent()) {
             throw never.get();
         }
-        OptionalInt quota = scheduler.quotaFor(request);
-        if (quota.isPresent() && request.count() > quota.getAsInt()) { // as the scheduler would refuse it, later
+        Optional<UserQuotas.Limit> limit = scheduler.quotaLimitFor(request);
+        if (limit.isPresent() && request.count() > limit.get().gpus()) { // as the scheduler would refuse it, later
             throw new GpuAllocationException(Reason.INVALID_REQUEST, request.describe() + " requested by "
                     + caller.user() + "; " + request.owner().orElse(caller.user()) + " may hold at most "
-                    + quota.getAsInt() + " GPU(s) at"
-                    + " once (gpu.users), so this request can never be served: ask for " + quota.getAsInt()
-                    + " or fewer");
+                    + limit.get().gpus() + " GPU(s) at once (" + limit.get().source() + "), so this request can"
+                    + " never be served: ask for " + limit.get().gpus() + " or fewer");
         }
         lock.lock();
         try {
@@ -993,6 +993,21 @@ final class FairQueue implements AutoCloseable {
                 }
                 Ticket t = later.get(round);
                 long order = order(round + 1, userAt.get(u));
+                Optional<UserQuotas.Limit> quota = scheduler.quotaLimitFor(t.request);
+                int has = quota.isPresent() ? held.computeIfAbsent(t.who, k -> ownHeld(t)) : 0;
+                if (quota.isPresent() && has + t.request.count() > quota.get().gpus()) {
+                    // over its user's quota: refused by the scheduler whatever is free, so not tried, not counted,
+                    // nothing kept (review29: over-quota backlogs filled the caps); its wait, if it runs out, ends
+                    // with the quota's refusal naming the limit and its source, on a full node too (reviews 31, 32)
+                    t.lastRefusal = new GpuAllocationException(Reason.QUOTA_EXCEEDED, t.request.describe()
+                            + " requested for " + t.whoName + ", who holds " + has + " GPU(s) already; the limit is "
+                            + quota.get().gpus() + " GPU(s) per user (" + quota.get().source() + "): it is served once "
+                            + t.whoName + " has released enough");
+                    continue;
+                }
+                if (t.lastRefusal != null && t.lastRefusal.reason() == Reason.QUOTA_EXCEEDED) {
+                    t.lastRefusal = null; // within its quota now: that reason is no longer true (review32)
+                }
                 List<Object> shape = List.of(usable(t), t.request.count(), t.request.sharing(),
                         t.request.sharedMemory(), t.request.requiredDevices());
                 if (shortOf.contains(shape)) {
@@ -1001,23 +1016,11 @@ final class FairQueue implements AutoCloseable {
                 }
                 Set<Integer> open = freeFor(t);
                 open.removeAll(withheld.gpus);
-                OptionalInt quota = scheduler.quotaFor(t.request);
                 if (open.size() < t.request.count() || !open.containsAll(t.request.requiredDevices())) {
                     // too few GPUs it could use are free and kept for no one ahead, or one it must include is not:
                     // it cannot fit, whatever the scheduler's placement, so it is not tried and does not count
                     // against the caps (review27: eight or 64 distinct requests for a busy GPU stalled those behind)
                     withheld.add(t, keptFor(t), order);
-                    continue;
-                }
-                int has = quota.isPresent() ? held.computeIfAbsent(t.who, k -> ownHeld(t)) : 0;
-                if (quota.isPresent() && has + t.request.count() > quota.getAsInt()) {
-                    // over its user's quota: refused by the scheduler whatever is free, so not tried, not counted,
-                    // nothing kept (review29: over-quota backlogs filled the caps); its wait, if it runs out, ends
-                    // with the quota's refusal, not "short of GPUs" (review31)
-                    t.lastRefusal = new GpuAllocationException(Reason.QUOTA_EXCEEDED, t.request.describe()
-                            + " requested for " + t.whoName + ", who holds " + has + " GPU(s) already; the limit is "
-                            + quota.getAsInt() + " GPU(s) per user (gpu.users): it is served once " + t.whoName
-                            + " has released enough");
                     continue;
                 }
                 if (mine[u] >= PER_USER_BACKFILL) {
