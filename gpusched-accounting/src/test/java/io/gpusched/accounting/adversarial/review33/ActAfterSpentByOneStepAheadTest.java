@@ -62,7 +62,8 @@ class ActAfterSpentByOneStepAheadTest {
                 }
             }
             assertThat(releasedAfter).as("real seconds of idleness after which alice was released (-1: not within"
-                    + " %d s; act_after 15 min); steps %s", realIdle, steps.stream().map(s -> s.at() + " "
+                    + " %d s; act_after 15 min); steps %s", realIdle,
+                    steps.stream().map(s -> s.at() + " "
                             + s.action() + " " + s.detail()).toList())
                     .isEqualTo(-1);
         }

@@ -58,15 +58,15 @@ class BusyAgainWhileTheClockIsBehindIsReleasedTest {
             node.inventory.setTrace(0, UsageTrace.of(Duration.ofSeconds(10), 80));
             List<IdleAction> after = new ArrayList<>();
             int realSeconds = 0;
-            for (int i = 0; i < 66 && node.scheduler.allocations().stream().anyMatch(x -> x.id().equals(a.id()));
-                    i++) {
+            for (int i = 0; i < 66 && node.scheduler.allocations().stream().anyMatch(x -> x.id().equals(a.id())); i++) {
                 after.addAll(node.sweep());
                 node.clock.advance(Duration.ofSeconds(10));
                 realSeconds += 10;
             }
             int busyFor = realSeconds;
             assertThat(after).as("idle steps while alice's job was busy at 80 %% (for %d s of real time, after the"
-                    + " clock stepped back 10 min): %s", busyFor, after.stream().map(s -> s.at() + " " + s.action()
+                    + " clock stepped back 10 min): %s", busyFor,
+                    after.stream().map(s -> s.at() + " " + s.action()
                             + " " + s.detail()).toList())
                     .noneMatch(s -> s.action() == IdleStep.RELEASED);
             assertThat(node.scheduler.allocations()).as("live allocations").extracting(Allocation::id)
