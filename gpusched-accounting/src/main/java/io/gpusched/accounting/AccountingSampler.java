@@ -22,6 +22,7 @@ import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
@@ -102,6 +103,14 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
     static final int MAX_PENDING = 100_000;
     /** allocations granted (their events) that no sweep has seen yet */
     private final Map<String, AllocationEvent> granted = new HashMap<>();
+    /**
+     * Releases heard of allocations this sampler knew nothing of, before {@link #knownLive} told it their grants (the
+     * host reads the live list, then calls it: a release in between would leave no record; review33); kept until
+     * then, at most {@link #UNHEARD_MAX}
+     */
+    private final LinkedHashMap<String, AllocationEvent> unheard = new LinkedHashMap<>();
+    private boolean toldLive;
+    private static final int UNHEARD_MAX = 4096;
     /** dcgm-exporter's job-mapping directory, when the settings name one */
     private final HpcJobMapping jobMapping;
     private String jobMappingError;
@@ -422,6 +431,14 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
             return;
         }
         for (Allocation a : live) {
+            AllocationEvent released = unheard.remove(a.id());
+            if (released != null) {
+                // released after this sampler began to listen but before it was told the grant: recorded from the
+                // grant to the release, not sampled, as one released before the first sweep (review33)
+                enqueue(UsageMeter.unsampled(a.id(), a.owner(), a.request().jobId(), a.devices(), a.createdAt(),
+                        released.at(), released.type() == AllocationEvent.Type.RECLAIMED ? "RECLAIMED" : "RELEASED"));
+                continue;
+            }
             if (!meter.knows(a.id()) && !granted.containsKey(a.id())) {
                 granted.put(a.id(), new AllocationEvent(AllocationEvent.Type.ALLOCATED, a.createdAt(),
                         Optional.of(a.id()), a.owner(), a.request().jobId(), a.devices().stream().map(
@@ -429,6 +446,8 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
                         Optional.empty(), "live when the sampler began"));
             }
         }
+        unheard.clear();
+        toldLive = true;
     }
 
     /** @return the ticket of the records an event ends (to await), or null when it ends none */
@@ -459,6 +478,7 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
                 return null;
             }
             String id = e.allocationId().get();
+            boolean knownBefore = meter.knows(id);
             boolean endedBefore = meter.ended(id); // its record is written: a late release adds nothing (review30)
             List<Interval> last = meter.end(id, e.at(), cause);
             AllocationEvent grant = granted.remove(id);
@@ -469,6 +489,12 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
                             .ifPresent(devices::add);
                 }
                 last = UsageMeter.unsampled(id, grant.owner(), grant.jobId(), devices, grant.at(), e.at(), cause);
+            }
+            if (last.isEmpty() && grant == null && !knownBefore && !toldLive) {
+                unheard.put(id, e); // its grant may come with knownLive: recorded then (review33)
+                if (unheard.size() > UNHEARD_MAX) {
+                    unheard.remove(unheard.keySet().iterator().next());
+                }
             }
             if (last.isEmpty()) {
                 return null;

@@ -37,9 +37,14 @@ public final class IdleWatch {
         boolean exemptNoted;
         /** sweep time observed since the warning, each sweep's at most {@link #observed} (review28) */
         long sinceWarning;
+        /**
+         * how long it has been idle as sweeps observed it: the wall clock's idle time when first seen idle, then each
+         * sweep's observed time (review33: one step ahead spent warn_after and act_after at once)
+         */
+        long idleObserved;
     }
 
-    /** the previous evaluation's time; null before the first */
+    /** the latest evaluation's time (the clock stepped back leaves it where it was); null before the first */
     private Instant lastEvaluated;
     /** the previous evaluation's step forward in ms, -1 when none is known */
     private long lastStep = -1;
@@ -80,7 +85,14 @@ public final class IdleWatch {
      */
     public List<IdleAction> evaluate(Instant now, List<Allocation> live, Map<String, Instant> idleSince) {
         List<IdleAction> out = new ArrayList<>(0);
+        boolean behind = lastEvaluated != null && now.isBefore(lastEvaluated);
         long observed = observed(now);
+        if (behind) {
+            // the clock is behind a sweep already judged: the meter measures nothing new until it passes that sweep
+            // (its idle starts are the old ones), so nothing is judged, warned or acted on meanwhile; a job busy
+            // again in that time is not released on the stale idle start (review33)
+            return out;
+        }
         if (idleSince.isEmpty() && states.isEmpty()) {
             return out; // nothing idle, nothing flagged: the common case costs nothing more
         }
@@ -106,11 +118,17 @@ public final class IdleWatch {
                 }
                 continue;
             }
+            Duration wall = Duration.between(since, now);
             if (s == null) {
                 s = new State();
+                s.idleObserved = wall.toMillis();
                 states.put(a.id(), s);
+            } else {
+                s.idleObserved += observed;
             }
-            Duration idle = Duration.between(since, now);
+            // idle as the sweeps observed it, never more than the wall clock says: a step ahead under the meter's
+            // jump bound does not spend the window, warn_after or act_after at once (review33)
+            Duration idle = Duration.ofMillis(Math.min(wall.toMillis(), s.idleObserved));
             String owner = a.owner().orElse(null);
             if (!s.flagged && idle.compareTo(policy.window()) >= 0) {
                 s.flagged = true;
@@ -165,13 +183,21 @@ public final class IdleWatch {
      *         step forward right after one
      */
     private long observed(Instant now) {
-        long step = lastEvaluated == null ? -1 : now.toEpochMilli() - lastEvaluated.toEpochMilli();
-        long credit = step <= 0 || lastStep < 0 ? 0 : Math.min(step, lastStep);
+        if (lastEvaluated == null) {
+            lastEvaluated = now;
+            return 0;
+        }
+        long step = now.toEpochMilli() - lastEvaluated.toEpochMilli();
+        if (step < 0) {
+            // stepped back: nothing observed, and the latest time stays the mark to pass (review33); the first step
+            // forward past it counts nothing either: a flapping clock (review30)
+            lastStep = 0;
+            return 0;
+        }
+        long credit = lastStep < 0 ? 0 : Math.min(step, lastStep);
         lastEvaluated = now;
         if (step > 0) {
             lastStep = step;
-        } else if (step < 0) {
-            lastStep = 0; // after a step back the next step forward counts nothing either: a flapping clock (review30)
         }
         return credit;
     }
