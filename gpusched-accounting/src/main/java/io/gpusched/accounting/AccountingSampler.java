@@ -344,7 +344,7 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
                 out.add(new Checkpoint(now, new ArrayList<>(meter.tracked())));
                 checkpointed(now);
             }
-            steps = idle.evaluate(now, live, meter.idleSince());
+            steps = idle.evaluate(now, live, meter.idleSince(), meter.unmeasured());
             out = more(out, steps);
             if (out != null || retry) { // a sweep with nothing to write still retries what a failed append left
                 write(out != null ? out : List.of());

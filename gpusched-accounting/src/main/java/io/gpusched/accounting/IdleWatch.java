@@ -20,17 +20,33 @@ import java.util.Set;
  *
  * <p>Order, per allocation: flagged once idle for {@code window}; warned once idle for {@code warn_after} (unless the
  * action is {@code none} or the owner is exempt); acted on once idle for {@code act_after} <em>and</em> at least
- * {@code grace} of observed time after its warning (each sweep counts at most as long as the sweep before it took:
- * one sweep the wall clock stepped ahead cannot spend the grace at once), never without a warning first; an action
- * is taken once. An allocation busy again before the action is left alone and its clock starts over. A dry run
- * audits what it would do and does nothing (no warning is sent, no hook run, nothing released or signalled).
+ * {@code grace} of observed time after its warning, never without a warning first; an action is taken once. Idle
+ * time is observed time: each sweep counts for at most 30 s or twice what the sweep before it counted, whichever is
+ * more (one idle reading vouches for no more: a sweep late or a clock stepped ahead delays the policy, never hastens
+ * it), and nothing while the clock is behind a sweep already judged. An allocation busy again before the action is
+ * left alone and its clock starts over; one whose sweep measured nothing (a gap the meter recorded) keeps its state;
+ * an idle stretch the meter restarted after a gap longer than 10 minutes (the longest step the meter credits as one
+ * sweep) starts over too (flagged and warned again before any action). A dry run audits what it would do and does
+ * nothing (no warning is sent, no hook run, nothing released or signalled).
  */
 public final class IdleWatch {
     private final IdlePolicy policy;
     private final IdleEffects effects;
     private final Map<String, State> states = new HashMap<>();
 
+    /**
+     * The most one sweep's step counts as observed idle time when the sweeps before it came faster: what a poll of
+     * the field's usual 30-s period (Slurm's job accounting, Run:ai's idle windows) stands for (review34).
+     */
+    static final long MIN_CREDIT_MILLIS = 30_000;
+
     private static final class State {
+        /** the idle start this state counts from (kept across a short gap) */
+        Instant start;
+        /** the meter's idle start at the last sweep that measured it idle */
+        Instant lastSince;
+        /** the last sweep that measured it idle */
+        Instant lastIdleAt;
         boolean flagged;
         Instant warnedAt;
         boolean acted;
@@ -46,8 +62,11 @@ public final class IdleWatch {
 
     /** the latest evaluation's time (the clock stepped back leaves it where it was); null before the first */
     private Instant lastEvaluated;
-    /** the previous evaluation's step forward in ms, -1 when none is known */
-    private long lastStep = -1;
+    /**
+     * what the previous evaluation's step counted, in ms: {@link #MIN_CREDIT_MILLIS} before any (so the first step
+     * counts at most twice that), -1 after a step back (the next step counts nothing)
+     */
+    private long lastStep = MIN_CREDIT_MILLIS;
 
     /**
      * @param policy  the policy
@@ -84,6 +103,22 @@ public final class IdleWatch {
      * @return the steps taken, for the audit
      */
     public List<IdleAction> evaluate(Instant now, List<Allocation> live, Map<String, Instant> idleSince) {
+        return evaluate(now, live, idleSince, Set.of());
+    }
+
+    /**
+     * Decides after one sweep.
+     *
+     * @param now        the sweep's time
+     * @param live       the allocations live now
+     * @param idleSince  for each allocation idle at this sweep, since when (all its GPUs measured at or below the
+     *                   threshold)
+     * @param unmeasured allocations the sweep measured nothing for (the time up to it was a gap): neither idle nor
+     *                   busy, their state is kept and nothing is counted
+     * @return the steps taken, for the audit
+     */
+    public List<IdleAction> evaluate(Instant now, List<Allocation> live, Map<String, Instant> idleSince,
+            Set<String> unmeasured) {
         List<IdleAction> out = new ArrayList<>(0);
         boolean behind = lastEvaluated != null && now.isBefore(lastEvaluated);
         long observed = observed(now);
@@ -99,6 +134,9 @@ public final class IdleWatch {
         Set<String> liveIds = new HashSet<>();
         for (Allocation a : live) {
             liveIds.add(a.id());
+            if (!unmeasured.isEmpty() && unmeasured.contains(a.id())) {
+                continue; // not measured at this sweep: not busy again, nothing counted (review34)
+            }
             Instant since = idleSince.get(a.id());
             State s = states.get(a.id());
             if (since != null && since.isAfter(now)) {
@@ -110,7 +148,9 @@ public final class IdleWatch {
                 if (s != null) {
                     if (s.flagged && !s.acted) {
                         out.add(step(now, a, IdleStep.BUSY_AGAIN, Duration.ZERO, "busy again: left alone"
-                                + (s.warnedAt != null ? " (it was warned at " + s.warnedAt + ")" : "")));
+                                + (s.warnedAt == null ? "" : policy.dryRun() ? " (dry run: its warning was due at "
+                                        + s.warnedAt + "; none was sent)" : " (it was warned at " + s.warnedAt
+                                        + ")")));
                         effects.notify(a, IdleStep.BUSY_AGAIN, Duration.ZERO, "GPUs of " + a.id() + " are busy"
                                 + " again; the idle policy leaves it alone");
                     }
@@ -118,14 +158,25 @@ public final class IdleWatch {
                 }
                 continue;
             }
-            Duration wall = Duration.between(since, now);
+            if (s != null && since.isAfter(s.lastSince)
+                    && since.toEpochMilli() - s.lastIdleAt.toEpochMilli() > UsageMeter.MAX_SWEEP_MILLIS) {
+                // the meter restarted its idle start after a gap no sweep measured (a suspended host, a jump of the
+                // clock that stayed): a new stretch, flagged and warned again before any action (review34)
+                s = null;
+            }
             if (s == null) {
                 s = new State();
-                s.idleObserved = wall.toMillis();
+                s.start = since;
+                // the first sweep that reads it idle vouches for its own step, not for all the time since the idle
+                // start the meter put at the sweep before (review34: a 9m50s step spent act_after)
+                s.idleObserved = Math.min(Duration.between(since, now).toMillis(), observed);
                 states.put(a.id(), s);
             } else {
                 s.idleObserved += observed;
             }
+            s.lastSince = since;
+            s.lastIdleAt = now;
+            Duration wall = Duration.between(s.start, now);
             // idle as the sweeps observed it, never more than the wall clock says: a step ahead under the meter's
             // jump bound does not spend the window, warn_after or act_after at once (review33)
             Duration idle = Duration.ofMillis(Math.min(wall.toMillis(), s.idleObserved));
@@ -179,8 +230,9 @@ public final class IdleWatch {
 
     /**
      * @return how much of the time since the previous evaluation counts as observed: the step forward, at most the
-     *         step before it (the sweeps' cadence); nothing for the first evaluation, a clock stepped back, or the
-     *         step forward right after one
+     *         larger of {@link #MIN_CREDIT_MILLIS} and twice what the step before it counted (the first step: at most
+     *         twice {@link #MIN_CREDIT_MILLIS}); nothing for the first evaluation, a clock stepped back, or the step
+     *         forward right after one
      */
     private long observed(Instant now) {
         if (lastEvaluated == null) {
@@ -191,13 +243,14 @@ public final class IdleWatch {
         if (step < 0) {
             // stepped back: nothing observed, and the latest time stays the mark to pass (review33); the first step
             // forward past it counts nothing either: a flapping clock (review30)
-            lastStep = 0;
+            lastStep = -1;
             return 0;
         }
-        long credit = lastStep < 0 ? 0 : Math.min(step, lastStep);
+        long credit = lastStep < 0 ? 0 : Math.min(step, Math.max(MIN_CREDIT_MILLIS, 2 * lastStep));
         lastEvaluated = now;
         if (step > 0) {
-            lastStep = step;
+            // what this step counted bounds the next (a sweep late after a jump cannot open the way for another)
+            lastStep = lastStep < 0 ? Math.min(step, MIN_CREDIT_MILLIS) : credit;
         }
         return credit;
     }

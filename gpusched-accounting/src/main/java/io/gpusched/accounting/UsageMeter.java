@@ -151,6 +151,9 @@ final class UsageMeter {
     /** allocation id to when it went idle, for those idle at the last sweep (kept up to date, read without a copy) */
     private final Map<String, Instant> idle = new HashMap<>();
     private final Map<String, Instant> idleView = Collections.unmodifiableMap(idle);
+    /** the live allocations the last sweep measured nothing for: their time up to it was a gap (review34) */
+    private final Set<String> unmeasured = new HashSet<>();
+    private final Set<String> unmeasuredView = Collections.unmodifiableSet(unmeasured);
     private Long lastTick;
     /** the holders of each device at the last sweep (see {@link Layout}) */
     private Layout layout;
@@ -314,6 +317,15 @@ final class UsageMeter {
         return idleView;
     }
 
+    /**
+     * @return the live allocations the last sweep credited nothing: the time up to it was recorded as a gap (the
+     *         first sweep of this meter, or the first after the clock jumped ahead and came back), so whether they
+     *         were idle or busy is unknown, not "busy" (review34)
+     */
+    Set<String> unmeasured() {
+        return unmeasuredView;
+    }
+
     /** @return whether the allocation's GPUs were all measured and idle at the last sweep */
     boolean idleAtLastSweep(String id) {
         Track t = tracks.get(id);
@@ -363,6 +375,9 @@ final class UsageMeter {
         long t = now.toEpochMilli();
         Long prev = lastTick != null && lastTick <= t ? lastTick : null;
         List<Interval> out = new ArrayList<>();
+        if (!unmeasured.isEmpty()) {
+            unmeasured.clear();
+        }
         Layout layout = layout(live);
         indexMetrics(sample.metrics());
         // per device: energy over [prev, t), and per-allocation shares on shared GPUs (the layout's, reused)
@@ -390,11 +405,14 @@ final class UsageMeter {
             layout.tracks[k++] = tr;
             tr.update(a);
             long sampledFrom = prev != null ? prev : t;
-            if (tr.covered < sampledFrom) {
+            boolean gapped = tr.covered < sampledFrom;
+            if (gapped) {
                 gap(tr, tr.covered, sampledFrom, sweeps, slots, prev == null, out);
             }
             if (tr.covered < t) {
                 credit(tr, tr.covered, t, sweeps, slots, positions, out);
+            } else if (gapped) {
+                unmeasured.add(a.id());
             }
             List<GpuDevice> ds = a.devices();
             for (int j = 0; j < ds.size(); j++) {
