@@ -147,10 +147,11 @@ public final class IdleWatch {
             if (since == null) {
                 if (s != null) {
                     if (s.flagged && !s.acted) {
-                        out.add(step(now, a, IdleStep.BUSY_AGAIN, Duration.ZERO, "busy again: left alone"
-                                + (s.warnedAt == null ? "" : policy.dryRun() ? " (dry run: its warning was due at "
-                                        + s.warnedAt + "; none was sent)" : " (it was warned at " + s.warnedAt
-                                        + ")")));
+                        String warned = s.warnedAt == null ? ""
+                                : policy.dryRun() ? " (dry run: its warning was due at " + s.warnedAt
+                                        + "; none was sent)"
+                                : " (it was warned at " + s.warnedAt + ")";
+                        out.add(step(now, a, IdleStep.BUSY_AGAIN, Duration.ZERO, "busy again: left alone" + warned));
                         effects.notify(a, IdleStep.BUSY_AGAIN, Duration.ZERO, "GPUs of " + a.id() + " are busy"
                                 + " again; the idle policy leaves it alone");
                     }

@@ -25,8 +25,9 @@ import org.slf4j.LoggerFactory;
  * while ({@link #TTL_NANOS}), and concurrent look-ups of one uid share one child.
  *
  * <p>A uid NSS does not know is a caller named by its number, with no group and no admin rights (unless it is 0). A
- * look-up that fails (no {@code id}, a hung NSS source past {@value #TIMEOUT_SECONDS} s, a name that is not printable)
- * gives the same: identity never depends on a name, and a failure never grants a right.
+ * look-up that fails (no {@code id}, a hung NSS source past {@value #TIMEOUT_SECONDS} s) gives the same: identity
+ * never depends on a name, and a failure never grants a right. A user whose name is outside {@link #name}'s rule is
+ * named by its number too, with the groups NSS gives its uid (their quotas hold; an admin group makes it an admin).
  */
 final class CallerResolver {
     private static final Logger LOG = LoggerFactory.getLogger(CallerResolver.class);
@@ -111,9 +112,12 @@ final class CallerResolver {
 
     private Names lookUp(long uid) {
         String user = run("-nu", uid);
-        if (user == null || !name(user.strip())) {
+        if (user == null) {
             return unknown(uid);
         }
+        // a name outside the rule (a space, as Active Directory names through sssd may have) is not used, but the
+        // uid's groups still are: a group's quota holds for its members whatever their names (review35)
+        boolean named = name(user.strip());
         String groups = run("-znG", uid);
         List<String> g = new ArrayList<>();
         if (groups != null) {
@@ -123,7 +127,8 @@ final class CallerResolver {
                 }
             }
         }
-        return new Names(user.strip(), List.copyOf(g), true);
+        return named ? new Names(user.strip(), List.copyOf(g), true)
+                : new Names(Long.toString(uid), List.copyOf(g), false);
     }
 
     /**

@@ -957,21 +957,30 @@ final class FairQueue implements AutoCloseable {
         // each user's later waiting requests, the users in fair order (that of their first requests)
         List<List<Ticket>> laterOf = new ArrayList<>();
         List<Integer> userAt = new ArrayList<>(); // each list's user's place among the heads
+        List<Ticket> paced = new ArrayList<>(); // later requests of users whose first met their rate limit
         for (int i = 0; i < heads.size(); i++) {
             Ticket h = heads.get(i);
-            if (h.lastRefusal != null && h.lastRefusal.reason() == Reason.RATE_LIMITED) {
-                continue; // the user's rate: none of theirs can be served now (a quota may let a smaller one in)
-            }
+            boolean rateLimited = h.lastRefusal != null && h.lastRefusal.reason() == Reason.RATE_LIMITED;
             lock.lock();
             try {
                 ArrayDeque<Ticket> q = byUser.get(h.who);
                 if (q != null && q.peek() == h) {
-                    laterOf.add(q.stream().skip(1).filter(t -> !t.now).toList());
-                    userAt.add(i);
+                    List<Ticket> later = q.stream().skip(1).filter(t -> !t.now).toList();
+                    if (rateLimited) {
+                        paced.addAll(later); // the user's rate: none of theirs can be served now
+                    } else {
+                        laterOf.add(later);
+                        userAt.add(i);
+                    }
                 }
             } finally {
                 lock.unlock();
             }
+        }
+        Map<Long, Integer> held = new HashMap<>(); // GPUs each owner holds, counted once a pass (ownHeld)
+        for (Ticket t : paced) {
+            // not tried, but what their waits would end with is kept true: over the quota or no longer (review35)
+            overQuota(t, held);
         }
         // tried in the fair order of the queue itself: every user's second request, then every user's third, ...,
         // at most PER_USER_BACKFILL of each user's and BATCH in all a pass (one user's backlog cannot use them all),
@@ -983,7 +992,6 @@ final class FairQueue implements AutoCloseable {
         int[] mine = new int[laterOf.size()];
         boolean[] limited = new boolean[laterOf.size()]; // users whose later requests met their rate limit this pass
         Set<List<Object>> shortOf = new HashSet<>();
-        Map<Long, Integer> held = new HashMap<>(); // GPUs each owner holds, counted once a pass (ownHeld)
         int rounds = laterOf.stream().mapToInt(List::size).max().orElse(0);
         for (int round = 0; round < rounds; round++) {
             for (int u = 0; u < laterOf.size(); u++) {
@@ -993,20 +1001,10 @@ final class FairQueue implements AutoCloseable {
                 }
                 Ticket t = later.get(round);
                 long order = order(round + 1, userAt.get(u));
-                Optional<UserQuotas.Limit> quota = scheduler.quotaLimitFor(t.request);
-                int has = quota.isPresent() ? held.computeIfAbsent(t.who, k -> ownHeld(t)) : 0;
-                if (quota.isPresent() && has + t.request.count() > quota.get().gpus()) {
+                if (overQuota(t, held)) {
                     // over its user's quota: refused by the scheduler whatever is free, so not tried, not counted,
-                    // nothing kept (review29: over-quota backlogs filled the caps); its wait, if it runs out, ends
-                    // with the quota's refusal naming the limit and its source, on a full node too (reviews 31, 32)
-                    t.lastRefusal = new GpuAllocationException(Reason.QUOTA_EXCEEDED, t.request.describe()
-                            + " requested for " + t.whoName + ", who holds " + has + " GPU(s) already; the limit is "
-                            + quota.get().gpus() + " GPU(s) per user (" + quota.get().source() + "): it is served once "
-                            + t.whoName + " has released enough");
+                    // nothing kept (review29: over-quota backlogs filled the caps)
                     continue;
-                }
-                if (t.lastRefusal != null && t.lastRefusal.reason() == Reason.QUOTA_EXCEEDED) {
-                    t.lastRefusal = null; // within its quota now: that reason is no longer true (review32)
                 }
                 List<Object> shape = List.of(usable(t), t.request.count(), t.request.sharing(),
                         t.request.sharedMemory(), t.request.requiredDevices());
@@ -1060,6 +1058,29 @@ final class FairQueue implements AutoCloseable {
                 }
                 withheld.add(t, keptFor(t), order); // nothing it could use goes to a request after it
             }
+        }
+        return false;
+    }
+
+    /**
+     * Whether a later waiting request is over its user's quota now, kept in its last refusal: its wait, if it runs
+     * out, ends with the quota's refusal naming the limit and its source, on a full node too (reviews 31, 32), and a
+     * quota reason it no longer meets (its user released) is dropped (review32), whether or not it is tried.
+     *
+     * @param held GPUs each owner holds, counted once a pass
+     */
+    private boolean overQuota(Ticket t, Map<Long, Integer> held) {
+        Optional<UserQuotas.Limit> quota = scheduler.quotaLimitFor(t.request);
+        int has = quota.isPresent() ? held.computeIfAbsent(t.who, k -> ownHeld(t)) : 0;
+        if (quota.isPresent() && has + t.request.count() > quota.get().gpus()) {
+            t.lastRefusal = new GpuAllocationException(Reason.QUOTA_EXCEEDED, t.request.describe() + " requested for "
+                    + t.whoName + ", who holds " + has + " GPU(s) already; the limit is " + quota.get().gpus()
+                    + " GPU(s) per user (" + quota.get().source() + "): it is served once " + t.whoName
+                    + " has released enough");
+            return true;
+        }
+        if (t.lastRefusal != null && t.lastRefusal.reason() == Reason.QUOTA_EXCEEDED) {
+            t.lastRefusal = null; // within its quota now: that reason is no longer true
         }
         return false;
     }

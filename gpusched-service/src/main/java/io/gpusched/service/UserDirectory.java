@@ -18,7 +18,11 @@ import java.util.concurrent.TimeUnit;
  * name through NSS ({@code id}, run with a clean environment, as every tool on the host sees them),
  * for the two cases the caller's own credentials do not cover: an admin naming another owner, and the groups of an
  * owner for per-group quotas. Answers are kept for {@value #TTL_SECONDS} s; a look-up that fails or times out answers
- * "unknown", which never grants anything.
+ * "unknown", which never grants anything, except for a name a caller had when it connected: then what the kernel and
+ * NSS gave that caller stands (its groups' quotas keep holding for its requests that wait longer than the cache, a
+ * name NSS cannot find by name included: review35). A name is handed to {@code id} on its standard input, as bytes
+ * (UTF-8), never as an argument, which the JVM would encode in the locale's charset ('?' for a non-ASCII name under
+ * a service started without a UTF-8 locale: review35).
  */
 public final class UserDirectory implements GroupResolver {
     static final long TTL_SECONDS = 10;
@@ -28,6 +32,8 @@ public final class UserDirectory implements GroupResolver {
     }
 
     private final Map<String, Entry> cache = new ConcurrentHashMap<>();
+    /** what callers' credentials said, by name: the fall-back when a look-up by name fails */
+    private final Map<String, Entry> callers = new ConcurrentHashMap<>();
 
     /** An empty directory; it fills as callers connect and names are looked up. */
     public UserDirectory() {
@@ -47,8 +53,13 @@ public final class UserDirectory implements GroupResolver {
     /** Remembers the groups the kernel and NSS gave a caller (a fresher answer than a look-up by name). */
     void remember(String user, long uid, List<String> groups) {
         if (UserQuotas.validName(user)) {
-            cache.put(user, new Entry(OptionalLong.of(uid), List.copyOf(groups), System.nanoTime()
-                    + TimeUnit.SECONDS.toNanos(TTL_SECONDS)));
+            Entry e = new Entry(OptionalLong.of(uid), List.copyOf(groups), System.nanoTime()
+                    + TimeUnit.SECONDS.toNanos(TTL_SECONDS));
+            cache.put(user, e);
+            if (callers.size() >= 65_536 && !callers.containsKey(user)) {
+                callers.clear(); // bounded by the node's users; a flood of distinct uids starts it over
+            }
+            callers.put(user, e);
         }
         if (cache.size() > 4096) {
             cache.clear();
@@ -71,6 +82,10 @@ public final class UserDirectory implements GroupResolver {
                 fresh = new Entry(OptionalLong.of(Long.parseLong(uid.get())), List.copyOf(groups), fresh.expires());
             }
         }
+        Entry caller = callers.get(user);
+        if (fresh.uid().isEmpty() && caller != null) {
+            fresh = new Entry(caller.uid(), caller.groups(), fresh.expires());
+        }
         if (cache.size() > 4096) {
             cache.clear();
         }
@@ -80,11 +95,16 @@ public final class UserDirectory implements GroupResolver {
 
     private static Optional<String> id(String flag, String user) {
         try {
-            ProcessBuilder pb = new ProcessBuilder("/usr/bin/id", flag, "--", user).redirectErrorStream(true);
+            // the name goes in as UTF-8 bytes on standard input: an argument would be encoded in the JVM's locale
+            // charset first (sun.jnu.encoding; ASCII where the service has no UTF-8 locale: 'josé' became 'jos?')
+            ProcessBuilder pb = new ProcessBuilder("/bin/sh", "-c",
+                    "IFS= read -r n && exec /usr/bin/id \"$0\" -- \"$n\"", flag).redirectErrorStream(true);
             pb.environment().clear();
             pb.environment().put("PATH", "/usr/bin:/bin");
             Process p = pb.start();
-            p.getOutputStream().close();
+            try (var in = p.getOutputStream()) {
+                in.write((user + "\n").getBytes(StandardCharsets.UTF_8));
+            }
             byte[] out = p.getInputStream().readNBytes(64 * 1024);
             if (!p.waitFor(TIMEOUT_SECONDS, TimeUnit.SECONDS)) {
                 p.destroyForcibly();
