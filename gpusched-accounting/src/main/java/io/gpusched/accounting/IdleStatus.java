@@ -29,8 +29,9 @@ public record IdleStatus(Instant idleSince, Instant asOf, Optional<IdleStep> las
 
     /** @return e.g. "idle 42 min (warned)" */
     public String describe() {
-        return "idle " + IdleWatch.human(idleFor()) + lastStep.filter(s -> s != IdleStep.BUSY_AGAIN)
-                .map(s -> " (" + s.name().toLowerCase(Locale.ROOT).replace('_', ' ') + ")").orElse("");
+        return "idle " + IdleWatch.human(idleFor())
+                + lastStep.filter(s -> s != IdleStep.BUSY_AGAIN && s != IdleStep.STARTED_OVER)
+                        .map(s -> " (" + s.name().toLowerCase(Locale.ROOT).replace('_', ' ') + ")").orElse("");
     }
 
     /**

@@ -14,6 +14,11 @@ public enum IdleStep {
     DRY_RUN,
     /** Busy again before any action: left alone, the clock starts over. */
     BUSY_AGAIN,
+    /**
+     * Its idle clock started over after time no sweep measured (a suspended host): flagged and warned again before
+     * any action; a warning before it no longer counts.
+     */
+    STARTED_OVER,
     /** Not acted on, and why (an exempt owner, a hook not run as root on a user's behalf, nothing to signal). */
     SKIPPED,
     /** An action that was tried and failed, and why. */

@@ -21,13 +21,14 @@ import java.util.Set;
  * <p>Order, per allocation: flagged once idle for {@code window}; warned once idle for {@code warn_after} (unless the
  * action is {@code none} or the owner is exempt); acted on once idle for {@code act_after} <em>and</em> at least
  * {@code grace} of observed time after its warning, never without a warning first; an action is taken once. Idle
- * time is observed time: each sweep counts for at most 30 s or twice what the sweep before it counted, whichever is
- * more (one idle reading vouches for no more: a sweep late or a clock stepped ahead delays the policy, never hastens
- * it), and nothing while the clock is behind a sweep already judged. An allocation busy again before the action is
- * left alone and its clock starts over; one whose sweep measured nothing (a gap the meter recorded) keeps its state;
- * an idle stretch the meter restarted after a gap longer than 10 minutes (the longest step the meter credits as one
- * sweep) starts over too (flagged and warned again before any action). A dry run audits what it would do and does
- * nothing (no warning is sent, no hook run, nothing released or signalled).
+ * time is observed time: each sweep counts for at most 30 s or twice the shortest of the last 8 sweeps' steps,
+ * whichever is more (one idle reading vouches for no more: a sweep late or a clock stepped ahead, even again and
+ * again, delays the policy rather than hastens it), and nothing while the clock is behind a sweep already judged. An
+ * allocation busy again before the action is left alone and its clock starts over; one that a sweep measured as
+ * neither idle nor busy (a gap the meter recorded, a GPU not read) keeps its state; an idle stretch the meter
+ * restarted after a gap longer than 10 minutes (the longest step the meter credits as one sweep) starts over too
+ * (audited {@link IdleStep#STARTED_OVER} when it was flagged; flagged and warned again before any action). A dry run
+ * audits what it would do and does nothing (no warning is sent, no hook run, nothing released or signalled).
  */
 public final class IdleWatch {
     private final IdlePolicy policy;
@@ -62,11 +63,12 @@ public final class IdleWatch {
 
     /** the latest evaluation's time (the clock stepped back leaves it where it was); null before the first */
     private Instant lastEvaluated;
-    /**
-     * what the previous evaluation's step counted, in ms: {@link #MIN_CREDIT_MILLIS} before any (so the first step
-     * counts at most twice that), -1 after a step back (the next step counts nothing)
-     */
-    private long lastStep = MIN_CREDIT_MILLIS;
+    /** the last {@link #RECENT} steps forward, in ms (0: none yet): the sweeps' cadence */
+    private final long[] recent = new long[RECENT];
+    private int recentAt;
+    /** whether the clock stepped back at the last evaluation (the next step forward counts nothing) */
+    private boolean steppedBack;
+    static final int RECENT = 8;
 
     /**
      * @param policy  the policy
@@ -162,7 +164,14 @@ public final class IdleWatch {
             if (s != null && since.isAfter(s.lastSince)
                     && since.toEpochMilli() - s.lastIdleAt.toEpochMilli() > UsageMeter.MAX_SWEEP_MILLIS) {
                 // the meter restarted its idle start after a gap no sweep measured (a suspended host, a jump of the
-                // clock that stayed): a new stretch, flagged and warned again before any action (review34)
+                // clock that stayed): a new stretch, flagged and warned again before any action (review34), and
+                // audited, so status and the console no longer show the old warning (review36)
+                if (s.flagged && !s.acted) {
+                    out.add(step(now, a, IdleStep.STARTED_OVER, Duration.ZERO, "its idle clock starts over: "
+                            + human(Duration.between(s.lastIdleAt, since)) + " no sweep measured (since "
+                            + s.lastIdleAt + ")" + (s.warnedAt != null ? "; the warning of " + s.warnedAt
+                                    + " no longer counts" : "")));
+                }
                 s = null;
             }
             if (s == null) {
@@ -231,9 +240,9 @@ public final class IdleWatch {
 
     /**
      * @return how much of the time since the previous evaluation counts as observed: the step forward, at most the
-     *         larger of {@link #MIN_CREDIT_MILLIS} and twice what the step before it counted (the first step: at most
-     *         twice {@link #MIN_CREDIT_MILLIS}); nothing for the first evaluation, a clock stepped back, or the step
-     *         forward right after one
+     *         larger of {@link #MIN_CREDIT_MILLIS} and twice the shortest of the last {@link #RECENT} steps (the first
+     *         step: at most twice {@link #MIN_CREDIT_MILLIS}); nothing for the first evaluation, a clock stepped back,
+     *         or the step forward right after one
      */
     private long observed(Instant now) {
         if (lastEvaluated == null) {
@@ -244,16 +253,29 @@ public final class IdleWatch {
         if (step < 0) {
             // stepped back: nothing observed, and the latest time stays the mark to pass (review33); the first step
             // forward past it counts nothing either: a flapping clock (review30)
-            lastStep = -1;
+            steppedBack = true;
             return 0;
         }
-        long credit = lastStep < 0 ? 0 : Math.min(step, Math.max(MIN_CREDIT_MILLIS, 2 * lastStep));
         lastEvaluated = now;
-        if (step > 0) {
-            // what this step counted bounds the next (a sweep late after a jump cannot open the way for another)
-            lastStep = lastStep < 0 ? Math.min(step, MIN_CREDIT_MILLIS) : credit;
+        if (steppedBack) {
+            steppedBack = false;
+            return 0;
         }
-        return credit;
+        if (step == 0) {
+            return 0;
+        }
+        // the cadence is the shortest recent step, not the last one: steps that double each time (a clock stepped
+        // ahead again and again) cannot each open the way for the next (review36)
+        long shortest = Long.MAX_VALUE;
+        for (long r : recent) {
+            if (r > 0) {
+                shortest = Math.min(shortest, r);
+            }
+        }
+        long cap = Math.max(MIN_CREDIT_MILLIS, 2 * (shortest == Long.MAX_VALUE ? MIN_CREDIT_MILLIS : shortest));
+        recent[recentAt] = step;
+        recentAt = (recentAt + 1) % RECENT;
+        return Math.min(step, cap);
     }
 
     private IdleAction act(Instant now, Allocation a, Duration idle) {

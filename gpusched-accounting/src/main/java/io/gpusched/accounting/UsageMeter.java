@@ -318,9 +318,9 @@ final class UsageMeter {
     }
 
     /**
-     * @return the live allocations the last sweep credited nothing: the time up to it was recorded as a gap (the
-     *         first sweep of this meter, or the first after the clock jumped ahead and came back), so whether they
-     *         were idle or busy is unknown, not "busy" (review34)
+     * @return the live allocations the last sweep measured as neither idle nor busy: it credited nothing (the time up
+     *         to it was recorded as a gap: the first sweep of this meter, or the first after the clock jumped ahead
+     *         and came back: review34), or no GPU of it read busy while one could not be read (review36)
      */
     Set<String> unmeasured() {
         return unmeasuredView;
@@ -846,16 +846,23 @@ final class UsageMeter {
             List<Interval> out) {
         boolean allIdle = true;
         boolean anyMeasured = false;
+        boolean busy = false;
         for (int j = 0; j < slots.length; j++) {
             DeviceSweep s = sweeps[slots[j]];
             if (!s.utilSet[positions[j]]) {
                 allIdle = false;
             } else {
                 anyMeasured = true;
-                allIdle &= s.util[positions[j]] <= idleThreshold && !s.unattributedBusy;
+                boolean idleHere = s.util[positions[j]] <= idleThreshold && !s.unattributedBusy;
+                allIdle &= idleHere;
+                busy |= !idleHere;
             }
         }
         boolean idle = allIdle && anyMeasured;
+        if (!idle && !busy) {
+            // no GPU of it read busy, and one (or all) could not be read: not idle, but not busy either (review36)
+            unmeasured.add(tr.allocation.id());
+        }
         long cur = from;
         while (cur < to) {
             long midnight = nextMidnight(cur);
