@@ -61,6 +61,16 @@ public record UserQuotas(int maxGpus, Map<String, Integer> perUser, Map<String, 
                 && c != 0x2028 && c != 0x2029 && c != ':' && c != '/');
     }
 
+    /**
+     * @param s a name
+     * @return whether it reads as a uid ({@code 1001}, {@code +1001}, {@code 01001}): tools such as {@code id} take it
+     *         for one, so a node service never uses it as a user's name (a caller whose name is one is named by its
+     *         own uid instead, and an owner named by one is no user: reviews 31, 37)
+     */
+    public static boolean looksLikeUid(String s) {
+        return s != null && s.matches("\\+?[0-9]+");
+    }
+
     private static String printable(String s) {
         return s == null ? "null" : s.replaceAll("[^\\x20-\\x7e]", "?");
     }

@@ -26,8 +26,9 @@ import org.slf4j.LoggerFactory;
  *
  * <p>A uid NSS does not know is a caller named by its number, with no group and no admin rights (unless it is 0). A
  * look-up that fails (no {@code id}, a hung NSS source past {@value #TIMEOUT_SECONDS} s) gives the same: identity
- * never depends on a name, and a failure never grants a right. A user whose name is outside {@link #name}'s rule is
- * named by its number too, with the groups NSS gives its uid (their quotas hold; an admin group makes it an admin).
+ * never depends on a name, and a failure never grants a right. A user whose name is outside {@link #name}'s rule, or
+ * reads as a uid ({@link UserQuotas#looksLikeUid}), is named by its own uid too, with the groups NSS gives that uid
+ * (their quotas hold; an admin group makes it an admin).
  */
 final class CallerResolver {
     private static final Logger LOG = LoggerFactory.getLogger(CallerResolver.class);
@@ -117,7 +118,9 @@ final class CallerResolver {
         }
         // a name outside the rule (a space, as Active Directory names through sssd may have) is not used, but the
         // uid's groups still are: a group's quota holds for its members whatever their names (review35)
-        boolean named = name(user.strip());
+        // nor a name that reads as a uid (a user named "1002" whose uid is not 1002, as useradd --badname allows):
+        // it would be the name of the caller whose uid is that number, sharing its rate, cache and quota (review37)
+        boolean named = name(user.strip()) && !UserQuotas.looksLikeUid(user.strip());
         String groups = run("-znG", uid);
         List<String> g = new ArrayList<>();
         if (groups != null) {

@@ -957,7 +957,7 @@ final class FairQueue implements AutoCloseable {
         // each user's later waiting requests, the users in fair order (that of their first requests)
         List<List<Ticket>> laterOf = new ArrayList<>();
         List<Integer> userAt = new ArrayList<>(); // each list's user's place among the heads
-        List<Ticket> paced = new ArrayList<>(); // later requests of users whose first met their rate limit
+        Map<Ticket, GpuAllocationException> paced = new LinkedHashMap<>(); // later requests of rate-limited users
         for (int i = 0; i < heads.size(); i++) {
             Ticket h = heads.get(i);
             boolean rateLimited = h.lastRefusal != null && h.lastRefusal.reason() == Reason.RATE_LIMITED;
@@ -967,7 +967,9 @@ final class FairQueue implements AutoCloseable {
                 if (q != null && q.peek() == h) {
                     List<Ticket> later = q.stream().skip(1).filter(t -> !t.now).toList();
                     if (rateLimited) {
-                        paced.addAll(later); // the user's rate: none of theirs can be served now
+                        for (Ticket t : later) { // the user's rate: none of theirs can be served now
+                            paced.put(t, h.lastRefusal);
+                        }
                     } else {
                         laterOf.add(later);
                         userAt.add(i);
@@ -978,9 +980,13 @@ final class FairQueue implements AutoCloseable {
             }
         }
         Map<Long, Integer> held = new HashMap<>(); // GPUs each owner holds, counted once a pass (ownHeld)
-        for (Ticket t : paced) {
-            // not tried, but what their waits would end with is kept true: over the quota or no longer (review35)
-            overQuota(t, held);
+        for (Map.Entry<Ticket, GpuAllocationException> p : paced.entrySet()) {
+            // not tried, but what their waits would end with is kept true: over the quota (review35), else the rate
+            // their first request met (review37: they timed out INSUFFICIENT_GPUS on a node with GPUs free)
+            Ticket t = p.getKey();
+            if (!overQuota(t, held)) {
+                t.lastRefusal = p.getValue();
+            }
         }
         // tried in the fair order of the queue itself: every user's second request, then every user's third, ...,
         // at most PER_USER_BACKFILL of each user's and BATCH in all a pass (one user's backlog cannot use them all),
@@ -1005,6 +1011,9 @@ final class FairQueue implements AutoCloseable {
                     // over its user's quota: refused by the scheduler whatever is free, so not tried, not counted,
                     // nothing kept (review29: over-quota backlogs filled the caps)
                     continue;
+                }
+                if (t.lastRefusal != null && t.lastRefusal.reason() == Reason.RATE_LIMITED) {
+                    t.lastRefusal = null; // its user's first request is past the rate now: no longer true
                 }
                 List<Object> shape = List.of(usable(t), t.request.count(), t.request.sharing(),
                         t.request.sharedMemory(), t.request.requiredDevices());

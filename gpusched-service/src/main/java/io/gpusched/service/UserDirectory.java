@@ -18,11 +18,11 @@ import java.util.concurrent.TimeUnit;
  * name through NSS ({@code id}, run with a clean environment, as every tool on the host sees them),
  * for the two cases the caller's own credentials do not cover: an admin naming another owner, and the groups of an
  * owner for per-group quotas. Answers are kept for {@value #TTL_SECONDS} s; a look-up that fails or times out answers
- * "unknown", which never grants anything, except for a name a caller had when it connected: then what the kernel and
- * NSS gave that caller stands (its groups' quotas keep holding for its requests that wait longer than the cache, a
- * name NSS cannot find by name included: review35). A name is handed to {@code id} on its standard input, as bytes
- * (UTF-8), never as an argument, which the JVM would encode in the locale's charset ('?' for a non-ASCII name under
- * a service started without a UTF-8 locale: review35).
+ * "unknown", which never grants anything. For the groups of a name NSS cannot find, those the kernel and NSS gave a
+ * caller with that name when it connected stand (its groups' quotas keep holding for its requests that wait longer
+ * than the cache, a caller named by its uid included: review35); a uid is never taken from them (review37). A name
+ * is handed to {@code id} on its standard input, as bytes (UTF-8), never as an argument, which the JVM would encode
+ * in the locale's charset ('?' for a non-ASCII name under a service started without a UTF-8 locale: review35).
  */
 public final class UserDirectory implements GroupResolver {
     static final long TTL_SECONDS = 10;
@@ -39,20 +39,37 @@ public final class UserDirectory implements GroupResolver {
     public UserDirectory() {
     }
 
-    /** @return the user's uid, or empty when NSS does not know the name */
+    /**
+     * @return the user's uid, or empty when NSS does not know the name now (as of the last {@value #TTL_SECONDS} s)
+     *         or it reads as a uid: never from what a caller left, which could name a user since deleted, or the
+     *         number another user is named by (review37)
+     */
     OptionalLong uidOf(String user) {
-        return lookup(user).uid();
+        return UserQuotas.looksLikeUid(user) ? OptionalLong.empty() : lookup(user).uid();
     }
 
-    /** @return the names of the user's groups, or empty when unknown */
+    /**
+     * @return the names of the user's groups, or empty when unknown; for a name NSS cannot find, those its
+     *         credentials gave when a caller connected with it (a caller named by its uid included)
+     */
     @Override
     public List<String> groupsOf(String user) {
-        return lookup(user).groups();
+        Entry e = lookup(user);
+        if (e.uid().isEmpty()) {
+            Entry caller = callers.get(user);
+            if (caller != null) {
+                return caller.groups();
+            }
+        }
+        return e.groups();
     }
 
     /** Remembers the groups the kernel and NSS gave a caller (a fresher answer than a look-up by name). */
     void remember(String user, long uid, List<String> groups) {
-        if (UserQuotas.validName(user)) {
+        // a name that reads as a uid is only ever a caller's own uid (CallerResolver names a user whose name is a
+        // number by its uid): any other pairing is not taken, so one user's groups never land under another's name
+        // (review37)
+        if (UserQuotas.validName(user) && (!UserQuotas.looksLikeUid(user) || user.equals(Long.toString(uid)))) {
             Entry e = new Entry(OptionalLong.of(uid), List.copyOf(groups), System.nanoTime()
                     + TimeUnit.SECONDS.toNanos(TTL_SECONDS));
             cache.put(user, e);
@@ -75,16 +92,12 @@ public final class UserDirectory implements GroupResolver {
                 + TimeUnit.SECONDS.toNanos(TTL_SECONDS));
         // a name, never a number: `id` takes "1001" (or "+1001") for the uid, which would give one user two names,
         // the quota and rate limits (kept by name) missing the number (review31)
-        if (UserQuotas.validName(user) && !user.startsWith("-") && !user.matches("\\+?[0-9]+")) {
+        if (UserQuotas.validName(user) && !user.startsWith("-") && !UserQuotas.looksLikeUid(user)) {
             Optional<String> uid = id("-u", user);
             if (uid.isPresent() && uid.get().matches("[0-9]{1,10}")) {
                 List<String> groups = id("-Gn", user).map(g -> Arrays.asList(g.split(" "))).orElse(List.of());
                 fresh = new Entry(OptionalLong.of(Long.parseLong(uid.get())), List.copyOf(groups), fresh.expires());
             }
-        }
-        Entry caller = callers.get(user);
-        if (fresh.uid().isEmpty() && caller != null) {
-            fresh = new Entry(caller.uid(), caller.groups(), fresh.expires());
         }
         if (cache.size() > 4096) {
             cache.clear();
@@ -105,11 +118,13 @@ public final class UserDirectory implements GroupResolver {
             try (var in = p.getOutputStream()) {
                 in.write((user + "\n").getBytes(StandardCharsets.UTF_8));
             }
-            byte[] out = p.getInputStream().readNBytes(64 * 1024);
+            // wait first: a hung NSS source keeps the pipe open and a read would wait with it, on the queue's pass
+            // (review37); id's output stays far below a pipe's capacity, so the child never blocks on writing it
             if (!p.waitFor(TIMEOUT_SECONDS, TimeUnit.SECONDS)) {
                 p.destroyForcibly();
                 return Optional.empty();
             }
+            byte[] out = p.getInputStream().readNBytes(64 * 1024);
             return p.exitValue() == 0 ? Optional.of(new String(out, StandardCharsets.UTF_8).strip())
                     : Optional.empty();
         } catch (IOException e) {

@@ -85,10 +85,13 @@ public final class LocalUsers implements AutoCloseable {
 
     /**
      * Runs a command as {@code user} (uid, gid and supplementary groups switched by setpriv), with a plain
-     * environment.
+     * environment. setpriv looks a {@code --reuid} up as a user name first and as a number only then, so a user is
+     * given by name unless the name is a number (review37: with a user named "1002" on the host, {@code --reuid=1002}
+     * ran as that user, not as uid 1002).
      */
     public static Result runAs(User user, List<String> command, int timeoutSeconds) throws IOException {
-        List<String> cmd = new ArrayList<>(List.of("setpriv", "--reuid=" + user.uid(), "--regid=" + user.gid(),
+        String reuid = user.name().matches("\\+?[0-9]+") ? Long.toString(user.uid()) : user.name();
+        List<String> cmd = new ArrayList<>(List.of("setpriv", "--reuid=" + reuid, "--regid=" + user.gid(),
                 "--init-groups", "--"));
         cmd.addAll(command);
         return run(cmd, timeoutSeconds);
