@@ -9,12 +9,16 @@ import io.gpusched.accounting.RecordCodec;
 import io.gpusched.accounting.UsageFigures;
 import io.gpusched.accounting.UsageReport;
 import io.gpusched.core.GpuDevice;
+import io.gpusched.core.GpuInventory;
 import io.gpusched.core.GpuRequest;
 import io.gpusched.core.GpuScheduler;
 import io.gpusched.core.GpuVendor;
 import io.gpusched.core.MemorySize;
 import io.gpusched.core.sim.SimulatedGpuInventory;
 import io.gpusched.core.sim.UsageTrace;
+import io.gpusched.nvml.FakeNvml;
+import io.gpusched.nvml.NvmlInventory;
+import io.gpusched.nvml.NvmlOptions;
 import io.gpusched.server.ConsoleServer;
 import java.lang.management.ManagementFactory;
 import java.lang.management.ThreadMXBean;
@@ -42,9 +46,14 @@ import java.util.zip.CRC32C;
  * Accounting's costs (issue 34), a plain main harness measuring ratios against a baseline of the same run.
  *
  * <pre>
- * java -cp ... io.gpusched.benchmarks.AccountingBenchmark sampling DIR [rounds] [sweeps]
+ * java -cp ... io.gpusched.benchmarks.AccountingBenchmark sampling DIR [rounds] [sweeps] [interval seconds] [checkpoint seconds]
  *     CPU time per GPU and sweep of the console's own tick with accounting off, and of the same tick with the console
- *     as the node's accounting sampler, at 8 and 64 GPUs (a sweep a second: CPU time per GPU per second)
+ *     as the node's accounting sampler, at 8 and 64 GPUs (a sweep a second: CPU time per GPU per second); accounting
+ *     credits a sweep every gpu.accounting.interval (default 10 s; 1: every sweep)
+ * java -cp ... io.gpusched.benchmarks.AccountingBenchmark sampling-nvml DIR [rounds] [sweeps] [interval] [ckpt]
+ *     the same at 8 GPUs through the NVML backend, against the fake libnvidia-ml.so.1 (compiled here with gcc against
+ *     the real nvml.h; its calls do nothing but copy figures): the console's sweep as on an NVIDIA node, less the
+ *     driver's own time
  * java -cp ... io.gpusched.benchmarks.AccountingBenchmark report DIR [allocations...]
  *     writes a year of a busy node's records (compacted, as the sampler leaves them), then times the report over the
  *     year by owner and by allocation and records the heap it needed, for each number of allocations given
@@ -57,7 +66,11 @@ public final class AccountingBenchmark {
     public static void main(String[] args) throws Exception {
         Files.createDirectories(Path.of(args[1])); // its measurements' state directories are made under it
         switch (args[0]) {
-            case "sampling" -> sampling(Path.of(args[1]), arg(args, 2, 5), arg(args, 3, 2000));
+            case "sampling", "sampling-nvml" -> sampling(Path.of(args[1]), args[0].equals("sampling-nvml"),
+                    arg(args, 2, 5), arg(args, 3, 2000),
+                    args.length > 4 ? Duration.ofSeconds(Long.parseLong(args[4])) : AccountingSettings.DEFAULT_INTERVAL,
+                    args.length > 5 ? Duration.ofSeconds(Long.parseLong(args[5]))
+                            : AccountingSettings.defaults().checkpoint());
             case "report" -> {
                 List<Integer> sizes = new ArrayList<>();
                 for (int i = 2; i < args.length; i++) {
@@ -65,7 +78,7 @@ public final class AccountingBenchmark {
                 }
                 report(Path.of(args[1]), sizes.isEmpty() ? List.of(10_000, 100_000, 1_000_000) : sizes);
             }
-            default -> throw new IllegalArgumentException("sampling | report, was " + args[0]);
+            default -> throw new IllegalArgumentException("sampling | sampling-nvml | report, was " + args[0]);
         }
     }
 
@@ -113,17 +126,50 @@ public final class AccountingBenchmark {
         return inv;
     }
 
+    /** The fake libnvidia-ml.so.1, built once per run; null until {@link #fakeNvml} is called. */
+    private static Path fakeLibrary;
+
+    /** Builds and binds the fake NVML (a DGX-1's 8 GPUs; GPUs 3 and 7 each list two compute processes). */
+    static Path fakeNvml(Path dir) throws Exception {
+        if (fakeLibrary == null) {
+            FakeNvml.unavailableReason().ifPresent(r -> {
+                throw new IllegalStateException("cannot build the fake NVML: " + r);
+            });
+            fakeLibrary = FakeNvml.build(Files.createTempDirectory(dir, "nvml"), false);
+            FakeNvml.Control.bind(fakeLibrary);
+            FakeNvml.Control.fake_nvml_reset();
+            FakeNvml.Control.fake_nvml_set_scenario(FakeNvml.DGX1);
+            for (int g = 0; g < 8; g++) {
+                FakeNvml.Control.fake_nvml_set_energy(g, 1_000_000_000L * (g + 1));
+                FakeNvml.Control.fake_nvml_set_device(g, g % 4 == 3 ? 50 : 90, 20L << 30, 250_000);
+            }
+            for (int g : new int[]{3, 7}) {
+                FakeNvml.Control.fake_nvml_add_proc(g, -1, 10_000 + 2 * g, 6L << 30);
+                FakeNvml.Control.fake_nvml_add_proc(g, -1, 10_001 + 2 * g, 3L << 30);
+            }
+        }
+        return fakeLibrary;
+    }
+
     /** One console over its own node and state directory, ticked by hand (its tick thread off). */
     static final class Console implements AutoCloseable {
         final StepClock clock = new StepClock();
-        final SimulatedGpuInventory inv;
+        final GpuInventory inv;
         final GpuScheduler scheduler;
         final ConsoleServer server;
         final Object watcher;
         final Method tick;
 
-        Console(int n, Path state, boolean accounting) throws Exception {
-            inv = node(n, clock);
+        Console(int n, Path state, boolean accounting, Duration interval, Duration checkpoint, boolean nvml)
+                throws Exception {
+            if (nvml) {
+                Path sys = Files.createDirectories(state.resolve("sys"));
+                inv = NvmlInventory.open(NvmlOptions.defaults().withLibrary(fakeNvml(state.getParent()))
+                        .withSysfsRoot(sys).withHealthWatch(false, Duration.ofSeconds(1), Duration.ofHours(1))
+                        .withClock(clock));
+            } else {
+                inv = node(n, clock);
+            }
             scheduler = GpuScheduler.builder().inventory(inv).clock(clock).auditLogging(false)
                     .maintenanceInterval(Duration.ZERO).build();
             for (int i = 0; i < n; i++) {
@@ -137,9 +183,10 @@ public final class AccountingBenchmark {
                 }
             }
             ConsoleServer.Builder b = ConsoleServer.builder().scheduler(scheduler).stateDir(state).clock(clock)
-                    .accounting(accounting ? AccountingSettings.defaults()
-                            : new AccountingSettings(false, Duration.ofSeconds(60), Duration.ofDays(2),
-                                    Duration.ofDays(400), AccountingSettings.defaults().idle()));
+                    .accounting(
+                            accounting ? AccountingSettings.defaults().withInterval(interval).withCheckpoint(checkpoint)
+                                    : new AccountingSettings(false, Duration.ofSeconds(60), Duration.ofDays(2),
+                                            Duration.ofDays(400), AccountingSettings.defaults().idle()));
             Method ticking = ConsoleServer.Builder.class.getDeclaredMethod("ticking", boolean.class);
             ticking.setAccessible(true);
             ticking.invoke(b, false);
@@ -160,6 +207,7 @@ public final class AccountingBenchmark {
         public void close() {
             server.close();
             scheduler.close();
+            inv.close();
         }
     }
 
@@ -168,16 +216,22 @@ public final class AccountingBenchmark {
      * with accounting off, against the same tick with the console as the node's accounting sampler, on two identical
      * nodes in one process, ticked in alternating blocks; CPU time of this thread.
      */
-    static void sampling(Path dir, int rounds, int sweeps) throws Exception {
+    static void sampling(Path dir, boolean nvml, int rounds, int sweeps, Duration interval, Duration checkpoint)
+            throws Exception {
         ThreadMXBean cpu = ManagementFactory.getThreadMXBean();
+        System.out.println((nvml ? "NVML backend (the fake libnvidia-ml.so.1)" : "simulated backend")
+                + ", gpu.accounting.interval " + interval.toSeconds() + " s, checkpoint " + checkpoint.toSeconds()
+                + " s, a console tick every second");
         System.out.println("gpus  round  console tick µs/GPU  with accounting µs/GPU  ratio");
-        for (int n : new int[]{8, 64}) {
+        for (int n : nvml ? new int[]{8} : new int[]{8, 64}) {
             double[] ratios = new double[rounds];
             double[] base = new double[rounds];
             double[] with = new double[rounds];
             for (int r = 0; r < rounds; r++) {
-                try (Console off = new Console(n, Files.createTempDirectory(dir, "off"), false);
-                     Console on = new Console(n, Files.createTempDirectory(dir, "on"), true)) {
+                try (Console off =
+                        new Console(n, Files.createTempDirectory(dir, "off"), false, interval, checkpoint, nvml);
+                     Console on =
+                             new Console(n, Files.createTempDirectory(dir, "on"), true, interval, checkpoint, nvml)) {
                     long baseNs = 0;
                     long withNs = 0;
                     int warm = sweeps / 4;
