@@ -46,7 +46,7 @@ import java.util.zip.CRC32C;
  * Accounting's costs (issue 34), a plain main harness measuring ratios against a baseline of the same run.
  *
  * <pre>
- * java -cp ... io.gpusched.benchmarks.AccountingBenchmark sampling DIR [rounds] [sweeps] [interval seconds] [checkpoint seconds]
+ * java -cp ... io.gpusched.benchmarks.AccountingBenchmark sampling DIR [rounds] [sweeps] [interval s] [checkpoint s]
  *     CPU time per GPU and sweep of the console's own tick with accounting off, and of the same tick with the console
  *     as the node's accounting sampler, at 8 and 64 GPUs (a sweep a second: CPU time per GPU per second); accounting
  *     credits a sweep every gpu.accounting.interval (default 10 s; 1: every sweep)
