@@ -148,12 +148,11 @@ public final class IdleWatch {
             }
             if (since == null) {
                 if (s != null) {
-                    if (s.flagged && !s.acted) {
-                        String warned = s.warnedAt == null ? ""
-                                : policy.dryRun() ? " (dry run: its warning was due at " + s.warnedAt
-                                        + "; none was sent)"
-                                : " (it was warned at " + s.warnedAt + ")";
-                        out.add(step(now, a, IdleStep.BUSY_AGAIN, Duration.ZERO, "busy again: left alone" + warned));
+                    // audited whether or not it was acted on: a signalled job (action signal, or a release that
+                    // failed) outlives the action, and status must not show it for its next stretch (review38)
+                    if (s.flagged) {
+                        out.add(step(now, a, IdleStep.BUSY_AGAIN, Duration.ZERO, "busy again: left alone"
+                                + history(s)));
                         effects.notify(a, IdleStep.BUSY_AGAIN, Duration.ZERO, "GPUs of " + a.id() + " are busy"
                                 + " again; the idle policy leaves it alone");
                     }
@@ -166,11 +165,10 @@ public final class IdleWatch {
                 // the meter restarted its idle start after a gap no sweep measured (a suspended host, a jump of the
                 // clock that stayed): a new stretch, flagged and warned again before any action (review34), and
                 // audited, so status and the console no longer show the old warning (review36)
-                if (s.flagged && !s.acted) {
+                if (s.flagged) {
                     out.add(step(now, a, IdleStep.STARTED_OVER, Duration.ZERO, "its idle clock starts over: "
                             + human(Duration.between(s.lastIdleAt, since)) + " no sweep measured (since "
-                            + s.lastIdleAt + ")" + (s.warnedAt != null ? "; the warning of " + s.warnedAt
-                                    + " no longer counts" : "")));
+                            + s.lastIdleAt + ")" + history(s)));
                 }
                 s = null;
             }
@@ -276,6 +274,21 @@ public final class IdleWatch {
         recent[recentAt] = step;
         recentAt = (recentAt + 1) % RECENT;
         return Math.min(step, cap);
+    }
+
+    /**
+     * @return what the policy had done in the stretch that ends, for a {@code BUSY_AGAIN} or {@code STARTED_OVER}
+     *         audit: a dry run's warning was never sent (review34, review38)
+     */
+    private String history(State s) {
+        if (s.warnedAt == null) {
+            return "";
+        }
+        if (policy.dryRun()) {
+            return " (dry run: a warning would have been sent at " + s.warnedAt + "; none was)";
+        }
+        return s.acted ? " (it was warned at " + s.warnedAt + " and acted on)"
+                : " (it was warned at " + s.warnedAt + "; that warning no longer counts)";
     }
 
     private IdleAction act(Instant now, Allocation a, Duration idle) {

@@ -395,6 +395,7 @@ final class UsageMeter {
             Track tr = trackAt != null ? trackAt[k] : tracks.get(a.id());
             if (tr == null && ended(a.id())) { // released since the list was read: its record is written
                 layout.tracks[k++] = null;
+                unmeasured.add(a.id()); // neither idle nor busy: not "busy again" to the policy (review38)
                 continue;
             }
             if (tr == null) {
@@ -859,8 +860,10 @@ final class UsageMeter {
             }
         }
         boolean idle = allIdle && anyMeasured;
-        if (!idle && !busy) {
-            // no GPU of it read busy, and one (or all) could not be read: not idle, but not busy either (review36)
+        // no GPU of it read busy, and one (or all) could not be read: not idle, but not busy either (review36); its
+        // idle start, if it had one, is kept, as the policy keeps its state (review38)
+        boolean neither = !idle && !busy;
+        if (neither) {
             unmeasured.add(tr.allocation.id());
         }
         long cur = from;
@@ -880,6 +883,9 @@ final class UsageMeter {
             }
         }
         tr.covered = to;
+        if (neither) {
+            return;
+        }
         if (idle) {
             if (tr.idleSince == null) {
                 tr.idleSince = from;
@@ -950,6 +956,13 @@ final class UsageMeter {
             if (tr.covered > tr.from) {
                 out.add(close(tr, tr.covered, Optional.empty(), false));
             }
+        }
+        // time no sweep saw is not idle time: the gap's records carry no idle start (review38: status counted a 3-h
+        // suspension as idle until the next checkpoint)
+        tr.idleSince = null;
+        if (tr.lastTickIdle) {
+            idle.remove(tr.allocation.id());
+            tr.lastTickIdle = false;
         }
         Map<Integer, Long> bridged = new HashMap<>();
         List<GpuDevice> devices = tr.allocation.devices();
