@@ -8,6 +8,7 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
@@ -354,7 +355,7 @@ public final class IdleWatch {
         if (m < 1) {
             return d.toSeconds() + " s";
         }
-        return m < 120 ? m + " min" : String.format("%.1f h", d.toMinutes() / 60.0);
+        return m < 120 ? m + " min" : String.format(Locale.ROOT, "%.1f h", d.toMinutes() / 60.0);
     }
 
     private static String fmt(double v) {
