@@ -20,6 +20,8 @@ import io.gpusched.nvml.FakeNvml;
 import io.gpusched.nvml.NvmlInventory;
 import io.gpusched.nvml.NvmlOptions;
 import io.gpusched.server.ConsoleServer;
+import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.lang.management.ManagementFactory;
 import java.lang.management.ThreadMXBean;
 import java.lang.reflect.Method;
@@ -34,6 +36,7 @@ import java.time.ZoneId;
 import java.time.ZoneOffset;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
@@ -117,13 +120,34 @@ public final class AccountingBenchmark {
         SimulatedGpuInventory inv = b.build();
         for (int i = 0; i < n; i++) {
             if (i % 4 == 3) {
-                inv.setProcessTraces(i, Map.of(10_000 + 2 * i, UsageTrace.of(Duration.ofSeconds(10), 40, 20),
-                        10_001 + 2 * i, UsageTrace.of(Duration.ofSeconds(10), 10, 30)));
+                inv.setProcessTraces(i, Map.of(pid(2 * i), UsageTrace.of(Duration.ofSeconds(10), 40, 20),
+                        pid(2 * i + 1), UsageTrace.of(Duration.ofSeconds(10), 10, 30)));
             } else {
                 inv.setTrace(i, UsageTrace.preset("training", MemorySize.ofGibibytes(80)));
             }
         }
         return inv;
+    }
+
+    /** Real processes (sleep) that the shared GPUs list: the sampler reads their start times as on a node. */
+    private static final Map<Integer, Process> SLEEPERS = new HashMap<>();
+
+    /** @return the pid of the {@code k}-th process a shared GPU lists, a real process started for the run */
+    static synchronized int pid(int k) {
+        Process p = SLEEPERS.get(k);
+        if (p == null) {
+            try {
+                p = new ProcessBuilder("sleep", "86400").start();
+            } catch (IOException e) {
+                throw new UncheckedIOException(e);
+            }
+            SLEEPERS.put(k, p);
+            if (SLEEPERS.size() == 1) {
+                Runtime.getRuntime().addShutdownHook(new Thread(() -> SLEEPERS.values().forEach(
+                        Process::destroyForcibly)));
+            }
+        }
+        return (int) p.pid();
     }
 
     /** The fake libnvidia-ml.so.1, built once per run; null until {@link #fakeNvml} is called. */
@@ -144,8 +168,8 @@ public final class AccountingBenchmark {
                 FakeNvml.Control.fake_nvml_set_device(g, g % 4 == 3 ? 50 : 90, 20L << 30, 250_000);
             }
             for (int g : new int[]{3, 7}) {
-                FakeNvml.Control.fake_nvml_add_proc(g, -1, 10_000 + 2 * g, 6L << 30);
-                FakeNvml.Control.fake_nvml_add_proc(g, -1, 10_001 + 2 * g, 3L << 30);
+                FakeNvml.Control.fake_nvml_add_proc(g, -1, pid(2 * g), 6L << 30);
+                FakeNvml.Control.fake_nvml_add_proc(g, -1, pid(2 * g + 1), 3L << 30);
             }
         }
         return fakeLibrary;

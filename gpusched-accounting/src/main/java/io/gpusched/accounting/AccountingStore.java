@@ -347,6 +347,8 @@ public final class AccountingStore {
         /** the journals open for appends, by day */
         private final Map<LocalDate, Journal> open = new HashMap<>();
         private ByteBuffer direct;
+        /** the lines of a batch's first day, encoded: one array reused from batch to batch */
+        private RecordCodec.Lines lines = new RecordCodec.Lines(DIRECT_BYTES / 4);
 
         private Writer(FileChannel lockChannel, FileLock lock) {
             this.lockChannel = lockChannel;
@@ -368,10 +370,12 @@ public final class AccountingStore {
             if (records.isEmpty()) {
                 return;
             }
-            // the records of one day (a sweep's, nearly always) are encoded into one builder, with no map of days
+            // the records of one day (a sweep's, nearly always) are encoded as bytes into the writer's one reused
+            // buffer, with no map of days, string or array per batch
             long day = epochDay(records.get(0).at());
-            StringBuilder lines = new StringBuilder(512 * records.size());
-            Map<LocalDate, StringBuilder> byDay = null;
+            RecordCodec.Lines lines = this.lines;
+            lines.clear();
+            Map<LocalDate, RecordCodec.Lines> byDay = null;
             for (AccountingRecord r : records) {
                 long d = epochDay(r.at());
                 if (d != day) {
@@ -379,24 +383,26 @@ public final class AccountingStore {
                         byDay = new LinkedHashMap<>();
                         byDay.put(LocalDate.ofEpochDay(day), lines);
                     }
-                    lines = byDay.computeIfAbsent(LocalDate.ofEpochDay(d), x -> new StringBuilder());
+                    lines = byDay.computeIfAbsent(LocalDate.ofEpochDay(d), x -> new RecordCodec.Lines(512));
                     day = d;
                 }
-                RecordCodec.encodeTo(lines, r);
-                lines.append('\n');
+                lines.add(r);
             }
             if (byDay == null) {
                 byDay = Map.of(LocalDate.ofEpochDay(day), lines);
             }
+            if (this.lines.bytes().length > DIRECT_BYTES) { // a rare large batch's array is not kept
+                this.lines = new RecordCodec.Lines(DIRECT_BYTES / 4);
+            }
             List<Journal> touched = new ArrayList<>(byDay.size());
             try {
-                for (Map.Entry<LocalDate, StringBuilder> e : byDay.entrySet()) {
+                for (Map.Entry<LocalDate, RecordCodec.Lines> e : byDay.entrySet()) {
                     Journal j = journalOf(e.getKey(), byDay.keySet());
                     j.before = j.size;
                     touched.add(j);
-                    byte[] bytes = e.getValue().toString().getBytes(StandardCharsets.UTF_8);
-                    write(j.channel, bytes);
-                    j.size += bytes.length;
+                    RecordCodec.Lines l = e.getValue();
+                    write(j.channel, l.bytes(), l.size());
+                    j.size += l.size();
                 }
                 for (Journal j : touched) {
                     j.channel.force(false);
@@ -424,17 +430,20 @@ public final class AccountingStore {
             }
         }
 
-        /** Writes all of {@code bytes} at the channel's position, through this writer's direct buffer when they fit. */
-        private void write(FileChannel ch, byte[] bytes) throws IOException {
+        /**
+         * Writes the first {@code length} of {@code bytes} at the channel's position, through this writer's direct
+         * buffer when they fit.
+         */
+        private void write(FileChannel ch, byte[] bytes, int length) throws IOException {
             ByteBuffer b;
-            if (bytes.length <= DIRECT_BYTES) {
+            if (length <= DIRECT_BYTES) {
                 if (direct == null) {
                     direct = ByteBuffer.allocateDirect(DIRECT_BYTES);
                 }
                 b = direct.clear();
-                b.put(bytes).flip();
+                b.put(bytes, 0, length).flip();
             } else {
-                b = ByteBuffer.wrap(bytes);
+                b = ByteBuffer.wrap(bytes, 0, length);
             }
             while (b.hasRemaining()) {
                 ch.write(b);

@@ -17,6 +17,7 @@ import java.time.Duration;
 import java.time.Instant;
 import java.time.LocalDate;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Optional;
@@ -88,6 +89,86 @@ public final class RecordCodec {
     static void encodeTo(StringBuilder out, AccountingRecord r) {
         int at = out.length();
         out.append("00000000 "); // the checksum's place, filled in below
+        json(out, r);
+        checksum(out, at);
+    }
+
+    /**
+     * A batch's lines ({@link #encode} and a newline each) as UTF-8 bytes in one array, written by the store as they
+     * are: each record's JSON is written into one builder, turned into bytes in place and summed there, with no string,
+     * array or checksum object per record or per batch (a checkpoint encodes every open allocation's interval; the
+     * bytes are the ones {@code encode(r) + "\n"} gives, for any text). Reused from batch to batch; not thread-safe.
+     */
+    static final class Lines {
+        private final StringBuilder text = new StringBuilder(512);
+        private final CRC32C crc = new CRC32C();
+        private byte[] bytes;
+        private int size;
+
+        Lines(int capacity) {
+            bytes = new byte[Math.max(64, capacity)];
+        }
+
+        /** Empties it (the array stays). */
+        void clear() {
+            size = 0;
+        }
+
+        /** @return the array holding the lines: its first {@link #size()} bytes */
+        byte[] bytes() {
+            return bytes;
+        }
+
+        /** @return how many bytes the lines take */
+        int size() {
+            return size;
+        }
+
+        /** Appends a record's line and its newline. */
+        void add(AccountingRecord r) {
+            text.setLength(0);
+            json(text, r);
+            int n = text.length();
+            int at = size;
+            int from = at + 9;
+            room(from + n + 1);
+            byte[] b = bytes;
+            int len = n;
+            for (int i = 0; i < n; i++) {
+                char c = text.charAt(i);
+                if (c >= 0x80) { // not ASCII: the JSON's UTF-8 bytes as String.getBytes gives them
+                    byte[] utf8 = text.toString().getBytes(StandardCharsets.UTF_8);
+                    len = utf8.length;
+                    room(from + len + 1);
+                    b = bytes;
+                    System.arraycopy(utf8, 0, b, from, len);
+                    break;
+                }
+                b[from + i] = (byte) c;
+            }
+            crc.reset();
+            crc.update(b, from, len);
+            int v = (int) crc.getValue();
+            for (int i = at + 7; i >= at; i--) {
+                b[i] = HEX_LOWER[v & 0xf];
+                v >>>= 4;
+            }
+            b[at + 8] = ' ';
+            b[from + len] = '\n';
+            size = from + len + 1;
+        }
+
+        private void room(int needed) {
+            if (needed > bytes.length) {
+                bytes = Arrays.copyOf(bytes, Math.max(needed, bytes.length * 2));
+            }
+        }
+    }
+
+    private static final byte[] HEX_LOWER = "0123456789abcdef".getBytes(StandardCharsets.US_ASCII);
+
+    /** Appends the record's JSON object (the line without its checksum and space). */
+    private static void json(StringBuilder out, AccountingRecord r) {
         if (r instanceof Interval i) {
             interval(out, i);
         } else if (r instanceof Checkpoint c) {
@@ -129,7 +210,6 @@ public final class RecordCodec {
             out.append('{');
         }
         out.append('}');
-        checksum(out, at);
     }
 
     /** Appends an interval's JSON object without its closing brace. */

@@ -70,6 +70,29 @@ class RecordCodecEncodingTest {
         assertEquals(String.join("\n", expected) + "\n", batch.toString());
     }
 
+    /**
+     * The store writes a batch as {@code RecordCodec.Lines} bytes: each line, reused from batch to batch and after
+     * non-ASCII text, is Jackson's line and a newline, as UTF-8 (perf39's encoder, checked here for every kind).
+     */
+    @Test
+    void linesBytesAreJacksonsLinesInUtf8() {
+        Random rnd = new Random(0x11e5L);
+        RecordCodec.Lines lines = new RecordCodec.Lines(16);
+        for (int batch = 0; batch < 200; batch++) {
+            lines.clear();
+            StringBuilder expected = new StringBuilder();
+            for (int i = rnd.nextInt(40); i >= 0; i--) {
+                AccountingRecord r = record(rnd);
+                lines.add(r);
+                expected.append(JacksonRecordEncoding.encode(r)).append('\n');
+            }
+            byte[] want = expected.toString().getBytes(StandardCharsets.UTF_8);
+            int b = batch;
+            assertEquals(new String(want, StandardCharsets.ISO_8859_1), new String(lines.bytes(), 0, lines.size(),
+                    StandardCharsets.ISO_8859_1), () -> "batch " + b);
+        }
+    }
+
     @Test
     void everyCharacterBelow256AndTheSurrogatesEncodeAsJacksonDoes() {
         for (int c = 0; c < 0x10000; c++) {

@@ -7,11 +7,16 @@ import io.gpusched.core.ProcessAttribution;
 import io.gpusched.core.SharingMode;
 import io.gpusched.core.UsageOwner;
 import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.InvalidPathException;
 import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Objects;
 import java.util.Optional;
@@ -35,17 +40,36 @@ public final class AllocationAttribution implements ProcessAttribution {
     /** Most parent steps followed from a process towards a holder. */
     public static final int MAX_ANCESTORS = 64;
 
+    /** Most processes whose handle {@link #incarnation} keeps open (the least recently asked is closed first). */
+    static final int MAX_KEPT = 512;
+
     private final Path procRoot;
     private final Path cgroupRoot;
+    /** whether {@link #procRoot} is the kernel's procfs (its open files stay bound to their process) */
+    private final boolean procfs;
+    /**
+     * Per pid whose start time was read on the kernel's procfs: an open {@code /proc/<pid>/oom_score_adj} of that
+     * process, and its start time. A procfs file stays bound to the process it was opened on: once that process is
+     * reaped, reading it fails ({@code ESRCH}) even when another process has taken the pid. So while a read of the
+     * kept file succeeds, the pid is still the same process and its start time stands: one {@code pread} instead of an
+     * open, a read of {@code stat} (which the kernel formats) and a close. Access-ordered, at most {@link #MAX_KEPT};
+     * guarded by itself.
+     */
+    private final LinkedHashMap<Integer, Kept> kept = new LinkedHashMap<>(16, 0.75f, true);
+    private final ByteBuffer probe = ByteBuffer.allocate(32);
 
-    private AllocationAttribution(Path procRoot, Path cgroupRoot) {
+    private record Kept(FileChannel handle, long start) {
+    }
+
+    private AllocationAttribution(Path procRoot, Path cgroupRoot, boolean procfs) {
         this.procRoot = Objects.requireNonNull(procRoot, "procRoot");
         this.cgroupRoot = Objects.requireNonNull(cgroupRoot, "cgroupRoot");
+        this.procfs = procfs;
     }
 
     /** @return the rule over this host's {@code /proc} and {@code /sys/fs/cgroup} */
     public static AllocationAttribution host() {
-        return new AllocationAttribution(Path.of("/proc"), Path.of("/sys/fs/cgroup"));
+        return new AllocationAttribution(Path.of("/proc"), Path.of("/sys/fs/cgroup"), true);
     }
 
     /**
@@ -54,7 +78,7 @@ public final class AllocationAttribution implements ProcessAttribution {
      * @return the rule over those trees
      */
     public static AllocationAttribution of(Path procRoot, Path cgroupRoot) {
-        return new AllocationAttribution(procRoot, cgroupRoot);
+        return new AllocationAttribution(procRoot, cgroupRoot, false);
     }
 
     /**
@@ -63,8 +87,76 @@ public final class AllocationAttribution implements ProcessAttribution {
      */
     @Override
     public OptionalLong incarnation(int pid) {
+        if (!procfs || pid < 1) {
+            OptionalLong t = HolderProcess.startTime(pid, procRoot);
+            return t.isPresent() ? t : OptionalLong.of(NO_PROCESS);
+        }
+        synchronized (kept) {
+            Kept k = kept.get(pid);
+            if (k != null) {
+                if (readable(k.handle)) {
+                    return OptionalLong.of(k.start); // the same process: the kept file still reads
+                }
+                kept.remove(pid);
+                close(k.handle);
+            }
+        }
+        // the handle first, then the start time, then the handle again: a start time read while the handle's process
+        // still ran is that process's (a pid is not given to another process before its holder is reaped)
+        FileChannel handle = open(pid);
         OptionalLong t = HolderProcess.startTime(pid, procRoot);
+        if (handle != null) {
+            synchronized (kept) {
+                if (t.isPresent() && readable(handle)) {
+                    Kept was = kept.put(pid, new Kept(handle, t.getAsLong()));
+                    if (was != null) {
+                        close(was.handle);
+                    }
+                    if (kept.size() > MAX_KEPT) {
+                        Iterator<Kept> eldest = kept.values().iterator();
+                        close(eldest.next().handle);
+                        eldest.remove();
+                    }
+                } else {
+                    close(handle);
+                }
+            }
+        }
         return t.isPresent() ? t : OptionalLong.of(NO_PROCESS);
+    }
+
+    /** @return how many process handles {@link #incarnation} keeps open (tests) */
+    int keptHandles() {
+        synchronized (kept) {
+            return kept.size();
+        }
+    }
+
+    private FileChannel open(int pid) {
+        try {
+            return FileChannel.open(procRoot.resolve(Integer.toString(pid)).resolve("oom_score_adj"),
+                    StandardOpenOption.READ);
+        } catch (IOException | RuntimeException e) {
+            return null; // no such process (or not visible to this user): nothing kept
+        }
+    }
+
+    /** Called holding {@link #kept}. */
+    private boolean readable(FileChannel handle) {
+        try {
+            probe.clear();
+            return handle.read(probe, 0) > 0;
+        } catch (IOException | RuntimeException e) {
+            return false;
+        }
+    }
+
+    private static void close(FileChannel handle) {
+        try {
+            handle.close();
+        } catch (IOException e) {
+            // a read-only procfs file: nothing was written that a failed close could lose
+        }
     }
 
     @Override
