@@ -49,11 +49,11 @@ import java.util.zip.CRC32C;
  * Accounting's costs (issue 34), a plain main harness measuring ratios against a baseline of the same run.
  *
  * <pre>
- * java -cp ... io.gpusched.benchmarks.AccountingBenchmark sampling DIR [rounds] [sweeps] [interval s] [checkpoint s]
+ * java -cp ... io.gpusched.benchmarks.AccountingBenchmark sampling DIR [rounds] [sweeps] [checkpoint seconds]
  *     CPU time per GPU and sweep of the console's own tick with accounting off, and of the same tick with the console
- *     as the node's accounting sampler, at 8 and 64 GPUs (a sweep a second: CPU time per GPU per second); accounting
- *     credits a sweep every gpu.accounting.interval (default 10 s; 1: every sweep)
- * java -cp ... io.gpusched.benchmarks.AccountingBenchmark sampling-nvml DIR [rounds] [sweeps] [interval] [ckpt]
+ *     as the node's accounting sampler, at 8 and 64 GPUs (a sweep a second: CPU time per GPU per second) (its
+ *     checkpoint every gpu.accounting.checkpoint, 60 s unless given)
+ * java -cp ... io.gpusched.benchmarks.AccountingBenchmark sampling-nvml DIR [rounds] [sweeps] [checkpoint seconds]
  *     the same at 8 GPUs through the NVML backend, against the fake libnvidia-ml.so.1 (compiled here with gcc against
  *     the real nvml.h; its calls do nothing but copy figures): the console's sweep as on an NVIDIA node, less the
  *     driver's own time
@@ -70,9 +70,7 @@ public final class AccountingBenchmark {
         Files.createDirectories(Path.of(args[1])); // its measurements' state directories are made under it
         switch (args[0]) {
             case "sampling", "sampling-nvml" -> sampling(Path.of(args[1]), args[0].equals("sampling-nvml"),
-                    arg(args, 2, 5), arg(args, 3, 2000),
-                    args.length > 4 ? Duration.ofSeconds(Long.parseLong(args[4])) : AccountingSettings.DEFAULT_INTERVAL,
-                    args.length > 5 ? Duration.ofSeconds(Long.parseLong(args[5]))
+                    arg(args, 2, 5), arg(args, 3, 2000), args.length > 4 ? Duration.ofSeconds(Long.parseLong(args[4]))
                             : AccountingSettings.defaults().checkpoint());
             case "report" -> {
                 List<Integer> sizes = new ArrayList<>();
@@ -184,7 +182,7 @@ public final class AccountingBenchmark {
         final Object watcher;
         final Method tick;
 
-        Console(int n, Path state, boolean accounting, Duration interval, Duration checkpoint, boolean nvml)
+        Console(int n, Path state, boolean accounting, Duration checkpoint, boolean nvml)
                 throws Exception {
             if (nvml) {
                 Path sys = Files.createDirectories(state.resolve("sys"));
@@ -208,7 +206,7 @@ public final class AccountingBenchmark {
             }
             ConsoleServer.Builder b = ConsoleServer.builder().scheduler(scheduler).stateDir(state).clock(clock)
                     .accounting(
-                            accounting ? AccountingSettings.defaults().withInterval(interval).withCheckpoint(checkpoint)
+                            accounting ? AccountingSettings.defaults().withCheckpoint(checkpoint)
                                     : new AccountingSettings(false, Duration.ofSeconds(60), Duration.ofDays(2),
                                             Duration.ofDays(400), AccountingSettings.defaults().idle()));
             Method ticking = ConsoleServer.Builder.class.getDeclaredMethod("ticking", boolean.class);
@@ -240,11 +238,11 @@ public final class AccountingBenchmark {
      * with accounting off, against the same tick with the console as the node's accounting sampler, on two identical
      * nodes in one process, ticked in alternating blocks; CPU time of this thread.
      */
-    static void sampling(Path dir, boolean nvml, int rounds, int sweeps, Duration interval, Duration checkpoint)
+    static void sampling(Path dir, boolean nvml, int rounds, int sweeps, Duration checkpoint)
             throws Exception {
         ThreadMXBean cpu = ManagementFactory.getThreadMXBean();
         System.out.println((nvml ? "NVML backend (the fake libnvidia-ml.so.1)" : "simulated backend")
-                + ", gpu.accounting.interval " + interval.toSeconds() + " s, checkpoint " + checkpoint.toSeconds()
+                + ", checkpoint " + checkpoint.toSeconds()
                 + " s, a console tick every second");
         System.out.println("gpus  round  console tick µs/GPU  with accounting µs/GPU  ratio");
         for (int n : nvml ? new int[]{8} : new int[]{8, 64}) {
@@ -253,9 +251,9 @@ public final class AccountingBenchmark {
             double[] with = new double[rounds];
             for (int r = 0; r < rounds; r++) {
                 try (Console off =
-                        new Console(n, Files.createTempDirectory(dir, "off"), false, interval, checkpoint, nvml);
+                        new Console(n, Files.createTempDirectory(dir, "off"), false, checkpoint, nvml);
                      Console on =
-                             new Console(n, Files.createTempDirectory(dir, "on"), true, interval, checkpoint, nvml)) {
+                             new Console(n, Files.createTempDirectory(dir, "on"), true, checkpoint, nvml)) {
                     long baseNs = 0;
                     long withNs = 0;
                     int warm = sweeps / 4;

@@ -89,12 +89,6 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
     private final List<AccountingRecord> pending = new ArrayList<>();
     /** whether {@link #pending} holds records (written under {@link #io}, read by sweeps without it) */
     private volatile boolean retry;
-    /** {@code gpu.accounting.interval} in ms, at most the checkpoint's: how often {@link #offer} credits a sweep */
-    private final long intervalMillis;
-    /** the wall time of the previous sweep offered, -1 before the first */
-    private long lastOfferedMillis = -1;
-    /** sweep time offered since the last sweep credited (each offer's step forward; a step back adds nothing) */
-    private long sinceCredited;
     /** {@code gpu.accounting.checkpoint} in ms and ns */
     private final long checkpointMillis;
     private final long checkpointNanosEvery;
@@ -130,7 +124,6 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
         this.clock = clock;
         this.checkpointMillis = settings.checkpoint().toMillis();
         this.checkpointNanosEvery = settings.checkpoint().toNanos();
-        this.intervalMillis = Math.min(settings.interval().toMillis(), checkpointMillis);
         this.meter = new UsageMeter(settings.idle().threshold(), attribution);
         this.idle = new IdleWatch(settings.idle(), effects);
         this.jobMapping = settings.hpcJobMappingDir().map(HpcJobMapping::open).orElse(null);
@@ -295,38 +288,6 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
     /** @return when each live allocation that is idle now went idle */
     public synchronized Map<String, Instant> idleSince() {
         return Map.copyOf(meter.idleSince());
-    }
-
-    /**
-     * A sweep of a host that sweeps more often than accounting credits (the console's and the service's tick, every
-     * second or faster): {@link #sweep credited} when {@code gpu.accounting.interval} of sweep time has passed since
-     * the last one credited, else only counted. Each sweep credited covers the time since the one before with its own
-     * figures (so utilization and memory are sampled once an interval; energy and held time stay exact), and the idle
-     * policy acts at most an interval late. The first sweep offered, a sweep whose clock is behind the one before and a
-     * jump of the clock are credited at once.
-     *
-     * @param sample the host's sweep, as for {@link #sweep}
-     * @param live   the allocations live at the sweep, as for {@link #sweep}
-     * @return the idle policy's steps taken, empty when this sweep was not credited
-     */
-    public List<IdleAction> offer(GpuSample sample, List<Allocation> live) {
-        long t = sample.takenAt().toEpochMilli();
-        synchronized (this) {
-            boolean due = lastOfferedMillis < 0 || t < lastOfferedMillis;
-            if (!due) {
-                sinceCredited += t - lastOfferedMillis;
-                due = sinceCredited >= intervalMillis || retry;
-            }
-            lastOfferedMillis = t;
-            if (!due) {
-                if (jobMapping != null) {
-                    syncJobMapping(live); // dcgm-exporter's labels follow grants and releases at every sweep
-                }
-                return List.of();
-            }
-            sinceCredited = 0;
-        }
-        return sweep(sample, live);
     }
 
     /**

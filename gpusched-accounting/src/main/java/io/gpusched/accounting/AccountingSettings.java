@@ -17,7 +17,6 @@ import java.util.Set;
  * gpu:
  *   accounting:
  *     enabled: true         # false: nothing is sampled into the store
- *     interval: 10s         # the host's sweeps (the console's, the service's) credited to allocations this often
  *     checkpoint: 60s       # open allocations' usage written this often: the most a crash of the sampler loses
  *     compact_after: 2d     # days older than this are compacted (one record per allocation per day, a summary)
  *     retention: 400d       # days older than this are deleted
@@ -32,32 +31,19 @@ import java.util.Set;
  * @param idle         the idle policy
  * @param hpcJobMappingDir where the sampler writes dcgm-exporter's HPC job-mapping files for the node's allocations
  *                     ({@link HpcJobMapping}), if anywhere
- * @param interval     how often a host that sweeps the GPUs more often (the console, the service) has a sweep credited
- *                     to allocations ({@link AccountingSampler#offer}), 1 s to 5 min; a shorter checkpoint makes it
- *                     shorter (a sweep is credited at least once a checkpoint)
  */
 public record AccountingSettings(boolean enabled, Duration checkpoint, Duration compactAfter, Duration retention,
-        IdlePolicy idle, Optional<Path> hpcJobMappingDir, Duration interval) {
+        IdlePolicy idle, Optional<Path> hpcJobMappingDir) {
 
-    private static final Set<String> ACCOUNTING_KEYS = Set.of("enabled", "interval", "checkpoint", "compact_after",
-            "retention", "hpc_job_mapping_dir");
-    /** {@code gpu.accounting.interval} unless set: Slurm's and dcgm-exporter's default is 30 s. */
-    public static final Duration DEFAULT_INTERVAL = Duration.ofSeconds(10);
-    /** The longest {@code gpu.accounting.interval}: under half the meter's 10-minute bound for a jump of the clock. */
-    public static final Duration MAX_INTERVAL = Duration.ofMinutes(5);
+    private static final Set<String> ACCOUNTING_KEYS = Set.of("enabled", "checkpoint", "compact_after", "retention",
+            "hpc_job_mapping_dir");
     private static final Set<String> IDLE_KEYS = Set.of("threshold", "window", "warn_after", "act_after", "action",
             "signal", "grace", "exempt_owners", "dry_run", "hook");
 
     /** Settings without a job-mapping directory. */
     public AccountingSettings(boolean enabled, Duration checkpoint, Duration compactAfter, Duration retention,
             IdlePolicy idle) {
-        this(enabled, checkpoint, compactAfter, retention, idle, Optional.empty(), DEFAULT_INTERVAL);
-    }
-
-    /** Settings crediting a sweep every {@link #DEFAULT_INTERVAL}. */
-    public AccountingSettings(boolean enabled, Duration checkpoint, Duration compactAfter, Duration retention,
-            IdlePolicy idle, Optional<Path> hpcJobMappingDir) {
-        this(enabled, checkpoint, compactAfter, retention, idle, hpcJobMappingDir, DEFAULT_INTERVAL);
+        this(enabled, checkpoint, compactAfter, retention, idle, Optional.empty());
     }
 
     /** @throws IllegalArgumentException naming the setting */
@@ -71,10 +57,6 @@ public record AccountingSettings(boolean enabled, Duration checkpoint, Duration 
         Objects.requireNonNull(compactAfter, "compactAfter");
         Objects.requireNonNull(retention, "retention");
         Objects.requireNonNull(idle, "idle");
-        Objects.requireNonNull(interval, "interval");
-        if (interval.compareTo(Duration.ofSeconds(1)) < 0 || interval.compareTo(MAX_INTERVAL) > 0) {
-            throw new IllegalArgumentException("gpu.accounting.interval must be 1s to 5m, was " + interval);
-        }
         if (checkpoint.compareTo(Duration.ofSeconds(1)) < 0 || checkpoint.compareTo(Duration.ofHours(1)) > 0) {
             throw new IllegalArgumentException("gpu.accounting.checkpoint must be 1s to 1h, was " + checkpoint);
         }
@@ -88,10 +70,7 @@ public record AccountingSettings(boolean enabled, Duration checkpoint, Duration 
         }
     }
 
-    /**
-     * @return the defaults: enabled, a sweep credited every 10 s, 60 s checkpoints, compacted after 2 days, kept 400
-     *         days, the default policy
-     */
+    /** @return the defaults: enabled, 60 s checkpoints, compacted after 2 days, kept 400 days, the default policy */
     public static AccountingSettings defaults() {
         return new AccountingSettings(true, Duration.ofSeconds(60), Duration.ofDays(2), Duration.ofDays(400),
                 IdlePolicy.defaults());
@@ -99,23 +78,17 @@ public record AccountingSettings(boolean enabled, Duration checkpoint, Duration 
 
     /** @return these settings with another idle policy */
     public AccountingSettings withIdle(IdlePolicy p) {
-        return new AccountingSettings(enabled, checkpoint, compactAfter, retention, p, hpcJobMappingDir, interval);
+        return new AccountingSettings(enabled, checkpoint, compactAfter, retention, p, hpcJobMappingDir);
     }
 
     /** @return these settings writing dcgm-exporter's job-mapping files into {@code dir} */
     public AccountingSettings withHpcJobMappingDir(Path dir) {
-        return new AccountingSettings(enabled, checkpoint, compactAfter, retention, idle, Optional.of(dir),
-                interval);
+        return new AccountingSettings(enabled, checkpoint, compactAfter, retention, idle, Optional.of(dir));
     }
 
     /** @return these settings with another checkpoint interval */
     public AccountingSettings withCheckpoint(Duration d) {
-        return new AccountingSettings(enabled, d, compactAfter, retention, idle, hpcJobMappingDir, interval);
-    }
-
-    /** @return these settings crediting a host's sweep every {@code d} (1 s to 5 min) */
-    public AccountingSettings withInterval(Duration d) {
-        return new AccountingSettings(enabled, checkpoint, compactAfter, retention, idle, hpcJobMappingDir, d);
+        return new AccountingSettings(enabled, d, compactAfter, retention, idle, hpcJobMappingDir);
     }
 
     /**
@@ -153,8 +126,7 @@ public record AccountingSettings(boolean enabled, Duration checkpoint, Duration 
                     a.parsed("checkpoint", Durations::parse, d.checkpoint()),
                     a.parsed("compact_after", Durations::parse, d.compactAfter()),
                     a.parsed("retention", Durations::parse, d.retention()), policy,
-                    Optional.ofNullable(a.parsed("hpc_job_mapping_dir", Path::of, null)),
-                    a.parsed("interval", Durations::parse, d.interval()));
+                    Optional.ofNullable(a.parsed("hpc_job_mapping_dir", Path::of, null)));
         } catch (GpuConfigException e) {
             throw e;
         } catch (IllegalArgumentException e) {

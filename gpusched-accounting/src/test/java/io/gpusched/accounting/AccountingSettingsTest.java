@@ -40,25 +40,4 @@ class AccountingSettingsTest {
         assertThatThrownBy(() -> AccountingSettings.parse("gpu:\n  accounting:\n    hpc_job_dir: /x\n",
                 "gpusched.yaml")).isInstanceOf(GpuConfigException.class).hasMessageContaining("hpc_job_dir");
     }
-
-    @Test
-    void intervalDefaultsToTenSecondsAndIsReadAndKeptByTheWithers() {
-        assertThat(AccountingSettings.defaults().interval()).isEqualTo(Duration.ofSeconds(10));
-        AccountingSettings s = AccountingSettings.parse("gpu:\n  accounting:\n    interval: 30s\n", "gpusched.yaml");
-        assertThat(s.interval()).isEqualTo(Duration.ofSeconds(30));
-        assertThat(s.withCheckpoint(Duration.ofMinutes(2)).withIdle(IdlePolicy.defaults())
-                .withHpcJobMappingDir(Path.of("/run/x")).interval()).isEqualTo(Duration.ofSeconds(30));
-    }
-
-    @Test
-    void intervalOutsideOneSecondToFiveMinutesIsRefusedNamingTheKey() {
-        for (String bad : new String[]{"500ms", "0s", "301s", "1h"}) {
-            assertThatThrownBy(() -> AccountingSettings.parse("gpu:\n  accounting:\n    interval: " + bad + "\n",
-                    "gpusched.yaml")).as(bad).isInstanceOf(GpuConfigException.class)
-                    .hasMessageContaining("gpusched.yaml").hasMessageContaining("gpu.accounting.interval must be 1s"
-                            + " to 5m, was");
-        }
-        assertThat(AccountingSettings.parse("gpu:\n  accounting:\n    interval: 5m\n", "gpusched.yaml")
-                .interval()).isEqualTo(Duration.ofMinutes(5));
-    }
 }

@@ -190,7 +190,7 @@ public final class ConsoleServer implements AutoCloseable {
             x.addIntervalListener(usageMeters::onInterval);
             b.scheduler.addListener(x);
             x.knownLive(b.scheduler.allocations()); // one granted while no sampler ran is recorded from its grant
-            watcher.feedSweeps(x::offer); // credited every gpu.accounting.interval of its sweeps
+            watcher.feedSweeps(x::sweep);
         });
         return s;
     }
