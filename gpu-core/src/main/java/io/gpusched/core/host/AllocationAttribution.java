@@ -58,7 +58,20 @@ public final class AllocationAttribution implements ProcessAttribution {
     private final LinkedHashMap<Integer, Kept> kept = new LinkedHashMap<>(16, 0.75f, true);
     private final ByteBuffer probe = ByteBuffer.allocate(32);
 
-    private record Kept(FileChannel handle, long start) {
+    /**
+     * Per pid, the token of the last process kept there that is known to be gone (its kept file stopped reading):
+     * a process that has the pid now with the same start tick is another one. Access-ordered, at most
+     * {@link #MAX_KEPT}; guarded by {@link #kept}.
+     */
+    private final LinkedHashMap<Integer, Long> gone = new LinkedHashMap<>(16, 0.75f, true);
+    /**
+     * Added to a start time for a process that took a pid within the start tick of one gone from it: start times are
+     * ticks since boot, far below this (5,000 years at 100 Hz).
+     */
+    static final long GENERATION = 1L << 44;
+
+    /** @param token the process's start time, or a later generation of it ({@link #GENERATION}) */
+    private record Kept(FileChannel handle, long token) {
     }
 
     private AllocationAttribution(Path procRoot, Path cgroupRoot, boolean procfs) {
@@ -82,8 +95,10 @@ public final class AllocationAttribution implements ProcessAttribution {
     }
 
     /**
-     * @return the process's start time ({@code /proc/<pid>/stat}): a reused pid has another; {@link #NO_PROCESS} when
-     *         {@code /proc} shows no process with the pid (what {@link #ownerOf} answered then stands until one does)
+     * @return the process's start time ({@code /proc/<pid>/stat}): a reused pid has another, and a process that took
+     *         the pid within the start tick of one this instance saw go has a later generation of it
+     *         ({@link #GENERATION}); {@link #NO_PROCESS} when {@code /proc} shows no process with the pid (what
+     *         {@link #ownerOf} answered then stands until one does)
      */
     @Override
     public OptionalLong incarnation(int pid) {
@@ -95,20 +110,39 @@ public final class AllocationAttribution implements ProcessAttribution {
             Kept k = kept.get(pid);
             if (k != null) {
                 if (readable(k.handle)) {
-                    return OptionalLong.of(k.start); // the same process: the kept file still reads
+                    return OptionalLong.of(k.token); // the same process: the kept file still reads
                 }
                 kept.remove(pid);
                 close(k.handle);
+                gone.put(pid, k.token);
+                if (gone.size() > MAX_KEPT) {
+                    gone.remove(gone.keySet().iterator().next());
+                }
             }
         }
         // the handle first, then the start time, then the handle again: a start time read while the handle's process
         // still ran is that process's (a pid is not given to another process before its holder is reaped)
         FileChannel handle = open(pid);
         OptionalLong t = HolderProcess.startTime(pid, procRoot);
-        if (handle != null) {
-            synchronized (kept) {
-                if (t.isPresent() && readable(handle)) {
-                    Kept was = kept.put(pid, new Kept(handle, t.getAsLong()));
+        if (t.isEmpty()) {
+            if (handle != null) {
+                close(handle);
+            }
+            return OptionalLong.of(NO_PROCESS);
+        }
+        synchronized (kept) {
+            long token = t.getAsLong();
+            Long dead = gone.get(pid);
+            if (dead != null && (dead & (GENERATION - 1)) == token) {
+                // the start tick (10 ms) of a process known to be gone from this pid: another process took the pid
+                // within the tick, and must not pass for it (review40)
+                token = dead + GENERATION;
+            } else if (dead != null) {
+                gone.remove(pid);
+            }
+            if (handle != null) {
+                if (readable(handle)) {
+                    Kept was = kept.put(pid, new Kept(handle, token));
                     if (was != null) {
                         close(was.handle);
                     }
@@ -121,8 +155,8 @@ public final class AllocationAttribution implements ProcessAttribution {
                     close(handle);
                 }
             }
+            return OptionalLong.of(token);
         }
-        return t.isPresent() ? t : OptionalLong.of(NO_PROCESS);
     }
 
     /** @return how many process handles {@link #incarnation} keeps open (tests) */
