@@ -132,6 +132,14 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
         this.newestAtOpen = days.isEmpty() ? null : days.get(days.size() - 1);
         AccountingStore.Recovered r = writer.store().recover(today.minusDays(settings.retention().toDays()));
         meter.resume(r.tails());
+        // the idle policy continues each stretch the store has, as of its last interval (review36: a sampler
+        // restarted every few minutes started every idle clock over and never warned)
+        IdleStatus.stretches(writer.store(), clock.instant()).forEach((id, st) -> {
+            Interval tail = r.tails().get(id);
+            if (tail != null && tail.to().equals(st.asOf())) {
+                idle.resume(id, st);
+            }
+        });
         if (!r.tails().isEmpty()) {
             LOG.info("accounting: continuing {} allocation(s) from {}", r.tails().size(), writer.store().directory());
         }

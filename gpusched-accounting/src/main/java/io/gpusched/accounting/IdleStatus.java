@@ -6,6 +6,7 @@ import java.time.Duration;
 import java.time.Instant;
 import java.time.LocalDate;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
@@ -36,67 +37,146 @@ public record IdleStatus(Instant idleSince, Instant asOf, Optional<IdleStep> las
 
     /**
      * @param store the node's store
-     * @param now   today (the last two days are read for the allocations' last intervals; the policy's steps are read
+     * @param now   today (the last two days are read for the allocations' intervals; the policy's steps are read
      *              back to the day the oldest idle stretch began)
      * @return per allocation idle at its last checkpoint, its state; the policy's last step is shown only when it
-     *         belongs to that idle stretch (taken at or after its start: a warning before a gap, a restart of the
-     *         sampler or a busy spell is not this stretch's; review38)
+     *         belongs to that idle stretch (taken at or after its start: a warning before a busy spell or a gap the
+     *         policy starts over after is not this stretch's; review38)
      */
     public static Map<String, IdleStatus> read(AccountingStore store, Instant now) {
+        Map<String, IdleStatus> out = new HashMap<>();
+        stretches(store, now).forEach((id, st) -> out.put(id, new IdleStatus(st.start(), st.asOf(),
+                st.steps().isEmpty() ? Optional.empty()
+                        : Optional.of(st.steps().get(st.steps().size() - 1).action()))));
+        return out;
+    }
+
+    /**
+     * An allocation's idle stretch as the store has it: where it began (continued back across a gap of at most
+     * {@link UsageMeter#MAX_SWEEP_MILLIS} that follows an interval idle at its end, as the policy continues it: a
+     * sampler restarted within that time, a clock jump that came back), the end of its last interval, and the
+     * policy's steps taken in it, oldest first.
+     */
+    record Stretch(Instant start, Instant asOf, Instant lastSince, List<IdleAction> steps, List<Interval> gaps) {
+        /** @return the stretch's time from {@code from} to {@link #asOf}, less its gaps' time after {@code from} */
+        long sampledSince(Instant from) {
+            long ms = Math.max(0, asOf.toEpochMilli() - from.toEpochMilli());
+            for (Interval g : gaps) {
+                long a = Math.max(g.from().toEpochMilli(), from.toEpochMilli());
+                long b = Math.min(g.to().toEpochMilli(), asOf.toEpochMilli());
+                ms -= Math.max(0, b - a);
+            }
+            return Math.max(0, ms);
+        }
+    }
+
+    /** @return per allocation idle at its last interval in the last two days, its stretch */
+    static Map<String, Stretch> stretches(AccountingStore store, Instant now) {
         LocalDate today = AccountingStore.dayOf(now);
-        Map<String, Interval> last = new HashMap<>();
-        Map<String, IdleAction> steps = new HashMap<>();
+        Map<String, List<Interval>> intervals = new HashMap<>();
+        Map<String, List<IdleAction>> steps = new HashMap<>();
         List<String> warnings = new ArrayList<>();
         for (LocalDate d : List.of(today.minusDays(1), today)) {
             store.readDay(d, r -> {
                 if (r instanceof Interval iv) {
-                    // the later record wins; at the same time, the one that ends the allocation (a release on a
-                    // checkpoint sweep writes its end before the sweep's checkpoint of it: review38)
-                    last.merge(iv.allocationId(), iv, (a, b) -> b.to().isBefore(a.to())
-                            || b.to().equals(a.to()) && a.end().isPresent() ? a : b);
+                    intervals.computeIfAbsent(iv.allocationId(), k -> new ArrayList<>()).add(iv);
                 } else if (r instanceof IdleAction a) {
-                    steps.merge(a.allocationId(), a, IdleStatus::later);
+                    steps.computeIfAbsent(a.allocationId(), k -> new ArrayList<>()).add(a);
                 }
             }, warnings);
         }
-        Map<String, Interval> idle = new HashMap<>();
+        Map<String, Instant[]> idle = new HashMap<>(); // id -> {stretch start, as of, the last interval's idle start}
+        Map<String, List<Interval>> gapsOf = new HashMap<>();
         LocalDate earliest = today.minusDays(1);
-        for (Map.Entry<String, Interval> e : last.entrySet()) {
-            Interval iv = e.getValue();
-            if (iv.end().isEmpty() && iv.idleSince().isPresent()) {
-                idle.put(e.getKey(), iv);
-                LocalDate began = AccountingStore.dayOf(iv.idleSince().get());
-                if (began.isBefore(earliest)) {
-                    earliest = began;
+        for (Map.Entry<String, List<Interval>> e : intervals.entrySet()) {
+            Interval last = null;
+            for (Interval iv : e.getValue()) {
+                // the later record wins; at the same time, the one that ends the allocation (a release on a
+                // checkpoint sweep writes its end before the sweep's checkpoint of it: review38)
+                if (last == null || iv.to().isAfter(last.to()) || iv.to().equals(last.to()) && iv.end().isPresent()) {
+                    last = iv;
                 }
+            }
+            if (last.end().isPresent() || last.idleSince().isEmpty()) {
+                continue;
+            }
+            List<Interval> gaps = new ArrayList<>();
+            Instant start = continued(e.getValue(), last.idleSince().get(), gaps);
+            gapsOf.put(e.getKey(), gaps);
+            idle.put(e.getKey(), new Instant[]{start, last.to(), last.idleSince().get()});
+            LocalDate began = AccountingStore.dayOf(start);
+            if (began.isBefore(earliest)) {
+                earliest = began;
             }
         }
         if (earliest.isBefore(today.minusDays(1))) {
             // a stretch that began before yesterday: its warning may be in an older day (review38: "(warned)" was
             // lost from the third day of a warned allocation's idleness)
-            LocalDate from = earliest;
-            Map<String, IdleAction> older = new HashMap<>();
             for (LocalDate d : store.days()) {
-                if (!d.isBefore(from) && d.isBefore(today.minusDays(1))) {
+                if (!d.isBefore(earliest) && d.isBefore(today.minusDays(1))) {
                     store.readDay(d, r -> {
                         if (r instanceof IdleAction a && idle.containsKey(a.allocationId())) {
-                            older.merge(a.allocationId(), a, IdleStatus::later);
+                            steps.computeIfAbsent(a.allocationId(), k -> new ArrayList<>()).add(a);
                         }
                     }, warnings);
                 }
             }
-            older.forEach((id, a) -> steps.merge(id, a, IdleStatus::later));
         }
-        Map<String, IdleStatus> out = new HashMap<>();
-        idle.forEach((id, iv) -> {
-            Instant since = iv.idleSince().get();
-            out.put(id, new IdleStatus(since, iv.to(), Optional.ofNullable(steps.get(id))
-                    .filter(a -> !a.at().isBefore(since)).map(IdleAction::action)));
+        Map<String, Stretch> out = new HashMap<>();
+        idle.forEach((id, t) -> {
+            List<IdleAction> in = new ArrayList<>();
+            for (IdleAction a : steps.getOrDefault(id, List.of())) {
+                if (!a.at().isBefore(t[0])) {
+                    in.add(a);
+                }
+            }
+            in.sort(Comparator.comparing(IdleAction::at));
+            out.put(id, new Stretch(t[0], t[1], t[2], List.copyOf(in), List.copyOf(gapsOf.get(id))));
         });
         return out;
     }
 
-    private static IdleAction later(IdleAction x, IdleAction y) {
-        return y.at().isBefore(x.at()) ? x : y;
+    /**
+     * @return where the stretch idle since {@code since} began: {@code since}, or, where a gap record ends at
+     *         {@code since} and the interval before the gap was idle at its end no more than
+     *         {@link UsageMeter#MAX_SWEEP_MILLIS} before it, that interval's stretch (the policy keeps its state across
+     *         such a gap)
+     */
+    private static Instant continued(List<Interval> ivs, Instant since, List<Interval> gaps) {
+        Instant start = since;
+        for (int hops = 0; hops < ivs.size(); hops++) {
+            Instant gapFrom = null;
+            Instant at = start;
+            List<Interval> these = new ArrayList<>();
+            boolean moved = true;
+            while (moved) { // back along contiguous gap records ending at `at`
+                moved = false;
+                for (Interval iv : ivs) {
+                    if (iv.gap() && iv.to().equals(at) && iv.from().isBefore(at)) {
+                        these.add(iv);
+                        at = iv.from();
+                        gapFrom = at;
+                        moved = true;
+                        break;
+                    }
+                }
+            }
+            if (gapFrom == null) {
+                return start;
+            }
+            Interval before = null;
+            for (Interval iv : ivs) {
+                if (!iv.gap() && iv.to().equals(gapFrom) && iv.end().isEmpty() && iv.idleSince().isPresent()) {
+                    before = iv;
+                }
+            }
+            if (before == null || start.toEpochMilli() - gapFrom.toEpochMilli() > UsageMeter.MAX_SWEEP_MILLIS
+                    || !before.idleSince().get().isBefore(start)) {
+                return start;
+            }
+            gaps.addAll(these);
+            start = before.idleSince().get();
+        }
+        return start;
     }
 }

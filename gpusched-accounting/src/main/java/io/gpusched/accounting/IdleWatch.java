@@ -97,6 +97,61 @@ public final class IdleWatch {
     }
 
     /**
+     * Continues an allocation's idle stretch from the store when this policy starts (a restarted sampler): flagged,
+     * warned, acted on or noted exempt as the steps in it say, its idle time and the time since its warning the time
+     * its samplers ran in it (its gaps left out). A restart within {@link UsageMeter#MAX_SWEEP_MILLIS} of the
+     * stretch's last sweep continues it, as a short gap does; after a longer one it starts over, audited. Without
+     * this, a sampler restarted every few minutes never reached {@code warn_after} (review36).
+     *
+     * @param id      the allocation
+     * @param stretch its stretch in the store ({@link IdleStatus#stretches})
+     */
+    void resume(String id, IdleStatus.Stretch stretch) {
+        if (states.containsKey(id)) {
+            return;
+        }
+        State s = new State();
+        s.start = stretch.start();
+        s.lastSince = stretch.lastSince();
+        s.lastIdleAt = stretch.asOf();
+        s.idleObserved = stretch.sampledSince(stretch.start());
+        for (IdleAction a : stretch.steps()) {
+            switch (a.action()) {
+                case FLAGGED -> s.flagged = true;
+                case WARNED -> {
+                    s.flagged = true;
+                    s.warnedAt = a.at();
+                }
+                case DRY_RUN -> {
+                    s.flagged = true;
+                    if (a.detail().startsWith(DRY_WARN)) {
+                        s.warnedAt = a.at();
+                    } else {
+                        s.acted = true;
+                    }
+                }
+                case RELEASED, SIGNALLED, FAILED -> s.acted = true;
+                case SKIPPED -> s.exemptNoted = true;
+                case BUSY_AGAIN, STARTED_OVER -> {
+                    s.flagged = false;
+                    s.warnedAt = null;
+                    s.acted = false;
+                    s.exemptNoted = false;
+                }
+                default -> {
+                }
+            }
+        }
+        if (s.warnedAt != null) {
+            s.sinceWarning = stretch.sampledSince(s.warnedAt);
+        }
+        states.put(id, s);
+    }
+
+    /** How a dry run's warning step's detail begins. */
+    private static final String DRY_WARN = "dry run: would warn";
+
+    /**
      * Decides after one sweep.
      *
      * @param now       the sweep's time
@@ -213,7 +268,7 @@ public final class IdleWatch {
                 s.warnedAt = now;
                 String msg = warning(a, idle);
                 if (policy.dryRun()) {
-                    out.add(step(now, a, IdleStep.DRY_RUN, idle, "dry run: would warn: " + msg));
+                    out.add(step(now, a, IdleStep.DRY_RUN, idle, DRY_WARN + ": " + msg));
                 } else {
                     effects.notify(a, IdleStep.WARNED, idle, msg);
                     String hook = hook(a, IdleStep.WARNED, idle);
