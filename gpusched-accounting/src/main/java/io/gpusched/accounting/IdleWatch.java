@@ -120,14 +120,21 @@ public final class IdleWatch {
                 case FLAGGED -> s.flagged = true;
                 case WARNED -> {
                     s.flagged = true;
-                    s.warnedAt = a.at();
+                    // a warning counts only when it announced what this policy does (the settings may have changed
+                    // across the restart: "nothing more will be done" is no warning of a release)
+                    if (a.detail().contains(consequence())) {
+                        s.warnedAt = a.at();
+                    }
                 }
                 case DRY_RUN -> {
+                    // a dry run's steps count only for a dry run: no warning was sent
                     s.flagged = true;
-                    if (a.detail().startsWith(DRY_WARN)) {
-                        s.warnedAt = a.at();
-                    } else {
-                        s.acted = true;
+                    if (policy.dryRun()) {
+                        if (a.detail().startsWith(DRY_WARN)) {
+                            s.warnedAt = a.at();
+                        } else {
+                            s.acted = true;
+                        }
                     }
                 }
                 case RELEASED, SIGNALLED, FAILED -> s.acted = true;
@@ -364,12 +371,17 @@ public final class IdleWatch {
         }
     }
 
-    private String warning(Allocation a, Duration idle) {
-        String then = switch (policy.action()) {
+    /** @return what a warning says this policy does next */
+    private String consequence() {
+        return switch (policy.action()) {
             case RELEASE -> "it will be released";
             case SIGNAL -> "its job will get SIG" + policy.signal();
             default -> "nothing more will be done";
         };
+    }
+
+    private String warning(Allocation a, Duration idle) {
+        String then = consequence();
         Duration left = policy.actAfter().minus(idle);
         Duration wait = left.compareTo(policy.grace()) > 0 ? left : policy.grace();
         return "GPUs " + a.deviceIndices() + " of " + a.id() + " have been idle for " + human(idle) + "; "

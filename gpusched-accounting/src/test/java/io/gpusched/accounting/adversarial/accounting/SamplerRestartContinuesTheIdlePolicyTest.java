@@ -6,6 +6,7 @@ import io.gpusched.accounting.AccountingRecord.IdleAction;
 import io.gpusched.accounting.AccountingSettings;
 import io.gpusched.accounting.IdlePolicy;
 import io.gpusched.accounting.IdleStatus;
+import io.gpusched.accounting.IdleStatusAccess;
 import io.gpusched.accounting.IdleStep;
 import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuRequest;
@@ -89,6 +90,27 @@ class SamplerRestartContinuesTheIdlePolicyTest {
             assertThat(node.sampler.idleWatch().warnedAt(a.id())).isEmpty();
             IdleStatus st = IdleStatus.read(node.store, node.clock.instant()).get(a.id());
             assertThat(st == null ? "" : st.describe()).doesNotContain("warned");
+        }
+    }
+
+    @Test
+    void aWarningThatAnnouncedAnotherActionOrADryRunsIsNoWarningForTheRestartedPolicy() {
+        for (IdlePolicy before : List.of(policy(IdlePolicy.Action.WARN), new IdlePolicy(1, Duration.ofMinutes(5),
+                Duration.ofMinutes(10), Duration.ofMinutes(20), IdlePolicy.Action.RELEASE, "TERM",
+                Duration.ofMinutes(8), List.of(), true, List.of()))) {
+            Path d = dir.resolve(before.dryRun() ? "dry" : "warn");
+            Allocation a;
+            try (AccountingNode node = node(d, before)) {
+                a = node.scheduler.allocate(GpuRequest.builder().requiredDevices(0).owner("dave").build());
+                List<IdleAction> steps = run(node, 12, 100, Duration.ZERO);
+                assertThat(steps).extracting(IdleAction::action).containsAnyOf(IdleStep.WARNED, IdleStep.DRY_RUN);
+                // the service restarts with action release, no dry run: the policy resumed from the store as the
+                // restarted sampler resumes it
+                assertThat(IdleStatusAccess.warnedAfterResume(policy(IdlePolicy.Action.RELEASE), node.store,
+                        node.clock.instant(), a.id())).as("a warning of %s is no warning of a release",
+                                before.dryRun() ? "a dry run" : "action warn")
+                        .isEmpty();
+            }
         }
     }
 
