@@ -20,13 +20,10 @@ import java.util.Optional;
  * @param idleSince when the allocation's GPUs went idle (as of its last checkpoint)
  * @param asOf      the end of its last interval (the last checkpoint)
  * @param lastStep  the idle policy's last step on it, if any
+ * @param idleFor   how long it had been idle at its last checkpoint: the time samplers ran since {@code idleSince}
+ *                  (a restart's downtime within the stretch left out: review41)
  */
-public record IdleStatus(Instant idleSince, Instant asOf, Optional<IdleStep> lastStep) {
-
-    /** @return how long it had been idle at its last checkpoint */
-    public Duration idleFor() {
-        return Duration.between(idleSince, asOf);
-    }
+public record IdleStatus(Instant idleSince, Instant asOf, Optional<IdleStep> lastStep, Duration idleFor) {
 
     /** @return e.g. "idle 42 min (warned)" */
     public String describe() {
@@ -47,7 +44,8 @@ public record IdleStatus(Instant idleSince, Instant asOf, Optional<IdleStep> las
         Map<String, IdleStatus> out = new HashMap<>();
         stretches(store, now).forEach((id, st) -> out.put(id, new IdleStatus(st.start(), st.asOf(),
                 st.steps().isEmpty() ? Optional.empty()
-                        : Optional.of(st.steps().get(st.steps().size() - 1).action()))));
+                        : Optional.of(st.steps().get(st.steps().size() - 1).action()),
+                Duration.ofMillis(st.sampledSince(st.start())))));
         return out;
     }
 
@@ -131,7 +129,20 @@ public record IdleStatus(Instant idleSince, Instant asOf, Optional<IdleStep> las
                 }
             }
             in.sort(Comparator.comparing(IdleAction::at));
-            out.put(id, new Stretch(t[0], t[1], t[2], List.copyOf(in), List.copyOf(gapsOf.get(id))));
+            Instant start = t[0];
+            for (IdleAction a : in) {
+                if (a.action() == IdleStep.BUSY_AGAIN) {
+                    start = a.at(); // busy then: the stretch began after it (review41: a busy spell a crash left
+                    // without a checkpoint was counted idle)
+                }
+            }
+            if (start.isAfter(t[1])) {
+                return; // busy again after its last interval: not idle as far as the store knows
+            }
+            Instant from = start;
+            in.removeIf(a -> a.at().isBefore(from));
+            out.put(id, new Stretch(start, t[1], t[2].isBefore(start) ? start : t[2], List.copyOf(in),
+                    List.copyOf(gapsOf.get(id))));
         });
         return out;
     }
