@@ -55,7 +55,35 @@ public record IdleStatus(Instant idleSince, Instant asOf, Optional<IdleStep> las
      * sampler restarted within that time, a clock jump that came back), the end of its last interval, and the
      * policy's steps taken in it, oldest first.
      */
-    record Stretch(Instant start, Instant asOf, Instant lastSince, List<IdleAction> steps, List<Interval> gaps) {
+    record Stretch(Instant start, Instant asOf, Instant lastSince, List<IdleAction> steps, List<Interval> gaps,
+            List<Interval> sampled) {
+        /**
+         * @return the stretch's time from {@code from} as the running policy could have counted it: each checkpoint
+         *         interval ({@link #sampled}, oldest first) at most 30 s more than the longer of a minute and the
+         *         shortest of the 8 before it, as the policy counts a late sweep at most 30 s or twice its cadence
+         *         (review41: a late sweep before a restart was counted in full)
+         */
+        long countedSince(Instant from) {
+            long[] recent = new long[IdleWatch.RECENT];
+            int n = 0;
+            long total = 0;
+            for (Interval iv : sampled) {
+                long len = iv.to().toEpochMilli() - iv.from().toEpochMilli();
+                long shortest = Long.MAX_VALUE;
+                for (int i = 0; i < Math.min(n, recent.length); i++) {
+                    shortest = Math.min(shortest, recent[i]);
+                }
+                long cap = Math.max(2 * IdleWatch.MIN_CREDIT_MILLIS, shortest == Long.MAX_VALUE ? 0 : shortest)
+                        + IdleWatch.MIN_CREDIT_MILLIS;
+                long part = iv.to().toEpochMilli() - Math.max(iv.from().toEpochMilli(), from.toEpochMilli());
+                if (part > 0) {
+                    total += Math.min(part, cap);
+                }
+                recent[n++ % recent.length] = len;
+            }
+            return total;
+        }
+
         /** @return the stretch's time from {@code from} to {@link #asOf}, less its gaps' time after {@code from} */
         long sampledSince(Instant from) {
             long ms = Math.max(0, asOf.toEpochMilli() - from.toEpochMilli());
@@ -141,8 +169,15 @@ public record IdleStatus(Instant idleSince, Instant asOf, Optional<IdleStep> las
             }
             Instant from = start;
             in.removeIf(a -> a.at().isBefore(from));
+            List<Interval> sampled = new ArrayList<>();
+            for (Interval iv : intervals.get(id)) {
+                if (!iv.gap() && iv.to().isAfter(start) && !iv.to().isAfter(t[1]) && iv.to().isAfter(iv.from())) {
+                    sampled.add(iv);
+                }
+            }
+            sampled.sort(Comparator.comparing(Interval::from));
             out.put(id, new Stretch(start, t[1], t[2].isBefore(start) ? start : t[2], List.copyOf(in),
-                    List.copyOf(gapsOf.get(id))));
+                    List.copyOf(gapsOf.get(id)), List.copyOf(sampled)));
         });
         return out;
     }

@@ -114,7 +114,7 @@ public final class IdleWatch {
         s.start = stretch.start();
         s.lastSince = stretch.lastSince();
         s.lastIdleAt = stretch.asOf();
-        s.idleObserved = stretch.sampledSince(stretch.start());
+        s.idleObserved = stretch.countedSince(stretch.start());
         for (IdleAction a : stretch.steps()) {
             switch (a.action()) {
                 case FLAGGED -> s.flagged = true;
@@ -150,7 +150,7 @@ public final class IdleWatch {
             }
         }
         if (s.warnedAt != null) {
-            s.sinceWarning = stretch.sampledSince(s.warnedAt);
+            s.sinceWarning = stretch.countedSince(s.warnedAt);
         }
         states.put(id, s);
     }
