@@ -136,7 +136,7 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
         // restarted every few minutes started every idle clock over and never warned)
         IdleStatus.stretches(writer.store(), clock.instant()).forEach((id, st) -> {
             Interval tail = r.tails().get(id);
-            if (tail != null && tail.to().equals(st.asOf())) {
+            if (tail != null && tail.to().equals(st.tail())) {
                 idle.resume(id, st);
             }
         });

@@ -42,21 +42,28 @@ public record IdleStatus(Instant idleSince, Instant asOf, Optional<IdleStep> las
      */
     public static Map<String, IdleStatus> read(AccountingStore store, Instant now) {
         Map<String, IdleStatus> out = new HashMap<>();
-        stretches(store, now).forEach((id, st) -> out.put(id, new IdleStatus(st.start(), st.asOf(),
-                st.steps().isEmpty() ? Optional.empty()
-                        : Optional.of(st.steps().get(st.steps().size() - 1).action()),
-                Duration.ofMillis(st.sampledSince(st.start())))));
+        stretches(store, now).forEach((id, st) -> {
+            if (st.tail().isAfter(st.asOf())) {
+                return; // its last record is a gap: listed again from the next checkpoint that measures it
+            }
+            out.put(id, new IdleStatus(st.start(), st.asOf(),
+                    st.steps().isEmpty() ? Optional.empty()
+                            : Optional.of(st.steps().get(st.steps().size() - 1).action()),
+                    Duration.ofMillis(st.sampledSince(st.start()))));
+        });
         return out;
     }
 
     /**
      * An allocation's idle stretch as the store has it: where it began (continued back across a gap of at most
      * {@link UsageMeter#MAX_SWEEP_MILLIS} that follows an interval idle at its end, as the policy continues it: a
-     * sampler restarted within that time, a clock jump that came back), the end of its last interval, and the
-     * policy's steps taken in it, oldest first.
+     * sampler restarted within that time, a clock jump that came back), the end of its last interval idle at its end
+     * ({@code asOf}), the policy's steps taken in it, oldest first, and the end of the allocation's last record
+     * ({@code tail}: later than {@code asOf} where gap records follow it, a sampler restarted and stopped again before
+     * it measured the allocation).
      */
     record Stretch(Instant start, Instant asOf, Instant lastSince, List<IdleAction> steps, List<Interval> gaps,
-            List<Interval> sampled) {
+            List<Interval> sampled, Instant tail) {
         /**
          * @return the stretch's time from {@code from} as the running policy could have counted it: each checkpoint
          *         interval ({@link #sampled}, oldest first) at most 30 s more than the longer of a minute and the
@@ -102,7 +109,15 @@ public record IdleStatus(Instant idleSince, Instant asOf, Optional<IdleStep> las
         Map<String, List<Interval>> intervals = new HashMap<>();
         Map<String, List<IdleAction>> steps = new HashMap<>();
         List<String> warnings = new ArrayList<>();
-        for (LocalDate d : List.of(today.minusDays(1), today)) {
+        List<LocalDate> recent = new ArrayList<>();
+        for (LocalDate d : store.days()) {
+            // yesterday, today, and any later day: a clock stepped back across midnight while the sampler was down
+            // must still find the stretch's last checkpoint, written in the later day (review42)
+            if (!d.isBefore(today.minusDays(1))) {
+                recent.add(d);
+            }
+        }
+        for (LocalDate d : recent) {
             store.readDay(d, r -> {
                 if (r instanceof Interval iv) {
                     intervals.computeIfAbsent(iv.allocationId(), k -> new ArrayList<>()).add(iv);
@@ -111,7 +126,8 @@ public record IdleStatus(Instant idleSince, Instant asOf, Optional<IdleStep> las
                 }
             }, warnings);
         }
-        Map<String, Instant[]> idle = new HashMap<>(); // id -> {stretch start, as of, the last interval's idle start}
+        // id -> {stretch start, as of (the last interval idle at its end), its idle start, the last record's end}
+        Map<String, Instant[]> idle = new HashMap<>();
         Map<String, List<Interval>> gapsOf = new HashMap<>();
         LocalDate earliest = today.minusDays(1);
         for (Map.Entry<String, List<Interval>> e : intervals.entrySet()) {
@@ -123,13 +139,23 @@ public record IdleStatus(Instant idleSince, Instant asOf, Optional<IdleStep> las
                     last = iv;
                 }
             }
-            if (last.end().isPresent() || last.idleSince().isEmpty()) {
+            if (last.end().isPresent()) {
                 continue;
+            }
+            Instant tail = last.to();
+            if (last.idleSince().isEmpty()) {
+                // gaps at the tail after an interval idle at its end: a sampler restarted (its first sweep closed the
+                // gap, measuring nothing) and stopped again; the stretch stands as of that interval, and the policy
+                // resumed from it decides whether the gap ended it, as a running one does
+                last = last.gap() ? beforeGaps(e.getValue(), last.to(), new ArrayList<>()) : null;
+                if (last == null) {
+                    continue;
+                }
             }
             List<Interval> gaps = new ArrayList<>();
             Instant start = continued(e.getValue(), last.idleSince().get(), gaps);
             gapsOf.put(e.getKey(), gaps);
-            idle.put(e.getKey(), new Instant[]{start, last.to(), last.idleSince().get()});
+            idle.put(e.getKey(), new Instant[]{start, last.to(), last.idleSince().get(), tail});
             LocalDate began = AccountingStore.dayOf(start);
             if (began.isBefore(earliest)) {
                 earliest = began;
@@ -177,7 +203,7 @@ public record IdleStatus(Instant idleSince, Instant asOf, Optional<IdleStep> las
             }
             sampled.sort(Comparator.comparing(Interval::from));
             out.put(id, new Stretch(start, t[1], t[2].isBefore(start) ? start : t[2], List.copyOf(in),
-                    List.copyOf(gapsOf.get(id)), List.copyOf(sampled)));
+                    List.copyOf(gapsOf.get(id)), List.copyOf(sampled), t[3]));
         });
         return out;
     }
@@ -191,32 +217,9 @@ public record IdleStatus(Instant idleSince, Instant asOf, Optional<IdleStep> las
     private static Instant continued(List<Interval> ivs, Instant since, List<Interval> gaps) {
         Instant start = since;
         for (int hops = 0; hops < ivs.size(); hops++) {
-            Instant gapFrom = null;
-            Instant at = start;
             List<Interval> these = new ArrayList<>();
-            boolean moved = true;
-            while (moved) { // back along contiguous gap records ending at `at`
-                moved = false;
-                for (Interval iv : ivs) {
-                    if (iv.gap() && iv.to().equals(at) && iv.from().isBefore(at)) {
-                        these.add(iv);
-                        at = iv.from();
-                        gapFrom = at;
-                        moved = true;
-                        break;
-                    }
-                }
-            }
-            if (gapFrom == null) {
-                return start;
-            }
-            Interval before = null;
-            for (Interval iv : ivs) {
-                if (!iv.gap() && iv.to().equals(gapFrom) && iv.end().isEmpty() && iv.idleSince().isPresent()) {
-                    before = iv;
-                }
-            }
-            if (before == null || start.toEpochMilli() - gapFrom.toEpochMilli() > UsageMeter.MAX_SWEEP_MILLIS
+            Interval before = beforeGaps(ivs, start, these);
+            if (before == null || start.toEpochMilli() - before.to().toEpochMilli() > UsageMeter.MAX_SWEEP_MILLIS
                     || !before.idleSince().get().isBefore(start)) {
                 return start;
             }
@@ -224,5 +227,36 @@ public record IdleStatus(Instant idleSince, Instant asOf, Optional<IdleStep> las
             start = before.idleSince().get();
         }
         return start;
+    }
+
+    /**
+     * @param gaps collects the gap records walked back over
+     * @return the interval idle at its end (not ending the allocation) that the contiguous gap records ending at
+     *         {@code at} follow; null when no gap record ends at {@code at} or none such precedes them
+     */
+    private static Interval beforeGaps(List<Interval> ivs, Instant at, List<Interval> gaps) {
+        Instant from = at;
+        boolean moved = true;
+        while (moved) { // back along contiguous gap records
+            moved = false;
+            for (Interval iv : ivs) {
+                if (iv.gap() && iv.to().equals(from) && iv.from().isBefore(from)) {
+                    gaps.add(iv);
+                    from = iv.from();
+                    moved = true;
+                    break;
+                }
+            }
+        }
+        if (from.equals(at)) {
+            return null;
+        }
+        Interval before = null;
+        for (Interval iv : ivs) {
+            if (!iv.gap() && iv.to().equals(from) && iv.end().isEmpty() && iv.idleSince().isPresent()) {
+                before = iv;
+            }
+        }
+        return before;
     }
 }

@@ -137,7 +137,11 @@ public final class IdleWatch {
                         }
                     }
                 }
-                case RELEASED, SIGNALLED, FAILED -> s.acted = true;
+                // an action counts when it is this policy's (review42: a job signalled under action signal, the
+                // action changed to release across the restart, was never released); a failed one is not retried
+                case RELEASED -> s.acted |= policy.action() == IdlePolicy.Action.RELEASE;
+                case SIGNALLED -> s.acted |= policy.action() == IdlePolicy.Action.SIGNAL;
+                case FAILED -> s.acted = true;
                 case SKIPPED -> s.exemptNoted = true;
                 case BUSY_AGAIN, STARTED_OVER -> {
                     s.flagged = false;

@@ -412,7 +412,12 @@ final class UsageMeter {
             }
             if (tr.covered < t) {
                 credit(tr, tr.covered, t, sweeps, slots, positions, out);
-            } else if (gapped) {
+            } else if (!gapped || reading(sweeps, slots, positions) != BUSY) {
+                // nothing credited: neither idle nor busy to the policy. The time up to it was a gap (review34), yet
+                // a GPU of it that reads busy now is busy again, as at any sweep (a sampler's first sweep after a
+                // restart: the busy reading was lost and the stretch continued); or its record reaches this sweep or
+                // past it (a sampler restarted on a clock stepped back behind the store's last checkpoint credits
+                // nothing until the clock passes it, and was taken for busy again: review42)
                 unmeasured.add(a.id());
             }
             List<GpuDevice> ds = a.devices();
@@ -842,27 +847,38 @@ final class UsageMeter {
         s.shareNote = byUtil ? SPLIT_BY_UTIL : SPLIT_EQUALLY;
     }
 
-    /** Credits [from, to) with the sweep's values, cutting the open interval at each UTC midnight crossed. */
-    private void credit(Track tr, long from, long to, DeviceSweep[] sweeps, int[] slots, int[] positions,
-            List<Interval> out) {
+    /** An allocation's reading at a sweep: every GPU of it measured at or below the threshold. */
+    private static final int IDLE = 0;
+    /** A GPU of it measured busy (above the threshold, or busy work no holder of a shared GPU can be told from). */
+    private static final int BUSY = 1;
+    /** No GPU of it read busy, and one (or all) could not be read. */
+    private static final int NEITHER = 2;
+
+    /** @return the allocation's reading at this sweep: {@link #IDLE}, {@link #BUSY} or {@link #NEITHER} */
+    private int reading(DeviceSweep[] sweeps, int[] slots, int[] positions) {
         boolean allIdle = true;
         boolean anyMeasured = false;
-        boolean busy = false;
         for (int j = 0; j < slots.length; j++) {
             DeviceSweep s = sweeps[slots[j]];
             if (!s.utilSet[positions[j]]) {
                 allIdle = false;
+            } else if (s.util[positions[j]] > idleThreshold || s.unattributedBusy) {
+                return BUSY;
             } else {
                 anyMeasured = true;
-                boolean idleHere = s.util[positions[j]] <= idleThreshold && !s.unattributedBusy;
-                allIdle &= idleHere;
-                busy |= !idleHere;
             }
         }
-        boolean idle = allIdle && anyMeasured;
+        return allIdle && anyMeasured ? IDLE : NEITHER;
+    }
+
+    /** Credits [from, to) with the sweep's values, cutting the open interval at each UTC midnight crossed. */
+    private void credit(Track tr, long from, long to, DeviceSweep[] sweeps, int[] slots, int[] positions,
+            List<Interval> out) {
+        int reading = reading(sweeps, slots, positions);
+        boolean idle = reading == IDLE;
         // no GPU of it read busy, and one (or all) could not be read: not idle, but not busy either (review36); its
         // idle start, if it had one, is kept, as the policy keeps its state (review38)
-        boolean neither = !idle && !busy;
+        boolean neither = reading == NEITHER;
         if (neither) {
             unmeasured.add(tr.allocation.id());
         }

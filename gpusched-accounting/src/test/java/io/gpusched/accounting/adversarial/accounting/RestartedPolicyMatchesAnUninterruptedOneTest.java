@@ -1,0 +1,125 @@
+package io.gpusched.accounting.adversarial.accounting;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.gpusched.accounting.AccountingRecord.IdleAction;
+import io.gpusched.accounting.AccountingSettings;
+import io.gpusched.accounting.IdlePolicy;
+import io.gpusched.accounting.IdleStep;
+import io.gpusched.core.GpuMetrics;
+import io.gpusched.core.GpuRequest;
+import io.gpusched.core.sim.UsageTrace;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.OptionalDouble;
+import java.util.Random;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/**
+ * A property of the restart continuation, checked against the sampler itself run without restarts: the same sweeps
+ * (random steps, random busy sweeps) go to a sampler never restarted and to one stopped and started again at random
+ * sweeps (planned stops; the time no sweep measured stays under 10 minutes, twice in a row at times). Time down
+ * counts for nothing, and a restarted sampler's first sweep closes the gap and measures nothing, so the uninterrupted
+ * sampler gets that sweep with no step (at the time of the sweep before it). Then both policies count the same time
+ * and must take the same steps at the same sweeps: not one sooner, not one later.
+ */
+class RestartedPolicyMatchesAnUninterruptedOneTest {
+    @TempDir
+    Path dir;
+
+    /** window 5 min, warn_after 10, act_after 20, grace 8; checkpoints every minute. */
+    private static AccountingSettings settings() {
+        return AccountingSettings.defaults().withCheckpoint(Duration.ofMinutes(1)).withIdle(new IdlePolicy(1,
+                Duration.ofMinutes(5), Duration.ofMinutes(10), Duration.ofMinutes(20), IdlePolicy.Action.RELEASE,
+                "TERM", Duration.ofMinutes(8), List.of(), false, List.of()));
+    }
+
+    /** One sweep of the script: its step forward, whether GPU 0 is busy, and whether the sampler restarts after. */
+    private record Sweep(Duration step, boolean busy, Duration downAfter) {
+    }
+
+    private static List<Sweep> script(long seed) {
+        Random r = new Random(seed);
+        List<Sweep> s = new ArrayList<>();
+        int restartsInARow = 0;
+        for (int i = 0; i < 300; i++) {
+            int roll = r.nextInt(100);
+            // 10 s, or 5 to 30 s: never a late sweep, which the running policy counts at most 30 s (twice its
+            // cadence) and a restarted one per checkpoint interval (a looser bound, documented)
+            Duration step = roll < 80 ? Duration.ofSeconds(10) : Duration.ofSeconds(5 + r.nextInt(26));
+            boolean afterRestart = restartsInARow > 0;
+            // a busy sweep; never the first sweep of a restarted sampler (its reading ends the stretch, while the
+            // uninterrupted sampler's sweep with no step reads nothing: RestartedSamplersFirstSweepTest)
+            boolean busy = r.nextInt(100) < 3 && !afterRestart;
+            Duration down = null;
+            if (r.nextInt(100) < (afterRestart ? 30 : 4) && restartsInARow < 2) {
+                // down 5 s to 505 s; right after a restart 5 s to 25 s: under 10 minutes unmeasured in all
+                down = Duration.ofSeconds(5 + r.nextInt(afterRestart ? 20 : 500));
+            }
+            restartsInARow = down == null ? 0 : restartsInARow + 1;
+            s.add(new Sweep(step, busy, down));
+        }
+        return s;
+    }
+
+    /** A step the policy took, by the index of the sweep that took it. */
+    private record Taken(int sweep, IdleStep step) {
+        @Override
+        public String toString() {
+            return step + "@" + sweep;
+        }
+    }
+
+    private static List<Taken> play(Path dir, List<Sweep> script, boolean restarts, List<Integer> restartedAt) {
+        List<Taken> out = new ArrayList<>();
+        try (AccountingNode node = new AccountingNode(dir, settings())) {
+            node.inventory.setTrace(0, UsageTrace.of(Duration.ofSeconds(10), 0));
+            node.sweep();
+            node.scheduler.allocate(GpuRequest.builder().requiredDevices(0).owner("alice").build());
+            for (int i = 0; i < script.size(); i++) {
+                Sweep s = script.get(i);
+                boolean firstAfterRestart = i > 0 && script.get(i - 1).downAfter() != null;
+                // the uninterrupted sampler's sweep where the restarted one's first came: at the time of the one
+                // before, no step (the restarted one counts nothing up to its first sweep)
+                node.clock.advance(firstAfterRestart && !restarts ? Duration.ZERO : s.step());
+                List<IdleAction> steps = node.sweepWith(0, m -> s.busy() ? busy(m) : m);
+                for (IdleAction a : steps) {
+                    out.add(new Taken(i, a.action()));
+                }
+                if (node.scheduler.allocations().isEmpty()) {
+                    break;
+                }
+                if (restarts && s.downAfter() != null) {
+                    node.stopSampler();
+                    node.clock.advance(s.downAfter());
+                    node.startSampler();
+                    restartedAt.add(i);
+                }
+            }
+        }
+        return out;
+    }
+
+    private static GpuMetrics busy(GpuMetrics m) {
+        return new GpuMetrics(m.index(), OptionalDouble.of(95), m.memoryUsed(), m.temperatureCelsius(),
+                m.powerWatts(), m.sampledAt(), m.energyMillijoules());
+    }
+
+    @ParameterizedTest
+    @ValueSource(longs = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16})
+    void theRestartedPolicyTakesTheUninterruptedOnesStepsAtTheSameSweeps(long seed) {
+        List<Sweep> script = script(seed);
+        List<Taken> plain = play(dir.resolve("plain"), script, false, new ArrayList<>());
+        List<Integer> restartedAt = new ArrayList<>();
+        List<Taken> restarted = play(dir.resolve("restarted"), script, true, restartedAt);
+        String why = "seed " + seed + ", restarted after sweeps " + restartedAt + "\n uninterrupted: " + plain
+                + "\n restarted:     " + restarted;
+        assertThat(restarted).extracting(Taken::step).as(why).containsExactlyElementsOf(
+                plain.stream().map(Taken::step).toList());
+        assertThat(restarted).as(why).containsExactlyElementsOf(plain);
+    }
+}
