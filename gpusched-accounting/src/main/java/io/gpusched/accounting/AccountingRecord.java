@@ -12,7 +12,7 @@ import java.util.OptionalLong;
 
 /**
  * One line of the accounting store (the format is {@link RecordCodec}'s and docs/ACCOUNTING.md's): an interval of one
- * allocation's usage, a checkpoint marker, an idle-policy action, or a day's summary row.
+ * allocation's usage, a checkpoint marker, an idle-policy action, the idle policy's count, or a day's summary row.
  */
 public sealed interface AccountingRecord {
 
@@ -136,6 +136,33 @@ public sealed interface AccountingRecord {
             Objects.requireNonNull(action, "action");
             Objects.requireNonNull(idleFor, "idleFor");
             Objects.requireNonNull(detail, "detail");
+        }
+    }
+
+    /**
+     * The idle policy's count for an allocation in an idle stretch, written with each checkpoint after the sweep's
+     * policy step, and when the sampler stops: a restarted sampler continues the stretch from it exactly (review42;
+     * without one, it derives the count from the stretch's intervals). Compaction drops it.
+     *
+     * @param at           when it was written (a checkpoint's time, or the stop's)
+     * @param allocationId the allocation
+     * @param start        where the stretch began, as the policy has it
+     * @param idle         the idle time the policy counted in the stretch (the time its sweeps observed)
+     * @param sinceWarning the time it counted since its warning, where it warned
+     */
+    record IdleCount(Instant at, String allocationId, Instant start, Duration idle, Optional<Duration> sinceWarning)
+            implements
+                AccountingRecord {
+        /** @throws NullPointerException for a null field; IllegalArgumentException for a negative time */
+        public IdleCount {
+            Objects.requireNonNull(at, "at");
+            Objects.requireNonNull(allocationId, "allocationId");
+            Objects.requireNonNull(start, "start");
+            Objects.requireNonNull(idle, "idle");
+            Objects.requireNonNull(sinceWarning, "sinceWarning");
+            if (idle.isNegative() || sinceWarning.filter(Duration::isNegative).isPresent()) {
+                throw new IllegalArgumentException("idle count of " + allocationId + ": negative time");
+            }
         }
     }
 

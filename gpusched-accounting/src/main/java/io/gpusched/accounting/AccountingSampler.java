@@ -343,17 +343,26 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
                 granted.keySet().removeAll(meter.tracked());
                 granted.values().removeIf(e -> e.at().isBefore(now.minus(Duration.ofDays(1))));
             }
-            if (lastCheckpoint == null || sinceCheckpoint >= checkpointMillis
-                    || System.nanoTime() - checkpointNanos >= checkpointNanosEvery) {
+            boolean checkpoint = lastCheckpoint == null || sinceCheckpoint >= checkpointMillis
+                    || System.nanoTime() - checkpointNanos >= checkpointNanosEvery;
+            if (checkpoint) {
                 out = more(out, meter.checkpoint());
                 if (out == null) {
                     out = new ArrayList<>(1);
                 }
                 out.add(new Checkpoint(now, new ArrayList<>(meter.tracked())));
                 checkpointed(now);
+            } else {
+                // an allocation whose last record says idle and that reads busy now gets its interval at once: a
+                // crash before the next checkpoint must not leave the store saying idle, for a restarted policy
+                // would count the time before the busy spell (review42)
+                out = more(out, meter.turnedBusy());
             }
             steps = idle.evaluate(now, live, meter.idleSince(), meter.unmeasured());
             out = more(out, steps);
+            if (checkpoint) {
+                out = more(out, idle.counts(now)); // after this sweep's step: a restart continues from it exactly
+            }
             if (out != null || retry) { // a sweep with nothing to write still retries what a failed append left
                 write(out != null ? out : List.of());
             }
@@ -579,7 +588,9 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
         }
         try {
             List<AccountingRecord> out = new ArrayList<>(meter.checkpoint());
-            out.add(new Checkpoint(clock.instant(), new ArrayList<>(meter.tracked())));
+            Instant now = clock.instant();
+            out.add(new Checkpoint(now, new ArrayList<>(meter.tracked())));
+            out.addAll(idle.counts(now));
             write(out);
         } catch (RuntimeException e) {
             LOG.warn("accounting: last checkpoint failed: {}", e.toString());

@@ -552,7 +552,8 @@ public final class AccountingStore {
                     }
                 } else if (r instanceof Checkpoint c) {
                     lastMarker = c;
-                } else if (!(r instanceof DaySummary)) {
+                } else if (!(r instanceof DaySummary) && !(r instanceof AccountingRecord.IdleCount)) {
+                    // the policy's counts serve a sampler restarted within the stretch's last two days: not kept
                     others.add(r);
                 }
             }

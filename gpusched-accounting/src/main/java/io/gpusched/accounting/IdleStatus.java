@@ -1,6 +1,7 @@
 package io.gpusched.accounting;
 
 import io.gpusched.accounting.AccountingRecord.IdleAction;
+import io.gpusched.accounting.AccountingRecord.IdleCount;
 import io.gpusched.accounting.AccountingRecord.Interval;
 import java.time.Duration;
 import java.time.Instant;
@@ -60,10 +61,11 @@ public record IdleStatus(Instant idleSince, Instant asOf, Optional<IdleStep> las
      * sampler restarted within that time, a clock jump that came back), the end of its last interval idle at its end
      * ({@code asOf}), the policy's steps taken in it, oldest first, and the end of the allocation's last record
      * ({@code tail}: later than {@code asOf} where gap records follow it, a sampler restarted and stopped again before
-     * it measured the allocation).
+     * it measured the allocation), and the policy's count of the stretch written with its last idle checkpoint or
+     * later (null where there is none: a store written before counts were, or a stretch the policy started elsewhere).
      */
     record Stretch(Instant start, Instant asOf, Instant lastSince, List<IdleAction> steps, List<Interval> gaps,
-            List<Interval> sampled, Instant tail) {
+            List<Interval> sampled, Instant tail, IdleCount count) {
         /**
          * @return the stretch's time from {@code from} as the running policy could have counted it: each checkpoint
          *         interval ({@link #sampled}, oldest first) at most 30 s more than the longer of a minute and the
@@ -108,6 +110,7 @@ public record IdleStatus(Instant idleSince, Instant asOf, Optional<IdleStep> las
         LocalDate today = AccountingStore.dayOf(now);
         Map<String, List<Interval>> intervals = new HashMap<>();
         Map<String, List<IdleAction>> steps = new HashMap<>();
+        Map<String, List<IdleCount>> counts = new HashMap<>();
         List<String> warnings = new ArrayList<>();
         List<LocalDate> recent = new ArrayList<>();
         for (LocalDate d : store.days()) {
@@ -123,6 +126,8 @@ public record IdleStatus(Instant idleSince, Instant asOf, Optional<IdleStep> las
                     intervals.computeIfAbsent(iv.allocationId(), k -> new ArrayList<>()).add(iv);
                 } else if (r instanceof IdleAction a) {
                     steps.computeIfAbsent(a.allocationId(), k -> new ArrayList<>()).add(a);
+                } else if (r instanceof IdleCount c) {
+                    counts.computeIfAbsent(c.allocationId(), k -> new ArrayList<>()).add(c);
                 }
             }, warnings);
         }
@@ -202,8 +207,17 @@ public record IdleStatus(Instant idleSince, Instant asOf, Optional<IdleStep> las
                 }
             }
             sampled.sort(Comparator.comparing(Interval::from));
+            // the policy's count of this stretch written at its last idle checkpoint or later (its stop): the
+            // latest, where it counts from this stretch's start
+            IdleCount count = null;
+            for (IdleCount c : counts.getOrDefault(id, List.of())) {
+                if (c.start().equals(start) && !c.at().isBefore(t[1])
+                        && (count == null || c.at().isAfter(count.at()))) {
+                    count = c;
+                }
+            }
             out.put(id, new Stretch(start, t[1], t[2].isBefore(start) ? start : t[2], List.copyOf(in),
-                    List.copyOf(gapsOf.get(id)), List.copyOf(sampled), t[3]));
+                    List.copyOf(gapsOf.get(id)), List.copyOf(sampled), t[3], count));
         });
         return out;
     }

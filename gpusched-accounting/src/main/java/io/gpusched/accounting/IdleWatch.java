@@ -1,6 +1,7 @@
 package io.gpusched.accounting;
 
 import io.gpusched.accounting.AccountingRecord.IdleAction;
+import io.gpusched.accounting.AccountingRecord.IdleCount;
 import io.gpusched.core.Allocation;
 import java.time.Duration;
 import java.time.Instant;
@@ -156,7 +157,30 @@ public final class IdleWatch {
         if (s.warnedAt != null) {
             s.sinceWarning = stretch.countedSince(s.warnedAt);
         }
+        IdleCount c = stretch.count();
+        if (c != null) {
+            // the count the policy wrote with the stretch's last checkpoint (or at its stop): exact, where the
+            // intervals give a bound (review42: late sweeps and long checkpoint intervals)
+            s.idleObserved = c.idle().toMillis();
+            if (s.warnedAt != null && c.sinceWarning().isPresent() && !s.warnedAt.isAfter(c.at())) {
+                s.sinceWarning = c.sinceWarning().get().toMillis();
+            }
+        }
         states.put(id, s);
+    }
+
+    /**
+     * @param at when they are written (a checkpoint's time, or the stop's)
+     * @return the policy's count for each allocation it follows (in an idle stretch), for the store
+     */
+    List<IdleCount> counts(Instant at) {
+        if (states.isEmpty()) {
+            return List.of();
+        }
+        List<IdleCount> out = new ArrayList<>(states.size());
+        states.forEach((id, s) -> out.add(new IdleCount(at, id, s.start, Duration.ofMillis(s.idleObserved),
+                s.warnedAt == null ? Optional.empty() : Optional.of(Duration.ofMillis(s.sinceWarning)))));
+        return out;
     }
 
     /** How a dry run's warning step's detail begins. */

@@ -9,6 +9,7 @@ import io.gpusched.accounting.AccountingRecord.Checkpoint;
 import io.gpusched.accounting.AccountingRecord.DaySummary;
 import io.gpusched.accounting.AccountingRecord.DeviceUsage;
 import io.gpusched.accounting.AccountingRecord.IdleAction;
+import io.gpusched.accounting.AccountingRecord.IdleCount;
 import io.gpusched.accounting.AccountingRecord.Interval;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -193,6 +194,14 @@ public final class RecordCodec {
             quoted(out, a.action().name());
             out.append(",\"idleFor\":").append(a.idleFor().toMillis()).append(",\"detail\":");
             quoted(out, a.detail().length() > MAX_TEXT ? a.detail().substring(0, MAX_TEXT) : a.detail());
+        } else if (r instanceof IdleCount c) {
+            out.append("{\"k\":\"p\",\"at\":").append(c.at().toEpochMilli()).append(",\"id\":");
+            quoted(out, clip(c.allocationId()));
+            out.append(",\"start\":").append(c.start().toEpochMilli()).append(",\"idle\":")
+                    .append(c.idle().toMillis());
+            if (c.sinceWarning().isPresent()) {
+                out.append(",\"warned\":").append(c.sinceWarning().get().toMillis());
+            }
         } else if (r instanceof DaySummary s) {
             out.append("{\"k\":\"d\",\"day\":");
             quoted(out, s.day().toString());
@@ -409,8 +418,9 @@ public final class RecordCodec {
             case "c" -> checkpoint(n);
             case "a" -> action(n);
             case "d" -> summary(n);
+            case "p" -> count(n);
             default -> throw new AccountingFormatException("k: \"" + printable(k) + "\" is not a record kind; valid:"
-                    + " i (interval), c (checkpoint), a (idle action), d (day summary)");
+                    + " i (interval), c (checkpoint), a (idle action), p (idle policy's count), d (day summary)");
         };
     }
 
@@ -501,6 +511,13 @@ public final class RecordCodec {
         }
         return new IdleAction(Instant.ofEpochMilli(time(n, "at")), text(n, "id", true).orElseThrow(),
                 text(n, "owner", false), step, Duration.ofMillis(nonNegative(n, "idleFor", true)), detail(n));
+    }
+
+    private static IdleCount count(JsonNode n) {
+        only(n, Set.of("k", "at", "id", "start", "idle", "warned"), "idle count");
+        return new IdleCount(Instant.ofEpochMilli(time(n, "at")), text(n, "id", true).orElseThrow(),
+                Instant.ofEpochMilli(time(n, "start")), Duration.ofMillis(nonNegative(n, "idle", true)),
+                n.has("warned") ? Optional.of(Duration.ofMillis(nonNegative(n, "warned", true))) : Optional.empty());
     }
 
     private static DaySummary summary(JsonNode n) {

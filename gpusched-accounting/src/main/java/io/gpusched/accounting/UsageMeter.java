@@ -154,6 +154,8 @@ final class UsageMeter {
     /** the live allocations the last sweep measured nothing for: their time up to it was a gap (review34) */
     private final Set<String> unmeasured = new HashSet<>();
     private final Set<String> unmeasuredView = Collections.unmodifiableSet(unmeasured);
+    /** the tracks whose last record says idle that this sweep read busy ({@link #turnedBusy}) */
+    private final List<Track> turned = new ArrayList<>();
     private Long lastTick;
     /** the holders of each device at the last sweep (see {@link Layout}) */
     private Layout layout;
@@ -231,6 +233,8 @@ final class UsageMeter {
         long covered;
         boolean first;
         Long idleSince;
+        /** whether its last record written says idle (an idle start): see {@link #turnedBusy} */
+        boolean recordedIdle;
         /** per device of the allocation (in its order): its slot in the arrays below, one per device index (a
          *  device listed twice shares one slot, as a map by index would) */
         int[] slot;
@@ -377,6 +381,9 @@ final class UsageMeter {
         List<Interval> out = new ArrayList<>();
         if (!unmeasured.isEmpty()) {
             unmeasured.clear();
+        }
+        if (!turned.isEmpty()) {
+            turned.clear();
         }
         Layout layout = layout(live);
         indexMetrics(sample.metrics());
@@ -615,6 +622,7 @@ final class UsageMeter {
             tr.covered = tr.from;
             tr.first = false;
             tr.idleSince = tail.idleSince().map(Instant::toEpochMilli).orElse(null);
+            tr.recordedIdle = tr.idleSince != null;
             for (DeviceUsage d : tail.devices()) { // the last listed for an index wins
                 List<GpuDevice> ds = a.devices();
                 for (int j = 0; j < ds.size(); j++) {
@@ -881,6 +889,8 @@ final class UsageMeter {
         boolean neither = reading == NEITHER;
         if (neither) {
             unmeasured.add(tr.allocation.id());
+        } else if (reading == BUSY && tr.recordedIdle) {
+            turned.add(tr);
         }
         long cur = from;
         while (cur < to) {
@@ -1150,6 +1160,28 @@ final class UsageMeter {
     }
 
     /**
+     * Closes the open interval, at this sweep, of each allocation whose last record says idle and that the sweep read
+     * busy (a checkpoint of those alone): the store no longer says idle once a GPU of it was busy, whenever the
+     * sampler stops (review42: a crash before the next checkpoint lost a busy spell, and the restarted policy counted
+     * the idle time before it). At most one such record per allocation per checkpoint interval.
+     *
+     * @return the intervals
+     */
+    List<Interval> turnedBusy() {
+        if (turned.isEmpty()) {
+            return List.of();
+        }
+        List<Interval> out = new ArrayList<>(turned.size());
+        for (Track tr : turned) {
+            if (tracks.get(tr.allocation.id()) == tr && tr.recordedIdle && tr.covered > tr.from) {
+                out.add(close(tr, tr.covered, Optional.empty(), false));
+            }
+        }
+        turned.clear();
+        return out;
+    }
+
+    /**
      * Closes every open interval at its last sweep and opens the next one there.
      *
      * @return the intervals (allocations granted since the last sweep and not yet swept have none)
@@ -1206,6 +1238,7 @@ final class UsageMeter {
                 devices);
         tr.from = to;
         tr.first = false;
+        tr.recordedIdle = iv.idleSince().isPresent();
         Arrays.fill(tr.figures, null);
         Arrays.fill(tr.notes, null);
         return iv;

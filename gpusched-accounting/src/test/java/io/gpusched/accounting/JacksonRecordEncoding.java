@@ -6,6 +6,7 @@ import io.gpusched.accounting.AccountingRecord.Checkpoint;
 import io.gpusched.accounting.AccountingRecord.DaySummary;
 import io.gpusched.accounting.AccountingRecord.DeviceUsage;
 import io.gpusched.accounting.AccountingRecord.IdleAction;
+import io.gpusched.accounting.AccountingRecord.IdleCount;
 import io.gpusched.accounting.AccountingRecord.Interval;
 import java.io.IOException;
 import java.io.StringWriter;
@@ -92,6 +93,15 @@ public final class JacksonRecordEncoding {
                 g.writeNumberField("idleFor", a.idleFor().toMillis());
                 g.writeStringField("detail", a.detail().length() > RecordCodec.MAX_TEXT ? a.detail()
                         .substring(0, RecordCodec.MAX_TEXT) : a.detail());
+            } else if (r instanceof IdleCount c) {
+                g.writeStringField("k", "p");
+                g.writeNumberField("at", c.at().toEpochMilli());
+                g.writeStringField("id", clip(c.allocationId()));
+                g.writeNumberField("start", c.start().toEpochMilli());
+                g.writeNumberField("idle", c.idle().toMillis());
+                if (c.sinceWarning().isPresent()) {
+                    g.writeNumberField("warned", c.sinceWarning().get().toMillis());
+                }
             } else if (r instanceof DaySummary s) {
                 g.writeStringField("k", "d");
                 g.writeStringField("day", s.day().toString());

@@ -6,6 +6,7 @@ import io.gpusched.accounting.AccountingRecord.Checkpoint;
 import io.gpusched.accounting.AccountingRecord.DaySummary;
 import io.gpusched.accounting.AccountingRecord.DeviceUsage;
 import io.gpusched.accounting.AccountingRecord.IdleAction;
+import io.gpusched.accounting.AccountingRecord.IdleCount;
 import io.gpusched.accounting.AccountingRecord.Interval;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -111,8 +112,18 @@ class RecordCodecEncodingTest {
         return switch (rnd.nextInt(4)) {
             case 0, 1 -> interval(rnd);
             case 2 -> new Checkpoint(Instant.ofEpochMilli(time(rnd)), texts(rnd, rnd.nextInt(5)));
-            default -> rnd.nextBoolean() ? action(rnd) : summary(rnd);
+            default -> switch (rnd.nextInt(3)) {
+                case 0 -> action(rnd);
+                case 1 -> count(rnd);
+                default -> summary(rnd);
+            };
         };
+    }
+
+    private static IdleCount count(Random rnd) {
+        return new IdleCount(Instant.ofEpochMilli(time(rnd)), text(rnd), Instant.ofEpochMilli(time(rnd)),
+                Duration.ofMillis(number(rnd) & Long.MAX_VALUE), rnd.nextBoolean()
+                        ? Optional.of(Duration.ofMillis(number(rnd) & Long.MAX_VALUE)) : Optional.empty());
     }
 
     private static Interval interval(Random rnd) {

@@ -21,7 +21,7 @@ import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * A property of the restart continuation, checked against the sampler itself run without restarts: the same sweeps
- * (random steps, random busy sweeps) go to a sampler never restarted and to one stopped and started again at random
+ * (random steps, some of them late, random busy sweeps) go to a sampler never restarted and to one stopped and started again at random
  * sweeps (planned stops; the time no sweep measured stays under 10 minutes, twice in a row at times). Time down
  * counts for nothing, and a restarted sampler's first sweep closes the gap and measures nothing, so the uninterrupted
  * sampler gets that sweep with no step (at the time of the sweep before it). Then both policies count the same time
@@ -32,8 +32,8 @@ class RestartedPolicyMatchesAnUninterruptedOneTest {
     Path dir;
 
     /** window 5 min, warn_after 10, act_after 20, grace 8; checkpoints every minute. */
-    private static AccountingSettings settings() {
-        return AccountingSettings.defaults().withCheckpoint(Duration.ofMinutes(1)).withIdle(new IdlePolicy(1,
+    private static AccountingSettings settings(Duration checkpoint) {
+        return AccountingSettings.defaults().withCheckpoint(checkpoint).withIdle(new IdlePolicy(1,
                 Duration.ofMinutes(5), Duration.ofMinutes(10), Duration.ofMinutes(20), IdlePolicy.Action.RELEASE,
                 "TERM", Duration.ofMinutes(8), List.of(), false, List.of()));
     }
@@ -46,11 +46,14 @@ class RestartedPolicyMatchesAnUninterruptedOneTest {
         Random r = new Random(seed);
         List<Sweep> s = new ArrayList<>();
         int restartsInARow = 0;
+        int sinceRestart = Integer.MAX_VALUE;
         for (int i = 0; i < 300; i++) {
             int roll = r.nextInt(100);
-            // 10 s, or 5 to 30 s: never a late sweep, which the running policy counts at most 30 s (twice its
-            // cadence) and a restarted one per checkpoint interval (a looser bound, documented)
-            Duration step = roll < 80 ? Duration.ofSeconds(10) : Duration.ofSeconds(5 + r.nextInt(26));
+            // 10 s, 5 to 30 s, or late (1 to 5 min, under the jump bound), which the policy counts at most 30 s or
+            // twice its cadence, the shortest of its last 8 steps: never within 9 sweeps of a restart, whose policy
+            // has not seen 8 steps yet (a restarted policy does not keep the cadence)
+            Duration step = roll < 75 ? Duration.ofSeconds(10) : roll < 95 || sinceRestart <= 9
+                    ? Duration.ofSeconds(5 + r.nextInt(26)) : Duration.ofSeconds(60 + r.nextInt(241));
             boolean afterRestart = restartsInARow > 0;
             // a busy sweep; never the first sweep of a restarted sampler (its reading ends the stretch, while the
             // uninterrupted sampler's sweep with no step reads nothing: RestartedSamplersFirstSweepTest)
@@ -61,6 +64,7 @@ class RestartedPolicyMatchesAnUninterruptedOneTest {
                 down = Duration.ofSeconds(5 + r.nextInt(afterRestart ? 20 : 500));
             }
             restartsInARow = down == null ? 0 : restartsInARow + 1;
+            sinceRestart = down != null ? 0 : sinceRestart == Integer.MAX_VALUE ? sinceRestart : sinceRestart + 1;
             s.add(new Sweep(step, busy, down));
         }
         return s;
@@ -74,9 +78,10 @@ class RestartedPolicyMatchesAnUninterruptedOneTest {
         }
     }
 
-    private static List<Taken> play(Path dir, List<Sweep> script, boolean restarts, List<Integer> restartedAt) {
+    private static List<Taken> play(Path dir, List<Sweep> script, Duration checkpoint, boolean restarts,
+            List<Integer> restartedAt) {
         List<Taken> out = new ArrayList<>();
-        try (AccountingNode node = new AccountingNode(dir, settings())) {
+        try (AccountingNode node = new AccountingNode(dir, settings(checkpoint))) {
             node.inventory.setTrace(0, UsageTrace.of(Duration.ofSeconds(10), 0));
             node.sweep();
             node.scheduler.allocate(GpuRequest.builder().requiredDevices(0).owner("alice").build());
@@ -113,13 +118,13 @@ class RestartedPolicyMatchesAnUninterruptedOneTest {
     @ValueSource(longs = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16})
     void theRestartedPolicyTakesTheUninterruptedOnesStepsAtTheSameSweeps(long seed) {
         List<Sweep> script = script(seed);
-        List<Taken> plain = play(dir.resolve("plain"), script, false, new ArrayList<>());
+        // checkpoints every minute, or every 5 (intervals longer than the policy's bound on a late sweep)
+        Duration checkpoint = Duration.ofMinutes(seed % 2 == 0 ? 1 : 5);
+        List<Taken> plain = play(dir.resolve("plain"), script, checkpoint, false, new ArrayList<>());
         List<Integer> restartedAt = new ArrayList<>();
-        List<Taken> restarted = play(dir.resolve("restarted"), script, true, restartedAt);
-        String why = "seed " + seed + ", restarted after sweeps " + restartedAt + "\n uninterrupted: " + plain
-                + "\n restarted:     " + restarted;
-        assertThat(restarted).extracting(Taken::step).as(why).containsExactlyElementsOf(
-                plain.stream().map(Taken::step).toList());
+        List<Taken> restarted = play(dir.resolve("restarted"), script, checkpoint, true, restartedAt);
+        String why = "seed " + seed + ", checkpoint " + checkpoint + ", restarted after sweeps " + restartedAt
+                + "\n uninterrupted: " + plain + "\n restarted:     " + restarted;
         assertThat(restarted).as(why).containsExactlyElementsOf(plain);
     }
 }

@@ -1,0 +1,79 @@
+package io.gpusched.accounting.adversarial.accounting;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.gpusched.accounting.AccountingRecord.IdleAction;
+import io.gpusched.accounting.AccountingSampler;
+import io.gpusched.accounting.AccountingSettings;
+import io.gpusched.accounting.AccountingStore;
+import io.gpusched.accounting.HostIdleEffects;
+import io.gpusched.accounting.IdlePolicy;
+import io.gpusched.accounting.IdleStep;
+import io.gpusched.core.GpuRequest;
+import io.gpusched.core.sim.UsageTrace;
+import java.io.IOException;
+import java.nio.file.DirectoryStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * A sampler killed right after a checkpoint: the policy's count written with that checkpoint is what the next one
+ * continues from, so nothing of it is lost; without it the count came from the checkpoint intervals, each counted at
+ * most 90 s (review42), and a policy with 5-minute checkpoints warned minutes late.
+ */
+class CrashedSamplerContinuesTheCountTest {
+    @TempDir
+    Path dir;
+
+    @Test
+    void aKillRightAfterACheckpointLosesNothingOfTheCount() throws IOException {
+        AccountingSettings settings = AccountingSettings.defaults().withCheckpoint(Duration.ofMinutes(5))
+                .withIdle(new IdlePolicy(1, Duration.ofMinutes(5), Duration.ofMinutes(10), Duration.ofMinutes(20),
+                        IdlePolicy.Action.RELEASE, "TERM", Duration.ofMinutes(8), List.of(), false, List.of()));
+        try (AccountingNode node = new AccountingNode(dir.resolve("node"), settings)) {
+            node.inventory.setTrace(0, UsageTrace.of(Duration.ofSeconds(10), 0));
+            node.sweep(); // a checkpoint: the next comes 5 minutes of sweeps later
+            Instant granted = node.clock.instant();
+            node.scheduler.allocate(GpuRequest.builder().requiredDevices(0).owner("alice").build());
+            assertThat(node.run(Duration.ofSeconds(10), 30)).extracting(IdleAction::action)
+                    .containsExactly(IdleStep.FLAGGED); // 5 min idle, checkpointed at that sweep
+            // kill -9: the journals as they are, no last checkpoint; back 10 s later
+            Path crashed = dir.resolve("crashed").resolve(AccountingStore.DIR);
+            Files.createDirectories(crashed);
+            try (DirectoryStream<Path> ds = Files.newDirectoryStream(node.store.directory(), "*.{log,sum}")) {
+                for (Path p : ds) {
+                    Files.copy(p, crashed.resolve(p.getFileName()));
+                }
+            }
+            node.scheduler.removeListener(node.sampler);
+            node.clock.advance(Duration.ofSeconds(10));
+            List<IdleAction> after = new ArrayList<>();
+            try (AccountingSampler next = AccountingSampler.open(AccountingStore.at(crashed.getParent()), settings,
+                    node.inventory, node.attribution, new HostIdleEffects(node.scheduler), node.clock)
+                    .orElseThrow()) {
+                node.scheduler.addListener(next);
+                next.knownLive(node.scheduler.allocations());
+                for (int i = 0; i < 42; i++) { // 7 min
+                    node.clock.advance(Duration.ofSeconds(10));
+                    after.addAll(next.sweep(node.inventory.sample(), node.scheduler.allocations()));
+                    if (after.stream().anyMatch(a -> a.action() == IdleStep.WARNED)) {
+                        break;
+                    }
+                }
+                node.scheduler.removeListener(next);
+            }
+            Instant warned = after.stream().filter(a -> a.action() == IdleStep.WARNED).findFirst()
+                    .map(IdleAction::at).orElse(null);
+            // 5 min counted before the kill, 5 more after: the restart's first sweep counts nothing (20 s, with the
+            // 10 s down), so warned at 10 min 20 s of the grant
+            assertThat(warned).as("warned at 10 min of idleness as counted, 20 s late for the restart: %s", after)
+                    .isEqualTo(granted.plus(Duration.ofMinutes(10).plusSeconds(20)));
+        }
+    }
+}
