@@ -393,7 +393,7 @@ public final class IdleWatch {
             IdleStep st = release ? IdleStep.RELEASED : IdleStep.SIGNALLED;
             effects.notify(a, st, idle, done);
             return step(now, a, st, idle, done + " (idle " + human(idle) + ", gpu.idle.action "
-                    + policy.action().name().toLowerCase() + ")" + hook(a, st, idle));
+                    + policy.action().name().toLowerCase(Locale.ROOT) + ")" + hook(a, st, idle));
         } catch (RuntimeException e) {
             return step(now, a, IdleStep.FAILED, idle, "could not " + what + ": " + e.getMessage());
         }
@@ -427,7 +427,7 @@ public final class IdleWatch {
             argv.add(switch (arg) {
                 case "{allocation}" -> a.id();
                 case "{owner}" -> a.owner().orElse("");
-                case "{step}" -> step.name().toLowerCase();
+                case "{step}" -> step.name().toLowerCase(Locale.ROOT);
                 case "{idle}" -> Long.toString(idle.toSeconds());
                 default -> arg;
             });
