@@ -7,6 +7,7 @@ import java.time.Instant;
 import java.time.LocalDate;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Optional;
 import java.util.TreeMap;
@@ -107,7 +108,7 @@ public record AllocationUsage(String id, Optional<String> owner, Optional<String
     public static String verdict(int gpus, UsageFigures f) {
         StringBuilder b = new StringBuilder();
         b.append(gpus).append(gpus == 1 ? " GPU" : " GPUs");
-        b.append(", ").append(String.format("%.2f", f.heldMillis() / 3.6e6)).append(" GPU-hours");
+        b.append(", ").append(String.format(Locale.ROOT, "%.2f", f.heldMillis() / 3.6e6)).append(" GPU-hours");
         if (f.meanUtilization().isPresent()) {
             b.append(", ").append(Math.round(f.meanUtilization().getAsDouble())).append(" % mean utilization");
             b.append(", idle ").append(Math.round(100 * f.idleFraction().orElse(0))).append(" % of the time");
@@ -115,7 +116,7 @@ public record AllocationUsage(String id, Optional<String> owner, Optional<String
             b.append(", utilization not measured");
         }
         if (f.energyMillis() > 0) {
-            b.append(", ").append(String.format("%.3f", f.kilowattHours())).append(" kWh");
+            b.append(", ").append(String.format(Locale.ROOT, "%.3f", f.kilowattHours())).append(" kWh");
             if (f.energyEstimated()) {
                 b.append(f.estimatedMillijoules() == f.energyMillijoules() ? " (estimated)" : " (partly estimated)");
             }
@@ -123,7 +124,7 @@ public record AllocationUsage(String id, Optional<String> owner, Optional<String
             b.append(", energy not measured");
         }
         if (f.memoryPeakBytes().isPresent()) {
-            b.append(", peak memory ").append(String.format("%.1f GiB", f.memoryPeakBytes().getAsLong()
+            b.append(", peak memory ").append(String.format(Locale.ROOT, "%.1f GiB", f.memoryPeakBytes().getAsLong()
                     / (double) (1L << 30)));
         }
         if (f.heldMillis() > f.measuredMillis()) { // floor: a few seconds unsampled never read as 100 %

@@ -152,16 +152,20 @@ public final class ReportViews {
     }
 
     private static String[] cells(String key, long allocs, UsageFigures f, Set<IdleStep> steps) {
-        String util = f.meanUtilization().isPresent() ? String.format("%.1f %%", f.meanUtilization().getAsDouble())
+        String util = f.meanUtilization().isPresent()
+                ? String.format(Locale.ROOT, "%.1f %%", f.meanUtilization().getAsDouble())
                 : "n/m";
-        String idle = f.idleFraction().isPresent() ? String.format("%.0f %%", 100 * f.idleFraction().getAsDouble())
+        String idle = f.idleFraction().isPresent()
+                ? String.format(Locale.ROOT, "%.0f %%", 100 * f.idleFraction().getAsDouble())
                 : "n/m";
-        String kwh = f.energyMillis() > 0 ? (f.energyEstimated() ? "~" : "") + String.format("%.3f",
+        String kwh = f.energyMillis() > 0 ? (f.energyEstimated() ? "~" : "") + String.format(Locale.ROOT, "%.3f",
                 f.kilowattHours()) : "n/m";
-        String mem = f.memoryPeakBytes().isPresent() ? String.format("%.1f GiB", f.memoryPeakBytes().getAsLong()
-                / (double) (1L << 30)) : "n/m";
+        String mem =
+                f.memoryPeakBytes().isPresent() ? String.format(Locale.ROOT, "%.1f GiB", f.memoryPeakBytes().getAsLong()
+                        / (double) (1L << 30)) : "n/m";
         String k = steps.contains(IdleStep.FLAGGED) || steps.contains(IdleStep.WARNED) ? key + " (idle)" : key;
-        return new String[]{k, Long.toString(allocs), String.format("%.2f", f.heldMillis() / 3.6e6), kwh, util,
+        return new String[]{k, Long.toString(allocs), String.format(Locale.ROOT, "%.2f", f.heldMillis() / 3.6e6), kwh,
+            util,
             idle, mem};
     }
 
