@@ -590,7 +590,10 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
             List<AccountingRecord> out = new ArrayList<>(meter.checkpoint());
             Instant now = clock.instant();
             out.add(new Checkpoint(now, new ArrayList<>(meter.tracked())));
-            out.addAll(idle.counts(now));
+            // the counts as of the last sweep at least: a clock stepped back since must not date them before the
+            // intervals they go with (review43)
+            out.addAll(idle.counts(lastSweepMillis > now.toEpochMilli() ? Instant.ofEpochMilli(lastSweepMillis)
+                    : now));
             write(out);
         } catch (RuntimeException e) {
             LOG.warn("accounting: last checkpoint failed: {}", e.toString());

@@ -207,14 +207,20 @@ public record IdleStatus(Instant idleSince, Instant asOf, Optional<IdleStep> las
                 }
             }
             sampled.sort(Comparator.comparing(Interval::from));
-            // the policy's count of this stretch written at its last idle checkpoint or later (its stop): the
-            // latest, where it counts from this stretch's start
+            // the policy's latest count of this stretch (one that counts from its start): what the policy had counted
+            // at that time; the intervals after it are counted by the bound (review43: a crash after a midnight cut
+            // found none at or after the stretch's last interval, and re-derived it all)
             IdleCount count = null;
             for (IdleCount c : counts.getOrDefault(id, List.of())) {
-                if (c.start().equals(start) && !c.at().isBefore(t[1])
-                        && (count == null || c.at().isAfter(count.at()))) {
+                if (c.start().equals(start) && (count == null || c.at().isAfter(count.at()))) {
                     count = c;
                 }
+            }
+            if (t[3].isAfter(t[1]) && (count == null || count.at().isBefore(t[3]))) {
+                // gaps at the tail: the stretch stands only when the policy still had it when it last wrote its
+                // counts (at the checkpoint of the sweep that closed the gap, or at its stop), for that sweep may have
+                // read the allocation busy, which no record says when it was not flagged (review43)
+                return;
             }
             out.put(id, new Stretch(start, t[1], t[2].isBefore(start) ? start : t[2], List.copyOf(in),
                     List.copyOf(gapsOf.get(id)), List.copyOf(sampled), t[3], count));

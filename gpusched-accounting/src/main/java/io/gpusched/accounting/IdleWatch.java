@@ -141,8 +141,16 @@ public final class IdleWatch {
                 // an action counts when it is this policy's (review42: a job signalled under action signal, the
                 // action changed to release across the restart, was never released); a failed one is not retried
                 case RELEASED -> s.acted |= policy.action() == IdlePolicy.Action.RELEASE;
-                case SIGNALLED -> s.acted |= policy.action() == IdlePolicy.Action.SIGNAL;
-                case FAILED -> s.acted = true;
+                // and a signal only when it was this policy's signal (review43: a job that ignored SIGTERM was never
+                // sent SIGKILL after the setting changed)
+                case SIGNALLED -> s.acted |= policy.action() == IdlePolicy.Action.SIGNAL
+                        && (a.detail().contains(SIGNAL_NAMED + policy.signal() + ")")
+                                || a.detail().startsWith("sent SIG" + policy.signal() + " "));
+                // a failed action is not retried, by the policy that tried it: another action is this policy's to
+                // warn of and take (review43 noticed: a signal that failed blocked a release policy for good)
+                case FAILED ->
+                    s.acted |= a.detail().startsWith("could not " + (policy.action() == IdlePolicy.Action.RELEASE
+                            ? "release " : "send SIG" + policy.signal() + " "));
                 case SKIPPED -> s.exemptNoted = true;
                 case BUSY_AGAIN, STARTED_OVER -> {
                     s.flagged = false;
@@ -159,11 +167,13 @@ public final class IdleWatch {
         }
         IdleCount c = stretch.count();
         if (c != null) {
-            // the count the policy wrote with the stretch's last checkpoint (or at its stop): exact, where the
-            // intervals give a bound (review42: late sweeps and long checkpoint intervals)
-            s.idleObserved = c.idle().toMillis();
+            // the policy's latest count of the stretch (written with a checkpoint or at its stop): exact up to its
+            // time, where the intervals give a bound (review42: late sweeps and long checkpoint intervals); the
+            // intervals after it (a midnight's cut written before the next checkpoint) by the bound (review43)
+            long after = stretch.countedSince(c.at());
+            s.idleObserved = c.idle().toMillis() + after;
             if (s.warnedAt != null && c.sinceWarning().isPresent() && !s.warnedAt.isAfter(c.at())) {
-                s.sinceWarning = c.sinceWarning().get().toMillis();
+                s.sinceWarning = c.sinceWarning().get().toMillis() + after;
             }
         }
         states.put(id, s);
@@ -182,6 +192,9 @@ public final class IdleWatch {
                 s.warnedAt == null ? Optional.empty() : Optional.of(Duration.ofMillis(s.sinceWarning)))));
         return out;
     }
+
+    /** How a signal step's detail names the signal sent, before it and the closing parenthesis. */
+    private static final String SIGNAL_NAMED = ", gpu.idle.signal ";
 
     /** How a dry run's warning step's detail begins. */
     private static final String DRY_WARN = "dry run: would warn";
@@ -393,7 +406,8 @@ public final class IdleWatch {
             IdleStep st = release ? IdleStep.RELEASED : IdleStep.SIGNALLED;
             effects.notify(a, st, idle, done);
             return step(now, a, st, idle, done + " (idle " + human(idle) + ", gpu.idle.action "
-                    + policy.action().name().toLowerCase(Locale.ROOT) + ")" + hook(a, st, idle));
+                    + policy.action().name().toLowerCase(Locale.ROOT) + (release ? "" : SIGNAL_NAMED + policy.signal())
+                    + ")" + hook(a, st, idle));
         } catch (RuntimeException e) {
             return step(now, a, IdleStep.FAILED, idle, "could not " + what + ": " + e.getMessage());
         }

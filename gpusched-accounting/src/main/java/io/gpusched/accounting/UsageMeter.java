@@ -419,13 +419,21 @@ final class UsageMeter {
             }
             if (tr.covered < t) {
                 credit(tr, tr.covered, t, sweeps, slots, positions, out);
-            } else if (!gapped || reading(sweeps, slots, positions) != BUSY) {
-                // nothing credited: neither idle nor busy to the policy. The time up to it was a gap (review34), yet
-                // a GPU of it that reads busy now is busy again, as at any sweep (a sampler's first sweep after a
-                // restart: the busy reading was lost and the stretch continued); or its record reaches this sweep or
-                // past it (a sampler restarted on a clock stepped back behind the store's last checkpoint credits
-                // nothing until the clock passes it, and was taken for busy again: review42)
-                unmeasured.add(a.id());
+            } else {
+                // nothing credited. The time up to it was a gap: neither idle nor busy to the policy (review34), yet a
+                // GPU of it that reads busy now is busy again, as at any sweep (a sampler's first sweep after a
+                // restart: the busy reading was lost and the stretch continued); one that reads idle is idle as of
+                // this sweep, the idle start the next idle step would give it, kept across a sweep that cannot read
+                // it (review43: the stretch was split in the store, not in the policy). Or its record reaches this
+                // sweep or past it (a sampler restarted on a clock stepped back behind the store's last checkpoint
+                // credits nothing until the clock passes it, and was taken for busy again: review42)
+                int reading = gapped ? reading(sweeps, slots, positions) : NEITHER;
+                if (reading != BUSY) {
+                    unmeasured.add(a.id());
+                }
+                if (reading == IDLE) {
+                    tr.idleSince = t;
+                }
             }
             List<GpuDevice> ds = a.devices();
             for (int j = 0; j < ds.size(); j++) {
@@ -889,8 +897,13 @@ final class UsageMeter {
         boolean neither = reading == NEITHER;
         if (neither) {
             unmeasured.add(tr.allocation.id());
-        } else if (reading == BUSY && tr.recordedIdle) {
-            turned.add(tr);
+        } else if (reading == BUSY) {
+            if (tr.recordedIdle) {
+                turned.add(tr);
+            }
+            // read busy: no part of this step is idle, the part cut at a midnight it crosses included (review43: that
+            // part was written with the old idle start, and a crash left the store saying idle)
+            tr.idleSince = null;
         }
         long cur = from;
         while (cur < to) {
@@ -1238,7 +1251,11 @@ final class UsageMeter {
                 devices);
         tr.from = to;
         tr.first = false;
-        tr.recordedIdle = iv.idleSince().isPresent();
+        if (!gap) {
+            // a gap's record carries no idle start, yet a stretch continues across a short one: what the store says
+            // of the allocation stays what its record before the gap said (review43)
+            tr.recordedIdle = iv.idleSince().isPresent();
+        }
         Arrays.fill(tr.figures, null);
         Arrays.fill(tr.notes, null);
         return iv;

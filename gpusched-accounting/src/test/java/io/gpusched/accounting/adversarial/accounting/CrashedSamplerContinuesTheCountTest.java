@@ -76,4 +76,44 @@ class CrashedSamplerContinuesTheCountTest {
                     .isEqualTo(granted.plus(Duration.ofMinutes(10).plusSeconds(20)));
         }
     }
+
+    /**
+     * Sweeps 5 min of idleness (a checkpoint at its end), then one sweep 4 min late (no checkpoint: the policy counts
+     * it 30 s), stops with the clock stepped back {@code back}, restarts: when it warns.
+     */
+    private static Instant warnedAfterAStop(Path dir, Duration back) {
+        AccountingSettings settings = AccountingSettings.defaults().withCheckpoint(Duration.ofMinutes(5))
+                .withIdle(new IdlePolicy(1, Duration.ofMinutes(5), Duration.ofMinutes(10), Duration.ofMinutes(20),
+                        IdlePolicy.Action.RELEASE, "TERM", Duration.ofMinutes(8), List.of(), false, List.of()));
+        try (AccountingNode node = new AccountingNode(dir, settings)) {
+            node.inventory.setTrace(0, UsageTrace.of(Duration.ofSeconds(10), 0));
+            node.sweep();
+            node.scheduler.allocate(GpuRequest.builder().requiredDevices(0).owner("bob").build());
+            node.run(Duration.ofSeconds(10), 30);
+            node.run(Duration.ofMinutes(4), 1);
+            Instant last = node.clock.instant();
+            node.clock.set(last.minus(back)); // an NTP step back just before a planned stop
+            node.stopSampler();
+            node.clock.set(last.plusSeconds(20));
+            node.startSampler();
+            for (int i = 0; i < 60; i++) {
+                for (IdleAction a : node.run(Duration.ofSeconds(10), 1)) {
+                    if (a.action() == IdleStep.WARNED) {
+                        return a.at();
+                    }
+                }
+            }
+            return null;
+        }
+    }
+
+    @Test
+    void aStopOnAClockSteppedBackDatesTheCountByTheLastSweep() {
+        Instant steady = warnedAfterAStop(dir.resolve("steady"), Duration.ZERO);
+        Instant back = warnedAfterAStop(dir.resolve("back"), Duration.ofSeconds(150));
+        // 5 min 30 s counted before the stop; a count dated at the stepped-back clock, 150 s before the interval it
+        // goes with ends, had those 150 s counted again from the interval (its late sweep counted in full)
+        assertThat(steady).isNotNull();
+        assertThat(back).as("warned as after a stop on a steady clock").isEqualTo(steady);
+    }
 }

@@ -73,7 +73,7 @@ class PolicyTextUnderAnyLocaleTest {
             assertThat(hooks).extracting(h -> h.get(2)).containsOnly(a.id());
             IdleAction signalled = steps.stream().filter(s -> s.action() == IdleStep.SIGNALLED).findFirst()
                     .orElseThrow();
-            assertThat(signalled.detail()).contains("gpu.idle.action signal)");
+            assertThat(signalled.detail()).contains("gpu.idle.action signal, gpu.idle.signal USR1)");
         } finally {
             Locale.setDefault(was);
         }
