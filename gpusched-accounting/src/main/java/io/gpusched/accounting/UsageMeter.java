@@ -630,7 +630,9 @@ final class UsageMeter {
             tr.covered = tr.from;
             tr.first = false;
             tr.idleSince = tail.idleSince().map(Instant::toEpochMilli).orElse(null);
-            tr.recordedIdle = tr.idleSince != null;
+            // the store says idle where the tail has an idle start, and may where it is a gap (a stretch continues
+            // across one): a busy reading then gets its interval at once (found by a kill test's wider search)
+            tr.recordedIdle = tr.idleSince != null || tail.gap();
             for (DeviceUsage d : tail.devices()) { // the last listed for an index wins
                 List<GpuDevice> ds = a.devices();
                 for (int j = 0; j < ds.size(); j++) {
