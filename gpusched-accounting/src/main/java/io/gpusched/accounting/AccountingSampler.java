@@ -590,10 +590,9 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
             List<AccountingRecord> out = new ArrayList<>(meter.checkpoint());
             Instant now = clock.instant();
             out.add(new Checkpoint(now, new ArrayList<>(meter.tracked())));
-            // the counts as of the last sweep at least: a clock stepped back since must not date them before the
-            // intervals they go with (review43)
-            out.addAll(idle.counts(lastSweepMillis > now.toEpochMilli() ? Instant.ofEpochMilli(lastSweepMillis)
-                    : now));
+            // dated by the last sweep, as the intervals they go with end: a clock stepped back since must not date them
+            // before those (review43), nor one stepped ahead after all the next sampler's (review44)
+            out.addAll(idle.counts(lastSweepMillis >= 0 ? Instant.ofEpochMilli(lastSweepMillis) : now));
             write(out);
         } catch (RuntimeException e) {
             LOG.warn("accounting: last checkpoint failed: {}", e.toString());

@@ -254,11 +254,27 @@ public record IdleStatus(Instant idleSince, Instant asOf, Optional<IdleStep> las
      * @return the interval idle at its end (not ending the allocation) that the contiguous gap records ending at
      *         {@code at} follow; null when no gap record ends at {@code at} or none such precedes them
      */
+    /**
+     * @return whether a record that is no gap, ends no allocation and has no idle start ends at {@code t}: a sweep read
+     *         the allocation busy then (a restarted sampler's first sweep writes one: review44)
+     */
+    private static boolean busyAt(List<Interval> ivs, Instant t) {
+        for (Interval iv : ivs) {
+            if (!iv.gap() && iv.to().equals(t) && iv.idleSince().isEmpty() && iv.end().isEmpty()) {
+                return true;
+            }
+        }
+        return false;
+    }
+
     private static Interval beforeGaps(List<Interval> ivs, Instant at, List<Interval> gaps) {
         Instant from = at;
         boolean moved = true;
-        while (moved) { // back along contiguous gap records
+        while (moved) { // back along contiguous gap records, up to a junction where a sweep read the allocation busy
             moved = false;
+            if (!from.equals(at) && busyAt(ivs, from)) {
+                return null;
+            }
             for (Interval iv : ivs) {
                 if (iv.gap() && iv.to().equals(from) && iv.from().isBefore(from)) {
                     gaps.add(iv);

@@ -128,12 +128,15 @@ public final class IdleWatch {
                     }
                 }
                 case DRY_RUN -> {
-                    // a dry run's steps count only for a dry run: no warning was sent
+                    // a dry run's steps count only for a dry run (no warning was sent), and only when they said what
+                    // this one would do (review44: a dry run of release stood for a dry run of signal's)
                     s.flagged = true;
                     if (policy.dryRun()) {
                         if (a.detail().startsWith(DRY_WARN)) {
-                            s.warnedAt = a.at();
-                        } else {
+                            if (a.detail().contains(consequence())) {
+                                s.warnedAt = a.at();
+                            }
+                        } else if (a.detail().startsWith("dry run: would " + actionText())) {
                             s.acted = true;
                         }
                     }
@@ -148,9 +151,7 @@ public final class IdleWatch {
                                 || a.detail().startsWith("sent SIG" + policy.signal() + " "));
                 // a failed action is not retried, by the policy that tried it: another action is this policy's to
                 // warn of and take (review43 noticed: a signal that failed blocked a release policy for good)
-                case FAILED ->
-                    s.acted |= a.detail().startsWith("could not " + (policy.action() == IdlePolicy.Action.RELEASE
-                            ? "release " : "send SIG" + policy.signal() + " "));
+                case FAILED -> s.acted |= a.detail().startsWith("could not " + actionText());
                 case SKIPPED -> s.exemptNoted = true;
                 case BUSY_AGAIN, STARTED_OVER -> {
                     s.flagged = false;
@@ -395,9 +396,14 @@ public final class IdleWatch {
                 : " (it was warned at " + s.warnedAt + "; that warning no longer counts)";
     }
 
+    /** @return how the audit names this policy's action, up to the allocation ("release ", "send SIGTERM ") */
+    private String actionText() {
+        return policy.action() == IdlePolicy.Action.RELEASE ? "release " : "send SIG" + policy.signal() + " ";
+    }
+
     private IdleAction act(Instant now, Allocation a, Duration idle) {
         boolean release = policy.action() == IdlePolicy.Action.RELEASE;
-        String what = release ? "release " + a.id() : "send SIG" + policy.signal() + " to the job of " + a.id();
+        String what = actionText() + (release ? "" : "to the job of ") + a.id();
         if (policy.dryRun()) {
             return step(now, a, IdleStep.DRY_RUN, idle, "dry run: would " + what + " (idle " + human(idle) + ")");
         }

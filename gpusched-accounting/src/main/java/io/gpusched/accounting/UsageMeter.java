@@ -430,6 +430,10 @@ final class UsageMeter {
                 int reading = gapped ? reading(sweeps, slots, positions) : NEITHER;
                 if (reading != BUSY) {
                     unmeasured.add(a.id());
+                } else {
+                    // a record of its own that says busy at this sweep (no time, no figures): the store would
+                    // otherwise continue the stretch across the gap, as if no sweep had read it busy (review44)
+                    out.add(close(tr, t, Optional.empty(), false));
                 }
                 if (reading == IDLE) {
                     tr.idleSince = t;

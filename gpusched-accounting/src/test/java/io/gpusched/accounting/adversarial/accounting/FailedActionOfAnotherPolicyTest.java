@@ -29,9 +29,13 @@ class FailedActionOfAnotherPolicyTest {
     Path dir;
 
     private static AccountingSettings settings(IdlePolicy.Action action) {
+        return settings(action, false);
+    }
+
+    private static AccountingSettings settings(IdlePolicy.Action action, boolean dryRun) {
         return AccountingSettings.defaults().withCheckpoint(Duration.ofMinutes(1)).withIdle(new IdlePolicy(1,
                 Duration.ofMinutes(5), Duration.ofMinutes(10), Duration.ofMinutes(20), action, "TERM",
-                Duration.ofMinutes(8), List.of(), false, List.of()));
+                Duration.ofMinutes(8), List.of(), dryRun, List.of()));
     }
 
     private static void restart(AccountingNode node, AccountingSettings s, IdleEffects effects) {
@@ -82,6 +86,27 @@ class FailedActionOfAnotherPolicyTest {
             assertThat(after).as("warned of the release, then released after the grace").containsExactly(
                     IdleStep.WARNED, IdleStep.RELEASED);
             assertThat(node.scheduler.allocations()).extracting(Allocation::id).doesNotContain(a.id());
+        }
+    }
+
+    @Test
+    void aDryRunOfSignalSaysItWouldWarnOfTheSignalBeforeSayingItWouldSendIt() {
+        try (AccountingNode node = new AccountingNode(dir, settings(IdlePolicy.Action.RELEASE, true))) {
+            node.inventory.setTrace(0, UsageTrace.of(Duration.ofSeconds(10), 0));
+            node.sweep();
+            node.scheduler.allocate(GpuRequest.builder().requiredDevices(0).owner("fay").build());
+            List<IdleAction> before = node.run(Duration.ofSeconds(10), 6 * 21);
+            assertThat(before).extracting(IdleAction::detail).anyMatch(d -> d.startsWith("dry run: would warn"))
+                    .anyMatch(d -> d.startsWith("dry run: would release"));
+            restart(node, settings(IdlePolicy.Action.SIGNAL, true), new HostIdleEffects(node.scheduler));
+            List<String> after = new ArrayList<>();
+            for (IdleAction s : node.run(Duration.ofSeconds(10), 6 * 10)) {
+                after.add(s.detail());
+            }
+            assertThat(after).as("a dry run of signal: its own warning first, the grace, then the signal it would send")
+                    .hasSize(2);
+            assertThat(after.get(0)).startsWith("dry run: would warn").contains("SIGTERM");
+            assertThat(after.get(1)).startsWith("dry run: would send SIGTERM");
         }
     }
 }
