@@ -16,6 +16,10 @@ import io.gpusched.core.ProcessAttribution;
 import io.gpusched.core.UsageOwner;
 import io.gpusched.core.sim.SimulatedGpuInventory;
 import io.gpusched.testing.ManualClock;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.file.DirectoryStream;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.time.Instant;
@@ -112,6 +116,27 @@ public final class AccountingNode implements AutoCloseable {
             out.addAll(sweep());
         }
         return out;
+    }
+
+    /**
+     * What a {@code kill -9} of the sampler leaves: its journals and summaries as its last write left them, copied to
+     * {@code stateDir} (the sampler goes on holding its own store's lock, as a killed process's lock would be gone).
+     *
+     * @return the store over the copy, for the next sampler
+     */
+    public AccountingStore killedCopy(Path stateDir) {
+        Path to = stateDir.resolve(AccountingStore.DIR);
+        try {
+            Files.createDirectories(to);
+            try (DirectoryStream<Path> ds = Files.newDirectoryStream(sampler.store().directory(), "*.{log,sum}")) {
+                for (Path f : ds) {
+                    Files.copy(f, to.resolve(f.getFileName()));
+                }
+            }
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+        return AccountingStore.at(stateDir);
     }
 
     @Override

@@ -44,17 +44,11 @@ class CrashedSamplerContinuesTheCountTest {
             assertThat(node.run(Duration.ofSeconds(10), 30)).extracting(IdleAction::action)
                     .containsExactly(IdleStep.FLAGGED); // 5 min idle, checkpointed at that sweep
             // kill -9: the journals as they are, no last checkpoint; back 10 s later
-            Path crashed = dir.resolve("crashed").resolve(AccountingStore.DIR);
-            Files.createDirectories(crashed);
-            try (DirectoryStream<Path> ds = Files.newDirectoryStream(node.store.directory(), "*.{log,sum}")) {
-                for (Path p : ds) {
-                    Files.copy(p, crashed.resolve(p.getFileName()));
-                }
-            }
+            AccountingStore crashed = node.killedCopy(dir.resolve("crashed"));
             node.scheduler.removeListener(node.sampler);
             node.clock.advance(Duration.ofSeconds(10));
             List<IdleAction> after = new ArrayList<>();
-            try (AccountingSampler next = AccountingSampler.open(AccountingStore.at(crashed.getParent()), settings,
+            try (AccountingSampler next = AccountingSampler.open(crashed, settings,
                     node.inventory, node.attribution, new HostIdleEffects(node.scheduler), node.clock)
                     .orElseThrow()) {
                 node.scheduler.addListener(next);

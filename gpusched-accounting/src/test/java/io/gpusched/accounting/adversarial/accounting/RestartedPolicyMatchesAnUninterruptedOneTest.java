@@ -123,17 +123,10 @@ class RestartedPolicyMatchesAnUninterruptedOneTest {
                         node.clock.advance(s.downAfter());
                         node.startSampler();
                     } else { // the killed sampler writes nothing more; the next one opens the journals as it left them
-                        Path copy = dir.resolve("kill-" + i).resolve(AccountingStore.DIR);
-                        Files.createDirectories(copy);
-                        try (DirectoryStream<Path> ds = Files.newDirectoryStream(node.sampler.store().directory(),
-                                "*.{log,sum}")) {
-                            for (Path f : ds) {
-                                Files.copy(f, copy.resolve(f.getFileName()));
-                            }
-                        }
+                        AccountingStore copy = node.killedCopy(dir.resolve("kill-" + i));
                         node.scheduler.removeListener(node.sampler);
                         node.clock.advance(s.downAfter());
-                        node.sampler = AccountingSampler.open(AccountingStore.at(copy.getParent()), settings,
+                        node.sampler = AccountingSampler.open(copy, settings,
                                 node.inventory, node.attribution, new HostIdleEffects(node.scheduler), node.clock)
                                 .orElseThrow();
                         node.scheduler.addListener(node.sampler);
