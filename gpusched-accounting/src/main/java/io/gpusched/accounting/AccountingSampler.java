@@ -138,6 +138,7 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
             Interval tail = r.tails().get(id);
             if (tail != null && tail.to().equals(st.tail())) {
                 idle.resume(id, st);
+                meter.continuesIdle(id);
             }
         });
         if (!r.tails().isEmpty()) {
@@ -361,7 +362,7 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
             steps = idle.evaluate(now, live, meter.idleSince(), meter.unmeasured());
             out = more(out, steps);
             if (checkpoint) {
-                out = more(out, idle.counts(now)); // after this sweep's step: a restart continues from it exactly
+                out = more(out, idle.counts()); // after this sweep's step: a restart continues from it exactly
             }
             if (out != null || retry) { // a sweep with nothing to write still retries what a failed append left
                 write(out != null ? out : List.of());
@@ -590,9 +591,10 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
             List<AccountingRecord> out = new ArrayList<>(meter.checkpoint());
             Instant now = clock.instant();
             out.add(new Checkpoint(now, new ArrayList<>(meter.tracked())));
-            // dated by the last sweep, as the intervals they go with end: a clock stepped back since must not date them
-            // before those (review43), nor one stepped ahead after all the next sampler's (review44)
-            out.addAll(idle.counts(lastSweepMillis >= 0 ? Instant.ofEpochMilli(lastSweepMillis) : now));
+            // dated by the last sweep the policy judged, as the intervals they go with end: a clock stepped back since
+            // must not date them before those (review43), nor one stepped ahead after all the next sampler's
+            // (reviews 44, 45)
+            out.addAll(idle.counts());
             write(out);
         } catch (RuntimeException e) {
             LOG.warn("accounting: last checkpoint failed: {}", e.toString());

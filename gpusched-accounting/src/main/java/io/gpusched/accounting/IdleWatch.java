@@ -181,13 +181,15 @@ public final class IdleWatch {
     }
 
     /**
-     * @param at when they are written (a checkpoint's time, or the stop's)
-     * @return the policy's count for each allocation it follows (in an idle stretch), for the store
+     * @return the policy's count for each allocation it follows (in an idle stretch), for the store, dated by the
+     *         latest sweep it judged (a clock stepped back or a jump it skipped does not move that: review45); none
+     *         before its first sweep (what it resumed is in the store already)
      */
-    List<IdleCount> counts(Instant at) {
-        if (states.isEmpty()) {
+    List<IdleCount> counts() {
+        if (states.isEmpty() || lastEvaluated == null) {
             return List.of();
         }
+        Instant at = lastEvaluated;
         List<IdleCount> out = new ArrayList<>(states.size());
         states.forEach((id, s) -> out.add(new IdleCount(at, id, s.start, Duration.ofMillis(s.idleObserved),
                 s.warnedAt == null ? Optional.empty() : Optional.of(Duration.ofMillis(s.sinceWarning)))));

@@ -118,6 +118,8 @@ final class UsageMeter {
     private final ProcessAttribution attribution;
     private final Map<String, Track> tracks = new LinkedHashMap<>();
     private final Map<String, Interval> resumeFrom = new HashMap<>();
+    /** the resumed allocations whose idle stretch the store continues, until their first sweep */
+    private final Set<String> resumedIdle = new HashSet<>();
     /** each device's energy counter at the last sweep, by index (indices past {@link #DENSE_INDICES} in a map) */
     private OptionalLong[] lastCounter = new OptionalLong[0];
     private final Map<Integer, OptionalLong> lastCounterBeyond = new HashMap<>();
@@ -311,6 +313,15 @@ final class UsageMeter {
         resumeFrom.putAll(tails);
     }
 
+    /**
+     * Tells the meter that the allocation's idle stretch continues from the store (the policy resumed it): a first
+     * sweep that cannot read its utilization keeps it idle from then, as a running meter keeps an idle start across
+     * such sweeps (review45: the stretch was split in the store, not in the policy).
+     */
+    void continuesIdle(String id) {
+        resumedIdle.add(id);
+    }
+
     /** @return the allocations tracked (live as of the last sweep) */
     Set<String> tracked() {
         return tracks.keySet();
@@ -386,6 +397,7 @@ final class UsageMeter {
             turned.clear();
         }
         Layout layout = layout(live);
+        Track busyAt = null; // the track a gapped sweep read busy, for its record once its counters are read
         indexMetrics(sample.metrics());
         // per device: energy over [prev, t), and per-allocation shares on shared GPUs (the layout's, reused)
         DeviceSweep[] sweeps = layout.sweeps;
@@ -431,18 +443,27 @@ final class UsageMeter {
                 if (reading != BUSY) {
                     unmeasured.add(a.id());
                 } else {
-                    // a record of its own that says busy at this sweep (no time, no figures): the store would
-                    // otherwise continue the stretch across the gap, as if no sweep had read it busy (review44)
-                    out.add(close(tr, t, Optional.empty(), false));
+                    busyAt = tr; // a record of its own that says busy at this sweep, below
                 }
-                if (reading == IDLE) {
+                if (reading == IDLE || gapped && reading == NEITHER && resumedIdle.contains(a.id())) {
                     tr.idleSince = t;
                 }
+            }
+            if (!resumedIdle.isEmpty()) {
+                resumedIdle.remove(a.id());
             }
             List<GpuDevice> ds = a.devices();
             for (int j = 0; j < ds.size(); j++) {
                 GpuMetrics m = metricsAt(ds.get(j).index());
                 tr.counter[tr.slot[j]] = m == null ? OptionalLong.empty() : m.energyMillijoules();
+            }
+            if (busyAt == tr) {
+                // no time, no figures, this sweep's counters: the store would otherwise continue the stretch across
+                // the gap as if no sweep had read it busy (review44), and a next sampler bridges from these counters,
+                // not the ones before the gap (review45: at a midnight it was the tail, and the gap's energy counted
+                // twice)
+                out.add(close(tr, t, Optional.empty(), false));
+                busyAt = null;
             }
         }
         for (GpuMetrics m : sample.metrics()) { // after the gaps: they read the counters at the previous sweep
