@@ -61,8 +61,8 @@ public record IdleStatus(Instant idleSince, Instant asOf, Optional<IdleStep> las
      * sampler restarted within that time, a clock jump that came back), the end of its last interval idle at its end
      * ({@code asOf}), the policy's steps taken in it, oldest first, and the end of the allocation's last record
      * ({@code tail}: later than {@code asOf} where gap records follow it, a sampler restarted and stopped again before
-     * it measured the allocation), and the policy's count of the stretch written with its last idle checkpoint or
-     * later (null where there is none: a store written before counts were, or a stretch the policy started elsewhere).
+     * it measured the allocation), and the policy's latest count of the stretch (null where there is none: a store
+     * written before counts were, or a stretch the policy started elsewhere).
      */
     record Stretch(Instant start, Instant asOf, Instant lastSince, List<IdleAction> steps, List<Interval> gaps,
             List<Interval> sampled, Instant tail, IdleCount count) {
