@@ -138,7 +138,7 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
             Interval tail = r.tails().get(id);
             if (tail != null && tail.to().equals(st.tail())) {
                 idle.resume(id, st);
-                meter.continuesIdle(id);
+                meter.continuesIdle(id, st.asOf());
             }
         });
         if (!r.tails().isEmpty()) {

@@ -65,6 +65,8 @@ public final class IdleWatch {
 
     /** the latest evaluation's time (the clock stepped back leaves it where it was); null before the first */
     private Instant lastEvaluated;
+    /** the latest sweep the policies this one resumed from had judged (their counts' dates), null when none */
+    private Instant resumedJudged;
     /** the last {@link #RECENT} steps forward, in ms (0: none yet): the sweeps' cadence */
     private final long[] recent = new long[RECENT];
     private int recentAt;
@@ -167,6 +169,9 @@ public final class IdleWatch {
             s.sinceWarning = stretch.countedSince(s.warnedAt);
         }
         IdleCount c = stretch.count();
+        if (c != null && (resumedJudged == null || c.at().isAfter(resumedJudged))) {
+            resumedJudged = c.at();
+        }
         if (c != null) {
             // the policy's latest count of the stretch (written with a checkpoint or at its stop): exact up to its
             // time, where the intervals give a bound (review42: late sweeps and long checkpoint intervals); the
@@ -351,6 +356,13 @@ public final class IdleWatch {
      */
     private long observed(Instant now) {
         if (lastEvaluated == null) {
+            if (resumedJudged != null && now.isBefore(resumedJudged)) {
+                // the first sweep of a restarted policy is behind the last one its predecessor judged: a step back,
+                // as for the policy that ran on (the step forward past it counts nothing: review46)
+                lastEvaluated = resumedJudged;
+                steppedBack = true;
+                return 0;
+            }
             lastEvaluated = now;
             return 0;
         }

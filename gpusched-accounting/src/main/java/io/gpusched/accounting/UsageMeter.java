@@ -119,7 +119,7 @@ final class UsageMeter {
     private final Map<String, Track> tracks = new LinkedHashMap<>();
     private final Map<String, Interval> resumeFrom = new HashMap<>();
     /** the resumed allocations whose idle stretch the store continues, until their first sweep */
-    private final Set<String> resumedIdle = new HashSet<>();
+    private final Map<String, Long> resumedIdle = new HashMap<>();
     /** each device's energy counter at the last sweep, by index (indices past {@link #DENSE_INDICES} in a map) */
     private OptionalLong[] lastCounter = new OptionalLong[0];
     private final Map<Integer, OptionalLong> lastCounterBeyond = new HashMap<>();
@@ -316,10 +316,12 @@ final class UsageMeter {
     /**
      * Tells the meter that the allocation's idle stretch continues from the store (the policy resumed it): a first
      * sweep that cannot read its utilization keeps it idle from then, as a running meter keeps an idle start across
-     * such sweeps (review45: the stretch was split in the store, not in the policy).
+     * such sweeps (review45: the stretch was split in the store, not in the policy), provided that sweep comes within
+     * {@link #MAX_SWEEP_MILLIS} of the stretch's last idle checkpoint {@code asOf} (after a longer gap the stretch is
+     * over, and no sweep has read it idle since: review46).
      */
-    void continuesIdle(String id) {
-        resumedIdle.add(id);
+    void continuesIdle(String id, Instant asOf) {
+        resumedIdle.put(id, asOf.toEpochMilli());
     }
 
     /** @return the allocations tracked (live as of the last sweep) */
@@ -445,7 +447,8 @@ final class UsageMeter {
                 } else {
                     busyAt = tr; // a record of its own that says busy at this sweep, below
                 }
-                if (reading == IDLE || gapped && reading == NEITHER && resumedIdle.contains(a.id())) {
+                Long asOf = gapped && reading == NEITHER ? resumedIdle.get(a.id()) : null;
+                if (reading == IDLE || asOf != null && t - asOf <= MAX_SWEEP_MILLIS) {
                     tr.idleSince = t;
                 }
             }
