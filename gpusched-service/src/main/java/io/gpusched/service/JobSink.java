@@ -22,14 +22,6 @@ interface JobSink {
     /** Nothing happened for a while (the client's connection is checked by writing). */
     void heartbeat() throws IOException;
 
-    /**
-     * @return whether the job's output waits for a slow client (the driver then waits for the output before it gives
-     *         the exit line, so nothing comes after it)
-     */
-    default boolean backlogged() {
-        return false;
-    }
-
     /** The job ended with this code (and the signal that ended it, or null). */
     void exit(int code, String signal) throws IOException;
 }

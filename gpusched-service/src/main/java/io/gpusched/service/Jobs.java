@@ -70,7 +70,10 @@ final class Jobs implements AutoCloseable {
     private final Map<Long, AtomicLong> liveOutputBytes = new ConcurrentHashMap<>();
     /** How often an attached job's silent client is checked (a write), unless the service was built with another. */
     static final Duration HEARTBEAT = Duration.ofSeconds(5);
-    /** How long a job's end waits for its output relays while no client holds them back. */
+    /**
+     * How long a job's end waits for each output relay's reads of its pipe (a pipe some process outside the job holds);
+     * the time a relay waits for its client does not count.
+     */
     static final Duration RELAY_WAIT = Duration.ofSeconds(10);
     /**
      * The most a job's pipe can hold when its processes end ({@code /proc/sys/fs/pipe-max-size}: what an unprivileged
@@ -325,8 +328,7 @@ final class Jobs implements AutoCloseable {
             throw notStarted(job);
         }
         LaunchedJob l = null;
-        List<Thread> relays = new ArrayList<>();
-        List<AtomicLong> afterEnd = List.of(new AtomicLong(Long.MAX_VALUE), new AtomicLong(Long.MAX_VALUE));
+        List<OutputRelay> relays = new ArrayList<>();
         try {
             Map<String, String> env;
             try {
@@ -355,8 +357,8 @@ final class Jobs implements AutoCloseable {
             } catch (IOException gone) {
                 clientGone(job);
             }
-            relays.add(relay(job, launched.stdout(), false, sink, afterEnd.get(0)));
-            relays.add(relay(job, launched.stderr(), true, sink, afterEnd.get(1)));
+            relays.add(new OutputRelay(job.id, launched.stdout(), false, sink, () -> clientGone(job)));
+            relays.add(new OutputRelay(job.id, launched.stderr(), true, sink, () -> clientGone(job)));
             // the driver never waits on the client: a heartbeat skips a stream whose write is blocked (StreamSink), so
             // a client that does not read cannot keep the driver from seeing the job end
             Optional<Integer> exited;
@@ -375,7 +377,7 @@ final class Jobs implements AutoCloseable {
             // outside the job (it was passed the pipe): a relay takes no more than that, however slowly its client
             // reads, and lets the pipe go
             // (root's job may have raised its pipes past pipe-max-size: CAP_SYS_RESOURCE; its output is not bounded)
-            afterEnd.forEach(b -> b.set(job.owner.uid() == 0 ? Long.MAX_VALUE : PIPE_MAX_BYTES));
+            relays.forEach(r -> r.jobEnded(job.owner.uid() == 0 ? Long.MAX_VALUE : PIPE_MAX_BYTES));
             job.exitCode = code;
             job.signal = LaunchedJob.signalOf(code).orElse(null);
             if (!left.isEmpty()) {
@@ -384,7 +386,7 @@ final class Jobs implements AutoCloseable {
             end(job, job.cancelled != null ? Job.State.CANCELLED : job.signal != null ? Job.State.KILLED
                     : Job.State.EXITED, null);
             settle(job, a); // released before the client is told: its exit line may wait on the client
-            awaitOutput(relays, sink); // the rest of the output goes before the exit line
+            awaitOutput(relays); // the rest of the output goes before the exit line
             letGo(relays); // those still reading a pipe some process outside the job holds: before the exit line
             try {
                 sink.exit(code, job.signal);
@@ -399,7 +401,7 @@ final class Jobs implements AutoCloseable {
             settle(job, a);
             // a relay still reading a pipe that a process outside the job holds (the job passed it on) is let go:
             // its read ends on the interrupt (LaunchedJob.stdout), and that process's writes fail from then on
-            relays.forEach(Thread::interrupt);
+            relays.forEach(OutputRelay::interrupt);
         }
     }
 
@@ -414,19 +416,15 @@ final class Jobs implements AutoCloseable {
     }
 
     /**
-     * Waits for the job's output to be relayed (its processes are ended: its pipes are at their end, or nearly): for as
+     * Waits for the job's output to be relayed (its processes are ended: what its pipes hold is read at once): for as
      * long as the output waits for a client that reads slowly (or not yet: it may read again, and then gets all of it
-     * before its exit line; it is cut when it goes or the console closes), else up to {@link #RELAY_WAIT} in all (a
-     * pipe some process still holds).
+     * before its exit line; it is cut when it goes or the console closes). A relay that has spent {@link #RELAY_WAIT}
+     * in reads since the job ended waits on a pipe some process outside the job holds: it is not waited for.
      */
-    private static void awaitOutput(List<Thread> relays, JobSink sink) throws InterruptedException {
-        long deadline = System.nanoTime() + RELAY_WAIT.toNanos();
-        for (Thread t : relays) {
-            while (t.isAlive()) {
-                t.join(200);
-                if (t.isAlive() && !sink.backlogged() && System.nanoTime() - deadline >= 0) {
-                    return;
-                }
+    private static void awaitOutput(List<OutputRelay> relays) throws InterruptedException {
+        for (OutputRelay r : relays) {
+            while (r.isAlive() && r.readingSinceEnd().compareTo(RELAY_WAIT) < 0) {
+                r.join(200);
             }
         }
     }
@@ -436,11 +434,11 @@ final class Jobs implements AutoCloseable {
      * passed it on): each is interrupted, which ends its read ({@code LaunchedJob.stdout}), and waited for a moment, so
      * that what it read last goes before the exit line (a relay that does not end then is dropped by the sink).
      */
-    private static void letGo(List<Thread> relays) throws InterruptedException {
-        for (Thread t : relays) {
-            if (t.isAlive()) {
-                t.interrupt();
-                t.join(RELAY_LET_GO.toMillis());
+    private static void letGo(List<OutputRelay> relays) throws InterruptedException {
+        for (OutputRelay r : relays) {
+            if (r.isAlive()) {
+                r.interrupt();
+                r.join(RELAY_LET_GO.toMillis());
             }
         }
     }
@@ -512,37 +510,6 @@ final class Jobs implements AutoCloseable {
         }, "gpusched-job-end-" + job.id);
         t.setDaemon(true);
         t.start();
-    }
-
-    /**
-     * @param afterEnd bytes it may still read: unbounded while the job runs, then what a pipe can hold; once it is
-     *                 spent the relay stops reading and closes its end of the pipe (a writer outside the job gets
-     *                 EPIPE), so a client that reads slowly still gets its exit line
-     */
-    private Thread relay(Job job, InputStream in, boolean stderr, JobSink sink, AtomicLong afterEnd) {
-        Thread t = new Thread(() -> {
-            byte[] buf = new byte[16 * 1024];
-            boolean open = true;
-            try (in) {
-                int n;
-                while (afterEnd.get() > 0 && (n = in.read(buf)) > 0) {
-                    afterEnd.addAndGet(-n);
-                    if (open) {
-                        try {
-                            sink.output(stderr, buf, n);
-                        } catch (IOException gone) {
-                            open = false; // keep reading so the job never blocks on a full pipe while it ends
-                            clientGone(job);
-                        }
-                    }
-                }
-            } catch (IOException e) {
-                LOG.debug("job {}: its {} closed: {}", job.id, stderr ? "stderr" : "stdout", e.toString());
-            }
-        }, "gpusched-job-" + (stderr ? "err-" : "out-") + job.id);
-        t.setDaemon(true);
-        t.start();
-        return t;
     }
 
     private void end(Job job, Job.State state, RuntimeException e) {

@@ -22,8 +22,8 @@ import java.util.function.BooleanSupplier;
  * driver gives ({@code queued}, {@code started}, heartbeats, {@code exit}) ever waits for the client: a client that
  * stops reading cannot keep the driver from seeing its job end and releasing its GPUs. The job's output does wait
  * once {@link #MAX_QUEUED} bytes wait for the client (its pipe fills and the job waits, as on a paused terminal), and
- * the driver gives the {@code exit} line only after the output ({@link #backlogged}), so a client that reads again
- * gets all of it, then its exit.
+ * the driver gives the {@code exit} line only after the output (its relays wait for the client as long as it takes:
+ * {@link OutputRelay}), so a client that reads again gets all of it, then its exit.
  */
 final class StreamSink implements JobSink {
     /** Most bytes of lines waiting for the client before the job's output waits (one started line may pass it). */
@@ -178,14 +178,6 @@ final class StreamSink implements JobSink {
             gone = true;
         }
         return gone;
-    }
-
-    /** @return whether the job's output waits for the client (as much as {@link #MAX_QUEUED} waits already) */
-    @Override
-    public boolean backlogged() {
-        synchronized (lock) {
-            return !gone && queuedBytes >= MAX_QUEUED;
-        }
     }
 
     @Override
