@@ -1035,12 +1035,14 @@ final class UsageMeter {
         }
         Map<Integer, Long> bridged = new HashMap<>();
         List<GpuDevice> devices = tr.allocation.devices();
+        OptionalLong[] atEnd = new OptionalLong[devices.size()];
         for (int j = 0; j < slots.length; j++) {
             GpuDevice d = devices.get(j);
             OptionalLong before = tr.counter(j);
             GpuMetrics m = endsNow ? metricsAt(d.index()) : null;
             OptionalLong after = endsNow ? (m != null ? m.energyMillijoules() : OptionalLong.empty())
                     : lastCounter(d.index());
+            atEnd[j] = after;
             DeviceSweep s = sweeps[slots[j]];
             boolean exclusive = s.exclusive && !s.mig; // sampled, one holder in exclusive mode
             if (exclusive && before.isPresent() && after.isPresent() && plausible(before, after, to - from)) {
@@ -1068,7 +1070,16 @@ final class UsageMeter {
                 note(tr, j, NOT_SAMPLED);
             }
             tr.covered = end;
-            out.add(close(tr, end, Optional.empty(), true, false));
+            if (end == to) {
+                // the gap's last part names the counters at its end (the sweep it ends at), as a credited interval
+                // does, so a sampler restarted from it bridges its own gap from them; a part cut at a midnight names
+                // none (review25). A sampler stopped right after its first sweep left a tail naming no counter, and
+                // the next one's gap went without energy (review46)
+                for (int j = 0; j < devices.size(); j++) {
+                    tr.counter[tr.slot[j]] = atEnd[j];
+                }
+            }
+            out.add(close(tr, end, Optional.empty(), true, end == to));
             cur = end;
         }
         tr.idleSince = null;
