@@ -6,9 +6,12 @@ import io.gpusched.accounting.AccountingRecord.IdleAction;
 import io.gpusched.accounting.AccountingSampler;
 import io.gpusched.accounting.AccountingSettings;
 import io.gpusched.accounting.AccountingStore;
+import io.gpusched.accounting.AllocationUsage;
 import io.gpusched.accounting.HostIdleEffects;
 import io.gpusched.accounting.IdlePolicy;
 import io.gpusched.accounting.IdleStep;
+import io.gpusched.accounting.UsageFigures;
+import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuMetrics;
 import io.gpusched.core.GpuRequest;
 import io.gpusched.core.sim.UsageTrace;
@@ -17,11 +20,13 @@ import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.OptionalDouble;
 import java.util.Random;
 import java.util.stream.LongStream;
+import org.assertj.core.data.Offset;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
@@ -95,15 +100,26 @@ class RestartedPolicyMatchesAnUninterruptedOneTest {
         KILL
     }
 
+    /** What the store says of the allocation at the end of a play, and the time it was held by the script's clock. */
+    private record Held(long wallMillis, UsageFigures total, String records) {
+    }
+
     private static List<Taken> play(Path dir, List<Sweep> script, Duration checkpoint, Down down,
             List<Integer> restartedAt) throws IOException {
+        return play(dir, script, checkpoint, down, restartedAt, new ArrayList<>());
+    }
+
+    private static List<Taken> play(Path dir, List<Sweep> script, Duration checkpoint, Down down,
+            List<Integer> restartedAt, List<Held> held) throws IOException {
         boolean restarts = down != Down.NEVER;
         List<Taken> out = new ArrayList<>();
         AccountingSettings settings = settings(checkpoint);
         try (AccountingNode node = new AccountingNode(dir.resolve("node"), settings)) {
             node.inventory.setTrace(0, UsageTrace.of(Duration.ofSeconds(10), 0));
             node.sweep();
-            node.scheduler.allocate(GpuRequest.builder().requiredDevices(0).owner("alice").build());
+            Allocation held0 = node.scheduler.allocate(GpuRequest.builder().requiredDevices(0).owner("alice").build());
+            Instant granted = node.clock.instant();
+            Instant lastSweep = granted;
             for (int i = 0; i < script.size(); i++) {
                 Sweep s = script.get(i);
                 boolean firstAfterRestart = i > 0 && script.get(i - 1).downAfter() != null;
@@ -111,11 +127,12 @@ class RestartedPolicyMatchesAnUninterruptedOneTest {
                 // before, no step (the restarted one counts nothing up to its first sweep)
                 node.clock.advance(firstAfterRestart && !restarts ? Duration.ZERO : s.step());
                 List<IdleAction> steps = node.sweepWith(0, m -> s.busy() ? busy(m) : m);
+                lastSweep = node.clock.instant();
                 for (IdleAction a : steps) {
                     out.add(new Taken(i, a.action()));
                 }
                 if (node.scheduler.allocations().isEmpty()) {
-                    break;
+                    break; // released by the policy, at this sweep
                 }
                 if (restarts && s.downAfter() != null) {
                     if (down == Down.STOP) {
@@ -135,6 +152,11 @@ class RestartedPolicyMatchesAnUninterruptedOneTest {
                     restartedAt.add(i);
                 }
             }
+            long wall = Duration.between(granted, lastSweep).toMillis(); // a restart after the last sweep sweeps no more
+            AccountingStore last = node.sampler.store();
+            node.stopSampler(); // its last records written (a release was written at once)
+            AllocationUsage u = AllocationUsage.find(last, held0.id()).orElseThrow();
+            held.add(new Held(wall, u.total(), u.toString()));
         }
         return out;
     }
@@ -212,6 +234,52 @@ class RestartedPolicyMatchesAnUninterruptedOneTest {
                 assertThat(once).as("%s twice: %s", key, why).doesNotContain(key);
                 once.add(key);
             }
+        }
+    }
+
+    /**
+     * Energy and held time across the same restarts, checked against the script's clock and the GPU's constant draw
+     * (the uninterrupted run's energy over its held time): nothing counted twice, nothing left out. Every sampler down
+     * time is a gap on an exclusively held GPU whose energy counter is known at both ends, so the store holds the time
+     * the allocation was held by the script's clock, all of it with energy, and the energy of that time at the draw
+     * (within a millijoule a record: a gap's counter delta spread over its parts). Planned stops and kills alike: a kill
+     * loses what was counted since the last checkpoint, which the next sampler's gap then covers from the store's tail.
+     */
+    @ParameterizedTest
+    @MethodSource("seeds")
+    void energyAndHeldTimeAcrossRestartsAreTheScriptsExactly(long seed) throws IOException {
+        List<Sweep> script = script(seed);
+        Duration checkpoint = Duration.ofMinutes(seed % 2 == 0 ? 1 : 5);
+        List<Held> plain = new ArrayList<>();
+        play(dir.resolve("plain"), script, checkpoint, Down.NEVER, new ArrayList<>(), plain);
+        UsageFigures p = plain.get(0).total();
+        assertThat(p.heldMillis()).as("uninterrupted: held").isEqualTo(plain.get(0).wallMillis());
+        assertThat(p.energyMillis()).as("uninterrupted: time with energy").isEqualTo(p.heldMillis());
+        double milliwatts = p.energyMillijoules() * 1000.0 / p.heldMillis();
+        for (Down down : List.of(Down.STOP, Down.KILL)) {
+            List<Integer> at = new ArrayList<>();
+            List<Held> h = new ArrayList<>();
+            play(dir.resolve(down.name()), script, checkpoint, down, at, h);
+            UsageFigures f = h.get(0).total();
+            String why = "seed " + seed + ", checkpoint " + checkpoint + ", " + down + " after sweeps " + at
+                    + ", the GPU drawing " + milliwatts + " mW; the store: " + h.get(0).records();
+            long wall = h.get(0).wallMillis();
+            if (down == Down.STOP) {
+                assertThat(f.heldMillis()).as("held, by the script's clock: %s", why).isEqualTo(wall);
+                assertThat(f.energyMillis()).as("time with energy: %s", why).isEqualTo(f.heldMillis());
+            } else {
+                // never counted twice; a kill's lost interval is the next sampler's gap, unless no sweep came after
+                // it (a kill after the script's last sweep): then up to a checkpoint interval and a late step
+                assertThat(f.heldMillis()).as("held, by the script's clock: %s", why).isLessThanOrEqualTo(wall)
+                        .isGreaterThanOrEqualTo(wall - checkpoint.plusMinutes(5).toMillis());
+                // a kill before the allocation's first checkpoint leaves no counter in the store: the time from its
+                // grant to the next sampler's first sweep is held, not sampled, without energy (said so); at most a
+                // checkpoint interval, a late step and the time down, a kill
+                assertThat(f.heldMillis() - f.energyMillis()).as("time without energy: %s", why)
+                        .isLessThanOrEqualTo(at.size() * checkpoint.plusMinutes(5).plusSeconds(505).toMillis());
+            }
+            assertThat((double) f.energyMillijoules()).as("energy (mJ), at the draw over the time with energy: %s",
+                    why).isCloseTo(milliwatts * f.energyMillis() / 1000.0, Offset.offset(2.0 + 2 * at.size()));
         }
     }
 }
