@@ -22,6 +22,15 @@ interface JobSink {
     /** Nothing happened for a while (the client's connection is checked by writing). */
     void heartbeat() throws IOException;
 
+    /**
+     * @return how long, in {@link System#nanoTime} nanoseconds, the job's output of this stream has waited for its
+     *         client (room in a slow or paused client's queue), the wait under way included; 0 for a sink that never
+     *         waits for one (a detached job's file)
+     */
+    default long roomWaitNanos(boolean stderr) {
+        return 0;
+    }
+
     /** The job ended with this code (and the signal that ended it, or null). */
     void exit(int code, String signal) throws IOException;
 }

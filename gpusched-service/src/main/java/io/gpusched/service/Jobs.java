@@ -71,10 +71,18 @@ final class Jobs implements AutoCloseable {
     /** How often an attached job's silent client is checked (a write), unless the service was built with another. */
     static final Duration HEARTBEAT = Duration.ofSeconds(5);
     /**
-     * How long a job's end waits for each output relay's reads of its pipe (a pipe some process outside the job holds);
-     * the time a relay waits for its client does not count.
+     * How long a job's end waits for each output relay at work (a pipe some process outside the job holds, silent or
+     * writing); the time a relay waits for its client does not count.
      */
     static final Duration RELAY_WAIT = Duration.ofSeconds(10);
+    /** {@link #RELAY_WAIT} once the service is stopping: its close grace (5 s) holds the let-go and exit line too. */
+    static final Duration RELAY_WAIT_AT_STOP = Duration.ofSeconds(1);
+    /**
+     * Most bytes root's job's relays read after its processes ended: root's job may raise its pipes past
+     * {@link #PIPE_MAX_BYTES} ({@code CAP_SYS_RESOURCE}), to this; a process outside the job that holds the pipe
+     * cannot keep the service reading past it either.
+     */
+    static final long ROOT_PIPE_MAX_BYTES = 64L << 20;
     /**
      * The most a job's pipe can hold when its processes end ({@code /proc/sys/fs/pipe-max-size}: what an unprivileged
      * process may set with {@code F_SETPIPE_SZ}; 1 MiB where it cannot be read), plus a read in hand.
@@ -376,8 +384,9 @@ final class Jobs implements AutoCloseable {
             // from here on a pipe holds at most what it held when the job's processes ended; more comes from a process
             // outside the job (it was passed the pipe): a relay takes no more than that, however slowly its client
             // reads, and lets the pipe go
-            // (root's job may have raised its pipes past pipe-max-size: CAP_SYS_RESOURCE; its output is not bounded)
-            relays.forEach(r -> r.jobEnded(job.owner.uid() == 0 ? Long.MAX_VALUE : PIPE_MAX_BYTES));
+            // (root's job may have raised its pipes past pipe-max-size: CAP_SYS_RESOURCE; up to ROOT_PIPE_MAX_BYTES)
+            relays.forEach(r -> r.jobEnded(job.owner.uid() == 0 ? Math.max(ROOT_PIPE_MAX_BYTES, PIPE_MAX_BYTES)
+                    : PIPE_MAX_BYTES));
             job.exitCode = code;
             job.signal = LaunchedJob.signalOf(code).orElse(null);
             if (!left.isEmpty()) {
@@ -418,13 +427,14 @@ final class Jobs implements AutoCloseable {
     /**
      * Waits for the job's output to be relayed (its processes are ended: what its pipes hold is read at once): for as
      * long as the output waits for a client that reads slowly (or not yet: it may read again, and then gets all of it
-     * before its exit line; it is cut when it goes or the console closes). A relay that has spent {@link #RELAY_WAIT}
-     * in reads since the job ended waits on a pipe some process outside the job holds: it is not waited for.
+     * before its exit line; it is cut when it goes or the console closes). A relay that has been at work for
+     * {@link #RELAY_WAIT} since the job ended ({@link #RELAY_WAIT_AT_STOP} when the service is stopping) relays a pipe
+     * some process outside the job holds: it is not waited for.
      */
-    private static void awaitOutput(List<OutputRelay> relays) throws InterruptedException {
+    private void awaitOutput(List<OutputRelay> relays) throws InterruptedException {
         for (OutputRelay r : relays) {
-            while (r.isAlive() && r.readingSinceEnd().compareTo(RELAY_WAIT) < 0) {
-                r.join(200);
+            while (r.isAlive() && r.activeSinceEnd().compareTo(closing ? RELAY_WAIT_AT_STOP : RELAY_WAIT) < 0) {
+                r.join(100);
             }
         }
     }
@@ -438,7 +448,13 @@ final class Jobs implements AutoCloseable {
         for (OutputRelay r : relays) {
             if (r.isAlive()) {
                 r.interrupt();
-                r.join(RELAY_LET_GO.toMillis());
+            }
+        }
+        long deadline = System.nanoTime() + RELAY_LET_GO.toNanos(); // one wait for all: the let-go takes 2 s at most
+        for (OutputRelay r : relays) {
+            long left = deadline - System.nanoTime();
+            if (r.isAlive() && left > 0) {
+                r.join(Math.max(1, TimeUnit.NANOSECONDS.toMillis(left)));
             }
         }
     }
@@ -575,7 +591,13 @@ final class Jobs implements AutoCloseable {
                 } catch (IOException e) {
                     LOG.debug("closing the output of {}: {}", job.id, e.toString());
                 } finally {
-                    job.outputFinal.complete(null); // logs of the ended job read all of it from here on
+                    try {
+                        synchronized (jobs) {
+                            trim(); // again, now that it is final: what its relays wrote after its end counts too
+                        }
+                    } finally {
+                        job.outputFinal.complete(null); // logs of the ended job read all of it from here on
+                    }
                 }
             }
         }, "gpusched-job-" + job.id);

@@ -9,32 +9,32 @@ import org.slf4j.LoggerFactory;
 
 /**
  * Relays one of a job's output pipes (stdout or stderr) to its sink, on a thread of its own, and keeps the time it has
- * spent in reads of the pipe since the job's processes ended ({@link #readingSinceEnd}).
+ * been at work since the job's processes ended: all of it but the time its output waited for room at a slow or paused
+ * client ({@link #activeSinceEnd}, {@link JobSink#roomWaitNanos}).
  *
  * <p>That time is what tells the job's driver whether the relay still carries the job's own output: once every
- * process of the job has ended, what its pipe holds is read at once, so a relay that has spent a while in reads since
- * then is waiting on a process outside the job that holds the pipe (the job passed it on), and may be let go. The time
- * the relay waits for a slow or paused client ({@link JobSink#output}) does not count: a client that pauses, then
- * reads again, gets all of the job's output before its exit line, however long it paused.
+ * process of the job has ended, what its pipe holds is read at once, so a relay that has been at work a while since
+ * then is relaying a process outside the job that holds the pipe (the job passed it on: silent, or writing as fast as
+ * it can), and may be let go. The time it waits for its client does not count: a client that pauses, then reads again,
+ * gets all of the job's output before its exit line, however long it paused. After the end it also reads no more than
+ * a bound ({@link #jobEnded}), so a process outside the job cannot keep it going at a slow client's pace either.
  */
 final class OutputRelay {
     private static final Logger LOG = LoggerFactory.getLogger(OutputRelay.class);
 
     private final Thread thread;
-    /** {@link System#nanoTime}, or a test's */
+    /** {@link System#nanoTime}, or a test's (the sink's {@link JobSink#roomWaitNanos} on the same clock) */
     private final LongSupplier nanoTime;
+    private final JobSink sink;
+    private final boolean stderr;
     /** Guards everything below. */
     private final Object lock = new Object();
     /** Bytes it may still read: unbounded while the job runs, then {@link #jobEnded}'s bound. */
     private long left = Long.MAX_VALUE;
-    /** The job's processes have ended, at {@link #endedAt} ({@link System#nanoTime}). */
+    /** The job's processes have ended, at {@link #endedAt}, when its output had waited {@link #waitedAtEnd}. */
     private boolean ended;
     private long endedAt;
-    /** A read is under way, since {@link #readSince}. */
-    private boolean reading;
-    private long readSince;
-    /** Time spent in reads that ended, counted from {@link #endedAt}. */
-    private long readNanos;
+    private long waitedAtEnd;
 
     /**
      * Starts relaying.
@@ -49,6 +49,8 @@ final class OutputRelay {
     /** As above, timed by {@code nanoTime}. */
     OutputRelay(String jobId, InputStream in, boolean stderr, JobSink sink, Runnable onGone, LongSupplier nanoTime) {
         this.nanoTime = nanoTime;
+        this.sink = sink;
+        this.stderr = stderr;
         thread = new Thread(() -> relay(jobId, in, stderr, sink, onGone),
                 "gpusched-job-" + (stderr ? "err-" : "out-") + jobId);
         thread.setDaemon(true);
@@ -64,20 +66,8 @@ final class OutputRelay {
                     if (left <= 0) {
                         return; // its bound is spent: the pipe is let go (a writer outside the job gets EPIPE)
                     }
-                    reading = true;
-                    readSince = nanoTime.getAsLong();
                 }
-                int n;
-                try {
-                    n = in.read(buf);
-                } finally {
-                    synchronized (lock) {
-                        reading = false;
-                        if (ended) {
-                            readNanos += nanoTime.getAsLong() - Math.max(readSince, endedAt);
-                        }
-                    }
-                }
+                int n = in.read(buf);
                 if (n <= 0) {
                     return;
                 }
@@ -99,28 +89,32 @@ final class OutputRelay {
     }
 
     /**
-     * The job's processes have ended: from now on its reads are timed, and it reads at most {@code bound} bytes more
-     * (what a pipe can hold), so a process outside the job that holds the pipe cannot keep it reading, however slowly
-     * the client reads.
+     * The job's processes have ended: from now on its time at work is counted, and it reads at most {@code bound}
+     * bytes more (what the job's pipe can have held), so a process outside the job that holds the pipe cannot keep it
+     * reading, however slowly the client reads.
      */
     void jobEnded(long bound) {
         synchronized (lock) {
             if (!ended) {
                 ended = true;
                 endedAt = nanoTime.getAsLong();
+                waitedAtEnd = sink.roomWaitNanos(stderr);
                 left = Math.min(left, bound);
             }
         }
     }
 
-    /** @return the time spent in reads of the pipe since {@link #jobEnded} (the read under way included) */
-    Duration readingSinceEnd() {
+    /**
+     * @return the time since {@link #jobEnded} less the time its output waited for room at the client since then (the
+     *         wait under way included)
+     */
+    Duration activeSinceEnd() {
         synchronized (lock) {
             if (!ended) {
                 return Duration.ZERO;
             }
-            long now = nanoTime.getAsLong();
-            return Duration.ofNanos(readNanos + (reading ? now - Math.max(readSince, endedAt) : 0));
+            long waited = sink.roomWaitNanos(stderr) - waitedAtEnd;
+            return Duration.ofNanos(Math.max(0, nanoTime.getAsLong() - endedAt - waited));
         }
     }
 

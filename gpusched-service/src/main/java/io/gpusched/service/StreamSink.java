@@ -47,6 +47,9 @@ final class StreamSink implements JobSink {
     private Thread writer;
     private OutputStream out;
     private volatile boolean gone;
+    /** per stream (0 stdout, 1 stderr): nanoseconds its output waited for room, and the wait under way (0: none) */
+    private final long[] roomWaited = new long[2];
+    private final long[] roomWaitSince = new long[2];
 
     /** @param watch whether the client's connection has closed (checked while the job waits in the queue) */
     StreamSink(HttpExchange ex, NodeService service, Caller caller, BooleanSupplier watch) {
@@ -73,18 +76,27 @@ final class StreamSink implements JobSink {
      * @throws IOException when the client has gone, or the stream was closed
      */
     private void line(Map<String, Object> event, boolean waitForRoom, boolean onlyIfIdle) throws IOException {
-        line((ServiceExchanges.json(event) + "\n").getBytes(StandardCharsets.UTF_8), waitForRoom, onlyIfIdle);
+        line((ServiceExchanges.json(event) + "\n").getBytes(StandardCharsets.UTF_8), waitForRoom, onlyIfIdle, 0);
     }
 
-    private void line(byte[] b, boolean waitForRoom, boolean onlyIfIdle) throws IOException {
+    /** @param stream the job's stream whose output it is (0 stdout, 1 stderr), for {@link #roomWaitNanos} */
+    private void line(byte[] b, boolean waitForRoom, boolean onlyIfIdle, int stream) throws IOException {
         synchronized (lock) {
             try {
                 while (waitForRoom && !gone && !finished && !ended && queuedBytes >= MAX_QUEUED) {
+                    if (roomWaitSince[stream] == 0) {
+                        roomWaitSince[stream] = System.nanoTime() | 1; // never 0 while waiting
+                    }
                     lock.wait();
                 }
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
                 throw new InterruptedIOException("interrupted while the client's stream was full");
+            } finally {
+                if (roomWaitSince[stream] != 0) {
+                    roomWaited[stream] += System.nanoTime() - roomWaitSince[stream];
+                    roomWaitSince[stream] = 0;
+                }
             }
             if (gone) {
                 throw new IOException("the client has gone");
@@ -199,7 +211,15 @@ final class StreamSink implements JobSink {
     public void output(boolean stderr, byte[] b, int len) throws IOException {
         Map<String, Object> m = event(stderr ? "stderr" : "stdout");
         m.put("data", Base64.getEncoder().encodeToString(len == b.length ? b : Arrays.copyOf(b, len)));
-        line(m, true, false);
+        line((ServiceExchanges.json(m) + "\n").getBytes(StandardCharsets.UTF_8), true, false, stderr ? 1 : 0);
+    }
+
+    @Override
+    public long roomWaitNanos(boolean stderr) {
+        synchronized (lock) {
+            int i = stderr ? 1 : 0;
+            return roomWaited[i] + (roomWaitSince[i] != 0 ? System.nanoTime() - roomWaitSince[i] : 0);
+        }
     }
 
     /** An empty line, when nothing waits for the client and nothing is being written; never waits. */
@@ -210,7 +230,7 @@ final class StreamSink implements JobSink {
                 return; // nothing sent yet: the head goes with the first event
             }
         }
-        line(new byte[]{'\n'}, false, true);
+        line(new byte[]{'\n'}, false, true, 0);
     }
 
     @Override

@@ -15,11 +15,12 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * {@link OutputRelay}'s clock: what a job's end waits for. Once the job's processes ended, only the time its relay
- * spends in reads of the pipe counts (a pipe some process outside the job holds); the time it waits for its client
- * (a paused terminal that reads again later) never does, or the driver would let the relay go with the job's own
- * output still in the pipe (CI, stop 52: a client paused 15 s got 483,328 of the 528,384 bytes its job wrote). A manual
- * clock, a pipe and a sink that the test steps: nothing here depends on how fast the machine is.
+ * {@link OutputRelay}'s clock: what a job's end waits for. Once the job's processes ended, the time its relay is at
+ * work counts (a pipe some process outside the job holds, silent or writing without pause: review47); the time its
+ * output waits for room at its client (a paused terminal that reads again later) never does, or the driver would let
+ * the relay go with the job's own output still in the pipe (CI, stop 52: a client paused 15 s got 483,328 of the
+ * 528,384 bytes its job wrote). A manual clock, a pipe and a sink that the test steps: nothing here depends on how fast
+ * the machine is.
  */
 @Timeout(value = 1, unit = TimeUnit.MINUTES)
 class OutputRelayTest {
@@ -59,11 +60,22 @@ class OutputRelayTest {
         }
     }
 
-    /** A client: each line waits until the test lets it through. */
-    static class StepSink implements JobSink {
+    /**
+     * A client: each line waits until the test lets it through, as a wait for room at a paused client ({@link #paused},
+     * counted by {@link #roomWaitNanos} on the test's clock) or as work (a slow encoding: not counted).
+     */
+    class StepSink implements JobSink {
         final Semaphore writing = new Semaphore(0);
         final Semaphore through = new Semaphore(0);
         final AtomicLong got = new AtomicLong();
+        volatile boolean paused = true;
+        private long waited;
+        private long waitSince;
+
+        @Override
+        public synchronized long roomWaitNanos(boolean stderr) {
+            return waited + (waitSince != 0 ? now.get() - waitSince : 0);
+        }
 
         @Override
         public boolean gone() {
@@ -80,11 +92,23 @@ class OutputRelayTest {
 
         @Override
         public void output(boolean stderr, byte[] b, int len) throws IOException {
+            if (paused) {
+                synchronized (this) {
+                    waitSince = now.get();
+                }
+            }
             writing.release();
             try {
                 through.acquire();
             } catch (InterruptedException e) {
                 throw new java.io.InterruptedIOException("let go");
+            } finally {
+                synchronized (this) {
+                    if (waitSince != 0) {
+                        waited += now.get() - waitSince;
+                        waitSince = 0;
+                    }
+                }
             }
             got.addAndGet(len);
         }
@@ -119,20 +143,20 @@ class OutputRelayTest {
         advance(Duration.ofSeconds(30)); // while the job runs: nothing counts
         r.jobEnded(1 << 20);
         advance(Duration.ofMinutes(10)); // the client pauses for 10 minutes after the job's end
-        assertThat(r.readingSinceEnd()).as("time in reads while the relay waited for its client").isZero();
+        assertThat(r.activeSinceEnd()).as("time in reads while the relay waited for its client").isZero();
         sink.through.release();
         await(pipe.reading); // the client read: the relay is back in a read of the pipe
         advance(Duration.ofSeconds(3));
-        assertThat(r.readingSinceEnd()).as("a read under way for 3 s").isEqualTo(Duration.ofSeconds(3));
+        assertThat(r.activeSinceEnd()).as("a read under way for 3 s").isEqualTo(Duration.ofSeconds(3));
         pipe.chunks.add(new byte[50]);
         await(sink.writing);
         advance(Duration.ofMinutes(1));
-        assertThat(r.readingSinceEnd()).as("3 s in reads, then a minute waiting for the client")
+        assertThat(r.activeSinceEnd()).as("3 s in reads, then a minute waiting for the client")
                 .isEqualTo(Duration.ofSeconds(3));
         sink.through.release();
         await(pipe.reading);
         advance(Duration.ofSeconds(4));
-        assertThat(r.readingSinceEnd()).isEqualTo(Duration.ofSeconds(7));
+        assertThat(r.activeSinceEnd()).isEqualTo(Duration.ofSeconds(7));
         pipe.chunks.add(new byte[0]);
         r.join(30_000);
         assertThat(r.isAlive()).isFalse();
@@ -141,15 +165,36 @@ class OutputRelayTest {
     }
 
     @Test
+    void timeAtWorkCountsWhateverItIsSpentOnSoAnOutsideWriterCannotKeepItGoing() throws Exception {
+        StepPipe pipe = new StepPipe();
+        StepSink sink = new StepSink();
+        sink.paused = false; // a client that reads as fast as the relay gives: its output never waits for room
+        OutputRelay r = new OutputRelay("j5", pipe, false, sink, () -> {}, now::get);
+        await(pipe.reading);
+        r.jobEnded(Long.MAX_VALUE); // root's job: no byte bound to stop it
+        for (int i = 1; i <= 11; i++) { // a process outside the job writes without pause: every read returns at once
+            pipe.chunks.add(new byte[16 * 1024]);
+            await(sink.writing);
+            advance(Duration.ofSeconds(1)); // the relay's own work (reading, encoding, queueing)
+            sink.through.release();
+            await(pipe.reading);
+            assertThat(r.activeSinceEnd()).as("after %d chunks", i).isEqualTo(Duration.ofSeconds(i));
+        }
+        r.interrupt();
+        r.join(30_000);
+        assertThat(r.isAlive()).isFalse();
+    }
+
+    @Test
     void aReadUnderWayWhenTheJobEndsCountsFromTheEndOnly() throws Exception {
         StepPipe pipe = new StepPipe();
         OutputRelay r = new OutputRelay("j2", pipe, true, new StepSink(), () -> {}, now::get);
         await(pipe.reading);
         advance(Duration.ofHours(1)); // a silent job
-        assertThat(r.readingSinceEnd()).isZero();
+        assertThat(r.activeSinceEnd()).isZero();
         r.jobEnded(1 << 20);
         advance(Duration.ofSeconds(2));
-        assertThat(r.readingSinceEnd()).isEqualTo(Duration.ofSeconds(2));
+        assertThat(r.activeSinceEnd()).isEqualTo(Duration.ofSeconds(2));
         r.interrupt(); // let go: the read ends, and so does the relay
         r.join(30_000);
         assertThat(r.isAlive()).isFalse();
