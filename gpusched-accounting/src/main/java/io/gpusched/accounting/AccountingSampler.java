@@ -132,6 +132,7 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
         this.newestAtOpen = days.isEmpty() ? null : days.get(days.size() - 1);
         AccountingStore.Recovered r = writer.store().recover(today.minusDays(settings.retention().toDays()));
         meter.resume(r.tails());
+        r.tails().values().forEach(t -> idle.judgedUpTo(t.to())); // a first sweep behind them is a step back
         // the idle policy continues each stretch the store has, as of its last interval (review36: a sampler
         // restarted every few minutes started every idle clock over and never warned)
         IdleStatus.stretches(writer.store(), clock.instant()).forEach((id, st) -> {
@@ -327,6 +328,10 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
                 syncJobMapping(live);
                 return List.of();
             }
+            // a clock stepped back: the meter and the policy judge nothing until it passes their latest sweep, which a
+            // checkpoint now makes the store's (a kill before the next one left the successor counting that time
+            // again: review48)
+            boolean steppedBack = lastSweepMillis >= 0 && now.toEpochMilli() < lastSweepMillis;
             long step = lastSweepMillis < 0 ? 0 : Math.max(0, now.toEpochMilli() - lastSweepMillis);
             lastSweepMillis = now.toEpochMilli();
             sinceCheckpoint += step;
@@ -344,7 +349,7 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
                 granted.keySet().removeAll(meter.tracked());
                 granted.values().removeIf(e -> e.at().isBefore(now.minus(Duration.ofDays(1))));
             }
-            boolean checkpoint = lastCheckpoint == null || sinceCheckpoint >= checkpointMillis
+            boolean checkpoint = lastCheckpoint == null || steppedBack || sinceCheckpoint >= checkpointMillis
                     || System.nanoTime() - checkpointNanos >= checkpointNanosEvery;
             if (checkpoint) {
                 out = more(out, meter.checkpoint());

@@ -65,7 +65,10 @@ public final class IdleWatch {
 
     /** the latest evaluation's time (the clock stepped back leaves it where it was); null before the first */
     private Instant lastEvaluated;
-    /** the latest sweep the policies this one resumed from had judged (their counts' dates), null when none */
+    /**
+     * the latest sweep the policies this one resumed from had judged (their counts' dates, and the ends of the
+     * allocations' last records: {@link #judgedUpTo}), null when none
+     */
     private Instant resumedJudged;
     /** the last {@link #RECENT} steps forward, in ms (0: none yet): the sweeps' cadence */
     private final long[] recent = new long[RECENT];
@@ -109,6 +112,17 @@ public final class IdleWatch {
      * @param id      the allocation
      * @param stretch its stretch in the store ({@link IdleStatus#stretches})
      */
+    /**
+     * The policy this one continues had judged the sweep at {@code t} (the end of an allocation's last record: its
+     * sweeps are judged as they are credited), whether or not an idle stretch was open then: a first sweep behind it
+     * is a step back (review48: a restart behind the clock with no stretch open counted the step past it).
+     */
+    void judgedUpTo(Instant t) {
+        if (resumedJudged == null || t.isAfter(resumedJudged)) {
+            resumedJudged = t;
+        }
+    }
+
     void resume(String id, IdleStatus.Stretch stretch) {
         if (states.containsKey(id)) {
             return;
