@@ -410,7 +410,7 @@ final class Jobs implements AutoCloseable {
             settle(job, a);
             // a relay still reading a pipe that a process outside the job holds (the job passed it on) is let go:
             // its read ends on the interrupt (LaunchedJob.stdout), and that process's writes fail from then on
-            relays.forEach(OutputRelay::interrupt);
+            relays.forEach(OutputRelay::letGo);
         }
     }
 
@@ -441,13 +441,14 @@ final class Jobs implements AutoCloseable {
 
     /**
      * Lets go the relays still running once their wait is over (a pipe that a process outside the job holds: the job
-     * passed it on): each is interrupted, which ends its read ({@code LaunchedJob.stdout}), and waited for a moment, so
-     * that what it read last goes before the exit line (a relay that does not end then is dropped by the sink).
+     * passed it on): each is let go ({@link OutputRelay#letGo}: a read under way ends, output under way completes),
+     * and waited for a moment, so that what it read last goes before the exit line (a relay that does not end then is
+     * dropped by the sink).
      */
     private static void letGo(List<OutputRelay> relays) throws InterruptedException {
         for (OutputRelay r : relays) {
             if (r.isAlive()) {
-                r.interrupt();
+                r.letGo();
             }
         }
         long deadline = System.nanoTime() + RELAY_LET_GO.toNanos(); // one wait for all: the let-go takes 2 s at most
@@ -769,10 +770,12 @@ final class Jobs implements AutoCloseable {
             throw new IllegalStateException("job " + id + ": " + j.outputDropped);
         }
         if (j.over()) { // its state turns before its output file is final: read the file once it is
-            awaitOutputFinal(j);
+            awaitOutputFinal(j); // (NodeService.checkLogs waited already, before the answer's head)
         }
         if (!Files.isRegularFile(f, LinkOption.NOFOLLOW_LINKS)) {
-            throw new IllegalStateException("job " + id + " has no output file (" + f + ")");
+            String why = j.outputDropped; // deleted since (the output budget): say why
+            throw new IllegalStateException("job " + id + (why != null ? ": " + why : " has no output file (" + f
+                    + ")"));
         }
         try (FileChannel ch = FileChannel.open(f, Set.of(StandardOpenOption.READ, LinkOption.NOFOLLOW_LINKS))) {
             InputStream in = Channels.newInputStream(ch);
@@ -809,7 +812,7 @@ final class Jobs implements AutoCloseable {
      * {@link #RELAY_WAIT}, then let each go within {@link #RELAY_LET_GO}; past that (a bound with room to spare) the
      * file is read as it is.
      */
-    private static void awaitOutputFinal(Job j) throws InterruptedException {
+    static void awaitOutputFinal(Job j) throws InterruptedException {
         try {
             j.outputFinal.get(RELAY_WAIT.plus(RELAY_LET_GO.multipliedBy(2)).toMillis() + 5_000, TimeUnit.MILLISECONDS);
         } catch (ExecutionException | TimeoutException e) {

@@ -480,10 +480,15 @@ public final class NodeService implements AutoCloseable {
     }
 
     /** Refuses (and audits) reading a job's logs by a caller who may not. */
-    void checkLogs(Caller c, String id) {
+    void checkLogs(Caller c, String id) throws InterruptedException {
         Job j = jobs.get(id);
         try {
             access.checkJob(c, "read the logs of", id, j.owner.user(), j.owner.uid());
+            if (j.over() && j.output.isPresent()) {
+                // its output becomes final a moment after it ended, and the output budget applied then may delete it:
+                // the answer says so, not a 200 with nothing (review49)
+                Jobs.awaitOutputFinal(j);
+            }
             if (j.output.isEmpty()) {
                 throw new IllegalStateException("job " + id + " is attached: its output went to its client; only"
                         + " detached jobs (run --detach) keep an output file");

@@ -35,6 +35,10 @@ final class OutputRelay {
     private boolean ended;
     private long endedAt;
     private long waitedAtEnd;
+    /** A read of the pipe is under way (the only place {@link #letGo} interrupts). */
+    private boolean reading;
+    /** {@link #letGo} came: no more reads, no more output. */
+    private boolean stop;
 
     /**
      * Starts relaying.
@@ -63,15 +67,26 @@ final class OutputRelay {
         try (in) {
             while (true) {
                 synchronized (lock) {
-                    if (left <= 0) {
-                        return; // its bound is spent: the pipe is let go (a writer outside the job gets EPIPE)
+                    if (left <= 0 || stop) {
+                        return; // its bound is spent, or it was let go: the pipe is closed (EPIPE for a writer)
+                    }
+                    reading = true;
+                }
+                int n;
+                try {
+                    n = in.read(buf);
+                } finally {
+                    synchronized (lock) {
+                        reading = false;
+                        if (stop) {
+                            Thread.interrupted(); // the let-go's interrupt, which may come as the read returns
+                        }
                     }
                 }
-                int n = in.read(buf);
-                if (n <= 0) {
-                    return;
-                }
                 synchronized (lock) {
+                    if (n <= 0 || stop) {
+                        return; // what a let-go read came from a process outside the job, past its time
+                    }
                     left -= n;
                 }
                 if (open) {
@@ -126,8 +141,17 @@ final class OutputRelay {
         thread.join(millis);
     }
 
-    /** Lets the pipe go: a read under way ends ({@code LaunchedJob.stdout}), and so does the relay. */
-    void interrupt() {
-        thread.interrupt();
+    /**
+     * Lets the pipe go: a read under way ends ({@code LaunchedJob.stdout}: the interrupt closes the pipe), and the
+     * relay with it; output it is giving is not interrupted (a detached job's file channel would close on it: review47
+     * noticed), and it reads nothing after it.
+     */
+    void letGo() {
+        synchronized (lock) {
+            stop = true;
+            if (reading) {
+                thread.interrupt();
+            }
+        }
     }
 }

@@ -79,13 +79,18 @@ final class StreamSink implements JobSink {
         line((ServiceExchanges.json(event) + "\n").getBytes(StandardCharsets.UTF_8), waitForRoom, onlyIfIdle, 0);
     }
 
-    /** @param stream the job's stream whose output it is (0 stdout, 1 stderr), for {@link #roomWaitNanos} */
+    /**
+     * @param stream the job's stream whose output it is (0 stdout, 1 stderr), for {@link #roomWaitNanos}: only output
+     *               waits for room, one relay a stream
+     */
     private void line(byte[] b, boolean waitForRoom, boolean onlyIfIdle, int stream) throws IOException {
         synchronized (lock) {
+            long waitSince = 0; // this call's wait only: another line (a heartbeat) never ends the relay's (review49)
             try {
                 while (waitForRoom && !gone && !finished && !ended && queuedBytes >= MAX_QUEUED) {
-                    if (roomWaitSince[stream] == 0) {
-                        roomWaitSince[stream] = System.nanoTime() | 1; // never 0 while waiting
+                    if (waitSince == 0) {
+                        waitSince = System.nanoTime() | 1; // never 0 while waiting
+                        roomWaitSince[stream] = waitSince;
                     }
                     lock.wait();
                 }
@@ -93,8 +98,8 @@ final class StreamSink implements JobSink {
                 Thread.currentThread().interrupt();
                 throw new InterruptedIOException("interrupted while the client's stream was full");
             } finally {
-                if (roomWaitSince[stream] != 0) {
-                    roomWaited[stream] += System.nanoTime() - roomWaitSince[stream];
+                if (waitSince != 0) {
+                    roomWaited[stream] += System.nanoTime() - waitSince;
                     roomWaitSince[stream] = 0;
                 }
             }

@@ -180,9 +180,28 @@ class OutputRelayTest {
             await(pipe.reading);
             assertThat(r.activeSinceEnd()).as("after %d chunks", i).isEqualTo(Duration.ofSeconds(i));
         }
-        r.interrupt();
+        r.letGo();
         r.join(30_000);
         assertThat(r.isAlive()).isFalse();
+    }
+
+    @Test
+    void aLetGoNeverInterruptsOutputUnderWayAndNothingIsReadAfterIt() throws Exception {
+        StepPipe pipe = new StepPipe();
+        StepSink sink = new StepSink();
+        OutputRelay r = new OutputRelay("j6", pipe, false, sink, () -> {}, now::get);
+        await(pipe.reading);
+        r.jobEnded(1 << 20);
+        pipe.chunks.add(new byte[100]);
+        await(sink.writing); // giving its output (a detached job's file write, a line for the client)
+        pipe.chunks.add(new byte[200]); // more in the pipe
+        r.letGo();
+        sink.through.release(); // the output under way completes: it was not interrupted
+        r.join(30_000);
+        assertThat(r.isAlive()).as("let go, it ended").isFalse();
+        assertThat(sink.got.get()).as("the output under way went through, whole").isEqualTo(100);
+        assertThat(pipe.read.get()).as("nothing read after the let-go").isEqualTo(100);
+        assertThat(pipe.closed.get()).isTrue();
     }
 
     @Test
@@ -195,7 +214,7 @@ class OutputRelayTest {
         r.jobEnded(1 << 20);
         advance(Duration.ofSeconds(2));
         assertThat(r.activeSinceEnd()).isEqualTo(Duration.ofSeconds(2));
-        r.interrupt(); // let go: the read ends, and so does the relay
+        r.letGo(); // the read ends, and so does the relay
         r.join(30_000);
         assertThat(r.isAlive()).isFalse();
         assertThat(pipe.closed.get()).isTrue();
