@@ -304,6 +304,8 @@ final class UsageMeter {
             return c == null ? OptionalLong.empty() : c;
         }
         boolean lastTickIdle;
+        /** the last sweep before a gap, when the allocation was idle at it (a gap clears its idle start); else null */
+        Long idleBeforeGap;
         /** the last {@link #allTrackedLive} call that found it live */
         long seenLive;
     }
@@ -391,6 +393,7 @@ final class UsageMeter {
             Function<GpuDevice, Optional<ProcessUsageSample>> usage) {
         long t = now.toEpochMilli();
         Long prev = lastTick != null && lastTick <= t ? lastTick : null;
+        boolean cameBack = lastTick != null && lastTick > t; // after a sweep skipped as a jump the clock took back
         List<Interval> out = new ArrayList<>();
         if (!unmeasured.isEmpty()) {
             unmeasured.clear();
@@ -447,7 +450,10 @@ final class UsageMeter {
                 } else {
                     busyAt = tr; // a record of its own that says busy at this sweep, below
                 }
-                Long asOf = gapped && reading == NEITHER ? resumedIdle.get(a.id()) : null;
+                // a stretch kept across the gap (the policy keeps it): resumed from the store by a restarted sampler, or
+                // a running one's across a jump the clock took back (review50: the store's stretch began after it)
+                Long asOf = gapped && reading == NEITHER ? (cameBack ? tr.idleBeforeGap : resumedIdle.get(a.id()))
+                        : null;
                 if (reading == IDLE || asOf != null && t - asOf <= MAX_SWEEP_MILLIS) {
                     tr.idleSince = t;
                 }
@@ -1028,6 +1034,7 @@ final class UsageMeter {
         }
         // time no sweep saw is not idle time: the gap's records carry no idle start (review38: status counted a 3-h
         // suspension as idle until the next checkpoint)
+        tr.idleBeforeGap = tr.idleSince != null ? from : null;
         tr.idleSince = null;
         if (tr.lastTickIdle) {
             idle.remove(tr.allocation.id());
