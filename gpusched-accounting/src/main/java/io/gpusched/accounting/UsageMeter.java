@@ -450,8 +450,8 @@ final class UsageMeter {
                 } else {
                     busyAt = tr; // a record of its own that says busy at this sweep, below
                 }
-                // a stretch kept across the gap (the policy keeps it): resumed from the store by a restarted sampler, or
-                // a running one's across a jump the clock took back (review50: the store's stretch began after it)
+                // a stretch kept across the gap (the policy keeps it): resumed from the store by a restarted sampler,
+                // or a running one's across a jump the clock took back (review50: the store's stretch began after it)
                 Long asOf = gapped && reading == NEITHER ? (cameBack ? tr.idleBeforeGap : resumedIdle.get(a.id()))
                         : null;
                 if (reading == IDLE || asOf != null && t - asOf <= MAX_SWEEP_MILLIS) {
