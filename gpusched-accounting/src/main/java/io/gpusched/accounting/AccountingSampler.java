@@ -130,7 +130,7 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
         LocalDate today = AccountingStore.dayOf(clock.instant());
         List<LocalDate> days = writer.store().days();
         this.newestAtOpen = days.isEmpty() ? null : days.get(days.size() - 1);
-        AccountingStore.Recovered r = writer.store().recover(today.minusDays(settings.retention().toDays()));
+        AccountingStore.Recovered r = writer.store().recover(today.minusDays(settings.retention().toDays()), today);
         meter.resume(r.tails());
         r.tails().values().forEach(t -> idle.judgedUpTo(t.to())); // a first sweep behind them is a step back
         // the idle policy continues each stretch the store has, as of its last interval (review36: a sampler

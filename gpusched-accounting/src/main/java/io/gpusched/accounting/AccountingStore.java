@@ -28,6 +28,7 @@ import java.time.ZoneOffset;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -252,13 +253,27 @@ public final class AccountingStore {
      * @return the allocations whose last interval has no end, each with that interval
      */
     public Recovered recover(LocalDate notBefore) {
+        return recover(notBefore, null);
+    }
+
+    /**
+     * As {@link #recover(LocalDate)}, reading also the journals of {@code today} and the day before when the newest
+     * checkpoint lies in a later day: a clock that was days ahead (an RTC at boot) and was stepped back wrote markers in
+     * future days' journals, and what came after the step back is in today's (review50: an allocation granted since was
+     * counted again from its grant at every restart).
+     *
+     * @param today the day by the clock now, or null
+     */
+    public Recovered recover(LocalDate notBefore, LocalDate today) {
         List<LocalDate> days = new ArrayList<>(days());
+        Set<LocalDate> read = new HashSet<>();
         List<String> warnings = new ArrayList<>();
         Map<String, Interval> last = new HashMap<>();
         Optional<Instant> marker = Optional.empty();
         for (int i = days.size() - 1; i >= 0 && !days.get(i).isBefore(notBefore); i--) {
             List<AccountingRecord> recs = new ArrayList<>();
             readDay(days.get(i), recs::add, warnings);
+            read.add(days.get(i));
             Instant markerHere = null;
             for (AccountingRecord r : recs) {
                 if (r instanceof Checkpoint c) {
@@ -284,8 +299,24 @@ public final class AccountingStore {
                             last.merge(iv.allocationId(), iv, (a, b) -> a.to().isBefore(b.to()) ? b : a);
                         }
                     }, warnings);
+                    read.add(days.get(i - 1));
                 }
                 break;
+            }
+        }
+        if (today != null) {
+            for (LocalDate d : List.of(today.minusDays(1), today)) {
+                if (!read.contains(d) && !d.isBefore(notBefore) && days.contains(d)) {
+                    readDay(d, r -> {
+                        if (r instanceof Interval iv) {
+                            Interval seen = last.get(iv.allocationId());
+                            if (seen == null || iv.to().isAfter(seen.to()) || iv.to().equals(seen.to()) && iv.end()
+                                    .isPresent()) {
+                                last.put(iv.allocationId(), iv);
+                            }
+                        }
+                    }, warnings);
+                }
             }
         }
         Map<String, Interval> open = new LinkedHashMap<>();
