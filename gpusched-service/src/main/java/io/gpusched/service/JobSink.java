@@ -31,6 +31,10 @@ interface JobSink {
         return 0;
     }
 
+    /** The job's processes ended; its relays may still give output (what its pipes held). */
+    default void jobEnded() {
+    }
+
     /** The job ended with this code (and the signal that ended it, or null). */
     void exit(int code, String signal) throws IOException;
 }

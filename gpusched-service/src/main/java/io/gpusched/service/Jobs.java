@@ -26,8 +26,10 @@ import java.nio.file.StandardOpenOption;
 import java.security.SecureRandom;
 import java.time.Clock;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Collections;
+import java.util.Comparator;
 import java.util.HashMap;
 import java.util.HexFormat;
 import java.util.LinkedHashMap;
@@ -387,6 +389,7 @@ final class Jobs implements AutoCloseable {
             // (root's job may have raised its pipes past pipe-max-size: CAP_SYS_RESOURCE; up to ROOT_PIPE_MAX_BYTES)
             relays.forEach(r -> r.jobEnded(job.owner.uid() == 0 ? Math.max(ROOT_PIPE_MAX_BYTES, PIPE_MAX_BYTES)
                     : PIPE_MAX_BYTES));
+            sink.jobEnded();
             job.exitCode = code;
             job.signal = LaunchedJob.signalOf(code).orElse(null);
             if (!left.isEmpty()) {
@@ -644,6 +647,9 @@ final class Jobs implements AutoCloseable {
         Map<Long, int[]> kept = new HashMap<>();
         List<Job> newestFirst = new ArrayList<>(jobs.values());
         Collections.reverse(newestFirst);
+        // ended jobs by when they ended, the latest first (review51: a long job submitted early was the first whose
+        // output went, at its end); a stable sort keeps the order of submission for the rest
+        newestFirst.sort(Comparator.comparing((Job j) -> j.endedAt == null ? Instant.MAX : j.endedAt).reversed());
         for (Job j : newestFirst) {
             if (!j.over()) {
                 continue;

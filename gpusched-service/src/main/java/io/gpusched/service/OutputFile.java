@@ -30,6 +30,8 @@ final class OutputFile implements JobSink {
     private final Budget budget;
     private long written;
     private boolean capped;
+    /** The job's processes ended ({@link #jobEnded}): its bytes are no longer its user's running jobs'. */
+    private boolean jobEnded;
     private boolean closed;
     /** Bytes a write the disk refused dropped since the last that succeeded; {@link #lostWhy} says why. */
     private long lost;
@@ -133,7 +135,9 @@ final class OutputFile implements JobSink {
             return;
         }
         int mine = (int) Math.min(len, MAX_BYTES - written);
-        int n = (int) budget.take(mine);
+        // once its processes ended, what its relays still write (a pipe's worth) is an ended job's, which the ended
+        // jobs' budget counts (Jobs.trim), not the running jobs' one
+        int n = jobEnded ? mine : (int) budget.take(mine);
         ByteBuffer buf = ByteBuffer.wrap(b, 0, n);
         try {
             noteLost();
@@ -141,7 +145,9 @@ final class OutputFile implements JobSink {
         } catch (IOException e) {
             int done = buf.position();
             written += done;
-            budget.giveBack(n - done);
+            if (!jobEnded) {
+                budget.giveBack(n - done);
+            }
             lost += len - done;
             lostWhy = "the state directory's disk refused them (" + e.getMessage() + ")";
             return;
@@ -179,11 +185,25 @@ final class OutputFile implements JobSink {
     public void heartbeat() {
     }
 
+    /**
+     * The job's processes ended: its bytes go back to its user's running jobs' budget at once, not once its output is
+     * final (a pipe a process outside the job holds keeps its relays 10 s: review51 saw a running job cut meanwhile).
+     */
+    @Override
+    public synchronized void jobEnded() {
+        if (!jobEnded && !closed) {
+            jobEnded = true;
+            budget.giveBack(written);
+        }
+    }
+
     @Override
     public synchronized void exit(int code, String signal) throws IOException {
         if (!closed) {
             closed = true;
-            budget.giveBack(written);
+            if (!jobEnded) {
+                budget.giveBack(written);
+            }
             try { // lost at the end, with no write after it to say so: said now if the disk lets it
                 noteLost();
             } catch (IOException stillFull) {
