@@ -258,9 +258,9 @@ public final class AccountingStore {
 
     /**
      * As {@link #recover(LocalDate)}, reading also the journals of {@code today} and the day before when the newest
-     * checkpoint lies in a later day: a clock that was days ahead (an RTC at boot) and was stepped back wrote markers in
-     * future days' journals, and what came after the step back is in today's (review50: an allocation granted since was
-     * counted again from its grant at every restart).
+     * checkpoint lies in a later day: a clock that was days ahead (an RTC at boot) and was stepped back wrote markers
+     * in future days' journals, and what came after the step back is in today's (review50: an allocation granted
+     * since was counted again from its grant at every restart).
      *
      * @param today the day by the clock now, or null
      */
