@@ -818,15 +818,6 @@ final class Jobs implements AutoCloseable {
      * {@link #RELAY_WAIT}, then let each go within {@link #RELAY_LET_GO}; past that (a bound with room to spare) the
      * file is read as it is.
      */
-    /** @return whether the job by this id has ended and its output file is not final yet (false when there is none) */
-    boolean outputPending(String id) {
-        Job j;
-        synchronized (jobs) {
-            j = jobs.get(id);
-        }
-        return j != null && j.over() && j.output.isPresent() && !j.outputFinal.isDone();
-    }
-
     static void awaitOutputFinal(Job j) throws InterruptedException {
         try {
             j.outputFinal.get(RELAY_WAIT.plus(RELAY_LET_GO.multipliedBy(2)).toMillis() + 5_000, TimeUnit.MILLISECONDS);

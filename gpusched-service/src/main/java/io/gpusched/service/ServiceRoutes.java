@@ -277,12 +277,10 @@ public final class ServiceRoutes {
     }
 
     private void logs(HttpExchange ex, Caller c, String id, boolean follow) throws IOException, InterruptedException {
-        if (follow || service.jobs().outputPending(id)) {
-            // checkLogs waits for an ended job's output to be final (up to 10 s of a relay's work and its let-go):
-            // the connection's idle timeout must not cut that wait (review51)
+        service.checkLogs(c, id);
+        if (follow) {
             ConsoleServer.keepOpen(ex);
         }
-        service.checkLogs(c, id);
         ex.getResponseHeaders().set("Content-Type", "text/plain; charset=utf-8");
         ex.getResponseHeaders().set("Cache-Control", "no-store");
         ex.sendResponseHeaders(200, 0);
