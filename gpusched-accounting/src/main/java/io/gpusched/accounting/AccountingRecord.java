@@ -104,14 +104,28 @@ public sealed interface AccountingRecord {
      * Written after each batch of intervals: the allocations still open at {@code at} (each one's intervals end there).
      * A sampler that starts reads back to the last marker to learn where each allocation's record stands.
      *
-     * @param at   when the batch ended
-     * @param open the allocations open then
+     * @param at     when the batch ended
+     * @param open   the allocations open then
+     * @param judged the latest sweep the idle policy had judged by then, when later than {@code at} (a clock stepped
+     *               back): a restarted policy judges nothing before its clock passes it, as the one that ran on
+     *               (review50), whether or not any allocation was live
      */
-    record Checkpoint(Instant at, List<String> open) implements AccountingRecord {
-        /** Copies the list. */
+    record Checkpoint(Instant at, List<String> open, Optional<Instant> judged) implements AccountingRecord {
+        /** Copies the list; a {@code judged} not after {@code at} says nothing more and is dropped. */
         public Checkpoint {
             Objects.requireNonNull(at, "at");
             open = List.copyOf(open);
+            judged = Objects.requireNonNull(judged, "judged").filter(j -> j.isAfter(at));
+        }
+
+        /**
+         * A marker with nothing judged after {@code at}.
+         *
+         * @param at   when the batch ended
+         * @param open the allocations open then
+         */
+        public Checkpoint(Instant at, List<String> open) {
+            this(at, open, Optional.empty());
         }
     }
 

@@ -133,6 +133,9 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
         AccountingStore.Recovered r = writer.store().recover(today.minusDays(settings.retention().toDays()), today);
         meter.resume(r.tails());
         r.tails().values().forEach(t -> idle.judgedUpTo(t.to())); // a first sweep behind them is a step back
+        // and behind the latest sweep the markers say was judged: with no allocation live there is no tail to say it
+        // (review50)
+        r.judged().ifPresent(idle::judgedUpTo);
         // the idle policy continues each stretch the store has, as of its last interval (review36: a sampler
         // restarted every few minutes started every idle clock over and never warned)
         IdleStatus.stretches(writer.store(), clock.instant()).forEach((id, st) -> {
@@ -356,7 +359,9 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
                 if (out == null) {
                     out = new ArrayList<>(1);
                 }
-                out.add(new Checkpoint(now, new ArrayList<>(meter.tracked())));
+                // the policy judges this sweep below unless the clock is behind one it judged: that one stays the
+                // mark to pass, for a successor too (review50)
+                out.add(new Checkpoint(now, new ArrayList<>(meter.tracked()), idle.judged()));
                 checkpointed(now);
             } else {
                 // an allocation whose last record says idle and that reads busy now gets its interval at once: a
@@ -532,9 +537,10 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
             return;
         }
         List<AccountingRecord> out = new ArrayList<>(meter.checkpoint());
-        out.add(new Checkpoint(clock.instant(), new ArrayList<>(meter.tracked())));
+        Instant now = clock.instant();
+        out.add(new Checkpoint(now, new ArrayList<>(meter.tracked()), idle.judged()));
         write(out);
-        checkpointed(clock.instant());
+        checkpointed(now);
     }
 
     /**
@@ -595,7 +601,7 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
         try {
             List<AccountingRecord> out = new ArrayList<>(meter.checkpoint());
             Instant now = clock.instant();
-            out.add(new Checkpoint(now, new ArrayList<>(meter.tracked())));
+            out.add(new Checkpoint(now, new ArrayList<>(meter.tracked()), idle.judged()));
             // dated by the last sweep the policy judged, as the intervals they go with end: a clock stepped back since
             // must not date them before those (review43), nor one stepped ahead after all the next sampler's
             // (reviews 44, 45)

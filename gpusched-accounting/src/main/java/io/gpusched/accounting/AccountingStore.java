@@ -244,8 +244,11 @@ public final class AccountingStore {
      *
      * @param tails    per open allocation, its last interval
      * @param markerAt the last checkpoint marker's time, if any
+     * @param judged   the latest sweep the idle policy had judged while the clock was behind it, by the markers read
+     *                 ({@link Checkpoint#judged}; a marker's own time is not one: a stop on a clock stepped ahead
+     *                 writes it, reviews 44, 45), if any
      */
-    public record Recovered(Map<String, Interval> tails, Optional<Instant> markerAt) {
+    public record Recovered(Map<String, Interval> tails, Optional<Instant> markerAt, Optional<Instant> judged) {
     }
 
     /**
@@ -270,6 +273,7 @@ public final class AccountingStore {
         List<String> warnings = new ArrayList<>();
         Map<String, Interval> last = new HashMap<>();
         Optional<Instant> marker = Optional.empty();
+        Instant[] judged = {null};
         for (int i = days.size() - 1; i >= 0 && !days.get(i).isBefore(notBefore); i--) {
             List<AccountingRecord> recs = new ArrayList<>();
             readDay(days.get(i), recs::add, warnings);
@@ -278,6 +282,7 @@ public final class AccountingStore {
             for (AccountingRecord r : recs) {
                 if (r instanceof Checkpoint c) {
                     markerHere = c.at();
+                    judged[0] = c.judged().map(j -> later(judged[0], j)).orElse(judged[0]);
                 }
             }
             for (AccountingRecord r : recs) {
@@ -308,6 +313,9 @@ public final class AccountingStore {
             for (LocalDate d : List.of(today.minusDays(1), today)) {
                 if (!read.contains(d) && !d.isBefore(notBefore) && days.contains(d)) {
                     readDay(d, r -> {
+                        if (r instanceof Checkpoint c) {
+                            judged[0] = c.judged().map(j -> later(judged[0], j)).orElse(judged[0]);
+                        }
                         if (r instanceof Interval iv) {
                             Interval seen = last.get(iv.allocationId());
                             if (seen == null || iv.to().isAfter(seen.to()) || iv.to().equals(seen.to()) && iv.end()
@@ -325,7 +333,11 @@ public final class AccountingStore {
                 open.put(id, iv);
             }
         });
-        return new Recovered(open, marker);
+        return new Recovered(open, marker, Optional.ofNullable(judged[0]));
+    }
+
+    private static Instant later(Instant a, Instant b) {
+        return a == null || b.isAfter(a) ? b : a;
     }
 
     /**

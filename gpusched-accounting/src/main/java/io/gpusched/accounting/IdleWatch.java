@@ -103,15 +103,17 @@ public final class IdleWatch {
     }
 
     /**
-     * Continues an allocation's idle stretch from the store when this policy starts (a restarted sampler): flagged,
-     * warned, acted on or noted exempt as the steps in it say, its idle time and the time since its warning the time
-     * its samplers ran in it (its gaps left out). A restart within {@link UsageMeter#MAX_SWEEP_MILLIS} of the
-     * stretch's last sweep continues it, as a short gap does; after a longer one it starts over, audited. Without
-     * this, a sampler restarted every few minutes never reached {@code warn_after} (review36).
-     *
-     * @param id      the allocation
-     * @param stretch its stretch in the store ({@link IdleStatus#stretches})
+     * @return the latest sweep this policy judged, or the one its predecessors had judged when later (the mark a sweep
+     *         must pass to be judged), if any
      */
+    Optional<Instant> judged() {
+        if (lastEvaluated == null) {
+            return Optional.ofNullable(resumedJudged);
+        }
+        return Optional.of(resumedJudged != null && resumedJudged.isAfter(lastEvaluated) ? resumedJudged
+                : lastEvaluated);
+    }
+
     /**
      * The policy this one continues had judged the sweep at {@code t} (the end of an allocation's last record: its
      * sweeps are judged as they are credited), whether or not an idle stretch was open then: a first sweep behind it
@@ -123,6 +125,16 @@ public final class IdleWatch {
         }
     }
 
+    /**
+     * Continues an allocation's idle stretch from the store when this policy starts (a restarted sampler): flagged,
+     * warned, acted on or noted exempt as the steps in it say, its idle time and the time since its warning the time
+     * its samplers ran in it (its gaps left out). A restart within {@link UsageMeter#MAX_SWEEP_MILLIS} of the
+     * stretch's last sweep continues it, as a short gap does; after a longer one it starts over, audited. Without
+     * this, a sampler restarted every few minutes never reached {@code warn_after} (review36).
+     *
+     * @param id      the allocation
+     * @param stretch its stretch in the store ({@link IdleStatus#stretches})
+     */
     void resume(String id, IdleStatus.Stretch stretch) {
         if (states.containsKey(id)) {
             return;

@@ -183,6 +183,9 @@ public final class RecordCodec {
                 quoted(out, clip(id));
             }
             out.append(']');
+            if (c.judged().isPresent()) {
+                out.append(",\"judged\":").append(c.judged().get().toEpochMilli());
+            }
         } else if (r instanceof IdleAction a) {
             out.append("{\"k\":\"a\",\"at\":").append(a.at().toEpochMilli()).append(",\"id\":");
             quoted(out, clip(a.allocationId()));
@@ -484,7 +487,7 @@ public final class RecordCodec {
     }
 
     private static Checkpoint checkpoint(JsonNode n) {
-        only(n, Set.of("k", "at", "open"), "checkpoint");
+        only(n, Set.of("k", "at", "open", "judged"), "checkpoint");
         JsonNode open = n.get("open");
         if (open == null || !open.isArray() || open.size() > MAX_OPEN) {
             throw new AccountingFormatException("open: expected a list of at most " + MAX_OPEN + " allocation ids");
@@ -496,7 +499,16 @@ public final class RecordCodec {
             }
             ids.add(x.textValue());
         }
-        return new Checkpoint(Instant.ofEpochMilli(time(n, "at")), ids);
+        Instant at = Instant.ofEpochMilli(time(n, "at"));
+        Optional<Instant> judged = Optional.empty();
+        if (n.has("judged")) {
+            judged = Optional.of(Instant.ofEpochMilli(time(n, "judged")));
+            if (!judged.get().isAfter(at)) {
+                throw new AccountingFormatException("judged: expected a time after at (" + at.toEpochMilli()
+                        + "), or no judged");
+            }
+        }
+        return new Checkpoint(at, ids, judged);
     }
 
     private static IdleAction action(JsonNode n) {

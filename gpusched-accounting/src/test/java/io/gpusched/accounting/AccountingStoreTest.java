@@ -60,6 +60,40 @@ class AccountingStoreTest {
         assertThat(s.openWriter()).isPresent().get().satisfies(AccountingStore.Writer::close);
     }
 
+    /**
+     * A marker's {@code judged} (the clock behind a sweep already judged) reads back, the latest one recovered; a
+     * marker's own time is not one (a stop on a clock stepped ahead writes it); a {@code judged} not after the
+     * marker's time is refused by the reader (review50).
+     */
+    @Test
+    void recoveryKnowsTheLatestSweepJudgedFromTheMarkersAlone() throws IOException {
+        AccountingStore s = AccountingStore.at(dir);
+        Instant t = Instant.parse("2026-05-01T12:00:00Z");
+        try (AccountingStore.Writer w = s.openWriter().orElseThrow()) {
+            w.append(List.of(new AccountingRecord.Checkpoint(t.plusSeconds(3600), List.of())));
+            assertThat(s.recover(LocalDate.parse("2026-04-01")).judged()).as("a marker's time").isEmpty();
+            w.append(List.of(new AccountingRecord.Checkpoint(t, List.of(), Optional.of(t.plusSeconds(300)))));
+            w.append(List.of(new AccountingRecord.Checkpoint(t.plusSeconds(60), List.of(),
+                    Optional.of(t.plusSeconds(200)))));
+        }
+        AccountingStore.Recovered r = s.recover(LocalDate.parse("2026-04-01"));
+        assertThat(r.judged()).contains(t.plusSeconds(300));
+        assertThat(r.markerAt()).contains(t.plusSeconds(60));
+        String line = RecordCodec.encode(new AccountingRecord.Checkpoint(t, List.of("a-1"),
+                Optional.of(t.plusMillis(1))));
+        assertThat(line).endsWith(",\"judged\":" + t.plusMillis(1).toEpochMilli() + "}");
+        assertThat(RecordCodec.decode(line)).isEqualTo(new AccountingRecord.Checkpoint(t, List.of("a-1"),
+                Optional.of(t.plusMillis(1))));
+        String json = "{\"k\":\"c\",\"at\":" + t.toEpochMilli() + ",\"open\":[],\"judged\":"
+                + t.toEpochMilli() + "}";
+        java.util.zip.CRC32C crc = new java.util.zip.CRC32C();
+        crc.update(json.getBytes(StandardCharsets.UTF_8));
+        assertThatThrownBy(() -> RecordCodec.decode(String.format("%08x %s", crc.getValue(), json)))
+                .isInstanceOf(AccountingFormatException.class).hasMessageContaining("judged");
+        assertThat(new AccountingRecord.Checkpoint(t, List.of(), Optional.of(t)).judged()).as("not after at")
+                .isEmpty();
+    }
+
     @Test
     void filesAreReadableByEveryProcessOfTheNode() throws IOException {
         AccountingStore s = AccountingStore.at(dir);

@@ -82,6 +82,9 @@ public final class JacksonRecordEncoding {
                     g.writeString(clip(id));
                 }
                 g.writeEndArray();
+                if (c.judged().isPresent()) {
+                    g.writeNumberField("judged", c.judged().get().toEpochMilli());
+                }
             } else if (r instanceof IdleAction a) {
                 g.writeStringField("k", "a");
                 g.writeNumberField("at", a.at().toEpochMilli());

@@ -111,7 +111,11 @@ class RecordCodecEncodingTest {
     static AccountingRecord record(Random rnd) {
         return switch (rnd.nextInt(4)) {
             case 0, 1 -> interval(rnd);
-            case 2 -> new Checkpoint(Instant.ofEpochMilli(time(rnd)), texts(rnd, rnd.nextInt(5)));
+            case 2 -> {
+                long at = time(rnd);
+                yield new Checkpoint(Instant.ofEpochMilli(at), texts(rnd, rnd.nextInt(5)), rnd.nextBoolean()
+                        ? Optional.empty() : Optional.of(Instant.ofEpochMilli(at + 1 + rnd.nextInt(600_000))));
+            }
             default -> switch (rnd.nextInt(3)) {
                 case 0 -> action(rnd);
                 case 1 -> count(rnd);
