@@ -302,6 +302,9 @@ public final class AccountingStore {
                     readDay(days.get(i - 1), r -> {
                         if (r instanceof Interval iv) {
                             last.merge(iv.allocationId(), iv, (a, b) -> a.to().isBefore(b.to()) ? b : a);
+                        } else if (r instanceof Checkpoint c) {
+                            // a clock stepped back across midnight writes its markers, with their judged, there
+                            judged[0] = c.judged().map(j -> later(judged[0], j)).orElse(judged[0]);
                         }
                     }, warnings);
                     read.add(days.get(i - 1));

@@ -1,0 +1,96 @@
+package io.gpusched.accounting.adversarial.accounting;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.gpusched.accounting.AccountingRecord.IdleAction;
+import io.gpusched.accounting.AccountingSampler;
+import io.gpusched.accounting.AccountingSettings;
+import io.gpusched.accounting.AccountingStore;
+import io.gpusched.accounting.HostIdleEffects;
+import io.gpusched.accounting.IdlePolicy;
+import io.gpusched.accounting.IdleStep;
+import io.gpusched.core.GpuRequest;
+import io.gpusched.core.sim.UsageTrace;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * Review50's case across midnight: the sampler sweeps an empty node up to L, 2 minutes after midnight; the clock steps
+ * back 4 min 50 s into the day before and the sampler is restarted (a planned stop, or kill -9) right after the sweep
+ * that saw it; alice is then granted an idle GPU. The markers that say L was judged are in the day before's journal,
+ * behind the newest day's last marker (at L, which says nothing judged): the restarted sampler must read them there
+ * too, and flag alice no sooner than the sampler that ran on.
+ */
+class AFreshRestartBehindTheClockAcrossMidnightTest {
+    @TempDir
+    Path dir;
+
+    /** window 2 min, warn_after 4, act_after 30, grace 8; checkpoints every minute. */
+    private static AccountingSettings settings() {
+        return AccountingSettings.defaults().withCheckpoint(Duration.ofMinutes(1)).withIdle(new IdlePolicy(1,
+                Duration.ofMinutes(2), Duration.ofMinutes(4), Duration.ofMinutes(30), IdlePolicy.Action.RELEASE,
+                "TERM", Duration.ofMinutes(8), List.of(), false, List.of()));
+    }
+
+    private enum Down { NEVER, STOP, KILL }
+
+    /** @return the index of the sweep (after the grant) that flagged alice, -1 when none did */
+    private static int flaggedAt(Path dir, Down down, List<String> log) {
+        AccountingSettings settings = settings();
+        try (AccountingNode node = new AccountingNode(dir, settings)) {
+            node.inventory.setTrace(0, UsageTrace.of(Duration.ofSeconds(10), 0)); // idle throughout
+            node.clock.advance(Duration.ofHours(13).plusMinutes(57)); // 23:57
+            node.sweep();
+            node.run(Duration.ofSeconds(10), 30); // to L = 00:02 the next day, nothing allocated
+            node.clock.advance(Duration.ofMinutes(-5).plusSeconds(10)); // the clock steps back: 23:57:10
+            node.sweep();
+            if (down == Down.STOP) {
+                node.restartSampler();
+            } else if (down == Down.KILL) {
+                AccountingStore copy = node.killedCopy(dir.resolve("killed"));
+                node.scheduler.removeListener(node.sampler);
+                node.sampler = AccountingSampler.open(copy, settings, node.inventory, node.attribution,
+                        new HostIdleEffects(node.scheduler), node.clock).orElseThrow();
+                node.scheduler.addListener(node.sampler);
+                node.sampler.knownLive(node.scheduler.allocations());
+            }
+            node.scheduler.allocate(GpuRequest.builder().requiredDevices(0).owner("alice").build());
+            for (int i = 0; i < 6 * 15; i++) {
+                for (IdleAction a : node.run(Duration.ofSeconds(10), 1)) {
+                    log.add(a.action() + "@" + i + " (" + a.at() + ")");
+                    if (a.action() == IdleStep.FLAGGED) {
+                        return i;
+                    }
+                }
+            }
+            return -1;
+        }
+    }
+
+    private void check(Down down) {
+        List<String> ranOnLog = new ArrayList<>();
+        int ranOn = flaggedAt(dir.resolve("ran-on"), Down.NEVER, ranOnLog);
+        assertThat(ranOn).as("the sampler that ran on flags alice: %s", ranOnLog).isGreaterThan(0);
+        List<String> log = new ArrayList<>();
+        int restarted = flaggedAt(dir.resolve(down.name()), down, log);
+        assertThat(restarted).as("the clock stepped back 4 min 50 s behind the last sweep judged, the sampler "
+                + "%s right after the sweep that saw it (no allocation live: no record, no count), alice granted an"
+                + " idle GPU then: expected the restarted sampler to flag her no sooner than the one that ran on"
+                + " (sweep %s: %s); it flagged at sweep %s: %s", down, ranOn, ranOnLog, restarted, log)
+                .isGreaterThanOrEqualTo(ranOn);
+    }
+
+    @Test
+    void aPlannedRestartFlagsNoSoonerThanTheSamplerThatRanOn() {
+        check(Down.STOP);
+    }
+
+    @Test
+    void aKilledSamplerFlagsNoSoonerThanTheOneThatRanOn() {
+        check(Down.KILL);
+    }
+}
