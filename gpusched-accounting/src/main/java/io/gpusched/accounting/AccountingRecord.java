@@ -106,20 +106,22 @@ public sealed interface AccountingRecord {
      *
      * @param at     when the batch ended
      * @param open   the allocations open then
-     * @param judged the latest sweep the idle policy had judged by then, when later than {@code at} (a clock stepped
-     *               back): a restarted policy judges nothing before its clock passes it, as the one that ran on
-     *               (review50), whether or not any allocation was live
+     * @param judged the latest sweep the idle policy had judged once the batch was written (the clock stepped back:
+     *               before {@code at}'s sweep, a later one): a restarted policy judges nothing before its clock passes
+     *               it, as the one that ran on, whether or not any allocation was live (review50, review52); empty
+     *               before the policy's first sweep. Not {@code at}: a stop writes its marker at the clock's time, which
+     *               no sweep judged (a clock stepped ahead: reviews 44, 45)
      */
     record Checkpoint(Instant at, List<String> open, Optional<Instant> judged) implements AccountingRecord {
-        /** Copies the list; a {@code judged} not after {@code at} says nothing more and is dropped. */
+        /** Copies the list. */
         public Checkpoint {
             Objects.requireNonNull(at, "at");
             open = List.copyOf(open);
-            judged = Objects.requireNonNull(judged, "judged").filter(j -> j.isAfter(at));
+            Objects.requireNonNull(judged, "judged");
         }
 
         /**
-         * A marker with nothing judged after {@code at}.
+         * A marker that says nothing of the idle policy.
          *
          * @param at   when the batch ended
          * @param open the allocations open then

@@ -135,7 +135,7 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
         r.tails().values().forEach(t -> idle.judgedUpTo(t.to())); // a first sweep behind them is a step back
         // and behind the latest sweep the markers say was judged: with no allocation live there is no tail to say it
         // (review50)
-        r.judged().ifPresent(idle::judgedUpTo);
+        r.judged().ifPresent(idle::judgedByMarkers);
         // the idle policy continues each stretch the store has, as of its last interval (review36: a sampler
         // restarted every few minutes started every idle clock over and never warned)
         IdleStatus.stretches(writer.store(), clock.instant()).forEach((id, st) -> {
@@ -354,14 +354,15 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
             }
             boolean checkpoint = lastCheckpoint == null || steppedBack || sinceCheckpoint >= checkpointMillis
                     || System.nanoTime() - checkpointNanos >= checkpointNanosEvery;
+            int markerAt = -1;
+            List<String> open = null;
             if (checkpoint) {
                 out = more(out, meter.checkpoint());
                 if (out == null) {
                     out = new ArrayList<>(1);
                 }
-                // the policy judges this sweep below unless the clock is behind one it judged: that one stays the
-                // mark to pass, for a successor too (review50)
-                out.add(new Checkpoint(now, new ArrayList<>(meter.tracked()), idle.judged()));
+                markerAt = out.size(); // the marker goes here once the policy has judged this sweep (below)
+                open = new ArrayList<>(meter.tracked());
                 checkpointed(now);
             } else {
                 // an allocation whose last record says idle and that reads busy now gets its interval at once: a
@@ -370,6 +371,11 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
                 out = more(out, meter.turnedBusy());
             }
             steps = idle.evaluate(now, live, meter.idleSince(), meter.unmeasured());
+            if (checkpoint) {
+                // the latest sweep judged, this one unless the clock is behind one judged before: the mark a
+                // successor's first sweep must pass, as this policy's next one must (reviews 50, 52)
+                out.add(markerAt, new Checkpoint(now, open, idle.judged()));
+            }
             out = more(out, steps);
             if (checkpoint) {
                 out = more(out, idle.counts()); // after this sweep's step: a restart continues from it exactly

@@ -244,9 +244,9 @@ public final class AccountingStore {
      *
      * @param tails    per open allocation, its last interval
      * @param markerAt the last checkpoint marker's time, if any
-     * @param judged   the latest sweep the idle policy had judged while the clock was behind it, by the markers read
-     *                 ({@link Checkpoint#judged}; a marker's own time is not one: a stop on a clock stepped ahead
-     *                 writes it, reviews 44, 45), if any
+     * @param judged   the latest sweep the idle policy had judged, by the markers read ({@link Checkpoint#judged};
+     *                 a marker's own time is not one: a stop on a clock stepped ahead writes it, reviews 44, 45), if
+     *                 any
      */
     public record Recovered(Map<String, Interval> tails, Optional<Instant> markerAt, Optional<Instant> judged) {
     }

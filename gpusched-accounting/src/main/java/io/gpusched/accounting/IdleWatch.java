@@ -70,6 +70,8 @@ public final class IdleWatch {
      * allocations' last records: {@link #judgedUpTo}), null when none
      */
     private Instant resumedJudged;
+    /** the latest sweep judged by the store's checkpoint markers, null when none says (see {@link #resume}) */
+    private Instant markedJudged;
     /** the last {@link #RECENT} steps forward, in ms (0: none yet): the sweeps' cadence */
     private final long[] recent = new long[RECENT];
     private int recentAt;
@@ -126,6 +128,19 @@ public final class IdleWatch {
     }
 
     /**
+     * As {@link #judgedUpTo}, from the store's checkpoint markers ({@link AccountingRecord.Checkpoint#judged}): the
+     * store is one that writes the policy's counts (see {@link #resume}).
+     */
+    void judgedByMarkers(Instant t) {
+        markedJudged = t;
+        judgedUpTo(t);
+    }
+
+    private static Instant later(Instant a, Instant b) {
+        return b != null && b.isAfter(a) ? b : a;
+    }
+
+    /**
      * Continues an allocation's idle stretch from the store when this policy starts (a restarted sampler): flagged,
      * warned, acted on or noted exempt as the steps in it say, its idle time and the time since its warning the time
      * its samplers ran in it (its gaps left out). A restart within {@link UsageMeter#MAX_SWEEP_MILLIS} of the
@@ -143,7 +158,13 @@ public final class IdleWatch {
         s.start = stretch.start();
         s.lastSince = stretch.lastSince();
         s.lastIdleAt = stretch.asOf();
-        s.idleObserved = stretch.countedSince(stretch.start());
+        // a store whose markers name the latest sweep judged is one that writes the policy's count of every stretch
+        // it follows with each checkpoint: a stretch with no count had none counted by then (review52: time behind a
+        // sweep judged before the clock stepped back, which the policy that ran on never counted); only what its
+        // intervals hold after that sweep counts. A store written before counts were: its intervals, by the bound
+        s.idleObserved = stretch.count() == null && markedJudged != null
+                ? stretch.countedSince(later(stretch.start(), resumedJudged))
+                : stretch.countedSince(stretch.start());
         for (IdleAction a : stretch.steps()) {
             switch (a.action()) {
                 case FLAGGED -> s.flagged = true;

@@ -499,16 +499,9 @@ public final class RecordCodec {
             }
             ids.add(x.textValue());
         }
-        Instant at = Instant.ofEpochMilli(time(n, "at"));
-        Optional<Instant> judged = Optional.empty();
-        if (n.has("judged")) {
-            judged = Optional.of(Instant.ofEpochMilli(time(n, "judged")));
-            if (!judged.get().isAfter(at)) {
-                throw new AccountingFormatException("judged: expected a time after at (" + at.toEpochMilli()
-                        + "), or no judged");
-            }
-        }
-        return new Checkpoint(at, ids, judged);
+        Optional<Instant> judged = n.has("judged") ? Optional.of(Instant.ofEpochMilli(time(n, "judged")))
+                : Optional.empty();
+        return new Checkpoint(Instant.ofEpochMilli(time(n, "at")), ids, judged);
     }
 
     private static IdleAction action(JsonNode n) {
