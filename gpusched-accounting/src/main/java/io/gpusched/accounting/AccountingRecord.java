@@ -109,8 +109,8 @@ public sealed interface AccountingRecord {
      * @param judged the latest sweep the idle policy had judged once the batch was written (the clock stepped back:
      *               before {@code at}'s sweep, a later one): a restarted policy judges nothing before its clock passes
      *               it, as the one that ran on, whether or not any allocation was live (review50, review52); empty
-     *               before the policy's first sweep. Not {@code at}: a stop writes its marker at the clock's time, which
-     *               no sweep judged (a clock stepped ahead: reviews 44, 45)
+     *               before the policy's first sweep. Not {@code at}: a stop writes its marker at the clock's time,
+     *               which no sweep judged (a clock stepped ahead: reviews 44, 45)
      */
     record Checkpoint(Instant at, List<String> open, Optional<Instant> judged) implements AccountingRecord {
         /** Copies the list. */
