@@ -51,7 +51,8 @@ import org.slf4j.LoggerFactory;
  * resource whose name holds {@code gpu}, {@code gpu-<index>} or its PCI address.
  *
  * <p><b>Which process is whose.</b> PodResources names the containers a GPU is assigned to, not their processes. A
- * GPU assigned to exactly one container: every process on it is that container's ({@link #ownerOf}). A GPU several
+ * GPU assigned to exactly one container (listed once or more: two time-sliced replicas of it, a DRA claim's device and
+ * CDI names): every process on it is that container's ({@link #ownerOf}). A GPU several
  * containers share (time-slicing): PodResources cannot tell their processes apart, so none is attributed (a guess
  * would bill one pod for another's work); {@link #holdersOf} still lists them.
  *
@@ -133,10 +134,19 @@ public final class PodResourcesAttribution implements ProcessAttribution, AutoCl
     @Override
     public Optional<UsageOwner> ownerOf(GpuDevice device, int pid, List<Allocation> holders) {
         List<PodContainer> h = holdersOf(device);
-        if (h.size() != 1) {
+        if (h.isEmpty()) {
             return Optional.empty();
         }
-        return Optional.of(h.get(0).owner());
+        // one container may list a GPU more than once (two time-sliced replicas of it, a DRA claim's device and CDI
+        // names): it is still the only holder (review54)
+        PodContainer first = h.get(0);
+        for (PodContainer c : h) {
+            if (!c.namespace().equals(first.namespace()) || !c.pod().equals(first.pod())
+                    || !c.container().equals(first.container())) {
+                return Optional.empty();
+            }
+        }
+        return Optional.of(first.owner());
     }
 
     /**

@@ -844,11 +844,11 @@ final class UsageMeter {
                 }
                 double u = p.smUtilizationPercent().orElse(0);
                 total += u;
-                if (o.isEmpty()) {
-                    untied += u;
-                }
                 if (o.isEmpty() || o.get().kind() != UsageOwner.Kind.ALLOCATION
                         || !holderIds.contains(o.get().id())) {
+                    // tied to no holder of this GPU, whomever a chained source names (a Slurm job, a pod): its work
+                    // may be a holder's, so it is no holder's idle time either (review54)
+                    untied += u;
                     continue;
                 }
                 int at = h.position(o.get().id());

@@ -11,7 +11,6 @@ import java.util.ArrayList;
 import java.util.EnumSet;
 import java.util.LinkedHashMap;
 import java.util.List;
-import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
@@ -68,12 +67,14 @@ public record UsageReport(Instant since, Instant until, GroupBy by, List<Row> ro
 
         /** @throws IllegalArgumentException naming the valid groupings */
         public static GroupBy parse(String s) {
-            try {
-                return valueOf(s.toUpperCase(Locale.ROOT));
-            } catch (IllegalArgumentException e) {
-                throw new IllegalArgumentException("--by " + RecordCodec.printable(s) + " is not a grouping; valid:"
-                        + " owner, allocation, device, day");
+            // by its ASCII name, in either case: upper-casing first took "devıce" (a dotless ı) for DEVICE (review53)
+            for (GroupBy g : values()) {
+                if (g.name().equalsIgnoreCase(s) && s.chars().allMatch(c -> c < 0x80)) {
+                    return g;
+                }
             }
+            throw new IllegalArgumentException("--by " + RecordCodec.printable(s) + " is not a grouping; valid:"
+                    + " owner, allocation, device, day");
         }
     }
 
