@@ -9,6 +9,7 @@ import io.gpusched.core.devices.DeviceNode;
 import io.gpusched.core.devices.DevicePlan;
 import io.gpusched.core.devices.GpuDeviceNodes;
 import io.gpusched.core.devices.NvidiaModprobe;
+import io.gpusched.core.host.CgroupMounts;
 import io.gpusched.isolation.internal.Bpf;
 import io.gpusched.isolation.internal.Libc;
 import java.io.IOException;
@@ -82,7 +83,7 @@ public final class CgroupDeviceIsolator implements DeviceIsolator {
     final boolean strict;
     final List<DeviceRule> baseAllow;
     final GpuDeviceNodes nodes;
-    final Mounts mounts;
+    final CgroupMounts mounts;
     /** Loads nvidia-uvm before a fence that needs its major, or null. */
     private final NvidiaModprobe modprobe;
     private final Object modprobeLock = new Object();
@@ -102,7 +103,7 @@ public final class CgroupDeviceIsolator implements DeviceIsolator {
         this.strict = b.strict;
         this.baseAllow = List.copyOf(b.baseAllow);
         this.nodes = new GpuDeviceNodes(b.devRoot, b.procRoot, b.modeset);
-        this.mounts = Mounts.read(b.mountInfo);
+        this.mounts = CgroupMounts.read(b.mountInfo);
         this.modprobe = b.modprobeAuto ? (b.procRoot.equals(Path.of("/proc")) ? NvidiaModprobe.find().orElse(null)
                 : null) : b.modprobe;
         this.stateDir = b.stateDir;

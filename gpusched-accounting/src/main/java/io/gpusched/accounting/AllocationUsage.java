@@ -6,6 +6,7 @@ import io.gpusched.accounting.AccountingRecord.Interval;
 import java.time.Instant;
 import java.time.LocalDate;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
@@ -97,6 +98,29 @@ public record AllocationUsage(String id, Optional<String> owner, Optional<String
         Interval first = found.get(0);
         return Optional.of(new AllocationUsage(id, first.owner(), first.jobId(), first.from(), to, end, complete,
                 devices, total, idle, gaps));
+    }
+
+    /**
+     * The allocations a job ran as ({@link Interval#jobId}: the service's job id, a job runner's), newest grant
+     * first: {@code gpusched report ID} takes a job id too (review53).
+     *
+     * @param store the node's store
+     * @param jobId a job id
+     * @param max   most ids returned
+     * @return the ids of the allocations whose records name that job, at most {@code max}
+     */
+    public static List<String> allocationsOfJob(AccountingStore store, String jobId, int max) {
+        Map<String, Instant> from = new HashMap<>();
+        List<String> warnings = new ArrayList<>();
+        for (LocalDate d : store.days()) {
+            store.readDay(d, r -> {
+                if (r instanceof Interval iv && iv.jobId().isPresent() && iv.jobId().get().equals(jobId)) {
+                    from.merge(iv.allocationId(), iv.from(), (a, b) -> a.isBefore(b) ? a : b);
+                }
+            }, warnings);
+        }
+        return from.entrySet().stream().sorted((a, b) -> b.getValue().compareTo(a.getValue())).limit(max)
+                .map(Map.Entry::getKey).toList();
     }
 
     /** @return one line: "2 GPUs, 31 % mean utilization, idle 62 % of the time, 1.24 kWh, peak memory 20.0 GiB" */

@@ -2,6 +2,7 @@ package io.gpusched.accounting;
 
 import io.gpusched.accounting.AccountingRecord.IdleAction;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
@@ -109,6 +110,22 @@ public final class ReportViews {
         return out;
     }
 
+    /**
+     * @return the label of the row of allocations without an owner: {@code (no owner)}, with a {@code *} added while
+     *         an owner of the report has that name (any printable text can be an owner's name: review53)
+     */
+    static String noOwnerLabel(UsageReport r) {
+        Set<String> owners = new HashSet<>();
+        for (UsageReport.Row row : r.rows()) {
+            row.owner().ifPresent(owners::add);
+        }
+        String label = "(no owner)";
+        while (owners.contains(label)) {
+            label += "*";
+        }
+        return label;
+    }
+
     /** @return the report as a text table with a total line */
     public static String text(UsageReport r) {
         StringBuilder b = new StringBuilder();
@@ -118,9 +135,10 @@ public final class ReportViews {
             "peak mem"};
         List<String[]> lines = new ArrayList<>();
         lines.add(head);
+        String noOwner = noOwnerLabel(r);
         for (UsageReport.Row row : r.rows()) {
             String key = r.by() == UsageReport.GroupBy.ALLOCATION ? row.key() + row.owner().map(o -> " " + o)
-                    .orElse("") : r.by() == UsageReport.GroupBy.OWNER && row.owner().isEmpty() ? "(no owner)"
+                    .orElse("") : r.by() == UsageReport.GroupBy.OWNER && row.owner().isEmpty() ? noOwner
                     : row.key();
             lines.add(cells(safe(key), row.allocations(), row.figures(), row.idleSteps()));
         }

@@ -25,16 +25,21 @@ import java.util.OptionalLong;
 /**
  * gpusched's own rule for charging a process on a GPU to one of the allocations holding that GPU, first match wins:
  * <ol>
- *   <li>the process's cgroup (any line of {@code /proc/<pid>/cgroup}) is the allocation's job cgroup
- *       ({@link io.gpusched.core.GpuRequest#jobCgroup()}) or below it;</li>
+ *   <li>the process's cgroup (any line of {@code /proc/<pid>/cgroup}; a cgroup2 line read against where cgroup2 is
+ *       mounted, {@link CgroupMounts}) is the allocation's job cgroup
+ *       ({@link io.gpusched.core.GpuRequest#jobCgroup()}) or below it, the deepest such job cgroup where they nest;
+ *       </li>
  *   <li>the process is the allocation's holder ({@link io.gpusched.core.GpuRequest#holder()}: the pid with the
  *       kernel's start time recorded, so a reused pid is not mistaken for it) or a descendant of it (parents followed
- *       through {@code /proc/<pid>/stat}, at most {@value #MAX_ANCESTORS} steps);</li>
+ *       through {@code /proc/<pid>/stat}, at most {@value #MAX_ANCESTORS} steps), the nearest holder it runs
+ *       under;</li>
  *   <li>the device has exactly one holder and it holds the device exclusively: every process on it is that
  *       allocation's.</li>
  * </ol>
  * Nothing else: a process on a shared GPU that none of these rules ties to a holder is not charged to anyone (a
- * guess would put one user's work on another's bill).
+ * guess would put one user's work on another's bill), nor is one the first two rules tie to several allocations at
+ * once (one job cgroup, or one holder process, for two of them): the order the holders are listed in must not decide
+ * (review54).
  */
 public final class AllocationAttribution implements ProcessAttribution {
     /** Most parent steps followed from a process towards a holder. */
@@ -45,6 +50,8 @@ public final class AllocationAttribution implements ProcessAttribution {
 
     private final Path procRoot;
     private final Path cgroupRoot;
+    /** the cgroup2 mount ({@link #v2Mount}), read once */
+    private Path v2Mount;
     /** whether {@link #procRoot} is the kernel's procfs (its open files stay bound to their process) */
     private final boolean procfs;
     /**
@@ -198,7 +205,12 @@ public final class AllocationAttribution implements ProcessAttribution {
         if (holders.isEmpty()) {
             return Optional.empty();
         }
+        // the job cgroup the process is in, the deepest where job cgroups nest; two allocations of one job cgroup:
+        // nothing tells whose the process is (the holders' order must not: review54)
         List<String> cgroups = null;
+        String inJob = null;
+        int depth = -1;
+        boolean tie = false;
         for (Allocation a : holders) {
             Optional<String> job = a.request().jobCgroup();
             if (job.isPresent()) {
@@ -206,19 +218,43 @@ public final class AllocationAttribution implements ProcessAttribution {
                     cgroups = cgroupPaths(pid);
                 }
                 if (inCgroup(cgroups, job.get())) {
-                    return Optional.of(UsageOwner.allocation(a.id()));
+                    int d = Path.of(job.get()).normalize().getNameCount();
+                    if (d > depth) {
+                        inJob = a.id();
+                        depth = d;
+                        tie = false;
+                    } else if (d == depth && !a.id().equals(inJob)) {
+                        tie = true;
+                    }
                 }
             }
         }
+        if (inJob != null) {
+            return tie ? Optional.empty() : Optional.of(UsageOwner.allocation(inJob));
+        }
+        // the nearest holder the process runs under (itself, its parent, ...); one process holding several of the
+        // device's allocations: nothing tells whose the process is (review54: the first listed was charged)
         List<Long> lineage = null;
         for (Allocation a : holders) {
-            Optional<HolderProcess> h = a.request().holder();
-            if (h.isPresent()) {
-                if (lineage == null) {
-                    lineage = lineage(pid);
+            if (a.request().holder().isPresent()) {
+                lineage = lineage(pid);
+                break;
+            }
+        }
+        if (lineage != null) {
+            for (long p : lineage) {
+                String found = null;
+                for (Allocation a : holders) {
+                    Optional<HolderProcess> h = a.request().holder();
+                    if (h.isPresent() && h.get().pid() == p && h.get().isAlive(procRoot)) {
+                        if (found != null && !found.equals(a.id())) {
+                            return Optional.empty();
+                        }
+                        found = a.id();
+                    }
                 }
-                if (lineage.contains(h.get().pid()) && h.get().isAlive(procRoot)) {
-                    return Optional.of(UsageOwner.allocation(a.id()));
+                if (found != null) {
+                    return Optional.of(UsageOwner.allocation(found));
                 }
             }
         }
@@ -265,7 +301,7 @@ public final class AllocationAttribution implements ProcessAttribution {
             }
             List<Path> mounts = new ArrayList<>();
             if (controllers.isEmpty()) {
-                mounts.add(cgroupRoot);
+                mounts.add(v2Mount()); // cgroup2: where it is mounted (a hybrid host: below the root; review54)
             } else {
                 for (String c : controllers.split(",")) {
                     mounts.add(cgroupRoot.resolve(c.startsWith("name=") ? c.substring(5) : c));
@@ -280,6 +316,18 @@ public final class AllocationAttribution implements ProcessAttribution {
             }
         }
         return false;
+    }
+
+    /**
+     * @return where cgroup2 is mounted, by this process's {@code mountinfo} under the proc root (read once): the
+     *         cgroup root on a unified host, {@code unified} below it on a hybrid one; the cgroup root when none is
+     *         listed
+     */
+    private synchronized Path v2Mount() {
+        if (v2Mount == null) {
+            v2Mount = CgroupMounts.read(procRoot.resolve("self").resolve("mountinfo")).v2().orElse(cgroupRoot);
+        }
+        return v2Mount;
     }
 
     /** @return the pid and its ancestors' pids, nearest first, at most {@link #MAX_ANCESTORS} + 1 */

@@ -136,7 +136,8 @@ public final class HpcJobMapping {
 
     /**
      * @param d a device
-     * @return its mapping file's name: the NVML index ({@code nvml.index}, else the device index) of a whole NVIDIA
+     * @return its mapping file's name: the NVML index ({@code nvml.index}, else {@code nvidia_smi.index}, else the
+     *         device index) of a whole NVIDIA
      *         GPU, {@code <parent NVML index>.<GPU instance id>} of a MIG device; empty for other vendors and a
      *         partition whose GPU instance is not known
      */
@@ -144,7 +145,10 @@ public final class HpcJobMapping {
         if (d.vendor() != GpuVendor.NVIDIA) {
             return Optional.empty();
         }
-        String gpu = d.properties().getOrDefault("nvml.index", Integer.toString(d.index()));
+        // a MIG device names its GPU by the backend's index of it: NVML's, or nvidia-smi's (review53: the nvidia-smi
+        // backend's partitions were named after their own gpusched index)
+        String gpu = d.properties().getOrDefault("nvml.index", d.properties().getOrDefault("nvidia_smi.index",
+                Integer.toString(d.index())));
         if (!gpu.matches("[0-9]{1,4}")) {
             return Optional.empty();
         }

@@ -16,11 +16,15 @@ import io.gpusched.core.host.StateDirectory;
 import io.gpusched.core.internal.Json;
 import java.nio.file.Path;
 import java.time.Instant;
+import java.util.List;
+import java.util.Optional;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
 import picocli.CommandLine.ParentCommand;
+import picocli.CommandLine.Spec;
 
 /**
  * {@code gpusched report}: GPU usage from the node's accounting store, read without a lock (any user who may read the
@@ -32,6 +36,9 @@ import picocli.CommandLine.ParentCommand;
 public final class ReportCommand implements Callable<Integer> {
     @ParentCommand
     GpuschedCommand root;
+
+    @Spec
+    CommandSpec spec;
 
     @Parameters(arity = "0..1", paramLabel = "ID", description = "one allocation (or job) to report on")
     String id;
@@ -63,9 +70,18 @@ public final class ReportCommand implements Callable<Integer> {
         AccountingStore store = AccountingStore.at(stateDirectory());
         refuseWhatOthersMayChange(store.directory());
         if (id != null) {
-            AllocationUsage u = AllocationUsage.find(store, id).orElseThrow(() -> new CliException("no usage is"
-                    + " recorded for allocation \"" + printable(id) + "\" in " + store.directory()
-                    + " (its days may be past gpu.accounting.retention, or no sampler ran while it lived)", 1));
+            for (String o : List.of("--csv", "--by", "--since", "--until")) {
+                if (spec.commandLine().getParseResult().hasMatchedOption(o)) {
+                    // honoured or refused, never dropped: a script that asked for CSV must not parse a table
+                    // (review53)
+                    throw new CliException(o + " applies to a report over a period; with an allocation or job id"
+                            + " give none of --csv, --by, --since, --until (--json is honoured)");
+                }
+            }
+            AllocationUsage u = AllocationUsage.find(store, id).or(() -> ofJob(store, id))
+                    .orElseThrow(() -> new CliException("no usage is recorded for allocation \"" + printable(id)
+                            + "\" (nor for a job of that id) in " + store.directory() + " (its days may be past"
+                            + " gpu.accounting.retention, or no sampler ran while it lived)", 1));
             if (root.json()) {
                 root.out().println(Json.pretty(ReportViews.allocation(u)));
             } else {
@@ -90,6 +106,22 @@ public final class ReportCommand implements Callable<Integer> {
             }
         }
         return 0;
+    }
+
+    /**
+     * @return the usage of the one allocation job {@code jobId} ran as; empty when none
+     * @throws CliException when it ran as several: they are named, one is to be given
+     */
+    private static Optional<AllocationUsage> ofJob(AccountingStore store, String jobId) {
+        List<String> ids = AllocationUsage.allocationsOfJob(store, jobId, 11);
+        if (ids.size() > 1) {
+            throw new CliException("job \"" + printable(jobId) + "\" ran as " + (ids.size() > 10 ? "more than 10"
+                    : ids.size()) + " allocations (newest first: " + String.join(", ",
+                            ids.subList(0,
+                                    Math.min(10, ids.size())))
+                    + "); give one of them");
+        }
+        return ids.isEmpty() ? Optional.empty() : AllocationUsage.find(store, ids.get(0));
     }
 
     /**

@@ -11,8 +11,15 @@
     return e;
   };
   const fmt = (v, digits, unit) => v === null || v === undefined ? 'n/m' : v.toFixed(digits) + (unit || '');
-  // the owner row of allocations without an owner has the empty key (no owner can be blank)
-  const shown = (r) => r.key === '' ? '(no owner)' : r.key;
+  // the owner row of allocations without an owner has the empty key (no owner can be blank); its label gets a '*'
+  // while an owner of the rows shown has that name (any printable text can be an owner's: review53)
+  let noOwner = '(no owner)';
+  const labelFor = (rows) => {
+    noOwner = '(no owner)';
+    const owners = new Set(rows.filter(r => r.key !== '').map(r => r.key));
+    while (owners.has(noOwner)) noOwner += '*';
+  };
+  const shown = (r) => r.key === '' ? noOwner : r.key;
 
   // horizontal bars: GPU-hours per row (label left, value right), the idle share drawn darker at the bar's end;
   // data-* attributes carry the figures for tests; every label is set as text
@@ -100,6 +107,7 @@
       box.appendChild(el('p', 'empty', 'No usage recorded in this period.'));
       return;
     }
+    labelFor(report.rows);
     box.appendChild(bars(report.rows, target));
     box.appendChild(table(report.rows, keyName));
     const t = report.total;

@@ -1,4 +1,4 @@
-package io.gpusched.isolation;
+package io.gpusched.core.host;
 
 import java.io.IOException;
 import java.nio.file.Files;
@@ -6,10 +6,21 @@ import java.nio.file.Path;
 import java.util.Arrays;
 import java.util.Optional;
 
-/** Finds the cgroup v1 devices hierarchy and the cgroup2 mount in {@code /proc/self/mountinfo}. */
-record Mounts(Optional<Path> v1Devices, Optional<Path> v2) {
+/**
+ * The cgroup v1 devices hierarchy and the cgroup2 mount, as {@code /proc/self/mountinfo} lists them (the first of
+ * each): where gpu-isolation makes job cgroups, and where {@link AllocationAttribution} finds a process's cgroup2 path
+ * (a hybrid host mounts cgroup2 at {@code /sys/fs/cgroup/unified}, not at the cgroup root: review54).
+ *
+ * @param v1Devices the v1 hierarchy with the devices controller, if mounted
+ * @param v2        the cgroup2 mount, if mounted
+ */
+public record CgroupMounts(Optional<Path> v1Devices, Optional<Path> v2) {
 
-    static Mounts read(Path mountinfo) {
+    /**
+     * @param mountinfo a {@code mountinfo} file
+     * @return its cgroup mounts; none when it cannot be read
+     */
+    public static CgroupMounts read(Path mountinfo) {
         Optional<Path> v1 = Optional.empty();
         Optional<Path> v2 = Optional.empty();
         try {
@@ -30,13 +41,16 @@ record Mounts(Optional<Path> v1Devices, Optional<Path> v2) {
                 }
             }
         } catch (IOException e) {
-            return new Mounts(Optional.empty(), Optional.empty());
+            return new CgroupMounts(Optional.empty(), Optional.empty());
         }
-        return new Mounts(v1, v2);
+        return new CgroupMounts(v1, v2);
     }
 
-    /** mountinfo escapes space, tab, newline and backslash as octal. */
-    static String unescape(String s) {
+    /**
+     * @param s a path as mountinfo writes it
+     * @return the path: mountinfo escapes space, tab, newline and backslash as octal
+     */
+    public static String unescape(String s) {
         StringBuilder b = new StringBuilder();
         for (int i = 0; i < s.length(); i++) {
             char c = s.charAt(i);
