@@ -197,10 +197,18 @@ public sealed interface AccountingRecord {
      * @param parts       how many devices' figures of the day's records the row sums (at least 1): each had its own
      *                    energy allowance ({@link RecordCodec#plausibleEnergy}), and the row is checked against their
      *                    sum, so a row of plausible records is never refused (review30)
+     * @param gpus        for an owner row: the GPU indices its allocations held that day (ascending, at most
+     *                    {@link RecordCodec#MAX_DEVICES}); empty for a GPU row, and in a row written before rows
+     *                    carried them
+     * @param notes       why a figure is missing or estimated: for an owner row, the notes of the devices its
+     *                    allocations held that day; for a GPU row, that GPU's (distinct, at most
+     *                    {@link RecordCodec#MAX_NOTES}, as an interval's device has): a report reads the same notes
+     *                    from a compacted day as from its intervals (review53)
      */
     record DaySummary(LocalDate day, Optional<String> owner, OptionalLong ownerUid, OptionalInt index,
-            Optional<String> uuid, long allocations, UsageFigures figures, int parts) implements AccountingRecord {
-        /** Copies the figures. */
+            Optional<String> uuid, long allocations, UsageFigures figures, int parts, List<Integer> gpus,
+            List<String> notes) implements AccountingRecord {
+        /** Copies the figures and the lists. */
         public DaySummary {
             Objects.requireNonNull(day, "day");
             Objects.requireNonNull(owner, "owner");
@@ -211,9 +219,17 @@ public sealed interface AccountingRecord {
                 throw new IllegalArgumentException("parts: at least 1, was " + parts);
             }
             figures = figures.copy();
+            gpus = List.copyOf(gpus);
+            notes = List.copyOf(notes);
         }
 
-        /** A row of one part. */
+        /** A row without GPU indices or notes. */
+        public DaySummary(LocalDate day, Optional<String> owner, OptionalLong ownerUid, OptionalInt index,
+                Optional<String> uuid, long allocations, UsageFigures figures, int parts) {
+            this(day, owner, ownerUid, index, uuid, allocations, figures, parts, List.of(), List.of());
+        }
+
+        /** A row of one part, without GPU indices or notes. */
         public DaySummary(LocalDate day, Optional<String> owner, OptionalLong ownerUid, OptionalInt index,
                 Optional<String> uuid, long allocations, UsageFigures figures) {
             this(day, owner, ownerUid, index, uuid, allocations, figures, 1);

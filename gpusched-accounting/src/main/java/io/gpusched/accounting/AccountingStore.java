@@ -27,6 +27,7 @@ import java.time.LocalDate;
 import java.time.ZoneOffset;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Collection;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.Iterator;
@@ -740,11 +741,17 @@ public final class AccountingStore {
 
     /**
      * @return the day's summary: one row per owner (all its GPUs) and one per GPU (all owners); {@code n} counts the
-     *         allocations granted that day, per owner, and per GPU on their first GPU
+     *         allocations granted that day, per owner, and per GPU on their first GPU; an owner row carries the GPU
+     *         indices its allocations held and their devices' notes, a GPU row its own notes (each ascending and
+     *         bounded as the codec reads them), so a report reads the same rows from the summary as from the
+     *         intervals (review53)
      */
     static List<AccountingRecord> summarize(LocalDate day, Iterable<Interval> intervals) {
         Map<String, DaySummary> owners = new LinkedHashMap<>();
+        Map<String, TreeSet<Integer>> ownerGpus = new HashMap<>();
+        Map<String, TreeSet<String>> ownerNotes = new HashMap<>();
         Map<Integer, DaySummary> gpus = new TreeMap<>();
+        Map<Integer, TreeSet<String>> gpuNotes = new HashMap<>();
         for (Interval iv : intervals) {
             String key = iv.owner().orElse("") + "\u0000" + iv.ownerUid();
             DaySummary o = owners.get(key);
@@ -752,6 +759,8 @@ public final class AccountingStore {
             owners.put(key, new DaySummary(day, iv.owner(), iv.ownerUid(), OptionalInt.empty(), Optional.empty(),
                     (o == null ? 0 : o.allocations()) + (iv.first() ? 1 : 0),
                     o == null ? iv.total() : o.figures().add(iv.total()), parts(o, devices)));
+            TreeSet<Integer> held = ownerGpus.computeIfAbsent(key, k -> new TreeSet<>());
+            TreeSet<String> said = ownerNotes.computeIfAbsent(key, k -> new TreeSet<>());
             boolean firstDevice = true;
             for (DeviceUsage d : iv.devices()) {
                 DaySummary g = gpus.get(d.index());
@@ -760,11 +769,26 @@ public final class AccountingStore {
                         (g == null ? 0 : g.allocations()) + (iv.first() && firstDevice ? 1 : 0),
                         g == null ? d.figures() : g.figures().add(d.figures()), parts(g, 1)));
                 firstDevice = false;
+                held.add(d.index());
+                said.addAll(d.notes());
+                gpuNotes.computeIfAbsent(d.index(), k -> new TreeSet<>()).addAll(d.notes());
             }
         }
-        List<AccountingRecord> out = new ArrayList<>(owners.values());
-        out.addAll(gpus.values());
+        List<AccountingRecord> out = new ArrayList<>();
+        for (Map.Entry<String, DaySummary> e : owners.entrySet()) {
+            out.add(withGpusAndNotes(e.getValue(), ownerGpus.get(e.getKey()), ownerNotes.get(e.getKey())));
+        }
+        for (Map.Entry<Integer, DaySummary> e : gpus.entrySet()) {
+            out.add(withGpusAndNotes(e.getValue(), Set.of(), gpuNotes.get(e.getKey())));
+        }
         return out;
+    }
+
+    /** @return the row with the GPU indices and the notes, each the first ones in order, as many as the codec reads */
+    private static DaySummary withGpusAndNotes(DaySummary s, Collection<Integer> gpus, Collection<String> notes) {
+        return new DaySummary(s.day(), s.owner(), s.ownerUid(), s.index(), s.uuid(), s.allocations(), s.figures(),
+                s.parts(), gpus.stream().limit(RecordCodec.MAX_DEVICES).toList(),
+                notes.stream().limit(RecordCodec.MAX_NOTES).toList());
     }
 
     @Override

@@ -62,7 +62,7 @@ public final class RecordCodec {
     private static final Set<String> DEVICE_KEYS = Set.of("i", "uuid", "held", "meas", "um", "us", "up", "idle", "mp",
             "e", "ee", "em", "ec", "notes");
     private static final Set<String> SUMMARY_KEYS = Set.of("k", "day", "owner", "uid", "i", "uuid", "n", "held",
-            "meas", "um", "us", "up", "idle", "mp", "e", "ee", "em", "parts");
+            "meas", "um", "us", "up", "idle", "mp", "e", "ee", "em", "parts", "gpus", "notes");
     /** the most parts a summary row may sum ({@code parts}) */
     static final int MAX_PARTS = 1 << 24;
     private static final Set<String> ENDS = Set.of("RELEASED", "EXPIRED", "RECLAIMED", "UNOBSERVED");
@@ -218,6 +218,17 @@ public final class RecordCodec {
                 out.append(",\"parts\":").append(Math.min(s.parts(), MAX_PARTS));
             }
             writeFigures(out, s.figures());
+            if (!s.gpus().isEmpty()) {
+                out.append(",\"gpus\":[");
+                for (int g = 0; g < s.gpus().size(); g++) {
+                    if (g > 0) {
+                        out.append(',');
+                    }
+                    out.append(s.gpus().get(g).intValue());
+                }
+                out.append(']');
+            }
+            writeNotes(out, s.notes());
         } else {
             out.append('{');
         }
@@ -257,20 +268,24 @@ public final class RecordCodec {
             if (d.counterAtEnd().isPresent()) {
                 j.append(",\"ec\":").append(d.counterAtEnd().getAsLong());
             }
-            List<String> notes = d.notes();
-            if (!notes.isEmpty()) {
-                j.append(",\"notes\":[");
-                for (int n = 0; n < notes.size(); n++) {
-                    if (n > 0) {
-                        j.append(',');
-                    }
-                    quoted(j, clip(notes.get(n)));
-                }
-                j.append(']');
-            }
+            writeNotes(j, d.notes());
             j.append('}');
         }
         j.append(']');
+    }
+
+    /** Appends {@code ,"notes":[...]} where there are notes (a device's, a summary row's). */
+    private static void writeNotes(StringBuilder j, List<String> notes) {
+        if (!notes.isEmpty()) {
+            j.append(",\"notes\":[");
+            for (int n = 0; n < notes.size(); n++) {
+                if (n > 0) {
+                    j.append(',');
+                }
+                quoted(j, clip(notes.get(n)));
+            }
+            j.append(']');
+        }
     }
 
     /**
@@ -456,20 +471,7 @@ public final class RecordCodec {
                 throw new AccountingFormatException("held: " + f.heldMillis + " ms in an interval of " + (to - from)
                         + " ms");
             }
-            List<String> notes = new ArrayList<>();
-            JsonNode ns = d.get("notes");
-            if (ns != null) {
-                if (!ns.isArray() || ns.size() > MAX_NOTES) {
-                    throw new AccountingFormatException("notes: expected a list of at most " + MAX_NOTES + " texts");
-                }
-                for (JsonNode x : ns) {
-                    if (!x.isTextual() || x.textValue().length() > MAX_TEXT) {
-                        throw new AccountingFormatException("notes: each note is a text of at most " + MAX_TEXT
-                                + " characters");
-                    }
-                    notes.add(x.textValue());
-                }
-            }
+            List<String> notes = notes(d);
             if (!plausibleEnergy(f)) { // the rest of the record stands: its time, its figures, its grant and release
                 if (notes.size() < MAX_NOTES) {
                     notes.add(ENERGY_REFUSED + " (" + f.energyMillijoules + " mJ over " + f.energyMillis + " ms)");
@@ -484,6 +486,48 @@ public final class RecordCodec {
         return new Interval(id, text(n, "owner", false), n(n, "uid"), text(n, "job", false),
                 Instant.ofEpochMilli(from), Instant.ofEpochMilli(to), bool(n, "first"), end, bool(n, "gap"), idle,
                 devices);
+    }
+
+    /** @return the record's {@code notes} (empty when absent): a list of at most {@link #MAX_NOTES} texts */
+    private static List<String> notes(JsonNode n) {
+        List<String> notes = new ArrayList<>();
+        JsonNode ns = n.get("notes");
+        if (ns != null) {
+            if (!ns.isArray() || ns.size() > MAX_NOTES) {
+                throw new AccountingFormatException("notes: expected a list of at most " + MAX_NOTES + " texts");
+            }
+            for (JsonNode x : ns) {
+                if (!x.isTextual() || x.textValue().length() > MAX_TEXT) {
+                    throw new AccountingFormatException("notes: each note is a text of at most " + MAX_TEXT
+                            + " characters");
+                }
+                notes.add(x.textValue());
+            }
+        }
+        return notes;
+    }
+
+    /**
+     * @return a summary owner row's {@code gpus} (empty when absent): at most {@link #MAX_DEVICES} device indices,
+     *         each as an interval's device {@code i}
+     */
+    private static List<Integer> indices(JsonNode n) {
+        List<Integer> gpus = new ArrayList<>();
+        JsonNode gs = n.get("gpus");
+        if (gs != null) {
+            if (!gs.isArray() || gs.size() > MAX_DEVICES) {
+                throw new AccountingFormatException("gpus: expected a list of at most " + MAX_DEVICES
+                        + " GPU indices");
+            }
+            for (JsonNode x : gs) {
+                if (!x.isIntegralNumber() || !x.canConvertToInt() || x.intValue() < 0 || x.intValue() > 1 << 20) {
+                    throw new AccountingFormatException("gpus: each GPU index is a whole number from 0 to "
+                            + (1 << 20));
+                }
+                gpus.add(x.intValue());
+            }
+        }
+        return gpus;
     }
 
     private static Checkpoint checkpoint(JsonNode n) {
@@ -547,18 +591,19 @@ public final class RecordCodec {
         if (f.heldMillis > Duration.ofDays(1).toMillis() * MAX_DEVICES) {
             throw new AccountingFormatException("held: " + f.heldMillis + " ms is more than a day");
         }
+        List<String> notes = notes(n);
         if (n.has("i")) { // a GPU row
-            if (n.has("owner") || n.has("uid")) {
-                throw new AccountingFormatException("a GPU row (i) has no owner or uid");
+            if (n.has("owner") || n.has("uid") || n.has("gpus")) {
+                throw new AccountingFormatException("a GPU row (i) has no owner, uid or gpus");
             }
             return new DaySummary(d, Optional.empty(), OptionalLong.empty(), OptionalInt.of(integer(n, "i", 0,
-                    1 << 20)), text(n, "uuid", true), nonNegative(n, "n", true), f, parts);
+                    1 << 20)), text(n, "uuid", true), nonNegative(n, "n", true), f, parts, List.of(), notes);
         }
         if (n.has("uuid")) {
             throw new AccountingFormatException("uuid without i: an owner row names no GPU");
         }
         return new DaySummary(d, text(n, "owner", false), n(n, "uid"), OptionalInt.empty(), Optional.empty(),
-                nonNegative(n, "n", true), f, parts);
+                nonNegative(n, "n", true), f, parts, indices(n), notes);
     }
 
     /** The note on a device whose recorded energy was refused when read. */

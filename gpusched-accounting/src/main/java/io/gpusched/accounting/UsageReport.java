@@ -251,7 +251,12 @@ public record UsageReport(Instant since, Instant until, GroupBy by, List<Row> ro
                 acc.owner = s.owner();
             }
             Instant start = s.day().atStartOfDay().toInstant(ZoneOffset.UTC);
-            acc.add(s.figures(), s.index().orElse(-1), start, start.plusSeconds(86_400), List.of());
+            // the GPUs an owner row's allocations held and the notes of their devices, or a GPU row's: as the
+            // day's intervals give them (review53)
+            acc.add(s.figures(), s.index().orElse(-1), start, start.plusSeconds(86_400), s.notes());
+            if (!s.gpuRow()) {
+                acc.devices.addAll(s.gpus());
+            }
             acc.allocations += s.allocations(); // each allocation is counted on its first device only
             allocations += s.allocations();
             total.add(s.figures());

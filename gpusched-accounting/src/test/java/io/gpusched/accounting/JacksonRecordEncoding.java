@@ -115,6 +115,20 @@ public final class JacksonRecordEncoding {
                 }
                 g.writeNumberField("n", s.allocations());
                 writeFigures(g, s.figures());
+                if (!s.gpus().isEmpty()) {
+                    g.writeArrayFieldStart("gpus");
+                    for (int i : s.gpus()) {
+                        g.writeNumber(i);
+                    }
+                    g.writeEndArray();
+                }
+                if (!s.notes().isEmpty()) {
+                    g.writeArrayFieldStart("notes");
+                    for (String n : s.notes()) {
+                        g.writeString(clip(n));
+                    }
+                    g.writeEndArray();
+                }
             }
             g.writeEndObject();
         } catch (IOException e) {
