@@ -114,6 +114,9 @@ public final class JacksonRecordEncoding {
                     g.writeStringField("uuid", clip(s.uuid().orElse("-")));
                 }
                 g.writeNumberField("n", s.allocations());
+                if (s.parts() > 1) {
+                    g.writeNumberField("parts", Math.min(s.parts(), RecordCodec.MAX_PARTS));
+                }
                 writeFigures(g, s.figures());
                 if (!s.gpus().isEmpty()) {
                     g.writeArrayFieldStart("gpus");

@@ -164,7 +164,8 @@ class RecordCodecEncodingTest {
                 gpu || rnd.nextBoolean() ? OptionalLong.empty() : OptionalLong.of(number(rnd)),
                 gpu ? OptionalInt.of(rnd.nextInt(64)) : OptionalInt.empty(),
                 gpu && rnd.nextBoolean() ? Optional.of(text(rnd)) : Optional.empty(), rnd.nextInt(1000),
-                figures(rnd, 86_400_000L), 1, gpus, texts(rnd, rnd.nextInt(4)));
+                figures(rnd, 86_400_000L), rnd.nextInt(4) == 0 ? 2 + rnd.nextInt(5) : 1, gpus,
+                texts(rnd, rnd.nextInt(4)));
     }
 
     private static UsageFigures figures(Random rnd, long span) {
