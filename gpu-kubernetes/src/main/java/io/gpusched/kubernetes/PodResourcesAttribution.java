@@ -31,6 +31,7 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
+import java.util.TreeSet;
 import java.util.concurrent.TimeUnit;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -140,13 +141,17 @@ public final class PodResourcesAttribution implements ProcessAttribution, AutoCl
         // one container may list a GPU more than once (two time-sliced replicas of it, a DRA claim's device and CDI
         // names): it is still the only holder (review54)
         PodContainer first = h.get(0);
+        TreeSet<String> resources = new TreeSet<>();
         for (PodContainer c : h) {
             if (!c.namespace().equals(first.namespace()) || !c.pod().equals(first.pod())
                     || !c.container().equals(first.container())) {
                 return Optional.empty();
             }
+            resources.add(c.resource());
         }
-        return Optional.of(first.owner());
+        // the resources it holds the GPU as, sorted: the kubelet lists them in no fixed order (review56)
+        return Optional.of(new PodContainer(first.namespace(), first.pod(), first.container(),
+                String.join(",", resources), first.deviceId()).owner());
     }
 
     /**

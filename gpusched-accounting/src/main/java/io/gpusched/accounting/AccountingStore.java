@@ -41,6 +41,7 @@ import java.util.Set;
 import java.util.TreeMap;
 import java.util.TreeSet;
 import java.util.function.Consumer;
+import java.util.function.Predicate;
 
 /**
  * The node's accounting store: {@code <state dir>/accounting/}, one append-only journal per UTC day
@@ -160,12 +161,20 @@ public final class AccountingStore {
      *                 record only)
      */
     public void readDay(LocalDate day, Consumer<AccountingRecord> sink, List<String> warnings) {
-        read(journal(day), sink, warnings);
+        read(journal(day), null, sink, warnings);
+    }
+
+    /**
+     * Reads a day's journal, decoding only the lines that {@code mayHold} accepts (a cheap filter on the raw line, such
+     * as whether it holds a job's id; a line it accepts is decoded and checked as ever).
+     */
+    void readDay(LocalDate day, Predicate<String> mayHold, Consumer<AccountingRecord> sink, List<String> warnings) {
+        read(journal(day), mayHold, sink, warnings);
     }
 
     /** Reads a day's summary rows; a day without one reads nothing. */
     public void readSummary(LocalDate day, Consumer<AccountingRecord> sink, List<String> warnings) {
-        read(summary(day), sink, warnings);
+        read(summary(day), null, sink, warnings);
     }
 
     /** @return every record of a day's journal (for tests and small days) */
@@ -177,7 +186,8 @@ public final class AccountingStore {
     }
 
     /** Reads one file line by line, bounded; a last line without its newline (a write in progress) is skipped. */
-    private static void read(Path file, Consumer<AccountingRecord> sink, List<String> warnings) {
+    private static void read(Path file, Predicate<String> mayHold, Consumer<AccountingRecord> sink,
+            List<String> warnings) {
         if (!Files.exists(file, LinkOption.NOFOLLOW_LINKS)) {
             return;
         }
@@ -211,6 +221,10 @@ public final class AccountingStore {
                                     + RecordCodec.MAX_LINE_BYTES + " bytes; skipped");
                         } else if (len > 0) {
                             String s = new String(line, 0, len, StandardCharsets.UTF_8);
+                            if (mayHold != null && !mayHold.test(s)) {
+                                len = 0;
+                                continue;
+                            }
                             try {
                                 sink.accept(RecordCodec.decode(s));
                             } catch (AccountingFormatException e) {

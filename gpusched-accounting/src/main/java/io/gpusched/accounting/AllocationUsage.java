@@ -112,8 +112,9 @@ public record AllocationUsage(String id, Optional<String> owner, Optional<String
     public static List<String> allocationsOfJob(AccountingStore store, String jobId, int max) {
         Map<String, Instant> from = new HashMap<>();
         List<String> warnings = new ArrayList<>();
+        String keyed = RecordCodec.keyed("job", jobId); // only lines that name the job are decoded
         for (LocalDate d : store.days()) {
-            store.readDay(d, r -> {
+            store.readDay(d, line -> line.contains(keyed), r -> {
                 if (r instanceof Interval iv && iv.jobId().isPresent() && iv.jobId().get().equals(jobId)) {
                     from.merge(iv.allocationId(), iv.from(), (a, b) -> a.isBefore(b) ? a : b);
                 }

@@ -375,6 +375,18 @@ public final class RecordCodec {
     }
 
     /** @return a text the reader accepts: cut to {@link #MAX_TEXT} characters, never empty */
+    /**
+     * @return how a record's line writes the key {@code key} with the text value {@code value} ({@code "job":"x"}):
+     *         a reader may skip lines that do not hold it before decoding them
+     */
+    static String keyed(String key, String value) {
+        StringBuilder b = new StringBuilder();
+        quoted(b, key);
+        b.append(':');
+        quoted(b, clip(value));
+        return b.toString();
+    }
+
     private static String clip(String s) {
         if (s.isEmpty()) {
             return "-";

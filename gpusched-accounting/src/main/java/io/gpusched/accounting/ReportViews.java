@@ -126,6 +126,22 @@ public final class ReportViews {
         return label;
     }
 
+    /**
+     * @return the total line's label: {@code total}, with a {@code *} added while a row has that label (an owner may be
+     *         named so: review56)
+     */
+    private static String totalLabel(List<String[]> lines) {
+        Set<String> labels = new HashSet<>();
+        for (String[] l : lines) {
+            labels.add(l[0]);
+        }
+        String label = "total";
+        while (labels.contains(label)) {
+            label += "*";
+        }
+        return label;
+    }
+
     /** @return the report as a text table with a total line */
     public static String text(UsageReport r) {
         StringBuilder b = new StringBuilder();
@@ -142,7 +158,7 @@ public final class ReportViews {
                     : row.key();
             lines.add(cells(safe(key), row.allocations(), row.figures(), row.idleSteps()));
         }
-        lines.add(cells("total", r.allocations(), r.total(), Set.of()));
+        lines.add(cells(totalLabel(lines), r.allocations(), r.total(), Set.of()));
         int[] w = new int[head.length];
         for (String[] l : lines) {
             for (int i = 0; i < l.length; i++) {

@@ -50,8 +50,8 @@ public final class AllocationAttribution implements ProcessAttribution {
 
     private final Path procRoot;
     private final Path cgroupRoot;
-    /** the cgroup2 mount ({@link #v2Mount}), read once */
-    private Path v2Mount;
+    /** the cgroup mounts ({@link #v2Mount}), read once */
+    private CgroupMounts v2Mount;
     /** whether {@link #procRoot} is the kernel's procfs (its open files stay bound to their process) */
     private final boolean procfs;
     /**
@@ -268,8 +268,11 @@ public final class AllocationAttribution implements ProcessAttribution {
     private List<String> cgroupPaths(int pid) {
         List<String> out = new ArrayList<>();
         try {
-            for (String line : Files.readAllLines(procRoot.resolve(Integer.toString(pid)).resolve("cgroup"),
-                    StandardCharsets.ISO_8859_1)) {
+            // decoded as Java decodes file names, so a job cgroup named outside ASCII matches (review56); leniently:
+            // bytes not valid there become U+FFFD and match no job cgroup
+            String text = new String(Files.readAllBytes(procRoot.resolve(Integer.toString(pid)).resolve("cgroup")),
+                    CgroupMounts.fileNames());
+            for (String line : text.split("\n")) {
                 int first = line.indexOf(':');
                 int second = first < 0 ? -1 : line.indexOf(':', first + 1);
                 if (second > 0 && line.startsWith("/", second + 1)) {
@@ -293,15 +296,33 @@ public final class AllocationAttribution implements ProcessAttribution {
         for (String line : lines) {
             int colon = line.indexOf(':');
             String controllers = line.substring(0, colon);
+            String raw = line.substring(colon + 1);
+            if (("/" + raw + "/").contains("/../")) {
+                // a cgroup outside this process's cgroup namespace (cgroup_namespaces(7)): not one this node's jobs
+                // are in as seen here, and normalizing would drop the leading ".." (review56)
+                continue;
+            }
             Path path;
             try {
-                path = Path.of(line.substring(colon + 1)).normalize();
+                path = Path.of(raw).normalize();
             } catch (InvalidPathException e) {
                 continue;
             }
             List<Path> mounts = new ArrayList<>();
             if (controllers.isEmpty()) {
-                mounts.add(v2Mount()); // cgroup2: where it is mounted (a hybrid host: below the root; review54)
+                // cgroup2: where it is mounted (a hybrid host: below the root; review54), and only below the directory
+                // mounted there (a container's subtree: review56)
+                CgroupMounts m = v2Mount();
+                String root = m.v2Root();
+                String p = path.toString();
+                if (root.equals("/")) {
+                    mounts.add(m.v2().orElse(cgroupRoot));
+                } else if (p.equals(root) || p.startsWith(root + "/")) {
+                    path = Path.of("/" + p.substring(root.length())).normalize();
+                    mounts.add(m.v2().orElse(cgroupRoot));
+                } else {
+                    continue;
+                }
             } else {
                 for (String c : controllers.split(",")) {
                     mounts.add(cgroupRoot.resolve(c.startsWith("name=") ? c.substring(5) : c));
@@ -319,13 +340,12 @@ public final class AllocationAttribution implements ProcessAttribution {
     }
 
     /**
-     * @return where cgroup2 is mounted, by this process's {@code mountinfo} under the proc root (read once): the
-     *         cgroup root on a unified host, {@code unified} below it on a hybrid one; the cgroup root when none is
-     *         listed
+     * @return this process's cgroup mounts, by its {@code mountinfo} under the proc root (read once): cgroup2 at the
+     *         cgroup root on a unified host, {@code unified} below it on a hybrid one; none listed: the cgroup root
      */
-    private synchronized Path v2Mount() {
+    private synchronized CgroupMounts v2Mount() {
         if (v2Mount == null) {
-            v2Mount = CgroupMounts.read(procRoot.resolve("self").resolve("mountinfo")).v2().orElse(cgroupRoot);
+            v2Mount = CgroupMounts.read(procRoot.resolve("self").resolve("mountinfo"));
         }
         return v2Mount;
     }

@@ -82,6 +82,17 @@ public final class ReportCommand implements Callable<Integer> {
                     .orElseThrow(() -> new CliException("no usage is recorded for allocation \"" + printable(id)
                             + "\" (nor for a job of that id) in " + store.directory() + " (its days may be past"
                             + " gpu.accounting.retention, or no sampler ran while it lived)", 1));
+            if (u.id().equals(id)) {
+                // an id that is also a job's: said, so the allocation shown is not taken for the job (review56)
+                List<String> jobs = AllocationUsage.allocationsOfJob(store, id, 11).stream()
+                        .filter(a -> !a.equals(id)).toList();
+                if (!jobs.isEmpty()) {
+                    root.err().println("gpusched: note: \"" + printable(id) + "\" is allocation " + id + " (shown);"
+                            + " it is also the job id of allocation" + (jobs.size() == 1 ? " " : "s ")
+                            + String.join(", ", jobs.subList(0, Math.min(10, jobs.size())))
+                            + (jobs.size() > 10 ? ", ..." : "") + ": report that id for the job");
+                }
+            }
             if (root.json()) {
                 root.out().println(Json.pretty(ReportViews.allocation(u)));
             } else {
