@@ -86,7 +86,11 @@ public record AllocationUsage(String id, Optional<String> owner, Optional<String
             for (DeviceUsage d : iv.devices()) {
                 per.computeIfAbsent(d.index(), k -> new UsageFigures()).add(d.figures());
                 uuids.put(d.index(), d.uuid());
-                notes.computeIfAbsent(d.index(), k -> new TreeSet<>()).addAll(d.notes());
+                TreeSet<String> n = notes.computeIfAbsent(d.index(), k -> new TreeSet<>());
+                n.addAll(d.notes());
+                while (n.size() > RecordCodec.MAX_NOTES) { // the first in text order, as compaction keeps (review55)
+                    n.pollLast();
+                }
                 total.add(d.figures());
                 gaps += d.figures().heldMillis() - d.figures().measuredMillis();
             }

@@ -75,6 +75,8 @@ public final class IdleWatch {
     /** the last {@link #RECENT} steps forward, in ms (0: none yet): the sweeps' cadence */
     private final long[] recent = new long[RECENT];
     private int recentAt;
+    /** the previous evaluation's time, judged or not (the clock behind a sweep judged); null before the first */
+    private Instant lastSweep;
     /** whether the clock stepped back at the last evaluation (the next step forward counts nothing) */
     private boolean steppedBack;
     static final int RECENT = 8;
@@ -402,6 +404,8 @@ public final class IdleWatch {
      *         or the step forward right after one
      */
     private long observed(Instant now) {
+        Instant previous = lastSweep;
+        lastSweep = now;
         if (lastEvaluated == null) {
             if (resumedJudged != null && now.isBefore(resumedJudged)) {
                 // the first sweep of a restarted policy is behind the last one its predecessor judged: a step back,
@@ -416,7 +420,12 @@ public final class IdleWatch {
         long step = now.toEpochMilli() - lastEvaluated.toEpochMilli();
         if (step < 0) {
             // stepped back: nothing observed, and the latest time stays the mark to pass (review33); the first step
-            // forward past it counts nothing either: a flapping clock (review30)
+            // forward past it counts nothing either: a flapping clock (review30). The sweeps' spacing meanwhile is
+            // still their cadence: a policy restarted behind the mark learns it there, and a late sweep past the mark
+            // is bounded by it, not by the first sweeps' 60 s (review55)
+            if (previous != null && now.isAfter(previous)) {
+                remember(now.toEpochMilli() - previous.toEpochMilli());
+            }
             steppedBack = true;
             return 0;
         }
@@ -437,9 +446,14 @@ public final class IdleWatch {
             }
         }
         long cap = Math.max(MIN_CREDIT_MILLIS, 2 * (shortest == Long.MAX_VALUE ? MIN_CREDIT_MILLIS : shortest));
+        remember(step);
+        return Math.min(step, cap);
+    }
+
+    /** Keeps a step forward between two sweeps among the last {@link #RECENT}: the sweeps' cadence. */
+    private void remember(long step) {
         recent[recentAt] = step;
         recentAt = (recentAt + 1) % RECENT;
-        return Math.min(step, cap);
     }
 
     /**

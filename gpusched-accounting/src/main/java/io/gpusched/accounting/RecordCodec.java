@@ -595,7 +595,11 @@ public final class RecordCodec {
         }
         UsageFigures f = figures(n);
         int parts = n.has("parts") ? integer(n, "parts", 1, MAX_PARTS) : 1;
+        List<String> notes = notes(n);
         if (!plausibleEnergy(f, parts)) { // a summary of records read plausible: forged; its energy is not taken
+            if (notes.size() < MAX_NOTES) { // and said, as for an interval's device (review55)
+                notes.add(ENERGY_REFUSED + " (" + f.energyMillijoules + " mJ over " + f.energyMillis + " ms)");
+            }
             f.energyMillijoules = 0;
             f.estimatedMillijoules = 0;
             f.energyMillis = 0;
@@ -603,7 +607,6 @@ public final class RecordCodec {
         if (f.heldMillis > Duration.ofDays(1).toMillis() * MAX_DEVICES) {
             throw new AccountingFormatException("held: " + f.heldMillis + " ms is more than a day");
         }
-        List<String> notes = notes(n);
         if (n.has("i")) { // a GPU row
             if (n.has("owner") || n.has("uid") || n.has("gpus")) {
                 throw new AccountingFormatException("a GPU row (i) has no owner, uid or gpus");

@@ -8,6 +8,7 @@ import java.time.Instant;
 import java.time.LocalDate;
 import java.time.ZoneOffset;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.EnumSet;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -266,9 +267,11 @@ public record UsageReport(Instant since, Instant until, GroupBy by, List<Row> ro
             markIdleSteps();
             List<Row> out = new ArrayList<>();
             for (RowAcc r : rows.values()) {
-                out.add(new Row(r.key, r.owner, r.job, Set.copyOf(r.devices), r.from == null ? since : r.from,
-                        r.to == null ? since : r.to, r.end, r.allocations, r.figures, Set.copyOf(r.steps),
-                        Set.copyOf(r.notes)));
+                // sorted sets: the same report reads the same, run after run (review55 saw "gpus": [1, 0])
+                out.add(new Row(r.key, r.owner, r.job, Collections.unmodifiableSortedSet(new TreeSet<>(r.devices)),
+                        r.from == null ? since : r.from, r.to == null ? since : r.to, r.end, r.allocations,
+                        r.figures, Collections.unmodifiableSet(EnumSet.copyOf(r.steps)),
+                        Collections.unmodifiableSortedSet(new TreeSet<>(r.notes))));
             }
             if (by == GroupBy.DEVICE) {
                 out.sort((x, y) -> Integer.compare(Integer.parseInt(x.key()), Integer.parseInt(y.key())));
@@ -288,7 +291,8 @@ public record UsageReport(Instant since, Instant until, GroupBy by, List<Row> ro
         long allocations;
         final UsageFigures figures = new UsageFigures();
         final Set<IdleStep> steps = EnumSet.noneOf(IdleStep.class);
-        final Set<String> notes = new TreeSet<>();
+        /** the first {@link RecordCodec#MAX_NOTES} in text order, as compaction keeps them (review55) */
+        final TreeSet<String> notes = new TreeSet<>();
 
         RowAcc(String key) {
             this.key = key;
@@ -302,8 +306,9 @@ public record UsageReport(Instant since, Instant until, GroupBy by, List<Row> ro
             from = from == null || a.isBefore(from) ? a : from;
             to = to == null || b.isAfter(to) ? b : to;
             for (String x : n) {
-                if (notes.size() < 8) {
-                    notes.add(x);
+                notes.add(x);
+                if (notes.size() > RecordCodec.MAX_NOTES) {
+                    notes.pollLast();
                 }
             }
         }
