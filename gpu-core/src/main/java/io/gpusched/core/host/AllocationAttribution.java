@@ -18,6 +18,7 @@ import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.OptionalLong;
@@ -293,50 +294,86 @@ public final class AllocationAttribution implements ProcessAttribution {
         } catch (InvalidPathException e) {
             return false;
         }
+        CgroupMounts table = v2Mount();
         for (String line : lines) {
             int colon = line.indexOf(':');
             String controllers = line.substring(0, colon);
             String raw = line.substring(colon + 1);
-            if (("/" + raw + "/").contains("/../")) {
-                // a cgroup outside this process's cgroup namespace (cgroup_namespaces(7)): not one this node's jobs
-                // are in as seen here, and normalizing would drop the leading ".." (review56)
-                continue;
-            }
-            Path path;
-            try {
-                path = Path.of(raw).normalize();
-            } catch (InvalidPathException e) {
-                continue;
-            }
-            List<Path> mounts = new ArrayList<>();
-            if (controllers.isEmpty()) {
-                // cgroup2: where it is mounted (a hybrid host: below the root; review54), and only below the directory
-                // mounted there (a container's subtree: review56)
-                CgroupMounts m = v2Mount();
-                String root = m.v2Root();
-                String p = path.toString();
-                if (root.equals("/")) {
-                    mounts.add(m.v2().orElse(cgroupRoot));
-                } else if (p.equals(root) || p.startsWith(root + "/")) {
-                    path = Path.of("/" + p.substring(root.length())).normalize();
-                    mounts.add(m.v2().orElse(cgroupRoot));
-                } else {
-                    continue;
-                }
-            } else {
-                for (String c : controllers.split(",")) {
-                    mounts.add(cgroupRoot.resolve(c.startsWith("name=") ? c.substring(5) : c));
-                }
-                mounts.add(cgroupRoot.resolve(controllers));
-            }
-            for (Path mount : mounts) {
-                Path abs = Path.of(mount + path.toString()).normalize();
+            for (Path abs : resolve(table, controllers, raw)) {
                 if (abs.startsWith(job)) {
                     return true;
                 }
             }
         }
         return false;
+    }
+
+    /**
+     * @return where a cgroup path of {@code /proc/<pid>/cgroup} lies in this process's file system: below each mount
+     *         of its hierarchy (cgroup2, or the v1 mount with its controllers; the last listed at a mount point, the one
+     *         seen there) whose root the path is at or below (a container's subtree, or {@code /../..} for the host's
+     *         hierarchy seen from a private cgroup namespace: reviews 56, 57); none for a path that is not, or that
+     *         climbs above its root ({@code ..}: outside this namespace); with no cgroup mount listed, below the
+     *         cgroup root as the layout under it says (cgroup2 at it, v1 controllers below it)
+     */
+    private List<Path> resolve(CgroupMounts table, String controllers, String raw) {
+        List<Path> out = new ArrayList<>();
+        if (table.all().isEmpty()) {
+            if (hasDotDot(raw)) {
+                return out;
+            }
+            List<Path> mounts = new ArrayList<>();
+            if (controllers.isEmpty()) {
+                mounts.add(cgroupRoot);
+            } else {
+                for (String c : controllers.split(",")) {
+                    mounts.add(cgroupRoot.resolve(c.startsWith("name=") ? c.substring(5) : c));
+                }
+                mounts.add(cgroupRoot.resolve(controllers));
+            }
+            for (Path m : mounts) {
+                below(m, raw).ifPresent(out::add);
+            }
+            return out;
+        }
+        Map<Path, CgroupMounts.Mount> seen = new LinkedHashMap<>(); // per point, the last listed
+        List<String> wanted = controllers.isEmpty() ? List.of() : List.of(controllers.split(","));
+        for (CgroupMounts.Mount m : table.all()) {
+            if (controllers.isEmpty() ? m.v2() : !m.v2() && m.controllers().containsAll(wanted)) {
+                seen.put(m.point(), m);
+            } else {
+                seen.remove(m.point()); // another mount over it hides it
+            }
+        }
+        for (CgroupMounts.Mount m : seen.values()) {
+            String root = m.root();
+            String rel;
+            if (root.equals("/")) {
+                rel = raw;
+            } else if (raw.equals(root)) {
+                rel = "/";
+            } else if (raw.startsWith(root + "/")) {
+                rel = raw.substring(root.length());
+            } else {
+                continue; // not in the part of the hierarchy mounted there
+            }
+            if (!hasDotDot(rel)) {
+                below(m.point(), rel).ifPresent(out::add);
+            }
+        }
+        return out;
+    }
+
+    private static boolean hasDotDot(String path) {
+        return ("/" + path + "/").contains("/../");
+    }
+
+    private static Optional<Path> below(Path mount, String rel) {
+        try {
+            return Optional.of(Path.of(mount + Path.of(rel).normalize().toString()).normalize());
+        } catch (InvalidPathException e) {
+            return Optional.empty();
+        }
     }
 
     /**

@@ -1,42 +1,69 @@
 package io.gpusched.core.host;
 
 import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.charset.CharacterCodingException;
 import java.nio.charset.Charset;
+import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.InvalidPathException;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.List;
 import java.util.Optional;
+import java.util.Set;
 
 /**
- * The cgroup v1 devices hierarchy and the cgroup2 mount, as {@code /proc/self/mountinfo} lists them (the first of
- * each): where gpu-isolation makes job cgroups, and where {@link AllocationAttribution} finds a process's cgroup2 path
- * (a hybrid host mounts cgroup2 at {@code /sys/fs/cgroup/unified}, not at the cgroup root: review54). The file is read
- * as bytes: a mount point is a file name, any bytes but the four the kernel escapes, so one that is not valid in the
- * file-name encoding loses that line only, never the whole table (review56).
+ * The cgroup mounts {@code /proc/self/mountinfo} lists: the v1 devices hierarchy and the cgroup2 mount (the first of
+ * each: where gpu-isolation makes job cgroups), and every cgroup mount with the directory mounted there, where
+ * {@link AllocationAttribution} reads a process's cgroup paths (a hybrid host mounts cgroup2 at
+ * {@code /sys/fs/cgroup/unified}: review54; a container mounts a subtree, or the host's hierarchy from its own cgroup
+ * namespace: reviews 56, 57). The file is read as bytes: a mount point or root that is not valid in the file-name
+ * encoding loses its line only, never the whole table (review56).
  *
- * @param v1Devices the v1 hierarchy with the devices controller, if mounted
- * @param v2        the cgroup2 mount point, if mounted
- * @param v2Root    the cgroup2 directory mounted there ({@code /}, or a subtree, as in a container that shares the
- *                  host's cgroup namespace: a process's cgroup2 path is below it)
+ * @param v1Devices the first v1 hierarchy with the devices controller, if mounted
+ * @param v2        the first cgroup2 mount point, if mounted
+ * @param all       every cgroup mount, in the order listed (a later one at the same point hides the earlier)
  */
-public record CgroupMounts(Optional<Path> v1Devices, Optional<Path> v2, String v2Root) {
+public record CgroupMounts(Optional<Path> v1Devices, Optional<Path> v2, List<Mount> all) {
+
+    /**
+     * One cgroup mount.
+     *
+     * @param point       where it is mounted
+     * @param root        the cgroup directory mounted there, as the reader's cgroup namespace names it ({@code /}, a
+     *                    subtree, or {@code /../..} for a hierarchy of another namespace)
+     * @param v2          whether it is cgroup2
+     * @param controllers a v1 mount's super options (its controllers, {@code name=...}); empty for cgroup2
+     */
+    public record Mount(Path point, String root, boolean v2, Set<String> controllers) {
+        /** Copies the set. */
+        public Mount {
+            controllers = Set.copyOf(controllers);
+        }
+    }
+
+    /** Copies the list. */
+    public CgroupMounts {
+        all = List.copyOf(all);
+    }
 
     /**
      * @param mountinfo a {@code mountinfo} file
      * @return its cgroup mounts; none when it cannot be read
      */
     public static CgroupMounts read(Path mountinfo) {
-        Optional<Path> v1 = Optional.empty();
-        Optional<Path> v2 = Optional.empty();
-        String v2Root = "/";
         String text;
         try {
             text = new String(Files.readAllBytes(mountinfo), StandardCharsets.ISO_8859_1); // a byte per char
         } catch (IOException | RuntimeException e) {
-            return new CgroupMounts(Optional.empty(), Optional.empty(), "/");
+            return new CgroupMounts(Optional.empty(), Optional.empty(), List.of());
         }
+        Optional<Path> v1 = Optional.empty();
+        Optional<Path> v2 = Optional.empty();
+        List<Mount> all = new ArrayList<>();
         for (String line : text.split("\n")) {
             String[] f = line.split(" ");
             int dash = Arrays.asList(f).indexOf("-");
@@ -44,27 +71,30 @@ public record CgroupMounts(Optional<Path> v1Devices, Optional<Path> v2, String v
                 continue;
             }
             String type = f[dash + 1];
-            String superOptions = f[dash + 3];
-            boolean isV2 = type.equals("cgroup2") && v2.isEmpty();
-            boolean isV1 = type.equals("cgroup") && v1.isEmpty()
-                    && Arrays.asList(superOptions.split(",")).contains("devices");
-            if (!isV2 && !isV1) {
+            if (!type.equals("cgroup2") && !type.equals("cgroup")) {
                 continue;
             }
-            Path point;
+            Optional<String> point = name(f[4]);
+            Optional<String> root = name(f[3]);
+            if (point.isEmpty() || root.isEmpty()) {
+                continue;
+            }
+            Path at;
             try {
-                point = Path.of(name(f[4]));
+                at = Path.of(point.get());
             } catch (InvalidPathException e) {
                 continue;
             }
-            if (isV2) {
-                v2 = Optional.of(point);
-                v2Root = name(f[3]);
-            } else {
-                v1 = Optional.of(point);
+            boolean isV2 = type.equals("cgroup2");
+            Set<String> options = isV2 ? Set.of() : Set.of(f[dash + 3].split(","));
+            all.add(new Mount(at, root.get(), isV2, options));
+            if (isV2 && v2.isEmpty()) {
+                v2 = Optional.of(at);
+            } else if (!isV2 && v1.isEmpty() && options.contains("devices")) {
+                v1 = Optional.of(at);
             }
         }
-        return new CgroupMounts(v1, v2, v2Root);
+        return new CgroupMounts(v1, v2, all);
     }
 
     /**
@@ -80,9 +110,18 @@ public record CgroupMounts(Optional<Path> v1Devices, Optional<Path> v2, String v
         }
     }
 
-    /** @return a mountinfo field (chars standing for bytes) unescaped and decoded as a file name */
-    private static String name(String field) {
-        return new String(unescape(field).getBytes(StandardCharsets.ISO_8859_1), fileNames());
+    /**
+     * @return a mountinfo field (chars standing for bytes) unescaped and decoded as a file name; empty when its bytes
+     *         are not valid in the file-name encoding (review57: replaced characters named a path that does not exist)
+     */
+    private static Optional<String> name(String field) {
+        try {
+            return Optional.of(fileNames().newDecoder().onMalformedInput(CodingErrorAction.REPORT)
+                    .onUnmappableCharacter(CodingErrorAction.REPORT)
+                    .decode(ByteBuffer.wrap(unescape(field).getBytes(StandardCharsets.ISO_8859_1))).toString());
+        } catch (CharacterCodingException e) {
+            return Optional.empty();
+        }
     }
 
     /**

@@ -84,8 +84,8 @@ public final class ReportCommand implements Callable<Integer> {
                             + " gpu.accounting.retention, or no sampler ran while it lived)", 1));
             if (u.id().equals(id)) {
                 // an id that is also a job's: said, so the allocation shown is not taken for the job (review56)
-                List<String> jobs = AllocationUsage.allocationsOfJob(store, id, 11).stream()
-                        .filter(a -> !a.equals(id)).toList();
+                List<String> jobs = AllocationUsage.allocationsOfJob(store, id, 12).stream()
+                        .filter(a -> !a.equals(id)).toList(); // 11 others at most: more than 10 reads "..."
                 if (!jobs.isEmpty()) {
                     root.err().println("gpusched: note: \"" + printable(id) + "\" is allocation " + id + " (shown);"
                             + " it is also the job id of allocation" + (jobs.size() == 1 ? " " : "s ")
