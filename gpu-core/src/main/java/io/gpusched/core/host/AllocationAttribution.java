@@ -309,11 +309,11 @@ public final class AllocationAttribution implements ProcessAttribution {
     }
 
     /**
-     * @return where a cgroup path of {@code /proc/<pid>/cgroup} lies in this process's file system: below each mount
-     *         of its hierarchy (cgroup2, or the v1 mount with its controllers; the last listed at a mount point, the
-     *         one seen there) whose root the path is at or below (a container's subtree, or {@code /../..} for the host's
-     *         hierarchy seen from a private cgroup namespace: reviews 56, 57); none for a path that is not, or that
-     *         climbs above its root ({@code ..}: outside this namespace); with no cgroup mount listed, below the
+     * @return where a cgroup path of {@code /proc/<pid>/cgroup} lies in this process's file system: below each
+     *         mount of its hierarchy (cgroup2, or the v1 mount with its controllers; the last listed at a mount point,
+     *         the one seen there) whose root the path is at or below (a container's subtree, or {@code /../..} for the
+     *         host's hierarchy seen from a private cgroup namespace: reviews 56, 57); none for a path that is not, or
+     *         that climbs above its root ({@code ..}: outside this namespace); with no cgroup mount listed, below the
      *         cgroup root as the layout under it says (cgroup2 at it, v1 controllers below it)
      */
     private List<Path> resolve(CgroupMounts table, String controllers, String raw) {
