@@ -218,8 +218,11 @@ public final class AllocationAttribution implements ProcessAttribution {
                 if (cgroups == null) {
                     cgroups = cgroupPaths(pid);
                 }
-                if (inCgroup(cgroups, job.get())) {
-                    int d = Path.of(job.get()).normalize().getNameCount();
+                Optional<String> in = jobIn(cgroups, job.get());
+                if (in.isPresent()) {
+                    // depth in the cgroup hierarchy, not in the file system: one cgroup may have several names (bind
+                    // mounts, a container's subtree), and the same cgroup for two allocations is a tie (review58)
+                    int d = (int) in.get().chars().filter(c -> c == '/').count();
                     if (d > depth) {
                         inJob = a.id();
                         depth = d;
@@ -286,26 +289,51 @@ public final class AllocationAttribution implements ProcessAttribution {
         return out;
     }
 
-    /** @return whether one of the process's cgroups is {@code jobCgroup} or below it */
-    private boolean inCgroup(List<String> lines, String jobCgroup) {
+    /**
+     * @return the job cgroup as its hierarchy names it ({@code <controllers>:<path>}, an empty controllers part for
+     *         cgroup2), when one of the process's cgroups is {@code jobCgroup} or below it; the job cgroup's path is
+     *         resolved through links first (v1's {@code cpu} and {@code cpuacct} name {@code cpu,cpuacct}: review58)
+     */
+    private Optional<String> jobIn(List<String> lines, String jobCgroup) {
         Path job;
         try {
             job = Path.of(jobCgroup).normalize();
         } catch (InvalidPathException e) {
-            return false;
+            return Optional.empty();
+        }
+        if (job.startsWith(cgroupRoot)) {
+            // only links in the cgroup tree, which root makes (v1's controller aliases): a job cgroup elsewhere that
+            // links into another job's would take that job's processes for its own
+            try {
+                job = job.toRealPath();
+            } catch (IOException | RuntimeException e) {
+                // gone, or not readable here: its name as given
+            }
         }
         CgroupMounts table = v2Mount();
         for (String line : lines) {
             int colon = line.indexOf(':');
             String controllers = line.substring(0, colon);
             String raw = line.substring(colon + 1);
-            for (Path abs : resolve(table, controllers, raw)) {
-                if (abs.startsWith(job)) {
-                    return true;
+            for (Located l : resolve(table, controllers, raw)) {
+                if (l.path().startsWith(job) && job.startsWith(l.point())) {
+                    String below = l.point().relativize(job).toString();
+                    String root = l.root().equals("/") ? "" : l.root();
+                    return Optional.of(controllers + ":" + root + (below.isEmpty() ? "" : "/" + below));
                 }
             }
         }
-        return false;
+        return Optional.empty();
+    }
+
+    /**
+     * A process's cgroup as a path of this file system, and the mount it was read below.
+     *
+     * @param path  the cgroup's directory
+     * @param point the mount point
+     * @param root  the cgroup directory mounted there, as the hierarchy names it
+     */
+    private record Located(Path path, Path point, String root) {
     }
 
     /**
@@ -316,8 +344,8 @@ public final class AllocationAttribution implements ProcessAttribution {
      *         that climbs above its root ({@code ..}: outside this namespace); with no cgroup mount listed, below the
      *         cgroup root as the layout under it says (cgroup2 at it, v1 controllers below it)
      */
-    private List<Path> resolve(CgroupMounts table, String controllers, String raw) {
-        List<Path> out = new ArrayList<>();
+    private List<Located> resolve(CgroupMounts table, String controllers, String raw) {
+        List<Located> out = new ArrayList<>();
         if (table.all().isEmpty()) {
             if (hasDotDot(raw)) {
                 return out;
@@ -332,17 +360,17 @@ public final class AllocationAttribution implements ProcessAttribution {
                 mounts.add(cgroupRoot.resolve(controllers));
             }
             for (Path m : mounts) {
-                below(m, raw).ifPresent(out::add);
+                below(m, raw).ifPresent(p -> out.add(new Located(p, m, "/")));
             }
             return out;
         }
         Map<Path, CgroupMounts.Mount> seen = new LinkedHashMap<>(); // per point, the last listed
         List<String> wanted = controllers.isEmpty() ? List.of() : List.of(controllers.split(","));
         for (CgroupMounts.Mount m : table.all()) {
+            // a mount hides every earlier one at its point or below it (review58: cgroup2 mounted over a v1 layout)
+            seen.keySet().removeIf(p -> p.startsWith(m.point()));
             if (controllers.isEmpty() ? m.v2() : !m.v2() && m.controllers().containsAll(wanted)) {
                 seen.put(m.point(), m);
-            } else {
-                seen.remove(m.point()); // another mount over it hides it
             }
         }
         for (CgroupMounts.Mount m : seen.values()) {
@@ -358,7 +386,7 @@ public final class AllocationAttribution implements ProcessAttribution {
                 continue; // not in the part of the hierarchy mounted there
             }
             if (!hasDotDot(rel)) {
-                below(m.point(), rel).ifPresent(out::add);
+                below(m.point(), rel).ifPresent(p -> out.add(new Located(p, m.point(), root)));
             }
         }
         return out;
