@@ -114,6 +114,7 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
     /** dcgm-exporter's job-mapping directory, when the settings name one */
     private final HpcJobMapping jobMapping;
     private String jobMappingError;
+    private boolean markWarned;
 
     private AccountingSampler(AccountingStore.Writer writer, AccountingSettings settings, GpuInventory inventory,
             ProcessAttribution attribution, IdleEffects effects, Clock clock) {
@@ -145,6 +146,12 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
                 meter.continuesIdle(id, st.asOf());
             }
         });
+        // the latest sweep judged by the mark the last sampler left at every sweep, when it continues the markers
+        // read: a kill loses no sweep judged since the last marker (review55: the clock stepped back while down, a
+        // grant behind those sweeps was flagged sooner than by the policy that ran on). Applied after the stretches
+        // resume: their counts pair with the markers, not with the mark
+        writer.store().sweepMark().filter(m -> m.base().equals(r.judged())).ifPresent(m -> idle.judgedUpTo(
+                m.judged()));
         if (!r.tails().isEmpty()) {
             LOG.info("accounting: continuing {} allocation(s) from {}", r.tails().size(), writer.store().directory());
         }
@@ -383,6 +390,7 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
             if (out != null || retry) { // a sweep with nothing to write still retries what a failed append left
                 write(out != null ? out : List.of());
             }
+            markSwept();
             housekeeping(now);
             syncJobMapping(live);
         }
@@ -546,7 +554,18 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
         Instant now = clock.instant();
         out.add(new Checkpoint(now, new ArrayList<>(meter.tracked()), idle.judged()));
         write(out);
+        markSwept();
         checkpointed(now);
+    }
+
+    /** Leaves the latest sweep judged in the store's sweep mark (after the batch that holds any marker is written). */
+    private void markSwept() {
+        Optional<Instant> judged = idle.judged();
+        if (judged.isPresent() && !writer.mark(judged.get()) && !markWarned) {
+            markWarned = true;
+            LOG.warn("accounting: cannot write the sweep mark {} (a kill then loses the sweeps judged since the last"
+                    + " checkpoint)", writer.store().directory().resolve(AccountingStore.MARK));
+        }
     }
 
     /**
@@ -613,6 +632,7 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
             // (reviews 44, 45)
             out.addAll(idle.counts());
             write(out);
+            markSwept();
         } catch (RuntimeException e) {
             LOG.warn("accounting: last checkpoint failed: {}", e.toString());
         } finally {

@@ -8,6 +8,7 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
+import java.nio.MappedByteBuffer;
 import java.nio.channels.FileChannel;
 import java.nio.channels.FileLock;
 import java.nio.channels.OverlappingFileLockException;
@@ -22,6 +23,7 @@ import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.PosixFilePermissions;
+import java.time.DateTimeException;
 import java.time.Instant;
 import java.time.LocalDate;
 import java.time.ZoneOffset;
@@ -42,6 +44,7 @@ import java.util.TreeMap;
 import java.util.TreeSet;
 import java.util.function.Consumer;
 import java.util.function.Predicate;
+import java.util.zip.CRC32;
 
 /**
  * The node's accounting store: {@code <state dir>/accounting/}, one append-only journal per UTC day
@@ -68,6 +71,15 @@ public final class AccountingStore {
     /** The store's directory name under a state directory. */
     public static final String DIR = "accounting";
     static final String LOCK = "sampler.lock";
+    /** The sweep mark: the latest sweep the idle policy judged, written at every sweep ({@link Writer#mark}). */
+    static final String MARK = "sampler.mark";
+    /**
+     * Two slots of {@link #MARK_SLOT} bytes, written in turn, so a write cut short leaves the other whole; each (big
+     * endian): magic, sequence, judged's seconds and nanos, base's seconds and nanos (-1: none), 4 bytes zero, then
+     * the CRC-32 of the 44 before.
+     */
+    static final int MARK_SLOT = 48;
+    private static final long MARK_MAGIC = 0x6770_6d61_726b_0001L; // "gpmark", version 1
 
     private final Path dir;
 
@@ -254,6 +266,63 @@ public final class AccountingStore {
     }
 
     /**
+     * The sweep mark a sampler left: the latest sweep its idle policy had judged, written to a shared mapping of
+     * {@code sampler.mark} at every sweep (no system call, no force: it outlives a killed process, as the page cache
+     * does, not a lost machine), with the latest sweep judged by the checkpoint marker it had written last.
+     *
+     * @param judged the latest sweep judged
+     * @param base   the {@link Checkpoint#judged} of the last marker written before it (empty: that marker had none);
+     *               the mark continues a store only whose markers end with that one ({@link #recover})
+     */
+    public record SweepMark(Instant judged, Optional<Instant> base) {
+    }
+
+    /** @return the sweep mark the last sampler left, if one is there and whole (a slot's checksum holds) */
+    public Optional<SweepMark> sweepMark() {
+        Path f = dir.resolve(MARK);
+        if (!Files.isRegularFile(f, LinkOption.NOFOLLOW_LINKS)) {
+            return Optional.empty();
+        }
+        ByteBuffer b = ByteBuffer.allocate(2 * MARK_SLOT);
+        try (FileChannel ch = FileChannel.open(f, StandardOpenOption.READ, LinkOption.NOFOLLOW_LINKS)) {
+            while (b.hasRemaining() && ch.read(b) > 0) {
+                // until both slots are read or the file ends
+            }
+        } catch (IOException e) {
+            return Optional.empty();
+        }
+        if (b.hasRemaining()) {
+            return Optional.empty();
+        }
+        long bestSeq = 0;
+        SweepMark best = null;
+        for (int slot = 0; slot < 2; slot++) {
+            int o = slot * MARK_SLOT;
+            CRC32 crc = new CRC32();
+            crc.update(b.array(), o, MARK_SLOT - 4);
+            if ((int) crc.getValue() != b.getInt(o + MARK_SLOT - 4) || b.getLong(o) != MARK_MAGIC) {
+                continue;
+            }
+            long seq = b.getLong(o + 8);
+            long sec = b.getLong(o + 16);
+            int nano = b.getInt(o + 24);
+            long baseSec = b.getLong(o + 28);
+            int baseNano = b.getInt(o + 36);
+            if (seq <= bestSeq || nano < 0 || nano > 999_999_999 || baseNano < -1 || baseNano > 999_999_999) {
+                continue;
+            }
+            try {
+                best = new SweepMark(Instant.ofEpochSecond(sec, nano), baseNano < 0 ? Optional.empty()
+                        : Optional.of(Instant.ofEpochSecond(baseSec, baseNano)));
+                bestSeq = seq;
+            } catch (DateTimeException e) {
+                // out of Instant's range: not a mark
+            }
+        }
+        return Optional.ofNullable(best);
+    }
+
+    /**
      * Where each allocation's record stands, read back to the last checkpoint marker: what a sampler that starts
      * continues from.
      *
@@ -411,9 +480,66 @@ public final class AccountingStore {
         /** the lines of a batch's first day, encoded: one array reused from batch to batch */
         private RecordCodec.Lines lines = new RecordCodec.Lines(DIRECT_BYTES / 4);
 
+        /**
+         * the {@link Checkpoint#judged} of the last marker this writer appended (empty: it had none); null before its
+         * first: no sweep mark is written until a marker is, so a mark always continues one
+         */
+        private volatile Optional<Instant> lastMarker;
+        private MappedByteBuffer markMap;
+        private long markSeq;
+        private boolean markFailed;
+
         private Writer(FileChannel lockChannel, FileLock lock) {
             this.lockChannel = lockChannel;
             this.lock = lock;
+        }
+
+        /**
+         * Writes the sweep mark ({@link #sweepMark}): {@code judged}, with the judged of the last marker this writer
+         * appended. Nothing before its first marker. A store that cannot map the file goes without (logged once by
+         * the caller's log: the mark only narrows what a kill loses).
+         *
+         * @return false when the mark could not be written
+         */
+        public synchronized boolean mark(Instant judged) {
+            Optional<Instant> base = lastMarker;
+            if (base == null || markFailed) {
+                return !markFailed;
+            }
+            try {
+                if (markMap == null) {
+                    Path f = dir.resolve(MARK);
+                    try (FileChannel ch = FileChannel.open(f, Set.of(StandardOpenOption.CREATE,
+                            StandardOpenOption.READ, StandardOpenOption.WRITE, LinkOption.NOFOLLOW_LINKS),
+                            PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-r--r--")))) {
+                        markMap = ch.map(FileChannel.MapMode.READ_WRITE, 0, 2L * MARK_SLOT);
+                    }
+                    Files.setPosixFilePermissions(f, PosixFilePermissions.fromString("rw-r--r--"));
+                    // the last sampler's mark was read when this one started (before its first marker, which
+                    // carries it on): both slots start over
+                    for (int i = 0; i < 2 * MARK_SLOT; i++) {
+                        markMap.put(i, (byte) 0);
+                    }
+                    markSeq = 0;
+                }
+                long seq = ++markSeq;
+                int o = (int) (seq & 1) * MARK_SLOT;
+                ByteBuffer m = markMap;
+                m.putLong(o, MARK_MAGIC);
+                m.putLong(o + 8, seq);
+                m.putLong(o + 16, judged.getEpochSecond());
+                m.putInt(o + 24, judged.getNano());
+                m.putLong(o + 28, base.map(Instant::getEpochSecond).orElse(0L));
+                m.putInt(o + 36, base.map(Instant::getNano).orElse(-1));
+                m.putInt(o + 40, 0);
+                CRC32 crc = new CRC32();
+                crc.update(m.slice(o, MARK_SLOT - 4));
+                m.putInt(o + MARK_SLOT - 4, (int) crc.getValue());
+                return true;
+            } catch (IOException | RuntimeException e) {
+                markFailed = true;
+                return false;
+            }
         }
 
         /** @return the store written */
@@ -467,6 +593,11 @@ public final class AccountingStore {
                 }
                 for (Journal j : touched) {
                     j.channel.force(false);
+                }
+                for (AccountingRecord r : records) {
+                    if (r instanceof Checkpoint c) {
+                        lastMarker = c.judged();
+                    }
                 }
             } catch (IOException e) {
                 // all or nothing: a batch the disk refused part of is taken back, so a retry neither leaves a torn

@@ -128,7 +128,9 @@ public final class AccountingNode implements AutoCloseable {
         Path to = stateDir.resolve(AccountingStore.DIR);
         try {
             Files.createDirectories(to);
-            try (DirectoryStream<Path> ds = Files.newDirectoryStream(sampler.store().directory(), "*.{log,sum}")) {
+            // what a kill leaves: the journals, the summaries and the sweep mark (the page cache keeps it)
+            try (DirectoryStream<Path> ds = Files.newDirectoryStream(sampler.store().directory(),
+                    "*.{log,sum,mark}")) {
                 for (Path f : ds) {
                     Files.copy(f, to.resolve(f.getFileName()));
                 }
