@@ -37,6 +37,14 @@ public interface ProcessAttribution {
         return OptionalLong.empty();
     }
 
+    /**
+     * @return whether this source names owners other than this node's allocations (pods, Slurm jobs): the accounting
+     *         sampler then meters the GPUs no allocation holds, by whom their processes work for
+     */
+    default boolean namesOthers() {
+        return false;
+    }
+
     /** @return this source, and {@code next} where this one cannot tell */
     default ProcessAttribution orElse(ProcessAttribution next) {
         Objects.requireNonNull(next, "next");
@@ -46,6 +54,11 @@ public interface ProcessAttribution {
             public Optional<UsageOwner> ownerOf(GpuDevice device, int pid, List<Allocation> holders) {
                 Optional<UsageOwner> o = first.ownerOf(device, pid, holders);
                 return o.isPresent() ? o : next.ownerOf(device, pid, holders);
+            }
+
+            @Override
+            public boolean namesOthers() {
+                return first.namesOthers() || next.namesOthers();
             }
 
             @Override

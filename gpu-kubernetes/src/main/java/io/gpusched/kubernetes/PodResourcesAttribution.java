@@ -132,6 +132,12 @@ public final class PodResourcesAttribution implements ProcessAttribution, AutoCl
         return open(Path.of(DEFAULT_DIRECTORY), Duration.ofSeconds(10), Clock.systemUTC());
     }
 
+    /** @return true: it names {@link UsageOwner.Kind#POD}s */
+    @Override
+    public boolean namesOthers() {
+        return true;
+    }
+
     @Override
     public Optional<UsageOwner> ownerOf(GpuDevice device, int pid, List<Allocation> holders) {
         List<PodContainer> h = holdersOf(device);

@@ -66,6 +66,12 @@ public final class SlurmJobAttribution implements ProcessAttribution {
         return SlurmJobStep.fromProcCgroup(new String(bytes, StandardCharsets.ISO_8859_1));
     }
 
+    /** @return true: it names {@link UsageOwner.Kind#SLURM_JOB}s */
+    @Override
+    public boolean namesOthers() {
+        return true;
+    }
+
     @Override
     public Optional<UsageOwner> ownerOf(GpuDevice device, int pid, List<Allocation> holders) {
         return jobOf(pid).map(SlurmJobAttribution::owner);

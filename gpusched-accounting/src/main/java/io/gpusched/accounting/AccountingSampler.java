@@ -14,6 +14,7 @@ import io.gpusched.core.ProcessAttribution;
 import io.gpusched.core.ProcessUsageSample;
 import io.gpusched.core.host.AllocationAttribution;
 import io.gpusched.core.host.HpcJobMapping;
+import java.nio.file.Path;
 import java.time.Clock;
 import java.time.Duration;
 import java.time.Instant;
@@ -115,6 +116,8 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
     private final HpcJobMapping jobMapping;
     private String jobMappingError;
     private boolean markWarned;
+    /** pods and Slurm jobs as holders, when the attribution names them (null: it names allocations only) */
+    private final ExternalHolders externals;
 
     private AccountingSampler(AccountingStore.Writer writer, AccountingSettings settings, GpuInventory inventory,
             ProcessAttribution attribution, IdleEffects effects, Clock clock) {
@@ -128,11 +131,15 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
         this.meter = new UsageMeter(settings.idle().threshold(), attribution);
         this.idle = new IdleWatch(settings.idle(), effects);
         this.jobMapping = settings.hpcJobMappingDir().map(HpcJobMapping::open).orElse(null);
+        this.externals = attribution.namesOthers() ? new ExternalHolders(attribution, Path.of("/proc")) : null;
         LocalDate today = AccountingStore.dayOf(clock.instant());
         List<LocalDate> days = writer.store().days();
         this.newestAtOpen = days.isEmpty() ? null : days.get(days.size() - 1);
         AccountingStore.Recovered r = writer.store().recover(today.minusDays(settings.retention().toDays()), today);
         meter.resume(r.tails());
+        if (externals != null) {
+            externals.resume(r.tails().keySet());
+        }
         r.tails().values().forEach(t -> idle.judgedUpTo(t.to())); // a first sweep behind them is a step back
         // and behind the latest sweep the markers say was judged: with no allocation live there is no tail to say it
         // (review50)
@@ -327,6 +334,20 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
                 return List.of();
             }
             Instant now = sample.takenAt();
+            // the GPUs pods and Slurm jobs use without an allocation, when the attribution names them: metered as
+            // holders, never judged by the policy (the scheduler's live list alone goes to it)
+            List<Allocation> policyLive = live;
+            Function<GpuDevice, Optional<ProcessUsageSample>> usage = processUsage;
+            if (externals != null) {
+                usage = onePerSweep(processUsage);
+                List<Allocation> ext = externals.sweep(now, inventory.devices(), live, usage);
+                if (!ext.isEmpty()) {
+                    List<Allocation> all = new ArrayList<>(live.size() + ext.size());
+                    all.addAll(live);
+                    all.addAll(ext);
+                    live = all;
+                }
+            }
             if (meter.jumped(now)) {
                 LOG.warn("accounting: the clock is {} ahead of the previous sweep ({} to {}): nothing is credited,"
                         + " written or pruned at this sweep; if the clock stays, the time is recorded as not sampled",
@@ -335,7 +356,7 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
                         now);
                 meter.skip(now, sample, live);
                 lastSweepMillis = now.toEpochMilli();
-                syncJobMapping(live);
+                syncJobMapping(policyLive);
                 return List.of();
             }
             // a clock stepped back: the meter and the policy judge nothing until it passes their latest sweep, which a
@@ -354,7 +375,7 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
             if (!meter.allTrackedLive(live)) { // the common case: nothing vanished, no set of ids built
                 out = more(out, meter.endVanished(ids(live)));
             }
-            out = more(out, meter.observe(now, sample, live, processUsage));
+            out = more(out, meter.observe(now, sample, live, usage));
             if (!granted.isEmpty()) {
                 granted.keySet().removeAll(meter.tracked());
                 granted.values().removeIf(e -> e.at().isBefore(now.minus(Duration.ofDays(1))));
@@ -377,7 +398,7 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
                 // would count the time before the busy spell (review42)
                 out = more(out, meter.turnedBusy());
             }
-            steps = idle.evaluate(now, live, meter.idleSince(), meter.unmeasured());
+            steps = idle.evaluate(now, policyLive, meter.idleSince(), meter.unmeasured());
             if (checkpoint) {
                 // the latest sweep judged, this one unless the clock is behind one judged before: the mark a
                 // successor's first sweep must pass, as this policy's next one must (reviews 50, 52)
@@ -392,9 +413,16 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
             }
             markSwept();
             housekeeping(now);
-            syncJobMapping(live);
+            syncJobMapping(policyLive);
         }
         return steps;
+    }
+
+    /** @return {@code usage}, each GPU's read once (the external holders' pass and the meter read the same) */
+    private static Function<GpuDevice, Optional<ProcessUsageSample>> onePerSweep(
+            Function<GpuDevice, Optional<ProcessUsageSample>> usage) {
+        Map<Integer, Optional<ProcessUsageSample>> read = new HashMap<>();
+        return d -> read.computeIfAbsent(d.index(), i -> usage.apply(d));
     }
 
     /** @return {@code out} with {@code records} added, made when it is null and there are some */

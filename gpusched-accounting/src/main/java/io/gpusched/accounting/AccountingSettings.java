@@ -6,6 +6,8 @@ import io.gpusched.core.internal.Durations;
 import io.gpusched.core.internal.StrictYaml;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.HashSet;
+import java.util.List;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.Set;
@@ -21,6 +23,7 @@ import java.util.Set;
  *     compact_after: 2d     # days older than this are compacted (one record per allocation per day, a summary)
  *     retention: 400d       # days older than this are deleted
  *     hpc_job_mapping_dir: /run/gpusched/hpc-jobs  # dcgm-exporter's --hpc-job-mapping-dir, written (default: none)
+ *     attribution: [slurm, kubernetes]  # also meter GPUs Slurm jobs or pods use without an allocation (default: [])
  *   idle: {...}             # see IdlePolicy
  * </pre>
  *
@@ -31,12 +34,18 @@ import java.util.Set;
  * @param idle         the idle policy
  * @param hpcJobMappingDir where the sampler writes dcgm-exporter's HPC job-mapping files for the node's allocations
  *                     ({@link HpcJobMapping}), if anywhere
+ * @param attribution  the sources beyond gpusched's allocations whose jobs are metered too, in order: {@code slurm}
+ *                     (gpu-slurm's {@code SlurmJobAttribution}), {@code kubernetes} (gpu-kubernetes'
+ *                     {@code PodResourcesAttribution}); the host that opens the sampler builds the chain
  */
 public record AccountingSettings(boolean enabled, Duration checkpoint, Duration compactAfter, Duration retention,
-        IdlePolicy idle, Optional<Path> hpcJobMappingDir) {
+        IdlePolicy idle, Optional<Path> hpcJobMappingDir, List<String> attribution) {
+
+    /** The values {@code gpu.accounting.attribution} takes. */
+    public static final List<String> ATTRIBUTION_SOURCES = List.of("slurm", "kubernetes");
 
     private static final Set<String> ACCOUNTING_KEYS = Set.of("enabled", "checkpoint", "compact_after", "retention",
-            "hpc_job_mapping_dir");
+            "hpc_job_mapping_dir", "attribution");
     private static final Set<String> IDLE_KEYS = Set.of("threshold", "window", "warn_after", "act_after", "action",
             "signal", "grace", "exempt_owners", "dry_run", "hook");
 
@@ -46,9 +55,25 @@ public record AccountingSettings(boolean enabled, Duration checkpoint, Duration 
         this(enabled, checkpoint, compactAfter, retention, idle, Optional.empty());
     }
 
+    /** Settings metering gpusched's allocations only. */
+    public AccountingSettings(boolean enabled, Duration checkpoint, Duration compactAfter, Duration retention,
+            IdlePolicy idle, Optional<Path> hpcJobMappingDir) {
+        this(enabled, checkpoint, compactAfter, retention, idle, hpcJobMappingDir, List.of());
+    }
+
     /** @throws IllegalArgumentException naming the setting */
     public AccountingSettings {
         Objects.requireNonNull(hpcJobMappingDir, "hpcJobMappingDir");
+        attribution = List.copyOf(attribution);
+        for (String src : attribution) {
+            if (!ATTRIBUTION_SOURCES.contains(src)) {
+                throw new IllegalArgumentException("gpu.accounting.attribution lists \"" + src + "\"; valid: "
+                        + String.join(", ", ATTRIBUTION_SOURCES));
+            }
+        }
+        if (new HashSet<>(attribution).size() != attribution.size()) {
+            throw new IllegalArgumentException("gpu.accounting.attribution lists a source twice: " + attribution);
+        }
         if (hpcJobMappingDir.isPresent() && !hpcJobMappingDir.get().isAbsolute()) {
             throw new IllegalArgumentException("gpu.accounting.hpc_job_mapping_dir must be an absolute path, was "
                     + hpcJobMappingDir.get());
@@ -78,17 +103,23 @@ public record AccountingSettings(boolean enabled, Duration checkpoint, Duration 
 
     /** @return these settings with another idle policy */
     public AccountingSettings withIdle(IdlePolicy p) {
-        return new AccountingSettings(enabled, checkpoint, compactAfter, retention, p, hpcJobMappingDir);
+        return new AccountingSettings(enabled, checkpoint, compactAfter, retention, p, hpcJobMappingDir, attribution);
     }
 
     /** @return these settings writing dcgm-exporter's job-mapping files into {@code dir} */
     public AccountingSettings withHpcJobMappingDir(Path dir) {
-        return new AccountingSettings(enabled, checkpoint, compactAfter, retention, idle, Optional.of(dir));
+        return new AccountingSettings(enabled, checkpoint, compactAfter, retention, idle, Optional.of(dir),
+                attribution);
+    }
+
+    /** @return these settings metering the jobs of these sources too ({@link #ATTRIBUTION_SOURCES}) */
+    public AccountingSettings withAttribution(List<String> sources) {
+        return new AccountingSettings(enabled, checkpoint, compactAfter, retention, idle, hpcJobMappingDir, sources);
     }
 
     /** @return these settings with another checkpoint interval */
     public AccountingSettings withCheckpoint(Duration d) {
-        return new AccountingSettings(enabled, d, compactAfter, retention, idle, hpcJobMappingDir);
+        return new AccountingSettings(enabled, d, compactAfter, retention, idle, hpcJobMappingDir, attribution);
     }
 
     /**
@@ -126,7 +157,7 @@ public record AccountingSettings(boolean enabled, Duration checkpoint, Duration 
                     a.parsed("checkpoint", Durations::parse, d.checkpoint()),
                     a.parsed("compact_after", Durations::parse, d.compactAfter()),
                     a.parsed("retention", Durations::parse, d.retention()), policy,
-                    Optional.ofNullable(a.parsed("hpc_job_mapping_dir", Path::of, null)));
+                    Optional.ofNullable(a.parsed("hpc_job_mapping_dir", Path::of, null)), a.strings("attribution"));
         } catch (GpuConfigException e) {
             throw e;
         } catch (IllegalArgumentException e) {

@@ -40,13 +40,16 @@ public final class ReportViews {
         Map<String, Object> m = new LinkedHashMap<>();
         m.put("since", r.since().toString());
         m.put("until", r.until().toString());
-        m.put("by", r.by().name().toLowerCase(Locale.ROOT));
+        m.put("by", r.by().word());
         m.put("allocations", r.allocations());
         m.put("total", figures(r.total()));
         List<Map<String, Object>> rows = new ArrayList<>();
         for (UsageReport.Row row : r.rows()) {
             Map<String, Object> x = new LinkedHashMap<>();
             x.put("key", row.key());
+            if (r.by() == UsageReport.GroupBy.POD || r.by() == UsageReport.GroupBy.SLURM_JOB) {
+                x.put("owner", row.owner().orElse(null));
+            }
             if (r.by() == UsageReport.GroupBy.ALLOCATION) {
                 x.put("owner", row.owner().orElse(null));
                 x.put("job", row.jobId().orElse(null));
@@ -111,15 +114,22 @@ public final class ReportViews {
     }
 
     /**
-     * @return the label of the row of allocations without an owner: {@code (no owner)}, with a {@code *} added while
+     * @return the label of the row of allocations without an owner: {@code (no owner)} (by pod or Slurm job: the row
+     *         of the rest, {@code (no pod)}, {@code (no Slurm job)}), with a {@code *} added while
      *         an owner of the report has that name (any printable text can be an owner's name: review53)
      */
     static String noOwnerLabel(UsageReport r) {
         Set<String> owners = new HashSet<>();
+        boolean jobs = r.by() == UsageReport.GroupBy.POD || r.by() == UsageReport.GroupBy.SLURM_JOB;
         for (UsageReport.Row row : r.rows()) {
-            row.owner().ifPresent(owners::add);
+            if (jobs) { // as printed: the job, then its owner
+                owners.add(row.key() + row.owner().map(o -> " " + o).orElse(""));
+            } else {
+                row.owner().ifPresent(owners::add);
+            }
         }
-        String label = "(no owner)";
+        String label = r.by() == UsageReport.GroupBy.POD ? "(no pod)" : r.by() == UsageReport.GroupBy.SLURM_JOB
+                ? "(no Slurm job)" : "(no owner)";
         // as printed: a flagged row reads "<label> (idle)", so neither form may be an owner's (review57)
         while (owners.contains(label) || owners.contains(label + " (idle)")) {
             label += "*";
@@ -147,15 +157,18 @@ public final class ReportViews {
     public static String text(UsageReport r) {
         StringBuilder b = new StringBuilder();
         b.append("GPU usage ").append(r.since()).append(" to ").append(r.until()).append(", by ")
-                .append(r.by().name().toLowerCase(Locale.ROOT)).append('\n');
-        String[] head = {r.by().name().toLowerCase(Locale.ROOT), "allocs", "GPU-h", "kWh", "mean util", "idle",
+                .append(r.by().word()).append('\n');
+        String[] head = {r.by().word(), "allocs", "GPU-h", "kWh", "mean util", "idle",
             "peak mem"};
         List<String[]> lines = new ArrayList<>();
         lines.add(head);
         String noOwner = noOwnerLabel(r);
         for (UsageReport.Row row : r.rows()) {
-            String key = r.by() == UsageReport.GroupBy.ALLOCATION ? row.key() + row.owner().map(o -> " " + o)
-                    .orElse("") : r.by() == UsageReport.GroupBy.OWNER && row.owner().isEmpty() ? noOwner
+            boolean jobs = r.by() == UsageReport.GroupBy.POD || r.by() == UsageReport.GroupBy.SLURM_JOB;
+            String key = jobs && row.key().isEmpty() ? noOwner
+                    : r.by() == UsageReport.GroupBy.ALLOCATION || jobs ? row.key() + row.owner().map(o -> " " + o)
+                            .orElse("")
+                    : r.by() == UsageReport.GroupBy.OWNER && row.owner().isEmpty() ? noOwner
                     : row.key();
             lines.add(cells(safe(key), row.allocations(), row.figures(), row.idleSteps()));
         }
@@ -206,7 +219,7 @@ public final class ReportViews {
 
     /** @return the report as CSV (RFC 4180, a header line; empty cells where not measured) */
     public static String csv(UsageReport r) {
-        StringBuilder b = new StringBuilder(r.by().name().toLowerCase(Locale.ROOT)
+        StringBuilder b = new StringBuilder(r.by().word()
                 + ",allocations,gpu_hours,kwh,energy_estimated,mean_utilization,peak_utilization,idle_fraction,"
                 + "peak_memory_bytes,sampled_fraction\n");
         Set<String> keys = new HashSet<>();

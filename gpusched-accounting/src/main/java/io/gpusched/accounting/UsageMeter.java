@@ -577,6 +577,8 @@ final class UsageMeter {
         /** the holders' ids (shared devices: whom a process was charged among, for {@link #attributed}) */
         final Set<String> holderIds;
         final boolean exclusive;
+        /** whether pods or Slurm jobs hold it ({@link ExternalHolders}: never beside an allocation) */
+        final boolean external;
         /** per holder: the first position of a holder with its id (the figures of an id are kept there) */
         final int[] canonical;
 
@@ -584,6 +586,7 @@ final class UsageMeter {
             this.device = device;
             this.holders = List.copyOf(holders);
             this.exclusive = holders.size() == 1 && holders.get(0).sharing() == SharingMode.EXCLUSIVE;
+            this.external = !holders.isEmpty() && ExternalHolders.isExternal(holders.get(0).id());
             Set<String> ids = new HashSet<>();
             holders.forEach(a -> ids.add(a.id()));
             this.holderIds = Collections.unmodifiableSet(ids);
@@ -591,6 +594,26 @@ final class UsageMeter {
             for (int i = 0; i < canonical.length; i++) {
                 canonical[i] = position(holders.get(i).id());
             }
+        }
+
+        /**
+         * @return the position of the holder an owner is: an allocation holding this GPU, or, on a GPU that pods or
+         *         Slurm jobs hold ({@link ExternalHolders}), the owner's track; -1 when none
+         */
+        int positionOf(UsageOwner o) {
+            if (!external) {
+                return o.kind() == UsageOwner.Kind.ALLOCATION ? position(o.id()) : -1;
+            }
+            String k = ExternalHolders.key(o);
+            if (k == null) {
+                return -1;
+            }
+            for (int i = 0; i < holders.size(); i++) {
+                if (k.equals(ExternalHolders.keyOf(holders.get(i).id()))) {
+                    return i;
+                }
+            }
+            return -1;
         }
 
         /** @return the first position of a holder with this id, -1 when none */
@@ -834,7 +857,7 @@ final class UsageMeter {
                     // the incarnation read before and after the owner: a pid that changed hands in between is not
                     // kept under the new process's incarnation with the old one's owner (review25)
                     OptionalLong before = attribution.incarnation(p.pid());
-                    o = attribution.ownerOf(d, p.pid(), hs);
+                    o = attribution.ownerOf(d, p.pid(), h.external ? List.of() : hs); // pods are no allocations
                     OptionalLong after = before.isPresent() ? attribution.incarnation(p.pid()) : before;
                     known.put(p.pid(), new Attributed(holderIds, o, before.equals(after) ? before
                             : OptionalLong.empty(), s.now, listed));
@@ -844,14 +867,13 @@ final class UsageMeter {
                 }
                 double u = p.smUtilizationPercent().orElse(0);
                 total += u;
-                if (o.isEmpty() || o.get().kind() != UsageOwner.Kind.ALLOCATION
-                        || !holderIds.contains(o.get().id())) {
-                    // tied to no holder of this GPU, whomever a chained source names (a Slurm job, a pod): its work
-                    // may be a holder's, so it is no holder's idle time either (review54)
+                int at = o.isEmpty() ? -1 : h.positionOf(o.get());
+                if (at < 0) {
+                    // tied to no holder of this GPU, whomever a chained source names (a Slurm job, a pod, on a GPU an
+                    // allocation holds): its work may be a holder's, so it is no holder's idle time either (review54)
                     untied += u;
                     continue;
                 }
-                int at = h.position(o.get().id());
                 if (busySet[at]) {
                     busy[at] += u;
                 } else {

@@ -12,6 +12,7 @@ import java.util.Collections;
 import java.util.EnumSet;
 import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
@@ -64,18 +65,38 @@ public record UsageReport(Instant since, Instant until, GroupBy by, List<Row> ro
         /** One row per GPU index. */
         DEVICE,
         /** One row per UTC day. */
-        DAY;
+        DAY,
+        /**
+         * One row per Kubernetes pod ({@code <namespace>/<pod>}) that used a GPU no allocation held, its owner the
+         * namespace; everything else: the row keyed {@link UsageReport#NO_OWNER}.
+         */
+        POD,
+        /**
+         * One row per Slurm job (its id) that used a GPU no allocation held, its owner the job's user; everything else:
+         * the row keyed {@link UsageReport#NO_OWNER}.
+         */
+        SLURM_JOB;
+
+        /** @return the grouping as {@code --by} takes it: {@code owner}, ..., {@code slurm-job} */
+        public String word() {
+            return name().toLowerCase(Locale.ROOT).replace('_', '-');
+        }
+
+        /** @return whether day summaries hold its rows (pods' and jobs' rows come from the intervals) */
+        boolean summarized() {
+            return this == OWNER || this == DEVICE || this == DAY;
+        }
 
         /** @throws IllegalArgumentException naming the valid groupings */
         public static GroupBy parse(String s) {
             // by its ASCII name, in either case: upper-casing first took "devıce" (a dotless ı) for DEVICE (review53)
             for (GroupBy g : values()) {
-                if (g.name().equalsIgnoreCase(s) && s.chars().allMatch(c -> c < 0x80)) {
+                if (g.word().equalsIgnoreCase(s) && s.chars().allMatch(c -> c < 0x80)) {
                     return g;
                 }
             }
             throw new IllegalArgumentException("--by " + RecordCodec.printable(s) + " is not a grouping; valid:"
-                    + " owner, allocation, device, day");
+                    + " owner, allocation, device, day, pod, slurm-job");
         }
     }
 
@@ -124,7 +145,7 @@ public record UsageReport(Instant since, Instant until, GroupBy by, List<Row> ro
             Instant start = d.atStartOfDay().toInstant(ZoneOffset.UTC);
             Instant end = d.plusDays(1).atStartOfDay().toInstant(ZoneOffset.UTC);
             boolean whole = !start.isBefore(since) && !end.isAfter(until);
-            if (whole && by != GroupBy.ALLOCATION && store.hasSummary(d)) {
+            if (whole && by.summarized() && store.hasSummary(d)) {
                 store.readSummary(d, r -> {
                     if (r instanceof DaySummary s) {
                         b.summary(s);
@@ -137,6 +158,20 @@ public record UsageReport(Instant since, Instant until, GroupBy by, List<Row> ro
             }
         }
         return b.build();
+    }
+
+    /**
+     * @return the pod ({@code <namespace>/<pod>}) or Slurm job id an interval is of, by the grouping; {@link #NO_OWNER}
+     *         for the rest (allocations, and the other kind)
+     */
+    static String jobKey(Interval iv, GroupBy by) {
+        String prefix = by == GroupBy.POD ? ExternalHolders.POD : ExternalHolders.SLURM_JOB;
+        String id = iv.allocationId();
+        if (!id.startsWith(prefix)) {
+            return NO_OWNER;
+        }
+        String k = iv.jobId().orElse(ExternalHolders.keyOf(id).substring(prefix.length()));
+        return k.isEmpty() ? NO_OWNER : k;
     }
 
     /** Accumulates rows. */
@@ -210,11 +245,15 @@ public record UsageReport(Instant since, Instant until, GroupBy by, List<Row> ro
                     case ALLOCATION -> iv.allocationId();
                     case DEVICE -> Integer.toString(d.index());
                     case DAY -> AccountingStore.dayOf(iv.from()).toString();
+                    case POD, SLURM_JOB -> jobKey(iv, by);
                 };
                 RowAcc acc = rows.computeIfAbsent(key, k -> new RowAcc(k));
                 acc.add(x, d.index(), iv.from(), iv.to(), d.notes());
                 if (by == GroupBy.OWNER) {
                     acc.owner = iv.owner();
+                } else if ((by == GroupBy.POD || by == GroupBy.SLURM_JOB) && !key.equals(NO_OWNER)) {
+                    acc.owner = acc.owner.or(iv::owner);
+                    acc.job = Optional.of(key);
                 } else if (by == GroupBy.ALLOCATION) {
                     acc.owner = acc.owner.or(iv::owner);
                     acc.job = acc.job.or(iv::jobId);
@@ -230,6 +269,7 @@ public record UsageReport(Instant since, Instant until, GroupBy by, List<Row> ro
                     case ALLOCATION -> iv.allocationId();
                     case DEVICE -> iv.devices().isEmpty() ? null : Integer.toString(iv.devices().get(0).index());
                     case DAY -> AccountingStore.dayOf(iv.from()).toString();
+                    case POD, SLURM_JOB -> jobKey(iv, by);
                 };
                 if (key != null) {
                     rows.computeIfAbsent(key, RowAcc::new).allocations++;
@@ -245,7 +285,8 @@ public record UsageReport(Instant since, Instant until, GroupBy by, List<Row> ro
                 case OWNER -> s.owner().orElse(NO_OWNER);
                 case DEVICE -> Integer.toString(s.index().getAsInt());
                 case DAY -> s.day().toString();
-                case ALLOCATION -> throw new IllegalStateException("summaries have no allocations");
+                case ALLOCATION, POD, SLURM_JOB -> throw new IllegalStateException("summaries have no " + by.word()
+                        + " rows");
             };
             RowAcc acc = rows.computeIfAbsent(key, RowAcc::new);
             if (by == GroupBy.OWNER) {

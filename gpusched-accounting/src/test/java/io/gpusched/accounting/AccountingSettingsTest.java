@@ -40,4 +40,17 @@ class AccountingSettingsTest {
         assertThatThrownBy(() -> AccountingSettings.parse("gpu:\n  accounting:\n    hpc_job_dir: /x\n",
                 "gpusched.yaml")).isInstanceOf(GpuConfigException.class).hasMessageContaining("hpc_job_dir");
     }
+
+    @Test
+    void attributionListsSourcesAndRefusesOthersNamingTheValidOnes() {
+        AccountingSettings s = AccountingSettings.parse("gpu:\n  accounting:\n    attribution: [slurm, kubernetes]\n",
+                "gpusched.yaml");
+        assertThat(s.attribution()).containsExactly("slurm", "kubernetes");
+        assertThat(AccountingSettings.defaults().attribution()).isEmpty();
+        assertThatThrownBy(() -> AccountingSettings.parse("gpu:\n  accounting:\n    attribution: [lsf]\n",
+                "gpusched.yaml")).isInstanceOf(GpuConfigException.class).hasMessageContaining("gpusched.yaml")
+                .hasMessageContaining("gpu.accounting.attribution lists \"lsf\"; valid: slurm, kubernetes");
+        assertThatThrownBy(() -> AccountingSettings.parse("gpu:\n  accounting:\n    attribution: [slurm, slurm]\n",
+                "gpusched.yaml")).isInstanceOf(GpuConfigException.class).hasMessageContaining("twice");
+    }
 }

@@ -48,7 +48,8 @@ public final class RunSampler implements AutoCloseable {
                     p.actAfter(), IdlePolicy.Action.NONE, p.signal(), p.grace(), p.exemptOwners(), p.dryRun(),
                     List.of()));
             Optional<AccountingSampler> opened = AccountingSampler.open(AccountingStore.at(node.stateDirectory()),
-                    flagOnly, node.inventory(), null, new HostIdleEffects(node.scheduler()), Clock.systemUTC());
+                    flagOnly, node.inventory(), AttributionChain.of(s), new HostIdleEffects(node.scheduler()),
+                    Clock.systemUTC());
             if (opened.isEmpty()) {
                 return new RunSampler(node, null);
             }

@@ -61,7 +61,7 @@ class ReportCommandTest {
         assertThat(bad.exit()).isEqualTo(2);
         assertThat(bad.err()).contains("--since").contains("is not a time");
         assertThat(cli.run("--simulate", "dgx1-v100", "report", "--by", "planet").err()).contains("owner,"
-                + " allocation, device, day");
+                + " allocation, device, day, pod, slurm-job");
         CliRunner.Result none = cli.run("--simulate", "dgx1-v100", "report", "no-such-allocation");
         assertThat(none.exit()).isEqualTo(1);
         assertThat(none.err()).contains("no usage is recorded for allocation \"no-such-allocation\"");

@@ -14,6 +14,7 @@ import io.gpusched.core.GpuAllocationException;
 import io.gpusched.core.GpuException;
 import io.gpusched.core.GpuInventory;
 import io.gpusched.core.GpuScheduler;
+import io.gpusched.core.ProcessAttribution;
 import io.gpusched.core.host.StateDirectory;
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
 import java.io.IOException;
@@ -184,8 +185,9 @@ public final class ConsoleServer implements AutoCloseable {
             return Optional.empty();
         }
         UsageMeters usageMeters = new UsageMeters(meters.registry());
-        Optional<AccountingSampler> s = AccountingSampler.open(store, b.accounting, b.scheduler.inventory(), null,
-                new HostIdleEffects(b.scheduler).listener(watcher::onIdle), b.clock);
+        Optional<AccountingSampler> s =
+                AccountingSampler.open(store, b.accounting, b.scheduler.inventory(), b.attribution,
+                        new HostIdleEffects(b.scheduler).listener(watcher::onIdle), b.clock);
         s.ifPresent(x -> {
             x.addIntervalListener(usageMeters::onInterval);
             b.scheduler.addListener(x);
@@ -497,6 +499,7 @@ public final class ConsoleServer implements AutoCloseable {
         private Duration eventStall;
         private List<String> allowedHosts;
         private AccountingSettings accounting;
+        private ProcessAttribution attribution;
         private Path unixSocket;
         private String socketGroup;
         private String adminGroup;
@@ -702,6 +705,17 @@ public final class ConsoleServer implements AutoCloseable {
         public Builder accounting(AccountingSettings v) {
             unset(accounting, "accounting settings");
             accounting = Objects.requireNonNull(v, "accounting");
+            return this;
+        }
+
+        /**
+         * @param v whom a GPU's processes work for, for the accounting sampler (default: gpusched's own rule,
+         *          {@code AllocationAttribution.host()}); a chain that names pods or Slurm jobs has them metered too
+         * @return this
+         */
+        public Builder attribution(ProcessAttribution v) {
+            unset(attribution, "attribution");
+            attribution = Objects.requireNonNull(v, "attribution");
             return this;
         }
 

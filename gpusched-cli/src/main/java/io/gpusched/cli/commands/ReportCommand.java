@@ -52,7 +52,7 @@ public final class ReportCommand implements Callable<Integer> {
     String until;
 
     @Option(names = "--by", paramLabel = "GROUP", defaultValue = "owner",
-            description = "owner, allocation, device or day; default ${DEFAULT-VALUE}")
+            description = "owner, allocation, device, day, pod or slurm-job; default ${DEFAULT-VALUE}")
     String by;
 
     @Option(names = "--csv", description = "print CSV")

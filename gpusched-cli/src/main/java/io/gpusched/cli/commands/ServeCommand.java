@@ -1,6 +1,7 @@
 package io.gpusched.cli.commands;
 
 import io.gpusched.accounting.AccountingSettings;
+import io.gpusched.cli.AttributionChain;
 import io.gpusched.cli.CliException;
 import io.gpusched.cli.GpuschedCommand;
 import io.gpusched.core.BackendUnavailableException;
@@ -105,10 +106,12 @@ public final class ServeCommand implements Callable<Integer> {
             NodeService svc = null;
             ConsoleServer server;
             try {
+                AccountingSettings accounting = root.config().map(AccountingSettings::load).orElse(
+                        AccountingSettings.defaults());
                 ConsoleServer.Builder cb = ConsoleServer.builder().scheduler(n.scheduler()).stateDir(state)
                         .listen(address).allowRemote(allowRemote).allowedHosts(allowedHosts).sampleInterval(every)
-                        .cudaPaths(config.cudaPaths())
-                        .accounting(root.config().map(AccountingSettings::load).orElse(AccountingSettings.defaults()));
+                        .cudaPaths(config.cudaPaths()).accounting(accounting)
+                        .attribution(AttributionChain.of(accounting));
                 config.service().privateDir().ifPresent(cb::privateDir);
                 ServiceRoutes routes = null;
                 if (service) {

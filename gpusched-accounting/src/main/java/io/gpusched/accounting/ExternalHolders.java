@@ -1,0 +1,242 @@
+package io.gpusched.accounting;
+
+import io.gpusched.core.Allocation;
+import io.gpusched.core.GpuDevice;
+import io.gpusched.core.GpuProcessUsage;
+import io.gpusched.core.GpuRequest;
+import io.gpusched.core.MemorySize;
+import io.gpusched.core.ProcessAttribution;
+import io.gpusched.core.ProcessUsageSample;
+import io.gpusched.core.UsageOwner;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.LinkOption;
+import java.nio.file.Path;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.OptionalLong;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.function.Function;
+
+/**
+ * Pods and Slurm jobs that use this node's GPUs without a gpusched allocation (the kubelet or Slurm owns them), as
+ * holders the meter tracks like allocations, so that the store records their usage and reports group by pod or by
+ * Slurm job (docs/ACCOUNTING.md, "Pods and Slurm jobs").
+ *
+ * <p>At each sweep, every GPU no live allocation holds has its processes asked of the attribution chain; each pod or
+ * Slurm job with a process there holds that GPU for the sweep, as a shared holder (its figures are its processes',
+ * never the device's). It holds it from the first sweep one of its processes is listed to the first sweep none is
+ * (a GPU whose list cannot be read keeps its holders: not measured, not ended). Its track's id is
+ * {@code pod:<namespace>/<pod>@<first sweep, epoch ms>} or {@code slurm-job:<job id>@<...>}: a pod seen again after
+ * its track ended is a new track, grouped with the first by its job ({@code <namespace>/<pod>}, the Slurm job id). The
+ * idle policy never judges these holders: gpusched cannot release what it did not grant.
+ */
+final class ExternalHolders {
+    /** The id prefix of a pod's track. */
+    static final String POD = "pod:";
+    /** The id prefix of a Slurm job's track. */
+    static final String SLURM_JOB = "slurm-job:";
+    /** How often a remembered pid's owner is checked against its incarnation (as the meter's). */
+    private static final long REVALIDATE_MILLIS = 10_000;
+    /** Shared holders need a reservation; this one is never allocated, only recorded nowhere. */
+    private static final MemorySize NO_RESERVATION = MemorySize.ofMebibytes(1);
+
+    private final ProcessAttribution attribution;
+    private final Path procRoot;
+    /** by key ({@code pod:<ns>/<pod>}): the holder now */
+    private final Map<String, Allocation> holders = new LinkedHashMap<>();
+    /** by key: the id of the store's open track, which the first sweep continues when the holder is still there */
+    private final Map<String, String> resumed = new HashMap<>();
+    /** per device index, per pid: whom it works for, and when that was checked */
+    private final Map<Integer, Map<Integer, Seen>> seen = new HashMap<>();
+    private List<Allocation> last = List.of();
+
+    private record Seen(OptionalLong incarnation, Optional<UsageOwner> owner, long checkedAt) {
+    }
+
+    ExternalHolders(ProcessAttribution attribution, Path procRoot) {
+        this.attribution = attribution;
+        this.procRoot = procRoot;
+    }
+
+    /** @return whether an id is a pod's or a Slurm job's track */
+    static boolean isExternal(String id) {
+        return id.startsWith(POD) || id.startsWith(SLURM_JOB);
+    }
+
+    /** @return the key of an owner that is a pod or a Slurm job; null for an allocation */
+    static String key(UsageOwner o) {
+        return switch (o.kind()) {
+            case POD -> POD + o.id();
+            case SLURM_JOB -> SLURM_JOB + o.id();
+            case ALLOCATION -> null;
+        };
+    }
+
+    /** @return the key a track's id is of ({@code pod:<ns>/<pod>}), or null for an allocation's id */
+    static String keyOf(String id) {
+        if (!isExternal(id)) {
+            return null;
+        }
+        int at = id.lastIndexOf('@');
+        return at < 0 ? id : id.substring(0, at);
+    }
+
+    /** The store's open tracks (a restarted sampler): those of external holders continue when they are still there. */
+    void resume(Collection<String> openIds) {
+        for (String id : openIds) {
+            String k = keyOf(id);
+            if (k != null) {
+                resumed.put(k, id);
+            }
+        }
+    }
+
+    /**
+     * @param now     the sweep's time
+     * @param devices the node's GPUs
+     * @param live    the live allocations (their GPUs are theirs)
+     * @param usage   per-process usage of a GPU (this sweep's: the meter reads the same)
+     * @return the external holders of this sweep, the same objects as the previous sweep's while nothing changed
+     */
+    List<Allocation> sweep(Instant now, List<GpuDevice> devices, List<Allocation> live,
+            Function<GpuDevice, Optional<ProcessUsageSample>> usage) {
+        long t = now.toEpochMilli();
+        Set<Integer> held = new HashSet<>();
+        for (Allocation a : live) {
+            for (GpuDevice d : a.devices()) {
+                held.add(d.index());
+            }
+        }
+        Map<String, TreeMap<Integer, GpuDevice>> using = new LinkedHashMap<>();
+        Map<String, UsageOwner> owners = new HashMap<>();
+        Map<String, Integer> pidOf = new HashMap<>();
+        for (GpuDevice d : devices) {
+            if (held.contains(d.index())) {
+                seen.remove(d.index());
+                continue;
+            }
+            Optional<ProcessUsageSample> ps = usage.apply(d);
+            if (ps.isEmpty()) {
+                // not listed this sweep: its holders keep it (the meter says why its figures are not measured)
+                for (Allocation a : last) {
+                    if (a.devices().contains(d)) {
+                        String k = keyOf(a.id());
+                        using.computeIfAbsent(k, x -> new TreeMap<>()).put(d.index(), d);
+                    }
+                }
+                continue;
+            }
+            Map<Integer, Seen> known = seen.computeIfAbsent(d.index(), x -> new HashMap<>());
+            Set<Integer> pids = new HashSet<>();
+            for (GpuProcessUsage p : ps.get().processes()) {
+                pids.add(p.pid());
+                Seen s = known.get(p.pid());
+                if (s == null || t < s.checkedAt() || t - s.checkedAt() >= REVALIDATE_MILLIS) {
+                    OptionalLong before = attribution.incarnation(p.pid());
+                    if (s != null && s.incarnation().isPresent() && s.incarnation().equals(before)) {
+                        s = new Seen(before, s.owner(), t);
+                    } else {
+                        // the incarnation read before and after the owner, as the meter does (review25)
+                        Optional<UsageOwner> o = attribution.ownerOf(d, p.pid(), List.of());
+                        OptionalLong after = before.isPresent() ? attribution.incarnation(p.pid()) : before;
+                        s = new Seen(before.equals(after) ? before : OptionalLong.empty(), o, t);
+                    }
+                    known.put(p.pid(), s);
+                }
+                if (s.owner().isPresent()) {
+                    String k = key(s.owner().get());
+                    if (k != null) {
+                        using.computeIfAbsent(k, x -> new TreeMap<>()).put(d.index(), d);
+                        owners.putIfAbsent(k, s.owner().get());
+                        pidOf.putIfAbsent(k, p.pid());
+                    }
+                }
+            }
+            known.keySet().retainAll(pids);
+        }
+        List<Allocation> out = new ArrayList<>(using.size());
+        boolean same = using.size() == last.size();
+        for (Map.Entry<String, TreeMap<Integer, GpuDevice>> e : using.entrySet()) {
+            List<GpuDevice> ds = List.copyOf(e.getValue().values());
+            Allocation was = holders.get(e.getKey());
+            Allocation a;
+            if (was != null && was.devices().equals(ds)) {
+                a = was;
+            } else if (was != null) {
+                a = new Allocation(was.id(), ds, was.request(), was.createdAt());
+            } else if (owners.containsKey(e.getKey())) {
+                String id = resumed.getOrDefault(e.getKey(), e.getKey() + "@" + t);
+                a = new Allocation(id, ds, request(owners.get(e.getKey()), pidOf.get(e.getKey())), now);
+            } else {
+                continue; // kept only by an unread list, and new: not a holder
+            }
+            holders.put(e.getKey(), a);
+            same &= was == a; // the holders map is the last sweep's list: same size, same objects
+            out.add(a);
+        }
+        holders.keySet().retainAll(using.keySet());
+        resumed.clear();
+        if (same) {
+            return last;
+        }
+        last = List.copyOf(out);
+        return last;
+    }
+
+    /** The request a holder is recorded with: owner, uid and job as the source names them. */
+    private GpuRequest request(UsageOwner o, int pid) {
+        GpuRequest.Builder b = GpuRequest.builder().shared(NO_RESERVATION);
+        Map<String, String> labels = o.labels();
+        String name = null;
+        if (o.kind() == UsageOwner.Kind.POD) {
+            int slash = o.id().indexOf('/');
+            name = labels.getOrDefault("namespace", slash > 0 ? o.id().substring(0, slash) : o.id());
+        } else {
+            // a Slurm job's user: the owner of its process, where it can be read (cgroup v2 paths name no uid)
+            OptionalLong uid = OptionalLong.empty();
+            try {
+                uid = OptionalLong.of(Long.parseLong(labels.getOrDefault("uid", "")));
+            } catch (NumberFormatException e) {
+                // none in the path
+            }
+            Path proc = procRoot.resolve(Integer.toString(pid));
+            try {
+                long u = ((Number) Files.getAttribute(proc, "unix:uid", LinkOption.NOFOLLOW_LINKS)).longValue();
+                if (uid.isEmpty() || uid.getAsLong() == u) {
+                    uid = OptionalLong.of(u);
+                    name = Files.getOwner(proc, LinkOption.NOFOLLOW_LINKS).getName();
+                }
+            } catch (IOException | RuntimeException e) {
+                // the process is gone, or no procfs here: the uid alone, if the path named it
+            }
+            if (name == null && uid.isPresent()) {
+                name = "uid " + uid.getAsLong(); // no user name has a space: never another user's
+            }
+            uid.ifPresent(b::ownerUid);
+        }
+        if (name != null) {
+            try {
+                b.owner(name);
+            } catch (IllegalArgumentException e) {
+                // not printable or too long: no owner
+            }
+        }
+        String job = o.id().length() > GpuRequest.MAX_JOB_ID_LENGTH ? o.id().substring(0,
+                GpuRequest.MAX_JOB_ID_LENGTH) : o.id();
+        try {
+            b.jobId(job);
+        } catch (IllegalArgumentException e) {
+            // not printable: no job id
+        }
+        return b.build();
+    }
+}
