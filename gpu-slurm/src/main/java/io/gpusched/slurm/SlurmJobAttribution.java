@@ -20,8 +20,8 @@ import java.util.Optional;
  * Charges a process on a GPU to the Slurm job it runs in, read from {@code /proc/<pid>/cgroup} by
  * {@link SlurmJobStep#fromProcCgroup}: on a Slurm node the GPUs are Slurm's, not gpusched's, so this source comes after
  * gpusched's own ({@code AllocationAttribution.host().orElse(SlurmJobAttribution.host())}). The owner is
- * {@link UsageOwner.Kind#SLURM_JOB} with the job id as its id and labels {@code step}, {@code uid} (cgroup v1) and
- * {@code cgroup} ({@code v1} or {@code v2}).
+ * {@link UsageOwner.Kind#SLURM_JOB} with the job id as its id and labels {@code step}, {@code uid} (cgroup v1's path,
+ * or the process's owner), {@code user} (the process's owner, by name) and {@code cgroup} ({@code v1} or {@code v2}).
  *
  * <p>The pid is the driver's, in the host's pid namespace: the host's {@code /proc} must be the one read (a
  * containerised sampler mounts it). What is read is bounded: a file that is not a regular file (a FIFO, a link to
@@ -74,7 +74,28 @@ public final class SlurmJobAttribution implements ProcessAttribution {
 
     @Override
     public Optional<UsageOwner> ownerOf(GpuDevice device, int pid, List<Allocation> holders) {
-        return jobOf(pid).map(SlurmJobAttribution::owner);
+        return jobOf(pid).map(s -> withUser(owner(s), pid));
+    }
+
+    /**
+     * @return the owner with the job's user added: labels {@code uid} and {@code user} from the owner of
+     *         {@code /proc/<pid>} (a cgroup v2 path names no uid), where it agrees with the uid the path names
+     */
+    private UsageOwner withUser(UsageOwner o, int pid) {
+        Path proc = procRoot.resolve(Integer.toString(pid));
+        try {
+            long uid = ((Number) Files.getAttribute(proc, "unix:uid", LinkOption.NOFOLLOW_LINKS)).longValue();
+            String named = o.labels().get("uid");
+            if (named != null && !named.equals(Long.toString(uid))) {
+                return o; // a setuid process, or another process took the pid: the path's uid alone
+            }
+            Map<String, String> labels = new LinkedHashMap<>(o.labels());
+            labels.put("uid", Long.toString(uid));
+            labels.put("user", Files.getOwner(proc, LinkOption.NOFOLLOW_LINKS).getName());
+            return new UsageOwner(o.kind(), o.id(), labels);
+        } catch (IOException | RuntimeException e) {
+            return o; // the process is gone: as the path names it
+        }
     }
 
     /** @return the usage owner a job step is charged as */

@@ -64,8 +64,13 @@ class SlurmJobAttributionTest {
     void cgroupV1StepWithUidFromTheControllersSlurmUses() throws IOException {
         write(100, V1_STEP0);
         assertThat(source.jobOf(100)).hasValue(new SlurmJobStep(4567, Optional.of("0"), OptionalLong.of(1000), 1));
+        // the process's owner is taken only where it is the uid the path names (a test run as uid 1000 has it)
+        Path p100 = proc.resolve("100");
+        Map<String, String> labels = Files.getAttribute(p100, "unix:uid").equals(1000)
+                ? Map.of("step", "0", "uid", "1000", "cgroup", "v1", "user", Files.getOwner(p100).getName())
+                : Map.of("step", "0", "uid", "1000", "cgroup", "v1");
         assertThat(source.ownerOf(GPU, 100, List.of())).hasValue(new UsageOwner(UsageOwner.Kind.SLURM_JOB, "4567",
-                Map.of("step", "0", "uid", "1000", "cgroup", "v1")));
+                labels));
     }
 
     @Test
@@ -83,8 +88,11 @@ class SlurmJobAttributionTest {
                 OptionalLong.empty(), 2));
         assertThat(source.jobOf(204).map(SlurmJobStep::jobId)).hasValue(17L);
         assertThat(source.jobOf(205)).hasValue(new SlurmJobStep(90, Optional.empty(), OptionalLong.empty(), 2));
+        // a v2 path names no uid: the job's user is the owner of its process (here: whoever made the tree)
+        Path p200 = proc.resolve("200");
         assertThat(source.ownerOf(GPU, 200, List.of()).orElseThrow().labels()).isEqualTo(Map.of("step", "0",
-                "cgroup", "v2"));
+                "cgroup", "v2", "uid", Files.getAttribute(p200, "unix:uid").toString(), "user",
+                Files.getOwner(p200).getName()));
     }
 
     @Test

@@ -14,7 +14,6 @@ import io.gpusched.core.ProcessAttribution;
 import io.gpusched.core.ProcessUsageSample;
 import io.gpusched.core.host.AllocationAttribution;
 import io.gpusched.core.host.HpcJobMapping;
-import java.nio.file.Path;
 import java.time.Clock;
 import java.time.Duration;
 import java.time.Instant;
@@ -131,7 +130,7 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
         this.meter = new UsageMeter(settings.idle().threshold(), attribution);
         this.idle = new IdleWatch(settings.idle(), effects);
         this.jobMapping = settings.hpcJobMappingDir().map(HpcJobMapping::open).orElse(null);
-        this.externals = attribution.namesOthers() ? new ExternalHolders(attribution, Path.of("/proc")) : null;
+        this.externals = attribution.namesOthers() ? new ExternalHolders(attribution) : null;
         LocalDate today = AccountingStore.dayOf(clock.instant());
         List<LocalDate> days = writer.store().days();
         this.newestAtOpen = days.isEmpty() ? null : days.get(days.size() - 1);

@@ -8,10 +8,6 @@ import io.gpusched.core.MemorySize;
 import io.gpusched.core.ProcessAttribution;
 import io.gpusched.core.ProcessUsageSample;
 import io.gpusched.core.UsageOwner;
-import java.io.IOException;
-import java.nio.file.Files;
-import java.nio.file.LinkOption;
-import java.nio.file.Path;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Collection;
@@ -50,7 +46,6 @@ final class ExternalHolders {
     private static final MemorySize NO_RESERVATION = MemorySize.ofMebibytes(1);
 
     private final ProcessAttribution attribution;
-    private final Path procRoot;
     /** by key ({@code pod:<ns>/<pod>}): the holder now */
     private final Map<String, Allocation> holders = new LinkedHashMap<>();
     /** by key: the id of the store's open track, which the first sweep continues when the holder is still there */
@@ -62,9 +57,8 @@ final class ExternalHolders {
     private record Seen(OptionalLong incarnation, Optional<UsageOwner> owner, long checkedAt) {
     }
 
-    ExternalHolders(ProcessAttribution attribution, Path procRoot) {
+    ExternalHolders(ProcessAttribution attribution) {
         this.attribution = attribution;
-        this.procRoot = procRoot;
     }
 
     /** @return whether an id is a pod's or a Slurm job's track */
@@ -118,7 +112,6 @@ final class ExternalHolders {
         }
         Map<String, TreeMap<Integer, GpuDevice>> using = new LinkedHashMap<>();
         Map<String, UsageOwner> owners = new HashMap<>();
-        Map<String, Integer> pidOf = new HashMap<>();
         for (GpuDevice d : devices) {
             if (held.contains(d.index())) {
                 seen.remove(d.index());
@@ -157,7 +150,6 @@ final class ExternalHolders {
                     if (k != null) {
                         using.computeIfAbsent(k, x -> new TreeMap<>()).put(d.index(), d);
                         owners.putIfAbsent(k, s.owner().get());
-                        pidOf.putIfAbsent(k, p.pid());
                     }
                 }
             }
@@ -175,7 +167,7 @@ final class ExternalHolders {
                 a = new Allocation(was.id(), ds, was.request(), was.createdAt());
             } else if (owners.containsKey(e.getKey())) {
                 String id = resumed.getOrDefault(e.getKey(), e.getKey() + "@" + t);
-                a = new Allocation(id, ds, request(owners.get(e.getKey()), pidOf.get(e.getKey())), now);
+                a = new Allocation(id, ds, request(owners.get(e.getKey())), now);
             } else {
                 continue; // kept only by an unread list, and new: not a holder
             }
@@ -193,7 +185,7 @@ final class ExternalHolders {
     }
 
     /** The request a holder is recorded with: owner, uid and job as the source names them. */
-    private GpuRequest request(UsageOwner o, int pid) {
+    private static GpuRequest request(UsageOwner o) {
         GpuRequest.Builder b = GpuRequest.builder().shared(NO_RESERVATION);
         Map<String, String> labels = o.labels();
         String name = null;
@@ -201,27 +193,17 @@ final class ExternalHolders {
             int slash = o.id().indexOf('/');
             name = labels.getOrDefault("namespace", slash > 0 ? o.id().substring(0, slash) : o.id());
         } else {
-            // a Slurm job's user: the owner of its process, where it can be read (cgroup v2 paths name no uid)
-            OptionalLong uid = OptionalLong.empty();
+            // a Slurm job's user, as the source names it (SlurmJobAttribution: the owner of the job's process)
+            name = labels.get("user");
             try {
-                uid = OptionalLong.of(Long.parseLong(labels.getOrDefault("uid", "")));
-            } catch (NumberFormatException e) {
-                // none in the path
-            }
-            Path proc = procRoot.resolve(Integer.toString(pid));
-            try {
-                long u = ((Number) Files.getAttribute(proc, "unix:uid", LinkOption.NOFOLLOW_LINKS)).longValue();
-                if (uid.isEmpty() || uid.getAsLong() == u) {
-                    uid = OptionalLong.of(u);
-                    name = Files.getOwner(proc, LinkOption.NOFOLLOW_LINKS).getName();
+                long uid = Long.parseLong(labels.getOrDefault("uid", ""));
+                b.ownerUid(uid);
+                if (name == null) {
+                    name = "uid " + uid; // no user name has a space: never another user's
                 }
-            } catch (IOException | RuntimeException e) {
-                // the process is gone, or no procfs here: the uid alone, if the path named it
+            } catch (IllegalArgumentException e) {
+                // no uid named
             }
-            if (name == null && uid.isPresent()) {
-                name = "uid " + uid.getAsLong(); // no user name has a space: never another user's
-            }
-            uid.ifPresent(b::ownerUid);
         }
         if (name != null) {
             try {

@@ -919,6 +919,11 @@ final class UsageMeter {
             s.energyShare[at] = byUtil ? charged / total : 1.0 / hs.size();
         }
         s.shareNote = byUtil ? SPLIT_BY_UTIL : SPLIT_EQUALLY;
+        if (h.external && hs.size() == 1 && utilMeasured && untied == 0 && !unseenBusy) {
+            // one pod or job alone on the GPU, every busy process its own: the GPU's energy is all its, no split
+            s.energyShare[h.canonical[0]] = 1.0;
+            s.shareNote = null;
+        }
     }
 
     /** An allocation's reading at a sweep: every GPU of it measured at or below the threshold. */

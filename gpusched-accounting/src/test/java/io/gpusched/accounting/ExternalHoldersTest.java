@@ -180,4 +180,24 @@ class ExternalHoldersTest {
                 UsageReport.GroupBy.POD);
         assertThat(byPod.rows()).isEmpty();
     }
+
+    /**
+     * The per-process figures of a sweep are read once for the pass that finds the pods and the meter alike: a
+     * backend's per-process utilization is a mean since its previous call (NVML's, the simulated node's), so a second
+     * read within the sweep would see no time and give the instant's figure.
+     */
+    @Test
+    void perProcessFiguresAreReadOncePerSweep() {
+        try (AccountingNode n = node(dir)) {
+            // 100 % for 5 s, 0 % for 5 s: every sweep (10 s apart) falls at the start of a busy step
+            n.inventory.setProcessTraces(0, Map.of(101, UsageTrace.of(Duration.ofSeconds(5), 100, 0)));
+            n.inventory.setProcessTraces(1, Map.of());
+            n.sweep();
+            n.run(STEP, 12);
+        }
+        UsageReport byPod = UsageReport.of(AccountingStore.at(dir), T0, T0.plusSeconds(3600),
+                UsageReport.GroupBy.POD);
+        assertThat(row(byPod, "ml/train").figures().meanUtilization().getAsDouble()).as("the mean over each step, not"
+                + " the sweep's instant").isEqualTo(50.0);
+    }
 }
