@@ -58,8 +58,9 @@ public sealed interface AccountingRecord {
      * @param to           end (the release, for the last)
      * @param first        whether {@code from} is the grant
      * @param end          why the allocation ended, on its last interval: {@code RELEASED}, {@code EXPIRED},
-     *                     {@code RECLAIMED}, or {@code UNOBSERVED} (released while no sampler ran: the release fell
-     *                     after {@code to})
+     *                     {@code RECLAIMED}, {@code UNOBSERVED} (released while no sampler ran: the release fell
+     *                     after {@code to}), or {@code GONE} (a pod's or Slurm job's track: a sweep listed none of
+     *                     its processes on its GPUs)
      * @param gap          whether nothing sampled the interval (a sampler down or not yet started): held time only,
      *                     and energy where the device's counter bridges it
      * @param idleSince    when the allocation's GPUs last went idle, if they are idle at {@code to}

@@ -137,7 +137,7 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
         AccountingStore.Recovered r = writer.store().recover(today.minusDays(settings.retention().toDays()), today);
         meter.resume(r.tails());
         if (externals != null) {
-            externals.resume(r.tails().keySet());
+            externals.resume(r.tails().values());
         }
         r.tails().values().forEach(t -> idle.judgedUpTo(t.to())); // a first sweep behind them is a step back
         // and behind the latest sweep the markers say was judged: with no allocation live there is no tail to say it

@@ -117,12 +117,22 @@ public record AllocationUsage(String id, Optional<String> owner, Optional<String
         Map<String, Instant> from = new HashMap<>();
         List<String> warnings = new ArrayList<>();
         String keyed = RecordCodec.keyed("job", jobId); // only lines that name the job are decoded
+        // a pod's or Slurm job's tracks by their ids, which hold the whole name (a job id is cut at 256 characters:
+        // review59)
+        List<String> tracks = List.of(ExternalHolders.POD + jobId, ExternalHolders.SLURM_JOB + jobId);
+        List<String> trackKeys = tracks.stream().map(t -> {
+            String k = RecordCodec.keyed("id", t + "@");
+            return k.substring(0, k.length() - 1); // no closing quote: the id goes on with the first sweep's time
+        }).toList();
         for (LocalDate d : store.days()) {
-            store.readDay(d, line -> line.contains(keyed), r -> {
-                if (r instanceof Interval iv && iv.jobId().isPresent() && iv.jobId().get().equals(jobId)) {
-                    from.merge(iv.allocationId(), iv.from(), (a, b) -> a.isBefore(b) ? a : b);
-                }
-            }, warnings);
+            store.readDay(d, line -> line.contains(keyed) || line.contains(trackKeys.get(0))
+                    || line.contains(trackKeys.get(1)), r -> {
+                        if (r instanceof Interval iv && (iv.jobId().isPresent() && iv.jobId().get().equals(jobId)
+                                && !ExternalHolders.isExternal(iv.allocationId())
+                                || tracks.contains(ExternalHolders.keyOf(iv.allocationId())))) {
+                            from.merge(iv.allocationId(), iv.from(), (a, b) -> a.isBefore(b) ? a : b);
+                        }
+                    }, warnings);
         }
         return from.entrySet().stream().sorted((a, b) -> b.getValue().compareTo(a.getValue())).limit(max)
                 .map(Map.Entry::getKey).toList();

@@ -1,5 +1,6 @@
 package io.gpusched.accounting;
 
+import io.gpusched.accounting.AccountingRecord.Interval;
 import io.gpusched.core.Allocation;
 import io.gpusched.core.GpuDevice;
 import io.gpusched.core.GpuProcessUsage;
@@ -48,8 +49,8 @@ final class ExternalHolders {
     private final ProcessAttribution attribution;
     /** by key ({@code pod:<ns>/<pod>}): the holder now */
     private final Map<String, Allocation> holders = new LinkedHashMap<>();
-    /** by key: the id of the store's open track, which the first sweep continues when the holder is still there */
-    private final Map<String, String> resumed = new HashMap<>();
+    /** by key: the store's open track, which the first sweep continues when the holder is still there */
+    private final Map<String, Interval> resumed = new HashMap<>();
     /** per device index, per pid: whom it works for, and when that was checked */
     private final Map<Integer, Map<Integer, Seen>> seen = new HashMap<>();
     private List<Allocation> last = List.of();
@@ -84,14 +85,39 @@ final class ExternalHolders {
         return at < 0 ? id : id.substring(0, at);
     }
 
-    /** The store's open tracks (a restarted sampler): those of external holders continue when they are still there. */
-    void resume(Collection<String> openIds) {
-        for (String id : openIds) {
-            String k = keyOf(id);
+    /**
+     * The store's open tracks (a restarted sampler): those of external holders continue when they are still there, or
+     * when the first sweep cannot list their GPUs.
+     */
+    void resume(Collection<Interval> open) {
+        for (Interval iv : open) {
+            String k = keyOf(iv.allocationId());
             if (k != null) {
-                resumed.put(k, id);
+                resumed.put(k, iv);
             }
         }
+    }
+
+    /**
+     * @return whether a GPU's processes could not be listed this sweep: no per-process answer, or an empty list that
+     *         says its processes' memory is not measured (NVML, nvidia-smi and ROCm SMI answer a failed listing so;
+     *         review59). An empty list with its memory measured is a GPU with no process.
+     */
+    static boolean unlisted(Optional<ProcessUsageSample> ps) {
+        return ps.isEmpty() || ps.get().processes().isEmpty() && ps.get().memoryUnmeasured().isPresent();
+    }
+
+    /** The request a resumed track is continued with: as its record names owner, uid and job. */
+    private static GpuRequest request(Interval tail) {
+        GpuRequest.Builder b = GpuRequest.builder().shared(NO_RESERVATION);
+        try {
+            tail.owner().ifPresent(b::owner);
+            tail.ownerUid().ifPresent(b::ownerUid);
+            tail.jobId().ifPresent(b::jobId);
+        } catch (IllegalArgumentException e) {
+            // as recorded, one the builder refuses: left out
+        }
+        return b.build();
     }
 
     /**
@@ -118,12 +144,18 @@ final class ExternalHolders {
                 continue;
             }
             Optional<ProcessUsageSample> ps = usage.apply(d);
-            if (ps.isEmpty()) {
-                // not listed this sweep: its holders keep it (the meter says why its figures are not measured)
+            if (unlisted(ps)) {
+                // not listed this sweep: its holders keep it (the meter says why its figures are not measured); at
+                // a restarted sampler's first sweep, the holders its store has open on it (review59)
                 for (Allocation a : last) {
                     if (a.devices().contains(d)) {
                         String k = keyOf(a.id());
                         using.computeIfAbsent(k, x -> new TreeMap<>()).put(d.index(), d);
+                    }
+                }
+                for (Map.Entry<String, Interval> r : resumed.entrySet()) {
+                    if (r.getValue().devices().stream().anyMatch(u -> u.index() == d.index())) {
+                        using.computeIfAbsent(r.getKey(), x -> new TreeMap<>()).put(d.index(), d);
                     }
                 }
                 continue;
@@ -166,8 +198,13 @@ final class ExternalHolders {
             } else if (was != null) {
                 a = new Allocation(was.id(), ds, was.request(), was.createdAt());
             } else if (owners.containsKey(e.getKey())) {
-                String id = resumed.getOrDefault(e.getKey(), e.getKey() + "@" + t);
+                Interval tail = resumed.get(e.getKey());
+                String id = tail != null ? tail.allocationId() : e.getKey() + "@" + t;
                 a = new Allocation(id, ds, request(owners.get(e.getKey())), now);
+            } else if (resumed.containsKey(e.getKey())) {
+                // the store's open track on a GPU this first sweep cannot list: continued as its record says
+                a = new Allocation(resumed.get(e.getKey()).allocationId(), ds, request(resumed.get(e.getKey())),
+                        now);
             } else {
                 continue; // kept only by an unread list, and new: not a holder
             }

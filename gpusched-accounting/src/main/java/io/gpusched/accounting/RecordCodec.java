@@ -65,7 +65,7 @@ public final class RecordCodec {
             "meas", "um", "us", "up", "idle", "mp", "e", "ee", "em", "parts", "gpus", "notes");
     /** the most parts a summary row may sum ({@code parts}) */
     static final int MAX_PARTS = 1 << 24;
-    private static final Set<String> ENDS = Set.of("RELEASED", "EXPIRED", "RECLAIMED", "UNOBSERVED");
+    private static final Set<String> ENDS = Set.of("RELEASED", "EXPIRED", "RECLAIMED", "UNOBSERVED", "GONE");
 
     private RecordCodec() {
     }

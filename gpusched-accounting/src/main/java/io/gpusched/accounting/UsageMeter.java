@@ -428,6 +428,11 @@ final class UsageMeter {
                 trackMods++;
             }
             layout.tracks[k++] = tr;
+            if (tr.covered > tr.from && lostADevice(tr.allocation, a)) {
+                // a pod or job that left one of its GPUs (ExternalHolders): what that GPU's figures hold up to the
+                // last sweep is written first, for the track goes on without it (review59)
+                out.add(close(tr, tr.covered, Optional.empty(), false));
+            }
             tr.update(a);
             long sampledFrom = prev != null ? prev : t;
             boolean gapped = tr.covered < sampledFrom;
@@ -489,6 +494,21 @@ final class UsageMeter {
         lastTick = t;
         rotateEnded();
         return out;
+    }
+
+    /** @return whether {@code now} holds fewer of the devices {@code was} held (by index) */
+    private static boolean lostADevice(Allocation was, Allocation now) {
+        if (was == now || was.devices().equals(now.devices())) {
+            return false;
+        }
+        Set<Integer> kept = new HashSet<>();
+        now.devices().forEach(d -> kept.add(d.index()));
+        for (GpuDevice d : was.devices()) {
+            if (!kept.contains(d.index())) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /**
@@ -1230,7 +1250,9 @@ final class UsageMeter {
         for (String id : new ArrayList<>(tracks.keySet())) {
             if (!live.contains(id)) {
                 Track tr = tracks.get(id);
-                out.addAll(end(id, Instant.ofEpochMilli(tr.covered), "UNOBSERVED"));
+                // a pod or job whose processes the sampler saw go: GONE, not "while no sampler ran" (review59)
+                out.addAll(end(id, Instant.ofEpochMilli(tr.covered), ExternalHolders.isExternal(id) ? "GONE"
+                        : "UNOBSERVED"));
             }
         }
         return out;

@@ -170,7 +170,8 @@ public record UsageReport(Instant since, Instant until, GroupBy by, List<Row> ro
         if (!id.startsWith(prefix)) {
             return NO_OWNER;
         }
-        String k = iv.jobId().orElse(ExternalHolders.keyOf(id).substring(prefix.length()));
+        // the id's, whole: a job id is cut at 256 characters, a namespace and pod name may be 317 (review59)
+        String k = ExternalHolders.keyOf(id).substring(prefix.length());
         return k.isEmpty() ? NO_OWNER : k;
     }
 
