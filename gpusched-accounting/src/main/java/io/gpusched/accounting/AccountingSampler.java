@@ -131,6 +131,7 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
         this.idle = new IdleWatch(settings.idle(), effects);
         this.jobMapping = settings.hpcJobMappingDir().map(HpcJobMapping::open).orElse(null);
         this.externals = attribution.namesOthers() ? new ExternalHolders(attribution) : null;
+        meter.externals(externals);
         LocalDate today = AccountingStore.dayOf(clock.instant());
         List<LocalDate> days = writer.store().days();
         this.newestAtOpen = days.isEmpty() ? null : days.get(days.size() - 1);

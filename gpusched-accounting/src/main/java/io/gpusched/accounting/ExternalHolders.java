@@ -18,7 +18,6 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
-import java.util.OptionalLong;
 import java.util.Set;
 import java.util.TreeMap;
 import java.util.function.Function;
@@ -41,7 +40,7 @@ final class ExternalHolders {
     static final String POD = "pod:";
     /** The id prefix of a Slurm job's track. */
     static final String SLURM_JOB = "slurm-job:";
-    /** How often a remembered pid's owner is checked against its incarnation (as the meter's). */
+    /** How often a remembered pid's owner is asked again. */
     private static final long REVALIDATE_MILLIS = 10_000;
     /** Shared holders need a reservation; this one is never allocated, only recorded nowhere. */
     private static final MemorySize NO_RESERVATION = MemorySize.ofMebibytes(1);
@@ -54,12 +53,28 @@ final class ExternalHolders {
     /** per device index, per pid: whom it works for, and when that was checked */
     private final Map<Integer, Map<Integer, Seen>> seen = new HashMap<>();
     private List<Allocation> last = List.of();
+    /**
+     * by key: since when the holder is kept only by GPUs whose processes could not be listed; past
+     * {@link #MAX_UNLISTED_MILLIS} it ends (a GPU that never lists again does not hold a pod for ever)
+     */
+    private final Map<String, Long> unlistedSince = new HashMap<>();
+    static final long MAX_UNLISTED_MILLIS = 5 * 60_000;
 
-    private record Seen(OptionalLong incarnation, Optional<UsageOwner> owner, long checkedAt) {
+    private record Seen(Optional<UsageOwner> owner, long checkedAt) {
     }
 
     ExternalHolders(ProcessAttribution attribution) {
         this.attribution = attribution;
+    }
+
+    /**
+     * @return whom a process listed on a GPU at this sweep works for, as this pass found it (the meter charges the
+     *         external holders of a GPU by it: one answer per process and sweep for both)
+     */
+    Optional<UsageOwner> ownerSeen(int device, int pid) {
+        Map<Integer, Seen> known = seen.get(device);
+        Seen s = known == null ? null : known.get(pid);
+        return s == null ? Optional.empty() : s.owner();
     }
 
     /** @return whether an id is a pod's or a Slurm job's track */
@@ -100,11 +115,14 @@ final class ExternalHolders {
 
     /**
      * @return whether a GPU's processes could not be listed this sweep: no per-process answer, or an empty list that
-     *         says its processes' memory is not measured (NVML, nvidia-smi and ROCm SMI answer a failed listing so;
-     *         review59). An empty list with its memory measured is a GPU with no process.
+     *         says neither its processes' memory nor their utilization is measured (NVML, nvidia-smi and ROCm SMI
+     *         answer a failed listing so: review59). An empty list with either measured is a GPU with no process (a
+     *         driver without the running-process call lists processes by their utilization samples and never
+     *         measures their memory: review60).
      */
     static boolean unlisted(Optional<ProcessUsageSample> ps) {
-        return ps.isEmpty() || ps.get().processes().isEmpty() && ps.get().memoryUnmeasured().isPresent();
+        return ps.isEmpty() || ps.get().processes().isEmpty() && ps.get().memoryUnmeasured().isPresent()
+                && ps.get().utilizationUnmeasured().isPresent();
     }
 
     /** The request a resumed track is continued with: as its record names owner, uid and job. */
@@ -165,16 +183,11 @@ final class ExternalHolders {
             for (GpuProcessUsage p : ps.get().processes()) {
                 pids.add(p.pid());
                 Seen s = known.get(p.pid());
+                // asked again every REVALIDATE_MILLIS whatever the process's incarnation: a pod source answers from
+                // the kubelet's list as it stands, not from the process, so an answer given while the kubelet was
+                // down, or before it listed the GPU's next pod, changes (review60)
                 if (s == null || t < s.checkedAt() || t - s.checkedAt() >= REVALIDATE_MILLIS) {
-                    OptionalLong before = attribution.incarnation(p.pid());
-                    if (s != null && s.incarnation().isPresent() && s.incarnation().equals(before)) {
-                        s = new Seen(before, s.owner(), t);
-                    } else {
-                        // the incarnation read before and after the owner, as the meter does (review25)
-                        Optional<UsageOwner> o = attribution.ownerOf(d, p.pid(), List.of());
-                        OptionalLong after = before.isPresent() ? attribution.incarnation(p.pid()) : before;
-                        s = new Seen(before.equals(after) ? before : OptionalLong.empty(), o, t);
-                    }
+                    s = new Seen(attribution.ownerOf(d, p.pid(), List.of()), t);
                     known.put(p.pid(), s);
                 }
                 if (s.owner().isPresent()) {
@@ -187,6 +200,18 @@ final class ExternalHolders {
             }
             known.keySet().retainAll(pids);
         }
+        for (String k : using.keySet()) {
+            if (owners.containsKey(k)) {
+                unlistedSince.remove(k);
+            } else {
+                long since = unlistedSince.computeIfAbsent(k, x -> t);
+                if (t - since > MAX_UNLISTED_MILLIS || t < since) {
+                    unlistedSince.put(k, Long.MIN_VALUE); // ends now: dropped below
+                }
+            }
+        }
+        using.keySet().removeIf(k -> unlistedSince.getOrDefault(k, 0L) == Long.MIN_VALUE);
+        unlistedSince.keySet().retainAll(using.keySet());
         List<Allocation> out = new ArrayList<>(using.size());
         boolean same = using.size() == last.size();
         for (Map.Entry<String, TreeMap<Integer, GpuDevice>> e : using.entrySet()) {

@@ -37,13 +37,17 @@ public record IdleStatus(Instant idleSince, Instant asOf, Optional<IdleStep> las
      * @param store the node's store
      * @param now   today (the last two days are read for the allocations' intervals; the policy's steps are read
      *              back to the day the oldest idle stretch began)
-     * @return per allocation idle at its last checkpoint, its state; the policy's last step is shown only when it
+     * @return per allocation idle at its last checkpoint (pods' and Slurm jobs' tracks are no allocations: not listed),
+     *         its state; the policy's last step is shown only when it
      *         belongs to that idle stretch (taken at or after its start: a warning before a busy spell or a gap the
      *         policy starts over after is not this stretch's; review38)
      */
     public static Map<String, IdleStatus> read(AccountingStore store, Instant now) {
         Map<String, IdleStatus> out = new HashMap<>();
         stretches(store, now).forEach((id, st) -> {
+            if (ExternalHolders.isExternal(id)) {
+                return; // a pod's or Slurm job's track: no allocation, never the policy's (review60)
+            }
             if (st.tail().isAfter(st.asOf())) {
                 return; // its last record is a gap: listed again from the next checkpoint that measures it
             }

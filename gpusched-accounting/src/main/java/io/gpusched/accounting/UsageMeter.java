@@ -223,6 +223,14 @@ final class UsageMeter {
      * @param idleThreshold utilization (percent) at or below which a GPU counts as idle
      * @param attribution   maps processes on shared GPUs to allocations
      */
+    /** the sampler's pass over the GPUs pods and Slurm jobs use, when it makes one */
+    private ExternalHolders externals;
+
+    /** Charges the processes of pods' and Slurm jobs' GPUs by the answers of that pass. */
+    void externals(ExternalHolders e) {
+        externals = e;
+    }
+
     UsageMeter(double idleThreshold, ProcessAttribution attribution) {
         this.idleThreshold = idleThreshold;
         this.attribution = attribution;
@@ -853,8 +861,22 @@ final class UsageMeter {
             long listed = ++listing;
             int current = 0; // pids of the map this listing showed
             for (GpuProcessUsage p : ps.get().processes()) {
-                Attributed was = known.get(p.pid());
                 Optional<UsageOwner> o;
+                if (h.external && externals != null) {
+                    // pods' and Slurm jobs' GPUs: whom the sampler's pass over them found each process works for at
+                    // this sweep (asked again every 10 s whatever the process: review60), no answer of the meter's own
+                    o = externals.ownerSeen(d.index(), p.pid());
+                    double u = p.smUtilizationPercent().orElse(0);
+                    total += u;
+                    int at = o.isEmpty() ? -1 : h.positionOf(o.get());
+                    if (at < 0) {
+                        untied += u;
+                        continue;
+                    }
+                    charge(s, at, u, p);
+                    continue;
+                }
+                Attributed was = known.get(p.pid());
                 // remembered while the holders and the process are the same: a pid another process took between two
                 // sweeps (freed and reused) has another incarnation, checked every REVALIDATE_MILLIS, and is asked
                 // about again (a source that cannot tell the incarnation is asked again then)
@@ -894,21 +916,7 @@ final class UsageMeter {
                     untied += u;
                     continue;
                 }
-                if (busySet[at]) {
-                    busy[at] += u;
-                } else {
-                    busy[at] = u;
-                    busySet[at] = true;
-                }
-                if (p.memoryUsed().isPresent()) {
-                    long bytes = p.memoryUsed().get().bytes();
-                    if (s.memorySet[at]) {
-                        s.memory[at] += bytes;
-                    } else {
-                        s.memory[at] = bytes;
-                        s.memorySet[at] = true;
-                    }
-                }
+                charge(s, at, u, p);
             }
             if (current != known.size()) { // processes gone from the list are forgotten
                 known.values().removeIf(x -> x.listed != listed);
@@ -943,6 +951,25 @@ final class UsageMeter {
             // one pod or job alone on the GPU, every busy process its own: the GPU's energy is all its, no split
             s.energyShare[h.canonical[0]] = 1.0;
             s.shareNote = null;
+        }
+    }
+
+    /** Charges a process's utilization and memory to the holder at {@code at} of a shared GPU's sweep. */
+    private static void charge(DeviceSweep s, int at, double u, GpuProcessUsage p) {
+        if (s.busySet[at]) {
+            s.busy[at] += u;
+        } else {
+            s.busy[at] = u;
+            s.busySet[at] = true;
+        }
+        if (p.memoryUsed().isPresent()) {
+            long bytes = p.memoryUsed().get().bytes();
+            if (s.memorySet[at]) {
+                s.memory[at] += bytes;
+            } else {
+                s.memory[at] = bytes;
+                s.memorySet[at] = true;
+            }
         }
     }
 

@@ -200,4 +200,74 @@ class ExternalHoldersTest {
         assertThat(row(byPod, "ml/train").figures().meanUtilization().getAsDouble()).as("the mean over each step, not"
                 + " the sweep's instant").isEqualTo(50.0);
     }
+
+    /**
+     * A GPU whose processes cannot be listed keeps its holders (not measured), but not for ever: a job kept only by
+     * GPUs that have not listed for {@link ExternalHolders#MAX_UNLISTED_MILLIS} ends (a GPU that fell off the bus).
+     */
+    @Test
+    void aJobKeptOnlyByAGpuThatNeverListsAgainEnds() {
+        try (AccountingNode n = node(dir)) {
+            n.inventory.setProcessTraces(0, Map.of());
+            n.sweep();
+            n.run(STEP, 6); // T0 + 60 s: the job's process listed on GPU 1
+            n.inventory.setProcessTraces(1, Map.of()); // from now on GPU 1 answers no per-process figures at all
+            n.run(STEP, 60); // to T0 + 11 min
+        }
+        List<Interval> job = new ArrayList<>();
+        AccountingStore.at(dir).readDay(LocalDate.of(2026, 3, 2), r -> {
+            if (r instanceof Interval iv && iv.allocationId().startsWith("slurm-job:4242@")) {
+                job.add(iv);
+            }
+        }, new ArrayList<>());
+        assertThat(job.stream().map(Interval::allocationId).distinct()).hasSize(1);
+        Interval last = job.stream().max((a, b) -> a.to().compareTo(b.to())).orElseThrow();
+        assertThat(last.end()).as("ended once unlisted for 5 minutes").contains("GONE");
+        assertThat(last.to()).as("kept from its first unlisted sweep (T0 + 70 s) for the bound, then ended")
+                .isEqualTo(T0.plusSeconds(70 + ExternalHolders.MAX_UNLISTED_MILLIS / 1000));
+    }
+
+    /**
+     * The meter charges a pod's GPU by the answers the sampler's pass got at that sweep, not by an answer of its own it
+     * keeps while the process's incarnation stands (a pod source answers from the kubelet's list, which changes under
+     * a process: review60). Two real processes (this JVM and a child, so gpusched's own rule reads their incarnations)
+     * on one GPU; the source swaps their pods after two minutes.
+     */
+    @Test
+    void theMeterChargesByThisSweepsAnswersNotByOneItKept() throws Exception {
+        Process child = new ProcessBuilder("sleep", "120").start();
+        try {
+            int self = (int) ProcessHandle.current().pid();
+            int other = (int) child.pid();
+            Map<Integer, UsageOwner> now = new ConcurrentHashMap<>(Map.of(self, pod("ml", "a"), other, pod("ml", "b")));
+            ProcessAttribution swapping = new ProcessAttribution() {
+                @Override
+                public Optional<UsageOwner> ownerOf(GpuDevice device, int pid, List<Allocation> holders) {
+                    return Optional.ofNullable(now.get(pid));
+                }
+
+                @Override
+                public boolean namesOthers() {
+                    return true;
+                }
+            };
+            try (AccountingNode n = new AccountingNode(dir, settings(),
+                    io.gpusched.core.host.AllocationAttribution.host().orElse(swapping))) {
+                n.inventory.setProcessTraces(0, Map.of(self, UsageTrace.of(STEP, 80), other, UsageTrace.of(STEP, 20)));
+                n.sweep();
+                n.run(STEP, 12); // two minutes: a at 80 %, b at 20 %
+                now.put(self, pod("ml", "b"));
+                now.put(other, pod("ml", "a"));
+                n.run(STEP, 12); // two minutes swapped
+            }
+        } finally {
+            child.destroyForcibly();
+            child.waitFor(30, java.util.concurrent.TimeUnit.SECONDS);
+        }
+        UsageReport byPod = UsageReport.of(AccountingStore.at(dir), T0, T0.plusSeconds(3600),
+                UsageReport.GroupBy.POD);
+        double a = row(byPod, "ml/a").figures().meanUtilization().getAsDouble();
+        assertThat(a).as("80 %% for two minutes, 20 %% for two (an answer asked again within 10 s): about 50 %%, not"
+                + " the first answer's 80 %% kept").isBetween(45.0, 55.0);
+    }
 }
