@@ -54,11 +54,16 @@ final class ExternalHolders {
     private final Map<Integer, Map<Integer, Seen>> seen = new HashMap<>();
     private List<Allocation> last = List.of();
     /**
-     * by key: since when the holder is kept only by GPUs whose processes could not be listed; past
-     * {@link #MAX_UNLISTED_MILLIS} it ends (a GPU that never lists again does not hold a pod for ever)
+     * per GPU index: for how long (sweeps' forward steps) its processes could not be listed or none was answered for;
+     * past {@link #MAX_UNLISTED_MILLIS} its holders lose it (a GPU that never lists again holds no pod for ever)
      */
-    private final Map<String, Long> unlistedSince = new HashMap<>();
+    private final Map<Integer, Long> unlistedFor = new HashMap<>();
     static final long MAX_UNLISTED_MILLIS = 5 * 60_000;
+    /** The most one sweep's step adds to {@link #unlistedFor}. */
+    private static final long MAX_STEP_MILLIS = 60_000;
+    private long lastSweep = Long.MIN_VALUE;
+    /** keys of tracks the store had open at the restart, kept on their GPUs since without a source's answer */
+    private final Set<String> unconfirmed = new HashSet<>();
 
     private record Seen(Optional<UsageOwner> owner, long checkedAt) {
     }
@@ -148,6 +153,10 @@ final class ExternalHolders {
     List<Allocation> sweep(Instant now, List<GpuDevice> devices, List<Allocation> live,
             Function<GpuDevice, Optional<ProcessUsageSample>> usage) {
         long t = now.toEpochMilli();
+        // the time a GPU goes unlisted is counted in the sweeps' forward steps, each at most MAX_STEP_MILLIS: a clock
+        // stepped back adds nothing, one stepped ahead no more than a sweep's worth (review61)
+        long step = lastSweep == Long.MIN_VALUE ? 0 : Math.min(MAX_STEP_MILLIS, Math.max(0, t - lastSweep));
+        lastSweep = t;
         Set<Integer> held = new HashSet<>();
         for (Allocation a : live) {
             for (GpuDevice d : a.devices()) {
@@ -159,59 +168,72 @@ final class ExternalHolders {
         for (GpuDevice d : devices) {
             if (held.contains(d.index())) {
                 seen.remove(d.index());
+                unlistedFor.remove(d.index());
                 continue;
             }
             Optional<ProcessUsageSample> ps = usage.apply(d);
-            if (unlisted(ps)) {
-                // not listed this sweep: its holders keep it (the meter says why its figures are not measured); at
-                // a restarted sampler's first sweep, the holders its store has open on it (review59)
-                for (Allocation a : last) {
-                    if (a.devices().contains(d)) {
-                        String k = keyOf(a.id());
-                        using.computeIfAbsent(k, x -> new TreeMap<>()).put(d.index(), d);
+            boolean answered = !unlisted(ps);
+            if (answered) {
+                Map<Integer, Seen> known = seen.computeIfAbsent(d.index(), x -> new HashMap<>());
+                Set<Integer> pids = new HashSet<>();
+                boolean anyOwner = ps.get().processes().isEmpty(); // no process: answered, nobody there
+                for (GpuProcessUsage p : ps.get().processes()) {
+                    pids.add(p.pid());
+                    Seen s = known.get(p.pid());
+                    // asked again every REVALIDATE_MILLIS whatever the process's incarnation: a pod source answers
+                    // from the kubelet's list as it stands, not from the process, so an answer given while the
+                    // kubelet was down, or before it listed the GPU's next pod, changes (review60)
+                    if (s == null || t < s.checkedAt() || t - s.checkedAt() >= REVALIDATE_MILLIS) {
+                        s = new Seen(attribution.ownerOf(d, p.pid(), List.of()), t);
+                        known.put(p.pid(), s);
+                    }
+                    if (s.owner().isPresent()) {
+                        anyOwner = true;
+                        String k = key(s.owner().get());
+                        if (k != null) {
+                            using.computeIfAbsent(k, x -> new TreeMap<>()).put(d.index(), d);
+                            owners.putIfAbsent(k, s.owner().get());
+                        }
                     }
                 }
-                for (Map.Entry<String, Interval> r : resumed.entrySet()) {
-                    if (r.getValue().devices().stream().anyMatch(u -> u.index() == d.index())) {
-                        using.computeIfAbsent(r.getKey(), x -> new TreeMap<>()).put(d.index(), d);
-                    }
+                known.keySet().retainAll(pids);
+                if (!anyOwner && (!unconfirmed.isEmpty() || !resumed.isEmpty())) {
+                    // processes listed but none answered for, on a GPU a track the store had open at the restart
+                    // holds: the sources may not answer yet (a kubelet not up, a list not read yet), which is not
+                    // "nobody's"; it keeps that track, as an unlisted GPU does, until one answers (review61)
+                    answered = false;
                 }
+            }
+            if (answered) {
+                unlistedFor.remove(d.index());
                 continue;
             }
-            Map<Integer, Seen> known = seen.computeIfAbsent(d.index(), x -> new HashMap<>());
-            Set<Integer> pids = new HashSet<>();
-            for (GpuProcessUsage p : ps.get().processes()) {
-                pids.add(p.pid());
-                Seen s = known.get(p.pid());
-                // asked again every REVALIDATE_MILLIS whatever the process's incarnation: a pod source answers from
-                // the kubelet's list as it stands, not from the process, so an answer given while the kubelet was
-                // down, or before it listed the GPU's next pod, changes (review60)
-                if (s == null || t < s.checkedAt() || t - s.checkedAt() >= REVALIDATE_MILLIS) {
-                    s = new Seen(attribution.ownerOf(d, p.pid(), List.of()), t);
-                    known.put(p.pid(), s);
+            boolean listed = !unlisted(ps);
+            // not listed, or no process of it answered for: its holders keep it, not measured, while it has been so
+            // for at most MAX_UNLISTED_MILLIS of sweeps (a GPU that never lists again holds no pod for ever); at a
+            // restarted sampler's first sweep, the tracks its store has open on it, when their last record measured
+            // it (one not measured then had stopped listing before: its time is not started over; review61)
+            long gone = unlistedFor.merge(d.index(), step, Long::sum);
+            if (gone > MAX_UNLISTED_MILLIS) {
+                continue;
+            }
+            for (Allocation a : last) {
+                if (a.devices().contains(d) && (!listed || unconfirmed.contains(keyOf(a.id())))) {
+                    using.computeIfAbsent(keyOf(a.id()), x -> new TreeMap<>()).put(d.index(), d);
                 }
-                if (s.owner().isPresent()) {
-                    String k = key(s.owner().get());
-                    if (k != null) {
-                        using.computeIfAbsent(k, x -> new TreeMap<>()).put(d.index(), d);
-                        owners.putIfAbsent(k, s.owner().get());
+            }
+            for (Map.Entry<String, Interval> r : resumed.entrySet()) {
+                for (AccountingRecord.DeviceUsage u : r.getValue().devices()) {
+                    if (u.index() == d.index() && (u.figures().heldMillis() == 0
+                            || u.figures().utilizationMillis() > 0)) {
+                        using.computeIfAbsent(r.getKey(), x -> new TreeMap<>()).put(d.index(), d);
+                        unconfirmed.add(r.getKey());
                     }
                 }
             }
-            known.keySet().retainAll(pids);
         }
-        for (String k : using.keySet()) {
-            if (owners.containsKey(k)) {
-                unlistedSince.remove(k);
-            } else {
-                long since = unlistedSince.computeIfAbsent(k, x -> t);
-                if (t - since > MAX_UNLISTED_MILLIS || t < since) {
-                    unlistedSince.put(k, Long.MIN_VALUE); // ends now: dropped below
-                }
-            }
-        }
-        using.keySet().removeIf(k -> unlistedSince.getOrDefault(k, 0L) == Long.MIN_VALUE);
-        unlistedSince.keySet().retainAll(using.keySet());
+        unlistedFor.keySet().removeIf(i -> devices.stream().noneMatch(d -> d.index() == i));
+        unconfirmed.removeIf(k -> owners.containsKey(k) || !using.containsKey(k));
         List<Allocation> out = new ArrayList<>(using.size());
         boolean same = using.size() == last.size();
         for (Map.Entry<String, TreeMap<Integer, GpuDevice>> e : using.entrySet()) {

@@ -1208,10 +1208,14 @@ final class UsageMeter {
                 }
                 return out;
             }
+            // a pod's or job's track the sampler's first sweep did not find: GONE, its processes no longer listed
+            // (the end of an allocation released while no sampler ran is UNOBSERVED)
+            boolean gone = ExternalHolders.isExternal(tail.allocationId()) && cause.equals("GONE");
             return List.of(new Interval(tail.allocationId(), tail.owner(), tail.ownerUid(), tail.jobId(), tail.to(),
-                    tail.to(), false, Optional.of("UNOBSERVED"), false, Optional.empty(), tail.devices().stream()
-                            .map(d -> new DeviceUsage(d.index(), d.uuid(), new UsageFigures(), d.counterAtEnd(),
-                                    List.of("released after " + tail.to() + " while no sampler ran")))
+                    tail.to(), false, Optional.of(gone ? "GONE" : "UNOBSERVED"), false, Optional.empty(),
+                    tail.devices().stream().map(d -> new DeviceUsage(d.index(), d.uuid(), new UsageFigures(),
+                            d.counterAtEnd(), List.of(gone ? "its processes were no longer listed at " + tail.to()
+                                    : "released after " + tail.to() + " while no sampler ran")))
                             .toList()));
         }
         long r = at.toEpochMilli();
@@ -1290,7 +1294,8 @@ final class UsageMeter {
         List<Interval> out = new ArrayList<>();
         for (String id : new ArrayList<>(resumeFrom.keySet())) {
             if (!live.contains(id)) {
-                out.addAll(end(id, Instant.EPOCH, "UNOBSERVED"));
+                // a pod's or job's track the first sweep did not find: GONE, as when a running sampler sees it go
+                out.addAll(end(id, Instant.EPOCH, ExternalHolders.isExternal(id) ? "GONE" : "UNOBSERVED"));
             }
         }
         return out;

@@ -5,6 +5,7 @@ import io.gpusched.accounting.AccountingSettings;
 import io.gpusched.accounting.AccountingStore;
 import io.gpusched.accounting.HostIdleEffects;
 import io.gpusched.accounting.IdlePolicy;
+import io.gpusched.core.GpuConfig;
 import java.nio.file.Path;
 import java.time.Clock;
 import java.util.List;
@@ -47,7 +48,11 @@ public final class RunSampler implements AutoCloseable {
             AccountingSettings flagOnly = s.withIdle(new IdlePolicy(p.threshold(), p.window(), p.warnAfter(),
                     p.actAfter(), IdlePolicy.Action.NONE, p.signal(), p.grace(), p.exemptOwners(), p.dryRun(),
                     List.of()));
-            Optional<AccountingSampler> opened = AccountingSampler.open(AccountingStore.at(node.stateDirectory()),
+            // the node's store where the service keeps it: gpu.service.private_dir when the state directory is
+            // shared (review61: a run beside the service became a second sampler of a store nothing reads)
+            GpuConfig config = configFile.map(GpuConfig::load).orElse(GpuConfig.defaults());
+            Path storeDir = config.service().privateDir(node.stateDirectory());
+            Optional<AccountingSampler> opened = AccountingSampler.open(AccountingStore.at(storeDir),
                     flagOnly, node.inventory(), AttributionChain.of(s), new HostIdleEffects(node.scheduler()),
                     Clock.systemUTC());
             if (opened.isEmpty()) {
