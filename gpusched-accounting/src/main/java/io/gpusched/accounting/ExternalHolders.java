@@ -62,11 +62,27 @@ final class ExternalHolders {
     /** The most one sweep's step adds to {@link #unlistedFor}. */
     private static final long MAX_STEP_MILLIS = 60_000;
     private long lastSweep = Long.MIN_VALUE;
+    /** per GPU index: the keys of the holders kept on it at this sweep without a source's answer */
+    private final Map<Integer, Set<String>> carried = new HashMap<>();
     /** keys of tracks the store had open at the restart, kept on their GPUs since without a source's answer */
     private final Set<String> unconfirmed = new HashSet<>();
 
-    private record Seen(Optional<UsageOwner> owner, long checkedAt) {
+    /**
+     * @param owner     whom the process works for
+     * @param checkedAt when that was asked
+     * @param staleFor  for how long (asks' forward steps) no source has answered for it: the last answer is kept up to
+     *                  {@link #MAX_UNLISTED_MILLIS} (a kubelet down longer than its source's minute: review62)
+     */
+    private record Seen(Optional<UsageOwner> owner, long checkedAt, long staleFor) {
     }
+
+    /**
+     * The note on a pod's or job's GPU for an interval in which it was kept there without a source's answer (the GPU
+     * not listed, or no source answering for its processes): a restarted sampler carries its track on that GPU only
+     * when its last record has none (review62).
+     */
+    static final String CARRIED = "carried: kept on this GPU while its processes could not be listed or no source"
+            + " answered for them";
 
     ExternalHolders(ProcessAttribution attribution) {
         this.attribution = attribution;
@@ -80,6 +96,11 @@ final class ExternalHolders {
         Map<Integer, Seen> known = seen.get(device);
         Seen s = known == null ? null : known.get(pid);
         return s == null ? Optional.empty() : s.owner();
+    }
+
+    /** @return the keys of the holders kept on a GPU at this sweep without a source's answer ({@link #CARRIED}) */
+    Set<String> carried(int device) {
+        return carried.getOrDefault(device, Set.of());
     }
 
     /** @return whether an id is a pod's or a Slurm job's track */
@@ -153,6 +174,7 @@ final class ExternalHolders {
     List<Allocation> sweep(Instant now, List<GpuDevice> devices, List<Allocation> live,
             Function<GpuDevice, Optional<ProcessUsageSample>> usage) {
         long t = now.toEpochMilli();
+        carried.clear();
         // the time a GPU goes unlisted is counted in the sweeps' forward steps, each at most MAX_STEP_MILLIS: a clock
         // stepped back adds nothing, one stepped ahead no more than a sweep's worth (review61)
         long step = lastSweep == Long.MIN_VALUE ? 0 : Math.min(MAX_STEP_MILLIS, Math.max(0, t - lastSweep));
@@ -184,7 +206,16 @@ final class ExternalHolders {
                     // from the kubelet's list as it stands, not from the process, so an answer given while the
                     // kubelet was down, or before it listed the GPU's next pod, changes (review60)
                     if (s == null || t < s.checkedAt() || t - s.checkedAt() >= REVALIDATE_MILLIS) {
-                        s = new Seen(attribution.ownerOf(d, p.pid(), List.of()), t);
+                        Optional<UsageOwner> fresh = attribution.ownerOf(d, p.pid(), List.of());
+                        long stale = s == null ? 0 : s.staleFor() + Math.min(MAX_STEP_MILLIS,
+                                Math.max(0, t - s.checkedAt()));
+                        if (fresh.isEmpty() && s != null && s.owner().isPresent() && stale <= MAX_UNLISTED_MILLIS) {
+                            // the same process, still listed, and no source answers for it now (a kubelet down past
+                            // its source's minute): still its pod's, for at most the bound (review62)
+                            s = new Seen(s.owner(), t, stale);
+                        } else {
+                            s = new Seen(fresh, t, 0);
+                        }
                         known.put(p.pid(), s);
                     }
                     if (s.owner().isPresent()) {
@@ -193,6 +224,9 @@ final class ExternalHolders {
                         if (k != null) {
                             using.computeIfAbsent(k, x -> new TreeMap<>()).put(d.index(), d);
                             owners.putIfAbsent(k, s.owner().get());
+                            if (s.staleFor() > 0) {
+                                carried.computeIfAbsent(d.index(), x -> new HashSet<>()).add(k);
+                            }
                         }
                     }
                 }
@@ -220,13 +254,19 @@ final class ExternalHolders {
             for (Allocation a : last) {
                 if (a.devices().contains(d) && (!listed || unconfirmed.contains(keyOf(a.id())))) {
                     using.computeIfAbsent(keyOf(a.id()), x -> new TreeMap<>()).put(d.index(), d);
+                    carried.computeIfAbsent(d.index(), x -> new HashSet<>()).add(keyOf(a.id()));
                 }
             }
             for (Map.Entry<String, Interval> r : resumed.entrySet()) {
-                for (AccountingRecord.DeviceUsage u : r.getValue().devices()) {
-                    if (u.index() == d.index() && (u.figures().heldMillis() == 0
-                            || u.figures().utilizationMillis() > 0)) {
+                Interval tail = r.getValue();
+                for (AccountingRecord.DeviceUsage u : tail.devices()) {
+                    // only a track its last record shows held there by a source's answer, and within the bound of
+                    // the time since that record: one already kept without an answer is not kept again from a
+                    // restart (reviews 61, 62)
+                    if (u.index() == d.index() && !u.notes().contains(CARRIED)
+                            && t - tail.to().toEpochMilli() <= MAX_UNLISTED_MILLIS) {
                         using.computeIfAbsent(r.getKey(), x -> new TreeMap<>()).put(d.index(), d);
+                        carried.computeIfAbsent(d.index(), x -> new HashSet<>()).add(r.getKey());
                         unconfirmed.add(r.getKey());
                     }
                 }

@@ -758,6 +758,8 @@ final class UsageMeter {
         /** per holder: the utilization of the processes charged to it (shared devices), where {@link #busySet} */
         final double[] busy;
         final boolean[] busySet;
+        /** per holder: a pod or job kept on the GPU this sweep without a source's answer for it (ExternalHolders) */
+        final boolean[] carried;
         String utilNote;
         String shareNote;
         /** processes no rule ties to anyone were busy above the idle threshold: no holder is judged idle on it */
@@ -773,6 +775,7 @@ final class UsageMeter {
             energyShare = new double[holders];
             busy = new double[holders];
             busySet = new boolean[holders];
+            carried = new boolean[holders];
         }
 
         void reset() {
@@ -786,6 +789,7 @@ final class UsageMeter {
             Arrays.fill(memorySet, false);
             Arrays.fill(energyShare, 0.0);
             Arrays.fill(busySet, false);
+            Arrays.fill(carried, false);
             utilNote = null;
             shareNote = null;
             unattributedBusy = false;
@@ -797,6 +801,12 @@ final class UsageMeter {
         GpuDevice d = h.device;
         List<Allocation> hs = h.holders;
         s.reset();
+        if (h.external && externals != null) {
+            Set<String> kept = externals.carried(d.index());
+            for (int i = 0; i < hs.size() && !kept.isEmpty(); i++) {
+                s.carried[h.canonical[i]] |= kept.contains(ExternalHolders.keyOf(hs.get(i).id()));
+            }
+        }
         s.sampled = m != null;
         s.mig = d.parentUuid().isPresent();
         s.now = t;
@@ -1054,6 +1064,9 @@ final class UsageMeter {
         long dt = to - from;
         UsageFigures f = tr.figures(d);
         f.heldMillis += dt;
+        if (s != null && s.carried[at]) {
+            note(tr, d, ExternalHolders.CARRIED); // a restarted sampler does not carry its track on this GPU again
+        }
         if (s == null || !s.sampled) {
             note(tr, d, "not measured: the sweep read no metrics for this GPU");
             return;

@@ -271,4 +271,33 @@ class ExternalHoldersTest {
         assertThat(a).as("80 %% for two minutes, 20 %% for two (an answer asked again within 10 s): about 50 %%, not"
                 + " the first answer's 80 %% kept").isBetween(45.0, 55.0);
     }
+
+    /**
+     * A restarted sampler carries a pod's open track on a GPU whose processes no source answers for yet only within
+     * the 5 minutes since its last record: after a longer downtime the pod is not known to be there (its process may
+     * be another pod's by now), so the track ends GONE at its last record.
+     */
+    @Test
+    void aLongDowntimeDoesNotCarryAPodsTrackWithoutAnAnswer() {
+        try (AccountingNode n = node(dir)) {
+            n.inventory.setProcessTraces(1, Map.of());
+            n.sweep();
+            n.run(STEP, 6); // T0 + 60 s: the train pod's process on GPU 0
+            n.stopSampler();
+            n.clock.advance(Duration.ofMinutes(10));
+            owners.remove(101); // no source answers for its processes (a kubelet not up)
+            owners.remove(201);
+            n.startSampler();
+            n.run(STEP, 3);
+        }
+        List<Interval> train = new ArrayList<>();
+        AccountingStore.at(dir).readDay(LocalDate.of(2026, 3, 2), r -> {
+            if (r instanceof Interval iv && iv.allocationId().startsWith("pod:ml/train@")) {
+                train.add(iv);
+            }
+        }, new ArrayList<>());
+        assertThat(train.stream().filter(iv -> iv.end().isPresent()).map(Interval::end).toList())
+                .as("ended at its last record, not carried after 10 minutes down: %s", train).containsExactly(
+                        Optional.of("GONE"));
+    }
 }
