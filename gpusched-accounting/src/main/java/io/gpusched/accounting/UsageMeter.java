@@ -876,45 +876,37 @@ final class UsageMeter {
                     // pods' and Slurm jobs' GPUs: whom the sampler's pass over them found each process works for at
                     // this sweep (asked again every 10 s whatever the process: review60), no answer of the meter's own
                     o = externals.ownerSeen(d.index(), p.pid());
-                    double u = p.smUtilizationPercent().orElse(0);
-                    total += u;
-                    int at = o.isEmpty() ? -1 : h.positionOf(o.get());
-                    if (at < 0) {
-                        untied += u;
-                        continue;
-                    }
-                    charge(s, at, u, p);
-                    continue;
-                }
-                Attributed was = known.get(p.pid());
-                // remembered while the holders and the process are the same: a pid another process took between two
-                // sweeps (freed and reused) has another incarnation, checked every REVALIDATE_MILLIS, and is asked
-                // about again (a source that cannot tell the incarnation is asked again then)
-                boolean same = was != null && was.holders.equals(holderIds);
-                if (same && (s.now < was.checkedAt || s.now - was.checkedAt >= REVALIDATE_MILLIS)) {
-                    OptionalLong now = was.incarnation.isPresent() ? attribution.incarnation(p.pid())
-                            : OptionalLong.empty();
-                    same = now.isPresent() && now.equals(was.incarnation);
-                    if (same) {
-                        was.checkedAt = s.now;
-                    }
-                }
-                if (same) {
-                    o = was.owner;
-                    if (was.listed != listed) {
-                        was.listed = listed;
-                        current++;
-                    }
                 } else {
-                    // the incarnation read before and after the owner: a pid that changed hands in between is not
-                    // kept under the new process's incarnation with the old one's owner (review25)
-                    OptionalLong before = attribution.incarnation(p.pid());
-                    o = attribution.ownerOf(d, p.pid(), h.external ? List.of() : hs); // pods are no allocations
-                    OptionalLong after = before.isPresent() ? attribution.incarnation(p.pid()) : before;
-                    known.put(p.pid(), new Attributed(holderIds, o, before.equals(after) ? before
-                            : OptionalLong.empty(), s.now, listed));
-                    if (was == null || was.listed != listed) {
-                        current++;
+                    Attributed was = known.get(p.pid());
+                    // remembered while the holders and the process are the same: a pid another process took between two
+                    // sweeps (freed and reused) has another incarnation, checked every REVALIDATE_MILLIS, and is asked
+                    // about again (a source that cannot tell the incarnation is asked again then)
+                    boolean same = was != null && was.holders.equals(holderIds);
+                    if (same && (s.now < was.checkedAt || s.now - was.checkedAt >= REVALIDATE_MILLIS)) {
+                        OptionalLong now = was.incarnation.isPresent() ? attribution.incarnation(p.pid())
+                                : OptionalLong.empty();
+                        same = now.isPresent() && now.equals(was.incarnation);
+                        if (same) {
+                            was.checkedAt = s.now;
+                        }
+                    }
+                    if (same) {
+                        o = was.owner;
+                        if (was.listed != listed) {
+                            was.listed = listed;
+                            current++;
+                        }
+                    } else {
+                        // the incarnation read before and after the owner: a pid that changed hands in between is not
+                        // kept under the new process's incarnation with the old one's owner (review25)
+                        OptionalLong before = attribution.incarnation(p.pid());
+                        o = attribution.ownerOf(d, p.pid(), h.external ? List.of() : hs); // pods are no allocations
+                        OptionalLong after = before.isPresent() ? attribution.incarnation(p.pid()) : before;
+                        known.put(p.pid(), new Attributed(holderIds, o, before.equals(after) ? before
+                                : OptionalLong.empty(), s.now, listed));
+                        if (was == null || was.listed != listed) {
+                            current++;
+                        }
                     }
                 }
                 double u = p.smUtilizationPercent().orElse(0);
