@@ -199,6 +199,9 @@ final class ExternalHolders {
                 Map<Integer, Seen> known = seen.computeIfAbsent(d.index(), x -> new HashMap<>());
                 Set<Integer> pids = new HashSet<>();
                 boolean anyOwner = ps.get().processes().isEmpty(); // no process: answered, nobody there
+                boolean anyFresh = false;
+                Map<String, UsageOwner> here = new LinkedHashMap<>();
+                Set<String> staleKeys = new HashSet<>();
                 for (GpuProcessUsage p : ps.get().processes()) {
                     pids.add(p.pid());
                     Seen s = known.get(p.pid());
@@ -220,17 +223,33 @@ final class ExternalHolders {
                     }
                     if (s.owner().isPresent()) {
                         anyOwner = true;
+                        anyFresh |= s.staleFor() == 0;
                         String k = key(s.owner().get());
                         if (k != null) {
-                            using.computeIfAbsent(k, x -> new TreeMap<>()).put(d.index(), d);
-                            owners.putIfAbsent(k, s.owner().get());
+                            here.putIfAbsent(k, s.owner().get());
                             if (s.staleFor() > 0) {
-                                carried.computeIfAbsent(d.index(), x -> new HashSet<>()).add(k);
+                                staleKeys.add(k);
                             }
                         }
                     }
                 }
                 known.keySet().retainAll(pids);
+                // a GPU whose only answers are kept ones (no source answered afresh) is counted as one not answered
+                // for: the two 5-minute bounds are one, not one after the other (review63)
+                boolean within = anyFresh || here.isEmpty()
+                        || unlistedFor.merge(d.index(), step, Long::sum) <= MAX_UNLISTED_MILLIS;
+                if (within) {
+                    for (Map.Entry<String, UsageOwner> e : here.entrySet()) {
+                        using.computeIfAbsent(e.getKey(), x -> new TreeMap<>()).put(d.index(), d);
+                        owners.putIfAbsent(e.getKey(), e.getValue());
+                        if (staleKeys.contains(e.getKey())) {
+                            carried.computeIfAbsent(d.index(), x -> new HashSet<>()).add(e.getKey());
+                        }
+                    }
+                }
+                if (!anyFresh && !here.isEmpty()) {
+                    continue; // counted above: its holders are those answers, while within the bound
+                }
                 if (!anyOwner && (!unconfirmed.isEmpty() || !resumed.isEmpty())) {
                     // processes listed but none answered for, on a GPU a track the store had open at the restart
                     // holds: the sources may not answer yet (a kubelet not up, a list not read yet), which is not

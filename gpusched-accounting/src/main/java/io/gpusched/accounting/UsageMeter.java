@@ -253,6 +253,11 @@ final class UsageMeter {
         UsageFigures[] figures;
         Set<String>[] notes;
         OptionalLong[] counter;
+        /**
+         * per slot: whether the last sweep credited kept this pod or job on the GPU without a source's answer (its
+         * record's {@link ExternalHolders#CARRIED} note says how the record ends, not what a sweep in it did: review63)
+         */
+        boolean[] carried;
 
         Track(Allocation a) {
             allocation = a;
@@ -265,6 +270,7 @@ final class UsageMeter {
             figures = new UsageFigures[slots.size()];
             notes = newNotes(slots.size());
             counter = new OptionalLong[slots.size()];
+            carried = new boolean[slots.size()];
         }
 
         @SuppressWarnings("unchecked")
@@ -286,6 +292,7 @@ final class UsageMeter {
                         t.figures[t.slot[k]] = figures[slot[j]];
                         t.notes[t.slot[k]] = notes[slot[j]];
                         t.counter[t.slot[k]] = counter[slot[j]];
+                        t.carried[t.slot[k]] = carried[slot[j]];
                     }
                 }
             }
@@ -294,6 +301,7 @@ final class UsageMeter {
             figures = t.figures;
             notes = t.notes;
             counter = t.counter;
+            carried = t.carried;
         }
 
         /** @return the figures of the open interval for the j-th device of the allocation */
@@ -445,7 +453,7 @@ final class UsageMeter {
             long sampledFrom = prev != null ? prev : t;
             boolean gapped = tr.covered < sampledFrom;
             if (gapped) {
-                gap(tr, tr.covered, sampledFrom, sweeps, slots, prev == null, out);
+                gap(tr, tr.covered, sampledFrom, sweeps, slots, positions, prev == null, out);
             }
             if (tr.covered < t) {
                 credit(tr, tr.covered, t, sweeps, slots, positions, out);
@@ -1056,9 +1064,7 @@ final class UsageMeter {
         long dt = to - from;
         UsageFigures f = tr.figures(d);
         f.heldMillis += dt;
-        if (s != null && s.carried[at]) {
-            note(tr, d, ExternalHolders.CARRIED); // a restarted sampler does not carry its track on this GPU again
-        }
+        tr.carried[tr.slot[d]] = s != null && s.carried[at]; // the record's note says how it ends (close)
         if (s == null || !s.sampled) {
             note(tr, d, "not measured: the sweep read no metrics for this GPU");
             return;
@@ -1104,8 +1110,8 @@ final class UsageMeter {
      * @param endsNow whether the gap ends at this sweep (the first sweep of this meter: the counters are this sweep's
      *                metrics), else at the previous sweep (the counters then are the ones kept from it)
      */
-    private void gap(Track tr, long from, long to, DeviceSweep[] sweeps, int[] slots, boolean endsNow,
-            List<Interval> out) {
+    private void gap(Track tr, long from, long to, DeviceSweep[] sweeps, int[] slots, int[] positions,
+            boolean endsNow, List<Interval> out) {
         if (tr.covered > tr.from || tr.first) {
             if (tr.covered > tr.from) {
                 out.add(close(tr, tr.covered, Optional.empty(), false));
@@ -1154,6 +1160,9 @@ final class UsageMeter {
                     note(tr, j, "energy over the unsampled time from the energy counter's delta");
                 }
                 note(tr, j, NOT_SAMPLED);
+                // the sweep that ends the gap kept a pod or job here without a source's answer: its record says so,
+                // or a restart right after would carry it again (review63)
+                tr.carried[tr.slot[j]] = sweeps[slots[j]].carried[positions[j]];
             }
             tr.covered = end;
             if (end == to) {
@@ -1359,6 +1368,11 @@ final class UsageMeter {
         List<GpuDevice> ds = a.devices();
         for (int j = 0; j < ds.size(); j++) {
             GpuDevice d = ds.get(j);
+            if (tr.carried[tr.slot[j]]) {
+                // kept there without a source's answer at its last sweep: a restarted sampler does not carry the
+                // track on this GPU again (ExternalHolders)
+                note(tr, j, ExternalHolders.CARRIED);
+            }
             UsageFigures f = tr.figures[tr.slot[j]];
             Set<String> n = tr.notes[tr.slot[j]];
             if (f != null && !RecordCodec.plausibleEnergy(f)) { // sweeps that each used the clock's allowance: the
