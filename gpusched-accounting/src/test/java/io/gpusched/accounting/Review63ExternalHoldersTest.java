@@ -255,4 +255,34 @@ class Review63ExternalHoldersTest {
         assertThat(AllocationUsage.allocationsOfJob(AccountingStore.at(dir), "ml/train", 10))
                 .as("`gpusched report ml/train` must find one track, not refuse a pod seen in several").hasSize(1);
     }
+
+    /**
+     * The guard review63's second test leaves unguarded: the sweeps that list the pod's process with only a kept
+     * answer count against the GPU's 5 minutes too. GPU 1 cannot be listed for 4 minutes, then lists the pod's
+     * process while no source answers (the kubelet down): the kept answer's own bound has barely started (its age grows
+     * by at most 60 s across the gap), so only the GPU's shared count ends the pod within 5 minutes of the first sweep
+     * without an answer.
+     */
+    @Test
+    void keptAnswersAfterAnUnlistedSpellCountAgainstTheSameFiveMinutes() {
+        owners.put(101, pod("ml", "train"));
+        try (MigNode n = new MigNode()) {
+            n.inventory.setProcessTraces(WHOLE, Map.of(101, UsageTrace.of(STEP, 60)));
+            n.sweep();
+            n.run(6); // T0 + 60 s: the pod's process listed on GPU 1 and answered for
+            n.inventory.setProcessTraces(WHOLE, Map.of()); // GPU 1's listing fails from T0 + 70 s
+            n.run(24); // to T0 + 300 s: 240 s unlisted
+            kubeletUp[0] = false; // no source answers from now on
+            n.inventory.setProcessTraces(WHOLE, Map.of(101, UsageTrace.of(STEP, 60))); // listed again
+            n.run(40); // to T0 + 700 s
+        }
+        List<Interval> track = intervals("pod:ml/train@");
+        assertThat(track).as("the pod was recorded on GPU 1").isNotEmpty();
+        Interval last = track.stream().filter(iv -> iv.end().isPresent()).findFirst().orElseThrow(
+                () -> new AssertionError("expected the pod's track to end (GONE) within " + BOUND_S + " s of the"
+                        + " first sweep without an answer (T0 + 70 s); it never ended: last interval "
+                        + track.get(track.size() - 1).from() + ".." + track.get(track.size() - 1).to()));
+        assertThat(last.to()).as("kept on GPU 1 without an answer, first unlisted then listed with a kept answer, for"
+                + " at most the bound (%d s) in all", BOUND_S).isBeforeOrEqualTo(T0.plusSeconds(70 + BOUND_S));
+    }
 }
