@@ -338,7 +338,10 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
             // holders, never judged by the policy (the scheduler's live list alone goes to it)
             List<Allocation> policyLive = live;
             Function<GpuDevice, Optional<ProcessUsageSample>> usage = processUsage;
-            if (externals != null) {
+            boolean jumped = meter.jumped(now);
+            // not at a sweep the clock jumped ahead for: a pod or job first seen there would be tracked from that
+            // time, and credited nothing once the clock came back until it passed it again (review64)
+            if (externals != null && !jumped) {
                 usage = onePerSweep(processUsage);
                 List<Allocation> ext = externals.sweep(now, inventory.devices(), live, usage);
                 if (!ext.isEmpty()) {
@@ -348,7 +351,7 @@ public final class AccountingSampler implements AllocationListener, AutoCloseabl
                     live = all;
                 }
             }
-            if (meter.jumped(now)) {
+            if (jumped) {
                 LOG.warn("accounting: the clock is {} ahead of the previous sweep ({} to {}): nothing is credited,"
                         + " written or pruned at this sweep; if the clock stays, the time is recorded as not sampled",
                         Duration.ofMillis(now.toEpochMilli() - lastSweepMillis), Instant.ofEpochMilli(

@@ -282,8 +282,12 @@ final class ExternalHolders {
                     // only a track its last record shows held there by a source's answer, and within the bound of
                     // the time since that record: one already kept without an answer is not kept again from a
                     // restart (reviews 61, 62)
-                    if (u.index() == d.index() && !u.notes().contains(CARRIED)
-                            && t - tail.to().toEpochMilli() <= MAX_UNLISTED_MILLIS) {
+                    long since = t - tail.to().toEpochMilli();
+                    if (u.index() == d.index() && !u.notes().contains(CARRIED) && since <= MAX_UNLISTED_MILLIS) {
+                        // for what is left of the bound: no sampler saw whether a source answered for it after its
+                        // last record (a kill leaves the last checkpoint's), so that time counts as without an
+                        // answer, and a restart never starts the bound over (review64)
+                        unlistedFor.merge(d.index(), Math.max(0, since), Math::max);
                         using.computeIfAbsent(r.getKey(), x -> new TreeMap<>()).put(d.index(), d);
                         carried.computeIfAbsent(d.index(), x -> new HashSet<>()).add(r.getKey());
                         unconfirmed.add(r.getKey());
