@@ -53,9 +53,10 @@ import org.slf4j.LoggerFactory;
  *
  * <p><b>Which process is whose.</b> PodResources names the containers a GPU is assigned to, not their processes. A
  * GPU assigned to exactly one container (listed once or more: two time-sliced replicas of it, a DRA claim's device and
- * CDI names): every process on it is that container's ({@link #ownerOf}). A GPU several
- * containers share (time-slicing): PodResources cannot tell their processes apart, so none is attributed (a guess
- * would bill one pod for another's work); {@link #holdersOf} still lists them.
+ * CDI names): every process on it is that container's ({@link #ownerOf}); a GPU only containers of one pod share is
+ * that pod's (label {@code container}: their names, sorted, comma-separated). A GPU containers of several pods share
+ * (time-slicing): PodResources cannot tell their processes apart, so none is attributed (a guess would bill one pod
+ * for another's work); {@link #holdersOf} still lists them.
  *
  * <p>The list is read at most once per {@code refresh} (10 s by default), with a 2-s deadline; when the kubelet cannot
  * be reached, the last list is used for at most {@code refresh} x 6, then nothing is attributed until it answers. The
@@ -145,18 +146,20 @@ public final class PodResourcesAttribution implements ProcessAttribution, AutoCl
             return Optional.empty();
         }
         // one container may list a GPU more than once (two time-sliced replicas of it, a DRA claim's device and CDI
-        // names): it is still the only holder (review54)
+        // names): it is still the only holder (review54); several containers of one pod (a claim they share, replicas
+        // handed to each) make the pod the only holder, whichever container runs the process (review65)
         PodContainer first = h.get(0);
+        TreeSet<String> containers = new TreeSet<>();
         TreeSet<String> resources = new TreeSet<>();
         for (PodContainer c : h) {
-            if (!c.namespace().equals(first.namespace()) || !c.pod().equals(first.pod())
-                    || !c.container().equals(first.container())) {
+            if (!c.namespace().equals(first.namespace()) || !c.pod().equals(first.pod())) {
                 return Optional.empty();
             }
+            containers.add(c.container());
             resources.add(c.resource());
         }
-        // the resources it holds the GPU as, sorted: the kubelet lists them in no fixed order (review56)
-        return Optional.of(new PodContainer(first.namespace(), first.pod(), first.container(),
+        // the containers and resources it holds the GPU as, sorted: the kubelet lists them in no fixed order (review56)
+        return Optional.of(new PodContainer(first.namespace(), first.pod(), String.join(",", containers),
                 String.join(",", resources), first.deviceId()).owner());
     }
 

@@ -7,10 +7,12 @@ import java.time.Instant;
 import java.time.LocalDate;
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Optional;
+import java.util.Set;
 import java.util.TreeMap;
 import java.util.TreeSet;
 
@@ -47,31 +49,96 @@ public record AllocationUsage(String id, Optional<String> owner, Optional<String
     public record Device(int index, String uuid, UsageFigures figures, List<String> notes) {
     }
 
+    /** The most tracks of one Slurm job {@link #findJob} adds up (a job of more GPU steps is refused, naming some). */
+    public static final int MAX_JOB_TRACKS = 1000;
+
     /**
      * @param store the node's store
      * @param id    an allocation id
      * @return its usage, or empty when the store has no record of it
      */
     public static Optional<AllocationUsage> find(AccountingStore store, String id) {
+        return read(store, id, Set.of(id));
+    }
+
+    /**
+     * What {@code gpusched report ID} and {@code /api/v1/usage?allocation=ID} show for a job id: the one allocation
+     * (or pod or Slurm job track) it ran as, or, for a Slurm job whose steps used GPUs apart (a track ends at the first
+     * sweep none of its processes is listed), all its tracks added up, as one user's job (review65). A Slurm job id
+     * two users' jobs had (Slurm reuses ids), or a gpusched or pod job that ran as several allocations, is refused.
+     *
+     * @param store the node's store
+     * @param jobId a job id (a gpusched job's, {@code <namespace>/<pod>}, a Slurm job id)
+     * @return its usage; empty when no record names that job
+     * @throws JobRanAsSeveralException naming the allocations, newest first, when it cannot be shown as one
+     */
+    public static Optional<AllocationUsage> findJob(AccountingStore store, String jobId) {
+        List<String> ids = allocationsOfJob(store, jobId, MAX_JOB_TRACKS + 1);
+        if (ids.size() <= 1) {
+            return ids.isEmpty() ? Optional.empty() : find(store, ids.get(0));
+        }
+        String prefix = ExternalHolders.SLURM_JOB + jobId + "@";
+        if (ids.size() <= MAX_JOB_TRACKS && ids.stream().allMatch(i -> i.startsWith(prefix))) {
+            Optional<AllocationUsage> u = read(store, ExternalHolders.SLURM_JOB + jobId, Set.copyOf(ids));
+            if (u.isPresent()) {
+                return u;
+            }
+        }
+        throw new JobRanAsSeveralException(jobId, ids.subList(0, Math.min(11, ids.size())));
+    }
+
+    /**
+     * A job id that names several allocations {@link #findJob} cannot show as one.
+     */
+    public static final class JobRanAsSeveralException extends RuntimeException {
+        private static final long serialVersionUID = 1L;
+        /** the allocations, newest first: at most 10, then a "..." */
+        private final List<String> allocations;
+
+        JobRanAsSeveralException(String jobId, List<String> ids) {
+            super("job \"" + RecordCodec.printable(jobId) + "\" ran as " + (ids.size() > 10 ? "more than 10"
+                    : ids.size()) + " allocations (newest first: " + String.join(", ",
+                            ids.subList(0,
+                                    Math.min(10, ids.size())))
+                    + (ids.size() > 10 ? ", ..." : "") + "); give one of them");
+            this.allocations = List.copyOf(ids.subList(0, Math.min(10, ids.size())));
+        }
+
+        /** @return the allocations it ran as, newest first (at most 10) */
+        public List<String> allocations() {
+            return allocations;
+        }
+    }
+
+    /**
+     * @return the usage of the allocations {@code ids} added up under {@code id}; empty when none is recorded, or when
+     *         several are and their records name different owners
+     */
+    private static Optional<AllocationUsage> read(AccountingStore store, String id, Set<String> ids) {
         List<LocalDate> days = store.days();
         List<Interval> found = new ArrayList<>();
         List<IdleAction> idle = new ArrayList<>();
         List<String> warnings = new ArrayList<>();
+        Set<String> granted = new HashSet<>();
         boolean complete = false;
         for (int i = days.size() - 1; i >= 0 && !complete; i--) {
-            List<Interval> here = new ArrayList<>();
             store.readDay(days.get(i), r -> {
-                if (r instanceof Interval iv && iv.allocationId().equals(id)) {
-                    here.add(iv);
-                } else if (r instanceof IdleAction a && a.allocationId().equals(id)) {
+                if (r instanceof Interval iv && ids.contains(iv.allocationId())) {
+                    found.add(iv);
+                    if (iv.first()) {
+                        granted.add(iv.allocationId());
+                    }
+                } else if (r instanceof IdleAction a && ids.contains(a.allocationId())) {
                     idle.add(a);
                 }
             }, warnings);
-            found.addAll(here);
-            complete = here.stream().anyMatch(Interval::first);
+            complete = granted.containsAll(ids);
         }
         if (found.isEmpty()) {
             return Optional.empty();
+        }
+        if (ids.size() > 1 && found.stream().map(Interval::owner).distinct().count() > 1) {
+            return Optional.empty(); // one id of two users' jobs: not one job
         }
         found.sort((a, b) -> a.from().compareTo(b.from()));
         idle.sort((a, b) -> a.at().compareTo(b.at()));
@@ -96,6 +163,15 @@ public record AllocationUsage(String id, Optional<String> owner, Optional<String
             }
             end = iv.end().isPresent() ? iv.end() : end;
             to = iv.to().isAfter(to) ? iv.to() : to;
+        }
+        if (ids.size() > 1) {
+            // the newest track's end when every track ended; running while one has not (an older track's GONE is
+            // not the job's end)
+            Set<String> ended = new HashSet<>();
+            found.stream().filter(iv -> iv.end().isPresent()).forEach(iv -> ended.add(iv.allocationId()));
+            if (!ended.containsAll(ids)) {
+                end = Optional.empty();
+            }
         }
         List<Device> devices = new ArrayList<>();
         per.forEach((i, f) -> devices.add(new Device(i, uuids.get(i), f, List.copyOf(notes.get(i)))));

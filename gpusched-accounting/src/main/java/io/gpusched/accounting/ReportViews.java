@@ -7,6 +7,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Set;
 
 /**
@@ -217,30 +218,43 @@ public final class ReportViews {
             idle, mem};
     }
 
-    /** @return the report as CSV (RFC 4180, a header line; empty cells where not measured) */
+    /**
+     * @return the report as CSV (RFC 4180, a header line; empty cells where not measured); by allocation, pod or Slurm
+     *         job an {@code owner} column follows the key (the allocation's owner, the pod's namespace, the job's user)
+     */
     public static String csv(UsageReport r) {
-        StringBuilder b = new StringBuilder(r.by().word()
+        boolean owners = r.by() == UsageReport.GroupBy.ALLOCATION || r.by() == UsageReport.GroupBy.POD
+                || r.by() == UsageReport.GroupBy.SLURM_JOB;
+        StringBuilder b = new StringBuilder(r.by().word() + (owners ? ",owner" : "")
                 + ",allocations,gpu_hours,kwh,energy_estimated,mean_utilization,peak_utilization,idle_fraction,"
                 + "peak_memory_bytes,sampled_fraction\n");
         Set<String> keys = new HashSet<>();
         for (UsageReport.Row row : r.rows()) {
-            csvRow(b, row.key(), row.allocations(), row.figures());
+            csvRow(b, row.key(), owners ? Optional.of(row.owner().orElse("")) : Optional.empty(), row.allocations(),
+                    row.figures());
             keys.add(row.key());
         }
         String total = "total"; // a key of its own: an owner may be named so (review57)
         while (keys.contains(total)) {
             total += "*";
         }
-        csvRow(b, total, r.allocations(), r.total());
+        csvRow(b, total, owners ? Optional.of("") : Optional.empty(), r.allocations(), r.total());
         return b.toString();
     }
 
-    private static void csvRow(StringBuilder b, String key, long allocs, UsageFigures f) {
-        String k = key;
+    /** @return a CSV cell, quoted, with no formula a spreadsheet would run */
+    private static String csvCell(String text) {
+        String k = text;
         if (k.startsWith("=") || k.startsWith("+") || k.startsWith("-") && k.length() > 1 || k.startsWith("@")) {
             k = "'" + k; // no formula in a spreadsheet
         }
-        b.append('"').append(k.replace("\"", "\"\"")).append('"').append(',').append(allocs).append(',')
+        return '"' + k.replace("\"", "\"\"") + '"';
+    }
+
+    private static void csvRow(StringBuilder b, String key, Optional<String> owner, long allocs, UsageFigures f) {
+        b.append(csvCell(key)).append(',');
+        owner.ifPresent(o -> b.append(csvCell(o)).append(','));
+        b.append(allocs).append(',')
                 .append(String.format(Locale.ROOT, "%.4f", f.heldMillis() / 3.6e6)).append(',')
                 .append(f.energyMillis() > 0 ? String.format(Locale.ROOT, "%.6f", f.kilowattHours()) : "")
                 .append(',').append(f.energyEstimated()).append(',')

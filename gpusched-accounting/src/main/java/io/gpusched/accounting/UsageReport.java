@@ -72,8 +72,9 @@ public record UsageReport(Instant since, Instant until, GroupBy by, List<Row> ro
          */
         POD,
         /**
-         * One row per Slurm job (its id) that used a GPU no allocation held, its owner the job's user; everything else:
-         * the row keyed {@link UsageReport#NO_OWNER}.
+         * One row per Slurm job (its id) and user that used a GPU no allocation held, its owner the job's user
+         * (Slurm reuses job ids: one id of two users is two rows); everything else: the row keyed
+         * {@link UsageReport#NO_OWNER}.
          */
         SLURM_JOB;
 
@@ -248,7 +249,7 @@ public record UsageReport(Instant since, Instant until, GroupBy by, List<Row> ro
                     case DAY -> AccountingStore.dayOf(iv.from()).toString();
                     case POD, SLURM_JOB -> jobKey(iv, by);
                 };
-                RowAcc acc = rows.computeIfAbsent(key, k -> new RowAcc(k));
+                RowAcc acc = rows.computeIfAbsent(rowKey(key, iv), k -> new RowAcc(key));
                 acc.add(x, d.index(), iv.from(), iv.to(), d.notes());
                 if (by == GroupBy.OWNER) {
                     acc.owner = iv.owner();
@@ -273,9 +274,21 @@ public record UsageReport(Instant since, Instant until, GroupBy by, List<Row> ro
                     case POD, SLURM_JOB -> jobKey(iv, by);
                 };
                 if (key != null) {
-                    rows.computeIfAbsent(key, RowAcc::new).allocations++;
+                    rows.computeIfAbsent(rowKey(key, iv), k -> new RowAcc(key)).allocations++;
                 }
             }
+        }
+
+        /**
+         * @return the accumulator's key: the row's, but for a Slurm job's, which is its id and its user's (Slurm
+         *         reuses job ids, after MaxJobId or a controller's reset: one user's job is never shown as another's;
+         *         review65)
+         */
+        private String rowKey(String key, Interval iv) {
+            if (by != GroupBy.SLURM_JOB || key.equals(NO_OWNER)) {
+                return key;
+            }
+            return key + '\u0000' + iv.owner().orElse("");
         }
 
         void summary(DaySummary s) {

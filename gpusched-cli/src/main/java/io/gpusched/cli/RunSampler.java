@@ -6,6 +6,7 @@ import io.gpusched.accounting.AccountingStore;
 import io.gpusched.accounting.HostIdleEffects;
 import io.gpusched.accounting.IdlePolicy;
 import io.gpusched.core.GpuConfig;
+import io.gpusched.core.ProcessAttribution;
 import java.nio.file.Path;
 import java.time.Clock;
 import java.util.List;
@@ -17,7 +18,8 @@ import org.slf4j.LoggerFactory;
  * {@code gpusched run} as the node's accounting sampler while its job runs, when no other process is (no console or
  * service on the node): one sweep a second of every allocation of the node, its own job's included, into the store.
  * It never acts on the idle policy (flags only): releasing or signalling is the console's and the service's. When
- * another process holds the sampler lock, or the store cannot be opened, it samples nothing and says so at debug level.
+ * another process holds the sampler lock, or the store cannot be opened, it samples nothing and says so at debug level;
+ * settings it cannot take are refused before the job starts ({@code GpuConfigException}).
  */
 public final class RunSampler implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(RunSampler.class);
@@ -37,23 +39,27 @@ public final class RunSampler implements AutoCloseable {
      * @param node       the open node
      * @param configFile {@code --config}, for {@code gpu.accounting} and {@code gpu.idle.threshold}
      * @return a running sampler, or one that does nothing
+     * @throws io.gpusched.core.GpuConfigException a setting of {@code gpu.accounting} it cannot take, naming it
      */
     public static RunSampler start(Node node, Optional<Path> configFile) {
+        // the settings are the admin's: one refused is an error before the job starts, as serve's is (review65: a
+        // typo in gpu.accounting.attribution made run meter nothing and say nothing)
+        AccountingSettings s = configFile.map(AccountingSettings::load).orElse(AccountingSettings.defaults());
+        if (!s.enabled()) {
+            return new RunSampler(node, null);
+        }
+        IdlePolicy p = s.idle();
+        AccountingSettings flagOnly = s.withIdle(new IdlePolicy(p.threshold(), p.window(), p.warnAfter(),
+                p.actAfter(), IdlePolicy.Action.NONE, p.signal(), p.grace(), p.exemptOwners(), p.dryRun(),
+                List.of()));
+        // the node's store where the service keeps it: gpu.service.private_dir when the state directory is
+        // shared (review61: a run beside the service became a second sampler of a store nothing reads)
+        GpuConfig config = configFile.map(GpuConfig::load).orElse(GpuConfig.defaults());
+        Path storeDir = config.service().privateDir(node.stateDirectory());
+        ProcessAttribution attribution = AttributionChain.of(s);
         try {
-            AccountingSettings s = configFile.map(AccountingSettings::load).orElse(AccountingSettings.defaults());
-            if (!s.enabled()) {
-                return new RunSampler(node, null);
-            }
-            IdlePolicy p = s.idle();
-            AccountingSettings flagOnly = s.withIdle(new IdlePolicy(p.threshold(), p.window(), p.warnAfter(),
-                    p.actAfter(), IdlePolicy.Action.NONE, p.signal(), p.grace(), p.exemptOwners(), p.dryRun(),
-                    List.of()));
-            // the node's store where the service keeps it: gpu.service.private_dir when the state directory is
-            // shared (review61: a run beside the service became a second sampler of a store nothing reads)
-            GpuConfig config = configFile.map(GpuConfig::load).orElse(GpuConfig.defaults());
-            Path storeDir = config.service().privateDir(node.stateDirectory());
             Optional<AccountingSampler> opened = AccountingSampler.open(AccountingStore.at(storeDir),
-                    flagOnly, node.inventory(), AttributionChain.of(s), new HostIdleEffects(node.scheduler()),
+                    flagOnly, node.inventory(), attribution, new HostIdleEffects(node.scheduler()),
                     Clock.systemUTC());
             if (opened.isEmpty()) {
                 return new RunSampler(node, null);
@@ -64,6 +70,7 @@ public final class RunSampler implements AutoCloseable {
             r.thread.start();
             return r;
         } catch (RuntimeException e) {
+            // a store this user cannot open (the service's, root's): another process samples, or none can
             LOG.debug("gpusched run samples nothing: {}", e.toString());
             return new RunSampler(node, null);
         }

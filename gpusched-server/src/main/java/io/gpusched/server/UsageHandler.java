@@ -53,10 +53,17 @@ final class UsageHandler implements HttpHandler {
             Instant now = clock.instant();
             if (q.containsKey("allocation")) {
                 String id = q.get("allocation");
-                Optional<AllocationUsage> u = AllocationUsage.find(store, id);
+                Optional<AllocationUsage> u;
+                try {
+                    // an allocation id, or a job's as gpusched report ID takes it: a pod, a Slurm job (review65)
+                    u = AllocationUsage.find(store, id).or(() -> AllocationUsage.findJob(store, id));
+                } catch (AllocationUsage.JobRanAsSeveralException e) {
+                    Exchanges.error(ex, 409, e.getMessage(), "JOB_RAN_AS_SEVERAL");
+                    return;
+                }
                 if (u.isEmpty()) {
                     Exchanges.error(ex, 404, "no usage is recorded for allocation \"" + SampleHistory.printable(id)
-                            + "\"", "UNKNOWN_ALLOCATION");
+                            + "\" (nor for a job of that id)", "UNKNOWN_ALLOCATION");
                     return;
                 }
                 Exchanges.json(ex, 200, ReportViews.allocation(u.get()));

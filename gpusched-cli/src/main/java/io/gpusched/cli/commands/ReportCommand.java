@@ -120,19 +120,16 @@ public final class ReportCommand implements Callable<Integer> {
     }
 
     /**
-     * @return the usage of the one allocation job {@code jobId} ran as; empty when none
-     * @throws CliException when it ran as several: they are named, one is to be given
+     * @return the usage of the one allocation job {@code jobId} ran as, or of a Slurm job's tracks added up; empty when
+     *         none
+     * @throws CliException when it ran as several it cannot show as one: they are named, one is to be given
      */
     private static Optional<AllocationUsage> ofJob(AccountingStore store, String jobId) {
-        List<String> ids = AllocationUsage.allocationsOfJob(store, jobId, 11);
-        if (ids.size() > 1) {
-            throw new CliException("job \"" + printable(jobId) + "\" ran as " + (ids.size() > 10 ? "more than 10"
-                    : ids.size()) + " allocations (newest first: " + String.join(", ",
-                            ids.subList(0,
-                                    Math.min(10, ids.size())))
-                    + "); give one of them");
+        try {
+            return AllocationUsage.findJob(store, jobId);
+        } catch (AllocationUsage.JobRanAsSeveralException e) {
+            throw new CliException(e.getMessage());
         }
-        return ids.isEmpty() ? Optional.empty() : AllocationUsage.find(store, ids.get(0));
     }
 
     /**
