@@ -58,6 +58,13 @@ final class ExternalHolders {
      * past {@link #MAX_UNLISTED_MILLIS} its holders lose it (a GPU that never lists again holds no pod for ever)
      */
     private final Map<Integer, Long> unlistedFor = new HashMap<>();
+    /**
+     * by key, for a track a restarted sampler carries without an answer: the time from its last record's end to the
+     * restart, which counts against its own 5 minutes (no sampler saw whether a source answered for it then: a kill
+     * leaves the last checkpoint's; review64), each track its own (review66: another track's older record is no
+     * evidence about this one)
+     */
+    private final Map<String, Long> sinceRecord = new HashMap<>();
     static final long MAX_UNLISTED_MILLIS = 5 * 60_000;
     /** The most one sweep's step adds to {@link #unlistedFor}. */
     private static final long MAX_STEP_MILLIS = 60_000;
@@ -271,7 +278,9 @@ final class ExternalHolders {
                 continue;
             }
             for (Allocation a : last) {
-                if (a.devices().contains(d) && (!listed || unconfirmed.contains(keyOf(a.id())))) {
+                String k = keyOf(a.id());
+                if (a.devices().contains(d) && (!listed || unconfirmed.contains(k))
+                        && gone + sinceRecord.getOrDefault(k, 0L) <= MAX_UNLISTED_MILLIS) {
                     using.computeIfAbsent(keyOf(a.id()), x -> new TreeMap<>()).put(d.index(), d);
                     carried.computeIfAbsent(d.index(), x -> new HashSet<>()).add(keyOf(a.id()));
                 }
@@ -284,10 +293,8 @@ final class ExternalHolders {
                     // restart (reviews 61, 62)
                     long since = t - tail.to().toEpochMilli();
                     if (u.index() == d.index() && !u.notes().contains(CARRIED) && since <= MAX_UNLISTED_MILLIS) {
-                        // for what is left of the bound: no sampler saw whether a source answered for it after its
-                        // last record (a kill leaves the last checkpoint's), so that time counts as without an
-                        // answer, and a restart never starts the bound over (review64)
-                        unlistedFor.merge(d.index(), Math.max(0, since), Math::max);
+                        // for what is left of its bound: the time since its last record counts (reviews 64, 66)
+                        sinceRecord.merge(r.getKey(), Math.max(0, since), Math::max);
                         using.computeIfAbsent(r.getKey(), x -> new TreeMap<>()).put(d.index(), d);
                         carried.computeIfAbsent(d.index(), x -> new HashSet<>()).add(r.getKey());
                         unconfirmed.add(r.getKey());
@@ -297,6 +304,9 @@ final class ExternalHolders {
         }
         unlistedFor.keySet().removeIf(i -> devices.stream().noneMatch(d -> d.index() == i));
         unconfirmed.removeIf(k -> owners.containsKey(k) || !using.containsKey(k));
+        if (!sinceRecord.isEmpty()) {
+            sinceRecord.keySet().retainAll(unconfirmed);
+        }
         List<Allocation> out = new ArrayList<>(using.size());
         boolean same = using.size() == last.size();
         for (Map.Entry<String, TreeMap<Integer, GpuDevice>> e : using.entrySet()) {

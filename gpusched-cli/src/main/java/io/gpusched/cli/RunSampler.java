@@ -39,7 +39,7 @@ public final class RunSampler implements AutoCloseable {
      * @param node       the open node
      * @param configFile {@code --config}, for {@code gpu.accounting} and {@code gpu.idle.threshold}
      * @return a running sampler, or one that does nothing
-     * @throws io.gpusched.core.GpuConfigException a setting of {@code gpu.accounting} it cannot take, naming it
+     * @throws io.gpusched.core.GpuConfigException a setting of {@code gpu.accounting} it cannot read, naming it
      */
     public static RunSampler start(Node node, Optional<Path> configFile) {
         // the settings are the admin's: one refused is an error before the job starts, as serve's is (review65: a
@@ -56,8 +56,11 @@ public final class RunSampler implements AutoCloseable {
         // shared (review61: a run beside the service became a second sampler of a store nothing reads)
         GpuConfig config = configFile.map(GpuConfig::load).orElse(GpuConfig.defaults());
         Path storeDir = config.service().privateDir(node.stateDirectory());
-        ProcessAttribution attribution = AttributionChain.of(s);
         try {
+            // the sources' names were checked with the settings; one that cannot work for this user (gRPC over Unix
+            // sockets not loadable here) is no reason to refuse the job: run then samples nothing, as beside the
+            // service, which samples the node (review66)
+            ProcessAttribution attribution = AttributionChain.of(s);
             Optional<AccountingSampler> opened = AccountingSampler.open(AccountingStore.at(storeDir),
                     flagOnly, node.inventory(), attribution, new HostIdleEffects(node.scheduler()),
                     Clock.systemUTC());
