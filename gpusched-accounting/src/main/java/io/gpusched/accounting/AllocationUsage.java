@@ -66,7 +66,8 @@ public record AllocationUsage(String id, Optional<String> owner, Optional<String
      * (or pod or Slurm job track) it ran as, or, for a Slurm job whose steps used GPUs apart (a track ends at the first
      * sweep none of its processes is listed), all its tracks added up, as one user's job (review65). A Slurm job id
      * two users' jobs had (Slurm reuses ids), or a gpusched or pod job that ran as several allocations, is refused.
-     * {@code slurm-job:<id>}, the id an added-up job is shown with, names that Slurm job's tracks only.
+     * {@code slurm-job:<id>}, the id an added-up job is shown with, names that Slurm job's tracks only (unless a job is
+     * named so itself).
      *
      * @param store the node's store
      * @param jobId a job id (a gpusched job's, {@code <namespace>/<pod>}, a Slurm job id)
@@ -75,17 +76,16 @@ public record AllocationUsage(String id, Optional<String> owner, Optional<String
      */
     public static Optional<AllocationUsage> findJob(AccountingStore store, String jobId) {
         String job = jobId;
-        boolean slurmOnly = false;
-        if (jobId.startsWith(ExternalHolders.SLURM_JOB) && jobId.indexOf('@') < 0) {
-            // the id an added-up Slurm job is shown with, taken back: that job's tracks only (review66)
+        List<String> ids = allocationsOfJob(store, jobId, MAX_JOB_TRACKS + 1);
+        if (ids.isEmpty() && jobId.startsWith(ExternalHolders.SLURM_JOB) && jobId.indexOf('@') < 0) {
+            // the id an added-up Slurm job is shown with, taken back: that job's tracks only (review66), when no job
+            // is named so itself (a gpusched job id may be any printable text: review67)
             job = jobId.substring(ExternalHolders.SLURM_JOB.length());
-            slurmOnly = true;
+            String p = ExternalHolders.SLURM_JOB + job + "@";
+            ids = allocationsOfJob(store, job, Integer.MAX_VALUE).stream().filter(i -> i.startsWith(p))
+                    .limit(MAX_JOB_TRACKS + 1).toList();
         }
         String prefix = ExternalHolders.SLURM_JOB + job + "@";
-        List<String> ids = allocationsOfJob(store, job, MAX_JOB_TRACKS + 1);
-        if (slurmOnly) {
-            ids = ids.stream().filter(i -> i.startsWith(prefix)).toList();
-        }
         if (ids.size() <= 1) {
             return ids.isEmpty() ? Optional.empty() : find(store, ids.get(0));
         }

@@ -59,12 +59,14 @@ final class ExternalHolders {
      */
     private final Map<Integer, Long> unlistedFor = new HashMap<>();
     /**
-     * by key, for a track a restarted sampler carries without an answer: the time from its last record's end to the
-     * restart, which counts against its own 5 minutes (no sampler saw whether a source answered for it then: a kill
-     * leaves the last checkpoint's; review64), each track its own (review66: another track's older record is no
-     * evidence about this one)
+     * per GPU index, by key, for a track a restarted sampler carries there without an answer: the time from its last
+     * record's end to the restart, which counts against its 5 minutes on that GPU (no sampler saw whether a source
+     * answered for it then: a kill leaves the last checkpoint's; review64), each track and GPU its own (reviews 66,
+     * 67: an answer for another track, or for this one on another GPU, is no evidence about this GPU), until that GPU
+     * is answered for
      */
-    private final Map<String, Long> sinceRecord = new HashMap<>();
+    private final Map<Integer, Map<String, Long>> sinceRecord = new HashMap<>();
+    private static final TreeMap<Integer, GpuDevice> EMPTY = new TreeMap<>();
     static final long MAX_UNLISTED_MILLIS = 5 * 60_000;
     /** The most one sweep's step adds to {@link #unlistedFor}. */
     private static final long MAX_STEP_MILLIS = 60_000;
@@ -198,6 +200,7 @@ final class ExternalHolders {
             if (held.contains(d.index())) {
                 seen.remove(d.index());
                 unlistedFor.remove(d.index());
+                sinceRecord.remove(d.index());
                 continue;
             }
             Optional<ProcessUsageSample> ps = usage.apply(d);
@@ -266,6 +269,7 @@ final class ExternalHolders {
             }
             if (answered) {
                 unlistedFor.remove(d.index());
+                sinceRecord.remove(d.index());
                 continue;
             }
             boolean listed = !unlisted(ps);
@@ -280,7 +284,8 @@ final class ExternalHolders {
             for (Allocation a : last) {
                 String k = keyOf(a.id());
                 if (a.devices().contains(d) && (!listed || unconfirmed.contains(k))
-                        && gone + sinceRecord.getOrDefault(k, 0L) <= MAX_UNLISTED_MILLIS) {
+                        && gone + sinceRecord.getOrDefault(d.index(), Map.of()).getOrDefault(k,
+                                0L) <= MAX_UNLISTED_MILLIS) {
                     using.computeIfAbsent(keyOf(a.id()), x -> new TreeMap<>()).put(d.index(), d);
                     carried.computeIfAbsent(d.index(), x -> new HashSet<>()).add(keyOf(a.id()));
                 }
@@ -294,7 +299,8 @@ final class ExternalHolders {
                     long since = t - tail.to().toEpochMilli();
                     if (u.index() == d.index() && !u.notes().contains(CARRIED) && since <= MAX_UNLISTED_MILLIS) {
                         // for what is left of its bound: the time since its last record counts (reviews 64, 66)
-                        sinceRecord.merge(r.getKey(), Math.max(0, since), Math::max);
+                        sinceRecord.computeIfAbsent(d.index(), x -> new HashMap<>()).merge(r.getKey(),
+                                Math.max(0, since), Math::max);
                         using.computeIfAbsent(r.getKey(), x -> new TreeMap<>()).put(d.index(), d);
                         carried.computeIfAbsent(d.index(), x -> new HashSet<>()).add(r.getKey());
                         unconfirmed.add(r.getKey());
@@ -305,7 +311,12 @@ final class ExternalHolders {
         unlistedFor.keySet().removeIf(i -> devices.stream().noneMatch(d -> d.index() == i));
         unconfirmed.removeIf(k -> owners.containsKey(k) || !using.containsKey(k));
         if (!sinceRecord.isEmpty()) {
-            sinceRecord.keySet().retainAll(unconfirmed);
+            // kept while the track is carried on that GPU without an answer (the GPU answered for: removed above)
+            sinceRecord.entrySet().removeIf(e -> {
+                e.getValue().keySet().removeIf(k -> !using.getOrDefault(k, EMPTY).containsKey(e.getKey())
+                        || !carried.getOrDefault(e.getKey(), Set.of()).contains(k));
+                return e.getValue().isEmpty();
+            });
         }
         List<Allocation> out = new ArrayList<>(using.size());
         boolean same = using.size() == last.size();
