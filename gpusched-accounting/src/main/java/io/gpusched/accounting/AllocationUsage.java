@@ -77,13 +77,23 @@ public record AllocationUsage(String id, Optional<String> owner, Optional<String
     public static Optional<AllocationUsage> findJob(AccountingStore store, String jobId) {
         String job = jobId;
         List<String> ids = allocationsOfJob(store, jobId, MAX_JOB_TRACKS + 1);
-        if (ids.isEmpty() && jobId.startsWith(ExternalHolders.SLURM_JOB) && jobId.indexOf('@') < 0) {
-            // the id an added-up Slurm job is shown with, taken back: that job's tracks only (review66), when no job
-            // is named so itself (a gpusched job id may be any printable text: review67)
-            job = jobId.substring(ExternalHolders.SLURM_JOB.length());
-            String p = ExternalHolders.SLURM_JOB + job + "@";
-            ids = allocationsOfJob(store, job, Integer.MAX_VALUE).stream().filter(i -> i.startsWith(p))
-                    .limit(MAX_JOB_TRACKS + 1).toList();
+        if (jobId.startsWith(ExternalHolders.SLURM_JOB) && jobId.indexOf('@') < 0) {
+            // the id an added-up Slurm job is shown with, taken back: that job's tracks only (review66); a job named
+            // so itself (a gpusched job id may be any printable text: review67) as well is two jobs: refused, naming
+            // both (review68)
+            String slurmJob = jobId.substring(ExternalHolders.SLURM_JOB.length());
+            String p = ExternalHolders.SLURM_JOB + slurmJob + "@";
+            List<String> tracks = allocationsOfJob(store, slurmJob, Integer.MAX_VALUE).stream()
+                    .filter(i -> i.startsWith(p)).limit(MAX_JOB_TRACKS + 1).toList();
+            if (!tracks.isEmpty() && !ids.isEmpty()) {
+                List<String> both = new ArrayList<>(ids.subList(0, Math.min(5, ids.size())));
+                both.addAll(tracks.subList(0, Math.min(6, tracks.size())));
+                throw new JobRanAsSeveralException(jobId, both);
+            }
+            if (ids.isEmpty()) {
+                job = slurmJob;
+                ids = tracks;
+            }
         }
         String prefix = ExternalHolders.SLURM_JOB + job + "@";
         if (ids.size() <= 1) {

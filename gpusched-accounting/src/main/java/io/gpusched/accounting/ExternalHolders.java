@@ -187,6 +187,11 @@ final class ExternalHolders {
         // the time a GPU goes unlisted is counted in the sweeps' forward steps, each at most MAX_STEP_MILLIS: a clock
         // stepped back adds nothing, one stepped ahead no more than a sweep's worth (review61)
         long step = lastSweep == Long.MIN_VALUE ? 0 : Math.min(MAX_STEP_MILLIS, Math.max(0, t - lastSweep));
+        if (lastSweep != Long.MIN_VALUE && t - lastSweep > UsageMeter.MAX_SWEEP_MILLIS) {
+            // the clock jumped ahead and stayed: the meter records the time since as a gap its holders held, which
+            // one kept without an answer has no ground for; it is no longer kept (review68)
+            step = MAX_UNLISTED_MILLIS + 1;
+        }
         lastSweep = t;
         Set<Integer> held = new HashSet<>();
         for (Allocation a : live) {
